@@ -1,0 +1,475 @@
+//! Typed PIV operations over any [`Channel`].
+//!
+//! Everything the card sends back is untrusted: lengths are checked, `61xx`
+//! chains and object sizes are bounded, and every failure is a [`PivError`]
+//! that says what the card did wrong.
+
+use crate::transport::{Channel, TransportError};
+use iso7816::tlv;
+use std::io::Read;
+use thiserror::Error;
+
+/// The PIV application identifier (SP 800-73-4 Part 1 §2.2), truncated to
+/// the form every PIV card answers to.
+pub const PIV_AID: [u8; 9] = [0xA0, 0x00, 0x00, 0x03, 0x08, 0x00, 0x00, 0x10, 0x00];
+
+/// The largest object the client accepts from a card: SP 800-73-4 containers
+/// are at most a few KiB; a card that sends more is refused.
+pub const MAX_OBJECT: usize = 32 * 1024;
+/// The most `61xx` continuations the client follows for one answer.
+const MAX_GET_RESPONSE: usize = 200;
+
+/// Why a PIV operation failed.
+#[derive(Debug, Error)]
+pub enum PivError {
+    #[error(transparent)]
+    Transport(#[from] TransportError),
+    #[error("the card has no PIV application (SELECT answered {0:04X})")]
+    NoPivApplet(u16),
+    #[error("the card does not hold the data object {0:06X}")]
+    NotFound(u32),
+    #[error("wrong PIN: {retries} attempt(s) left")]
+    WrongPin { retries: u8 },
+    #[error("the PIN is blocked; unblock it with the PUK")]
+    PinBlocked,
+    #[error("the card refused: security status not satisfied (PIN or authentication needed)")]
+    SecurityStatus,
+    #[error("{what} failed: the card answered status {sw:04X}")]
+    Status { what: &'static str, sw: u16 },
+    #[error("the card's answer to {what} is malformed: {detail}")]
+    Malformed { what: &'static str, detail: String },
+    #[error("the card's answer is larger than {MAX_OBJECT} bytes; refused")]
+    TooLarge,
+    #[error("the card kept answering 61xx; refused after {MAX_GET_RESPONSE} continuations")]
+    EndlessResponse,
+    #[error("the PIN must be 6 to 8 digits")]
+    BadPinFormat,
+}
+
+/// One card answer, split.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Response {
+    pub data: Vec<u8>,
+    pub sw: u16,
+}
+
+impl Response {
+    pub fn ok(&self) -> bool {
+        self.sw == 0x9000
+    }
+}
+
+fn split(mut raw: Vec<u8>) -> Result<Response, PivError> {
+    if raw.len() < 2 {
+        return Err(TransportError::ShortResponse(raw.len()).into());
+    }
+    let sw = u16::from_be_bytes([raw[raw.len() - 2], raw[raw.len() - 1]]);
+    raw.truncate(raw.len() - 2);
+    Ok(Response { data: raw, sw })
+}
+
+/// Encodes a command APDU; `le` of `Some(0)` asks for everything.
+pub fn encode_apdu(
+    cla: u8,
+    ins: u8,
+    p1: u8,
+    p2: u8,
+    data: &[u8],
+    le: Option<usize>,
+    extended: bool,
+) -> Vec<u8> {
+    let mut a = Vec::with_capacity(data.len() + 9);
+    a.extend_from_slice(&[cla, ins, p1, p2]);
+    if extended {
+        if !data.is_empty() {
+            a.push(0);
+            a.extend_from_slice(&(data.len() as u16).to_be_bytes());
+            a.extend_from_slice(data);
+        }
+        if let Some(le) = le {
+            if data.is_empty() {
+                a.push(0);
+            }
+            a.extend_from_slice(&((le.min(65536) % 65536) as u16).to_be_bytes());
+        }
+    } else {
+        if !data.is_empty() {
+            a.push(data.len() as u8);
+            a.extend_from_slice(data);
+        }
+        if let Some(le) = le {
+            a.push((le.min(256) % 256) as u8);
+        }
+    }
+    a
+}
+
+/// Sends one command, handling command chaining (data over 255 bytes on a
+/// short-APDU card), `61xx` + GET RESPONSE and `6Cxx`, with bounds.
+pub fn exchange(
+    ch: &mut dyn Channel,
+    cla: u8,
+    ins: u8,
+    p1: u8,
+    p2: u8,
+    data: &[u8],
+    want_data: bool,
+) -> Result<Response, PivError> {
+    let le = want_data.then_some(0);
+    let ext = ch.extended_length() && data.len() > 255;
+    let mut resp = if ext || data.len() <= 255 {
+        split(ch.transmit(&encode_apdu(cla, ins, p1, p2, data, le, ext))?)?
+    } else {
+        let chunks: Vec<&[u8]> = data.chunks(255).collect();
+        let last = chunks.len() - 1;
+        let mut r = None;
+        for (i, c) in chunks.iter().enumerate() {
+            let (cl, l) = if i < last { (cla | 0x10, None) } else { (cla, le) };
+            let resp = split(ch.transmit(&encode_apdu(cl, ins, p1, p2, c, l, false))?)?;
+            if i < last && resp.sw != 0x9000 {
+                return Ok(resp);
+            }
+            r = Some(resp);
+        }
+        r.expect("at least one chunk")
+    };
+    if resp.sw & 0xFF00 == 0x6C00 {
+        let le = usize::from(resp.sw as u8);
+        resp = split(ch.transmit(&encode_apdu(cla, ins, p1, p2, data, Some(le), false))?)?;
+    }
+    let mut out = std::mem::take(&mut resp.data);
+    let mut n = 0;
+    while resp.sw & 0xFF00 == 0x6100 {
+        n += 1;
+        if n > MAX_GET_RESPONSE {
+            return Err(PivError::EndlessResponse);
+        }
+        let le = usize::from(resp.sw as u8);
+        resp = split(ch.transmit(&encode_apdu(0x00, 0xC0, 0, 0, &[], Some(le), false))?)?;
+        out.extend_from_slice(&resp.data);
+        if out.len() > MAX_OBJECT {
+            return Err(PivError::TooLarge);
+        }
+    }
+    Ok(Response {
+        data: out,
+        sw: resp.sw,
+    })
+}
+
+/// What SELECT returned (the application property template).
+#[derive(Debug, Clone, Default)]
+pub struct AppInfo {
+    /// PIX + version from tag 4F (`000010000100` on a conforming card).
+    pub aid_pix: Vec<u8>,
+    pub label: Option<String>,
+}
+
+/// Typed PIV operations on a channel.
+pub struct Piv<'a> {
+    ch: &'a mut dyn Channel,
+}
+
+impl<'a> Piv<'a> {
+    pub fn new(ch: &'a mut dyn Channel) -> Self {
+        Piv { ch }
+    }
+
+    pub fn channel(&mut self) -> &mut dyn Channel {
+        self.ch
+    }
+
+    /// SELECT the PIV application.
+    pub fn select(&mut self) -> Result<AppInfo, PivError> {
+        let r = exchange(self.ch, 0x00, 0xA4, 0x04, 0x00, &PIV_AID, true)?;
+        if !r.ok() {
+            return Err(PivError::NoPivApplet(r.sw));
+        }
+        let mut info = AppInfo::default();
+        if r.data.is_empty() {
+            return Ok(info);
+        }
+        let apt = tlv::parse_single(&r.data, 0x61).map_err(|e| PivError::Malformed {
+            what: "SELECT",
+            detail: e.to_string(),
+        })?;
+        for t in tlv::Reader::new(apt) {
+            let t = t.map_err(|e| PivError::Malformed {
+                what: "SELECT",
+                detail: e.to_string(),
+            })?;
+            match t.tag {
+                0x4F => info.aid_pix = t.value.to_vec(),
+                0x50 => info.label = Some(String::from_utf8_lossy(t.value).into_owned()),
+                _ => {}
+            }
+        }
+        Ok(info)
+    }
+
+    /// GET DATA: the contents of the data object's `53` template.
+    pub fn get_data(&mut self, tag: u32) -> Result<Vec<u8>, PivError> {
+        let mut tagged = Vec::with_capacity(5);
+        tlv::push(&mut tagged, 0x5C, &tag_bytes(tag));
+        let r = exchange(self.ch, 0x00, 0xCB, 0x3F, 0xFF, &tagged, true)?;
+        match r.sw {
+            0x9000 => {}
+            0x6A82 => return Err(PivError::NotFound(tag)),
+            0x6982 => return Err(PivError::SecurityStatus),
+            sw => {
+                return Err(PivError::Status {
+                    what: "GET DATA",
+                    sw,
+                })
+            }
+        }
+        let v = tlv::parse_single(&r.data, 0x53).map_err(|e| PivError::Malformed {
+            what: "GET DATA",
+            detail: e.to_string(),
+        })?;
+        Ok(v.to_vec())
+    }
+
+    /// Reads a certificate container (SP 800-73-4 Part 1 Table 15: 70 cert,
+    /// 71 CertInfo, FE LRC) and returns the DER certificate, inflating a
+    /// gzip-compressed one (with the same size bound).
+    pub fn read_certificate(&mut self, tag: u32) -> Result<Vec<u8>, PivError> {
+        let obj = self.get_data(tag)?;
+        decode_cert_container(&obj)
+    }
+
+    /// VERIFY the card-application PIN (key reference 80).
+    pub fn verify_pin(&mut self, pin: &[u8]) -> Result<(), PivError> {
+        let block = pin_block(pin)?;
+        let r = exchange(self.ch, 0x00, 0x20, 0x00, 0x80, &block, false)?;
+        pin_status(r.sw, "VERIFY")
+    }
+
+    /// The PIN's remaining tries (VERIFY without data), or `Ok(None)` when
+    /// the PIN is already verified.
+    pub fn pin_retries(&mut self) -> Result<Option<u8>, PivError> {
+        let r = exchange(self.ch, 0x00, 0x20, 0x00, 0x80, &[], false)?;
+        match r.sw {
+            0x9000 => Ok(None),
+            sw if sw & 0xFFF0 == 0x63C0 => Ok(Some((sw & 0x0F) as u8)),
+            0x6983 => Err(PivError::PinBlocked),
+            sw => Err(PivError::Status { what: "VERIFY", sw }),
+        }
+    }
+
+    /// GENERAL AUTHENTICATE with a challenge (tag 81) and an empty response
+    /// (tag 82): the card's private-key operation in slot `key` with
+    /// algorithm `alg`. Returns the contents of the 82 tag.
+    pub fn sign(&mut self, alg: u8, key: u8, input: &[u8]) -> Result<Vec<u8>, PivError> {
+        let mut inner = Vec::with_capacity(input.len() + 8);
+        tlv::push(&mut inner, 0x82, &[]);
+        tlv::push(&mut inner, 0x81, input);
+        self.general_authenticate(alg, key, &inner, 0x82)
+    }
+
+    /// GENERAL AUTHENTICATE for ECDH (tag 85 with the peer's point).
+    pub fn ecdh(&mut self, alg: u8, key: u8, peer_point: &[u8]) -> Result<Vec<u8>, PivError> {
+        let mut inner = Vec::with_capacity(peer_point.len() + 8);
+        tlv::push(&mut inner, 0x82, &[]);
+        tlv::push(&mut inner, 0x85, peer_point);
+        self.general_authenticate(alg, key, &inner, 0x82)
+    }
+
+    fn general_authenticate(
+        &mut self,
+        alg: u8,
+        key: u8,
+        inner: &[u8],
+        want: u32,
+    ) -> Result<Vec<u8>, PivError> {
+        let body = tlv::encode(0x7C, inner);
+        let r = exchange(self.ch, 0x00, 0x87, alg, key, &body, true)?;
+        match r.sw {
+            0x9000 => {}
+            0x6982 => return Err(PivError::SecurityStatus),
+            sw => {
+                return Err(PivError::Status {
+                    what: "GENERAL AUTHENTICATE",
+                    sw,
+                })
+            }
+        }
+        let malformed = |detail: String| PivError::Malformed {
+            what: "GENERAL AUTHENTICATE",
+            detail,
+        };
+        let tmpl = tlv::parse_single(&r.data, 0x7C).map_err(|e| malformed(e.to_string()))?;
+        match tlv::find(tmpl, want).map_err(|e| malformed(e.to_string()))? {
+            Some(v) if !v.is_empty() => Ok(v.to_vec()),
+            _ => Err(malformed(format!("no {want:02X} tag in the answer"))),
+        }
+    }
+}
+
+fn tag_bytes(tag: u32) -> Vec<u8> {
+    let mut v = Vec::with_capacity(3);
+    tlv::push_tag(&mut v, tag);
+    v
+}
+
+fn pin_status(sw: u16, what: &'static str) -> Result<(), PivError> {
+    match sw {
+        0x9000 => Ok(()),
+        sw if sw & 0xFFF0 == 0x63C0 => Err(PivError::WrongPin {
+            retries: (sw & 0x0F) as u8,
+        }),
+        0x6983 => Err(PivError::PinBlocked),
+        sw => Err(PivError::Status { what, sw }),
+    }
+}
+
+/// The 8-byte PIN block: 6 to 8 ASCII digits padded with FF.
+pub fn pin_block(pin: &[u8]) -> Result<[u8; 8], PivError> {
+    if !(6..=8).contains(&pin.len()) || !pin.iter().all(u8::is_ascii_digit) {
+        return Err(PivError::BadPinFormat);
+    }
+    let mut b = [0xFF; 8];
+    b[..pin.len()].copy_from_slice(pin);
+    Ok(b)
+}
+
+/// Decodes a certificate container into the DER certificate.
+pub fn decode_cert_container(obj: &[u8]) -> Result<Vec<u8>, PivError> {
+    let malformed = |detail: String| PivError::Malformed {
+        what: "certificate container",
+        detail,
+    };
+    let mut cert = None;
+    let mut info = 0u8;
+    for t in tlv::Reader::new(obj) {
+        let t = t.map_err(|e| malformed(e.to_string()))?;
+        match t.tag {
+            0x70 => cert = Some(t.value),
+            0x71 => info = t.value.first().copied().unwrap_or(0),
+            _ => {}
+        }
+    }
+    let cert = cert.ok_or_else(|| malformed("no certificate (tag 70)".into()))?;
+    if cert.is_empty() {
+        return Err(malformed("the certificate (tag 70) is empty".into()));
+    }
+    if info & 0x01 == 0 {
+        return Ok(cert.to_vec());
+    }
+    // CertInfo bit 0: gzip-compressed certificate. Inflate with a bound so a
+    // malicious card cannot make the host allocate without limit.
+    let mut out = Vec::new();
+    flate2::read::GzDecoder::new(cert)
+        .take(MAX_OBJECT as u64 + 1)
+        .read_to_end(&mut out)
+        .map_err(|e| malformed(format!("compressed certificate does not inflate: {e}")))?;
+    if out.len() > MAX_OBJECT {
+        return Err(PivError::TooLarge);
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::transport::Traffic;
+    use std::collections::VecDeque;
+
+    /// A scripted card: answers in order and records the commands.
+    struct Script {
+        answers: VecDeque<Vec<u8>>,
+        sent: Vec<Vec<u8>>,
+        extended: bool,
+    }
+
+    impl Channel for Script {
+        fn transmit(&mut self, apdu: &[u8]) -> Result<Vec<u8>, TransportError> {
+            self.sent.push(apdu.to_vec());
+            Ok(self.answers.pop_front().unwrap_or_else(|| vec![0x6F, 0x00]))
+        }
+        fn extended_length(&self) -> bool {
+            self.extended
+        }
+        fn traffic(&self) -> Traffic {
+            Traffic::default()
+        }
+    }
+
+    fn script(answers: &[&[u8]]) -> Script {
+        Script {
+            answers: answers.iter().map(|a| a.to_vec()).collect(),
+            sent: Vec::new(),
+            extended: false,
+        }
+    }
+
+    #[test]
+    fn follows_get_response_and_chains_long_commands() {
+        let mut s = script(&[&[0x61, 0x02], &[0x53, 0x00, 0x90, 0x00]]);
+        let r = exchange(&mut s, 0, 0xCB, 0x3F, 0xFF, &[0x5C, 1, 0x7E], true).unwrap();
+        assert_eq!(r.data, vec![0x53, 0x00]);
+        assert_eq!(s.sent[1], vec![0x00, 0xC0, 0x00, 0x00, 0x02]);
+
+        let mut s = script(&[&[0x90, 0x00], &[0x90, 0x00]]);
+        exchange(&mut s, 0, 0x87, 7, 0x9A, &[0xAA; 300], true).unwrap();
+        assert_eq!(s.sent[0][0], 0x10);
+        assert_eq!(s.sent[0][4], 255);
+        assert_eq!(s.sent[1][0], 0x00);
+        assert_eq!(s.sent[1][4], 45);
+    }
+
+    #[test]
+    fn bounds_endless_and_oversized_answers() {
+        let mut s = script(&[]);
+        s.answers = std::iter::repeat_n(vec![0x61, 0x00], 500).collect();
+        assert!(matches!(
+            exchange(&mut s, 0, 0xCB, 0x3F, 0xFF, &[], true),
+            Err(PivError::EndlessResponse)
+        ));
+        let mut big = vec![0u8; 256];
+        big.extend_from_slice(&[0x61, 0x00]);
+        let mut s = script(&[]);
+        s.answers = std::iter::repeat_n(big, 150).collect();
+        assert!(matches!(
+            exchange(&mut s, 0, 0xCB, 0x3F, 0xFF, &[], true),
+            Err(PivError::TooLarge)
+        ));
+    }
+
+    #[test]
+    fn reports_pin_states_and_malformed_objects() {
+        let mut s = script(&[&[0x63, 0xC2], &[0x69, 0x83]]);
+        let mut piv = Piv::new(&mut s);
+        assert!(matches!(
+            piv.verify_pin(b"111111"),
+            Err(PivError::WrongPin { retries: 2 })
+        ));
+        assert!(matches!(piv.verify_pin(b"111111"), Err(PivError::PinBlocked)));
+        assert!(matches!(piv.verify_pin(b"12a456"), Err(PivError::BadPinFormat)));
+
+        let mut s = script(&[&[0x53, 0x05, 0x70, 0x09, 0x90, 0x00]]);
+        let mut piv = Piv::new(&mut s);
+        assert!(matches!(
+            piv.read_certificate(0x5FC101),
+            Err(PivError::Malformed { .. })
+        ));
+    }
+
+    #[test]
+    fn inflates_compressed_certificates_with_a_bound() {
+        use std::io::Write;
+        let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+        gz.write_all(&[0x30; 1000]).unwrap();
+        let z = gz.finish().unwrap();
+        let mut obj = tlv::encode(0x70, &z);
+        tlv::push(&mut obj, 0x71, &[0x01]);
+        assert_eq!(decode_cert_container(&obj).unwrap(), vec![0x30; 1000]);
+
+        let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::best());
+        gz.write_all(&vec![0u8; MAX_OBJECT * 4]).unwrap();
+        let bomb = gz.finish().unwrap();
+        let mut obj = tlv::encode(0x70, &bomb);
+        tlv::push(&mut obj, 0x71, &[0x01]);
+        assert!(matches!(decode_cert_container(&obj), Err(PivError::TooLarge)));
+    }
+}

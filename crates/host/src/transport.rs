@@ -1,0 +1,98 @@
+//! The [`Transport`] trait: one card behind one reader, raw APDU exchange.
+//!
+//! A transport moves bytes and counts them; it does not interpret status
+//! words (that is [`crate::client`]'s job), so that every implementation
+//! (PC/SC, in-process) behaves identically above it.
+
+use std::time::Duration;
+use thiserror::Error;
+
+/// Why an exchange with the card failed.
+#[derive(Debug, Error)]
+pub enum TransportError {
+    #[error("no PC/SC service is running (is pcscd started?)")]
+    NoService,
+    #[error("no reader named {0:?} (available: {1})")]
+    NoSuchReader(String, String),
+    #[error("no smart-card reader is connected")]
+    NoReaders,
+    #[error("no card in reader {0:?}")]
+    NoCard(String),
+    #[error("the card was removed")]
+    CardRemoved,
+    #[error("the card was reset by another application or the reader; reconnect")]
+    CardReset,
+    #[error("timed out after {0:?} waiting for a card")]
+    Timeout(Duration),
+    #[error("the wait was cancelled")]
+    Cancelled,
+    #[error("the card answered with {0} byte(s), fewer than a status word")]
+    ShortResponse(usize),
+    #[error("the command APDU is {0} bytes, larger than the transport allows")]
+    CommandTooLong(usize),
+    #[error("PC/SC error: {0}")]
+    Pcsc(String),
+}
+
+/// Counters a transport keeps: what crossed the wire, both ways.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Traffic {
+    /// Command APDUs sent.
+    pub apdus: u32,
+    /// Bytes sent to the card (command APDUs, headers included).
+    pub bytes_out: u64,
+    /// Bytes received from the card (data and status words).
+    pub bytes_in: u64,
+}
+
+impl Traffic {
+    /// What was exchanged since `earlier` (a snapshot of the same counters).
+    pub fn since(self, earlier: Traffic) -> Traffic {
+        Traffic {
+            apdus: self.apdus - earlier.apdus,
+            bytes_out: self.bytes_out - earlier.bytes_out,
+            bytes_in: self.bytes_in - earlier.bytes_in,
+        }
+    }
+
+    pub(crate) fn record(&mut self, sent: usize, received: usize) {
+        self.apdus += 1;
+        self.bytes_out += sent as u64;
+        self.bytes_in += received as u64;
+    }
+}
+
+/// Something APDUs can be sent through: a transport, or a transport inside
+/// a transaction.
+pub trait Channel {
+    /// Sends one command APDU and returns the card's answer (data followed
+    /// by SW1 SW2) exactly as received: no `61xx` or chaining handling.
+    fn transmit(&mut self, apdu: &[u8]) -> Result<Vec<u8>, TransportError>;
+
+    /// Whether the card accepts extended-length APDUs.
+    fn extended_length(&self) -> bool;
+
+    /// What crossed the wire so far on this transport.
+    fn traffic(&self) -> Traffic;
+}
+
+/// A card reachable through some reader.
+pub trait Transport: Channel {
+    /// Runs `f` with exclusive access to the card (a PC/SC transaction), so
+    /// no other application can interleave commands (and PIN state) between
+    /// the steps of one operation.
+    fn transaction<R>(
+        &mut self,
+        f: impl FnOnce(&mut dyn Channel) -> Result<R, TransportError>,
+    ) -> Result<R, TransportError>;
+
+    /// Reconnects after a reset or a removal; `reset` asks for a warm reset
+    /// of the card (volatile state such as a verified PIN is lost).
+    fn reconnect(&mut self, reset: bool) -> Result<(), TransportError>;
+
+    /// The card's answer to reset.
+    fn atr(&self) -> &[u8];
+
+    /// The reader's name, for messages.
+    fn reader(&self) -> &str;
+}

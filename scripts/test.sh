@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# Sets everything up and runs every test: formatting, lints, unit tests,
+# PKITS, and the interop tests that start pcscd + vpcd and drive the software
+# card with OpenSC and yubico-piv-tool. Needs root (pcscd and apt-get).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+./scripts/setup.sh
+
+echo "== cargo fmt --check" >&2
+cargo fmt --all -- --check
+echo "== cargo clippy" >&2
+cargo clippy --workspace --all-targets --locked -- -D warnings
+echo "== cargo build (fuzz targets compile)" >&2
+cargo build --locked --manifest-path fuzz/Cargo.toml --bins
+echo "== cargo test" >&2
+# Interop tests share the single vpcd reader; test binaries run one at a time.
+cargo test --workspace --locked -- --test-threads=2
