@@ -1,0 +1,793 @@
+//! A complete test PKI for PIV cards: a root CA, an intermediate asserting
+//! the FIPS 201 policies, a CHUID content signer, CRLs, and per-card
+//! credentials for slots 9A, 9C, 9D and 9E with a signed CHUID.
+
+use super::builder::{now, CertificateBuilder, CrlBuilder, RevokedEntry, DAY};
+use super::chuid_sign::sign_chuid;
+use super::keys::{KeyAlgorithm, KeyPair};
+use super::{pem_decode, pem_encode, IssueError};
+use crate::fips201::oids;
+use der::Decode;
+use piv::chuid::{uuid_string, Chuid, ChuidDate};
+use piv::fascn::Fascn;
+use serde::{Deserialize, Serialize};
+use std::path::{Path, PathBuf};
+use x509_cert::crl::CertificateList;
+use x509_cert::ext::pkix::{CrlReason, KeyUsages};
+use x509_cert::Certificate;
+
+/// PIV key slots issued for every card: PIV Authentication, Digital
+/// Signature, Key Management, Card Authentication.
+pub const PIV_SLOTS: [u8; 4] = [0x9A, 0x9C, 0x9D, 0x9E];
+
+const ROOT: &str = "root";
+const INTERMEDIATE: &str = "intermediate";
+const SIGNER: &str = "content-signer";
+const MANIFEST: &str = "manifest.json";
+
+/// Settings of a new test PKI.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct TestPkiOptions {
+    /// Key algorithm of the CA and content-signer keys.
+    pub algorithm: KeyAlgorithm,
+    /// Organisation name in the CA subjects.
+    pub organization: String,
+    /// When set, certificates carry CRL distribution points
+    /// `{base}/intermediate.crl` (end entities) and `{base}/root.crl`
+    /// (the intermediate), e.g. `http://127.0.0.1:8080/crl`.
+    pub crl_base_url: Option<String>,
+    /// Lifetime of the CA certificates in days.
+    pub ca_validity_days: i64,
+    /// Lifetime of CRLs (nextUpdate - thisUpdate) in days.
+    pub crl_validity_days: i64,
+}
+
+impl Default for TestPkiOptions {
+    fn default() -> Self {
+        TestPkiOptions {
+            algorithm: KeyAlgorithm::P256,
+            organization: "pivgate Test PKI".into(),
+            crl_base_url: None,
+            ca_validity_days: 3650,
+            crl_validity_days: 7,
+        }
+    }
+}
+
+/// One CA (or signer) certificate with its key.
+#[derive(Debug)]
+struct Issuer {
+    cert: Vec<u8>,
+    key: KeyPair,
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+struct Manifest {
+    format: String,
+    options: TestPkiOptions,
+    created: i64,
+    files: Vec<String>,
+}
+
+/// A test PKI: root, intermediate, content signer and their CRLs.
+#[derive(Debug)]
+pub struct TestPki {
+    options: TestPkiOptions,
+    root: Issuer,
+    intermediate: Issuer,
+    signer: Issuer,
+    root_crl: Vec<u8>,
+    intermediate_crl: Vec<u8>,
+    dir: Option<PathBuf>,
+}
+
+fn subject_of(org: &str, cn: &str) -> String {
+    // RFC 4514: escape the few characters that are special in a DN string.
+    let esc = |s: &str| {
+        s.chars()
+            .flat_map(|c| match c {
+                ',' | '+' | '"' | '\\' | '<' | '>' | ';' | '=' => vec!['\\', c],
+                c => vec![c],
+            })
+            .collect::<String>()
+    };
+    format!("CN={},O={},C=US", esc(cn), esc(org))
+}
+
+fn io_err(path: &Path) -> impl FnOnce(std::io::Error) -> IssueError + '_ {
+    move |source| IssueError::Io {
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
+fn write_file(path: &Path, data: &[u8], private: bool) -> Result<(), IssueError> {
+    use std::io::Write;
+    let mut opts = std::fs::OpenOptions::new();
+    opts.write(true).create(true).truncate(true);
+    #[cfg(unix)]
+    if private {
+        use std::os::unix::fs::OpenOptionsExt;
+        opts.mode(0o600);
+    }
+    #[cfg(not(unix))]
+    let _ = private;
+    let mut f = opts.open(path).map_err(io_err(path))?;
+    f.write_all(data).map_err(io_err(path))?;
+    Ok(())
+}
+
+fn read_file(path: &Path) -> Result<Vec<u8>, IssueError> {
+    std::fs::read(path).map_err(io_err(path))
+}
+
+fn read_pem(path: &Path, label: &str) -> Result<Vec<u8>, IssueError> {
+    let text = read_file(path)?;
+    pem_decode(label, &text)
+        .ok_or_else(|| IssueError::Invalid(format!("{} has no PEM {label} block", path.display())))
+}
+
+fn save_issuer(dir: &Path, name: &str, issuer: &Issuer) -> Result<(), IssueError> {
+    write_file(
+        &dir.join(format!("{name}.pem")),
+        pem_encode("CERTIFICATE", &issuer.cert).as_bytes(),
+        false,
+    )?;
+    write_file(
+        &dir.join(format!("{name}.key.pem")),
+        pem_encode("PRIVATE KEY", issuer.key.pkcs8_der()).as_bytes(),
+        true,
+    )
+}
+
+fn load_issuer(dir: &Path, name: &str) -> Result<Issuer, IssueError> {
+    let cert = read_pem(&dir.join(format!("{name}.pem")), "CERTIFICATE")?;
+    let key = KeyPair::from_pkcs8(&read_pem(
+        &dir.join(format!("{name}.key.pem")),
+        "PRIVATE KEY",
+    )?)?;
+    Ok(Issuer { cert, key })
+}
+
+/// The entries and number of an existing CRL, so it can be re-issued.
+fn crl_state(crl_der: &[u8]) -> Result<(Vec<RevokedEntry>, u64), IssueError> {
+    let crl = CertificateList::from_der(crl_der)?;
+    let mut entries = Vec::new();
+    for rc in crl.tbs_cert_list.revoked_certificates.iter().flatten() {
+        let mut reason = None;
+        for e in rc.crl_entry_extensions.iter().flatten() {
+            if e.extn_id == const_oid::db::rfc5280::ID_CE_CRL_REASONS {
+                reason = Some(CrlReason::from_der(e.extn_value.as_bytes())?);
+            }
+        }
+        entries.push(RevokedEntry {
+            serial: rc.serial_number.as_bytes().to_vec(),
+            date: rc.revocation_date.to_unix_duration().as_secs() as i64,
+            reason,
+        });
+    }
+    let mut number = 0u64;
+    for e in crl.tbs_cert_list.crl_extensions.iter().flatten() {
+        if e.extn_id == const_oid::db::rfc5280::ID_CE_CRL_NUMBER {
+            let n = x509_cert::ext::pkix::CrlNumber::from_der(e.extn_value.as_bytes())?;
+            number =
+                n.0.as_bytes()
+                    .iter()
+                    .fold(0u64, |a, &b| a.wrapping_shl(8) | u64::from(b));
+        }
+    }
+    Ok((entries, number))
+}
+
+fn random_digits(n: usize) -> Result<String, IssueError> {
+    let mut bytes = vec![0u8; n];
+    aws_lc_rs::rand::fill(&mut bytes).map_err(|_| IssueError::Crypto)?;
+    Ok(bytes.iter().map(|b| char::from(b'0' + b % 10)).collect())
+}
+
+/// A random version 4 UUID.
+pub fn random_uuid() -> Result<[u8; 16], IssueError> {
+    let mut u = [0u8; 16];
+    aws_lc_rs::rand::fill(&mut u).map_err(|_| IssueError::Crypto)?;
+    u[6] = (u[6] & 0x0F) | 0x40;
+    u[8] = (u[8] & 0x3F) | 0x80;
+    Ok(u)
+}
+
+/// Settings of one issued card.
+#[derive(Debug, Clone)]
+pub struct CardOptions {
+    /// Key algorithm of all four slots.
+    pub algorithm: KeyAlgorithm,
+    /// FASC-N; a random one under agency 9999 when `None`.
+    pub fascn: Option<Fascn>,
+    /// Card UUID (CHUID GUID); random when `None`.
+    pub uuid: Option<[u8; 16]>,
+    /// Card expiration date; five years from today when `None`.
+    pub expires: Option<ChuidDate>,
+    /// Cardholder name used in the subject of the 9A, 9C and 9D certificates.
+    pub cardholder: String,
+}
+
+impl Default for CardOptions {
+    fn default() -> Self {
+        CardOptions {
+            algorithm: KeyAlgorithm::P256,
+            fascn: None,
+            uuid: None,
+            expires: None,
+            cardholder: "Test Cardholder".into(),
+        }
+    }
+}
+
+/// The key pair and certificate of one PIV slot.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SlotCredential {
+    /// Key reference: 0x9A, 0x9C, 0x9D or 0x9E.
+    pub slot: u8,
+    pub algorithm: KeyAlgorithm,
+    /// PKCS#8 private key DER.
+    pub private_key_pkcs8: Vec<u8>,
+    /// X.509 certificate DER.
+    pub certificate: Vec<u8>,
+}
+
+/// Everything needed to personalise one card.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CardCredentials {
+    pub slots: Vec<SlotCredential>,
+    /// The encoded, signed CHUID (TLVs without the `53` container).
+    pub chuid: Vec<u8>,
+    pub fascn: Fascn,
+    pub uuid: [u8; 16],
+    pub expires: ChuidDate,
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+struct CardManifest {
+    format: String,
+    fascn: String,
+    uuid: String,
+    expires: String,
+    slots: Vec<CardManifestSlot>,
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+struct CardManifestSlot {
+    slot: String,
+    algorithm: KeyAlgorithm,
+    certificate: String,
+    key: String,
+}
+
+impl CardCredentials {
+    /// The credential of one slot.
+    pub fn slot(&self, slot: u8) -> Option<&SlotCredential> {
+        self.slots.iter().find(|s| s.slot == slot)
+    }
+
+    /// Writes `card.json`, `chuid.bin`, and `slot-9a.pem` / `slot-9a.key.pem`
+    /// (mode 0600) etc. into `dir` (created if needed).
+    pub fn save(&self, dir: &Path) -> Result<(), IssueError> {
+        std::fs::create_dir_all(dir).map_err(io_err(dir))?;
+        let mut slots = Vec::new();
+        for s in &self.slots {
+            let cert = format!("slot-{:02x}.pem", s.slot);
+            let key = format!("slot-{:02x}.key.pem", s.slot);
+            write_file(
+                &dir.join(&cert),
+                pem_encode("CERTIFICATE", &s.certificate).as_bytes(),
+                false,
+            )?;
+            write_file(
+                &dir.join(&key),
+                pem_encode("PRIVATE KEY", &s.private_key_pkcs8).as_bytes(),
+                true,
+            )?;
+            slots.push(CardManifestSlot {
+                slot: format!("{:02X}", s.slot),
+                algorithm: s.algorithm,
+                certificate: cert,
+                key,
+            });
+        }
+        write_file(&dir.join("chuid.bin"), &self.chuid, false)?;
+        let m = CardManifest {
+            format: "pivgate-card/1".into(),
+            fascn: self.fascn.digits(),
+            uuid: uuid_string(&self.uuid),
+            expires: self.expires.to_string(),
+            slots,
+        };
+        let json = serde_json::to_vec_pretty(&m)
+            .map_err(|e| IssueError::Invalid(format!("card manifest: {e}")))?;
+        write_file(&dir.join("card.json"), &json, false)
+    }
+
+    /// Reads credentials written by [`CardCredentials::save`].
+    pub fn load(dir: &Path) -> Result<CardCredentials, IssueError> {
+        let path = dir.join("card.json");
+        let m: CardManifest = serde_json::from_slice(&read_file(&path)?).map_err(|e| {
+            IssueError::Invalid(format!("{}: not a card manifest: {e}", path.display()))
+        })?;
+        let mut slots = Vec::new();
+        for s in &m.slots {
+            let slot = u8::from_str_radix(&s.slot, 16).map_err(|_| {
+                IssueError::Invalid(format!("{}: bad slot {:?}", path.display(), s.slot))
+            })?;
+            slots.push(SlotCredential {
+                slot,
+                algorithm: s.algorithm,
+                private_key_pkcs8: read_pem(&dir.join(&s.key), "PRIVATE KEY")?,
+                certificate: read_pem(&dir.join(&s.certificate), "CERTIFICATE")?,
+            });
+        }
+        let uuid = piv::chuid::parse_uuid(&m.uuid).ok_or_else(|| {
+            IssueError::Invalid(format!("{}: bad UUID {:?}", path.display(), m.uuid))
+        })?;
+        Ok(CardCredentials {
+            slots,
+            chuid: read_file(&dir.join("chuid.bin"))?,
+            fascn: Fascn::from_digits(&m.fascn)?,
+            uuid,
+            expires: ChuidDate::parse(&m.expires)?,
+        })
+    }
+}
+
+impl TestPki {
+    /// Creates a new test PKI in memory.
+    pub fn generate(options: TestPkiOptions) -> Result<TestPki, IssueError> {
+        let t = now();
+        let not_after = t + options.ca_validity_days * DAY;
+        let org = options.organization.as_str();
+        let crl_url = |name: &str| {
+            options
+                .crl_base_url
+                .as_ref()
+                .map(|b| format!("{}/{name}.crl", b.trim_end_matches('/')))
+        };
+
+        let root_key = KeyPair::generate(options.algorithm)?;
+        let root_cert =
+            CertificateBuilder::new(&subject_of(org, "Test Root CA"), root_key.spki_der())?
+                .validity(t - DAY, not_after)
+                .ca(None)
+                .self_signed(&root_key)?;
+        let root = Issuer {
+            cert: root_cert,
+            key: root_key,
+        };
+
+        let int_key = KeyPair::generate(options.algorithm)?;
+        let mut b =
+            CertificateBuilder::new(&subject_of(org, "Test PIV Issuing CA"), int_key.spki_der())?
+                .validity(t - DAY, not_after)
+                .ca(Some(0))
+                .policies(&[
+                    oids::FPKI_COMMON_HARDWARE,
+                    oids::FPKI_COMMON_AUTHENTICATION,
+                    oids::FPKI_COMMON_CARD_AUTH,
+                    oids::FPKI_COMMON_PIV_CONTENT_SIGNING,
+                    oids::PIVI_HARDWARE,
+                    oids::PIVI_CARD_AUTH,
+                    oids::PIVI_CONTENT_SIGNING,
+                ]);
+        if let Some(u) = crl_url(ROOT) {
+            b = b.crl_distribution_point(&u);
+        }
+        let intermediate = Issuer {
+            cert: b.sign(&root.cert, &root.key)?,
+            key: int_key,
+        };
+
+        let signer_key = KeyPair::generate(options.algorithm)?;
+        let mut b = CertificateBuilder::new(
+            &subject_of(org, "Test CHUID Content Signer"),
+            signer_key.spki_der(),
+        )?
+        .validity(t - DAY, not_after)
+        .key_usage(KeyUsages::DigitalSignature)
+        .extended_key_usage(&[oids::EKU_PIV_CONTENT_SIGNING])
+        .policies(&[oids::FPKI_COMMON_PIV_CONTENT_SIGNING]);
+        if let Some(u) = crl_url(INTERMEDIATE) {
+            b = b.crl_distribution_point(&u);
+        }
+        let signer = Issuer {
+            cert: b.sign(&intermediate.cert, &intermediate.key)?,
+            key: signer_key,
+        };
+
+        let mut pki = TestPki {
+            options,
+            root,
+            intermediate,
+            signer,
+            root_crl: Vec::new(),
+            intermediate_crl: Vec::new(),
+            dir: None,
+        };
+        pki.root_crl = pki.sign_crl(true, Vec::new(), 1)?;
+        pki.intermediate_crl = pki.sign_crl(false, Vec::new(), 1)?;
+        Ok(pki)
+    }
+
+    /// Creates a new test PKI and writes it to `dir` (created if needed):
+    /// `root.pem`, `intermediate.pem`, `content-signer.pem`, their
+    /// `*.key.pem` (PKCS#8, mode 0600), `root.crl.pem` (signed by the root,
+    /// covers the intermediate), `intermediate.crl.pem` and `manifest.json`.
+    pub fn init(dir: &Path, options: TestPkiOptions) -> Result<TestPki, IssueError> {
+        if dir.join(MANIFEST).exists() {
+            return Err(IssueError::Invalid(format!(
+                "{} already holds a test PKI (manifest.json exists); choose an empty directory",
+                dir.display()
+            )));
+        }
+        let mut pki = TestPki::generate(options)?;
+        std::fs::create_dir_all(dir).map_err(io_err(dir))?;
+        pki.dir = Some(dir.to_path_buf());
+        pki.save()?;
+        Ok(pki)
+    }
+
+    /// Loads a test PKI written by [`TestPki::init`].
+    pub fn load(dir: &Path) -> Result<TestPki, IssueError> {
+        let path = dir.join(MANIFEST);
+        let m: Manifest = serde_json::from_slice(&read_file(&path)?).map_err(|e| {
+            IssueError::Invalid(format!("{}: not a test PKI manifest: {e}", path.display()))
+        })?;
+        Ok(TestPki {
+            options: m.options,
+            root: load_issuer(dir, ROOT)?,
+            intermediate: load_issuer(dir, INTERMEDIATE)?,
+            signer: load_issuer(dir, SIGNER)?,
+            root_crl: read_pem(&dir.join("root.crl.pem"), "X509 CRL")?,
+            intermediate_crl: read_pem(&dir.join("intermediate.crl.pem"), "X509 CRL")?,
+            dir: Some(dir.to_path_buf()),
+        })
+    }
+
+    fn save(&self) -> Result<(), IssueError> {
+        let Some(dir) = &self.dir else {
+            return Ok(());
+        };
+        save_issuer(dir, ROOT, &self.root)?;
+        save_issuer(dir, INTERMEDIATE, &self.intermediate)?;
+        save_issuer(dir, SIGNER, &self.signer)?;
+        self.save_crls()?;
+        let m = Manifest {
+            format: "pivgate-test-pki/1".into(),
+            options: self.options.clone(),
+            created: now(),
+            files: [
+                "root.pem",
+                "root.key.pem",
+                "intermediate.pem",
+                "intermediate.key.pem",
+                "content-signer.pem",
+                "content-signer.key.pem",
+                "root.crl.pem",
+                "intermediate.crl.pem",
+            ]
+            .iter()
+            .map(|s| s.to_string())
+            .collect(),
+        };
+        let json = serde_json::to_vec_pretty(&m)
+            .map_err(|e| IssueError::Invalid(format!("manifest: {e}")))?;
+        write_file(&dir.join(MANIFEST), &json, false)
+    }
+
+    fn save_crls(&self) -> Result<(), IssueError> {
+        let Some(dir) = &self.dir else {
+            return Ok(());
+        };
+        write_file(
+            &dir.join("root.crl.pem"),
+            pem_encode("X509 CRL", &self.root_crl).as_bytes(),
+            false,
+        )?;
+        write_file(
+            &dir.join("intermediate.crl.pem"),
+            pem_encode("X509 CRL", &self.intermediate_crl).as_bytes(),
+            false,
+        )
+    }
+
+    fn sign_crl(
+        &self,
+        root: bool,
+        entries: Vec<RevokedEntry>,
+        number: u64,
+    ) -> Result<Vec<u8>, IssueError> {
+        let t = now();
+        let issuer = if root { &self.root } else { &self.intermediate };
+        CrlBuilder::new()
+            .update_times(t - 60, Some(t + self.options.crl_validity_days * DAY))
+            .crl_number(number)
+            .entries(entries)
+            .sign(&issuer.cert, &issuer.key)
+    }
+
+    /// The directory this PKI is stored in, if any.
+    pub fn dir(&self) -> Option<&Path> {
+        self.dir.as_deref()
+    }
+
+    pub fn options(&self) -> &TestPkiOptions {
+        &self.options
+    }
+
+    /// The root CA certificate (the trust anchor), DER.
+    pub fn root_der(&self) -> &[u8] {
+        &self.root.cert
+    }
+
+    /// The issuing (intermediate) CA certificate, DER.
+    pub fn intermediate_der(&self) -> &[u8] {
+        &self.intermediate.cert
+    }
+
+    /// The CHUID content signer certificate, DER.
+    pub fn content_signer_der(&self) -> &[u8] {
+        &self.signer.cert
+    }
+
+    /// The CRL issued by the root (covers the intermediate), DER.
+    pub fn root_crl_der(&self) -> &[u8] {
+        &self.root_crl
+    }
+
+    /// The CRL issued by the intermediate (covers cards and the signer), DER.
+    pub fn intermediate_crl_der(&self) -> &[u8] {
+        &self.intermediate_crl
+    }
+
+    /// Both CRLs, DER.
+    pub fn crls(&self) -> Vec<Vec<u8>> {
+        vec![self.root_crl.clone(), self.intermediate_crl.clone()]
+    }
+
+    /// The key of the issuing CA (for tests that need to sign odd certificates).
+    pub fn intermediate_key(&self) -> &KeyPair {
+        &self.intermediate.key
+    }
+
+    /// Issues the four slot certificates and a signed CHUID for one card.
+    pub fn issue_card(&self, opts: &CardOptions) -> Result<CardCredentials, IssueError> {
+        let fascn = match &opts.fascn {
+            Some(f) => f.clone(),
+            None => Fascn::from_digits(&format!(
+                "99999999{}01{}10000{}",
+                random_digits(6)?,
+                random_digits(10)?,
+                1
+            ))?,
+        };
+        let fascn_bytes = fascn.encode()?;
+        let uuid = match opts.uuid {
+            Some(u) => u,
+            None => random_uuid()?,
+        };
+        let t = now();
+        let expires = match opts.expires {
+            Some(d) => d,
+            None => {
+                let (y, m, d) = civil_from_unix(t + 5 * 365 * DAY);
+                ChuidDate::parse(&format!("{y:04}{m:02}{d:02}"))?
+            }
+        };
+        let card_end = expires.end_of_day_unix();
+        if card_end <= t {
+            return Err(IssueError::Invalid(format!(
+                "card expiration date {expires} is in the past"
+            )));
+        }
+        let int = Certificate::from_der(&self.intermediate.cert)?;
+        let ca_end = int
+            .tbs_certificate
+            .validity
+            .not_after
+            .to_unix_duration()
+            .as_secs() as i64;
+        let not_after = card_end.min(ca_end);
+        let crl_dp = self
+            .options
+            .crl_base_url
+            .as_ref()
+            .map(|b| format!("{}/{INTERMEDIATE}.crl", b.trim_end_matches('/')));
+        let org = self.options.organization.as_str();
+
+        let mut slots = Vec::with_capacity(PIV_SLOTS.len());
+        for slot in PIV_SLOTS {
+            let key = KeyPair::generate(opts.algorithm)?;
+            let is_ec = matches!(opts.algorithm, KeyAlgorithm::P256 | KeyAlgorithm::P384);
+            let (subject, policy, ku) = match slot {
+                0x9A => (
+                    subject_of(org, &opts.cardholder),
+                    oids::FPKI_COMMON_AUTHENTICATION,
+                    KeyUsages::DigitalSignature.into(),
+                ),
+                0x9C => (
+                    subject_of(org, &opts.cardholder),
+                    oids::FPKI_COMMON_HARDWARE,
+                    KeyUsages::DigitalSignature | KeyUsages::NonRepudiation,
+                ),
+                0x9D => (
+                    subject_of(org, &opts.cardholder),
+                    oids::FPKI_COMMON_HARDWARE,
+                    if is_ec {
+                        KeyUsages::KeyAgreement.into()
+                    } else {
+                        KeyUsages::KeyEncipherment.into()
+                    },
+                ),
+                _ => (
+                    subject_of(org, "Card Authentication"),
+                    oids::FPKI_COMMON_CARD_AUTH,
+                    KeyUsages::DigitalSignature.into(),
+                ),
+            };
+            let mut b = CertificateBuilder::new(&subject, key.spki_der())?
+                .validity(t - 60, not_after)
+                .key_usage(ku)
+                .policies(&[policy]);
+            if slot == 0x9A || slot == 0x9E {
+                b = b.san_fascn(&fascn_bytes)?.san_uuid(&uuid)?;
+            }
+            if slot == 0x9E {
+                b = b.extended_key_usage(&[oids::EKU_PIV_CARD_AUTH]);
+            }
+            if let Some(u) = &crl_dp {
+                b = b.crl_distribution_point(u);
+            }
+            let certificate = b.sign(&self.intermediate.cert, &self.intermediate.key)?;
+            slots.push(SlotCredential {
+                slot,
+                algorithm: opts.algorithm,
+                private_key_pkcs8: key.pkcs8_der().to_vec(),
+                certificate,
+            });
+        }
+
+        let mut chuid = Chuid::new(fascn_bytes, uuid, expires);
+        sign_chuid(&mut chuid, &self.signer.cert, &self.signer.key)?;
+        Ok(CardCredentials {
+            slots,
+            chuid: chuid.encode(),
+            fascn,
+            uuid,
+            expires,
+        })
+    }
+
+    /// Revokes a certificate issued by this PKI: adds it to the CRL of its
+    /// issuer (root or intermediate), increments the CRL number and re-signs;
+    /// the CRL file is rewritten when the PKI is stored in a directory.
+    pub fn revoke(&mut self, cert_der: &[u8], reason: Option<CrlReason>) -> Result<(), IssueError> {
+        let cert = Certificate::from_der(cert_der)
+            .map_err(|e| IssueError::Invalid(format!("not a certificate: {e}")))?;
+        let issuer_name = &cert.tbs_certificate.issuer;
+        let root = Certificate::from_der(&self.root.cert)?;
+        let int = Certificate::from_der(&self.intermediate.cert)?;
+        let by_root = if *issuer_name == int.tbs_certificate.subject {
+            false
+        } else if *issuer_name == root.tbs_certificate.subject && cert_der != self.root.cert {
+            true
+        } else {
+            return Err(IssueError::Invalid(format!(
+                "certificate {} was not issued by this test PKI",
+                cert.tbs_certificate.subject
+            )));
+        };
+        let current = if by_root {
+            &self.root_crl
+        } else {
+            &self.intermediate_crl
+        };
+        let (mut entries, number) = crl_state(current)?;
+        let serial = cert.tbs_certificate.serial_number.as_bytes().to_vec();
+        if entries.iter().any(|e| e.serial == serial) {
+            return Err(IssueError::Invalid(format!(
+                "certificate {} (serial {}) is already revoked",
+                cert.tbs_certificate.subject,
+                hex::encode(&serial)
+            )));
+        }
+        entries.push(RevokedEntry {
+            serial,
+            date: now(),
+            reason,
+        });
+        let crl = self.sign_crl(by_root, entries, number + 1)?;
+        if by_root {
+            self.root_crl = crl;
+        } else {
+            self.intermediate_crl = crl;
+        }
+        self.save_crls()
+    }
+
+    /// Re-issues both CRLs with fresh thisUpdate/nextUpdate (same entries,
+    /// numbers incremented).
+    pub fn refresh_crls(&mut self) -> Result<(), IssueError> {
+        let (entries, number) = crl_state(&self.root_crl)?;
+        self.root_crl = self.sign_crl(true, entries, number + 1)?;
+        let (entries, number) = crl_state(&self.intermediate_crl)?;
+        self.intermediate_crl = self.sign_crl(false, entries, number + 1)?;
+        self.save_crls()
+    }
+}
+
+/// (year, month, day) of a Unix time (H. Hinnant's algorithm).
+fn civil_from_unix(secs: i64) -> (i64, u32, u32) {
+    let z = secs.div_euclid(DAY) + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let y = yoe + era * 400;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
+    (if m <= 2 { y + 1 } else { y }, m, d)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn civil_dates() {
+        assert_eq!(civil_from_unix(0), (1970, 1, 1));
+        assert_eq!(civil_from_unix(951_868_800), (2000, 3, 1));
+        assert_eq!(civil_from_unix(951_782_400), (2000, 2, 29));
+    }
+
+    #[test]
+    fn issues_and_reloads_a_card() {
+        let dir = tempfile::tempdir().unwrap();
+        let pki = TestPki::init(&dir.path().join("pki"), TestPkiOptions::default()).unwrap();
+        let card = pki.issue_card(&CardOptions::default()).unwrap();
+        assert_eq!(card.slots.len(), 4);
+        let chuid = Chuid::decode(&card.chuid).unwrap();
+        assert_eq!(chuid.guid, card.uuid);
+        assert_eq!(chuid.fascn().unwrap(), card.fascn);
+        card.save(&dir.path().join("card")).unwrap();
+        assert_eq!(
+            CardCredentials::load(&dir.path().join("card")).unwrap(),
+            card
+        );
+        let again = TestPki::load(&dir.path().join("pki")).unwrap();
+        assert_eq!(again.root_der(), pki.root_der());
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            let mode = std::fs::metadata(dir.path().join("pki/root.key.pem"))
+                .unwrap()
+                .permissions()
+                .mode();
+            assert_eq!(mode & 0o777, 0o600);
+        }
+        assert!(TestPki::init(&dir.path().join("pki"), TestPkiOptions::default()).is_err());
+    }
+
+    #[test]
+    fn revocation_increments_crl_number() {
+        let mut pki = TestPki::generate(TestPkiOptions::default()).unwrap();
+        let card = pki.issue_card(&CardOptions::default()).unwrap();
+        let cert = card.slot(0x9A).unwrap().certificate.clone();
+        pki.revoke(&cert, Some(CrlReason::KeyCompromise)).unwrap();
+        let (entries, n) = crl_state(pki.intermediate_crl_der()).unwrap();
+        assert_eq!(n, 2);
+        assert_eq!(entries.len(), 1);
+        assert_eq!(entries[0].reason, Some(CrlReason::KeyCompromise));
+        assert!(pki.revoke(&cert, None).is_err());
+        let int = pki.intermediate_der().to_vec();
+        pki.revoke(&int, None).unwrap();
+        assert_eq!(crl_state(pki.root_crl_der()).unwrap().0.len(), 1);
+        let root = pki.root_der().to_vec();
+        assert!(pki.revoke(&root, None).is_err());
+    }
+}
