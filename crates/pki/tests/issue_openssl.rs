@@ -1,0 +1,169 @@
+//! Interoperability of issued certificates, CRLs and CHUID signatures with
+//! OpenSSL (installed by scripts/setup.sh): a second implementation must
+//! accept what `pki::issue` produces.
+
+use pki::issue::{pem_encode, CardOptions, CrlReason, KeyAlgorithm, TestPki, TestPkiOptions};
+use std::path::Path;
+use std::process::Command;
+
+fn openssl_available() -> bool {
+    Command::new("openssl").arg("version").output().is_ok()
+}
+
+fn write_pem(dir: &Path, name: &str, label: &str, der: &[u8]) -> String {
+    let p = dir.join(name);
+    std::fs::write(&p, pem_encode(label, der)).unwrap();
+    p.to_string_lossy().into_owned()
+}
+
+fn openssl_verify(dir: &Path, pki: &TestPki, leaf: &[u8], policy: &str) -> (bool, String) {
+    let root = write_pem(dir, "root.pem", "CERTIFICATE", pki.root_der());
+    let int = write_pem(dir, "int.pem", "CERTIFICATE", pki.intermediate_der());
+    let mut crls = String::new();
+    crls.push_str(&pem_encode("X509 CRL", pki.root_crl_der()));
+    crls.push_str(&pem_encode("X509 CRL", pki.intermediate_crl_der()));
+    let crl_path = dir.join("crls.pem");
+    std::fs::write(&crl_path, crls).unwrap();
+    let leaf = write_pem(dir, "leaf.pem", "CERTIFICATE", leaf);
+    let out = Command::new("openssl")
+        .args([
+            "verify",
+            "-CAfile",
+            &root,
+            "-untrusted",
+            &int,
+            "-crl_check_all",
+        ])
+        .arg("-CRLfile")
+        .arg(&crl_path)
+        .args(["-policy", policy, "-explicit_policy", &leaf])
+        .output()
+        .unwrap();
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (out.status.success(), text)
+}
+
+#[test]
+fn openssl_accepts_issued_chains_and_sees_revocation() {
+    if !openssl_available() {
+        eprintln!("openssl not installed; skipping");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    for alg in [KeyAlgorithm::P256, KeyAlgorithm::P384] {
+        let mut pki = TestPki::generate(TestPkiOptions {
+            algorithm: alg,
+            ..Default::default()
+        })
+        .unwrap();
+        let card = pki
+            .issue_card(&CardOptions {
+                algorithm: alg,
+                ..Default::default()
+            })
+            .unwrap();
+        let auth = card.slot(0x9A).unwrap().certificate.clone();
+        let (ok, text) = openssl_verify(dir.path(), &pki, &auth, "2.16.840.1.101.3.2.1.3.13");
+        assert!(ok, "{alg}: {text}");
+        let (ok, _) = openssl_verify(
+            dir.path(),
+            &pki,
+            &card.slot(0x9E).unwrap().certificate,
+            "2.16.840.1.101.3.2.1.3.17",
+        );
+        assert!(ok);
+        // The card-auth policy is not asserted by the 9A certificate.
+        let (ok, _) = openssl_verify(dir.path(), &pki, &auth, "2.16.840.1.101.3.2.1.3.17");
+        assert!(!ok);
+        pki.revoke(&auth, Some(CrlReason::KeyCompromise)).unwrap();
+        let (ok, text) = openssl_verify(dir.path(), &pki, &auth, "2.16.840.1.101.3.2.1.3.13");
+        assert!(!ok);
+        assert!(text.contains("revoked"), "{text}");
+    }
+}
+
+#[test]
+fn openssl_verifies_the_chuid_signature() {
+    if !openssl_available() {
+        eprintln!("openssl not installed; skipping");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let pki = TestPki::generate(TestPkiOptions::default()).unwrap();
+    let card = pki.issue_card(&CardOptions::default()).unwrap();
+    let chuid = piv::chuid::Chuid::decode(&card.chuid).unwrap();
+    let sig = dir.path().join("sig.der");
+    std::fs::write(&sig, chuid.signature.as_ref().unwrap()).unwrap();
+    let content = dir.path().join("content.bin");
+    std::fs::write(&content, chuid.signed_content()).unwrap();
+    // The CMS tool takes no separate untrusted set: give it both CAs.
+    let cas = dir.path().join("cas.pem");
+    std::fs::write(
+        &cas,
+        pem_encode("CERTIFICATE", pki.root_der())
+            + &pem_encode("CERTIFICATE", pki.intermediate_der()),
+    )
+    .unwrap();
+    let run = |content: &Path| {
+        Command::new("openssl")
+            .args(["cms", "-verify", "-binary", "-inform", "DER", "-in"])
+            .arg(&sig)
+            .arg("-content")
+            .arg(content)
+            .arg("-CAfile")
+            .arg(&cas)
+            .args(["-purpose", "any", "-out"])
+            .arg(dir.path().join("out.bin"))
+            .output()
+            .unwrap()
+    };
+    let out = run(&content);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let mut tampered = chuid.signed_content();
+    tampered[5] ^= 0x01;
+    let bad = dir.path().join("bad.bin");
+    std::fs::write(&bad, tampered).unwrap();
+    assert!(!run(&bad).status.success());
+}
+
+#[test]
+fn openssl_accepts_rsa_signed_certificates() {
+    use pki::issue::{CertificateBuilder, KeyPair};
+    if !openssl_available() {
+        eprintln!("openssl not installed; skipping");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let root_key = KeyPair::generate(KeyAlgorithm::Rsa2048).unwrap();
+    let root = CertificateBuilder::new("CN=RSA Root,C=US", root_key.spki_der())
+        .unwrap()
+        .ca(None)
+        .self_signed(&root_key)
+        .unwrap();
+    let leaf_key = KeyPair::generate(KeyAlgorithm::P256).unwrap();
+    let leaf = CertificateBuilder::new("CN=Leaf,C=US", leaf_key.spki_der())
+        .unwrap()
+        .sign(&root, &root_key)
+        .unwrap();
+    let root_p = write_pem(dir.path(), "root.pem", "CERTIFICATE", &root);
+    let leaf_p = write_pem(dir.path(), "leaf.pem", "CERTIFICATE", &leaf);
+    let out = Command::new("openssl")
+        .args(["verify", "-CAfile", &root_p, &leaf_p])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let reloaded = KeyPair::from_pkcs8(root_key.pkcs8_der()).unwrap();
+    assert_eq!(reloaded.algorithm(), KeyAlgorithm::Rsa2048);
+}
