@@ -1,1 +1,20 @@
-//! placeholder
+//! The software PIV card: a sans-I/O card edge implementing the NIST
+//! SP 800-73-4 PIV card application (plus the Yubico-compatible vendor
+//! commands clients probe), its persistent [`image::CardImage`], timing
+//! [`profile::Profile`]s, and a [`vpcd`] connector that puts the card behind
+//! a real PC/SC reader.
+//!
+//! ```
+//! use card::{Card, image::CardImage};
+//! let mut card = Card::new(CardImage::new_blank(Some(1)));
+//! let answer = card.process(&[0x00, 0xA4, 0x04, 0x00, 0x05, 0xA0, 0x00, 0x00, 0x03, 0x08]);
+//! assert_eq!(&answer[answer.len() - 2..], &[0x90, 0x00]);
+//! ```
+
+pub mod command;
+pub mod crypto;
+pub mod edge;
+pub mod image;
+
+pub use edge::{Card, Reply, Volatile, ATR};
+pub use image::CardImage;

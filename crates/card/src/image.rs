@@ -1,0 +1,781 @@
+//! The card image: everything a card remembers across power cycles (keys,
+//! data objects, PIN/PUK/management key, retry counters, serial, version),
+//! its JSON file format (see `IMAGE.md`), atomic persistence and the
+//! personalisation API used to build ready cards.
+
+use crate::crypto::{self, BlockCipher, CryptoError, PrivateKey};
+use piv::{Algorithm, CertContainer, DataObject, KeyRef, PublicKeyTemplate};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use thiserror::Error;
+use zeroize::Zeroizing;
+
+/// The format identifier written into every image file.
+pub const FORMAT: &str = "pivgate-card-image/1";
+/// Default PIN of a blank card.
+pub const DEFAULT_PIN: &str = "123456";
+/// Default PUK of a blank card.
+pub const DEFAULT_PUK: &str = "12345678";
+/// Default (3DES) management key of a blank card.
+pub const DEFAULT_MGMT_KEY: [u8; 24] = [
+    1, 2, 3, 4, 5, 6, 7, 8, 1, 2, 3, 4, 5, 6, 7, 8, 1, 2, 3, 4, 5, 6, 7, 8,
+];
+/// Default retry counters of a blank card.
+pub const DEFAULT_RETRIES: u8 = 3;
+/// The version a card reports to GET VERSION by default.
+pub const DEFAULT_VERSION: [u8; 3] = [5, 7, 1];
+
+/// Why an image could not be loaded, saved or changed.
+#[derive(Debug, Error)]
+pub enum ImageError {
+    #[error("cannot {action} card image {path}: {source}")]
+    Io {
+        action: &'static str,
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("card image {path} already exists (use --force to overwrite)")]
+    Exists { path: PathBuf },
+    #[error("card image is not valid JSON: {0}")]
+    Json(#[from] serde_json::Error),
+    #[error("card image is invalid: {0}")]
+    Invalid(String),
+    #[error("key rejected: {0}")]
+    Crypto(#[from] CryptoError),
+}
+
+fn invalid(msg: impl Into<String>) -> ImageError {
+    ImageError::Invalid(msg.into())
+}
+
+/// When a slot's key needs the PIN (Yubico-compatible policy values).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum PinPolicy {
+    /// The slot's standard rule (9A/9D/82-95 once, 9C always, 9E never).
+    Default,
+    Never,
+    Once,
+    Always,
+}
+
+impl PinPolicy {
+    pub fn from_byte(b: u8) -> Option<Self> {
+        Some(match b {
+            0 => PinPolicy::Default,
+            1 => PinPolicy::Never,
+            2 => PinPolicy::Once,
+            3 => PinPolicy::Always,
+            _ => return None,
+        })
+    }
+
+    pub fn byte(self) -> u8 {
+        match self {
+            PinPolicy::Default => 0,
+            PinPolicy::Never => 1,
+            PinPolicy::Once => 2,
+            PinPolicy::Always => 3,
+        }
+    }
+
+    /// The rule in force for `slot` (resolving `Default`).
+    pub fn effective(self, slot: KeyRef) -> PinPolicy {
+        match (self, slot) {
+            (PinPolicy::Default, KeyRef::Signature) => PinPolicy::Always,
+            (PinPolicy::Default, KeyRef::CardAuth) | (PinPolicy::Default, KeyRef::Attestation) => {
+                PinPolicy::Never
+            }
+            (PinPolicy::Default, _) => PinPolicy::Once,
+            (p, _) => p,
+        }
+    }
+}
+
+/// Whether a key was generated on the card or imported.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum KeyOrigin {
+    Generated,
+    Imported,
+}
+
+/// A private key in a slot.
+#[derive(Clone, PartialEq, Eq)]
+pub struct SlotKey {
+    pub algorithm: Algorithm,
+    pub pkcs8: Zeroizing<Vec<u8>>,
+    pub origin: KeyOrigin,
+    pub pin_policy: PinPolicy,
+}
+
+impl std::fmt::Debug for SlotKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SlotKey")
+            .field("algorithm", &self.algorithm)
+            .field("origin", &self.origin)
+            .field("pin_policy", &self.pin_policy)
+            .finish_non_exhaustive()
+    }
+}
+
+/// A PIN or PUK with its retry counter.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Secret {
+    /// The 8-byte reference value (digits padded with `FF`).
+    pub value: [u8; 8],
+    pub retries_max: u8,
+    pub retries_left: u8,
+    /// Still the factory value (reported by GET METADATA).
+    pub is_default: bool,
+}
+
+impl std::fmt::Debug for Secret {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Secret")
+            .field("retries_max", &self.retries_max)
+            .field("retries_left", &self.retries_left)
+            .field("is_default", &self.is_default)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Secret {
+    fn new(digits: &str, retries: u8, is_default: bool) -> Result<Self, ImageError> {
+        Ok(Secret {
+            value: pad_pin(digits)?,
+            retries_max: retries,
+            retries_left: retries,
+            is_default,
+        })
+    }
+
+    pub fn is_blocked(&self) -> bool {
+        self.retries_left == 0
+    }
+}
+
+/// Pads a 6-8 digit PIN to the 8-byte PIV reference value.
+pub fn pad_pin(digits: &str) -> Result<[u8; 8], ImageError> {
+    let b = digits.as_bytes();
+    if !(6..=8).contains(&b.len()) || !b.iter().all(u8::is_ascii_digit) {
+        return Err(invalid("PIN and PUK must be 6 to 8 digits"));
+    }
+    let mut out = [0xFF; 8];
+    out[..b.len()].copy_from_slice(b);
+    Ok(out)
+}
+
+/// Checks the PIV format of an 8-byte reference value: 6-8 ASCII digits
+/// then `FF` padding.
+pub fn is_well_formed_pin(value: &[u8]) -> bool {
+    if value.len() != 8 {
+        return false;
+    }
+    let digits = value.iter().take_while(|b| b.is_ascii_digit()).count();
+    (6..=8).contains(&digits) && value[digits..].iter().all(|&b| b == 0xFF)
+}
+
+fn unpad_pin(value: &[u8; 8]) -> String {
+    value
+        .iter()
+        .take_while(|&&b| b != 0xFF)
+        .map(|&b| b as char)
+        .collect()
+}
+
+/// The management key (9B).
+#[derive(Clone, PartialEq, Eq)]
+pub struct ManagementKey {
+    pub algorithm: Algorithm,
+    pub key: Zeroizing<Vec<u8>>,
+    pub is_default: bool,
+}
+
+impl std::fmt::Debug for ManagementKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ManagementKey")
+            .field("algorithm", &self.algorithm)
+            .field("is_default", &self.is_default)
+            .finish_non_exhaustive()
+    }
+}
+
+impl ManagementKey {
+    pub fn cipher(&self) -> Result<BlockCipher, CryptoError> {
+        BlockCipher::new(self.algorithm, &self.key)
+    }
+}
+
+/// The persistent state of a card.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CardImage {
+    pub serial: u32,
+    pub version: [u8; 3],
+    pub pin: Secret,
+    pub puk: Secret,
+    pub management_key: ManagementKey,
+    /// Private keys by slot.
+    pub keys: BTreeMap<KeyRef, SlotKey>,
+    /// Data objects by tag: the content of tag `53` (for `7E` and `7F61`,
+    /// the content of that tag).
+    pub objects: BTreeMap<u32, Vec<u8>>,
+}
+
+impl CardImage {
+    /// A blank card: PIN 123456, PUK 12345678, default 3DES management key,
+    /// retries 3/3, a discovery object, no keys. A random serial when
+    /// `serial` is `None`.
+    pub fn new_blank(serial: Option<u32>) -> Self {
+        let serial = serial.unwrap_or_else(random_serial);
+        let mut objects = BTreeMap::new();
+        objects.insert(
+            DataObject::Discovery.tag(),
+            piv::discovery::Discovery::default().encode_inner(),
+        );
+        CardImage {
+            serial,
+            version: DEFAULT_VERSION,
+            pin: Secret {
+                value: *b"123456\xFF\xFF",
+                retries_max: DEFAULT_RETRIES,
+                retries_left: DEFAULT_RETRIES,
+                is_default: true,
+            },
+            puk: Secret {
+                value: *b"12345678",
+                retries_max: DEFAULT_RETRIES,
+                retries_left: DEFAULT_RETRIES,
+                is_default: true,
+            },
+            management_key: ManagementKey {
+                algorithm: Algorithm::TripleDes,
+                key: Zeroizing::new(DEFAULT_MGMT_KEY.to_vec()),
+                is_default: true,
+            },
+            keys: BTreeMap::new(),
+            objects,
+        }
+    }
+
+    /// Resets everything but the serial and version to a blank card.
+    pub fn reset_to_blank(&mut self) {
+        let (serial, version) = (self.serial, self.version);
+        *self = CardImage::new_blank(Some(serial));
+        self.version = version;
+    }
+
+    // ---- personalisation -------------------------------------------------
+
+    /// Imports a PKCS#8 private key (RSA-2048/3072/4096, P-256, P-384) into
+    /// an asymmetric slot and returns its algorithm.
+    pub fn import_key(&mut self, slot: KeyRef, pkcs8: &[u8]) -> Result<Algorithm, ImageError> {
+        self.put_key(slot, pkcs8, KeyOrigin::Imported, PinPolicy::Default)
+    }
+
+    /// Generates a key in a slot and returns its public key.
+    pub fn generate_key(
+        &mut self,
+        slot: KeyRef,
+        alg: Algorithm,
+    ) -> Result<PublicKeyTemplate, ImageError> {
+        let der = crypto::generate_pkcs8(alg)?;
+        let key = PrivateKey::from_pkcs8(&der)?;
+        self.put_key(slot, &der, KeyOrigin::Generated, PinPolicy::Default)?;
+        Ok(key.public_key()?)
+    }
+
+    pub(crate) fn put_key(
+        &mut self,
+        slot: KeyRef,
+        pkcs8: &[u8],
+        origin: KeyOrigin,
+        pin_policy: PinPolicy,
+    ) -> Result<Algorithm, ImageError> {
+        if !slot.is_asymmetric_slot() {
+            return Err(invalid("9B holds the management key, not a private key"));
+        }
+        let algorithm = PrivateKey::from_pkcs8(pkcs8)?.algorithm();
+        self.keys.insert(
+            slot,
+            SlotKey {
+                algorithm,
+                pkcs8: Zeroizing::new(pkcs8.to_vec()),
+                origin,
+                pin_policy,
+            },
+        );
+        Ok(algorithm)
+    }
+
+    /// Stores a data object (the content of tag `53`, or of `7E`/`7F61`).
+    pub fn put_object(&mut self, object: DataObject, value: Vec<u8>) {
+        self.objects.insert(object.tag(), value);
+    }
+
+    /// Removes a data object.
+    pub fn delete_object(&mut self, object: DataObject) {
+        self.objects.remove(&object.tag());
+    }
+
+    /// The content of a data object.
+    pub fn object(&self, object: DataObject) -> Option<&[u8]> {
+        self.objects.get(&object.tag()).map(Vec::as_slice)
+    }
+
+    /// Stores a DER certificate in the container of `slot` (70/71/FE).
+    pub fn put_certificate(&mut self, slot: KeyRef, der: &[u8]) -> Result<(), ImageError> {
+        let object = slot
+            .certificate_object()
+            .ok_or_else(|| invalid("9B has no certificate"))?;
+        if der.first() != Some(&0x30) {
+            return Err(invalid(
+                "certificate must be DER (starting with a SEQUENCE)",
+            ));
+        }
+        self.put_object(object, CertContainer::new(der.to_vec()).encode());
+        Ok(())
+    }
+
+    /// Sets the PIN (6-8 digits); resets its counter.
+    pub fn set_pin(&mut self, digits: &str) -> Result<(), ImageError> {
+        self.pin = Secret::new(digits, self.pin.retries_max, digits == DEFAULT_PIN)?;
+        Ok(())
+    }
+
+    /// Sets the PUK (6-8 digits); resets its counter.
+    pub fn set_puk(&mut self, digits: &str) -> Result<(), ImageError> {
+        self.puk = Secret::new(digits, self.puk.retries_max, digits == DEFAULT_PUK)?;
+        Ok(())
+    }
+
+    /// Sets the management key (3DES or AES-128/192/256).
+    pub fn set_management_key(&mut self, alg: Algorithm, key: &[u8]) -> Result<(), ImageError> {
+        BlockCipher::new(alg, key)?;
+        self.management_key = ManagementKey {
+            algorithm: alg,
+            key: Zeroizing::new(key.to_vec()),
+            is_default: alg == Algorithm::TripleDes && key == DEFAULT_MGMT_KEY,
+        };
+        Ok(())
+    }
+
+    /// Sets both retry limits (1-15) and refills both counters.
+    pub fn set_retries(&mut self, pin: u8, puk: u8) -> Result<(), ImageError> {
+        if !(1..=15).contains(&pin) || !(1..=15).contains(&puk) {
+            return Err(invalid("retry limits must be between 1 and 15"));
+        }
+        self.pin.retries_max = pin;
+        self.pin.retries_left = pin;
+        self.puk.retries_max = puk;
+        self.puk.retries_left = puk;
+        Ok(())
+    }
+
+    // ---- file format -----------------------------------------------------
+
+    /// Serialises the image to its JSON file format.
+    pub fn to_json(&self) -> String {
+        let file = ImageFile::from(self);
+        // Serialising plain strings, numbers and maps cannot fail.
+        serde_json::to_string_pretty(&file).unwrap_or_default()
+    }
+
+    /// Parses and validates an image from JSON.
+    pub fn from_json(json: &str) -> Result<Self, ImageError> {
+        let file: ImageFile = serde_json::from_str(json)?;
+        file.into_image()
+    }
+
+    /// Loads an image file.
+    pub fn load(path: &Path) -> Result<Self, ImageError> {
+        let json = std::fs::read_to_string(path).map_err(|source| ImageError::Io {
+            action: "read",
+            path: path.to_owned(),
+            source,
+        })?;
+        Self::from_json(&json)
+    }
+
+    /// Writes the image atomically: temporary file (mode 0600) in the same
+    /// directory, fsync, rename over `path`, fsync the directory.
+    pub fn save(&self, path: &Path) -> Result<(), ImageError> {
+        write_atomically(path, self.to_json().as_bytes())
+    }
+
+    /// Writes a new image file, refusing to replace an existing one unless
+    /// `force`.
+    pub fn create(&self, path: &Path, force: bool) -> Result<(), ImageError> {
+        if !force && path.exists() {
+            return Err(ImageError::Exists {
+                path: path.to_owned(),
+            });
+        }
+        self.save(path)
+    }
+}
+
+fn random_serial() -> u32 {
+    let mut b = [0u8; 4];
+    // A failing system RNG leaves a fixed but valid serial.
+    let _ = crypto::random(&mut b);
+    (u32::from_be_bytes(b) % 90_000_000) + 10_000_000
+}
+
+/// Writes `bytes` to `path` atomically with mode 0600.
+pub fn write_atomically(path: &Path, bytes: &[u8]) -> Result<(), ImageError> {
+    let io = |action, source| ImageError::Io {
+        action,
+        path: path.to_owned(),
+        source,
+    };
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d.to_owned(),
+        _ => PathBuf::from("."),
+    };
+    let name = path
+        .file_name()
+        .ok_or_else(|| invalid(format!("{} is not a file path", path.display())))?;
+    let mut tmp_name = std::ffi::OsString::from(".");
+    tmp_name.push(name);
+    tmp_name.push(format!(".tmp-{}", std::process::id()));
+    let tmp = dir.join(tmp_name);
+    let result = (|| {
+        let mut f = open_private(&tmp).map_err(|e| io("create", e))?;
+        f.write_all(bytes).map_err(|e| io("write", e))?;
+        f.sync_all().map_err(|e| io("sync", e))?;
+        drop(f);
+        std::fs::rename(&tmp, path).map_err(|e| io("replace", e))?;
+        sync_dir(&dir).map_err(|e| io("sync directory of", e))
+    })();
+    if result.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    result
+}
+
+#[cfg(unix)]
+fn open_private(path: &Path) -> std::io::Result<std::fs::File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(path)
+}
+
+#[cfg(not(unix))]
+fn open_private(path: &Path) -> std::io::Result<std::fs::File> {
+    std::fs::File::create(path)
+}
+
+#[cfg(unix)]
+fn sync_dir(dir: &Path) -> std::io::Result<()> {
+    std::fs::File::open(dir)?.sync_all()
+}
+
+#[cfg(not(unix))]
+fn sync_dir(_dir: &Path) -> std::io::Result<()> {
+    Ok(())
+}
+
+// ---- JSON representation ---------------------------------------------------
+
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ImageFile {
+    format: String,
+    serial: u32,
+    version: String,
+    pin: SecretFile,
+    puk: SecretFile,
+    management_key: MgmtFile,
+    #[serde(default)]
+    keys: BTreeMap<String, KeyFile>,
+    #[serde(default)]
+    objects: BTreeMap<String, String>,
+}
+
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SecretFile {
+    value: String,
+    retries_max: u8,
+    retries_left: u8,
+    is_default: bool,
+}
+
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct MgmtFile {
+    algorithm: String,
+    key: String,
+    is_default: bool,
+}
+
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct KeyFile {
+    algorithm: String,
+    pkcs8: String,
+    origin: KeyOrigin,
+    pin_policy: PinPolicy,
+}
+
+fn alg_name(a: Algorithm) -> String {
+    a.name().to_owned()
+}
+
+fn alg_from_name(s: &str) -> Result<Algorithm, ImageError> {
+    [
+        Algorithm::TripleDes,
+        Algorithm::Aes128,
+        Algorithm::Aes192,
+        Algorithm::Aes256,
+        Algorithm::Rsa2048,
+        Algorithm::Rsa3072,
+        Algorithm::Rsa4096,
+        Algorithm::EccP256,
+        Algorithm::EccP384,
+    ]
+    .into_iter()
+    .find(|a| a.name().eq_ignore_ascii_case(s))
+    .ok_or_else(|| invalid(format!("unknown algorithm {s:?}")))
+}
+
+impl From<&CardImage> for ImageFile {
+    fn from(img: &CardImage) -> Self {
+        let secret = |s: &Secret| SecretFile {
+            value: unpad_pin(&s.value),
+            retries_max: s.retries_max,
+            retries_left: s.retries_left,
+            is_default: s.is_default,
+        };
+        ImageFile {
+            format: FORMAT.into(),
+            serial: img.serial,
+            version: format!("{}.{}.{}", img.version[0], img.version[1], img.version[2]),
+            pin: secret(&img.pin),
+            puk: secret(&img.puk),
+            management_key: MgmtFile {
+                algorithm: alg_name(img.management_key.algorithm),
+                key: hex::encode(&*img.management_key.key),
+                is_default: img.management_key.is_default,
+            },
+            keys: img
+                .keys
+                .iter()
+                .map(|(slot, k)| {
+                    (
+                        format!("{:02X}", slot.byte()),
+                        KeyFile {
+                            algorithm: alg_name(k.algorithm),
+                            pkcs8: hex::encode(&*k.pkcs8),
+                            origin: k.origin,
+                            pin_policy: k.pin_policy,
+                        },
+                    )
+                })
+                .collect(),
+            objects: img
+                .objects
+                .iter()
+                .map(|(tag, v)| (format!("{tag:X}"), hex::encode(v)))
+                .collect(),
+        }
+    }
+}
+
+impl ImageFile {
+    fn into_image(self) -> Result<CardImage, ImageError> {
+        if self.format != FORMAT {
+            return Err(invalid(format!(
+                "format is {:?}, expected {FORMAT:?}",
+                self.format
+            )));
+        }
+        let version = parse_version(&self.version)?;
+        let pin = secret_from_file(&self.pin, "pin")?;
+        let puk = secret_from_file(&self.puk, "puk")?;
+        let mgmt_alg = alg_from_name(&self.management_key.algorithm)?;
+        let mgmt_key = hex::decode(&self.management_key.key)
+            .map_err(|_| invalid("management_key.key is not hex"))?;
+        BlockCipher::new(mgmt_alg, &mgmt_key)
+            .map_err(|e| invalid(format!("management_key: {e}")))?;
+        let mut keys = BTreeMap::new();
+        for (slot_name, k) in self.keys {
+            let slot = u8::from_str_radix(&slot_name, 16)
+                .ok()
+                .and_then(KeyRef::from_byte)
+                .filter(|s| s.is_asymmetric_slot())
+                .ok_or_else(|| invalid(format!("keys: {slot_name:?} is not a key slot")))?;
+            let der = Zeroizing::new(
+                hex::decode(&k.pkcs8)
+                    .map_err(|_| invalid(format!("keys.{slot_name}.pkcs8 is not hex")))?,
+            );
+            let parsed = PrivateKey::from_pkcs8(&der)
+                .map_err(|e| invalid(format!("keys.{slot_name}: {e}")))?;
+            let algorithm = alg_from_name(&k.algorithm)?;
+            if parsed.algorithm() != algorithm {
+                return Err(invalid(format!(
+                    "keys.{slot_name}: algorithm says {} but the key is {}",
+                    algorithm.name(),
+                    parsed.algorithm().name()
+                )));
+            }
+            keys.insert(
+                slot,
+                SlotKey {
+                    algorithm,
+                    pkcs8: der,
+                    origin: k.origin,
+                    pin_policy: k.pin_policy,
+                },
+            );
+        }
+        let mut objects = BTreeMap::new();
+        for (tag_name, v) in self.objects {
+            let tag = u32::from_str_radix(&tag_name, 16)
+                .ok()
+                .filter(|t| DataObject::from_tag(*t).is_some())
+                .ok_or_else(|| {
+                    invalid(format!(
+                        "objects: {tag_name:?} is not a PIV data object tag"
+                    ))
+                })?;
+            let value =
+                hex::decode(&v).map_err(|_| invalid(format!("objects.{tag_name} is not hex")))?;
+            objects.insert(tag, value);
+        }
+        Ok(CardImage {
+            serial: self.serial,
+            version,
+            pin,
+            puk,
+            management_key: ManagementKey {
+                algorithm: mgmt_alg,
+                key: Zeroizing::new(mgmt_key),
+                is_default: self.management_key.is_default,
+            },
+            keys,
+            objects,
+        })
+    }
+}
+
+fn parse_version(s: &str) -> Result<[u8; 3], ImageError> {
+    let parts: Vec<u8> = s
+        .split('.')
+        .map(|p| p.parse::<u8>())
+        .collect::<Result<_, _>>()
+        .map_err(|_| invalid(format!("version {s:?} must be like \"5.7.1\"")))?;
+    <[u8; 3]>::try_from(parts).map_err(|_| invalid(format!("version {s:?} must have three parts")))
+}
+
+fn secret_from_file(f: &SecretFile, what: &str) -> Result<Secret, ImageError> {
+    let value =
+        pad_pin(&f.value).map_err(|_| invalid(format!("{what}.value must be 6 to 8 digits")))?;
+    if !(1..=15).contains(&f.retries_max) || f.retries_left > f.retries_max {
+        return Err(invalid(format!(
+            "{what}: retries must satisfy 0 <= retries_left <= retries_max <= 15, retries_max >= 1"
+        )));
+    }
+    Ok(Secret {
+        value,
+        retries_max: f.retries_max,
+        retries_left: f.retries_left,
+        is_default: f.is_default,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn blank_card_round_trips_through_json_and_disk() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("card.json");
+        let mut img = CardImage::new_blank(Some(12345678));
+        img.generate_key(KeyRef::PivAuth, Algorithm::EccP256)
+            .unwrap();
+        img.put_certificate(KeyRef::PivAuth, &[0x30, 0x00]).unwrap();
+        img.set_management_key(Algorithm::Aes192, &[9; 24]).unwrap();
+        img.pin.retries_left = 1;
+        img.create(&path, false).unwrap();
+        assert_eq!(CardImage::load(&path).unwrap(), img);
+        assert!(matches!(
+            img.create(&path, false),
+            Err(ImageError::Exists { .. })
+        ));
+        img.create(&path, true).unwrap();
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            let mode = std::fs::metadata(&path).unwrap().permissions().mode();
+            assert_eq!(mode & 0o777, 0o600);
+        }
+        // No temporary file is left behind.
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1);
+    }
+
+    #[test]
+    fn blank_card_has_the_documented_defaults() {
+        let img = CardImage::new_blank(None);
+        assert!((10_000_000..100_000_000).contains(&img.serial));
+        assert_eq!(&img.pin.value, b"123456\xFF\xFF");
+        assert_eq!(&img.puk.value, b"12345678");
+        assert_eq!(img.management_key.algorithm, Algorithm::TripleDes);
+        assert_eq!(&*img.management_key.key, &DEFAULT_MGMT_KEY);
+        assert_eq!((img.pin.retries_left, img.puk.retries_left), (3, 3));
+        assert!(img.keys.is_empty());
+    }
+
+    #[test]
+    fn rejects_invalid_images_with_a_clear_message() {
+        let good = CardImage::new_blank(Some(1)).to_json();
+        for (from, to, needle) in [
+            ("\"123456\"", "\"12a456\"", "pin.value"),
+            ("\"retries_left\": 3", "\"retries_left\": 9", "retries"),
+            (FORMAT, "other/1", "format"),
+            ("\"3DES\"", "\"DES\"", "unknown algorithm"),
+            ("\"7E\"", "\"7D\"", "not a PIV data object"),
+        ] {
+            let bad = good.replacen(from, to, 1);
+            assert_ne!(bad, good, "{from} not found");
+            let err = CardImage::from_json(&bad).unwrap_err().to_string();
+            assert!(err.contains(needle), "{err}");
+        }
+        assert!(matches!(
+            CardImage::from_json("{"),
+            Err(ImageError::Json(_))
+        ));
+    }
+
+    #[test]
+    fn personalisation_validates_its_input() {
+        let mut img = CardImage::new_blank(Some(1));
+        assert!(img.import_key(KeyRef::PivAuth, b"not a key").is_err());
+        assert!(img
+            .import_key(
+                KeyRef::Management,
+                &crypto::generate_pkcs8(Algorithm::EccP256).unwrap()
+            )
+            .is_err());
+        assert!(img.set_pin("12345").is_err());
+        assert!(img.set_pin("1234567a").is_err());
+        img.set_pin("87654321").unwrap();
+        assert!(!img.pin.is_default);
+        assert!(img.set_retries(0, 3).is_err());
+        assert!(img.set_management_key(Algorithm::Aes128, &[0; 24]).is_err());
+        assert!(img.put_certificate(KeyRef::Management, &[0x30]).is_err());
+        assert!(is_well_formed_pin(b"123456\xFF\xFF"));
+        assert!(!is_well_formed_pin(b"12345\xFF\xFF\xFF"));
+        assert!(!is_well_formed_pin(b"123456\xFF1"));
+        assert!(!is_well_formed_pin(b"12345a\xFF\xFF"));
+    }
+}
