@@ -1,0 +1,568 @@
+//! A fully parsed X.509 certificate (RFC 5280 §4.1) with the extensions path validation uses.
+//!
+//! Parsing walks the DER with the bounds-checked cursor of [`crate::der`]; the TBS bytes are kept
+//! as they were signed. Unrecognised non-critical extensions are ignored; unrecognised critical
+//! ones are recorded so validation can refuse the certificate (RFC 5280 §4.2).
+
+use crate::der::{self, tag, DerError, Reader};
+use crate::name::{self, NormName};
+use crate::sig::{PublicKey, SignatureAlgorithm};
+use crate::time::Time;
+use const_oid::ObjectIdentifier;
+use std::ops::Range;
+use std::sync::Arc;
+use thiserror::Error;
+
+/// Why a certificate could not be parsed.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum CertError {
+    #[error("{0}")]
+    Der(#[from] DerError),
+    #[error("{field}: {source}")]
+    Field { field: &'static str, source: DerError },
+    #[error("{0}")]
+    Time(#[from] crate::time::TimeError),
+    #[error("extension {0} appears more than once")]
+    DuplicateExtension(String),
+    #[error("unsupported certificate version {0}")]
+    Version(u64),
+}
+
+fn field<T>(name: &'static str, r: Result<T, DerError>) -> Result<T, CertError> {
+    r.map_err(|source| CertError::Field { field: name, source })
+}
+
+/// A GeneralName (RFC 5280 §4.2.1.6) in the forms name constraints compare.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum GeneralName {
+    Rfc822(String),
+    Dns(String),
+    Uri(String),
+    /// 4 or 16 address bytes (SAN) or 8 or 32 address+mask bytes (name constraints).
+    Ip(Vec<u8>),
+    Directory(NormName),
+    /// otherName, x400Address, ediPartyName, registeredID: carried but not compared.
+    Other(u8),
+}
+
+/// Parses one GeneralName element.
+pub fn parse_general_name(t: der::Tlv<'_>) -> Result<GeneralName, DerError> {
+    let ia5 = |v: &[u8]| -> Result<String, DerError> {
+        if v.is_ascii() {
+            Ok(String::from_utf8_lossy(v).into_owned())
+        } else {
+            Err(DerError::BadValue("IA5String (non-ASCII byte)"))
+        }
+    };
+    Ok(match t.tag {
+        0x81 => GeneralName::Rfc822(ia5(t.value)?),
+        0x82 => GeneralName::Dns(ia5(t.value)?),
+        0x86 => GeneralName::Uri(ia5(t.value)?),
+        0x87 => GeneralName::Ip(t.value.to_vec()),
+        0xa4 => {
+            let mut r = Reader::new(t.value);
+            let n = r.read(tag::SEQUENCE)?;
+            r.finish()?;
+            GeneralName::Directory(NormName::from_der(n.raw)?)
+        }
+        0xa0 | 0xa3 | 0xa5 | 0x88 => GeneralName::Other(t.tag & 0x1f),
+        _ => return Err(DerError::BadValue("GeneralName (unknown choice)")),
+    })
+}
+
+/// Parses the contents of a GeneralNames SEQUENCE.
+pub fn parse_general_names(contents: &[u8]) -> Result<Vec<GeneralName>, DerError> {
+    let mut r = Reader::new(contents);
+    let mut out = Vec::new();
+    while !r.is_empty() {
+        out.push(parse_general_name(r.read_any()?)?);
+    }
+    Ok(out)
+}
+
+/// A distribution point name (RFC 5280 §4.2.1.13).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum DistributionPointName {
+    FullName(Vec<GeneralName>),
+    /// The contents of the RDN SET, to be appended to the CRL issuer's name.
+    RelativeToIssuer(Vec<u8>),
+}
+
+/// Parses the explicit `[0] DistributionPointName` wrapper's contents.
+pub fn parse_dp_name(contents: &[u8]) -> Result<DistributionPointName, DerError> {
+    let mut r = Reader::new(contents);
+    let t = r.read_any()?;
+    r.finish()?;
+    match t.tag {
+        0xa0 => Ok(DistributionPointName::FullName(parse_general_names(t.value)?)),
+        0xa1 => Ok(DistributionPointName::RelativeToIssuer(t.value.to_vec())),
+        _ => Err(DerError::BadValue("DistributionPointName")),
+    }
+}
+
+/// Parses a ReasonFlags BIT STRING into a mask whose bit `i` is reason `i` (RFC 5280 §5.3.1 order).
+pub fn parse_reason_flags(value: &[u8]) -> Result<u16, DerError> {
+    bits_to_mask(value)
+}
+
+fn bits_to_mask(value: &[u8]) -> Result<u16, DerError> {
+    let (_unused, bytes) = value.split_first().ok_or(DerError::Truncated)?;
+    let mut mask = 0u16;
+    for (i, b) in bytes.iter().enumerate().take(2) {
+        for bit in 0..8 {
+            if b & (0x80 >> bit) != 0 {
+                mask |= 1 << (i * 8 + bit);
+            }
+        }
+    }
+    Ok(mask)
+}
+
+/// One DistributionPoint of the cRLDistributionPoints extension.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DistributionPoint {
+    pub name: Option<DistributionPointName>,
+    /// Reason mask, `None` for all reasons.
+    pub reasons: Option<u16>,
+    pub crl_issuer: Option<Vec<GeneralName>>,
+}
+
+/// A GeneralSubtree of name constraints (minimum/maximum are not used by RFC 5280 profiles).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NameConstraints {
+    pub permitted: Option<Vec<GeneralName>>,
+    pub excluded: Option<Vec<GeneralName>>,
+}
+
+/// Key usage bits (RFC 5280 §4.2.1.3).
+pub mod key_usage {
+    pub const DIGITAL_SIGNATURE: u16 = 1 << 0;
+    pub const NON_REPUDIATION: u16 = 1 << 1;
+    pub const KEY_ENCIPHERMENT: u16 = 1 << 2;
+    pub const DATA_ENCIPHERMENT: u16 = 1 << 3;
+    pub const KEY_AGREEMENT: u16 = 1 << 4;
+    pub const KEY_CERT_SIGN: u16 = 1 << 5;
+    pub const CRL_SIGN: u16 = 1 << 6;
+}
+
+/// The extensions path validation understands.
+#[derive(Clone, Debug, Default)]
+pub struct Extensions {
+    /// (cA, pathLenConstraint).
+    pub basic_constraints: Option<(bool, Option<u64>)>,
+    pub key_usage: Option<u16>,
+    pub ext_key_usage: Option<Vec<ObjectIdentifier>>,
+    /// Policy identifiers of certificatePolicies (qualifiers are ignored).
+    pub policies: Option<Vec<ObjectIdentifier>>,
+    /// (issuerDomainPolicy, subjectDomainPolicy) pairs.
+    pub policy_mappings: Option<Vec<(ObjectIdentifier, ObjectIdentifier)>>,
+    /// (requireExplicitPolicy, inhibitPolicyMapping).
+    pub policy_constraints: Option<(Option<u64>, Option<u64>)>,
+    pub inhibit_any_policy: Option<u64>,
+    pub name_constraints: Option<NameConstraints>,
+    pub subject_alt_names: Option<Vec<GeneralName>>,
+    pub subject_key_id: Option<Vec<u8>>,
+    pub authority_key_id: Option<Vec<u8>>,
+    pub crl_distribution_points: Option<Vec<DistributionPoint>>,
+    /// Critical extensions this crate does not process.
+    pub unknown_critical: Vec<ObjectIdentifier>,
+}
+
+/// A parsed certificate. Byte fields are ranges into [`Cert::der`].
+#[derive(Debug)]
+pub struct Cert {
+    der: Arc<[u8]>,
+    tbs: Range<usize>,
+    signature: Range<usize>,
+    serial: Range<usize>,
+    issuer_der: Range<usize>,
+    subject_der: Range<usize>,
+    spki: Range<usize>,
+    pub version: u64,
+    pub signature_algorithm: SignatureAlgorithm,
+    /// The inner (TBS) and outer AlgorithmIdentifier encodings are identical (RFC 5280 §4.1.1.2).
+    pub algorithms_match: bool,
+    /// The signature BIT STRING has no unused bits (otherwise it cannot verify).
+    pub signature_encoding_ok: bool,
+    pub issuer: NormName,
+    pub subject: NormName,
+    pub not_before: Time,
+    pub not_after: Time,
+    pub public_key: PublicKey,
+    pub ext: Extensions,
+    subject_display: String,
+}
+
+pub(crate) mod oid {
+    pub const SKI: &[u8] = &[0x55, 0x1d, 0x0e];
+    pub const KEY_USAGE: &[u8] = &[0x55, 0x1d, 0x0f];
+    pub const SAN: &[u8] = &[0x55, 0x1d, 0x11];
+    pub const BASIC_CONSTRAINTS: &[u8] = &[0x55, 0x1d, 0x13];
+    pub const NAME_CONSTRAINTS: &[u8] = &[0x55, 0x1d, 0x1e];
+    pub const CRL_DP: &[u8] = &[0x55, 0x1d, 0x1f];
+    pub const CERT_POLICIES: &[u8] = &[0x55, 0x1d, 0x20];
+    pub const POLICY_MAPPINGS: &[u8] = &[0x55, 0x1d, 0x21];
+    pub const AKI: &[u8] = &[0x55, 0x1d, 0x23];
+    pub const POLICY_CONSTRAINTS: &[u8] = &[0x55, 0x1d, 0x24];
+    pub const EKU: &[u8] = &[0x55, 0x1d, 0x25];
+    pub const INHIBIT_ANY_POLICY: &[u8] = &[0x55, 0x1d, 0x36];
+    pub const ISSUER_ALT_NAME: &[u8] = &[0x55, 0x1d, 0x12];
+    pub const SUBJECT_DIRECTORY_ATTRS: &[u8] = &[0x55, 0x1d, 0x09];
+}
+
+fn to_oid(bytes: &[u8]) -> Result<ObjectIdentifier, DerError> {
+    ObjectIdentifier::from_bytes(bytes).map_err(|_| DerError::BadValue("OBJECT IDENTIFIER"))
+}
+
+fn range_of(base: &[u8], part: &[u8]) -> Range<usize> {
+    let start = part.as_ptr() as usize - base.as_ptr() as usize;
+    start..start + part.len()
+}
+
+impl Cert {
+    /// Parses a DER certificate.
+    pub fn from_der(der: impl Into<Arc<[u8]>>) -> Result<Cert, CertError> {
+        let der: Arc<[u8]> = der.into();
+        let d: &[u8] = &der;
+        let mut outer = Reader::new(d);
+        let cert = field("Certificate", outer.value(tag::SEQUENCE))?;
+        field("Certificate", outer.finish())?;
+        let mut c = Reader::new(cert);
+        let tbs = field("tbsCertificate", c.read(tag::SEQUENCE))?;
+        let outer_alg = field("signatureAlgorithm", c.read(tag::SEQUENCE))?;
+        let sig_bits = field("signatureValue", c.value(tag::BIT_STRING))?;
+        // A signature with unused bits cannot be valid; it is kept so that validation reports a
+        // bad signature rather than a parse failure.
+        let (signature_encoding_ok, sig) = match sig_bits.split_first() {
+            Some((0, rest)) => (true, rest),
+            Some((_, rest)) => (false, rest),
+            None => return Err(CertError::Field { field: "signatureValue", source: DerError::Truncated }),
+        };
+        field("Certificate", c.finish())?;
+
+        let mut t = Reader::new(tbs.value);
+        let version = match field("version", t.optional(tag::context_constructed(0)))? {
+            Some(v) => field("version", der::small_uint(field("version", der::single(v.value, tag::INTEGER))?))?,
+            None => 0,
+        };
+        if version > 2 {
+            return Err(CertError::Version(version + 1));
+        }
+        let serial = field("serialNumber", t.value(tag::INTEGER))?;
+        if serial.is_empty() {
+            return Err(CertError::Field { field: "serialNumber", source: DerError::BadValue("empty INTEGER") });
+        }
+        let inner_alg = field("signature", t.read(tag::SEQUENCE))?;
+        let issuer = field("issuer", t.read(tag::SEQUENCE))?;
+        let mut validity = Reader::new(field("validity", t.value(tag::SEQUENCE))?);
+        let nb = field("notBefore", validity.read_any())?;
+        let na = field("notAfter", validity.read_any())?;
+        field("validity", validity.finish())?;
+        let subject = field("subject", t.read(tag::SEQUENCE))?;
+        let spki = field("subjectPublicKeyInfo", t.read(tag::SEQUENCE))?;
+        field("issuerUniqueID", t.optional(tag::context_primitive(1)))?;
+        field("subjectUniqueID", t.optional(tag::context_primitive(2)))?;
+        let mut ext = Extensions::default();
+        if let Some(e) = field("extensions", t.optional(tag::context_constructed(3)))? {
+            ext = parse_extensions(field("extensions", der::single(e.value, tag::SEQUENCE))?)?;
+        }
+        field("tbsCertificate", t.finish())?;
+
+        Ok(Cert {
+            version,
+            signature_algorithm: field("signatureAlgorithm", SignatureAlgorithm::from_der(outer_alg.raw))?,
+            algorithms_match: inner_alg.raw == outer_alg.raw,
+            signature_encoding_ok,
+            issuer: field("issuer", NormName::from_der(issuer.raw))?,
+            subject: field("subject", NormName::from_der(subject.raw))?,
+            not_before: Time::from_der_tagged(nb.tag, nb.value)?,
+            not_after: Time::from_der_tagged(na.tag, na.value)?,
+            public_key: field("subjectPublicKeyInfo", PublicKey::from_spki(spki.raw))?,
+            subject_display: name::display_name(subject.raw),
+            ext,
+            tbs: range_of(d, tbs.raw),
+            signature: range_of(d, sig),
+            serial: range_of(d, der::strip_leading_zeros(serial)),
+            issuer_der: range_of(d, issuer.raw),
+            subject_der: range_of(d, subject.raw),
+            spki: range_of(d, spki.raw),
+            der: der.clone(),
+        })
+    }
+
+    pub fn der(&self) -> &[u8] {
+        &self.der
+    }
+    pub fn der_arc(&self) -> &Arc<[u8]> {
+        &self.der
+    }
+    /// The signed TBSCertificate bytes, exactly as received.
+    pub fn tbs(&self) -> &[u8] {
+        &self.der[self.tbs.clone()]
+    }
+    pub fn signature(&self) -> &[u8] {
+        &self.der[self.signature.clone()]
+    }
+    /// Serial number contents without redundant leading zero bytes.
+    pub fn serial(&self) -> &[u8] {
+        &self.der[self.serial.clone()]
+    }
+    pub fn issuer_der(&self) -> &[u8] {
+        &self.der[self.issuer_der.clone()]
+    }
+    pub fn subject_der(&self) -> &[u8] {
+        &self.der[self.subject_der.clone()]
+    }
+    pub fn spki_der(&self) -> &[u8] {
+        &self.der[self.spki.clone()]
+    }
+    /// The subject as a printable string.
+    pub fn subject_display(&self) -> &str {
+        &self.subject_display
+    }
+    /// The issuer as a printable string.
+    pub fn issuer_display(&self) -> String {
+        name::display_name(self.issuer_der())
+    }
+    /// Self-issued: subject and issuer names match (RFC 5280 §6.1).
+    pub fn is_self_issued(&self) -> bool {
+        self.subject == self.issuer
+    }
+    pub fn is_ca(&self) -> bool {
+        matches!(self.ext.basic_constraints, Some((true, _)))
+    }
+    /// Contents of the subject RDNSequence.
+    pub fn subject_rdns(&self) -> &[u8] {
+        der::single(self.subject_der(), tag::SEQUENCE).unwrap_or(&[])
+    }
+}
+
+fn parse_extensions(list: &[u8]) -> Result<Extensions, CertError> {
+    let mut ext = Extensions::default();
+    let mut seen: Vec<&[u8]> = Vec::new();
+    let mut r = Reader::new(list);
+    while !r.is_empty() {
+        let mut e = Reader::new(field("extension", r.value(tag::SEQUENCE))?);
+        let id = field("extension", e.value(tag::OID))?;
+        let critical = match field("extension", e.optional(tag::BOOLEAN))? {
+            Some(b) => field("extension", der::boolean(b.value))?,
+            None => false,
+        };
+        let value = field("extension", e.value(tag::OCTET_STRING))?;
+        field("extension", e.finish())?;
+        if seen.contains(&id) {
+            return Err(CertError::DuplicateExtension(
+                to_oid(id).map(|o| o.to_string()).unwrap_or_else(|_| hex::encode(id)),
+            ));
+        }
+        seen.push(id);
+        let ext_name = ext_field_name(id);
+        field(ext_name, parse_one_extension(&mut ext, id, critical, value))?;
+    }
+    Ok(ext)
+}
+
+fn ext_field_name(id: &[u8]) -> &'static str {
+    match id {
+        oid::BASIC_CONSTRAINTS => "basicConstraints",
+        oid::KEY_USAGE => "keyUsage",
+        oid::EKU => "extKeyUsage",
+        oid::CERT_POLICIES => "certificatePolicies",
+        oid::POLICY_MAPPINGS => "policyMappings",
+        oid::POLICY_CONSTRAINTS => "policyConstraints",
+        oid::INHIBIT_ANY_POLICY => "inhibitAnyPolicy",
+        oid::NAME_CONSTRAINTS => "nameConstraints",
+        oid::SAN => "subjectAltName",
+        oid::SKI => "subjectKeyIdentifier",
+        oid::AKI => "authorityKeyIdentifier",
+        oid::CRL_DP => "cRLDistributionPoints",
+        _ => "extension",
+    }
+}
+
+fn parse_one_extension(ext: &mut Extensions, id: &[u8], critical: bool, v: &[u8]) -> Result<(), DerError> {
+    match id {
+        oid::BASIC_CONSTRAINTS => {
+            let mut r = Reader::new(der::single(v, tag::SEQUENCE)?);
+            let ca = match r.optional(tag::BOOLEAN)? {
+                Some(b) => der::boolean(b.value)?,
+                None => false,
+            };
+            let len = match r.optional(tag::INTEGER)? {
+                Some(i) => Some(der::small_uint(i.value)?),
+                None => None,
+            };
+            r.finish()?;
+            ext.basic_constraints = Some((ca, len));
+        }
+        oid::KEY_USAGE => {
+            ext.key_usage = Some(bits_to_mask(der::single(v, tag::BIT_STRING)?)?);
+        }
+        oid::EKU => {
+            let mut r = Reader::new(der::single(v, tag::SEQUENCE)?);
+            let mut out = Vec::new();
+            while !r.is_empty() {
+                out.push(to_oid(r.value(tag::OID)?)?);
+            }
+            ext.ext_key_usage = Some(out);
+        }
+        oid::CERT_POLICIES => {
+            let mut r = Reader::new(der::single(v, tag::SEQUENCE)?);
+            let mut out: Vec<ObjectIdentifier> = Vec::new();
+            while !r.is_empty() {
+                let mut p = Reader::new(r.value(tag::SEQUENCE)?);
+                let id = to_oid(p.value(tag::OID)?)?;
+                p.optional(tag::SEQUENCE)?;
+                p.finish()?;
+                if out.contains(&id) {
+                    return Err(DerError::BadValue("certificatePolicies (a policy appears twice)"));
+                }
+                out.push(id);
+            }
+            if out.is_empty() {
+                return Err(DerError::BadValue("certificatePolicies (empty)"));
+            }
+            ext.policies = Some(out);
+        }
+        oid::POLICY_MAPPINGS => {
+            let mut r = Reader::new(der::single(v, tag::SEQUENCE)?);
+            let mut out = Vec::new();
+            while !r.is_empty() {
+                let mut m = Reader::new(r.value(tag::SEQUENCE)?);
+                let a = to_oid(m.value(tag::OID)?)?;
+                let b = to_oid(m.value(tag::OID)?)?;
+                m.finish()?;
+                out.push((a, b));
+            }
+            ext.policy_mappings = Some(out);
+        }
+        oid::POLICY_CONSTRAINTS => {
+            let mut r = Reader::new(der::single(v, tag::SEQUENCE)?);
+            let req = match r.optional(tag::context_primitive(0))? {
+                Some(t) => Some(der::small_uint(t.value)?),
+                None => None,
+            };
+            let inh = match r.optional(tag::context_primitive(1))? {
+                Some(t) => Some(der::small_uint(t.value)?),
+                None => None,
+            };
+            r.finish()?;
+            if req.is_none() && inh.is_none() {
+                return Err(DerError::BadValue("policyConstraints (empty)"));
+            }
+            ext.policy_constraints = Some((req, inh));
+        }
+        oid::INHIBIT_ANY_POLICY => {
+            ext.inhibit_any_policy = Some(der::small_uint(der::single(v, tag::INTEGER)?)?);
+        }
+        oid::NAME_CONSTRAINTS => {
+            let mut r = Reader::new(der::single(v, tag::SEQUENCE)?);
+            let mut subtrees = |t: u8| -> Result<Option<Vec<GeneralName>>, DerError> {
+                let Some(s) = r.optional(t)? else { return Ok(None) };
+                let mut list = Reader::new(s.value);
+                let mut out = Vec::new();
+                while !list.is_empty() {
+                    let mut st = Reader::new(list.value(tag::SEQUENCE)?);
+                    out.push(parse_general_name(st.read_any()?)?);
+                    // minimum [0] and maximum [1] are not used (RFC 5280 §4.2.1.10).
+                    st.optional(tag::context_primitive(0))?;
+                    st.optional(tag::context_primitive(1))?;
+                    st.finish()?;
+                }
+                if out.is_empty() {
+                    return Err(DerError::BadValue("GeneralSubtrees (empty)"));
+                }
+                Ok(Some(out))
+            };
+            let permitted = subtrees(tag::context_constructed(0))?;
+            let excluded = subtrees(tag::context_constructed(1))?;
+            r.finish()?;
+            ext.name_constraints = Some(NameConstraints { permitted, excluded });
+        }
+        oid::SAN => {
+            ext.subject_alt_names = Some(parse_general_names(der::single(v, tag::SEQUENCE)?)?);
+        }
+        oid::SKI => {
+            ext.subject_key_id = Some(der::single(v, tag::OCTET_STRING)?.to_vec());
+        }
+        oid::AKI => {
+            let mut r = Reader::new(der::single(v, tag::SEQUENCE)?);
+            ext.authority_key_id = r.optional(tag::context_primitive(0))?.map(|k| k.value.to_vec());
+            r.optional(tag::context_constructed(1))?;
+            r.optional(tag::context_primitive(2))?;
+            r.finish()?;
+        }
+        oid::CRL_DP => {
+            ext.crl_distribution_points = Some(parse_crl_dps(der::single(v, tag::SEQUENCE)?)?);
+        }
+        oid::ISSUER_ALT_NAME | oid::SUBJECT_DIRECTORY_ATTRS => {}
+        _ => {
+            if critical {
+                ext.unknown_critical.push(to_oid(id)?);
+            }
+        }
+    }
+    Ok(())
+}
+
+fn parse_crl_dps(contents: &[u8]) -> Result<Vec<DistributionPoint>, DerError> {
+    let mut r = Reader::new(contents);
+    let mut out = Vec::new();
+    while !r.is_empty() {
+        let mut d = Reader::new(r.value(tag::SEQUENCE)?);
+        let name = match d.optional(tag::context_constructed(0))? {
+            Some(n) => Some(parse_dp_name(n.value)?),
+            None => None,
+        };
+        let reasons = match d.optional(tag::context_primitive(1))? {
+            Some(b) => Some(parse_reason_flags(b.value)?),
+            None => None,
+        };
+        let crl_issuer = match d.optional(tag::context_constructed(2))? {
+            Some(g) => Some(parse_general_names(g.value)?),
+            None => None,
+        };
+        d.finish()?;
+        out.push(DistributionPoint { name, reasons, crl_issuer });
+    }
+    Ok(out)
+}
+
+/// Index keys read from a certificate at load time without a full parse.
+#[derive(Clone, Debug)]
+pub struct CertKeys {
+    pub subject: NormName,
+    pub subject_key_id: Option<Vec<u8>>,
+}
+
+/// Scans a certificate only far enough to find its subject and subject key identifier.
+pub fn scan_keys(der: &[u8]) -> Result<CertKeys, CertError> {
+    let mut outer = Reader::new(der);
+    let cert = field("Certificate", outer.value(tag::SEQUENCE))?;
+    field("Certificate", outer.finish())?;
+    let mut c = Reader::new(cert);
+    let mut t = Reader::new(field("tbsCertificate", c.value(tag::SEQUENCE))?);
+    field("version", t.optional(tag::context_constructed(0)))?;
+    field("serialNumber", t.read(tag::INTEGER))?;
+    field("signature", t.read(tag::SEQUENCE))?;
+    field("issuer", t.read(tag::SEQUENCE))?;
+    field("validity", t.read(tag::SEQUENCE))?;
+    let subject = field("subject", t.read(tag::SEQUENCE))?;
+    field("subjectPublicKeyInfo", t.read(tag::SEQUENCE))?;
+    field("issuerUniqueID", t.optional(tag::context_primitive(1)))?;
+    field("subjectUniqueID", t.optional(tag::context_primitive(2)))?;
+    let mut ski = None;
+    if let Some(e) = field("extensions", t.optional(tag::context_constructed(3)))? {
+        let mut list = Reader::new(field("extensions", der::single(e.value, tag::SEQUENCE))?);
+        while !list.is_empty() {
+            let mut x = Reader::new(field("extension", list.value(tag::SEQUENCE))?);
+            if field("extension", x.value(tag::OID))? == oid::SKI {
+                field("extension", x.optional(tag::BOOLEAN))?;
+                let v = field("extension", x.value(tag::OCTET_STRING))?;
+                ski = Some(field("subjectKeyIdentifier", der::single(v, tag::OCTET_STRING))?.to_vec());
+                break;
+            }
+        }
+    }
+    Ok(CertKeys { subject: field("subject", NormName::from_der(subject.raw))?, subject_key_id: ski })
+}

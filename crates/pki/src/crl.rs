@@ -1,0 +1,615 @@
+//! Certificate revocation lists (RFC 5280 §5) and an immutable, indexed set of them.
+//!
+//! A CRL is parsed with the bounds-checked cursor in one linear pass; revoked serial numbers are
+//! indexed in a hash table as they are read (no per-entry allocation), so a CRL with a million
+//! entries loads in linear time and each lookup is O(1). Indirect CRLs are supported: the
+//! certificateIssuer entry extension switches the issuer for that entry and the following ones.
+
+use crate::cert::{parse_dp_name, parse_general_names, parse_reason_flags, DistributionPointName, GeneralName};
+use crate::der::{self, tag, DerError, Reader};
+use crate::name::{self, NormName};
+use crate::sig::SignatureAlgorithm;
+use crate::time::Time;
+use std::collections::HashMap;
+use std::hash::{BuildHasher, Hasher};
+use std::ops::Range;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use thiserror::Error;
+
+/// Why a CRL could not be loaded.
+#[derive(Debug, Error)]
+pub enum CrlError {
+    #[error("cannot read {path}: {source}")]
+    Io { path: PathBuf, source: std::io::Error },
+    #[error("malformed CRL ({field}): {source}")]
+    Malformed { field: &'static str, source: DerError },
+    #[error("malformed CRL time: {0}")]
+    Time(#[from] crate::time::TimeError),
+    #[error("{origin}: {reason}")]
+    BadFile { origin: String, reason: String },
+}
+
+fn field<T>(name: &'static str, r: Result<T, DerError>) -> Result<T, CrlError> {
+    r.map_err(|source| CrlError::Malformed { field: name, source })
+}
+
+/// CRL reason codes (RFC 5280 §5.3.1).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Reason {
+    Unspecified,
+    KeyCompromise,
+    CaCompromise,
+    AffiliationChanged,
+    Superseded,
+    CessationOfOperation,
+    CertificateHold,
+    RemoveFromCrl,
+    PrivilegeWithdrawn,
+    AaCompromise,
+    Other(u8),
+}
+
+impl Reason {
+    fn from_code(c: u8) -> Reason {
+        match c {
+            0 => Reason::Unspecified,
+            1 => Reason::KeyCompromise,
+            2 => Reason::CaCompromise,
+            3 => Reason::AffiliationChanged,
+            4 => Reason::Superseded,
+            5 => Reason::CessationOfOperation,
+            6 => Reason::CertificateHold,
+            8 => Reason::RemoveFromCrl,
+            9 => Reason::PrivilegeWithdrawn,
+            10 => Reason::AaCompromise,
+            other => Reason::Other(other),
+        }
+    }
+}
+
+impl std::fmt::Display for Reason {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let s = match self {
+            Reason::Unspecified => "unspecified",
+            Reason::KeyCompromise => "key compromise",
+            Reason::CaCompromise => "CA compromise",
+            Reason::AffiliationChanged => "affiliation changed",
+            Reason::Superseded => "superseded",
+            Reason::CessationOfOperation => "cessation of operation",
+            Reason::CertificateHold => "certificate hold",
+            Reason::RemoveFromCrl => "remove from CRL",
+            Reason::PrivilegeWithdrawn => "privilege withdrawn",
+            Reason::AaCompromise => "AA compromise",
+            Reason::Other(c) => return write!(f, "reason code {c}"),
+        };
+        f.write_str(s)
+    }
+}
+
+/// All reasons of ReasonFlags (bits 1 to 8).
+pub const ALL_REASONS: u16 = 0x1fe;
+
+/// The issuingDistributionPoint extension (RFC 5280 §5.2.5).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct IssuingDistributionPoint {
+    pub name: Option<DistributionPointName>,
+    pub only_user_certs: bool,
+    pub only_ca_certs: bool,
+    pub only_some_reasons: Option<u16>,
+    pub indirect: bool,
+    pub only_attribute_certs: bool,
+}
+
+/// One revoked-certificate entry.
+#[derive(Clone, Debug)]
+pub struct Revoked {
+    pub serial: Range<usize>,
+    pub date: Time,
+    pub reason: Option<Reason>,
+    /// Index into the CRL's issuer list (0 is the CRL issuer).
+    pub issuer: u32,
+}
+
+const NONE: u32 = u32::MAX;
+
+/// A parsed CRL.
+#[derive(Debug)]
+pub struct Crl {
+    der: Arc<[u8]>,
+    tbs: Range<usize>,
+    signature: Range<usize>,
+    issuer_der: Range<usize>,
+    pub signature_algorithm: SignatureAlgorithm,
+    pub algorithms_match: bool,
+    /// The signature BIT STRING has no unused bits (otherwise it cannot verify).
+    pub signature_encoding_ok: bool,
+    pub issuer: NormName,
+    pub this_update: Time,
+    pub next_update: Option<Time>,
+    /// CRL number contents (big-endian, leading zeros stripped).
+    pub crl_number: Option<Vec<u8>>,
+    /// Base CRL number of a delta CRL (deltaCRLIndicator).
+    pub delta_base: Option<Vec<u8>>,
+    pub idp: Option<IssuingDistributionPoint>,
+    pub authority_key_id: Option<Vec<u8>>,
+    /// A critical CRL or entry extension this crate does not process: the CRL must not be
+    /// used (RFC 5280 §5.2, §5.3).
+    pub unknown_critical: bool,
+    issuers: Vec<NormName>,
+    entries: Vec<Revoked>,
+    heads: HashMap<u64, u32>,
+    next: Vec<u32>,
+    hasher: std::collections::hash_map::RandomState,
+}
+
+mod oid {
+    pub const CRL_NUMBER: &[u8] = &[0x55, 0x1d, 0x14];
+    pub const REASON: &[u8] = &[0x55, 0x1d, 0x15];
+    pub const INVALIDITY_DATE: &[u8] = &[0x55, 0x1d, 0x18];
+    pub const DELTA_INDICATOR: &[u8] = &[0x55, 0x1d, 0x1b];
+    pub const IDP: &[u8] = &[0x55, 0x1d, 0x1c];
+    pub const CERTIFICATE_ISSUER: &[u8] = &[0x55, 0x1d, 0x1d];
+    pub const AKI: &[u8] = &[0x55, 0x1d, 0x23];
+    pub const ISSUER_ALT_NAME: &[u8] = &[0x55, 0x1d, 0x12];
+    pub const FRESHEST_CRL: &[u8] = &[0x55, 0x1d, 0x2e];
+    pub const AUTHORITY_INFO_ACCESS: &[u8] = &[0x2b, 0x06, 0x01, 0x05, 0x05, 0x07, 0x01, 0x01];
+}
+
+fn range_of(base: &[u8], part: &[u8]) -> Range<usize> {
+    let start = part.as_ptr() as usize - base.as_ptr() as usize;
+    start..start + part.len()
+}
+
+fn read_time(r: &mut Reader<'_>) -> Result<Time, CrlError> {
+    let t = field("time", r.read_any())?;
+    Ok(Time::from_der_tagged(t.tag, t.value)?)
+}
+
+impl Crl {
+    /// Parses a DER CRL.
+    pub fn from_der(der: impl Into<Arc<[u8]>>) -> Result<Crl, CrlError> {
+        let der: Arc<[u8]> = der.into();
+        let d: &[u8] = &der;
+        let mut outer = Reader::new(d);
+        let list = field("CertificateList", outer.value(tag::SEQUENCE))?;
+        field("CertificateList", outer.finish())?;
+        let mut c = Reader::new(list);
+        let tbs = field("tbsCertList", c.read(tag::SEQUENCE))?;
+        let outer_alg = field("signatureAlgorithm", c.read(tag::SEQUENCE))?;
+        let sig_bits = field("signatureValue", c.value(tag::BIT_STRING))?;
+        let (signature_encoding_ok, sig) = match sig_bits.split_first() {
+            Some((0, rest)) => (true, rest),
+            Some((_, rest)) => (false, rest),
+            None => return Err(CrlError::Malformed { field: "signatureValue", source: DerError::Truncated }),
+        };
+        field("CertificateList", c.finish())?;
+
+        let mut t = Reader::new(tbs.value);
+        if let Some(v) = field("version", t.optional(tag::INTEGER))? {
+            if field("version", der::small_uint(v.value))? > 1 {
+                return Err(CrlError::Malformed { field: "version", source: DerError::BadValue("CRL version") });
+            }
+        }
+        let inner_alg = field("signature", t.read(tag::SEQUENCE))?;
+        let issuer = field("issuer", t.read(tag::SEQUENCE))?;
+        let this_update = read_time(&mut t)?;
+        let next_update = match t.peek_tag() {
+            Some(tag::UTC_TIME | tag::GENERALIZED_TIME) => Some(read_time(&mut t)?),
+            _ => None,
+        };
+        let revoked = field("revokedCertificates", t.optional(tag::SEQUENCE))?;
+        let exts = field("crlExtensions", t.optional(tag::context_constructed(0)))?;
+        field("tbsCertList", t.finish())?;
+
+        let issuer_name = field("issuer", NormName::from_der(issuer.raw))?;
+        let mut crl = Crl {
+            tbs: range_of(d, tbs.raw),
+            signature: range_of(d, sig),
+            issuer_der: range_of(d, issuer.raw),
+            signature_algorithm: field("signatureAlgorithm", SignatureAlgorithm::from_der(outer_alg.raw))?,
+            algorithms_match: inner_alg.raw == outer_alg.raw,
+            signature_encoding_ok,
+            issuer: issuer_name.clone(),
+            this_update,
+            next_update,
+            crl_number: None,
+            delta_base: None,
+            idp: None,
+            authority_key_id: None,
+            unknown_critical: false,
+            issuers: vec![issuer_name],
+            entries: Vec::new(),
+            heads: HashMap::new(),
+            next: Vec::new(),
+            hasher: Default::default(),
+            der: der.clone(),
+        };
+        if let Some(e) = exts {
+            crl.parse_extensions(field("crlExtensions", der::single(e.value, tag::SEQUENCE))?)?;
+        }
+        if let Some(list) = revoked {
+            crl.parse_entries(d, list.value)?;
+        }
+        Ok(crl)
+    }
+
+    fn parse_extensions(&mut self, list: &[u8]) -> Result<(), CrlError> {
+        let mut r = Reader::new(list);
+        while !r.is_empty() {
+            let mut e = Reader::new(field("extension", r.value(tag::SEQUENCE))?);
+            let id = field("extension", e.value(tag::OID))?;
+            let critical = match field("extension", e.optional(tag::BOOLEAN))? {
+                Some(b) => field("extension", der::boolean(b.value))?,
+                None => false,
+            };
+            let v = field("extension", e.value(tag::OCTET_STRING))?;
+            match id {
+                oid::CRL_NUMBER => {
+                    let n = field("cRLNumber", der::single(v, tag::INTEGER))?;
+                    self.crl_number = Some(der::strip_leading_zeros(n).to_vec());
+                }
+                oid::DELTA_INDICATOR => {
+                    let n = field("deltaCRLIndicator", der::single(v, tag::INTEGER))?;
+                    self.delta_base = Some(der::strip_leading_zeros(n).to_vec());
+                }
+                oid::IDP => self.idp = Some(field("issuingDistributionPoint", parse_idp(v))?),
+                oid::AKI => {
+                    let mut a = Reader::new(field("authorityKeyIdentifier", der::single(v, tag::SEQUENCE))?);
+                    self.authority_key_id =
+                        field("authorityKeyIdentifier", a.optional(tag::context_primitive(0)))?.map(|k| k.value.to_vec());
+                }
+                oid::ISSUER_ALT_NAME | oid::FRESHEST_CRL | oid::AUTHORITY_INFO_ACCESS => {}
+                _ => {
+                    if critical {
+                        self.unknown_critical = true;
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn parse_entries(&mut self, d: &[u8], list: &[u8]) -> Result<(), CrlError> {
+        let mut r = Reader::new(list);
+        let mut current_issuer = 0u32;
+        let indirect = self.idp.as_ref().is_some_and(|i| i.indirect);
+        while !r.is_empty() {
+            let mut e = Reader::new(field("revokedCertificate", r.value(tag::SEQUENCE))?);
+            let serial = field("userCertificate", e.value(tag::INTEGER))?;
+            let date = read_time(&mut e)?;
+            let mut reason = None;
+            if let Some(exts) = field("crlEntryExtensions", e.optional(tag::SEQUENCE))? {
+                let mut x = Reader::new(exts.value);
+                while !x.is_empty() {
+                    let mut one = Reader::new(field("crlEntryExtension", x.value(tag::SEQUENCE))?);
+                    let id = field("crlEntryExtension", one.value(tag::OID))?;
+                    let critical = match field("crlEntryExtension", one.optional(tag::BOOLEAN))? {
+                        Some(b) => field("crlEntryExtension", der::boolean(b.value))?,
+                        None => false,
+                    };
+                    let v = field("crlEntryExtension", one.value(tag::OCTET_STRING))?;
+                    match id {
+                        oid::REASON => {
+                            let code = field("reasonCode", der::single(v, tag::ENUMERATED))?;
+                            match code {
+                                [c] => reason = Some(Reason::from_code(*c)),
+                                _ => {
+                                    return Err(CrlError::Malformed {
+                                        field: "reasonCode",
+                                        source: DerError::BadValue("ENUMERATED"),
+                                    })
+                                }
+                            }
+                        }
+                        oid::INVALIDITY_DATE => {}
+                        oid::CERTIFICATE_ISSUER if indirect => {
+                            let names = field("certificateIssuer", der::single(v, tag::SEQUENCE).and_then(parse_general_names))?;
+                            let dn = names.into_iter().find_map(|n| match n {
+                                GeneralName::Directory(d) => Some(d),
+                                _ => None,
+                            });
+                            let dn = dn.unwrap_or_default();
+                            current_issuer = match self.issuers.iter().position(|i| *i == dn) {
+                                Some(p) => p as u32,
+                                None => {
+                                    self.issuers.push(dn);
+                                    (self.issuers.len() - 1) as u32
+                                }
+                            };
+                        }
+                        _ => {
+                            if critical {
+                                self.unknown_critical = true;
+                            }
+                        }
+                    }
+                }
+            }
+            field("revokedCertificate", e.finish())?;
+            let idx = self.entries.len() as u32;
+            let serial = der::strip_leading_zeros(serial);
+            let h = self.key(current_issuer, serial);
+            let prev = self.heads.insert(h, idx).unwrap_or(NONE);
+            self.next.push(prev);
+            self.entries.push(Revoked { serial: range_of(d, serial), date, reason, issuer: current_issuer });
+        }
+        Ok(())
+    }
+
+    fn key(&self, issuer: u32, serial: &[u8]) -> u64 {
+        let mut h = self.hasher.build_hasher();
+        h.write_u32(issuer);
+        h.write(serial);
+        h.finish()
+    }
+
+    /// Looks up a certificate by its issuer and serial (INTEGER contents); O(1).
+    pub fn lookup(&self, cert_issuer: &NormName, serial: &[u8]) -> Option<&Revoked> {
+        let serial = der::strip_leading_zeros(serial);
+        for (gi, g) in self.issuers.iter().enumerate() {
+            if g != cert_issuer {
+                continue;
+            }
+            let mut i = self.heads.get(&self.key(gi as u32, serial)).copied().unwrap_or(NONE);
+            while i != NONE {
+                let e = &self.entries[i as usize];
+                if e.issuer == gi as u32 && &self.der[e.serial.clone()] == serial {
+                    return Some(e);
+                }
+                i = self.next[i as usize];
+            }
+        }
+        None
+    }
+
+    pub fn der(&self) -> &[u8] {
+        &self.der
+    }
+    pub fn tbs(&self) -> &[u8] {
+        &self.der[self.tbs.clone()]
+    }
+    pub fn signature(&self) -> &[u8] {
+        &self.der[self.signature.clone()]
+    }
+    pub fn issuer_display(&self) -> String {
+        name::display_name(&self.der[self.issuer_der.clone()])
+    }
+    /// Number of revoked-certificate entries.
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+    pub fn is_delta(&self) -> bool {
+        self.delta_base.is_some()
+    }
+}
+
+fn parse_idp(v: &[u8]) -> Result<IssuingDistributionPoint, DerError> {
+    let mut r = Reader::new(der::single(v, tag::SEQUENCE)?);
+    let mut idp = IssuingDistributionPoint::default();
+    if let Some(n) = r.optional(tag::context_constructed(0))? {
+        idp.name = Some(parse_dp_name(n.value)?);
+    }
+    if let Some(b) = r.optional(tag::context_primitive(1))? {
+        idp.only_user_certs = der::boolean(b.value)?;
+    }
+    if let Some(b) = r.optional(tag::context_primitive(2))? {
+        idp.only_ca_certs = der::boolean(b.value)?;
+    }
+    if let Some(b) = r.optional(tag::context_primitive(3))? {
+        idp.only_some_reasons = Some(parse_reason_flags(b.value)?);
+    }
+    if let Some(b) = r.optional(tag::context_primitive(4))? {
+        idp.indirect = der::boolean(b.value)?;
+    }
+    if let Some(b) = r.optional(tag::context_primitive(5))? {
+        idp.only_attribute_certs = der::boolean(b.value)?;
+    }
+    r.finish()?;
+    Ok(idp)
+}
+
+/// Compares two CRL numbers (big-endian unsigned, leading zeros stripped).
+pub fn cmp_crl_number(a: &[u8], b: &[u8]) -> std::cmp::Ordering {
+    a.len().cmp(&b.len()).then_with(|| a.cmp(b))
+}
+
+/// An immutable set of CRLs indexed by issuer name.
+#[derive(Debug)]
+pub struct CrlSet {
+    id: u64,
+    crls: Vec<Arc<Crl>>,
+    by_issuer: HashMap<NormName, Vec<u32>>,
+}
+
+impl CrlSet {
+    pub fn builder() -> CrlSetBuilder {
+        CrlSetBuilder::default()
+    }
+    pub fn empty() -> CrlSet {
+        CrlSetBuilder::default().build()
+    }
+    pub fn id(&self) -> u64 {
+        self.id
+    }
+    pub fn len(&self) -> usize {
+        self.crls.len()
+    }
+    pub fn is_empty(&self) -> bool {
+        self.crls.is_empty()
+    }
+    pub fn crls(&self) -> &[Arc<Crl>] {
+        &self.crls
+    }
+    /// CRLs whose issuer field matches `name`.
+    pub fn by_issuer(&self, name: &NormName) -> impl Iterator<Item = &Arc<Crl>> + '_ {
+        self.by_issuer.get(name).into_iter().flatten().map(|&i| &self.crls[i as usize])
+    }
+}
+
+impl Default for CrlSet {
+    fn default() -> Self {
+        CrlSet::empty()
+    }
+}
+
+/// Collects CRLs for a [`CrlSet`].
+#[derive(Default)]
+pub struct CrlSetBuilder {
+    crls: Vec<Arc<Crl>>,
+}
+
+impl CrlSetBuilder {
+    /// Parses and adds one DER CRL.
+    pub fn add_der(&mut self, der: Vec<u8>) -> Result<&mut Self, CrlError> {
+        self.crls.push(Arc::new(Crl::from_der(der)?));
+        Ok(self)
+    }
+
+    /// Adds an already parsed CRL.
+    pub fn add_crl(&mut self, crl: Arc<Crl>) -> &mut Self {
+        self.crls.push(crl);
+        self
+    }
+
+    /// Adds CRLs from a DER or PEM (`X509 CRL`) file, or every such file of a directory.
+    /// Returns how many were added.
+    pub fn add_path(&mut self, path: impl AsRef<Path>) -> Result<usize, CrlError> {
+        let path = path.as_ref();
+        let io = |source| CrlError::Io { path: path.to_owned(), source };
+        if std::fs::metadata(path).map_err(io)?.is_dir() {
+            let mut files: Vec<PathBuf> = std::fs::read_dir(path)
+                .map_err(io)?
+                .filter_map(|e| e.ok())
+                .map(|e| e.path())
+                .filter(|p| p.is_file())
+                .collect();
+            files.sort();
+            let mut n = 0;
+            for f in files {
+                match self.add_file(&f) {
+                    Ok(k) => n += k,
+                    Err(e) => tracing::warn!("skipping {}: {e}", f.display()),
+                }
+            }
+            Ok(n)
+        } else {
+            self.add_file(path)
+        }
+    }
+
+    fn add_file(&mut self, path: &Path) -> Result<usize, CrlError> {
+        let data = std::fs::read(path).map_err(|source| CrlError::Io { path: path.to_owned(), source })?;
+        if memchr::memmem::find(&data, b"-----BEGIN X509 CRL-----").is_some() {
+            let mut n = 0;
+            let mut rest = &data[..];
+            while let Some(s) = memchr::memmem::find(rest, b"-----BEGIN X509 CRL-----") {
+                let body = &rest[s + 24..];
+                let e = memchr::memmem::find(body, b"-----END X509 CRL-----").ok_or_else(|| CrlError::BadFile {
+                    origin: path.display().to_string(),
+                    reason: "PEM CRL without END line".into(),
+                })?;
+                let der = crate::store::base64_decode_lenient(&body[..e]).ok_or_else(|| CrlError::BadFile {
+                    origin: path.display().to_string(),
+                    reason: "invalid base64 in a PEM CRL".into(),
+                })?;
+                self.add_der(der)?;
+                n += 1;
+                rest = &body[e..];
+            }
+            Ok(n)
+        } else {
+            self.add_der(data)?;
+            Ok(1)
+        }
+    }
+
+    pub fn build(self) -> CrlSet {
+        let mut by_issuer: HashMap<NormName, Vec<u32>> = HashMap::new();
+        for (i, c) in self.crls.iter().enumerate() {
+            by_issuer.entry(c.issuer.clone()).or_default().push(i as u32);
+        }
+        CrlSet { id: crate::store::next_id(), crls: self.crls, by_issuer }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Builds an unsigned CRL body with `n` entries (serials 1..=n) for parser tests.
+    pub(crate) fn synthetic_crl(n: u32) -> Vec<u8> {
+        fn tlv(t: u8, v: &[u8]) -> Vec<u8> {
+            let mut out = vec![t];
+            let l = v.len();
+            if l < 0x80 {
+                out.push(l as u8);
+            } else {
+                let bytes = (l as u32).to_be_bytes();
+                let skip = bytes.iter().take_while(|b| **b == 0).count();
+                out.push(0x80 | (4 - skip) as u8);
+                out.extend_from_slice(&bytes[skip..]);
+            }
+            out.extend_from_slice(v);
+            out
+        }
+        let alg = tlv(0x30, &[&tlv(0x06, &[0x2a, 0x86, 0x48, 0x86, 0xf7, 0x0d, 0x01, 0x01, 0x0b])[..], &[0x05, 0x00]].concat());
+        let cn = tlv(0x30, &tlv(0x31, &tlv(0x30, &[&tlv(0x06, &[0x55, 0x04, 0x03])[..], &tlv(0x13, b"Test CA")].concat())));
+        let mut entries = Vec::with_capacity(n as usize * 24);
+        for s in 1..=n {
+            let mut serial = s.to_be_bytes().to_vec();
+            while serial.len() > 1 && serial[0] == 0 && serial[1] & 0x80 == 0 {
+                serial.remove(0);
+            }
+            if serial[0] & 0x80 != 0 {
+                serial.insert(0, 0);
+            }
+            entries.extend(tlv(0x30, &[&tlv(0x02, &serial)[..], &tlv(0x17, b"200101000000Z")].concat()));
+        }
+        let tbs = tlv(
+            0x30,
+            &[
+                &tlv(0x02, &[1])[..],
+                &alg,
+                &cn,
+                &tlv(0x17, b"200101000000Z"),
+                &tlv(0x17, b"300101000000Z"),
+                &tlv(0x30, &entries),
+            ]
+            .concat(),
+        );
+        tlv(0x30, &[&tbs[..], &alg, &tlv(0x03, &[0, 1, 2, 3])].concat())
+    }
+
+    #[test]
+    fn indexes_and_finds_serials() {
+        let crl = Crl::from_der(synthetic_crl(1000)).unwrap();
+        assert_eq!(crl.len(), 1000);
+        let issuer = crl.issuer.clone();
+        assert!(crl.lookup(&issuer, &[0x01]).is_some());
+        assert!(crl.lookup(&issuer, &[0x00, 0x80]).is_some());
+        assert!(crl.lookup(&issuer, &[0x03, 0xe8]).is_some());
+        assert!(crl.lookup(&issuer, &[0x03, 0xe9]).is_none());
+        assert!(crl.lookup(&NormName::default(), &[0x01]).is_none());
+        assert_eq!(crl.next_update.unwrap().to_string(), "2030-01-01T00:00:00Z");
+    }
+
+    #[test]
+    fn truncated_crls_are_errors() {
+        let der = synthetic_crl(10);
+        for cut in [1, 5, 20, der.len() / 2, der.len() - 1] {
+            assert!(Crl::from_der(der[..cut].to_vec()).is_err(), "cut at {cut}");
+        }
+    }
+
+    #[test]
+    fn crl_number_ordering() {
+        use std::cmp::Ordering::*;
+        assert_eq!(cmp_crl_number(&[1], &[2]), Less);
+        assert_eq!(cmp_crl_number(&[1, 0], &[0xff]), Greater);
+        assert_eq!(cmp_crl_number(&[5], &[5]), Equal);
+    }
+}

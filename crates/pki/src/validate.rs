@@ -1,0 +1,422 @@
+//! RFC 5280 §6.1 certification path validation: options, the result, the error type, and each
+//! rule as a small function named after its section.
+
+use crate::cert::{key_usage, Cert, CertError, NameConstraints};
+use crate::crl::{CrlSet, Reason};
+use crate::path::Ctx;
+use crate::policy::{PolicyTree, ANY_POLICY};
+use crate::sig::{self, AlgorithmPolicy, SignatureError};
+use crate::store::TrustStore;
+use crate::time::Time;
+use const_oid::ObjectIdentifier;
+use std::sync::Arc;
+use thiserror::Error;
+
+/// How revocation data is required.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum RevocationMode {
+    /// Every certificate below the anchor needs current revocation data covering all reasons;
+    /// missing or stale data fails the validation (fail closed).
+    #[default]
+    Require,
+    /// Use whatever CRLs are available; a revoked certificate fails, missing data does not.
+    BestEffort,
+    /// No revocation checking.
+    Off,
+}
+
+/// Revocation checking settings.
+#[derive(Clone, Debug, PartialEq, Eq, Default)]
+pub struct RevocationPolicy {
+    pub mode: RevocationMode,
+    /// How long after its nextUpdate a CRL is still accepted.
+    pub grace: std::time::Duration,
+}
+
+/// The inputs of RFC 5280 §6.1.1 and local policy.
+#[derive(Clone, Debug)]
+pub struct ValidationOptions {
+    /// The time at which the path must be valid.
+    pub time: Time,
+    /// user-initial-policy-set (default: anyPolicy).
+    pub initial_policy_set: Vec<ObjectIdentifier>,
+    pub initial_explicit_policy: bool,
+    pub initial_policy_mapping_inhibit: bool,
+    pub initial_any_policy_inhibit: bool,
+    /// An extended key usage the end-entity certificate must allow when it has the extension.
+    pub required_eku: Option<ObjectIdentifier>,
+    pub revocation: RevocationPolicy,
+    pub algorithms: AlgorithmPolicy,
+    /// Largest number of certificates in a path, trust anchor excluded.
+    pub max_depth: usize,
+}
+
+impl Default for ValidationOptions {
+    fn default() -> Self {
+        ValidationOptions {
+            time: Time::now(),
+            initial_policy_set: vec![ANY_POLICY],
+            initial_explicit_policy: false,
+            initial_policy_mapping_inhibit: false,
+            initial_any_policy_inhibit: false,
+            required_eku: None,
+            revocation: RevocationPolicy::default(),
+            algorithms: AlgorithmPolicy::default(),
+            max_depth: 8,
+        }
+    }
+}
+
+/// A valid certification path.
+#[derive(Clone, Debug)]
+pub struct ValidatedPath {
+    pub(crate) chain: Vec<Arc<Cert>>,
+    pub(crate) authorities_policies: Vec<ObjectIdentifier>,
+    pub(crate) user_policies: Vec<ObjectIdentifier>,
+    pub(crate) valid_until: Time,
+}
+
+impl ValidatedPath {
+    /// The certificates, end entity first and trust anchor last.
+    pub fn chain(&self) -> &[Arc<Cert>] {
+        &self.chain
+    }
+    pub fn leaf(&self) -> &Arc<Cert> {
+        &self.chain[0]
+    }
+    pub fn leaf_der(&self) -> &[u8] {
+        self.chain[0].der()
+    }
+    pub fn anchor(&self) -> &Arc<Cert> {
+        self.chain.last().expect("a path has an anchor")
+    }
+    /// The policies of the valid policy tree before intersection with the user-initial-policy-set
+    /// (anyPolicy appears explicitly when present).
+    pub fn authorities_constrained_policy_set(&self) -> &[ObjectIdentifier] {
+        &self.authorities_policies
+    }
+    /// RFC 5280 §6.1.6 user-constrained-policy-set.
+    pub fn user_constrained_policy_set(&self) -> &[ObjectIdentifier] {
+        &self.user_policies
+    }
+    /// Earliest notAfter on the path and nextUpdate of the CRLs used: the result may be cached
+    /// until then.
+    pub fn valid_until(&self) -> Time {
+        self.valid_until
+    }
+}
+
+/// Why a path is not valid. Every variant names the certificate concerned.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum ValidationError {
+    #[error("certificate {subject} is malformed: {error}")]
+    Malformed { subject: String, error: CertError },
+    #[error("the signature on certificate {subject} does not verify with the key of {issuer}")]
+    BadSignature { subject: String, issuer: String },
+    #[error("certificate {subject} uses {detail}, which the algorithm policy refuses")]
+    WeakAlgorithm { subject: String, detail: String },
+    #[error("certificate {subject} uses an unsupported signature: {detail}")]
+    UnsupportedAlgorithm { subject: String, detail: String },
+    #[error("certificate {subject} has different signature algorithms inside and outside the signed part")]
+    AlgorithmMismatch { subject: String },
+    #[error("certificate {subject} expired at {not_after} (validation time {time})")]
+    Expired { subject: String, not_after: Time, time: Time },
+    #[error("certificate {subject} is not valid before {not_before} (validation time {time})")]
+    NotYetValid { subject: String, not_before: Time, time: Time },
+    #[error("certificate {subject} issues other certificates but is not a CA certificate (basicConstraints cA is not set)")]
+    NotACa { subject: String },
+    #[error("certificate {subject} exceeds the path length allowed by a CA above it")]
+    PathLengthExceeded { subject: String },
+    #[error("certificate {subject} lacks the key usage {required}")]
+    KeyUsage { subject: String, required: &'static str },
+    #[error("certificate {subject} does not allow the extended key usage {required}")]
+    EkuMissing { subject: String, required: String },
+    #[error("certificate {subject}: {name} is {} the name constraints of {constrained_by}", if *excluded { "excluded by" } else { "not permitted by" })]
+    NameConstraints { subject: String, name: String, constrained_by: String, excluded: bool },
+    #[error("no acceptable certificate policy at certificate {subject}: the path does not assert a policy the validation requires")]
+    NoAcceptablePolicy { subject: String },
+    #[error("certificate {subject} maps a policy to or from anyPolicy, which RFC 5280 forbids")]
+    AnyPolicyMapping { subject: String },
+    #[error("certificate {subject} has too many policies to process")]
+    PolicyTreeTooLarge { subject: String },
+    #[error("certificate {subject} has a critical extension {oid} that is not understood")]
+    UnknownCriticalExtension { subject: String, oid: String },
+    #[error("certificate {subject} was revoked at {date} (reason: {reason})")]
+    Revoked { subject: String, reason: String, date: Time },
+    #[error("no usable revocation information for certificate {subject}: {detail}")]
+    RevocationUnavailable { subject: String, detail: String },
+    #[error("the revocation information for certificate {subject} is stale (CRL nextUpdate {next_update}, validation time {time})")]
+    RevocationStale { subject: String, next_update: Time, time: Time },
+    #[error("no path to a trust anchor: the issuer {issuer} of certificate {subject} is not in the trust store or among the supplied certificates")]
+    NoPath { subject: String, issuer: String },
+    #[error("the path from certificate {subject} would be longer than the maximum of {max} certificates")]
+    DepthExceeded { subject: String, max: usize },
+    #[error("path building for certificate {subject} gave up after trying {tried} candidate issuers")]
+    WorkLimitExceeded { subject: String, tried: usize },
+}
+
+impl ValidationError {
+    pub(crate) fn from_signature(subject: &Cert, issuer: &Cert, e: SignatureError) -> Self {
+        let subject_s = subject.subject_display().to_string();
+        match e {
+            SignatureError::Invalid => ValidationError::BadSignature {
+                subject: subject_s,
+                issuer: issuer.subject_display().to_string(),
+            },
+            SignatureError::Weak(detail) => ValidationError::WeakAlgorithm { subject: subject_s, detail },
+            SignatureError::Unsupported(detail) | SignatureError::BadKey(detail) => {
+                ValidationError::UnsupportedAlgorithm { subject: subject_s, detail }
+            }
+        }
+    }
+}
+
+/// Validates `leaf_der` against `store`, offering `intermediates` (untrusted) in addition to the
+/// store's own intermediates, with revocation data from `crls`.
+pub fn validate(
+    store: &TrustStore,
+    leaf_der: &[u8],
+    intermediates: &[&[u8]],
+    crls: &CrlSet,
+    opts: &ValidationOptions,
+) -> Result<ValidatedPath, ValidationError> {
+    let leaf = Cert::from_der(leaf_der).map_err(|error| ValidationError::Malformed {
+        subject: "(end entity)".to_string(),
+        error,
+    })?;
+    let ctx = Ctx::new(store, intermediates, crls);
+    ctx.find_path(opts, Arc::new(leaf), 0)
+}
+
+/// The state carried across the certificates of a path (RFC 5280 §6.1.2).
+pub(crate) struct State<'p> {
+    pub tree: PolicyTree,
+    pub explicit_policy: usize,
+    pub inhibit_any_policy: usize,
+    pub policy_mapping: usize,
+    pub max_path_length: usize,
+    pub constraints: Vec<(&'p NameConstraints, &'p str)>,
+}
+
+impl<'p> State<'p> {
+    /// §6.1.2 initialisation for a path of `n` certificates.
+    pub fn new(opts: &ValidationOptions, n: usize) -> Self {
+        State {
+            tree: PolicyTree::new(),
+            explicit_policy: if opts.initial_explicit_policy { 0 } else { n + 1 },
+            inhibit_any_policy: if opts.initial_any_policy_inhibit { 0 } else { n + 1 },
+            policy_mapping: if opts.initial_policy_mapping_inhibit { 0 } else { n + 1 },
+            max_path_length: n,
+            constraints: Vec::new(),
+        }
+    }
+}
+
+fn subject(c: &Cert) -> String {
+    c.subject_display().to_string()
+}
+
+/// §6.1.3 (a)(2): the certificate validity period includes the validation time.
+pub(crate) fn check_validity(c: &Cert, time: Time) -> Result<(), ValidationError> {
+    if time < c.not_before {
+        return Err(ValidationError::NotYetValid { subject: subject(c), not_before: c.not_before, time });
+    }
+    if time > c.not_after {
+        return Err(ValidationError::Expired { subject: subject(c), not_after: c.not_after, time });
+    }
+    Ok(())
+}
+
+/// §6.1.3 (b)-(c): subject names within every permitted subtree and outside every excluded
+/// one; skipped for self-issued certificates other than the last.
+pub(crate) fn check_name_constraints(c: &Cert, state: &State<'_>, last: bool) -> Result<(), ValidationError> {
+    if state.constraints.is_empty() || (!last && c.is_self_issued()) {
+        return Ok(());
+    }
+    let names = crate::nc::names_of(c);
+    for (nc, by) in &state.constraints {
+        crate::nc::check(&names, nc, c.subject_display()).map_err(|v| ValidationError::NameConstraints {
+            subject: subject(c),
+            name: v.name,
+            constrained_by: by.to_string(),
+            excluded: v.excluded,
+        })?;
+    }
+    Ok(())
+}
+
+/// §6.1.3 (d)-(f): extend the valid policy tree with certificate `i` of `n`.
+pub(crate) fn process_policies(c: &Cert, state: &mut State<'_>, i: usize, n: usize) -> Result<(), ValidationError> {
+    match &c.ext.policies {
+        Some(policies) => {
+            let any_allowed = state.inhibit_any_policy > 0 || (i < n && c.is_self_issued());
+            state
+                .tree
+                .process_certificate(policies, any_allowed)
+                .map_err(|_| ValidationError::PolicyTreeTooLarge { subject: subject(c) })?;
+        }
+        None => state.tree.set_null(),
+    }
+    if state.explicit_policy == 0 && state.tree.is_null() {
+        return Err(ValidationError::NoAcceptablePolicy { subject: subject(c) });
+    }
+    Ok(())
+}
+
+/// §6.1.4 (a)-(b): policy mappings (none to or from anyPolicy).
+pub(crate) fn process_policy_mappings(c: &Cert, state: &mut State<'_>) -> Result<(), ValidationError> {
+    let Some(mappings) = &c.ext.policy_mappings else { return Ok(()) };
+    if mappings.iter().any(|(a, b)| *a == ANY_POLICY || *b == ANY_POLICY) {
+        return Err(ValidationError::AnyPolicyMapping { subject: subject(c) });
+    }
+    state
+        .tree
+        .apply_mappings(mappings, state.policy_mapping > 0)
+        .map_err(|_| ValidationError::PolicyTreeTooLarge { subject: subject(c) })
+}
+
+/// §6.1.4 (h)-(j): policy counters.
+pub(crate) fn update_policy_counters(c: &Cert, state: &mut State<'_>) {
+    if !c.is_self_issued() {
+        for v in [&mut state.explicit_policy, &mut state.policy_mapping, &mut state.inhibit_any_policy] {
+            *v = v.saturating_sub(1);
+        }
+    }
+    if let Some((require, inhibit)) = c.ext.policy_constraints {
+        if let Some(r) = require {
+            state.explicit_policy = state.explicit_policy.min(r as usize);
+        }
+        if let Some(m) = inhibit {
+            state.policy_mapping = state.policy_mapping.min(m as usize);
+        }
+    }
+    if let Some(v) = c.ext.inhibit_any_policy {
+        state.inhibit_any_policy = state.inhibit_any_policy.min(v as usize);
+    }
+}
+
+/// §6.1.4 (k): an intermediate must be a version 3 CA certificate.
+pub(crate) fn check_is_ca(c: &Cert) -> Result<(), ValidationError> {
+    if c.version == 2 && c.is_ca() {
+        Ok(())
+    } else {
+        Err(ValidationError::NotACa { subject: subject(c) })
+    }
+}
+
+/// §6.1.4 (l)-(m): path length constraints (self-issued certificates are not counted).
+pub(crate) fn check_path_length(c: &Cert, state: &mut State<'_>) -> Result<(), ValidationError> {
+    if !c.is_self_issued() {
+        if state.max_path_length == 0 {
+            return Err(ValidationError::PathLengthExceeded { subject: subject(c) });
+        }
+        state.max_path_length -= 1;
+    }
+    if let Some((_, Some(len))) = c.ext.basic_constraints {
+        state.max_path_length = state.max_path_length.min(len as usize);
+    }
+    Ok(())
+}
+
+/// §6.1.4 (n): a CA key that signs certificates must allow keyCertSign.
+pub(crate) fn check_key_cert_sign(c: &Cert) -> Result<(), ValidationError> {
+    match c.ext.key_usage {
+        Some(ku) if ku & key_usage::KEY_CERT_SIGN == 0 => {
+            Err(ValidationError::KeyUsage { subject: subject(c), required: "keyCertSign" })
+        }
+        _ => Ok(()),
+    }
+}
+
+/// §6.1.4 (o) and §6.1.5 (f): no critical extension left unprocessed.
+pub(crate) fn check_critical_extensions(c: &Cert) -> Result<(), ValidationError> {
+    match c.ext.unknown_critical.first() {
+        Some(oid) => Err(ValidationError::UnknownCriticalExtension { subject: subject(c), oid: oid.to_string() }),
+        None => Ok(()),
+    }
+}
+
+/// Local policy: the end entity's extendedKeyUsage, when present, allows the required purpose.
+pub(crate) fn check_eku(c: &Cert, required: Option<&ObjectIdentifier>) -> Result<(), ValidationError> {
+    const ANY_EKU: ObjectIdentifier = ObjectIdentifier::new_unwrap("2.5.29.37.0");
+    let (Some(req), Some(list)) = (required, &c.ext.ext_key_usage) else { return Ok(()) };
+    if list.contains(req) || list.contains(&ANY_EKU) {
+        Ok(())
+    } else {
+        Err(ValidationError::EkuMissing { subject: subject(c), required: req.to_string() })
+    }
+}
+
+/// Runs §6.1.3-§6.1.5 over `path` (end entity first, anchor excluded). Signatures have been
+/// verified while the path was built. Returns (authorities-constrained, user-constrained)
+/// policy sets.
+pub(crate) fn check_path(
+    path: &[Arc<Cert>],
+    opts: &ValidationOptions,
+) -> Result<(Vec<ObjectIdentifier>, Vec<ObjectIdentifier>), ValidationError> {
+    let n = path.len();
+    let mut state = State::new(opts, n);
+    for (idx, c) in path.iter().rev().enumerate() {
+        let i = idx + 1;
+        let last = i == n;
+        check_validity(c, opts.time)?;
+        check_name_constraints(c, &state, last)?;
+        process_policies(c, &mut state, i, n)?;
+        if last {
+            break;
+        }
+        process_policy_mappings(c, &mut state)?;
+        if let Some(nc) = &c.ext.name_constraints {
+            state.constraints.push((nc, c.subject_display()));
+        }
+        update_policy_counters(c, &mut state);
+        check_is_ca(c)?;
+        check_path_length(c, &mut state)?;
+        check_key_cert_sign(c)?;
+        check_critical_extensions(c)?;
+    }
+    let leaf = &path[0];
+    wrap_up(leaf, &mut state, opts)
+}
+
+/// §6.1.5: wrap-up procedure for the end entity.
+fn wrap_up(
+    leaf: &Cert,
+    state: &mut State<'_>,
+    opts: &ValidationOptions,
+) -> Result<(Vec<ObjectIdentifier>, Vec<ObjectIdentifier>), ValidationError> {
+    state.explicit_policy = state.explicit_policy.saturating_sub(1);
+    if let Some((Some(0), _)) = leaf.ext.policy_constraints {
+        state.explicit_policy = 0;
+    }
+    check_critical_extensions(leaf)?;
+    check_eku(leaf, opts.required_eku.as_ref())?;
+    let authorities = state.tree.leaf_policies();
+    state.tree.intersect(&opts.initial_policy_set);
+    let user = state.tree.leaf_policies();
+    if state.explicit_policy == 0 && state.tree.is_null() {
+        return Err(ValidationError::NoAcceptablePolicy { subject: subject(leaf) });
+    }
+    Ok((authorities, user))
+}
+
+/// Verifies the signature on `c` with `issuer`'s key (RFC 5280 §6.1.3 (a)(1)), including the
+/// requirement that the inner and outer algorithm identifiers agree.
+pub(crate) fn check_signature(c: &Cert, issuer: &Cert, opts: &ValidationOptions) -> Result<(), ValidationError> {
+    if !c.algorithms_match {
+        return Err(ValidationError::AlgorithmMismatch { subject: subject(c) });
+    }
+    if !c.signature_encoding_ok {
+        return Err(ValidationError::from_signature(c, issuer, SignatureError::Invalid));
+    }
+    sig::verify(&c.signature_algorithm, &issuer.public_key, c.tbs(), c.signature(), &opts.algorithms)
+        .map_err(|e| ValidationError::from_signature(c, issuer, e))
+}
+
+pub(crate) fn revoked_error(c: &Cert, reason: Option<Reason>, date: Time) -> ValidationError {
+    ValidationError::Revoked {
+        subject: subject(c),
+        reason: reason.map_or("unspecified".to_string(), |r| r.to_string()),
+        date,
+    }
+}

@@ -1,0 +1,115 @@
+//! NIST PKITS 1.0.1: every test case of the manifest, validated at the manifest's time with the
+//! legacy algorithm policy (PKITS uses SHA-1 and RSA-1024) and revocation required.
+//!
+//! The data lives outside the repository (`../shared/pkits` next to the workspace, or the
+//! directory named by `PIVGATE_PKITS_DIR`). A missing directory fails the test.
+
+use const_oid::ObjectIdentifier;
+use pki::crl::CrlSet;
+use pki::sig::AlgorithmPolicy;
+use pki::store::TrustStore;
+use pki::time::Time;
+use pki::validate::{validate, RevocationMode, RevocationPolicy, ValidationOptions};
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+
+fn pkits_dir() -> PathBuf {
+    match std::env::var_os("PIVGATE_PKITS_DIR") {
+        Some(d) => PathBuf::from(d),
+        None => Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/pkits"),
+    }
+}
+
+fn oids(v: &Value) -> Vec<ObjectIdentifier> {
+    v.as_array()
+        .map(|a| a.iter().map(|s| ObjectIdentifier::new(s.as_str().expect("OID string")).expect("valid OID")).collect())
+        .unwrap_or_default()
+}
+
+fn read(dir: &Path, kind: &str, name: &str, ext: &str) -> Vec<u8> {
+    let p = dir.join(kind).join(format!("{name}.{ext}"));
+    std::fs::read(&p).unwrap_or_else(|e| panic!("cannot read {}: {e}", p.display()))
+}
+
+#[test]
+fn pkits() {
+    let dir = pkits_dir();
+    let manifest_path = dir.join("pkits.json");
+    let manifest = std::fs::read(&manifest_path).unwrap_or_else(|e| {
+        panic!(
+            "the PKITS data is required but {} cannot be read ({e}); put NIST PKITS at ../shared/pkits \
+             next to the workspace or set PIVGATE_PKITS_DIR",
+            manifest_path.display()
+        )
+    });
+    let manifest: Value = serde_json::from_slice(&manifest).expect("pkits.json is valid JSON");
+    let time = Time::from_rfc3339(manifest["validation_time"].as_str().expect("validation_time"))
+        .expect("validation_time is RFC 3339");
+    let cases = manifest["cases"].as_array().expect("cases array");
+    assert!(!cases.is_empty(), "the PKITS manifest lists no cases");
+
+    let (mut passed, mut skipped) = (0, 0);
+    let mut failures: Vec<String> = Vec::new();
+    for case in cases {
+        let id = case["id"].as_str().unwrap_or("?");
+        let title = case["title"].as_str().unwrap_or("?");
+        if case.get("note").is_some() {
+            skipped += 1;
+            continue;
+        }
+        let names: Vec<&str> = case["certs"].as_array().expect("certs").iter().map(|v| v.as_str().unwrap()).collect();
+        let certs: Vec<Vec<u8>> = names.iter().map(|n| read(&dir, "certs", n, "crt")).collect();
+        let mut store = TrustStore::builder();
+        store.add_anchor_der(certs[0].clone());
+        let store = store.build();
+        let mut crls = CrlSet::builder();
+        for n in case["crls"].as_array().expect("crls") {
+            crls.add_der(read(&dir, "crls", n.as_str().unwrap(), "crl")).expect("PKITS CRLs parse");
+        }
+        let crls = crls.build();
+        let opts = ValidationOptions {
+            time,
+            initial_policy_set: oids(&case["initial_policy_set"]),
+            initial_explicit_policy: case["initial_explicit_policy"].as_bool().unwrap_or(false),
+            initial_policy_mapping_inhibit: case["initial_policy_mapping_inhibit"].as_bool().unwrap_or(false),
+            initial_any_policy_inhibit: case["initial_any_policy_inhibit"].as_bool().unwrap_or(false),
+            revocation: RevocationPolicy { mode: RevocationMode::Require, grace: Default::default() },
+            algorithms: AlgorithmPolicy::legacy(),
+            ..ValidationOptions::default()
+        };
+        let inter: Vec<&[u8]> = certs[1..certs.len() - 1].iter().map(Vec::as_slice).collect();
+        let leaf = certs.last().expect("a case has certificates");
+        let expected = case["expected_valid"].as_bool().expect("expected_valid");
+        let result = validate(&store, leaf, &inter, &crls, &opts);
+        let mut failure = match (&result, expected) {
+            (Ok(_), true) | (Err(_), false) => None,
+            (Ok(_), false) => Some("expected invalid, got valid".to_string()),
+            (Err(e), true) => Some(format!("expected valid, got invalid: {e}")),
+        };
+        if failure.is_none() {
+            if let (Ok(path), Some(exp)) = (&result, case.get("expected_user_constrained_policy_set")) {
+                let mut want = oids(exp);
+                let mut got = path.user_constrained_policy_set().to_vec();
+                want.sort();
+                got.sort();
+                if want != got {
+                    failure = Some(format!(
+                        "user-constrained policy set: expected {:?}, got {:?}",
+                        want.iter().map(ToString::to_string).collect::<Vec<_>>(),
+                        got.iter().map(ToString::to_string).collect::<Vec<_>>()
+                    ));
+                }
+            }
+        }
+        match failure {
+            None => passed += 1,
+            Some(f) => failures.push(format!("{id} {title}: {f}")),
+        }
+    }
+    for f in &failures {
+        eprintln!("FAIL {f}");
+    }
+    println!("PKITS: {passed} passed, {} failed, {skipped} skipped (DSA)", failures.len());
+    eprintln!("PKITS: {passed} passed, {} failed, {skipped} skipped (DSA)", failures.len());
+    assert!(failures.is_empty(), "{} PKITS cases failed", failures.len());
+}
