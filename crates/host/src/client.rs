@@ -5,13 +5,10 @@
 //! that says what the card did wrong.
 
 use crate::transport::{Channel, TransportError};
-use iso7816::tlv;
+use iso7816::{chain, tlv, Command};
+use piv::{ApplicationProperties, CertContainer, DynAuth, PIV_AID};
 use std::io::Read;
 use thiserror::Error;
-
-/// The PIV application identifier (SP 800-73-4 Part 1 §2.2), truncated to
-/// the form every PIV card answers to.
-pub const PIV_AID: [u8; 9] = [0xA0, 0x00, 0x00, 0x03, 0x08, 0x00, 0x00, 0x10, 0x00];
 
 /// The largest object the client accepts from a card: SP 800-73-4 containers
 /// are at most a few KiB; a card that sends more is refused.
@@ -68,40 +65,12 @@ fn split(mut raw: Vec<u8>) -> Result<Response, PivError> {
     Ok(Response { data: raw, sw })
 }
 
-/// Encodes a command APDU; `le` of `Some(0)` asks for everything.
-pub fn encode_apdu(
-    cla: u8,
-    ins: u8,
-    p1: u8,
-    p2: u8,
-    data: &[u8],
-    le: Option<usize>,
-    extended: bool,
-) -> Vec<u8> {
-    let mut a = Vec::with_capacity(data.len() + 9);
-    a.extend_from_slice(&[cla, ins, p1, p2]);
-    if extended {
-        if !data.is_empty() {
-            a.push(0);
-            a.extend_from_slice(&(data.len() as u16).to_be_bytes());
-            a.extend_from_slice(data);
-        }
-        if let Some(le) = le {
-            if data.is_empty() {
-                a.push(0);
-            }
-            a.extend_from_slice(&((le.min(65536) % 65536) as u16).to_be_bytes());
-        }
-    } else {
-        if !data.is_empty() {
-            a.push(data.len() as u8);
-            a.extend_from_slice(data);
-        }
-        if let Some(le) = le {
-            a.push((le.min(256) % 256) as u8);
-        }
+fn command(cla: u8, ins: u8, p1: u8, p2: u8, data: &[u8], le: Option<usize>) -> Vec<u8> {
+    let c = Command::new(cla, ins, p1, p2, data);
+    match le {
+        Some(le) => c.with_le(le).to_bytes(),
+        None => c.to_bytes(),
     }
-    a
 }
 
 /// Sends one command, handling command chaining (data over 255 bytes on a
@@ -115,27 +84,38 @@ pub fn exchange(
     data: &[u8],
     want_data: bool,
 ) -> Result<Response, PivError> {
-    let le = want_data.then_some(0);
-    let ext = ch.extended_length() && data.len() > 255;
-    let mut resp = if ext || data.len() <= 255 {
-        split(ch.transmit(&encode_apdu(cla, ins, p1, p2, data, le, ext))?)?
+    // Short Le = 00 asks for up to 256 bytes; longer answers come as 61xx.
+    let le = want_data.then_some(256);
+    let mut resp = if ch.extended_length() || data.len() <= 255 {
+        let le = if ch.extended_length() && data.len() > 255 {
+            want_data.then_some(65536)
+        } else {
+            le
+        };
+        split(ch.transmit(&command(cla, ins, p1, p2, data, le))?)?
     } else {
-        let chunks: Vec<&[u8]> = data.chunks(255).collect();
-        let last = chunks.len() - 1;
+        let parts = chain::split(cla, ins, p1, p2, data, 255);
+        let last = parts.len() - 1;
         let mut r = None;
-        for (i, c) in chunks.iter().enumerate() {
-            let (cl, l) = if i < last { (cla | 0x10, None) } else { (cla, le) };
-            let resp = split(ch.transmit(&encode_apdu(cl, ins, p1, p2, c, l, false))?)?;
+        for (i, part) in parts.into_iter().enumerate() {
+            let part = match le {
+                Some(le) if i == last => part.with_le(le),
+                _ => part,
+            };
+            let resp = split(ch.transmit(&part.to_bytes())?)?;
             if i < last && resp.sw != 0x9000 {
                 return Ok(resp);
             }
             r = Some(resp);
         }
-        r.expect("at least one chunk")
+        r.ok_or(PivError::Malformed {
+            what: "command chaining",
+            detail: "nothing to send".into(),
+        })?
     };
     if resp.sw & 0xFF00 == 0x6C00 {
         let le = usize::from(resp.sw as u8);
-        resp = split(ch.transmit(&encode_apdu(cla, ins, p1, p2, data, Some(le), false))?)?;
+        resp = split(ch.transmit(&command(cla, ins, p1, p2, data, Some(le)))?)?;
     }
     let mut out = std::mem::take(&mut resp.data);
     let mut n = 0;
@@ -144,8 +124,11 @@ pub fn exchange(
         if n > MAX_GET_RESPONSE {
             return Err(PivError::EndlessResponse);
         }
-        let le = usize::from(resp.sw as u8);
-        resp = split(ch.transmit(&encode_apdu(0x00, 0xC0, 0, 0, &[], Some(le), false))?)?;
+        let le = match resp.sw as u8 {
+            0 => 256,
+            l => usize::from(l),
+        };
+        resp = split(ch.transmit(&command(0x00, 0xC0, 0, 0, &[], Some(le)))?)?;
         out.extend_from_slice(&resp.data);
         if out.len() > MAX_OBJECT {
             return Err(PivError::TooLarge);
@@ -155,14 +138,6 @@ pub fn exchange(
         data: out,
         sw: resp.sw,
     })
-}
-
-/// What SELECT returned (the application property template).
-#[derive(Debug, Clone, Default)]
-pub struct AppInfo {
-    /// PIX + version from tag 4F (`000010000100` on a conforming card).
-    pub aid_pix: Vec<u8>,
-    pub label: Option<String>,
 }
 
 /// Typed PIV operations on a channel.
@@ -179,32 +154,22 @@ impl<'a> Piv<'a> {
         self.ch
     }
 
-    /// SELECT the PIV application.
-    pub fn select(&mut self) -> Result<AppInfo, PivError> {
+    /// SELECT the PIV application; returns its application property
+    /// template (empty when the card answers no data).
+    pub fn select(&mut self) -> Result<Option<ApplicationProperties>, PivError> {
         let r = exchange(self.ch, 0x00, 0xA4, 0x04, 0x00, &PIV_AID, true)?;
         if !r.ok() {
             return Err(PivError::NoPivApplet(r.sw));
         }
-        let mut info = AppInfo::default();
         if r.data.is_empty() {
-            return Ok(info);
+            return Ok(None);
         }
-        let apt = tlv::parse_single(&r.data, 0x61).map_err(|e| PivError::Malformed {
-            what: "SELECT",
-            detail: e.to_string(),
-        })?;
-        for t in tlv::Reader::new(apt) {
-            let t = t.map_err(|e| PivError::Malformed {
+        ApplicationProperties::decode(&r.data)
+            .map(Some)
+            .map_err(|e| PivError::Malformed {
                 what: "SELECT",
                 detail: e.to_string(),
-            })?;
-            match t.tag {
-                0x4F => info.aid_pix = t.value.to_vec(),
-                0x50 => info.label = Some(String::from_utf8_lossy(t.value).into_owned()),
-                _ => {}
-            }
-        }
-        Ok(info)
+            })
     }
 
     /// GET DATA: the contents of the data object's `53` template.
@@ -261,29 +226,16 @@ impl<'a> Piv<'a> {
     /// (tag 82): the card's private-key operation in slot `key` with
     /// algorithm `alg`. Returns the contents of the 82 tag.
     pub fn sign(&mut self, alg: u8, key: u8, input: &[u8]) -> Result<Vec<u8>, PivError> {
-        let mut inner = Vec::with_capacity(input.len() + 8);
-        tlv::push(&mut inner, 0x82, &[]);
-        tlv::push(&mut inner, 0x81, input);
-        self.general_authenticate(alg, key, &inner, 0x82)
+        self.general_authenticate(alg, key, &piv::auth::sign_request(input))
     }
 
     /// GENERAL AUTHENTICATE for ECDH (tag 85 with the peer's point).
     pub fn ecdh(&mut self, alg: u8, key: u8, peer_point: &[u8]) -> Result<Vec<u8>, PivError> {
-        let mut inner = Vec::with_capacity(peer_point.len() + 8);
-        tlv::push(&mut inner, 0x82, &[]);
-        tlv::push(&mut inner, 0x85, peer_point);
-        self.general_authenticate(alg, key, &inner, 0x82)
+        self.general_authenticate(alg, key, &piv::auth::ecdh_request(peer_point))
     }
 
-    fn general_authenticate(
-        &mut self,
-        alg: u8,
-        key: u8,
-        inner: &[u8],
-        want: u32,
-    ) -> Result<Vec<u8>, PivError> {
-        let body = tlv::encode(0x7C, inner);
-        let r = exchange(self.ch, 0x00, 0x87, alg, key, &body, true)?;
+    fn general_authenticate(&mut self, alg: u8, key: u8, body: &[u8]) -> Result<Vec<u8>, PivError> {
+        let r = exchange(self.ch, 0x00, 0x87, alg, key, body, true)?;
         match r.sw {
             0x9000 => {}
             0x6982 => return Err(PivError::SecurityStatus),
@@ -298,10 +250,10 @@ impl<'a> Piv<'a> {
             what: "GENERAL AUTHENTICATE",
             detail,
         };
-        let tmpl = tlv::parse_single(&r.data, 0x7C).map_err(|e| malformed(e.to_string()))?;
-        match tlv::find(tmpl, want).map_err(|e| malformed(e.to_string()))? {
+        let t = DynAuth::decode(&r.data).map_err(|e| malformed(e.to_string()))?;
+        match t.response {
             Some(v) if !v.is_empty() => Ok(v.to_vec()),
-            _ => Err(malformed(format!("no {want:02X} tag in the answer"))),
+            _ => Err(malformed("no response (tag 82) in the answer".into())),
         }
     }
 }
@@ -333,36 +285,25 @@ pub fn pin_block(pin: &[u8]) -> Result<[u8; 8], PivError> {
     Ok(b)
 }
 
-/// Decodes a certificate container into the DER certificate.
+/// Decodes a certificate container into the DER certificate, inflating a
+/// gzip-compressed one with a bound so a malicious card cannot make the
+/// host allocate without limit.
 pub fn decode_cert_container(obj: &[u8]) -> Result<Vec<u8>, PivError> {
-    let malformed = |detail: String| PivError::Malformed {
+    let c = CertContainer::decode(obj).map_err(|e| PivError::Malformed {
         what: "certificate container",
-        detail,
-    };
-    let mut cert = None;
-    let mut info = 0u8;
-    for t in tlv::Reader::new(obj) {
-        let t = t.map_err(|e| malformed(e.to_string()))?;
-        match t.tag {
-            0x70 => cert = Some(t.value),
-            0x71 => info = t.value.first().copied().unwrap_or(0),
-            _ => {}
-        }
+        detail: e.to_string(),
+    })?;
+    if !c.compressed {
+        return Ok(c.certificate);
     }
-    let cert = cert.ok_or_else(|| malformed("no certificate (tag 70)".into()))?;
-    if cert.is_empty() {
-        return Err(malformed("the certificate (tag 70) is empty".into()));
-    }
-    if info & 0x01 == 0 {
-        return Ok(cert.to_vec());
-    }
-    // CertInfo bit 0: gzip-compressed certificate. Inflate with a bound so a
-    // malicious card cannot make the host allocate without limit.
     let mut out = Vec::new();
-    flate2::read::GzDecoder::new(cert)
+    flate2::read::GzDecoder::new(&c.certificate[..])
         .take(MAX_OBJECT as u64 + 1)
         .read_to_end(&mut out)
-        .map_err(|e| malformed(format!("compressed certificate does not inflate: {e}")))?;
+        .map_err(|e| PivError::Malformed {
+            what: "certificate container",
+            detail: format!("compressed certificate does not inflate: {e}"),
+        })?;
     if out.len() > MAX_OBJECT {
         return Err(PivError::TooLarge);
     }
@@ -409,6 +350,7 @@ mod tests {
         let r = exchange(&mut s, 0, 0xCB, 0x3F, 0xFF, &[0x5C, 1, 0x7E], true).unwrap();
         assert_eq!(r.data, vec![0x53, 0x00]);
         assert_eq!(s.sent[1], vec![0x00, 0xC0, 0x00, 0x00, 0x02]);
+        assert_eq!(s.sent[0], vec![0, 0xCB, 0x3F, 0xFF, 3, 0x5C, 1, 0x7E, 0]);
 
         let mut s = script(&[&[0x90, 0x00], &[0x90, 0x00]]);
         exchange(&mut s, 0, 0x87, 7, 0x9A, &[0xAA; 300], true).unwrap();
@@ -444,8 +386,14 @@ mod tests {
             piv.verify_pin(b"111111"),
             Err(PivError::WrongPin { retries: 2 })
         ));
-        assert!(matches!(piv.verify_pin(b"111111"), Err(PivError::PinBlocked)));
-        assert!(matches!(piv.verify_pin(b"12a456"), Err(PivError::BadPinFormat)));
+        assert!(matches!(
+            piv.verify_pin(b"111111"),
+            Err(PivError::PinBlocked)
+        ));
+        assert!(matches!(
+            piv.verify_pin(b"12a456"),
+            Err(PivError::BadPinFormat)
+        ));
 
         let mut s = script(&[&[0x53, 0x05, 0x70, 0x09, 0x90, 0x00]]);
         let mut piv = Piv::new(&mut s);
@@ -470,6 +418,9 @@ mod tests {
         let bomb = gz.finish().unwrap();
         let mut obj = tlv::encode(0x70, &bomb);
         tlv::push(&mut obj, 0x71, &[0x01]);
-        assert!(matches!(decode_cert_container(&obj), Err(PivError::TooLarge)));
+        assert!(matches!(
+            decode_cert_container(&obj),
+            Err(PivError::TooLarge)
+        ));
     }
 }

@@ -3,8 +3,10 @@
 //! trait; typed PIV operations sit on top in [`client`].
 
 pub mod client;
+pub mod inproc;
 pub mod pcsc_transport;
 pub mod transport;
 
+pub use inproc::InProcess;
 pub use pcsc_transport::{PcscTransport, Readers};
 pub use transport::{Channel, Traffic, Transport, TransportError};

@@ -337,7 +337,9 @@ mod tests {
         let yk = hex_bytes("3BFD1300008131FE158073C021C057597562694B657940");
         assert!(atr_allows_extended_length(&yk));
         // A plain ATR without historical capability bytes.
-        assert!(!atr_allows_extended_length(&hex_bytes("3B8880010000000000000000")));
+        assert!(!atr_allows_extended_length(&hex_bytes(
+            "3B8880010000000000000000"
+        )));
         // Garbage never panics.
         assert!(!atr_allows_extended_length(&[0x3B, 0xFF]));
         assert!(!atr_allows_extended_length(&[]));
