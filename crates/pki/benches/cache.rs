@@ -1,0 +1,55 @@
+//! Validation cache: hit and miss lookups with a realistic PIV certificate
+//! and a populated cache (budget: hit <= 2 us).
+
+use criterion::{black_box, criterion_group, criterion_main, Criterion};
+use pki::cache::{fingerprint, leaf_digest, CacheConfig, Scope, ValidationCache};
+use pki::issue::{CardOptions, TestPki, TestPkiOptions};
+use std::sync::Arc;
+
+fn bench_cache(c: &mut Criterion) {
+    let pki = TestPki::generate(TestPkiOptions::default()).expect("test PKI");
+    let card = pki.issue_card(&CardOptions::default()).expect("card");
+    let leaf = card.slot(0x9A).expect("9A").certificate.clone();
+    let scope = Scope {
+        store_id: 1,
+        crl_id: 1,
+        fingerprint: fingerprint(&"piv-auth"),
+    };
+    let cache: ValidationCache<Arc<Vec<u8>>> = ValidationCache::new(CacheConfig {
+        capacity: 65_536,
+        ttl_secs: 3_600,
+    });
+    let now = 1_000;
+    // Fill with 10,000 other entries so lookups are not against an empty map.
+    for i in 0..10_000u32 {
+        cache.insert(&i.to_be_bytes(), &scope, Arc::new(Vec::new()), 100_000, now);
+    }
+    cache.insert(&leaf, &scope, Arc::new(leaf.clone()), 100_000, now);
+    let mut other = leaf.clone();
+    let last = other.len() - 1;
+    other[last] ^= 1;
+
+    let mut g = c.benchmark_group("validation_cache");
+    g.bench_function("hit (sha-256 of leaf + lookup)", |b| {
+        b.iter(|| {
+            let v = cache.get(black_box(&leaf), &scope, now + 1);
+            assert!(v.is_some());
+            v
+        })
+    });
+    let digest = leaf_digest(&leaf);
+    g.bench_function("hit (precomputed digest)", |b| {
+        b.iter(|| cache.get_by_digest(black_box(&digest), &scope, now + 1))
+    });
+    g.bench_function("miss", |b| {
+        b.iter(|| {
+            let v = cache.get(black_box(&other), &scope, now + 1);
+            assert!(v.is_none());
+            v
+        })
+    });
+    g.finish();
+}
+
+criterion_group!(benches, bench_cache);
+criterion_main!(benches);
