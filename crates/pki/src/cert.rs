@@ -19,7 +19,10 @@ pub enum CertError {
     #[error("{0}")]
     Der(#[from] DerError),
     #[error("{field}: {source}")]
-    Field { field: &'static str, source: DerError },
+    Field {
+        field: &'static str,
+        source: DerError,
+    },
     #[error("{0}")]
     Time(#[from] crate::time::TimeError),
     #[error("extension {0} appears more than once")]
@@ -29,7 +32,10 @@ pub enum CertError {
 }
 
 fn field<T>(name: &'static str, r: Result<T, DerError>) -> Result<T, CertError> {
-    r.map_err(|source| CertError::Field { field: name, source })
+    r.map_err(|source| CertError::Field {
+        field: name,
+        source,
+    })
 }
 
 /// A GeneralName (RFC 5280 §4.2.1.6) in the forms name constraints compare.
@@ -94,7 +100,9 @@ pub fn parse_dp_name(contents: &[u8]) -> Result<DistributionPointName, DerError>
     let t = r.read_any()?;
     r.finish()?;
     match t.tag {
-        0xa0 => Ok(DistributionPointName::FullName(parse_general_names(t.value)?)),
+        0xa0 => Ok(DistributionPointName::FullName(parse_general_names(
+            t.value,
+        )?)),
         0xa1 => Ok(DistributionPointName::RelativeToIssuer(t.value.to_vec())),
         _ => Err(DerError::BadValue("DistributionPointName")),
     }
@@ -236,13 +244,21 @@ impl Cert {
         let (signature_encoding_ok, sig) = match sig_bits.split_first() {
             Some((0, rest)) => (true, rest),
             Some((_, rest)) => (false, rest),
-            None => return Err(CertError::Field { field: "signatureValue", source: DerError::Truncated }),
+            None => {
+                return Err(CertError::Field {
+                    field: "signatureValue",
+                    source: DerError::Truncated,
+                })
+            }
         };
         field("Certificate", c.finish())?;
 
         let mut t = Reader::new(tbs.value);
         let version = match field("version", t.optional(tag::context_constructed(0)))? {
-            Some(v) => field("version", der::small_uint(field("version", der::single(v.value, tag::INTEGER))?))?,
+            Some(v) => field(
+                "version",
+                der::small_uint(field("version", der::single(v.value, tag::INTEGER))?),
+            )?,
             None => 0,
         };
         if version > 2 {
@@ -250,7 +266,10 @@ impl Cert {
         }
         let serial = field("serialNumber", t.value(tag::INTEGER))?;
         if serial.is_empty() {
-            return Err(CertError::Field { field: "serialNumber", source: DerError::BadValue("empty INTEGER") });
+            return Err(CertError::Field {
+                field: "serialNumber",
+                source: DerError::BadValue("empty INTEGER"),
+            });
         }
         let inner_alg = field("signature", t.read(tag::SEQUENCE))?;
         let issuer = field("issuer", t.read(tag::SEQUENCE))?;
@@ -270,7 +289,10 @@ impl Cert {
 
         Ok(Cert {
             version,
-            signature_algorithm: field("signatureAlgorithm", SignatureAlgorithm::from_der(outer_alg.raw))?,
+            signature_algorithm: field(
+                "signatureAlgorithm",
+                SignatureAlgorithm::from_der(outer_alg.raw),
+            )?,
             algorithms_match: inner_alg.raw == outer_alg.raw,
             signature_encoding_ok,
             issuer: field("issuer", NormName::from_der(issuer.raw))?,
@@ -282,7 +304,7 @@ impl Cert {
             ext,
             tbs: range_of(d, tbs.raw),
             signature: range_of(d, sig),
-            serial: range_of(d, der::strip_leading_zeros(serial)),
+            serial: range_of(d, der::canonical_integer(serial)),
             issuer_der: range_of(d, issuer.raw),
             subject_der: range_of(d, subject.raw),
             spki: range_of(d, spki.raw),
@@ -303,7 +325,7 @@ impl Cert {
     pub fn signature(&self) -> &[u8] {
         &self.der[self.signature.clone()]
     }
-    /// Serial number contents without redundant leading zero bytes.
+    /// Serial number contents in canonical (minimal) two's-complement form.
     pub fn serial(&self) -> &[u8] {
         &self.der[self.serial.clone()]
     }
@@ -352,7 +374,9 @@ fn parse_extensions(list: &[u8]) -> Result<Extensions, CertError> {
         field("extension", e.finish())?;
         if seen.contains(&id) {
             return Err(CertError::DuplicateExtension(
-                to_oid(id).map(|o| o.to_string()).unwrap_or_else(|_| hex::encode(id)),
+                to_oid(id)
+                    .map(|o| o.to_string())
+                    .unwrap_or_else(|_| hex::encode(id)),
             ));
         }
         seen.push(id);
@@ -380,7 +404,12 @@ fn ext_field_name(id: &[u8]) -> &'static str {
     }
 }
 
-fn parse_one_extension(ext: &mut Extensions, id: &[u8], critical: bool, v: &[u8]) -> Result<(), DerError> {
+fn parse_one_extension(
+    ext: &mut Extensions,
+    id: &[u8],
+    critical: bool,
+    v: &[u8],
+) -> Result<(), DerError> {
     match id {
         oid::BASIC_CONSTRAINTS => {
             let mut r = Reader::new(der::single(v, tag::SEQUENCE)?);
@@ -415,7 +444,9 @@ fn parse_one_extension(ext: &mut Extensions, id: &[u8], critical: bool, v: &[u8]
                 p.optional(tag::SEQUENCE)?;
                 p.finish()?;
                 if out.contains(&id) {
-                    return Err(DerError::BadValue("certificatePolicies (a policy appears twice)"));
+                    return Err(DerError::BadValue(
+                        "certificatePolicies (a policy appears twice)",
+                    ));
                 }
                 out.push(id);
             }
@@ -458,7 +489,9 @@ fn parse_one_extension(ext: &mut Extensions, id: &[u8], critical: bool, v: &[u8]
         oid::NAME_CONSTRAINTS => {
             let mut r = Reader::new(der::single(v, tag::SEQUENCE)?);
             let mut subtrees = |t: u8| -> Result<Option<Vec<GeneralName>>, DerError> {
-                let Some(s) = r.optional(t)? else { return Ok(None) };
+                let Some(s) = r.optional(t)? else {
+                    return Ok(None);
+                };
                 let mut list = Reader::new(s.value);
                 let mut out = Vec::new();
                 while !list.is_empty() {
@@ -477,7 +510,10 @@ fn parse_one_extension(ext: &mut Extensions, id: &[u8], critical: bool, v: &[u8]
             let permitted = subtrees(tag::context_constructed(0))?;
             let excluded = subtrees(tag::context_constructed(1))?;
             r.finish()?;
-            ext.name_constraints = Some(NameConstraints { permitted, excluded });
+            ext.name_constraints = Some(NameConstraints {
+                permitted,
+                excluded,
+            });
         }
         oid::SAN => {
             ext.subject_alt_names = Some(parse_general_names(der::single(v, tag::SEQUENCE)?)?);
@@ -487,7 +523,9 @@ fn parse_one_extension(ext: &mut Extensions, id: &[u8], critical: bool, v: &[u8]
         }
         oid::AKI => {
             let mut r = Reader::new(der::single(v, tag::SEQUENCE)?);
-            ext.authority_key_id = r.optional(tag::context_primitive(0))?.map(|k| k.value.to_vec());
+            ext.authority_key_id = r
+                .optional(tag::context_primitive(0))?
+                .map(|k| k.value.to_vec());
             r.optional(tag::context_constructed(1))?;
             r.optional(tag::context_primitive(2))?;
             r.finish()?;
@@ -523,7 +561,11 @@ fn parse_crl_dps(contents: &[u8]) -> Result<Vec<DistributionPoint>, DerError> {
             None => None,
         };
         d.finish()?;
-        out.push(DistributionPoint { name, reasons, crl_issuer });
+        out.push(DistributionPoint {
+            name,
+            reasons,
+            crl_issuer,
+        });
     }
     Ok(out)
 }
@@ -559,10 +601,15 @@ pub fn scan_keys(der: &[u8]) -> Result<CertKeys, CertError> {
             if field("extension", x.value(tag::OID))? == oid::SKI {
                 field("extension", x.optional(tag::BOOLEAN))?;
                 let v = field("extension", x.value(tag::OCTET_STRING))?;
-                ski = Some(field("subjectKeyIdentifier", der::single(v, tag::OCTET_STRING))?.to_vec());
+                ski = Some(
+                    field("subjectKeyIdentifier", der::single(v, tag::OCTET_STRING))?.to_vec(),
+                );
                 break;
             }
         }
     }
-    Ok(CertKeys { subject: field("subject", NormName::from_der(subject.raw))?, subject_key_id: ski })
+    Ok(CertKeys {
+        subject: field("subject", NormName::from_der(subject.raw))?,
+        subject_key_id: ski,
+    })
 }

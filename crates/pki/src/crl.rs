@@ -5,7 +5,9 @@
 //! entries loads in linear time and each lookup is O(1). Indirect CRLs are supported: the
 //! certificateIssuer entry extension switches the issuer for that entry and the following ones.
 
-use crate::cert::{parse_dp_name, parse_general_names, parse_reason_flags, DistributionPointName, GeneralName};
+use crate::cert::{
+    parse_dp_name, parse_general_names, parse_reason_flags, DistributionPointName, GeneralName,
+};
 use crate::der::{self, tag, DerError, Reader};
 use crate::name::{self, NormName};
 use crate::sig::SignatureAlgorithm;
@@ -21,9 +23,15 @@ use thiserror::Error;
 #[derive(Debug, Error)]
 pub enum CrlError {
     #[error("cannot read {path}: {source}")]
-    Io { path: PathBuf, source: std::io::Error },
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
     #[error("malformed CRL ({field}): {source}")]
-    Malformed { field: &'static str, source: DerError },
+    Malformed {
+        field: &'static str,
+        source: DerError,
+    },
     #[error("malformed CRL time: {0}")]
     Time(#[from] crate::time::TimeError),
     #[error("{origin}: {reason}")]
@@ -31,7 +39,10 @@ pub enum CrlError {
 }
 
 fn field<T>(name: &'static str, r: Result<T, DerError>) -> Result<T, CrlError> {
-    r.map_err(|source| CrlError::Malformed { field: name, source })
+    r.map_err(|source| CrlError::Malformed {
+        field: name,
+        source,
+    })
 }
 
 /// CRL reason codes (RFC 5280 §5.3.1).
@@ -181,14 +192,22 @@ impl Crl {
         let (signature_encoding_ok, sig) = match sig_bits.split_first() {
             Some((0, rest)) => (true, rest),
             Some((_, rest)) => (false, rest),
-            None => return Err(CrlError::Malformed { field: "signatureValue", source: DerError::Truncated }),
+            None => {
+                return Err(CrlError::Malformed {
+                    field: "signatureValue",
+                    source: DerError::Truncated,
+                })
+            }
         };
         field("CertificateList", c.finish())?;
 
         let mut t = Reader::new(tbs.value);
         if let Some(v) = field("version", t.optional(tag::INTEGER))? {
             if field("version", der::small_uint(v.value))? > 1 {
-                return Err(CrlError::Malformed { field: "version", source: DerError::BadValue("CRL version") });
+                return Err(CrlError::Malformed {
+                    field: "version",
+                    source: DerError::BadValue("CRL version"),
+                });
             }
         }
         let inner_alg = field("signature", t.read(tag::SEQUENCE))?;
@@ -207,7 +226,10 @@ impl Crl {
             tbs: range_of(d, tbs.raw),
             signature: range_of(d, sig),
             issuer_der: range_of(d, issuer.raw),
-            signature_algorithm: field("signatureAlgorithm", SignatureAlgorithm::from_der(outer_alg.raw))?,
+            signature_algorithm: field(
+                "signatureAlgorithm",
+                SignatureAlgorithm::from_der(outer_alg.raw),
+            )?,
             algorithms_match: inner_alg.raw == outer_alg.raw,
             signature_encoding_ok,
             issuer: issuer_name.clone(),
@@ -255,9 +277,15 @@ impl Crl {
                 }
                 oid::IDP => self.idp = Some(field("issuingDistributionPoint", parse_idp(v))?),
                 oid::AKI => {
-                    let mut a = Reader::new(field("authorityKeyIdentifier", der::single(v, tag::SEQUENCE))?);
-                    self.authority_key_id =
-                        field("authorityKeyIdentifier", a.optional(tag::context_primitive(0)))?.map(|k| k.value.to_vec());
+                    let mut a = Reader::new(field(
+                        "authorityKeyIdentifier",
+                        der::single(v, tag::SEQUENCE),
+                    )?);
+                    self.authority_key_id = field(
+                        "authorityKeyIdentifier",
+                        a.optional(tag::context_primitive(0)),
+                    )?
+                    .map(|k| k.value.to_vec());
                 }
                 oid::ISSUER_ALT_NAME | oid::FRESHEST_CRL | oid::AUTHORITY_INFO_ACCESS => {}
                 _ => {
@@ -304,7 +332,10 @@ impl Crl {
                         }
                         oid::INVALIDITY_DATE => {}
                         oid::CERTIFICATE_ISSUER if indirect => {
-                            let names = field("certificateIssuer", der::single(v, tag::SEQUENCE).and_then(parse_general_names))?;
+                            let names = field(
+                                "certificateIssuer",
+                                der::single(v, tag::SEQUENCE).and_then(parse_general_names),
+                            )?;
                             let dn = names.into_iter().find_map(|n| match n {
                                 GeneralName::Directory(d) => Some(d),
                                 _ => None,
@@ -328,11 +359,16 @@ impl Crl {
             }
             field("revokedCertificate", e.finish())?;
             let idx = self.entries.len() as u32;
-            let serial = der::strip_leading_zeros(serial);
+            let serial = der::canonical_integer(serial);
             let h = self.key(current_issuer, serial);
             let prev = self.heads.insert(h, idx).unwrap_or(NONE);
             self.next.push(prev);
-            self.entries.push(Revoked { serial: range_of(d, serial), date, reason, issuer: current_issuer });
+            self.entries.push(Revoked {
+                serial: range_of(d, serial),
+                date,
+                reason,
+                issuer: current_issuer,
+            });
         }
         Ok(())
     }
@@ -346,12 +382,16 @@ impl Crl {
 
     /// Looks up a certificate by its issuer and serial (INTEGER contents); O(1).
     pub fn lookup(&self, cert_issuer: &NormName, serial: &[u8]) -> Option<&Revoked> {
-        let serial = der::strip_leading_zeros(serial);
+        let serial = der::canonical_integer(serial);
         for (gi, g) in self.issuers.iter().enumerate() {
             if g != cert_issuer {
                 continue;
             }
-            let mut i = self.heads.get(&self.key(gi as u32, serial)).copied().unwrap_or(NONE);
+            let mut i = self
+                .heads
+                .get(&self.key(gi as u32, serial))
+                .copied()
+                .unwrap_or(NONE);
             while i != NONE {
                 let e = &self.entries[i as usize];
                 if e.issuer == gi as u32 && &self.der[e.serial.clone()] == serial {
@@ -446,7 +486,11 @@ impl CrlSet {
     }
     /// CRLs whose issuer field matches `name`.
     pub fn by_issuer(&self, name: &NormName) -> impl Iterator<Item = &Arc<Crl>> + '_ {
-        self.by_issuer.get(name).into_iter().flatten().map(|&i| &self.crls[i as usize])
+        self.by_issuer
+            .get(name)
+            .into_iter()
+            .flatten()
+            .map(|&i| &self.crls[i as usize])
     }
 }
 
@@ -479,7 +523,10 @@ impl CrlSetBuilder {
     /// Returns how many were added.
     pub fn add_path(&mut self, path: impl AsRef<Path>) -> Result<usize, CrlError> {
         let path = path.as_ref();
-        let io = |source| CrlError::Io { path: path.to_owned(), source };
+        let io = |source| CrlError::Io {
+            path: path.to_owned(),
+            source,
+        };
         if std::fs::metadata(path).map_err(io)?.is_dir() {
             let mut files: Vec<PathBuf> = std::fs::read_dir(path)
                 .map_err(io)?
@@ -502,19 +549,26 @@ impl CrlSetBuilder {
     }
 
     fn add_file(&mut self, path: &Path) -> Result<usize, CrlError> {
-        let data = std::fs::read(path).map_err(|source| CrlError::Io { path: path.to_owned(), source })?;
+        let data = std::fs::read(path).map_err(|source| CrlError::Io {
+            path: path.to_owned(),
+            source,
+        })?;
         if memchr::memmem::find(&data, b"-----BEGIN X509 CRL-----").is_some() {
             let mut n = 0;
             let mut rest = &data[..];
             while let Some(s) = memchr::memmem::find(rest, b"-----BEGIN X509 CRL-----") {
                 let body = &rest[s + 24..];
-                let e = memchr::memmem::find(body, b"-----END X509 CRL-----").ok_or_else(|| CrlError::BadFile {
-                    origin: path.display().to_string(),
-                    reason: "PEM CRL without END line".into(),
+                let e = memchr::memmem::find(body, b"-----END X509 CRL-----").ok_or_else(|| {
+                    CrlError::BadFile {
+                        origin: path.display().to_string(),
+                        reason: "PEM CRL without END line".into(),
+                    }
                 })?;
-                let der = crate::store::base64_decode_lenient(&body[..e]).ok_or_else(|| CrlError::BadFile {
-                    origin: path.display().to_string(),
-                    reason: "invalid base64 in a PEM CRL".into(),
+                let der = crate::store::base64_decode_lenient(&body[..e]).ok_or_else(|| {
+                    CrlError::BadFile {
+                        origin: path.display().to_string(),
+                        reason: "invalid base64 in a PEM CRL".into(),
+                    }
                 })?;
                 self.add_der(der)?;
                 n += 1;
@@ -530,9 +584,16 @@ impl CrlSetBuilder {
     pub fn build(self) -> CrlSet {
         let mut by_issuer: HashMap<NormName, Vec<u32>> = HashMap::new();
         for (i, c) in self.crls.iter().enumerate() {
-            by_issuer.entry(c.issuer.clone()).or_default().push(i as u32);
+            by_issuer
+                .entry(c.issuer.clone())
+                .or_default()
+                .push(i as u32);
         }
-        CrlSet { id: crate::store::next_id(), crls: self.crls, by_issuer }
+        CrlSet {
+            id: crate::store::next_id(),
+            crls: self.crls,
+            by_issuer,
+        }
     }
 }
 
@@ -556,8 +617,27 @@ mod tests {
             out.extend_from_slice(v);
             out
         }
-        let alg = tlv(0x30, &[&tlv(0x06, &[0x2a, 0x86, 0x48, 0x86, 0xf7, 0x0d, 0x01, 0x01, 0x0b])[..], &[0x05, 0x00]].concat());
-        let cn = tlv(0x30, &tlv(0x31, &tlv(0x30, &[&tlv(0x06, &[0x55, 0x04, 0x03])[..], &tlv(0x13, b"Test CA")].concat())));
+        let alg = tlv(
+            0x30,
+            &[
+                &tlv(
+                    0x06,
+                    &[0x2a, 0x86, 0x48, 0x86, 0xf7, 0x0d, 0x01, 0x01, 0x0b],
+                )[..],
+                &[0x05, 0x00],
+            ]
+            .concat(),
+        );
+        let cn = tlv(
+            0x30,
+            &tlv(
+                0x31,
+                &tlv(
+                    0x30,
+                    &[&tlv(0x06, &[0x55, 0x04, 0x03])[..], &tlv(0x13, b"Test CA")].concat(),
+                ),
+            ),
+        );
         let mut entries = Vec::with_capacity(n as usize * 24);
         for s in 1..=n {
             let mut serial = s.to_be_bytes().to_vec();
@@ -567,7 +647,10 @@ mod tests {
             if serial[0] & 0x80 != 0 {
                 serial.insert(0, 0);
             }
-            entries.extend(tlv(0x30, &[&tlv(0x02, &serial)[..], &tlv(0x17, b"200101000000Z")].concat()));
+            entries.extend(tlv(
+                0x30,
+                &[&tlv(0x02, &serial)[..], &tlv(0x17, b"200101000000Z")].concat(),
+            ));
         }
         let tbs = tlv(
             0x30,

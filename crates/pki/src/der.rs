@@ -179,7 +179,9 @@ pub fn boolean(value: &[u8]) -> Result<bool, DerError> {
 /// Decodes a small non-negative INTEGER's contents (up to `u64`).
 pub fn small_uint(value: &[u8]) -> Result<u64, DerError> {
     if value.is_empty() || value[0] & 0x80 != 0 {
-        return Err(DerError::BadValue("INTEGER (expected a non-negative number)"));
+        return Err(DerError::BadValue(
+            "INTEGER (expected a non-negative number)",
+        ));
     }
     let trimmed = strip_leading_zeros(value);
     if trimmed.len() > 8 {
@@ -196,11 +198,23 @@ pub fn strip_leading_zeros(mut v: &[u8]) -> &[u8] {
     v
 }
 
+/// Canonical (minimal two's-complement) form of an INTEGER's contents: redundant leading `00`
+/// (before a byte below 0x80) and `ff` (before a byte from 0x80) are removed, so equal values
+/// compare equal byte for byte and `00 ff` (255) never equals `ff` (-1).
+pub fn canonical_integer(mut v: &[u8]) -> &[u8] {
+    while v.len() > 1 && ((v[0] == 0 && v[1] & 0x80 == 0) || (v[0] == 0xff && v[1] & 0x80 != 0)) {
+        v = &v[1..];
+    }
+    v
+}
+
 /// The contents of a BIT STRING with no unused bits.
 pub fn bit_string_bytes(value: &[u8]) -> Result<&[u8], DerError> {
     match value.split_first() {
         Some((0, rest)) => Ok(rest),
-        Some(_) => Err(DerError::BadValue("BIT STRING (unused bits where whole bytes are required)")),
+        Some(_) => Err(DerError::BadValue(
+            "BIT STRING (unused bits where whole bytes are required)",
+        )),
         None => Err(DerError::Truncated),
     }
 }
@@ -224,24 +238,42 @@ mod tests {
 
     #[test]
     fn rejects_bad_lengths_and_tags() {
-        assert_eq!(Reader::new(&[0x30, 0x05, 0x00]).read_any().unwrap_err(), DerError::BadLength);
-        assert_eq!(Reader::new(&[0x30]).read_any().unwrap_err(), DerError::Truncated);
         assert_eq!(
-            Reader::new(&[0x30, 0x80, 0x00, 0x00]).read_any().unwrap_err(),
+            Reader::new(&[0x30, 0x05, 0x00]).read_any().unwrap_err(),
+            DerError::BadLength
+        );
+        assert_eq!(
+            Reader::new(&[0x30]).read_any().unwrap_err(),
+            DerError::Truncated
+        );
+        assert_eq!(
+            Reader::new(&[0x30, 0x80, 0x00, 0x00])
+                .read_any()
+                .unwrap_err(),
             DerError::IndefiniteLength
         );
         assert_eq!(
-            Reader::new(&[0x30, 0x84, 0xff, 0xff, 0xff, 0xff]).read_any().unwrap_err(),
+            Reader::new(&[0x30, 0x84, 0xff, 0xff, 0xff, 0xff])
+                .read_any()
+                .unwrap_err(),
             DerError::BadLength
         );
         assert_eq!(
-            Reader::new(&[0x30, 0x89, 1, 1, 1, 1, 1, 1, 1, 1, 1]).read_any().unwrap_err(),
+            Reader::new(&[0x30, 0x89, 1, 1, 1, 1, 1, 1, 1, 1, 1])
+                .read_any()
+                .unwrap_err(),
             DerError::BadLength
         );
-        assert_eq!(Reader::new(&[0x1f, 0x01, 0x00]).read_any().unwrap_err(), DerError::HighTagNumber);
+        assert_eq!(
+            Reader::new(&[0x1f, 0x01, 0x00]).read_any().unwrap_err(),
+            DerError::HighTagNumber
+        );
         assert_eq!(
             Reader::new(&[0x02, 0x00]).read(tag::SEQUENCE).unwrap_err(),
-            DerError::UnexpectedTag { expected: 0x30, found: 0x02 }
+            DerError::UnexpectedTag {
+                expected: 0x30,
+                found: 0x02
+            }
         );
     }
 
@@ -254,5 +286,9 @@ mod tests {
         assert!(boolean(&[0x01]).is_err());
         assert_eq!(strip_leading_zeros(&[0, 0, 1]), &[1]);
         assert_eq!(strip_leading_zeros(&[0]), &[0]);
+        assert_eq!(canonical_integer(&[0, 0, 0x7f]), &[0x7f]);
+        assert_eq!(canonical_integer(&[0, 0xff]), &[0, 0xff]);
+        assert_eq!(canonical_integer(&[0xff, 0xff, 0x80]), &[0x80]);
+        assert_eq!(canonical_integer(&[0xff, 0x7f]), &[0xff, 0x7f]);
     }
 }

@@ -125,7 +125,9 @@ pub fn decode_string(t: u8, v: &[u8]) -> Option<String> {
                 return None;
             }
             let units = v.chunks_exact(2).map(|c| u16::from_be_bytes([c[0], c[1]]));
-            char::decode_utf16(units).collect::<Result<String, _>>().ok()
+            char::decode_utf16(units)
+                .collect::<Result<String, _>>()
+                .ok()
         }
         tag::UNIVERSAL_STRING => {
             if v.len() % 4 != 0 {
@@ -240,7 +242,8 @@ pub fn display_rdn_sequence(seq: &[u8]) -> String {
                     .map(|o| o.to_string())
                     .unwrap_or_else(|_| hex::encode(oid)),
             };
-            let val = decode_string(v.tag, v.value).unwrap_or_else(|| format!("#{}", hex::encode(v.raw)));
+            let val =
+                decode_string(v.tag, v.value).unwrap_or_else(|| format!("#{}", hex::encode(v.raw)));
             atvs.push(format!("{key}={val}"));
         }
         parts.push(atvs.join("+"));
@@ -285,11 +288,26 @@ mod tests {
 
     #[test]
     fn case_whitespace_and_string_type_insensitive() {
-        let a = name(&[vec![atv(O, tag::PRINTABLE_STRING, b"Test Certificates")], vec![atv(CN, tag::PRINTABLE_STRING, b"Good CA")]]);
-        let b = name(&[vec![atv(O, tag::UTF8_STRING, b"  test   CERTIFICATES ")], vec![atv(CN, tag::UTF8_STRING, b"good ca")]]);
-        let bmp: Vec<u8> = "GOOD CA".encode_utf16().flat_map(|u| u.to_be_bytes()).collect();
-        let c = name(&[vec![atv(O, tag::PRINTABLE_STRING, b"Test Certificates")], vec![atv(CN, tag::BMP_STRING, &bmp)]]);
-        let d = name(&[vec![atv(O, tag::PRINTABLE_STRING, b"Test Certificates")], vec![atv(CN, tag::PRINTABLE_STRING, b"Good CA2")]]);
+        let a = name(&[
+            vec![atv(O, tag::PRINTABLE_STRING, b"Test Certificates")],
+            vec![atv(CN, tag::PRINTABLE_STRING, b"Good CA")],
+        ]);
+        let b = name(&[
+            vec![atv(O, tag::UTF8_STRING, b"  test   CERTIFICATES ")],
+            vec![atv(CN, tag::UTF8_STRING, b"good ca")],
+        ]);
+        let bmp: Vec<u8> = "GOOD CA"
+            .encode_utf16()
+            .flat_map(|u| u.to_be_bytes())
+            .collect();
+        let c = name(&[
+            vec![atv(O, tag::PRINTABLE_STRING, b"Test Certificates")],
+            vec![atv(CN, tag::BMP_STRING, &bmp)],
+        ]);
+        let d = name(&[
+            vec![atv(O, tag::PRINTABLE_STRING, b"Test Certificates")],
+            vec![atv(CN, tag::PRINTABLE_STRING, b"Good CA2")],
+        ]);
         let na = NormName::from_der(&a).unwrap();
         assert_eq!(na, NormName::from_der(&b).unwrap());
         assert_eq!(na, NormName::from_der(&c).unwrap());
@@ -299,13 +317,28 @@ mod tests {
 
     #[test]
     fn multi_valued_rdn_order_ignored_and_prefixes() {
-        let a = name(&[vec![atv(O, tag::UTF8_STRING, b"x"), atv(CN, tag::UTF8_STRING, b"y")]]);
-        let b = name(&[vec![atv(CN, tag::UTF8_STRING, b"Y"), atv(O, tag::UTF8_STRING, b"X")]]);
-        assert_eq!(NormName::from_der(&a).unwrap(), NormName::from_der(&b).unwrap());
+        let a = name(&[vec![
+            atv(O, tag::UTF8_STRING, b"x"),
+            atv(CN, tag::UTF8_STRING, b"y"),
+        ]]);
+        let b = name(&[vec![
+            atv(CN, tag::UTF8_STRING, b"Y"),
+            atv(O, tag::UTF8_STRING, b"X"),
+        ]]);
+        assert_eq!(
+            NormName::from_der(&a).unwrap(),
+            NormName::from_der(&b).unwrap()
+        );
 
         let parent = name(&[vec![atv(O, tag::UTF8_STRING, b"Org")]]);
-        let child = name(&[vec![atv(O, tag::UTF8_STRING, b"org")], vec![atv(CN, tag::UTF8_STRING, b"leaf")]]);
-        let other = name(&[vec![atv(O, tag::UTF8_STRING, b"Org2")], vec![atv(CN, tag::UTF8_STRING, b"leaf")]]);
+        let child = name(&[
+            vec![atv(O, tag::UTF8_STRING, b"org")],
+            vec![atv(CN, tag::UTF8_STRING, b"leaf")],
+        ]);
+        let other = name(&[
+            vec![atv(O, tag::UTF8_STRING, b"Org2")],
+            vec![atv(CN, tag::UTF8_STRING, b"leaf")],
+        ]);
         let p = NormName::from_der(&parent).unwrap();
         assert!(NormName::from_der(&child).unwrap().is_within(&p));
         assert!(!NormName::from_der(&other).unwrap().is_within(&p));
@@ -323,8 +356,15 @@ mod tests {
 
     #[test]
     fn email_attribute_found() {
-        let n = name(&[vec![atv(OID_EMAIL_ADDRESS, tag::IA5_STRING, b"a@b.example")]]);
+        let n = name(&[vec![atv(
+            OID_EMAIL_ADDRESS,
+            tag::IA5_STRING,
+            b"a@b.example",
+        )]]);
         let seq = &n[2..];
-        assert_eq!(email_addresses(seq).unwrap(), vec!["a@b.example".to_string()]);
+        assert_eq!(
+            email_addresses(seq).unwrap(),
+            vec!["a@b.example".to_string()]
+        );
     }
 }

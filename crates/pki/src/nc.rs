@@ -69,12 +69,21 @@ pub fn check(names: &[GeneralName], nc: &NameConstraints, display: &str) -> Resu
         if let Some(permitted) = &nc.permitted {
             let mut of_form = permitted.iter().filter(|p| same_form(p, name)).peekable();
             if of_form.peek().is_some() && !of_form.any(|p| matches(name, p)) {
-                return Err(Violation { name: describe(name, display), excluded: false });
+                return Err(Violation {
+                    name: describe(name, display),
+                    excluded: false,
+                });
             }
         }
         if let Some(excluded) = &nc.excluded {
-            if excluded.iter().any(|e| same_form(e, name) && matches(name, e)) {
-                return Err(Violation { name: describe(name, display), excluded: true });
+            if excluded
+                .iter()
+                .any(|e| same_form(e, name) && matches(name, e))
+            {
+                return Err(Violation {
+                    name: describe(name, display),
+                    excluded: true,
+                });
             }
         }
     }
@@ -112,13 +121,18 @@ pub fn dns_within(name: &str, base: &str) -> bool {
     if let Some(stripped) = base.strip_prefix('.') {
         return name.len() > stripped.len() && name.ends_with(&base);
     }
-    name == base || (name.len() > base.len() && name.ends_with(&base) && name.as_bytes()[name.len() - base.len() - 1] == b'.')
+    name == base
+        || (name.len() > base.len()
+            && name.ends_with(&base)
+            && name.as_bytes()[name.len() - base.len() - 1] == b'.')
 }
 
 /// rfc822Name: a base with `@` is one mailbox; a base starting with `.` is any host in that
 /// domain; otherwise the base is exactly the host part.
 pub fn email_within(name: &str, base: &str) -> bool {
-    let Some((local, host)) = name.rsplit_once('@') else { return false };
+    let Some((local, host)) = name.rsplit_once('@') else {
+        return false;
+    };
     if let Some((blocal, bhost)) = base.rsplit_once('@') {
         return local == blocal && host.eq_ignore_ascii_case(bhost);
     }
@@ -133,7 +147,9 @@ pub fn email_within(name: &str, base: &str) -> bool {
 
 /// URI: compares the host part; a base starting with `.` matches subdomains only.
 pub fn uri_within(name: &str, base: &str) -> bool {
-    let Some(host) = uri_host(name) else { return false };
+    let Some(host) = uri_host(name) else {
+        return false;
+    };
     let host = host.to_ascii_lowercase();
     let base = base.to_ascii_lowercase();
     if base.starts_with('.') {
@@ -161,7 +177,10 @@ pub fn ip_within(name: &[u8], base: &[u8]) -> bool {
         return false;
     }
     let (addr, mask) = base.split_at(name.len());
-    name.iter().zip(addr).zip(mask).all(|((n, a), m)| n & m == a & m)
+    name.iter()
+        .zip(addr)
+        .zip(mask)
+        .all(|((n, a), m)| n & m == a & m)
 }
 
 #[cfg(test)]
@@ -190,8 +209,14 @@ mod tests {
 
     #[test]
     fn uri_hosts() {
-        assert!(uri_within("http://host.example.com:8080/path", ".example.com"));
-        assert!(uri_within("ldap://user@host.example.com/", "host.example.com"));
+        assert!(uri_within(
+            "http://host.example.com:8080/path",
+            ".example.com"
+        ));
+        assert!(uri_within(
+            "ldap://user@host.example.com/",
+            "host.example.com"
+        ));
         assert!(!uri_within("http://example.com/", ".example.com"));
         assert!(!uri_within("urn:isbn:123", "example.com"));
         assert!(uri_within("http://[::1]/", "::1"));
@@ -199,8 +224,14 @@ mod tests {
 
     #[test]
     fn ip_masks() {
-        assert!(ip_within(&[192, 168, 1, 7], &[192, 168, 0, 0, 255, 255, 0, 0]));
-        assert!(!ip_within(&[192, 169, 1, 7], &[192, 168, 0, 0, 255, 255, 0, 0]));
+        assert!(ip_within(
+            &[192, 168, 1, 7],
+            &[192, 168, 0, 0, 255, 255, 0, 0]
+        ));
+        assert!(!ip_within(
+            &[192, 169, 1, 7],
+            &[192, 168, 0, 0, 255, 255, 0, 0]
+        ));
         assert!(!ip_within(&[192, 168, 1, 7], &[0u8; 32]));
     }
 

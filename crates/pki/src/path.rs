@@ -55,11 +55,21 @@ impl<'a> Ctx<'a> {
             // Offered certificates that cannot even be scanned are ignored: they cannot be
             // anyone's issuer.
             if let Ok(e) = Entry::new(Arc::from(*der), false) {
-                offered_by_subject.entry(e.subject().clone()).or_default().push(offered.len());
+                offered_by_subject
+                    .entry(e.subject().clone())
+                    .or_default()
+                    .push(offered.len());
                 offered.push(e);
             }
         }
-        Ctx { store, offered, offered_by_subject, crls, work: Cell::new(0), signer_stack: RefCell::new(Vec::new()) }
+        Ctx {
+            store,
+            offered,
+            offered_by_subject,
+            crls,
+            work: Cell::new(0),
+            signer_stack: RefCell::new(Vec::new()),
+        }
     }
 
     /// Certificates named `name` from the store (anchors first) and the offered set.
@@ -98,7 +108,10 @@ impl<'a> Ctx<'a> {
         leaf: Arc<Cert>,
         level: u8,
     ) -> Result<ValidatedPath, ValidationError> {
-        let mut best = Best { score: 0, error: None };
+        let mut best = Best {
+            score: 0,
+            error: None,
+        };
         let mut path = vec![leaf];
         if let Some(p) = self.extend(opts, &mut path, &mut best, level) {
             return Ok(p);
@@ -133,7 +146,10 @@ impl<'a> Ctx<'a> {
             if tried >= MAX_WORK {
                 best.record(
                     usize::MAX,
-                    ValidationError::WorkLimitExceeded { subject: path[0].subject_display().to_string(), tried },
+                    ValidationError::WorkLimitExceeded {
+                        subject: path[0].subject_display().to_string(),
+                        tried,
+                    },
                 );
                 return None;
             }
@@ -144,7 +160,8 @@ impl<'a> Ctx<'a> {
                     best.record(
                         path.len() * 2,
                         ValidationError::Malformed {
-                            subject: crate::name::display_rdn_sequence(&[]).replace("<empty name>", "(issuer candidate)"),
+                            subject: crate::name::display_rdn_sequence(&[])
+                                .replace("<empty name>", "(issuer candidate)"),
                             error: e.clone(),
                         },
                     );
@@ -170,7 +187,10 @@ impl<'a> Ctx<'a> {
             if path.len() >= opts.max_depth {
                 best.record(
                     path.len() * 2,
-                    ValidationError::DepthExceeded { subject: path[0].subject_display().to_string(), max: opts.max_depth },
+                    ValidationError::DepthExceeded {
+                        subject: path[0].subject_display().to_string(),
+                        max: opts.max_depth,
+                    },
                 );
                 continue;
             }
@@ -192,20 +212,32 @@ impl<'a> Ctx<'a> {
         level: u8,
     ) -> Result<ValidatedPath, ValidationError> {
         let (authorities, user) = validate::check_path(path, opts)?;
-        let mut valid_until = path.iter().map(|c| c.not_after).min().unwrap_or(anchor.not_after).min(anchor.not_after);
+        let mut valid_until = path
+            .iter()
+            .map(|c| c.not_after)
+            .min()
+            .unwrap_or(anchor.not_after)
+            .min(anchor.not_after);
         if opts.revocation.mode != RevocationMode::Off {
             // Top down, so a revoked CA is reported before its subordinates.
             for i in (0..path.len()).rev() {
                 let issuer = path.get(i + 1).unwrap_or(anchor);
                 let above = &path[i + 1..];
-                if let Some(t) = self.check_revocation(opts, &path[i], issuer, above, anchor, level)? {
+                if let Some(t) =
+                    self.check_revocation(opts, &path[i], issuer, above, anchor, level)?
+                {
                     valid_until = valid_until.min(t);
                 }
             }
         }
         let mut chain = path.to_vec();
         chain.push(anchor.clone());
-        Ok(ValidatedPath { chain, authorities_policies: authorities, user_policies: user, valid_until })
+        Ok(ValidatedPath {
+            chain,
+            authorities_policies: authorities,
+            user_policies: user,
+            valid_until,
+        })
     }
 
     /// RFC 5280 §6.3: the revocation status of `c`, issued by `issuer`. Returns the earliest
@@ -221,8 +253,16 @@ impl<'a> Ctx<'a> {
     ) -> Result<Option<Time>, ValidationError> {
         let time = opts.time;
         let grace = i64::try_from(opts.revocation.grace.as_secs()).unwrap_or(i64::MAX);
-        let default_dp = [DistributionPoint { name: None, reasons: None, crl_issuer: None }];
-        let dps = c.ext.crl_distribution_points.as_deref().unwrap_or(&default_dp);
+        let default_dp = [DistributionPoint {
+            name: None,
+            reasons: None,
+            crl_issuer: None,
+        }];
+        let dps = c
+            .ext
+            .crl_distribution_points
+            .as_deref()
+            .unwrap_or(&default_dp);
         let mut reasons_mask = 0u16;
         let mut earliest: Option<Time> = None;
         let mut problems: Vec<String> = Vec::new();
@@ -264,14 +304,19 @@ impl<'a> Ctx<'a> {
                         continue;
                     }
                     if crl.unknown_critical {
-                        problems.push(format!("the CRL from {} has an unsupported critical extension", crl.issuer_display()));
+                        problems.push(format!(
+                            "the CRL from {} has an unsupported critical extension",
+                            crl.issuer_display()
+                        ));
                         continue;
                     }
-                    if let Err(why) = self.check_crl_signer(opts, crl, issuer, above, anchor, level) {
+                    if let Err(why) = self.check_crl_signer(opts, crl, issuer, above, anchor, level)
+                    {
                         problems.push(why);
                         continue;
                     }
-                    let delta = self.find_delta(opts, crl, c, dp, issuer, above, anchor, level, grace);
+                    let delta =
+                        self.find_delta(opts, crl, c, dp, issuer, above, anchor, level, grace);
                     let mut entry = None;
                     let mut removed = false;
                     if let Some(d) = &delta {
@@ -294,7 +339,10 @@ impl<'a> Ctx<'a> {
                         return Err(validate::revoked_error(c, reason, date));
                     }
                     reasons_mask |= interim;
-                    for nu in [crl.next_update, delta.as_ref().and_then(|d| d.next_update)].into_iter().flatten() {
+                    for nu in [crl.next_update, delta.as_ref().and_then(|d| d.next_update)]
+                        .into_iter()
+                        .flatten()
+                    {
                         earliest = Some(earliest.map_or(nu, |e: Time| e.min(nu)));
                     }
                 }
@@ -308,12 +356,19 @@ impl<'a> Ctx<'a> {
         }
         let subject = c.subject_display().to_string();
         if let Some(next_update) = stale {
-            return Err(ValidationError::RevocationStale { subject, next_update, time });
+            return Err(ValidationError::RevocationStale {
+                subject,
+                next_update,
+                time,
+            });
         }
         let detail = if problems.is_empty() {
             format!("no CRL issued by {} was supplied", c.issuer_display())
         } else if reasons_mask != 0 {
-            format!("the CRLs supplied do not cover every revocation reason ({})", problems.join("; "))
+            format!(
+                "the CRLs supplied do not cover every revocation reason ({})",
+                problems.join("; ")
+            )
         } else {
             problems.join("; ")
         };
@@ -333,7 +388,10 @@ impl<'a> Ctx<'a> {
     ) -> Result<(), String> {
         let who = || crl.issuer_display();
         if !crl.algorithms_match {
-            return Err(format!("the CRL from {} has different inner and outer signature algorithms", who()));
+            return Err(format!(
+                "the CRL from {} has different inner and outer signature algorithms",
+                who()
+            ));
         }
         // Candidates: the certificate issuer, the rest of the path and the anchor (already
         // validated), then any other certificate with the CRL issuer's name.
@@ -365,13 +423,21 @@ impl<'a> Ctx<'a> {
             if entry.is_anchor() {
                 return Ok(());
             }
-            if self.signer_stack.borrow().iter().any(|s| **s == *cand.der()) {
+            if self
+                .signer_stack
+                .borrow()
+                .iter()
+                .any(|s| **s == *cand.der())
+            {
                 // This certificate's own path is being validated further up: the CRL it signed
                 // is what that validation is consulting.
                 return Ok(());
             }
             if level >= MAX_SIGNER_LEVEL {
-                problems.push(format!("the path of CRL signer {} is nested too deeply", cand.subject_display()));
+                problems.push(format!(
+                    "the path of CRL signer {} is nested too deeply",
+                    cand.subject_display()
+                ));
                 continue;
             }
             self.signer_stack.borrow_mut().push(cand.der_arc().clone());
@@ -385,12 +451,21 @@ impl<'a> Ctx<'a> {
             self.signer_stack.borrow_mut().pop();
             match result {
                 Ok(p) if p.anchor().der() == anchor.der() => return Ok(()),
-                Ok(_) => problems.push(format!("CRL signer {} chains to a different trust anchor", cand.subject_display())),
-                Err(e) => problems.push(format!("CRL signer {} is not valid: {e}", cand.subject_display())),
+                Ok(_) => problems.push(format!(
+                    "CRL signer {} chains to a different trust anchor",
+                    cand.subject_display()
+                )),
+                Err(e) => problems.push(format!(
+                    "CRL signer {} is not valid: {e}",
+                    cand.subject_display()
+                )),
             }
         }
         if problems.is_empty() {
-            Err(format!("no certificate for the CRL issuer {} was found", who()))
+            Err(format!(
+                "no certificate for the CRL issuer {} was found",
+                who()
+            ))
         } else {
             Err(problems.join("; "))
         }
@@ -413,23 +488,32 @@ impl<'a> Ctx<'a> {
         let base_number = base.crl_number.as_deref()?;
         let mut best: Option<Arc<Crl>> = None;
         for d in self.crls.by_issuer(&base.issuer) {
-            let Some(delta_base) = d.delta_base.as_deref() else { continue };
-            let Some(number) = d.crl_number.as_deref() else { continue };
+            let Some(delta_base) = d.delta_base.as_deref() else {
+                continue;
+            };
+            let Some(number) = d.crl_number.as_deref() else {
+                continue;
+            };
             if d.idp != base.idp || crl_scope(c, dp, d).is_err() {
                 continue;
             }
-            if crl::cmp_crl_number(delta_base, base_number).is_gt() || crl::cmp_crl_number(number, base_number).is_le() {
+            if crl::cmp_crl_number(delta_base, base_number).is_gt()
+                || crl::cmp_crl_number(number, base_number).is_le()
+            {
                 continue;
             }
             if crl_fresh(d, opts.time, grace).is_err() || d.unknown_critical {
                 continue;
             }
-            if self.check_crl_signer(opts, d, issuer, above, anchor, level).is_err() {
+            if self
+                .check_crl_signer(opts, d, issuer, above, anchor, level)
+                .is_err()
+            {
                 continue;
             }
-            let newer = best
-                .as_ref()
-                .is_none_or(|b| crl::cmp_crl_number(number, b.crl_number.as_deref().unwrap_or(&[])).is_gt());
+            let newer = best.as_ref().is_none_or(|b| {
+                crl::cmp_crl_number(number, b.crl_number.as_deref().unwrap_or(&[])).is_gt()
+            });
             if newer {
                 best = Some(d.clone());
             }
@@ -442,17 +526,38 @@ impl<'a> Ctx<'a> {
 fn crl_signed_by(crl: &Crl, signer: &Cert, opts: &ValidationOptions) -> Result<(), String> {
     if let (Some(a), Some(s)) = (&crl.authority_key_id, &signer.ext.subject_key_id) {
         if a != s {
-            return Err(format!("the CRL from {} names another key", crl.issuer_display()));
+            return Err(format!(
+                "the CRL from {} names another key",
+                crl.issuer_display()
+            ));
         }
     }
     if !crl.signature_encoding_ok {
-        return Err(format!("the signature on the CRL from {} is malformed", crl.issuer_display()));
+        return Err(format!(
+            "the signature on the CRL from {} is malformed",
+            crl.issuer_display()
+        ));
     }
-    crate::sig::verify(&crl.signature_algorithm, &signer.public_key, crl.tbs(), crl.signature(), &opts.algorithms)
-        .map_err(|e| format!("the CRL from {} is not signed by {}: {e}", crl.issuer_display(), signer.subject_display()))?;
+    crate::sig::verify(
+        &crl.signature_algorithm,
+        &signer.public_key,
+        crl.tbs(),
+        crl.signature(),
+        &opts.algorithms,
+    )
+    .map_err(|e| {
+        format!(
+            "the CRL from {} is not signed by {}: {e}",
+            crl.issuer_display(),
+            signer.subject_display()
+        )
+    })?;
     if let Some(ku) = signer.ext.key_usage {
         if ku & key_usage::CRL_SIGN == 0 {
-            return Err(format!("{} signed a CRL but lacks the key usage cRLSign", signer.subject_display()));
+            return Err(format!(
+                "{} signed a CRL but lacks the key usage cRLSign",
+                signer.subject_display()
+            ));
         }
     }
     Ok(())
@@ -464,10 +569,16 @@ fn crl_scope(c: &Cert, dp: &DistributionPoint, crl: &Crl) -> Result<u16, String>
     let idp = crl.idp.as_ref();
     if dp.crl_issuer.is_some() {
         if !idp.is_some_and(|i| i.indirect) && crl.issuer != c.issuer {
-            return Err(format!("the CRL from {} is not an indirect CRL", crl.issuer_display()));
+            return Err(format!(
+                "the CRL from {} is not an indirect CRL",
+                crl.issuer_display()
+            ));
         }
     } else if crl.issuer != c.issuer {
-        return Err(format!("the CRL from {} is not from the certificate issuer", crl.issuer_display()));
+        return Err(format!(
+            "the CRL from {} is not from the certificate issuer",
+            crl.issuer_display()
+        ));
     }
     if let Some(idp) = idp {
         if let Some(idp_name) = &idp.name {
@@ -497,13 +608,22 @@ fn crl_scope(c: &Cert, dp: &DistributionPoint, crl: &Crl) -> Result<u16, String>
             }
         }
         if idp.only_user_certs && c.is_ca() {
-            return Err(format!("the CRL from {} covers only end-entity certificates", crl.issuer_display()));
+            return Err(format!(
+                "the CRL from {} covers only end-entity certificates",
+                crl.issuer_display()
+            ));
         }
         if idp.only_ca_certs && !c.is_ca() {
-            return Err(format!("the CRL from {} covers only CA certificates", crl.issuer_display()));
+            return Err(format!(
+                "the CRL from {} covers only CA certificates",
+                crl.issuer_display()
+            ));
         }
         if idp.only_attribute_certs {
-            return Err(format!("the CRL from {} covers only attribute certificates", crl.issuer_display()));
+            return Err(format!(
+                "the CRL from {} covers only attribute certificates",
+                crl.issuer_display()
+            ));
         }
     }
     let dp_reasons = dp.reasons.unwrap_or(ALL_REASONS);
@@ -514,20 +634,30 @@ fn crl_scope(c: &Cert, dp: &DistributionPoint, crl: &Crl) -> Result<u16, String>
 fn resolve_dp_name(n: &DistributionPointName, issuer: &NormName) -> Vec<GeneralName> {
     match n {
         DistributionPointName::FullName(names) => names.clone(),
-        DistributionPointName::RelativeToIssuer(rdn) => {
-            issuer.with_rdn(rdn).map(GeneralName::Directory).into_iter().collect()
-        }
+        DistributionPointName::RelativeToIssuer(rdn) => issuer
+            .with_rdn(rdn)
+            .map(GeneralName::Directory)
+            .into_iter()
+            .collect(),
     }
 }
 
 /// RFC 5280 §6.3.3 (a): the CRL is current (thisUpdate passed, nextUpdate plus grace not).
 fn crl_fresh(crl: &Crl, time: Time, grace: i64) -> Result<(), String> {
     if crl.this_update > time {
-        return Err(format!("the CRL from {} is not valid before {}", crl.issuer_display(), crl.this_update));
+        return Err(format!(
+            "the CRL from {} is not valid before {}",
+            crl.issuer_display(),
+            crl.this_update
+        ));
     }
     if let Some(nu) = crl.next_update {
         if nu.plus_secs(grace) < time {
-            return Err(format!("the CRL from {} expired at {}", crl.issuer_display(), nu));
+            return Err(format!(
+                "the CRL from {} expired at {}",
+                crl.issuer_display(),
+                nu
+            ));
         }
     }
     Ok(())

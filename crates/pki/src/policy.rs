@@ -43,7 +43,11 @@ impl PolicyTree {
     /// §6.1.2 (a): a single node of depth 0 with valid policy anyPolicy.
     pub fn new() -> Self {
         PolicyTree {
-            levels: Some(vec![vec![Node { valid_policy: ANY_POLICY, expected: vec![ANY_POLICY], parent: 0 }]]),
+            levels: Some(vec![vec![Node {
+                valid_policy: ANY_POLICY,
+                expected: vec![ANY_POLICY],
+                parent: 0,
+            }]]),
             nodes: 1,
         }
     }
@@ -64,7 +68,9 @@ impl PolicyTree {
         policies: &[ObjectIdentifier],
         any_allowed: bool,
     ) -> Result<(), TreeTooLarge> {
-        let Some(levels) = self.levels.as_mut() else { return Ok(()) };
+        let Some(levels) = self.levels.as_mut() else {
+            return Ok(());
+        };
         let prev = levels.last().expect("the tree always has a root level");
         let mut next: Vec<Node> = Vec::new();
         // (d)(1): each policy other than anyPolicy.
@@ -72,13 +78,21 @@ impl PolicyTree {
             let mut matched = false;
             for (idx, node) in prev.iter().enumerate() {
                 if node.expected.contains(p) {
-                    next.push(Node { valid_policy: *p, expected: vec![*p], parent: idx });
+                    next.push(Node {
+                        valid_policy: *p,
+                        expected: vec![*p],
+                        parent: idx,
+                    });
                     matched = true;
                 }
             }
             if !matched {
                 if let Some(idx) = prev.iter().position(|n| n.valid_policy == ANY_POLICY) {
-                    next.push(Node { valid_policy: *p, expected: vec![*p], parent: idx });
+                    next.push(Node {
+                        valid_policy: *p,
+                        expected: vec![*p],
+                        parent: idx,
+                    });
                 }
             }
             if self.nodes + next.len() > MAX_NODES {
@@ -91,7 +105,11 @@ impl PolicyTree {
                 for e in &node.expected {
                     let has_child = next.iter().any(|c| c.parent == idx && c.valid_policy == *e);
                     if !has_child {
-                        next.push(Node { valid_policy: *e, expected: vec![*e], parent: idx });
+                        next.push(Node {
+                            valid_policy: *e,
+                            expected: vec![*e],
+                            parent: idx,
+                        });
                     }
                 }
                 if self.nodes + next.len() > MAX_NODES {
@@ -114,7 +132,9 @@ impl PolicyTree {
         mappings: &[(ObjectIdentifier, ObjectIdentifier)],
         mapping_allowed: bool,
     ) -> Result<(), TreeTooLarge> {
-        let Some(levels) = self.levels.as_mut() else { return Ok(()) };
+        let Some(levels) = self.levels.as_mut() else {
+            return Ok(());
+        };
         let depth = levels.len() - 1;
         if depth == 0 {
             return Ok(());
@@ -126,8 +146,11 @@ impl PolicyTree {
             }
         }
         for from in issuer_policies {
-            let targets: Vec<ObjectIdentifier> =
-                mappings.iter().filter(|(f, _)| *f == from).map(|(_, t)| *t).fold(Vec::new(), |mut acc, t| {
+            let targets: Vec<ObjectIdentifier> = mappings
+                .iter()
+                .filter(|(f, _)| *f == from)
+                .map(|(_, t)| *t)
+                .fold(Vec::new(), |mut acc, t| {
                     if !acc.contains(&t) {
                         acc.push(t);
                     }
@@ -144,7 +167,11 @@ impl PolicyTree {
                 if !found {
                     if let Some(any) = level.iter().find(|n| n.valid_policy == ANY_POLICY) {
                         let parent = any.parent;
-                        level.push(Node { valid_policy: from, expected: targets, parent });
+                        level.push(Node {
+                            valid_policy: from,
+                            expected: targets,
+                            parent,
+                        });
                         self.nodes += 1;
                         if self.nodes > MAX_NODES {
                             return Err(TreeTooLarge);
@@ -167,7 +194,9 @@ impl PolicyTree {
     /// Deletes nodes (above the deepest level) that have no children, repeatedly; the tree
     /// becomes NULL when the root goes.
     fn prune(&mut self) {
-        let Some(levels) = self.levels.as_mut() else { return };
+        let Some(levels) = self.levels.as_mut() else {
+            return;
+        };
         for d in (0..levels.len().saturating_sub(1)).rev() {
             let (upper, lower) = levels.split_at_mut(d + 1);
             let parents = &mut upper[d];
@@ -201,20 +230,38 @@ impl PolicyTree {
         if levels.first().is_none_or(|l| l.is_empty()) {
             self.levels = None;
         }
-        self.nodes = self.levels.as_ref().map_or(0, |l| l.iter().map(Vec::len).sum());
+        self.nodes = self
+            .levels
+            .as_ref()
+            .map_or(0, |l| l.iter().map(Vec::len).sum());
     }
 
-    /// The valid policies of the deepest level (the authorities-constrained policy set when
-    /// called before [`Self::intersect`]).
+    /// The policies the tree asserts, in the trust anchor's (the user's) policy domain: for
+    /// each node of the deepest level, the valid policy of its topmost ancestor that is not
+    /// anyPolicy, or anyPolicy when the whole branch is anyPolicy. Called before
+    /// [`Self::intersect`] this is the authorities-constrained policy set, after it the
+    /// user-constrained policy set.
     pub fn leaf_policies(&self) -> Vec<ObjectIdentifier> {
         let mut out: Vec<ObjectIdentifier> = Vec::new();
-        if let Some(levels) = &self.levels {
-            if levels.len() > 1 {
-                for n in levels.last().into_iter().flatten() {
-                    if !out.contains(&n.valid_policy) {
-                        out.push(n.valid_policy);
-                    }
+        let Some(levels) = &self.levels else {
+            return out;
+        };
+        let n = levels.len() - 1;
+        if n == 0 {
+            return out;
+        }
+        for leaf in &levels[n] {
+            let mut policy = leaf.valid_policy;
+            let mut parent = leaf.parent;
+            for d in (1..n).rev() {
+                let node = &levels[d][parent];
+                if node.valid_policy != ANY_POLICY {
+                    policy = node.valid_policy;
                 }
+                parent = node.parent;
+            }
+            if !out.contains(&policy) {
+                out.push(policy);
             }
         }
         out
@@ -225,7 +272,9 @@ impl PolicyTree {
         if initial.is_empty() || initial.contains(&ANY_POLICY) {
             return; // (g)(ii)
         }
-        let Some(levels) = self.levels.as_mut() else { return };
+        let Some(levels) = self.levels.as_mut() else {
+            return;
+        };
         let n = levels.len() - 1;
         if n == 0 {
             return;
@@ -261,8 +310,13 @@ impl PolicyTree {
         let mut additions: Vec<Node> = Vec::new();
         if let Some((any_idx, parent)) = any_leaf {
             for p in initial.iter().filter(|p| **p != ANY_POLICY) {
-                if !node_set_policies.contains(p) && !additions.iter().any(|a| a.valid_policy == *p) {
-                    additions.push(Node { valid_policy: *p, expected: vec![*p], parent });
+                if !node_set_policies.contains(p) && !additions.iter().any(|a| a.valid_policy == *p)
+                {
+                    additions.push(Node {
+                        valid_policy: *p,
+                        expected: vec![*p],
+                        parent,
+                    });
                 }
             }
             deleted[n][any_idx] = true;
@@ -302,7 +356,7 @@ impl PolicyTree {
                 for a in additions.iter_mut() {
                     a.parent = new_index[a.parent];
                 }
-                levels[n].extend(additions.drain(..));
+                levels[n].append(&mut additions);
             }
         }
         // (g)(iii)(4): prune.
@@ -353,7 +407,8 @@ mod tests {
         t.process_certificate(&[P1], false).unwrap();
         t.apply_mappings(&[(P1, P2)], true).unwrap();
         t.process_certificate(&[P2], false).unwrap();
-        assert_eq!(t.leaf_policies(), vec![P2]);
+        // Reported in the anchor's policy domain: P1, which the CA mapped to P2.
+        assert_eq!(t.leaf_policies(), vec![P1]);
 
         let mut t = PolicyTree::new();
         t.process_certificate(&[P1], false).unwrap();
@@ -386,8 +441,10 @@ mod tests {
         let many: Vec<ObjectIdentifier> = (0..200u32)
             .map(|i| ObjectIdentifier::new(&format!("1.2.3.{i}")).unwrap())
             .collect();
-        let mappings: Vec<(ObjectIdentifier, ObjectIdentifier)> =
-            many.iter().flat_map(|a| many.iter().map(move |b| (*a, *b))).collect();
+        let mappings: Vec<(ObjectIdentifier, ObjectIdentifier)> = many
+            .iter()
+            .flat_map(|a| many.iter().map(move |b| (*a, *b)))
+            .collect();
         let mut t = PolicyTree::new();
         t.process_certificate(&many, false).unwrap();
         t.apply_mappings(&mappings, true).unwrap();

@@ -46,7 +46,11 @@ impl Hash {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum SignatureAlgorithm {
     RsaPkcs1(Hash),
-    RsaPss { hash: Hash, mgf1_hash: Hash, salt_len: u16 },
+    RsaPss {
+        hash: Hash,
+        mgf1_hash: Hash,
+        salt_len: u16,
+    },
     Ecdsa(Hash),
     Dsa,
     /// Any other algorithm, by its OID in dotted form.
@@ -57,8 +61,15 @@ impl fmt::Display for SignatureAlgorithm {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             SignatureAlgorithm::RsaPkcs1(h) => write!(f, "RSA PKCS#1 v1.5 with {h:?}"),
-            SignatureAlgorithm::RsaPss { hash, mgf1_hash, salt_len } => {
-                write!(f, "RSA-PSS with {hash:?} (MGF1 {mgf1_hash:?}, salt {salt_len})")
+            SignatureAlgorithm::RsaPss {
+                hash,
+                mgf1_hash,
+                salt_len,
+            } => {
+                write!(
+                    f,
+                    "RSA-PSS with {hash:?} (MGF1 {mgf1_hash:?}, salt {salt_len})"
+                )
             }
             SignatureAlgorithm::Ecdsa(h) => write!(f, "ECDSA with {h:?}"),
             SignatureAlgorithm::Dsa => write!(f, "DSA"),
@@ -85,7 +96,11 @@ impl SignatureAlgorithm {
     pub fn from_der(alg_id: &[u8]) -> Result<SignatureAlgorithm, DerError> {
         let mut r = Reader::new(der::single(alg_id, tag::SEQUENCE)?);
         let oid = r.value(tag::OID)?;
-        let params = if r.is_empty() { None } else { Some(r.read_any()?) };
+        let params = if r.is_empty() {
+            None
+        } else {
+            Some(r.read_any()?)
+        };
         r.finish()?;
         let no_params_or_null = params.is_none_or(|p| p.tag == tag::NULL && p.value.is_empty());
         let alg = match oid {
@@ -101,7 +116,9 @@ impl SignatureAlgorithm {
                 match (hash, last) {
                     (Some(h), _) => {
                         if !no_params_or_null {
-                            return Err(DerError::BadValue("RSA signature parameters (must be NULL)"));
+                            return Err(DerError::BadValue(
+                                "RSA signature parameters (must be NULL)",
+                            ));
                         }
                         SignatureAlgorithm::RsaPkcs1(h)
                     }
@@ -120,7 +137,11 @@ impl SignatureAlgorithm {
                 };
                 match hash {
                     Some(h) if params.is_none() => SignatureAlgorithm::Ecdsa(h),
-                    Some(_) => return Err(DerError::BadValue("ECDSA signature parameters (must be absent)")),
+                    Some(_) => {
+                        return Err(DerError::BadValue(
+                            "ECDSA signature parameters (must be absent)",
+                        ))
+                    }
                     None => SignatureAlgorithm::Other(oid_text(oid)),
                 }
             }
@@ -136,7 +157,11 @@ impl SignatureAlgorithm {
 fn parse_pss_params(params: Option<&[u8]>) -> Result<SignatureAlgorithm, DerError> {
     let (mut hash, mut mgf1_hash, mut salt_len) = (Hash::Sha1, Hash::Sha1, 20u16);
     let Some(raw) = params else {
-        return Ok(SignatureAlgorithm::RsaPss { hash, mgf1_hash, salt_len });
+        return Ok(SignatureAlgorithm::RsaPss {
+            hash,
+            mgf1_hash,
+            salt_len,
+        });
     };
     let mut r = Reader::new(der::single(raw, tag::SEQUENCE)?);
     if let Some(h) = r.optional(tag::context_constructed(0))? {
@@ -145,7 +170,9 @@ fn parse_pss_params(params: Option<&[u8]>) -> Result<SignatureAlgorithm, DerErro
     if let Some(m) = r.optional(tag::context_constructed(1))? {
         let mut a = Reader::new(der::single(m.value, tag::SEQUENCE)?);
         if a.value(tag::OID)? != OID_MGF1 {
-            return Err(DerError::BadValue("RSA-PSS mask generation function (only MGF1 is defined)"));
+            return Err(DerError::BadValue(
+                "RSA-PSS mask generation function (only MGF1 is defined)",
+            ));
         }
         mgf1_hash = hash_alg(a.read(tag::SEQUENCE)?.raw)?;
         a.finish()?;
@@ -160,7 +187,11 @@ fn parse_pss_params(params: Option<&[u8]>) -> Result<SignatureAlgorithm, DerErro
         }
     }
     r.finish()?;
-    Ok(SignatureAlgorithm::RsaPss { hash, mgf1_hash, salt_len })
+    Ok(SignatureAlgorithm::RsaPss {
+        hash,
+        mgf1_hash,
+        salt_len,
+    })
 }
 
 fn hash_alg(alg_id: &[u8]) -> Result<Hash, DerError> {
@@ -188,14 +219,20 @@ pub struct AlgorithmPolicy {
 impl Default for AlgorithmPolicy {
     /// Refuses SHA-1 and RSA keys under 2048 bits.
     fn default() -> Self {
-        AlgorithmPolicy { allow_sha1: false, min_rsa_bits: 2048 }
+        AlgorithmPolicy {
+            allow_sha1: false,
+            min_rsa_bits: 2048,
+        }
     }
 }
 
 impl AlgorithmPolicy {
     /// Accepts SHA-1 and RSA-1024, for historical test suites such as NIST PKITS.
     pub fn legacy() -> Self {
-        AlgorithmPolicy { allow_sha1: true, min_rsa_bits: 1024 }
+        AlgorithmPolicy {
+            allow_sha1: true,
+            min_rsa_bits: 1024,
+        }
     }
 }
 
@@ -229,7 +266,11 @@ impl PublicKey {
         let mut r = Reader::new(der::single(spki, tag::SEQUENCE)?);
         let mut alg = Reader::new(r.value(tag::SEQUENCE)?);
         let oid = alg.value(tag::OID)?;
-        let params = if alg.is_empty() { None } else { Some(alg.read_any()?) };
+        let params = if alg.is_empty() {
+            None
+        } else {
+            Some(alg.read_any()?)
+        };
         alg.finish()?;
         let key = r.value(tag::BIT_STRING)?;
         r.finish()?;
@@ -243,18 +284,28 @@ impl PublicKey {
                 Some(&b) if b != 0 => n.len() * 8 - b.leading_zeros() as usize,
                 _ => return Err(DerError::BadValue("RSA modulus")),
             };
-            Ok(PublicKey::Rsa { pkcs1: key.to_vec(), bits })
+            Ok(PublicKey::Rsa {
+                pkcs1: key.to_vec(),
+                bits,
+            })
         } else if oid == OID_EC_PUBLIC_KEY {
             let curve = match params {
                 Some(p) if p.tag == tag::OID => p.value,
-                _ => return Err(DerError::BadValue("EC public key parameters (named curve required)")),
+                _ => {
+                    return Err(DerError::BadValue(
+                        "EC public key parameters (named curve required)",
+                    ))
+                }
             };
             let p384 = match curve {
                 OID_P256 => false,
                 OID_P384 => true,
                 other => return Ok(PublicKey::Other(format!("EC curve {}", oid_text(other)))),
             };
-            Ok(PublicKey::Ec { point: key.to_vec(), p384 })
+            Ok(PublicKey::Ec {
+                point: key.to_vec(),
+                p384,
+            })
         } else {
             Ok(PublicKey::Other(oid_text(oid)))
         }
@@ -289,7 +340,9 @@ pub fn check_policy(
 ) -> Result<(), SignatureError> {
     let hash = match alg {
         SignatureAlgorithm::RsaPkcs1(h) | SignatureAlgorithm::Ecdsa(h) => Some(*h),
-        SignatureAlgorithm::RsaPss { hash, mgf1_hash, .. } => {
+        SignatureAlgorithm::RsaPss {
+            hash, mgf1_hash, ..
+        } => {
             if *mgf1_hash == Hash::Sha1 && !policy.allow_sha1 {
                 return Err(SignatureError::Weak(alg.to_string()));
             }
@@ -332,7 +385,14 @@ pub fn verify(
             };
             (a, pkcs1)
         }
-        (SignatureAlgorithm::RsaPss { hash, mgf1_hash, salt_len }, PublicKey::Rsa { pkcs1, .. }) => {
+        (
+            SignatureAlgorithm::RsaPss {
+                hash,
+                mgf1_hash,
+                salt_len,
+            },
+            PublicKey::Rsa { pkcs1, .. },
+        ) => {
             if hash != mgf1_hash {
                 return Err(unsupported());
             }
@@ -373,19 +433,33 @@ mod tests {
     #[test]
     fn parses_algorithm_identifiers() {
         let sha256_rsa = hex::decode("300d06092a864886f70d01010b0500").unwrap();
-        assert_eq!(SignatureAlgorithm::from_der(&sha256_rsa).unwrap(), SignatureAlgorithm::RsaPkcs1(Hash::Sha256));
+        assert_eq!(
+            SignatureAlgorithm::from_der(&sha256_rsa).unwrap(),
+            SignatureAlgorithm::RsaPkcs1(Hash::Sha256)
+        );
         let ecdsa = hex::decode("300a06082a8648ce3d040302").unwrap();
-        assert_eq!(SignatureAlgorithm::from_der(&ecdsa).unwrap(), SignatureAlgorithm::Ecdsa(Hash::Sha256));
+        assert_eq!(
+            SignatureAlgorithm::from_der(&ecdsa).unwrap(),
+            SignatureAlgorithm::Ecdsa(Hash::Sha256)
+        );
         // RSASSA-PSS, SHA-256, MGF1-SHA-256, salt 32.
         let pss = hex::decode("304106092a864886f70d01010a3034a00f300d06096086480165030402010500a11c301a06092a864886f70d010108300d06096086480165030402010500a203020120").unwrap();
         assert_eq!(
             SignatureAlgorithm::from_der(&pss).unwrap(),
-            SignatureAlgorithm::RsaPss { hash: Hash::Sha256, mgf1_hash: Hash::Sha256, salt_len: 32 }
+            SignatureAlgorithm::RsaPss {
+                hash: Hash::Sha256,
+                mgf1_hash: Hash::Sha256,
+                salt_len: 32
+            }
         );
         let pss_default = hex::decode("300b06092a864886f70d01010a").unwrap();
         assert_eq!(
             SignatureAlgorithm::from_der(&pss_default).unwrap(),
-            SignatureAlgorithm::RsaPss { hash: Hash::Sha1, mgf1_hash: Hash::Sha1, salt_len: 20 }
+            SignatureAlgorithm::RsaPss {
+                hash: Hash::Sha1,
+                mgf1_hash: Hash::Sha1,
+                salt_len: 20
+            }
         );
         assert!(SignatureAlgorithm::from_der(&sha256_rsa[..5]).is_err());
     }
@@ -396,18 +470,35 @@ mod tests {
         let pkcs8 = EcdsaKeyPair::generate_pkcs8(&ECDSA_P256_SHA256_ASN1_SIGNING, &rng).unwrap();
         let kp = EcdsaKeyPair::from_pkcs8(&ECDSA_P256_SHA256_ASN1_SIGNING, pkcs8.as_ref()).unwrap();
         let sig = kp.sign(&rng, b"message").unwrap();
-        let key = PublicKey::Ec { point: kp.public_key().as_ref().to_vec(), p384: false };
+        let key = PublicKey::Ec {
+            point: kp.public_key().as_ref().to_vec(),
+            p384: false,
+        };
         let alg = SignatureAlgorithm::Ecdsa(Hash::Sha256);
         let pol = AlgorithmPolicy::default();
         verify(&alg, &key, b"message", sig.as_ref(), &pol).unwrap();
-        assert_eq!(verify(&alg, &key, b"other", sig.as_ref(), &pol), Err(SignatureError::Invalid));
+        assert_eq!(
+            verify(&alg, &key, b"other", sig.as_ref(), &pol),
+            Err(SignatureError::Invalid)
+        );
         let sha1 = SignatureAlgorithm::Ecdsa(Hash::Sha1);
-        assert!(matches!(verify(&sha1, &key, b"message", sig.as_ref(), &pol), Err(SignatureError::Weak(_))));
-        let rsa1024 = PublicKey::Rsa { pkcs1: vec![], bits: 1024 };
+        assert!(matches!(
+            verify(&sha1, &key, b"message", sig.as_ref(), &pol),
+            Err(SignatureError::Weak(_))
+        ));
+        let rsa1024 = PublicKey::Rsa {
+            pkcs1: vec![],
+            bits: 1024,
+        };
         assert!(matches!(
             check_policy(&SignatureAlgorithm::RsaPkcs1(Hash::Sha256), &rsa1024, &pol),
             Err(SignatureError::Weak(_))
         ));
-        check_policy(&SignatureAlgorithm::RsaPkcs1(Hash::Sha1), &rsa1024, &AlgorithmPolicy::legacy()).unwrap();
+        check_policy(
+            &SignatureAlgorithm::RsaPkcs1(Hash::Sha1),
+            &rsa1024,
+            &AlgorithmPolicy::legacy(),
+        )
+        .unwrap();
     }
 }

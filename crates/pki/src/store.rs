@@ -22,9 +22,16 @@ use thiserror::Error;
 #[derive(Debug, Error)]
 pub enum StoreError {
     #[error("cannot read {path}: {source}")]
-    Io { path: PathBuf, source: std::io::Error },
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
     #[error("{origin}: certificate {index} is malformed: {source}")]
-    BadCertificate { origin: String, index: usize, source: CertError },
+    BadCertificate {
+        origin: String,
+        index: usize,
+        source: CertError,
+    },
     #[error("{origin}: {reason}")]
     BadFile { origin: String, reason: String },
 }
@@ -87,7 +94,9 @@ impl Entry {
     }
     /// The fully parsed certificate, parsed on first use.
     pub fn cert(&self) -> Result<&Arc<Cert>, &CertError> {
-        self.parsed.get_or_init(|| Cert::from_der(self.der.clone()).map(Arc::new)).as_ref()
+        self.parsed
+            .get_or_init(|| Cert::from_der(self.der.clone()).map(Arc::new))
+            .as_ref()
     }
 }
 
@@ -132,11 +141,19 @@ impl TrustStore {
     }
     /// Certificates whose subject matches `name` (RFC 5280 §7.1 comparison).
     pub fn by_subject(&self, name: &NormName) -> impl Iterator<Item = &Entry> + '_ {
-        self.by_subject.get(name).into_iter().flatten().map(|&i| &self.entries[i as usize])
+        self.by_subject
+            .get(name)
+            .into_iter()
+            .flatten()
+            .map(|&i| &self.entries[i as usize])
     }
     /// Certificates whose subject key identifier is `key_id`.
     pub fn by_key_id(&self, key_id: &[u8]) -> impl Iterator<Item = &Entry> + '_ {
-        self.by_key_id.get(key_id).into_iter().flatten().map(|&i| &self.entries[i as usize])
+        self.by_key_id
+            .get(key_id)
+            .into_iter()
+            .flatten()
+            .map(|&i| &self.entries[i as usize])
     }
 }
 
@@ -154,7 +171,10 @@ impl TrustStoreBuilder {
     }
 
     /// Like [`Self::add_anchors_from_path`] for intermediate (untrusted) CA certificates.
-    pub fn add_intermediates_from_path(&mut self, path: impl AsRef<Path>) -> Result<usize, StoreError> {
+    pub fn add_intermediates_from_path(
+        &mut self,
+        path: impl AsRef<Path>,
+    ) -> Result<usize, StoreError> {
         self.add_from_path(path.as_ref(), false)
     }
 
@@ -179,7 +199,10 @@ impl TrustStoreBuilder {
     }
 
     fn add_from_path(&mut self, path: &Path, anchor: bool) -> Result<usize, StoreError> {
-        let io = |source| StoreError::Io { path: path.to_owned(), source };
+        let io = |source| StoreError::Io {
+            path: path.to_owned(),
+            source,
+        };
         let meta = std::fs::metadata(path).map_err(io)?;
         if !meta.is_dir() {
             let data = std::fs::read(path).map_err(io)?;
@@ -188,7 +211,11 @@ impl TrustStoreBuilder {
         let mut files: Vec<PathBuf> = std::fs::read_dir(path)
             .map_err(io)?
             .filter_map(|e| e.ok())
-            .filter(|e| e.file_type().map(|t| t.is_file() || t.is_symlink()).unwrap_or(false))
+            .filter(|e| {
+                e.file_type()
+                    .map(|t| t.is_file() || t.is_symlink())
+                    .unwrap_or(false)
+            })
             .map(|e| e.path())
             .collect();
         files.sort();
@@ -215,7 +242,8 @@ impl TrustStoreBuilder {
             reason,
         })?;
         let n = certs.len();
-        self.certs.extend(certs.into_iter().map(|c| (Arc::<[u8]>::from(c), anchor)));
+        self.certs
+            .extend(certs.into_iter().map(|c| (Arc::<[u8]>::from(c), anchor)));
         Ok(n)
     }
 
@@ -244,13 +272,22 @@ impl TrustStoreBuilder {
         let mut by_subject: HashMap<NormName, Vec<u32>> = HashMap::with_capacity(entries.len());
         let mut by_key_id: HashMap<Vec<u8>, Vec<u32>> = HashMap::with_capacity(entries.len());
         for (i, e) in entries.iter().enumerate() {
-            by_subject.entry(e.subject.clone()).or_default().push(i as u32);
+            by_subject
+                .entry(e.subject.clone())
+                .or_default()
+                .push(i as u32);
             if let Some(k) = &e.subject_key_id {
                 by_key_id.entry(k.clone()).or_default().push(i as u32);
             }
         }
         let anchors = entries.iter().filter(|e| e.anchor).count();
-        TrustStore { id: next_id(), entries, by_subject, by_key_id, anchors }
+        TrustStore {
+            id: next_id(),
+            entries,
+            by_subject,
+            by_key_id,
+            anchors,
+        }
     }
 }
 
@@ -295,7 +332,9 @@ const OID_SIGNED_DATA: &[u8] = &[0x2a, 0x86, 0x48, 0x86, 0xf7, 0x0d, 0x01, 0x07,
 fn pkcs7_certificates(content_info: &[u8]) -> Result<Vec<Vec<u8>>, DerError> {
     let mut ci = Reader::new(content_info);
     if ci.value(tag::OID)? != OID_SIGNED_DATA {
-        return Err(DerError::BadValue("PKCS#7 content type (expected signedData)"));
+        return Err(DerError::BadValue(
+            "PKCS#7 content type (expected signedData)",
+        ));
     }
     let explicit = ci.value(tag::context_constructed(0))?;
     let mut sd = Reader::new(crate::der::single(explicit, tag::SEQUENCE)?);
@@ -324,17 +363,22 @@ fn certificates_from_pem(data: &[u8]) -> Result<Vec<Vec<u8>>, String> {
         let label_end = memchr::memmem::find(after, b"-----").ok_or("unterminated PEM header")?;
         let label = &after[..label_end];
         let body_start = &after[label_end + 5..];
-        let end = memchr::memmem::find(body_start, b"-----END ").ok_or("PEM block without END line")?;
+        let end =
+            memchr::memmem::find(body_start, b"-----END ").ok_or("PEM block without END line")?;
         let body = &body_start[..end];
         let tail = &body_start[end + 9..];
         let tail_end = memchr::memmem::find(tail, b"-----").ok_or("unterminated PEM END line")?;
         rest = &tail[tail_end + 5..];
         match label {
             b"CERTIFICATE" | b"X509 CERTIFICATE" => {
-                out.push(base64_decode_lenient(body).ok_or("invalid base64 in a PEM CERTIFICATE block")?);
+                out.push(
+                    base64_decode_lenient(body)
+                        .ok_or("invalid base64 in a PEM CERTIFICATE block")?,
+                );
             }
             b"PKCS7" | b"CMS" => {
-                let der = base64_decode_lenient(body).ok_or("invalid base64 in a PEM PKCS7 block")?;
+                let der =
+                    base64_decode_lenient(body).ok_or("invalid base64 in a PEM PKCS7 block")?;
                 out.extend(certificates_from_der(&der).map_err(|e| format!("PKCS#7 block: {e}"))?);
             }
             _ => {}
@@ -403,7 +447,9 @@ pub struct SharedTrustStore {
 
 impl SharedTrustStore {
     pub fn new(store: TrustStore) -> Self {
-        SharedTrustStore { inner: ArcSwap::from_pointee(store) }
+        SharedTrustStore {
+            inner: ArcSwap::from_pointee(store),
+        }
     }
     /// The current snapshot.
     pub fn load(&self) -> Arc<TrustStore> {
@@ -418,7 +464,12 @@ impl SharedTrustStore {
 impl std::fmt::Debug for SharedTrustStore {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let s = self.load();
-        write!(f, "SharedTrustStore(id {}, {} certificates)", s.id(), s.len())
+        write!(
+            f,
+            "SharedTrustStore(id {}, {} certificates)",
+            s.id(),
+            s.len()
+        )
     }
 }
 
@@ -441,7 +492,14 @@ mod tests {
         assert!(certificates_from_bytes(b"hello").is_err());
         assert!(certificates_from_bytes(&[0x30, 0x82, 0xff]).is_err());
         assert!(certificates_from_bytes(b"-----BEGIN CERTIFICATE-----\nAAAA").is_err());
-        assert_eq!(certificates_from_bytes(b"-----BEGIN PRIVATE KEY-----\nAAAA\n-----END PRIVATE KEY-----\n").unwrap().len(), 0);
+        assert_eq!(
+            certificates_from_bytes(
+                b"-----BEGIN PRIVATE KEY-----\nAAAA\n-----END PRIVATE KEY-----\n"
+            )
+            .unwrap()
+            .len(),
+            0
+        );
     }
 
     #[test]

@@ -91,8 +91,7 @@ impl Time {
     pub fn from_rfc3339(s: &str) -> Result<Time, TimeError> {
         const KIND: &str = "RFC 3339 time";
         let b = s.as_bytes();
-        if b.len() < 20 || b[4] != b'-' || b[7] != b'-' || !matches!(b[10], b'T' | b't' | b' ')
-        {
+        if b.len() < 20 || b[4] != b'-' || b[7] != b'-' || !matches!(b[10], b'T' | b't' | b' ') {
             return Err(err(KIND, "expected YYYY-MM-DDTHH:MM:SSZ"));
         }
         if b[13] != b':' || b[16] != b':' {
@@ -242,10 +241,18 @@ mod tests {
     #[test]
     fn rfc3339() {
         assert_eq!(Time::from_rfc3339("1970-01-01T00:00:00Z").unwrap(), Time(0));
-        assert_eq!(Time::from_rfc3339("1970-01-01T01:00:00+01:00").unwrap(), Time(0));
-        assert_eq!(Time::from_rfc3339("1970-01-01T00:00:01.999Z").unwrap(), Time(1));
         assert_eq!(
-            Time::from_rfc3339("2030-12-31T23:59:59Z").unwrap().to_string(),
+            Time::from_rfc3339("1970-01-01T01:00:00+01:00").unwrap(),
+            Time(0)
+        );
+        assert_eq!(
+            Time::from_rfc3339("1970-01-01T00:00:01.999Z").unwrap(),
+            Time(1)
+        );
+        assert_eq!(
+            Time::from_rfc3339("2030-12-31T23:59:59Z")
+                .unwrap()
+                .to_string(),
             "2030-12-31T23:59:59Z"
         );
         assert!(Time::from_rfc3339("2030-12-31").is_err());

@@ -120,19 +120,35 @@ pub enum ValidationError {
     #[error("certificate {subject} has different signature algorithms inside and outside the signed part")]
     AlgorithmMismatch { subject: String },
     #[error("certificate {subject} expired at {not_after} (validation time {time})")]
-    Expired { subject: String, not_after: Time, time: Time },
+    Expired {
+        subject: String,
+        not_after: Time,
+        time: Time,
+    },
     #[error("certificate {subject} is not valid before {not_before} (validation time {time})")]
-    NotYetValid { subject: String, not_before: Time, time: Time },
+    NotYetValid {
+        subject: String,
+        not_before: Time,
+        time: Time,
+    },
     #[error("certificate {subject} issues other certificates but is not a CA certificate (basicConstraints cA is not set)")]
     NotACa { subject: String },
     #[error("certificate {subject} exceeds the path length allowed by a CA above it")]
     PathLengthExceeded { subject: String },
     #[error("certificate {subject} lacks the key usage {required}")]
-    KeyUsage { subject: String, required: &'static str },
+    KeyUsage {
+        subject: String,
+        required: &'static str,
+    },
     #[error("certificate {subject} does not allow the extended key usage {required}")]
     EkuMissing { subject: String, required: String },
     #[error("certificate {subject}: {name} is {} the name constraints of {constrained_by}", if *excluded { "excluded by" } else { "not permitted by" })]
-    NameConstraints { subject: String, name: String, constrained_by: String, excluded: bool },
+    NameConstraints {
+        subject: String,
+        name: String,
+        constrained_by: String,
+        excluded: bool,
+    },
     #[error("no acceptable certificate policy at certificate {subject}: the path does not assert a policy the validation requires")]
     NoAcceptablePolicy { subject: String },
     #[error("certificate {subject} maps a policy to or from anyPolicy, which RFC 5280 forbids")]
@@ -142,16 +158,26 @@ pub enum ValidationError {
     #[error("certificate {subject} has a critical extension {oid} that is not understood")]
     UnknownCriticalExtension { subject: String, oid: String },
     #[error("certificate {subject} was revoked at {date} (reason: {reason})")]
-    Revoked { subject: String, reason: String, date: Time },
+    Revoked {
+        subject: String,
+        reason: String,
+        date: Time,
+    },
     #[error("no usable revocation information for certificate {subject}: {detail}")]
     RevocationUnavailable { subject: String, detail: String },
     #[error("the revocation information for certificate {subject} is stale (CRL nextUpdate {next_update}, validation time {time})")]
-    RevocationStale { subject: String, next_update: Time, time: Time },
+    RevocationStale {
+        subject: String,
+        next_update: Time,
+        time: Time,
+    },
     #[error("no path to a trust anchor: the issuer {issuer} of certificate {subject} is not in the trust store or among the supplied certificates")]
     NoPath { subject: String, issuer: String },
     #[error("the path from certificate {subject} would be longer than the maximum of {max} certificates")]
     DepthExceeded { subject: String, max: usize },
-    #[error("path building for certificate {subject} gave up after trying {tried} candidate issuers")]
+    #[error(
+        "path building for certificate {subject} gave up after trying {tried} candidate issuers"
+    )]
     WorkLimitExceeded { subject: String, tried: usize },
 }
 
@@ -163,9 +189,15 @@ impl ValidationError {
                 subject: subject_s,
                 issuer: issuer.subject_display().to_string(),
             },
-            SignatureError::Weak(detail) => ValidationError::WeakAlgorithm { subject: subject_s, detail },
+            SignatureError::Weak(detail) => ValidationError::WeakAlgorithm {
+                subject: subject_s,
+                detail,
+            },
             SignatureError::Unsupported(detail) | SignatureError::BadKey(detail) => {
-                ValidationError::UnsupportedAlgorithm { subject: subject_s, detail }
+                ValidationError::UnsupportedAlgorithm {
+                    subject: subject_s,
+                    detail,
+                }
             }
         }
     }
@@ -203,9 +235,21 @@ impl<'p> State<'p> {
     pub fn new(opts: &ValidationOptions, n: usize) -> Self {
         State {
             tree: PolicyTree::new(),
-            explicit_policy: if opts.initial_explicit_policy { 0 } else { n + 1 },
-            inhibit_any_policy: if opts.initial_any_policy_inhibit { 0 } else { n + 1 },
-            policy_mapping: if opts.initial_policy_mapping_inhibit { 0 } else { n + 1 },
+            explicit_policy: if opts.initial_explicit_policy {
+                0
+            } else {
+                n + 1
+            },
+            inhibit_any_policy: if opts.initial_any_policy_inhibit {
+                0
+            } else {
+                n + 1
+            },
+            policy_mapping: if opts.initial_policy_mapping_inhibit {
+                0
+            } else {
+                n + 1
+            },
             max_path_length: n,
             constraints: Vec::new(),
         }
@@ -219,66 +263,105 @@ fn subject(c: &Cert) -> String {
 /// §6.1.3 (a)(2): the certificate validity period includes the validation time.
 pub(crate) fn check_validity(c: &Cert, time: Time) -> Result<(), ValidationError> {
     if time < c.not_before {
-        return Err(ValidationError::NotYetValid { subject: subject(c), not_before: c.not_before, time });
+        return Err(ValidationError::NotYetValid {
+            subject: subject(c),
+            not_before: c.not_before,
+            time,
+        });
     }
     if time > c.not_after {
-        return Err(ValidationError::Expired { subject: subject(c), not_after: c.not_after, time });
+        return Err(ValidationError::Expired {
+            subject: subject(c),
+            not_after: c.not_after,
+            time,
+        });
     }
     Ok(())
 }
 
 /// §6.1.3 (b)-(c): subject names within every permitted subtree and outside every excluded
 /// one; skipped for self-issued certificates other than the last.
-pub(crate) fn check_name_constraints(c: &Cert, state: &State<'_>, last: bool) -> Result<(), ValidationError> {
+pub(crate) fn check_name_constraints(
+    c: &Cert,
+    state: &State<'_>,
+    last: bool,
+) -> Result<(), ValidationError> {
     if state.constraints.is_empty() || (!last && c.is_self_issued()) {
         return Ok(());
     }
     let names = crate::nc::names_of(c);
     for (nc, by) in &state.constraints {
-        crate::nc::check(&names, nc, c.subject_display()).map_err(|v| ValidationError::NameConstraints {
-            subject: subject(c),
-            name: v.name,
-            constrained_by: by.to_string(),
-            excluded: v.excluded,
+        crate::nc::check(&names, nc, c.subject_display()).map_err(|v| {
+            ValidationError::NameConstraints {
+                subject: subject(c),
+                name: v.name,
+                constrained_by: by.to_string(),
+                excluded: v.excluded,
+            }
         })?;
     }
     Ok(())
 }
 
 /// §6.1.3 (d)-(f): extend the valid policy tree with certificate `i` of `n`.
-pub(crate) fn process_policies(c: &Cert, state: &mut State<'_>, i: usize, n: usize) -> Result<(), ValidationError> {
+pub(crate) fn process_policies(
+    c: &Cert,
+    state: &mut State<'_>,
+    i: usize,
+    n: usize,
+) -> Result<(), ValidationError> {
     match &c.ext.policies {
         Some(policies) => {
             let any_allowed = state.inhibit_any_policy > 0 || (i < n && c.is_self_issued());
             state
                 .tree
                 .process_certificate(policies, any_allowed)
-                .map_err(|_| ValidationError::PolicyTreeTooLarge { subject: subject(c) })?;
+                .map_err(|_| ValidationError::PolicyTreeTooLarge {
+                    subject: subject(c),
+                })?;
         }
         None => state.tree.set_null(),
     }
     if state.explicit_policy == 0 && state.tree.is_null() {
-        return Err(ValidationError::NoAcceptablePolicy { subject: subject(c) });
+        return Err(ValidationError::NoAcceptablePolicy {
+            subject: subject(c),
+        });
     }
     Ok(())
 }
 
 /// §6.1.4 (a)-(b): policy mappings (none to or from anyPolicy).
-pub(crate) fn process_policy_mappings(c: &Cert, state: &mut State<'_>) -> Result<(), ValidationError> {
-    let Some(mappings) = &c.ext.policy_mappings else { return Ok(()) };
-    if mappings.iter().any(|(a, b)| *a == ANY_POLICY || *b == ANY_POLICY) {
-        return Err(ValidationError::AnyPolicyMapping { subject: subject(c) });
+pub(crate) fn process_policy_mappings(
+    c: &Cert,
+    state: &mut State<'_>,
+) -> Result<(), ValidationError> {
+    let Some(mappings) = &c.ext.policy_mappings else {
+        return Ok(());
+    };
+    if mappings
+        .iter()
+        .any(|(a, b)| *a == ANY_POLICY || *b == ANY_POLICY)
+    {
+        return Err(ValidationError::AnyPolicyMapping {
+            subject: subject(c),
+        });
     }
     state
         .tree
         .apply_mappings(mappings, state.policy_mapping > 0)
-        .map_err(|_| ValidationError::PolicyTreeTooLarge { subject: subject(c) })
+        .map_err(|_| ValidationError::PolicyTreeTooLarge {
+            subject: subject(c),
+        })
 }
 
 /// §6.1.4 (h)-(j): policy counters.
 pub(crate) fn update_policy_counters(c: &Cert, state: &mut State<'_>) {
     if !c.is_self_issued() {
-        for v in [&mut state.explicit_policy, &mut state.policy_mapping, &mut state.inhibit_any_policy] {
+        for v in [
+            &mut state.explicit_policy,
+            &mut state.policy_mapping,
+            &mut state.inhibit_any_policy,
+        ] {
             *v = v.saturating_sub(1);
         }
     }
@@ -300,7 +383,9 @@ pub(crate) fn check_is_ca(c: &Cert) -> Result<(), ValidationError> {
     if c.version == 2 && c.is_ca() {
         Ok(())
     } else {
-        Err(ValidationError::NotACa { subject: subject(c) })
+        Err(ValidationError::NotACa {
+            subject: subject(c),
+        })
     }
 }
 
@@ -308,7 +393,9 @@ pub(crate) fn check_is_ca(c: &Cert) -> Result<(), ValidationError> {
 pub(crate) fn check_path_length(c: &Cert, state: &mut State<'_>) -> Result<(), ValidationError> {
     if !c.is_self_issued() {
         if state.max_path_length == 0 {
-            return Err(ValidationError::PathLengthExceeded { subject: subject(c) });
+            return Err(ValidationError::PathLengthExceeded {
+                subject: subject(c),
+            });
         }
         state.max_path_length -= 1;
     }
@@ -321,9 +408,10 @@ pub(crate) fn check_path_length(c: &Cert, state: &mut State<'_>) -> Result<(), V
 /// §6.1.4 (n): a CA key that signs certificates must allow keyCertSign.
 pub(crate) fn check_key_cert_sign(c: &Cert) -> Result<(), ValidationError> {
     match c.ext.key_usage {
-        Some(ku) if ku & key_usage::KEY_CERT_SIGN == 0 => {
-            Err(ValidationError::KeyUsage { subject: subject(c), required: "keyCertSign" })
-        }
+        Some(ku) if ku & key_usage::KEY_CERT_SIGN == 0 => Err(ValidationError::KeyUsage {
+            subject: subject(c),
+            required: "keyCertSign",
+        }),
         _ => Ok(()),
     }
 }
@@ -331,19 +419,30 @@ pub(crate) fn check_key_cert_sign(c: &Cert) -> Result<(), ValidationError> {
 /// §6.1.4 (o) and §6.1.5 (f): no critical extension left unprocessed.
 pub(crate) fn check_critical_extensions(c: &Cert) -> Result<(), ValidationError> {
     match c.ext.unknown_critical.first() {
-        Some(oid) => Err(ValidationError::UnknownCriticalExtension { subject: subject(c), oid: oid.to_string() }),
+        Some(oid) => Err(ValidationError::UnknownCriticalExtension {
+            subject: subject(c),
+            oid: oid.to_string(),
+        }),
         None => Ok(()),
     }
 }
 
 /// Local policy: the end entity's extendedKeyUsage, when present, allows the required purpose.
-pub(crate) fn check_eku(c: &Cert, required: Option<&ObjectIdentifier>) -> Result<(), ValidationError> {
+pub(crate) fn check_eku(
+    c: &Cert,
+    required: Option<&ObjectIdentifier>,
+) -> Result<(), ValidationError> {
     const ANY_EKU: ObjectIdentifier = ObjectIdentifier::new_unwrap("2.5.29.37.0");
-    let (Some(req), Some(list)) = (required, &c.ext.ext_key_usage) else { return Ok(()) };
+    let (Some(req), Some(list)) = (required, &c.ext.ext_key_usage) else {
+        return Ok(());
+    };
     if list.contains(req) || list.contains(&ANY_EKU) {
         Ok(())
     } else {
-        Err(ValidationError::EkuMissing { subject: subject(c), required: req.to_string() })
+        Err(ValidationError::EkuMissing {
+            subject: subject(c),
+            required: req.to_string(),
+        })
     }
 }
 
@@ -395,22 +494,40 @@ fn wrap_up(
     state.tree.intersect(&opts.initial_policy_set);
     let user = state.tree.leaf_policies();
     if state.explicit_policy == 0 && state.tree.is_null() {
-        return Err(ValidationError::NoAcceptablePolicy { subject: subject(leaf) });
+        return Err(ValidationError::NoAcceptablePolicy {
+            subject: subject(leaf),
+        });
     }
     Ok((authorities, user))
 }
 
 /// Verifies the signature on `c` with `issuer`'s key (RFC 5280 §6.1.3 (a)(1)), including the
 /// requirement that the inner and outer algorithm identifiers agree.
-pub(crate) fn check_signature(c: &Cert, issuer: &Cert, opts: &ValidationOptions) -> Result<(), ValidationError> {
+pub(crate) fn check_signature(
+    c: &Cert,
+    issuer: &Cert,
+    opts: &ValidationOptions,
+) -> Result<(), ValidationError> {
     if !c.algorithms_match {
-        return Err(ValidationError::AlgorithmMismatch { subject: subject(c) });
+        return Err(ValidationError::AlgorithmMismatch {
+            subject: subject(c),
+        });
     }
     if !c.signature_encoding_ok {
-        return Err(ValidationError::from_signature(c, issuer, SignatureError::Invalid));
+        return Err(ValidationError::from_signature(
+            c,
+            issuer,
+            SignatureError::Invalid,
+        ));
     }
-    sig::verify(&c.signature_algorithm, &issuer.public_key, c.tbs(), c.signature(), &opts.algorithms)
-        .map_err(|e| ValidationError::from_signature(c, issuer, e))
+    sig::verify(
+        &c.signature_algorithm,
+        &issuer.public_key,
+        c.tbs(),
+        c.signature(),
+        &opts.algorithms,
+    )
+    .map_err(|e| ValidationError::from_signature(c, issuer, e))
 }
 
 pub(crate) fn revoked_error(c: &Cert, reason: Option<Reason>, date: Time) -> ValidationError {

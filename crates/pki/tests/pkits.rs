@@ -22,7 +22,11 @@ fn pkits_dir() -> PathBuf {
 
 fn oids(v: &Value) -> Vec<ObjectIdentifier> {
     v.as_array()
-        .map(|a| a.iter().map(|s| ObjectIdentifier::new(s.as_str().expect("OID string")).expect("valid OID")).collect())
+        .map(|a| {
+            a.iter()
+                .map(|s| ObjectIdentifier::new(s.as_str().expect("OID string")).expect("valid OID"))
+                .collect()
+        })
         .unwrap_or_default()
 }
 
@@ -43,8 +47,12 @@ fn pkits() {
         )
     });
     let manifest: Value = serde_json::from_slice(&manifest).expect("pkits.json is valid JSON");
-    let time = Time::from_rfc3339(manifest["validation_time"].as_str().expect("validation_time"))
-        .expect("validation_time is RFC 3339");
+    let time = Time::from_rfc3339(
+        manifest["validation_time"]
+            .as_str()
+            .expect("validation_time"),
+    )
+    .expect("validation_time is RFC 3339");
     let cases = manifest["cases"].as_array().expect("cases array");
     assert!(!cases.is_empty(), "the PKITS manifest lists no cases");
 
@@ -57,27 +65,46 @@ fn pkits() {
             skipped += 1;
             continue;
         }
-        let names: Vec<&str> = case["certs"].as_array().expect("certs").iter().map(|v| v.as_str().unwrap()).collect();
-        let certs: Vec<Vec<u8>> = names.iter().map(|n| read(&dir, "certs", n, "crt")).collect();
+        let names: Vec<&str> = case["certs"]
+            .as_array()
+            .expect("certs")
+            .iter()
+            .map(|v| v.as_str().unwrap())
+            .collect();
+        let certs: Vec<Vec<u8>> = names
+            .iter()
+            .map(|n| read(&dir, "certs", n, "crt"))
+            .collect();
         let mut store = TrustStore::builder();
         store.add_anchor_der(certs[0].clone());
         let store = store.build();
         let mut crls = CrlSet::builder();
         for n in case["crls"].as_array().expect("crls") {
-            crls.add_der(read(&dir, "crls", n.as_str().unwrap(), "crl")).expect("PKITS CRLs parse");
+            crls.add_der(read(&dir, "crls", n.as_str().unwrap(), "crl"))
+                .expect("PKITS CRLs parse");
         }
         let crls = crls.build();
         let opts = ValidationOptions {
             time,
             initial_policy_set: oids(&case["initial_policy_set"]),
             initial_explicit_policy: case["initial_explicit_policy"].as_bool().unwrap_or(false),
-            initial_policy_mapping_inhibit: case["initial_policy_mapping_inhibit"].as_bool().unwrap_or(false),
-            initial_any_policy_inhibit: case["initial_any_policy_inhibit"].as_bool().unwrap_or(false),
-            revocation: RevocationPolicy { mode: RevocationMode::Require, grace: Default::default() },
+            initial_policy_mapping_inhibit: case["initial_policy_mapping_inhibit"]
+                .as_bool()
+                .unwrap_or(false),
+            initial_any_policy_inhibit: case["initial_any_policy_inhibit"]
+                .as_bool()
+                .unwrap_or(false),
+            revocation: RevocationPolicy {
+                mode: RevocationMode::Require,
+                grace: Default::default(),
+            },
             algorithms: AlgorithmPolicy::legacy(),
             ..ValidationOptions::default()
         };
-        let inter: Vec<&[u8]> = certs[1..certs.len() - 1].iter().map(Vec::as_slice).collect();
+        let inter: Vec<&[u8]> = certs[1..certs.len() - 1]
+            .iter()
+            .map(Vec::as_slice)
+            .collect();
         let leaf = certs.last().expect("a case has certificates");
         let expected = case["expected_valid"].as_bool().expect("expected_valid");
         let result = validate(&store, leaf, &inter, &crls, &opts);
@@ -87,7 +114,9 @@ fn pkits() {
             (Err(e), true) => Some(format!("expected valid, got invalid: {e}")),
         };
         if failure.is_none() {
-            if let (Ok(path), Some(exp)) = (&result, case.get("expected_user_constrained_policy_set")) {
+            if let (Ok(path), Some(exp)) =
+                (&result, case.get("expected_user_constrained_policy_set"))
+            {
                 let mut want = oids(exp);
                 let mut got = path.user_constrained_policy_set().to_vec();
                 want.sort();
@@ -109,7 +138,13 @@ fn pkits() {
     for f in &failures {
         eprintln!("FAIL {f}");
     }
-    println!("PKITS: {passed} passed, {} failed, {skipped} skipped (DSA)", failures.len());
-    eprintln!("PKITS: {passed} passed, {} failed, {skipped} skipped (DSA)", failures.len());
+    println!(
+        "PKITS: {passed} passed, {} failed, {skipped} skipped (DSA)",
+        failures.len()
+    );
+    eprintln!(
+        "PKITS: {passed} passed, {} failed, {skipped} skipped (DSA)",
+        failures.len()
+    );
     assert!(failures.is_empty(), "{} PKITS cases failed", failures.len());
 }
