@@ -1,0 +1,225 @@
+//! CRL fetching against a tiny HTTP server on 127.0.0.1 run by the test.
+
+use pki::fetch::{distribution_points, CrlFetcher, FetchConfig, FetchError};
+use pki::issue::{CardOptions, CrlBuilder, TestPki, TestPkiOptions, DAY};
+use std::io::{BufRead, BufReader, Write};
+use std::net::TcpListener;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+/// What the server answers for a path.
+#[derive(Clone)]
+enum Answer {
+    Body(Vec<u8>),
+    Status(u16),
+    /// Accept, read the request, then never answer.
+    Hang,
+}
+
+struct Server {
+    base: String,
+    routes: Arc<Mutex<Vec<(String, Answer)>>>,
+    requests: Arc<AtomicUsize>,
+}
+
+impl Server {
+    fn start() -> Server {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let base = format!("http://{}", listener.local_addr().unwrap());
+        let routes: Arc<Mutex<Vec<(String, Answer)>>> = Arc::default();
+        let requests = Arc::new(AtomicUsize::new(0));
+        let (r, n) = (routes.clone(), requests.clone());
+        std::thread::spawn(move || {
+            for stream in listener.incoming() {
+                let Ok(mut stream) = stream else { break };
+                let r = r.clone();
+                let n = n.clone();
+                std::thread::spawn(move || {
+                    let mut reader = BufReader::new(stream.try_clone().unwrap());
+                    let mut line = String::new();
+                    if reader.read_line(&mut line).is_err() {
+                        return;
+                    }
+                    let path = line.split_whitespace().nth(1).unwrap_or("/").to_string();
+                    loop {
+                        let mut h = String::new();
+                        if reader.read_line(&mut h).unwrap_or(0) == 0 || h == "\r\n" {
+                            break;
+                        }
+                    }
+                    n.fetch_add(1, Ordering::SeqCst);
+                    let answer = r
+                        .lock()
+                        .unwrap()
+                        .iter()
+                        .find(|(p, _)| *p == path)
+                        .map(|(_, a)| a.clone())
+                        .unwrap_or(Answer::Status(404));
+                    match answer {
+                        Answer::Body(b) => {
+                            let _ = write!(
+                                stream,
+                                "HTTP/1.1 200 OK\r\nContent-Type: application/pkix-crl\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+                                b.len()
+                            );
+                            let _ = stream.write_all(&b);
+                        }
+                        Answer::Status(s) => {
+                            let _ = write!(
+                                stream,
+                                "HTTP/1.1 {s} Nope\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+                            );
+                        }
+                        Answer::Hang => std::thread::sleep(Duration::from_secs(5)),
+                    }
+                });
+            }
+        });
+        Server {
+            base,
+            routes,
+            requests,
+        }
+    }
+
+    fn route(&self, path: &str, answer: Answer) {
+        let mut r = self.routes.lock().unwrap();
+        r.retain(|(p, _)| p != path);
+        r.push((path.to_string(), answer));
+    }
+
+    fn count(&self) -> usize {
+        self.requests.load(Ordering::SeqCst)
+    }
+}
+
+fn config() -> FetchConfig {
+    FetchConfig {
+        timeout: Duration::from_millis(500),
+        max_bytes: 1 << 20,
+        retry_after_secs: 30,
+        default_lifetime_secs: 3_600,
+    }
+}
+
+#[test]
+fn fetches_caches_until_next_update_and_refetches() {
+    let server = Server::start();
+    let pki = TestPki::generate(TestPkiOptions {
+        crl_base_url: Some(format!("{}/crl", server.base)),
+        ..Default::default()
+    })
+    .unwrap();
+    let card = pki.issue_card(&CardOptions::default()).unwrap();
+    let leaf = &card.slot(0x9A).unwrap().certificate;
+    let url = format!("{}/crl/intermediate.crl", server.base);
+    assert_eq!(distribution_points(leaf).unwrap(), vec![url.clone()]);
+    server.route(
+        "/crl/intermediate.crl",
+        Answer::Body(pki.intermediate_crl_der().to_vec()),
+    );
+
+    let fetcher = CrlFetcher::new(config());
+    let now = pki::issue::now();
+    let crl = fetcher.fetch_for(leaf, now).unwrap();
+    assert_eq!(crl.der.as_slice(), pki.intermediate_crl_der());
+    assert!(crl.next_update.unwrap() > now);
+    assert_eq!(server.count(), 1);
+    // Cached until nextUpdate.
+    fetcher.fetch_for(leaf, now + DAY).unwrap();
+    assert_eq!(server.count(), 1);
+    // After nextUpdate a new copy is fetched.
+    let later = crl.next_update.unwrap() + 1;
+    let newer = CrlBuilder::new()
+        .crl_number(9)
+        .update_times(later, Some(later + DAY))
+        .sign(pki.intermediate_der(), pki.intermediate_key())
+        .unwrap();
+    server.route("/crl/intermediate.crl", Answer::Body(newer.clone()));
+    let crl2 = fetcher.fetch_for(leaf, later).unwrap();
+    assert_eq!(server.count(), 2);
+    assert_eq!(crl2.der.as_slice(), newer.as_slice());
+
+    // The intermediate points at the root's CRL, which is not served: the
+    // failure is reported beside the CRL that was obtained.
+    let (crls, errors) = fetcher.fetch_for_chain(
+        &[leaf.as_slice(), pki.intermediate_der(), pki.root_der()],
+        later,
+    );
+    assert_eq!(crls.len(), 1);
+    assert_eq!(errors.len(), 1);
+    assert!(
+        matches!(&errors[0], FetchError::Http { status: 404, .. }),
+        "{errors:?}"
+    );
+}
+
+#[test]
+fn reports_http_errors_garbage_size_and_scheme() {
+    let server = Server::start();
+    let fetcher = CrlFetcher::new(config());
+    let now = 1_000;
+    let missing = format!("{}/missing.crl", server.base);
+    assert!(matches!(
+        fetcher.fetch_url(&missing, now),
+        Err(FetchError::Http { status: 404, .. })
+    ));
+    // A recent failure is answered without asking the server again.
+    let before = server.count();
+    assert!(matches!(
+        fetcher.fetch_url(&missing, now + 1),
+        Err(FetchError::Backoff { .. })
+    ));
+    assert_eq!(server.count(), before);
+
+    server.route("/garbage.crl", Answer::Body(b"not a CRL at all".to_vec()));
+    assert!(matches!(
+        fetcher.fetch_url(&format!("{}/garbage.crl", server.base), now),
+        Err(FetchError::NotACrl { .. })
+    ));
+    server.route("/big.crl", Answer::Body(vec![0x30; (1 << 20) + 10]));
+    assert!(matches!(
+        fetcher.fetch_url(&format!("{}/big.crl", server.base), now),
+        Err(FetchError::TooLarge { .. })
+    ));
+    assert!(matches!(
+        fetcher.fetch_url("https://127.0.0.1/x.crl", now),
+        Err(FetchError::UnsupportedScheme(_))
+    ));
+    assert!(matches!(
+        fetcher.fetch_url("ldap://example/x", now),
+        Err(FetchError::UnsupportedScheme(_))
+    ));
+}
+
+#[test]
+fn a_silent_server_times_out_and_the_last_good_copy_stays_available() {
+    let server = Server::start();
+    let pki = TestPki::generate(TestPkiOptions::default()).unwrap();
+    let url = format!("{}/c.crl", server.base);
+    server.route("/c.crl", Answer::Body(pki.intermediate_crl_der().to_vec()));
+    let fetcher = CrlFetcher::new(config());
+    let now = pki::issue::now();
+    let good = fetcher.fetch_url(&url, now).unwrap();
+    server.route("/c.crl", Answer::Hang);
+    let stale_time = good.next_update.unwrap() + 10;
+    let err = fetcher.fetch_url(&url, stale_time).unwrap_err();
+    assert!(matches!(err, FetchError::Transport { .. }), "{err}");
+    assert_eq!(fetcher.cached(&url).unwrap().der, good.der);
+}
+
+#[test]
+fn certificates_without_distribution_points() {
+    let pki = TestPki::generate(TestPkiOptions::default()).unwrap();
+    let fetcher = CrlFetcher::new(config());
+    assert!(distribution_points(pki.root_der()).unwrap().is_empty());
+    assert!(matches!(
+        fetcher.fetch_for(pki.root_der(), 0),
+        Err(FetchError::NoDistributionPoint(_))
+    ));
+    assert!(matches!(
+        fetcher.fetch_for(b"junk", 0),
+        Err(FetchError::BadCertificate(_))
+    ));
+}
