@@ -483,6 +483,39 @@ fn sync_dir(_dir: &Path) -> std::io::Result<()> {
     Ok(())
 }
 
+/// Reads a DER file, or the first PEM block labelled `label` (e.g.
+/// `PRIVATE KEY`, `CERTIFICATE`) of a text file.
+pub fn read_der_or_pem(path: &Path, label: &str) -> Result<Zeroizing<Vec<u8>>, ImageError> {
+    use base64::Engine;
+    let bytes = Zeroizing::new(std::fs::read(path).map_err(|source| ImageError::Io {
+        action: "read",
+        path: path.to_owned(),
+        source,
+    })?);
+    let text = match std::str::from_utf8(&bytes) {
+        Ok(t) if t.contains("-----BEGIN") => t,
+        _ => return Ok(bytes),
+    };
+    let begin = format!("-----BEGIN {label}-----");
+    let end = format!("-----END {label}-----");
+    let body = text
+        .split_once(&begin)
+        .and_then(|(_, rest)| rest.split_once(&end))
+        .map(|(body, _)| body)
+        .ok_or_else(|| invalid(format!("{} has no {begin} ... {end} block", path.display())))?;
+    let b64: Zeroizing<String> =
+        Zeroizing::new(body.chars().filter(|c| !c.is_whitespace()).collect());
+    base64::engine::general_purpose::STANDARD
+        .decode(b64.as_bytes())
+        .map(Zeroizing::new)
+        .map_err(|_| {
+            invalid(format!(
+                "{} has invalid base64 in its PEM block",
+                path.display()
+            ))
+        })
+}
+
 // ---- JSON representation ---------------------------------------------------
 
 #[derive(Serialize, Deserialize)]
@@ -754,6 +787,28 @@ mod tests {
             CardImage::from_json("{"),
             Err(ImageError::Json(_))
         ));
+    }
+
+    #[test]
+    fn reads_der_and_pem() {
+        let dir = tempfile::tempdir().unwrap();
+        let der = dir.path().join("a.der");
+        std::fs::write(&der, [0x30, 0x00]).unwrap();
+        assert_eq!(
+            &*read_der_or_pem(&der, "CERTIFICATE").unwrap(),
+            &[0x30, 0x00]
+        );
+        let pem = dir.path().join("a.pem");
+        std::fs::write(
+            &pem,
+            "junk\n-----BEGIN CERTIFICATE-----\nMAA=\n-----END CERTIFICATE-----\n",
+        )
+        .unwrap();
+        assert_eq!(
+            &*read_der_or_pem(&pem, "CERTIFICATE").unwrap(),
+            &[0x30, 0x00]
+        );
+        assert!(read_der_or_pem(&pem, "PRIVATE KEY").is_err());
     }
 
     #[test]

@@ -15,6 +15,11 @@ pub mod command;
 pub mod crypto;
 pub mod edge;
 pub mod image;
+pub mod profile;
+pub mod runner;
+pub mod vpcd;
 
 pub use edge::{Card, Reply, Volatile, ATR};
 pub use image::CardImage;
+pub use profile::Profile;
+pub use runner::Runner;
