@@ -1,6 +1,420 @@
 //! FIPS 201 certificate profiles on top of RFC 5280 validation: PIV
 //! Authentication, Card Authentication, PIV-I and content-signer checks,
-//! FASC-N and card UUID extraction from subjectAltName, and CHUID signature
-//! verification.
+//! FASC-N and card UUID extraction from subjectAltName, CHUID signature
+//! verification, and the card/certificate bindings a door checks.
+//!
+//! ```no_run
+//! # use pki::{store::TrustStore, crl::CrlSet, validate::ValidationOptions};
+//! # use pki::fips201::{validate_profile, Profile};
+//! # fn f(store: &TrustStore, leaf: &[u8], crls: &CrlSet) {
+//! let v = validate_profile(store, leaf, &[], crls, &ValidationOptions::default(), Profile::CardAuth);
+//! if let Ok(v) = v {
+//!     println!("card {:?}", v.identity.uuid_urn());
+//! }
+//! # }
+//! ```
 
+mod chuid_verify;
 pub mod oids;
+
+pub use chuid_verify::{verify_chuid, ChuidVerifyError, VerifiedChuid};
+
+use crate::cert::key_usage;
+use crate::crl::CrlSet;
+use crate::policy::ANY_POLICY;
+use crate::store::TrustStore;
+use crate::time::Time;
+use crate::validate::{validate, ValidatedPath, ValidationError, ValidationOptions};
+use const_oid::ObjectIdentifier;
+use der::Decode;
+use piv::chuid::{uuid_urn, Chuid};
+use piv::fascn::{Fascn, FascnError};
+use serde::{Deserialize, Serialize};
+use std::fmt;
+use std::str::FromStr;
+use thiserror::Error;
+use x509_cert::ext::pkix::name::GeneralName;
+use x509_cert::ext::pkix::SubjectAltName;
+use x509_cert::Certificate;
+
+/// Which FIPS 201 certificate profile a leaf must satisfy.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Profile {
+    /// Generic RFC 5280 validation only.
+    #[default]
+    None,
+    /// PIV Authentication certificate (slot 9A): policy
+    /// id-fpki-common-authentication (or PIV-I hardware), digitalSignature,
+    /// FASC-N and/or card UUID in subjectAltName.
+    PivAuth,
+    /// Card Authentication certificate (slot 9E): policy
+    /// id-fpki-common-cardAuth (or PIV-I cardAuth), EKU id-PIV-cardAuth,
+    /// digitalSignature, FASC-N and/or card UUID in subjectAltName.
+    CardAuth,
+    /// Content signer (CHUID and biometric signer): policy
+    /// id-fpki-common-piv-contentSigning (or PIV-I contentSigning), EKU
+    /// id-PIV-content-signing, digitalSignature.
+    ContentSigner,
+}
+
+impl Profile {
+    pub fn name(self) -> &'static str {
+        match self {
+            Profile::None => "none",
+            Profile::PivAuth => "piv-auth",
+            Profile::CardAuth => "card-auth",
+            Profile::ContentSigner => "content-signer",
+        }
+    }
+
+    /// The certificate policies the profile accepts (PIV and PIV-I).
+    pub fn policies(self) -> &'static [ObjectIdentifier] {
+        match self {
+            Profile::None => &[],
+            Profile::PivAuth => &[oids::FPKI_COMMON_AUTHENTICATION, oids::PIVI_HARDWARE],
+            Profile::CardAuth => &[oids::FPKI_COMMON_CARD_AUTH, oids::PIVI_CARD_AUTH],
+            Profile::ContentSigner => &[
+                oids::FPKI_COMMON_PIV_CONTENT_SIGNING,
+                oids::PIVI_CONTENT_SIGNING,
+            ],
+        }
+    }
+
+    /// The extended key usage the leaf must carry.
+    pub fn required_eku(self) -> Option<ObjectIdentifier> {
+        match self {
+            Profile::CardAuth => Some(oids::EKU_PIV_CARD_AUTH),
+            Profile::ContentSigner => Some(oids::EKU_PIV_CONTENT_SIGNING),
+            _ => None,
+        }
+    }
+
+    /// Whether the subjectAltName must name the card (FASC-N or UUID).
+    pub fn requires_card_identifier(self) -> bool {
+        matches!(self, Profile::PivAuth | Profile::CardAuth)
+    }
+
+    /// The validation options for this profile: unless `base` already names
+    /// a policy set other than anyPolicy (a configured set), the profile's
+    /// policies become the user-initial-policy-set with explicit policy
+    /// required; the profile's EKU becomes the required EKU.
+    pub fn options(self, base: &ValidationOptions) -> ValidationOptions {
+        let mut o = base.clone();
+        if self == Profile::None {
+            return o;
+        }
+        let configured = !(o.initial_policy_set.is_empty() || o.initial_policy_set == [ANY_POLICY]);
+        if !configured {
+            o.initial_policy_set = self.policies().to_vec();
+        }
+        o.initial_explicit_policy = true;
+        if let Some(eku) = self.required_eku() {
+            o.required_eku = Some(eku);
+        }
+        o
+    }
+}
+
+impl fmt::Display for Profile {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl FromStr for Profile {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Profile, String> {
+        match s {
+            "none" => Ok(Profile::None),
+            "piv-auth" | "pivauth" | "9a" | "9A" => Ok(Profile::PivAuth),
+            "card-auth" | "cardauth" | "9e" | "9E" => Ok(Profile::CardAuth),
+            "content-signer" | "contentsigner" => Ok(Profile::ContentSigner),
+            _ => Err(format!(
+                "unknown profile {s:?} (use none, piv-auth, card-auth or content-signer)"
+            )),
+        }
+    }
+}
+
+/// The card identifiers a certificate's subjectAltName carries.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CardIdentity {
+    /// The FASC-N otherName, decoded (parity and LRC checked).
+    pub fascn: Option<Fascn>,
+    /// The FASC-N as encoded in the certificate (25 bytes).
+    pub fascn_raw: Option<Vec<u8>>,
+    /// The card UUID from a `urn:uuid:` URI.
+    pub uuid: Option<[u8; 16]>,
+}
+
+impl CardIdentity {
+    pub fn uuid_urn(&self) -> Option<String> {
+        self.uuid.as_ref().map(uuid_urn)
+    }
+}
+
+/// How a leaf certificate breaks a FIPS 201 profile.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum ProfileError {
+    #[error("certificate {subject} cannot be parsed for the {profile} profile checks: {reason}")]
+    Unparsable {
+        subject: String,
+        profile: Profile,
+        reason: String,
+    },
+    #[error("certificate {subject} does not allow digitalSignature, which the {profile} profile requires")]
+    KeyUsage { subject: String, profile: Profile },
+    #[error("certificate {subject} lacks the extended key usage {eku}, which the {profile} profile requires")]
+    EkuMissing {
+        subject: String,
+        profile: Profile,
+        eku: String,
+    },
+    #[error("certificate {subject} names no card (no FASC-N otherName and no urn:uuid URI in subjectAltName), which the {profile} profile requires")]
+    NoCardIdentifier { subject: String, profile: Profile },
+    #[error("certificate {subject} carries a FASC-N that is corrupt: {error}")]
+    BadFascn { subject: String, error: FascnError },
+    #[error("certificate {subject} carries more than one {what} in subjectAltName")]
+    Ambiguous { subject: String, what: &'static str },
+}
+
+/// Why a FIPS 201 validation failed: the RFC 5280 path, or the profile.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum Fips201Error {
+    #[error(transparent)]
+    Path(#[from] ValidationError),
+    #[error(transparent)]
+    Profile(#[from] ProfileError),
+}
+
+/// A path valid under a profile, with the card identifiers of the leaf.
+#[derive(Debug, Clone)]
+pub struct PivValidated {
+    pub path: ValidatedPath,
+    pub profile: Profile,
+    pub identity: CardIdentity,
+}
+
+/// Validates `leaf_der` with the options of `profile` (see
+/// [`Profile::options`]), then checks the leaf against the profile.
+pub fn validate_profile(
+    store: &TrustStore,
+    leaf_der: &[u8],
+    intermediates: &[&[u8]],
+    crls: &CrlSet,
+    base: &ValidationOptions,
+    profile: Profile,
+) -> Result<PivValidated, Fips201Error> {
+    let opts = profile.options(base);
+    let path = validate(store, leaf_der, intermediates, crls, &opts)?;
+    let identity = check_parsed(path.leaf(), profile)?;
+    Ok(PivValidated {
+        path,
+        profile,
+        identity,
+    })
+}
+
+fn parse_leaf(leaf_der: &[u8], profile: Profile) -> Result<Certificate, ProfileError> {
+    Certificate::from_der(leaf_der).map_err(|e| ProfileError::Unparsable {
+        subject: "(end entity)".into(),
+        profile,
+        reason: e.to_string(),
+    })
+}
+
+/// Checks the leaf against `profile` (key usage, EKU presence, card
+/// identifiers) and returns its card identifiers. Path validation is not
+/// repeated here.
+pub fn check_leaf(leaf_der: &[u8], profile: Profile) -> Result<CardIdentity, ProfileError> {
+    let parsed =
+        crate::cert::Cert::from_der(leaf_der.to_vec()).map_err(|e| ProfileError::Unparsable {
+            subject: "(end entity)".into(),
+            profile,
+            reason: e.to_string(),
+        })?;
+    check_parsed(&parsed, profile)
+}
+
+fn check_parsed(
+    parsed: &crate::cert::Cert,
+    profile: Profile,
+) -> Result<CardIdentity, ProfileError> {
+    let subject = parsed.subject_display();
+    if profile != Profile::None {
+        check_digital_signature(parsed, subject, profile)?;
+    }
+    if let Some(eku) = profile.required_eku() {
+        check_eku_present(parsed, subject, profile, eku)?;
+    }
+    let cert = parse_leaf(parsed.der(), profile)?;
+    let identity = card_identity_of(&cert, subject)?;
+    if profile.requires_card_identifier() && identity.fascn.is_none() && identity.uuid.is_none() {
+        return Err(ProfileError::NoCardIdentifier {
+            subject: subject.to_string(),
+            profile,
+        });
+    }
+    Ok(identity)
+}
+
+/// FIPS 201-3 §4.2.2 / the FPKI common profile: authentication and signing
+/// keys are used for digital signatures.
+fn check_digital_signature(
+    c: &crate::cert::Cert,
+    subject: &str,
+    profile: Profile,
+) -> Result<(), ProfileError> {
+    match c.ext.key_usage {
+        Some(ku) if ku & key_usage::DIGITAL_SIGNATURE != 0 => Ok(()),
+        _ => Err(ProfileError::KeyUsage {
+            subject: subject.to_string(),
+            profile,
+        }),
+    }
+}
+
+/// The card authentication and content signer profiles require the EKU to
+/// be present (RFC 5280 validation only checks it when the extension exists).
+fn check_eku_present(
+    c: &crate::cert::Cert,
+    subject: &str,
+    profile: Profile,
+    eku: ObjectIdentifier,
+) -> Result<(), ProfileError> {
+    match &c.ext.ext_key_usage {
+        Some(list) if list.contains(&eku) => Ok(()),
+        _ => Err(ProfileError::EkuMissing {
+            subject: subject.to_string(),
+            profile,
+            eku: eku.to_string(),
+        }),
+    }
+}
+
+/// Extracts the FASC-N (otherName 2.16.840.1.101.3.6.6, an OCTET STRING)
+/// and the card UUID (`urn:uuid:` URI) from a certificate's subjectAltName.
+pub fn card_identity(cert_der: &[u8]) -> Result<CardIdentity, ProfileError> {
+    let cert = parse_leaf(cert_der, Profile::None)?;
+    let subject = cert.tbs_certificate.subject.to_string();
+    card_identity_of(&cert, &subject)
+}
+
+fn card_identity_of(cert: &Certificate, subject: &str) -> Result<CardIdentity, ProfileError> {
+    let mut id = CardIdentity::default();
+    let Some(exts) = &cert.tbs_certificate.extensions else {
+        return Ok(id);
+    };
+    let Some(ext) = exts
+        .iter()
+        .find(|e| e.extn_id == const_oid::db::rfc5280::ID_CE_SUBJECT_ALT_NAME)
+    else {
+        return Ok(id);
+    };
+    let san = SubjectAltName::from_der(ext.extn_value.as_bytes()).map_err(|e| {
+        ProfileError::Unparsable {
+            subject: subject.to_string(),
+            profile: Profile::None,
+            reason: format!("subjectAltName: {e}"),
+        }
+    })?;
+    for name in &san.0 {
+        match name {
+            GeneralName::OtherName(on) if on.type_id == oids::PIV_FASCN => {
+                if id.fascn_raw.is_some() {
+                    return Err(ProfileError::Ambiguous {
+                        subject: subject.to_string(),
+                        what: "FASC-N",
+                    });
+                }
+                let raw = on
+                    .value
+                    .decode_as::<der::asn1::OctetString>()
+                    .map_err(|e| ProfileError::Unparsable {
+                        subject: subject.to_string(),
+                        profile: Profile::None,
+                        reason: format!("FASC-N otherName is not an OCTET STRING: {e}"),
+                    })?;
+                let f = Fascn::decode(raw.as_bytes()).map_err(|error| ProfileError::BadFascn {
+                    subject: subject.to_string(),
+                    error,
+                })?;
+                id.fascn = Some(f);
+                id.fascn_raw = Some(raw.as_bytes().to_vec());
+            }
+            GeneralName::UniformResourceIdentifier(u) => {
+                let s = u.as_str();
+                if s.len() > 9 && s[..9].eq_ignore_ascii_case("urn:uuid:") {
+                    if id.uuid.is_some() {
+                        return Err(ProfileError::Ambiguous {
+                            subject: subject.to_string(),
+                            what: "card UUID",
+                        });
+                    }
+                    id.uuid = piv::chuid::parse_uuid(s);
+                }
+            }
+            _ => {}
+        }
+    }
+    Ok(id)
+}
+
+/// Why a certificate is not bound to a CHUID.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum BindingError {
+    #[error("certificate {subject} names card UUID {cert} but the CHUID's card UUID is {chuid}")]
+    UuidMismatch {
+        subject: String,
+        cert: String,
+        chuid: String,
+    },
+    #[error("certificate {subject} carries a FASC-N different from the CHUID's")]
+    FascnMismatch { subject: String },
+    #[error("certificate {subject} shares no identifier (card UUID or FASC-N) with the CHUID")]
+    NothingToCompare { subject: String },
+    #[error("certificate {subject} expires at {not_after}, after the card expiration date {card_expires}")]
+    OutlivesCard {
+        subject: String,
+        not_after: Time,
+        card_expires: String,
+    },
+}
+
+/// Checks that a validated certificate belongs to the card whose CHUID was
+/// read: equal card UUIDs and/or FASC-Ns (at least one compared), and a
+/// certificate that does not expire after the card (CHUID expiration date).
+pub fn check_bindings(v: &PivValidated, chuid: &Chuid) -> Result<(), BindingError> {
+    let leaf = v.path.leaf();
+    let subject = leaf.subject_display().to_string();
+    let mut compared = false;
+    if let Some(u) = v.identity.uuid {
+        compared = true;
+        if u != chuid.guid {
+            return Err(BindingError::UuidMismatch {
+                subject,
+                cert: uuid_urn(&u),
+                chuid: uuid_urn(&chuid.guid),
+            });
+        }
+    }
+    if let Some(f) = &v.identity.fascn_raw {
+        compared = true;
+        if f.as_slice() != chuid.fascn.as_slice() {
+            return Err(BindingError::FascnMismatch { subject });
+        }
+    }
+    if !compared {
+        return Err(BindingError::NothingToCompare { subject });
+    }
+    let card_end = chuid.expiration.end_of_day_unix();
+    if leaf.not_after.0 > card_end {
+        return Err(BindingError::OutlivesCard {
+            subject,
+            not_after: leaf.not_after,
+            card_expires: chuid.expiration.to_string(),
+        });
+    }
+    Ok(())
+}
