@@ -88,8 +88,10 @@ fn wrong_profile_is_refused() {
     ));
     // 9D is a key-management certificate: no digitalSignature.
     let kmk = &card.slot(0x9D).unwrap().certificate;
-    let mut opts = ValidationOptions::default();
-    opts.initial_policy_set = vec![oids::FPKI_COMMON_HARDWARE];
+    let opts = ValidationOptions {
+        initial_policy_set: vec![oids::FPKI_COMMON_HARDWARE],
+        ..Default::default()
+    };
     let r = validate_profile(
         &store_of(&pki),
         kmk,
@@ -103,8 +105,10 @@ fn wrong_profile_is_refused() {
         "{r:?}"
     );
     // A configured policy set replaces the profile's.
-    let mut opts = ValidationOptions::default();
-    opts.initial_policy_set = vec![oids::PIVI_HARDWARE];
+    let opts = ValidationOptions {
+        initial_policy_set: vec![oids::PIVI_HARDWARE],
+        ..Default::default()
+    };
     let r = validate_profile(
         &store_of(&pki),
         auth,
@@ -336,6 +340,5 @@ fn cache_serves_repeat_validations_and_drops_them_on_crl_change() {
         run(&new_crls),
         Err(Fips201Error::Path(ValidationError::Revoked { .. }))
     ));
-    drop(run);
     assert_eq!(validations, 2);
 }
