@@ -1,44 +1,44 @@
 //! In-process transport: APDUs go straight into a [`card::Card`] in this
 //! process — the same bytes a PC/SC reader would carry, without a daemon.
 //!
-//! An optional timing profile makes the exchange take the time a real card
-//! would (the same cost model the vpcd connector applies), so in-process
-//! taps are directly comparable with door measurements.
+//! The card runs inside a [`card::runner::Runner`], the same one the vpcd
+//! connector uses, so a timing profile makes an in-process exchange take the
+//! time a real card would and in-process taps are directly comparable with
+//! door measurements.
 
 use crate::transport::{Channel, Traffic, Transport, TransportError};
+use card::profile::Profile;
+use card::runner::Runner;
 use card::Card;
-use std::time::{Duration, Instant};
-
-/// How long an exchange should take, given the command and the answer.
-pub type CostModel = Box<dyn Fn(&[u8], &[u8]) -> Duration + Send>;
 
 /// A software card in this process.
 pub struct InProcess {
-    card: Card,
-    cost: Option<CostModel>,
+    runner: Runner,
     traffic: Traffic,
     name: String,
     removed: bool,
 }
 
 impl InProcess {
-    /// A powered card with instant timing.
-    pub fn new(mut card: Card) -> Self {
-        card.power_on();
+    /// A powered card with instant timing and no storage.
+    pub fn new(card: Card) -> Self {
+        Self::with_runner(Runner::new(card, None, Profile::Instant))
+    }
+
+    /// A powered card with `profile` timing and no storage.
+    pub fn with_profile(card: Card, profile: Profile) -> Self {
+        Self::with_runner(Runner::new(card, None, profile))
+    }
+
+    /// A card as a runner has it (storage and timing profile).
+    pub fn with_runner(mut runner: Runner) -> Self {
+        runner.power_on();
         InProcess {
-            card,
-            cost: None,
+            runner,
             traffic: Traffic::default(),
             name: "in-process".to_string(),
             removed: false,
         }
-    }
-
-    /// Makes every exchange take the time `cost` says (measured from when
-    /// the command arrived; the remainder is slept).
-    pub fn with_cost(mut self, cost: CostModel) -> Self {
-        self.cost = Some(cost);
-        self
     }
 
     /// Names the "reader" in messages.
@@ -51,25 +51,17 @@ impl InProcess {
     /// [`TransportError::CardRemoved`] until [`InProcess::insert`].
     pub fn remove(&mut self) {
         self.removed = true;
-        self.card.power_off();
+        self.runner.power_off();
     }
 
     /// Puts the card back (powered, fresh volatile state).
     pub fn insert(&mut self) {
         self.removed = false;
-        self.card.power_on();
+        self.runner.power_on();
     }
 
     pub fn card(&self) -> &Card {
-        &self.card
-    }
-
-    pub fn card_mut(&mut self) -> &mut Card {
-        &mut self.card
-    }
-
-    pub fn into_card(self) -> Card {
-        self.card
+        self.runner.card()
     }
 }
 
@@ -78,15 +70,7 @@ impl Channel for InProcess {
         if self.removed {
             return Err(TransportError::CardRemoved);
         }
-        let start = Instant::now();
-        let resp = self.card.process(apdu);
-        if let Some(cost) = &self.cost {
-            let want = cost(apdu, &resp);
-            let spent = start.elapsed();
-            if want > spent {
-                std::thread::sleep(want - spent);
-            }
-        }
+        let resp = self.runner.transmit(apdu);
         self.traffic.record(apdu.len(), resp.len());
         Ok(resp)
     }
@@ -113,13 +97,13 @@ impl Transport for InProcess {
             return Err(TransportError::CardRemoved);
         }
         if reset {
-            self.card.reset();
+            self.runner.reset();
         }
         Ok(())
     }
 
     fn atr(&self) -> &[u8] {
-        self.card.atr()
+        self.runner.card().atr()
     }
 
     fn reader(&self) -> &str {

@@ -1,0 +1,117 @@
+//! The fast path for repeat taps: ECDSA public-key recovery against a cache
+//! of card authentication keys whose certificates this authenticator has
+//! already validated.
+//!
+//! # Why it is safe
+//!
+//! A full PKI-CAK transaction proves two things: the certificate is valid
+//! (path, revocation, card-authentication profile) and the card holds the
+//! private key of that certificate (it signed a fresh random challenge). The
+//! fast path keeps the first result and repeats only the second:
+//!
+//! 1. When a full transaction grants, the certificate's public key is cached
+//!    together with the time until which its validation holds: the earliest
+//!    of the certificate's notAfter, the nextUpdate of the CRLs used and a
+//!    configured TTL, and the identity of the trust store and CRL set it was
+//!    validated under.
+//! 2. On a later tap the host sends a fresh 32-byte random challenge before
+//!    reading anything. From the hash `e` and the ECDSA signature `(r, s)`
+//!    only two public keys can have produced it, `Q = r⁻¹(sR − eG)` for the
+//!    two points `R` with x-coordinate `r`; both are computed and each is
+//!    looked up in the cache.
+//! 3. A hit means the signature verifies under a key whose certificate was
+//!    validated and is still inside its validity window, under the same trust
+//!    store and CRL set. Finding a cached key for a signature the card did not
+//!    make with that key's private half is an ECDSA forgery.
+//! 4. A signature over an old challenge (a replay) recovers keys for the old
+//!    hash, which are unrelated points: no hit, so the tap falls back to the
+//!    full path, where the signature is verified against the certificate read
+//!    from the card and fails.
+//! 5. Revocation: entries record the CRL set they were validated under; when
+//!    the CRLs are refreshed the cache answers only for entries validated
+//!    under the new set, so a revoked card is refused at the next CRL refresh
+//!    (its next tap takes the full path and fails validation).
+//!
+//! A miss costs no extra APDU: the signature already obtained is verified
+//! against the certificate the full path then reads.
+
+use ecdsa::RecoveryId;
+use p256::ecdsa::{Signature as Sig256, VerifyingKey as Vk256};
+use p384::ecdsa::{Signature as Sig384, VerifyingKey as Vk384};
+
+/// An elliptic curve used by PIV ECC keys.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Curve {
+    P256,
+    P384,
+}
+
+/// The public keys (uncompressed SEC1 points) that could have produced
+/// `sig_der` (an ECDSA-Sig-Value, DER) over `prehash`. Each candidate is
+/// checked to verify the signature. Malformed signatures give no candidates.
+pub fn recover_candidates(curve: Curve, prehash: &[u8], sig_der: &[u8]) -> Vec<Vec<u8>> {
+    let mut out = Vec::with_capacity(2);
+    match curve {
+        Curve::P256 => {
+            let Ok(sig) = Sig256::from_der(sig_der) else {
+                return out;
+            };
+            for y_odd in [false, true] {
+                let id = RecoveryId::new(y_odd, false);
+                if let Ok(vk) = Vk256::recover_from_prehash(prehash, &sig, id) {
+                    out.push(vk.to_encoded_point(false).as_bytes().to_vec());
+                }
+            }
+        }
+        Curve::P384 => {
+            let Ok(sig) = Sig384::from_der(sig_der) else {
+                return out;
+            };
+            for y_odd in [false, true] {
+                let id = RecoveryId::new(y_odd, false);
+                if let Ok(vk) = Vk384::recover_from_prehash(prehash, &sig, id) {
+                    out.push(vk.to_encoded_point(false).as_bytes().to_vec());
+                }
+            }
+        }
+    }
+    out
+}
+
+/// The cache key of a public key: SHA-256 of its uncompressed point. The
+/// fast path stores validated keys in a [`pki::cache::ValidationCache`]
+/// under this digest, so expiry, trust-store and CRL-set scoping are the
+/// validation cache's own.
+pub fn key_digest(point: &[u8]) -> [u8; 32] {
+    pki::cache::leaf_digest(point)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use p256::ecdsa::{signature::hazmat::PrehashSigner, SigningKey};
+
+    fn key(seed: u8) -> SigningKey {
+        SigningKey::from_bytes(&[seed; 32].into()).unwrap()
+    }
+
+    #[test]
+    fn recovers_the_signing_key_among_candidates() {
+        let sk = key(7);
+        let point = sk
+            .verifying_key()
+            .to_encoded_point(false)
+            .as_bytes()
+            .to_vec();
+        let h = [0x42u8; 32];
+        let sig: Sig256 = sk.sign_prehash(&h).unwrap();
+        let c = recover_candidates(Curve::P256, &h, sig.to_der().as_bytes());
+        assert!(c.contains(&point));
+        // A different hash (an old challenge) does not recover the key.
+        let c = recover_candidates(Curve::P256, &[0x43u8; 32], sig.to_der().as_bytes());
+        assert!(!c.contains(&point));
+        // Garbage gives nothing and never panics.
+        assert!(recover_candidates(Curve::P256, &h, &[0x30, 0x03, 0x02, 0x01]).is_empty());
+        assert!(recover_candidates(Curve::P384, &h, &[]).is_empty());
+    }
+}

@@ -1,0 +1,318 @@
+//! The [`Transaction`]: what one door tap did, stage by stage.
+//!
+//! Stage names follow the door transaction of the architecture:
+//! `detect` → `select` → `read` → `challenge` → `validate` → `decide` →
+//! `signal`. Each stage carries wall time and the APDUs and bytes it moved,
+//! so the CLI, the service, the dashboard and the benchmarks all read the
+//! same table.
+
+use host::Traffic;
+use serde::Serialize;
+use std::time::{Duration, Instant};
+
+/// A named stage of a door transaction.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum StageName {
+    Detect,
+    Select,
+    Read,
+    Challenge,
+    Validate,
+    Decide,
+    Signal,
+}
+
+impl StageName {
+    pub const ALL: [StageName; 7] = [
+        StageName::Detect,
+        StageName::Select,
+        StageName::Read,
+        StageName::Challenge,
+        StageName::Validate,
+        StageName::Decide,
+        StageName::Signal,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            StageName::Detect => "detect",
+            StageName::Select => "select",
+            StageName::Read => "read",
+            StageName::Challenge => "challenge",
+            StageName::Validate => "validate",
+            StageName::Decide => "decide",
+            StageName::Signal => "signal",
+        }
+    }
+
+    /// Whether the stage's time is spent at the card (APDUs) rather than in
+    /// host computation.
+    pub fn is_card_io(self) -> bool {
+        matches!(
+            self,
+            StageName::Detect | StageName::Select | StageName::Read | StageName::Challenge
+        )
+    }
+}
+
+/// One timed stage.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct Stage {
+    pub name: StageName,
+    /// Wall time in microseconds.
+    pub wall_us: u64,
+    pub apdus: u32,
+    pub bytes_out: u64,
+    pub bytes_in: u64,
+}
+
+/// The assurance a mechanism gives (SP 800-116r1 §6).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Assurance {
+    /// CHUID: the signed identifier can be copied to another card.
+    Low,
+    /// PKI-CAK: the card proves possession of its card authentication key.
+    Some,
+    /// PKI-AUTH: possession of the PIV authentication key after the PIN.
+    VeryHigh,
+}
+
+impl Assurance {
+    pub fn describe(self) -> &'static str {
+        match self {
+            Assurance::Low => "low assurance: clonable, removed as a mechanism in FIPS 201-3",
+            Assurance::Some => {
+                "some confidence: one factor (card possession, proven by a private key)"
+            }
+            Assurance::VeryHigh => "very high confidence: two factors (card key + PIN)",
+        }
+    }
+}
+
+/// The outcome of a transaction.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "result", rename_all = "lowercase")]
+pub enum Outcome {
+    /// The card was proven genuine (and live, for PKI mechanisms).
+    Granted,
+    /// Refused, with a reason a person can act on.
+    Refused { reason: String },
+}
+
+impl Outcome {
+    pub fn granted(&self) -> bool {
+        matches!(self, Outcome::Granted)
+    }
+}
+
+/// Records stages as they complete, from one clock and one traffic counter.
+pub struct StageTimer {
+    stages: Vec<Stage>,
+    started: Instant,
+    traffic: Traffic,
+}
+
+impl StageTimer {
+    /// Starts timing the first stage now, with the transport's counters as
+    /// they are.
+    pub fn start(traffic: Traffic) -> Self {
+        StageTimer {
+            stages: Vec::with_capacity(StageName::ALL.len()),
+            started: Instant::now(),
+            traffic,
+        }
+    }
+
+    /// Closes the running stage as `name` and starts the next one.
+    pub fn lap(&mut self, name: StageName, traffic: Traffic) {
+        let now = Instant::now();
+        let moved = traffic.since(self.traffic);
+        self.push(name, now - self.started, moved);
+        self.started = now;
+        self.traffic = traffic;
+    }
+
+    /// Adds a stage measured elsewhere (e.g. `detect`, timed by the reader
+    /// watcher before the transaction began).
+    pub fn push(&mut self, name: StageName, wall: Duration, moved: Traffic) {
+        if let Some(s) = self.stages.iter_mut().find(|s| s.name == name) {
+            // A stage visited twice (fast-path miss: challenge, then read)
+            // accumulates.
+            s.wall_us += wall.as_micros() as u64;
+            s.apdus += moved.apdus;
+            s.bytes_out += moved.bytes_out;
+            s.bytes_in += moved.bytes_in;
+            return;
+        }
+        self.stages.push(Stage {
+            name,
+            wall_us: wall.as_micros() as u64,
+            apdus: moved.apdus,
+            bytes_out: moved.bytes_out,
+            bytes_in: moved.bytes_in,
+        });
+    }
+
+    /// The stages in transaction order.
+    pub fn finish(mut self) -> Vec<Stage> {
+        self.stages.sort_by_key(|s| {
+            StageName::ALL
+                .iter()
+                .position(|n| *n == s.name)
+                .unwrap_or(usize::MAX)
+        });
+        self.stages
+    }
+}
+
+/// Totals over a stage table.
+pub fn totals(stages: &[Stage]) -> Stage {
+    stages.iter().fold(
+        Stage {
+            name: StageName::Signal,
+            wall_us: 0,
+            apdus: 0,
+            bytes_out: 0,
+            bytes_in: 0,
+        },
+        |mut acc, s| {
+            acc.wall_us += s.wall_us;
+            acc.apdus += s.apdus;
+            acc.bytes_out += s.bytes_out;
+            acc.bytes_in += s.bytes_in;
+            acc
+        },
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn laps_attribute_traffic_and_merge_revisited_stages() {
+        let t0 = Traffic::default();
+        let mut t = StageTimer::start(t0);
+        let t1 = Traffic {
+            apdus: 1,
+            bytes_out: 15,
+            bytes_in: 20,
+        };
+        t.lap(StageName::Select, t1);
+        let t2 = Traffic {
+            apdus: 2,
+            bytes_out: 60,
+            bytes_in: 100,
+        };
+        t.lap(StageName::Challenge, t2);
+        let t3 = Traffic {
+            apdus: 4,
+            bytes_out: 80,
+            bytes_in: 900,
+        };
+        t.lap(StageName::Read, t3);
+        let t4 = Traffic {
+            apdus: 5,
+            bytes_out: 90,
+            bytes_in: 950,
+        };
+        t.lap(StageName::Challenge, t4);
+        let stages = t.finish();
+        let names: Vec<_> = stages.iter().map(|s| s.name).collect();
+        assert_eq!(
+            names,
+            vec![StageName::Select, StageName::Read, StageName::Challenge]
+        );
+        assert_eq!(stages[2].apdus, 2);
+        assert_eq!(stages[2].bytes_in, 130);
+        let tot = totals(&stages);
+        assert_eq!((tot.apdus, tot.bytes_out, tot.bytes_in), (5, 90, 950));
+    }
+}
+
+/// Which authentication mechanism ran.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Mechanism {
+    /// PKI-CAK: card authentication key 9E, no PIN, works contactless.
+    PkiCak,
+    /// PKI-AUTH: PIV authentication key 9A after the PIN.
+    PkiAuth,
+    /// CHUID: the issuer-signed identifier only (legacy).
+    Chuid,
+}
+
+impl Mechanism {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Mechanism::PkiCak => "pki-cak",
+            Mechanism::PkiAuth => "pki-auth",
+            Mechanism::Chuid => "chuid",
+        }
+    }
+
+    pub fn assurance(self) -> Assurance {
+        match self {
+            Mechanism::PkiCak => Assurance::Some,
+            Mechanism::PkiAuth => Assurance::VeryHigh,
+            Mechanism::Chuid => Assurance::Low,
+        }
+    }
+}
+
+/// How the card was recognised.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum PathTaken {
+    /// Objects read from the card and validated (or a validation cache hit).
+    Full,
+    /// Repeat tap: the key was recovered from the signature and found among
+    /// validated keys; nothing read.
+    Fast,
+}
+
+/// Who the card says it is.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct CardIdentity {
+    /// FASC-N, decoded.
+    pub fascn: Option<piv::fascn::Fascn>,
+    /// Card UUID as `urn:uuid:...`.
+    pub uuid: Option<String>,
+    /// Subject of the certificate used.
+    pub subject: Option<String>,
+    /// SHA-256 of the certificate used, hex.
+    pub cert_sha256: Option<String>,
+    /// Certificate notAfter / CHUID expiry, RFC 3339.
+    pub expires: Option<String>,
+    /// Key algorithm of the authentication key (e.g. "P-256", "RSA-2048").
+    pub key_algorithm: Option<String>,
+}
+
+/// One door transaction, as the CLI prints it and the service stores it.
+#[derive(Debug, Clone, Serialize)]
+pub struct Transaction {
+    pub mechanism: Mechanism,
+    pub assurance: Assurance,
+    pub path: PathTaken,
+    pub stages: Vec<Stage>,
+    pub card: CardIdentity,
+    pub outcome: Outcome,
+    /// PIN tries left after a failed VERIFY (PKI-AUTH).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pin_retries: Option<u8>,
+    /// Host computation (parsing, validation, signature checks), µs: the
+    /// authentication module's own share of the wall time.
+    pub host_compute_us: u64,
+}
+
+impl Transaction {
+    pub fn total(&self) -> Stage {
+        totals(&self.stages)
+    }
+
+    pub fn stage(&self, name: StageName) -> Option<&Stage> {
+        self.stages.iter().find(|s| s.name == name)
+    }
+}
