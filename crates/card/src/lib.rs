@@ -20,6 +20,10 @@ pub mod runner;
 pub mod vpcd;
 
 pub use edge::{Card, Reply, Volatile, ATR};
+// The data model and transport layers the card speaks, for users that
+// only depend on this crate.
+pub use iso7816;
+pub use piv;
 pub use image::CardImage;
 pub use profile::Profile;
 pub use runner::Runner;
