@@ -1,11 +1,612 @@
-//! `pivgate pki ...` subcommands.
+//! `pivgate pki ...` subcommands: verify certificate paths (RFC 5280 with
+//! the FIPS 201 profiles), verify CHUID signatures, and run a test PKI
+//! (init, issue-card, revoke). The work is done by the `pki` crate.
 
-use clap::Subcommand;
+use anyhow::{bail, Context};
+use clap::{Args, Subcommand, ValueEnum};
+use const_oid::ObjectIdentifier;
+use pki::crl::CrlSet;
+use pki::fetch::{CrlFetcher, FetchConfig};
+use pki::fips201::{validate_profile, verify_chuid, Fips201Error, PivValidated, Profile};
+use pki::issue::{CardOptions, CrlReason, KeyAlgorithm, TestPki, TestPkiOptions};
+use pki::store::TrustStore;
+use pki::time::Time;
+use pki::validate::{RevocationMode, ValidationOptions};
+use serde_json::json;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 #[derive(Subcommand)]
-pub enum PkiCommand {}
+pub enum PkiCommand {
+    /// Validate a certificate path (RFC 5280 + FIPS 201 profile).
+    ///
+    /// Prints VALID with the path (leaf first, trust anchor last) and the
+    /// policy sets, or INVALID with the reason. Exit status: 0 valid,
+    /// 1 invalid, 2 bad usage or unreadable input.
+    Verify(VerifyArgs),
+    /// Verify the issuer signature of a CHUID (raw bytes as read from the
+    /// card, with or without the 53 container) and validate its content
+    /// signer. Exit status as for `verify`.
+    VerifyChuid(VerifyChuidArgs),
+    /// Create a test PKI in a directory: root CA, an issuing CA asserting
+    /// the FIPS 201 policies, a CHUID content signer and empty CRLs.
+    Init(InitArgs),
+    /// Issue one card's credentials from a test PKI: keys and certificates
+    /// for slots 9A, 9C, 9D and 9E, and a signed CHUID.
+    IssueCard(IssueCardArgs),
+    /// Revoke a certificate issued by a test PKI (re-signs the CRL of its
+    /// issuer with the next CRL number).
+    Revoke(RevokeArgs),
+}
+
+/// The FIPS 201 profile to check a leaf against.
+#[derive(Clone, Copy, Debug, ValueEnum)]
+pub enum ProfileArg {
+    /// RFC 5280 validation only.
+    None,
+    /// PIV Authentication (9A): id-fpki-common-authentication, FASC-N/UUID in SAN.
+    PivAuth,
+    /// Card Authentication (9E): id-fpki-common-cardAuth, EKU id-PIV-cardAuth.
+    CardAuth,
+    /// CHUID content signer: id-fpki-common-piv-contentSigning, EKU id-PIV-content-signing.
+    ContentSigner,
+}
+
+impl From<ProfileArg> for Profile {
+    fn from(p: ProfileArg) -> Profile {
+        match p {
+            ProfileArg::None => Profile::None,
+            ProfileArg::PivAuth => Profile::PivAuth,
+            ProfileArg::CardAuth => Profile::CardAuth,
+            ProfileArg::ContentSigner => Profile::ContentSigner,
+        }
+    }
+}
+
+/// Revocation checking mode.
+#[derive(Clone, Copy, Debug, ValueEnum)]
+pub enum RevocationArg {
+    /// Every certificate needs current CRL coverage; missing data is INVALID.
+    Require,
+    /// Revoked certificates are INVALID; missing CRLs are not.
+    BestEffort,
+    /// No revocation checking.
+    Off,
+}
+
+#[derive(Args)]
+pub struct TrustArgs {
+    /// Trust anchors: a PEM bundle, a DER certificate, a PKCS#7 .p7b/.p7c,
+    /// or a directory of such files. Repeatable; at least one is required.
+    #[arg(long, value_name = "FILE|DIR", required = true)]
+    anchors: Vec<PathBuf>,
+    /// Untrusted intermediate CA certificates (same forms). Repeatable.
+    #[arg(long, value_name = "FILE|DIR")]
+    intermediates: Vec<PathBuf>,
+    /// CRL files (DER or PEM) or directories. Repeatable.
+    #[arg(long, value_name = "FILE|DIR")]
+    crl: Vec<PathBuf>,
+    /// Download CRLs from the http:// CRL distribution points of the leaf
+    /// and the intermediates.
+    #[arg(long)]
+    fetch_crls: bool,
+    /// Revocation checking [default: require when CRLs are given or
+    /// fetched, off otherwise].
+    #[arg(long, value_enum)]
+    revocation: Option<RevocationArg>,
+    /// Validation time (RFC 3339, e.g. 2030-01-01T00:00:00Z) [default: now].
+    #[arg(long, value_name = "RFC3339")]
+    at: Option<String>,
+    /// Accept SHA-1 signatures and RSA keys of 1024 bits (old test suites).
+    #[arg(long)]
+    legacy_algorithms: bool,
+    /// Print the result as JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Args)]
+pub struct VerifyArgs {
+    #[command(flatten)]
+    trust: TrustArgs,
+    /// user-initial-policy-set OID (repeatable) [default: anyPolicy, or the
+    /// profile's policies when a profile is chosen].
+    #[arg(long, value_name = "OID")]
+    policy: Vec<String>,
+    /// Require an explicit policy (initial-explicit-policy).
+    #[arg(long)]
+    explicit_policy: bool,
+    /// Refuse policy mappings (initial-policy-mapping-inhibit).
+    #[arg(long)]
+    inhibit_policy_mapping: bool,
+    /// Do not let anyPolicy match (initial-any-policy-inhibit).
+    #[arg(long)]
+    inhibit_any_policy: bool,
+    /// Require this extended key usage in the leaf (when it has the extension).
+    #[arg(long, value_name = "OID")]
+    eku: Option<String>,
+    /// FIPS 201 profile the leaf must satisfy.
+    #[arg(long, value_enum, default_value = "none")]
+    profile: ProfileArg,
+    /// The certificate to validate (PEM or DER).
+    leaf: PathBuf,
+}
+
+#[derive(Args)]
+pub struct VerifyChuidArgs {
+    #[command(flatten)]
+    trust: TrustArgs,
+    /// The CHUID (binary, as read from the card).
+    chuid: PathBuf,
+}
+
+#[derive(Args)]
+pub struct InitArgs {
+    /// Directory to create the PKI in (must not already hold one).
+    #[arg(long)]
+    dir: PathBuf,
+    /// Key algorithm of the CAs and the content signer.
+    #[arg(long, default_value = "p256", value_parser = parse_alg)]
+    alg: KeyAlgorithm,
+    /// Organisation name in the CA subjects.
+    #[arg(long, default_value = "pivgate Test PKI")]
+    org: String,
+    /// Base URL for CRL distribution points, e.g. http://127.0.0.1:8080/crl
+    /// (certificates then point at BASE/intermediate.crl and BASE/root.crl).
+    #[arg(long, value_name = "URL")]
+    crl_url: Option<String>,
+}
+
+#[derive(Args)]
+pub struct IssueCardArgs {
+    /// The test PKI directory (from `pivgate pki init`).
+    #[arg(long)]
+    pki: PathBuf,
+    /// Where to write the card credentials.
+    #[arg(long)]
+    out: PathBuf,
+    /// Key algorithm of the four slots.
+    #[arg(long, default_value = "p256", value_parser = parse_alg)]
+    alg: KeyAlgorithm,
+    /// FASC-N: 32 digits (agency, system, credential, series, issue, person,
+    /// org category, org id, association) or 50 hex digits of the encoding
+    /// [default: random under agency 9999].
+    #[arg(long, value_name = "DIGITS|HEX")]
+    fascn: Option<String>,
+    /// Card UUID [default: random].
+    #[arg(long)]
+    uuid: Option<String>,
+    /// Card expiration date, YYYY-MM-DD [default: five years from today].
+    #[arg(long, value_name = "YYYY-MM-DD")]
+    expires: Option<String>,
+    /// Cardholder name for the 9A, 9C and 9D subjects.
+    #[arg(long, default_value = "Test Cardholder")]
+    name: String,
+}
+
+#[derive(Args)]
+pub struct RevokeArgs {
+    /// The test PKI directory.
+    #[arg(long)]
+    pki: PathBuf,
+    /// Revocation reason.
+    #[arg(long, value_enum)]
+    reason: Option<ReasonArg>,
+    /// The certificate to revoke (PEM or DER).
+    cert: PathBuf,
+}
+
+#[derive(Clone, Copy, Debug, ValueEnum)]
+pub enum ReasonArg {
+    Unspecified,
+    KeyCompromise,
+    CaCompromise,
+    AffiliationChanged,
+    Superseded,
+    CessationOfOperation,
+    CertificateHold,
+    PrivilegeWithdrawn,
+}
+
+impl From<ReasonArg> for CrlReason {
+    fn from(r: ReasonArg) -> CrlReason {
+        match r {
+            ReasonArg::Unspecified => CrlReason::Unspecified,
+            ReasonArg::KeyCompromise => CrlReason::KeyCompromise,
+            ReasonArg::CaCompromise => CrlReason::CaCompromise,
+            ReasonArg::AffiliationChanged => CrlReason::AffiliationChanged,
+            ReasonArg::Superseded => CrlReason::Superseded,
+            ReasonArg::CessationOfOperation => CrlReason::CessationOfOperation,
+            ReasonArg::CertificateHold => CrlReason::CertificateHold,
+            ReasonArg::PrivilegeWithdrawn => CrlReason::PrivilegeWithdrawn,
+        }
+    }
+}
+
+fn parse_alg(s: &str) -> Result<KeyAlgorithm, String> {
+    s.parse::<KeyAlgorithm>().map_err(|e| e.to_string())
+}
+
+fn parse_oid(s: &str) -> anyhow::Result<ObjectIdentifier> {
+    ObjectIdentifier::new(s).map_err(|e| anyhow::anyhow!("{s:?} is not an object identifier: {e}"))
+}
 
 pub fn run(cmd: PkiCommand) -> anyhow::Result<ExitCode> {
-    match cmd {}
+    match cmd {
+        PkiCommand::Verify(a) => verify(a),
+        PkiCommand::VerifyChuid(a) => verify_chuid_cmd(a),
+        PkiCommand::Init(a) => init(a),
+        PkiCommand::IssueCard(a) => issue_card(a),
+        PkiCommand::Revoke(a) => revoke(a),
+    }
+}
+
+/// Reads one certificate in PEM or DER and checks that it parses.
+fn read_certificate(path: &Path) -> anyhow::Result<Vec<u8>> {
+    let data = std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?;
+    let der = if data.trim_ascii_start().starts_with(b"-----BEGIN") {
+        pki::issue::pem_decode("CERTIFICATE", &data)
+            .with_context(|| format!("{}: no PEM CERTIFICATE block", path.display()))?
+    } else {
+        data
+    };
+    pki::cert::Cert::from_der(der.clone())
+        .with_context(|| format!("{} is not an X.509 certificate", path.display()))?;
+    Ok(der)
+}
+
+/// The trust store, CRLs and base options of `verify` and `verify-chuid`.
+struct Inputs {
+    store: TrustStore,
+    intermediates: Vec<Vec<u8>>,
+    crl_paths: Vec<PathBuf>,
+    opts: ValidationOptions,
+}
+
+fn load_inputs(t: &TrustArgs) -> anyhow::Result<Inputs> {
+    let mut b = TrustStore::builder();
+    for p in &t.anchors {
+        let n = b
+            .add_anchors_from_path(p)
+            .with_context(|| format!("loading trust anchors from {}", p.display()))?;
+        if n == 0 {
+            bail!("{} holds no certificates", p.display());
+        }
+    }
+    // Intermediates are offered per validation (untrusted), read as DER.
+    let mut intermediates = Vec::new();
+    for p in &t.intermediates {
+        intermediates.extend(read_cert_collection(p)?);
+    }
+    let mut opts = ValidationOptions::default();
+    if let Some(at) = &t.at {
+        opts.time = Time::from_rfc3339(at)
+            .map_err(|e| anyhow::anyhow!("--at {at:?}: {e} (use e.g. 2030-01-01T00:00:00Z)"))?;
+    }
+    if t.legacy_algorithms {
+        opts.algorithms = pki::sig::AlgorithmPolicy::legacy();
+    }
+    let have_crls = !t.crl.is_empty() || t.fetch_crls;
+    opts.revocation.mode = match t.revocation {
+        Some(RevocationArg::Require) => RevocationMode::Require,
+        Some(RevocationArg::BestEffort) => RevocationMode::BestEffort,
+        Some(RevocationArg::Off) => RevocationMode::Off,
+        None if have_crls => RevocationMode::Require,
+        None => RevocationMode::Off,
+    };
+    Ok(Inputs {
+        store: b.build(),
+        intermediates,
+        crl_paths: t.crl.clone(),
+        opts,
+    })
+}
+
+fn read_cert_collection(p: &Path) -> anyhow::Result<Vec<Vec<u8>>> {
+    let files: Vec<PathBuf> = if p.is_dir() {
+        let mut v: Vec<PathBuf> = std::fs::read_dir(p)
+            .with_context(|| format!("cannot read {}", p.display()))?
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .filter(|f| f.is_file())
+            .collect();
+        v.sort();
+        v
+    } else {
+        vec![p.to_path_buf()]
+    };
+    let mut out = Vec::new();
+    for f in files {
+        let data = std::fs::read(&f).with_context(|| format!("cannot read {}", f.display()))?;
+        let certs = pki::store::certificates_from_bytes(&data)
+            .map_err(|e| anyhow::anyhow!("{}: {e}", f.display()))?;
+        out.extend(certs);
+    }
+    Ok(out)
+}
+
+fn build_crls(inputs: &Inputs, fetched: &[Vec<u8>]) -> anyhow::Result<CrlSet> {
+    let mut b = CrlSet::builder();
+    for p in &inputs.crl_paths {
+        b.add_path(p)
+            .with_context(|| format!("loading CRLs from {}", p.display()))?;
+    }
+    for der in fetched {
+        b.add_der(der.clone())
+            .context("a fetched CRL is malformed")?;
+    }
+    Ok(b.build())
+}
+
+/// Downloads the CRLs of the given certificates; failures are reported on
+/// stderr (the validation then fails closed in require mode).
+fn fetch_crls(certs: &[&[u8]], now: Time) -> Vec<Vec<u8>> {
+    let fetcher = CrlFetcher::new(FetchConfig::default());
+    let (crls, errors) = fetcher.fetch_for_chain(certs, now.0);
+    for e in errors {
+        eprintln!("warning: {e}");
+    }
+    crls.into_iter().map(|c| c.der.as_ref().clone()).collect()
+}
+
+fn path_json(v: &PivValidated) -> serde_json::Value {
+    let chain: Vec<_> = v
+        .path
+        .chain()
+        .iter()
+        .map(|c| {
+            json!({
+                "subject": c.subject_display(),
+                "not_after": c.not_after.to_string(),
+                "sha256": hex::encode(pki::cache::leaf_digest(c.der())),
+            })
+        })
+        .collect();
+    let oids = |s: &[ObjectIdentifier]| s.iter().map(|o| o.to_string()).collect::<Vec<_>>();
+    json!({
+        "valid": true,
+        "profile": v.profile.name(),
+        "path": chain,
+        "authorities_constrained_policy_set": oids(v.path.authorities_constrained_policy_set()),
+        "user_constrained_policy_set": oids(v.path.user_constrained_policy_set()),
+        "valid_until": v.path.valid_until().to_string(),
+        "fascn": v.identity.fascn.as_ref().map(|f| f.digits()),
+        "card_uuid": v.identity.uuid_urn(),
+    })
+}
+
+fn print_valid(v: &PivValidated) {
+    println!("VALID");
+    println!("profile: {}", v.profile);
+    println!("path (leaf first, trust anchor last):");
+    let n = v.path.chain().len();
+    for (i, c) in v.path.chain().iter().enumerate() {
+        let note = if i + 1 == n { " (trust anchor)" } else { "" };
+        println!("  {i}: {}{note}", c.subject_display());
+    }
+    let join = |s: &[ObjectIdentifier]| {
+        if s.is_empty() {
+            "(empty)".to_string()
+        } else {
+            s.iter().map(policy_name).collect::<Vec<_>>().join(", ")
+        }
+    };
+    println!(
+        "authorities-constrained policy set: {}",
+        join(v.path.authorities_constrained_policy_set())
+    );
+    println!(
+        "user-constrained policy set: {}",
+        join(v.path.user_constrained_policy_set())
+    );
+    println!("valid until: {}", v.path.valid_until());
+    if let Some(f) = &v.identity.fascn {
+        println!(
+            "FASC-N: {f} ({}, {})",
+            f.organizational_category_name(),
+            f.association_category_name()
+        );
+    }
+    if let Some(u) = v.identity.uuid_urn() {
+        println!("card UUID: {u}");
+    }
+}
+
+fn policy_name(o: &ObjectIdentifier) -> String {
+    use pki::fips201::oids;
+    let name = match *o {
+        x if x == pki::policy::ANY_POLICY => "anyPolicy",
+        x if x == oids::FPKI_COMMON_AUTHENTICATION => "id-fpki-common-authentication",
+        x if x == oids::FPKI_COMMON_CARD_AUTH => "id-fpki-common-cardAuth",
+        x if x == oids::FPKI_COMMON_HARDWARE => "id-fpki-common-hardware",
+        x if x == oids::FPKI_COMMON_PIV_CONTENT_SIGNING => "id-fpki-common-piv-contentSigning",
+        x if x == oids::PIVI_HARDWARE => "id-fpki-certpcy-pivi-hardware",
+        x if x == oids::PIVI_CARD_AUTH => "id-fpki-certpcy-pivi-cardAuth",
+        x if x == oids::PIVI_CONTENT_SIGNING => "id-fpki-certpcy-pivi-contentSigning",
+        _ => return o.to_string(),
+    };
+    format!("{o} ({name})")
+}
+
+fn print_invalid(json: bool, kind: &str, reason: &str) -> ExitCode {
+    if json {
+        println!(
+            "{}",
+            json!({ "valid": false, "kind": kind, "error": reason })
+        );
+    } else {
+        println!("INVALID: {reason}");
+    }
+    ExitCode::from(1)
+}
+
+fn error_kind(e: &Fips201Error) -> &'static str {
+    match e {
+        Fips201Error::Path(_) => "path",
+        Fips201Error::Profile(_) => "profile",
+    }
+}
+
+fn verify(a: VerifyArgs) -> anyhow::Result<ExitCode> {
+    let leaf = read_certificate(&a.leaf)?;
+    let mut inputs = load_inputs(&a.trust)?;
+    if !a.policy.is_empty() {
+        inputs.opts.initial_policy_set = a
+            .policy
+            .iter()
+            .map(|s| parse_oid(s))
+            .collect::<anyhow::Result<_>>()?;
+    }
+    inputs.opts.initial_explicit_policy = a.explicit_policy;
+    inputs.opts.initial_policy_mapping_inhibit = a.inhibit_policy_mapping;
+    inputs.opts.initial_any_policy_inhibit = a.inhibit_any_policy;
+    if let Some(e) = &a.eku {
+        inputs.opts.required_eku = Some(parse_oid(e)?);
+    }
+    let intermediates: Vec<&[u8]> = inputs.intermediates.iter().map(|v| v.as_slice()).collect();
+    let fetched = if a.trust.fetch_crls {
+        let mut certs = vec![leaf.as_slice()];
+        certs.extend_from_slice(&intermediates);
+        fetch_crls(&certs, inputs.opts.time)
+    } else {
+        Vec::new()
+    };
+    let crls = build_crls(&inputs, &fetched)?;
+    let result = validate_profile(
+        &inputs.store,
+        &leaf,
+        &intermediates,
+        &crls,
+        &inputs.opts,
+        a.profile.into(),
+    );
+    match result {
+        Ok(v) => {
+            if a.trust.json {
+                println!("{}", path_json(&v));
+            } else {
+                print_valid(&v);
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        Err(e) => Ok(print_invalid(a.trust.json, error_kind(&e), &e.to_string())),
+    }
+}
+
+fn verify_chuid_cmd(a: VerifyChuidArgs) -> anyhow::Result<ExitCode> {
+    let chuid =
+        std::fs::read(&a.chuid).with_context(|| format!("cannot read {}", a.chuid.display()))?;
+    let inputs = load_inputs(&a.trust)?;
+    let intermediates: Vec<&[u8]> = inputs.intermediates.iter().map(|v| v.as_slice()).collect();
+    let crls = build_crls(&inputs, &[])?;
+    match verify_chuid(&inputs.store, &chuid, &intermediates, &crls, &inputs.opts) {
+        Ok(v) => {
+            let fascn = v.chuid.fascn().map(|f| f.to_string()).ok();
+            if a.trust.json {
+                let mut j = path_json(&v.signer);
+                j["card_uuid"] = json!(v.chuid.card_uuid_urn());
+                j["fascn"] = json!(fascn);
+                j["expires"] = json!(v.chuid.expiration.to_string());
+                println!("{j}");
+            } else {
+                println!("VALID CHUID signature");
+                println!("card UUID: {}", v.chuid.card_uuid_urn());
+                if let Some(f) = fascn {
+                    println!("FASC-N: {f}");
+                }
+                println!("card expires: {}", v.chuid.expiration);
+                println!("signer:");
+                print_valid(&v.signer);
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        Err(e) => Ok(print_invalid(a.trust.json, "chuid", &e.to_string())),
+    }
+}
+
+fn init(a: InitArgs) -> anyhow::Result<ExitCode> {
+    let pki = TestPki::init(
+        &a.dir,
+        TestPkiOptions {
+            algorithm: a.alg,
+            organization: a.org,
+            crl_base_url: a.crl_url,
+            ..Default::default()
+        },
+    )?;
+    let subject = |der: &[u8]| {
+        pki::cert::Cert::from_der(der.to_vec())
+            .map(|c| c.subject_display().to_string())
+            .unwrap_or_default()
+    };
+    println!("test PKI created in {}", a.dir.display());
+    println!("  root CA:        {} (root.pem)", subject(pki.root_der()));
+    println!(
+        "  issuing CA:     {} (intermediate.pem)",
+        subject(pki.intermediate_der())
+    );
+    println!(
+        "  content signer: {} (content-signer.pem)",
+        subject(pki.content_signer_der())
+    );
+    println!("  CRLs:           root.crl.pem, intermediate.crl.pem");
+    println!("  private keys:   *.key.pem (PKCS#8, mode 0600)");
+    Ok(ExitCode::SUCCESS)
+}
+
+fn issue_card(a: IssueCardArgs) -> anyhow::Result<ExitCode> {
+    let pki = TestPki::load(&a.pki)
+        .with_context(|| format!("loading the test PKI in {}", a.pki.display()))?;
+    let fascn = a
+        .fascn
+        .as_deref()
+        .map(piv::fascn::Fascn::parse_text)
+        .transpose()
+        .context("--fascn")?;
+    let uuid = match &a.uuid {
+        Some(u) => Some(piv::chuid::parse_uuid(u).with_context(|| {
+            format!("--uuid {u:?} is not a UUID (e.g. 3f2504e0-4f89-41d3-9a0c-0305e82c3301)")
+        })?),
+        None => None,
+    };
+    let expires = a
+        .expires
+        .as_deref()
+        .map(piv::chuid::ChuidDate::parse)
+        .transpose()
+        .context("--expires")?;
+    let card = pki.issue_card(&CardOptions {
+        algorithm: a.alg,
+        fascn,
+        uuid,
+        expires,
+        cardholder: a.name,
+    })?;
+    card.save(&a.out)?;
+    println!("card credentials written to {}", a.out.display());
+    println!("  FASC-N:    {}", card.fascn);
+    println!("  card UUID: {}", piv::chuid::uuid_urn(&card.uuid));
+    println!("  expires:   {}", card.expires);
+    for s in &card.slots {
+        println!(
+            "  slot {:02X}:   {} key, slot-{:02x}.pem + slot-{:02x}.key.pem",
+            s.slot, s.algorithm, s.slot, s.slot
+        );
+    }
+    println!(
+        "  CHUID:     chuid.bin ({} bytes, signed)",
+        card.chuid.len()
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+fn revoke(a: RevokeArgs) -> anyhow::Result<ExitCode> {
+    let cert = read_certificate(&a.cert)?;
+    let mut pki = TestPki::load(&a.pki)
+        .with_context(|| format!("loading the test PKI in {}", a.pki.display()))?;
+    pki.revoke(&cert, a.reason.map(Into::into))?;
+    let subject = pki::cert::Cert::from_der(cert)
+        .map(|c| c.subject_display().to_string())
+        .unwrap_or_default();
+    println!("revoked {subject}; CRLs in {} re-signed", a.pki.display());
+    Ok(ExitCode::SUCCESS)
 }
