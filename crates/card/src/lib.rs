@@ -4,12 +4,17 @@
 //! [`profile::Profile`]s, and a [`vpcd`] connector that puts the card behind
 //! a real PC/SC reader.
 //!
+//! The image file format is documented in `IMAGE.md` (included below).
+//!
 //! ```
 //! use card::{Card, image::CardImage};
 //! let mut card = Card::new(CardImage::new_blank(Some(1)));
 //! let answer = card.process(&[0x00, 0xA4, 0x04, 0x00, 0x05, 0xA0, 0x00, 0x00, 0x03, 0x08]);
 //! assert_eq!(&answer[answer.len() - 2..], &[0x90, 0x00]);
 //! ```
+
+#[doc = include_str!("../IMAGE.md")]
+pub mod image_format {}
 
 pub mod command;
 pub mod crypto;
@@ -22,8 +27,8 @@ pub mod vpcd;
 pub use edge::{Card, Reply, Volatile, ATR};
 // The data model and transport layers the card speaks, for users that
 // only depend on this crate.
+pub use image::CardImage;
 pub use iso7816;
 pub use piv;
-pub use image::CardImage;
 pub use profile::Profile;
 pub use runner::Runner;
