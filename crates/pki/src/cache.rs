@@ -34,6 +34,49 @@ pub struct Scope {
     pub fingerprint: u64,
 }
 
+impl Scope {
+    /// The scope of a validation against `store` and `crls` with `opts`
+    /// under `profile` (see [`options_fingerprint`]).
+    pub fn for_validation(
+        store: &crate::store::TrustStore,
+        crls: &crate::crl::CrlSet,
+        opts: &crate::validate::ValidationOptions,
+        profile: crate::fips201::Profile,
+    ) -> Scope {
+        Scope {
+            store_id: store.id(),
+            crl_id: crls.id(),
+            fingerprint: options_fingerprint(opts, profile),
+        }
+    }
+}
+
+/// A fingerprint of every validation input except the time: profile,
+/// initial policy settings, required EKU, revocation and algorithm policy,
+/// maximum depth.
+pub fn options_fingerprint(
+    opts: &crate::validate::ValidationOptions,
+    profile: crate::fips201::Profile,
+) -> u64 {
+    use crate::validate::RevocationMode;
+    let mode: u8 = match opts.revocation.mode {
+        RevocationMode::Require => 0,
+        RevocationMode::BestEffort => 1,
+        RevocationMode::Off => 2,
+    };
+    fingerprint(&(
+        profile,
+        &opts.initial_policy_set,
+        opts.initial_explicit_policy,
+        opts.initial_policy_mapping_inhibit,
+        opts.initial_any_policy_inhibit,
+        opts.required_eku,
+        (mode, opts.revocation.grace),
+        (opts.algorithms.allow_sha1, opts.algorithms.min_rsa_bits),
+        opts.max_depth,
+    ))
+}
+
 /// Hashes the inputs of a validation (profile, options without time) into a
 /// [`Scope::fingerprint`]. Compute it once per configuration, not per tap.
 pub fn fingerprint(inputs: &impl Hash) -> u64 {
@@ -431,6 +474,34 @@ mod tests {
         });
         assert!(r.is_ok());
         assert_eq!(calls, 2);
+    }
+
+    #[test]
+    fn options_fingerprint_ignores_time_only() {
+        use crate::fips201::Profile;
+        use crate::validate::ValidationOptions;
+        let a = ValidationOptions::default();
+        let mut b = a.clone();
+        b.time = crate::time::Time(a.time.0 + 1000);
+        assert_eq!(
+            options_fingerprint(&a, Profile::PivAuth),
+            options_fingerprint(&b, Profile::PivAuth)
+        );
+        assert_ne!(
+            options_fingerprint(&a, Profile::PivAuth),
+            options_fingerprint(&a, Profile::CardAuth)
+        );
+        b.initial_explicit_policy = true;
+        assert_ne!(
+            options_fingerprint(&a, Profile::PivAuth),
+            options_fingerprint(&b, Profile::PivAuth)
+        );
+        b.initial_explicit_policy = false;
+        b.revocation.mode = crate::validate::RevocationMode::Off;
+        assert_ne!(
+            options_fingerprint(&a, Profile::PivAuth),
+            options_fingerprint(&b, Profile::PivAuth)
+        );
     }
 
     #[test]

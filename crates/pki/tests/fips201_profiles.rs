@@ -5,8 +5,8 @@ use piv::chuid::Chuid;
 use pki::cache::{fingerprint, CacheConfig, Scope, ValidationCache};
 use pki::crl::CrlSet;
 use pki::fips201::{
-    card_identity, check_bindings, oids, validate_profile, verify_chuid, BindingError,
-    ChuidVerifyError, Fips201Error, PivValidated, Profile, ProfileError,
+    card_identity, check_bindings, oids, validate_profile, validate_profile_cached, verify_chuid,
+    BindingError, ChuidVerifyError, Fips201Error, PivValidated, Profile, ProfileError,
 };
 use pki::issue::{
     CardCredentials, CardOptions, CertificateBuilder, CrlReason, KeyAlgorithm, KeyPair, KeyUsages,
@@ -341,4 +341,25 @@ fn cache_serves_repeat_validations_and_drops_them_on_crl_change() {
         Err(Fips201Error::Path(ValidationError::Revoked { .. }))
     ));
     assert_eq!(validations, 2);
+}
+
+#[test]
+fn cached_validation_helper() {
+    let (pki, card) = setup();
+    let store = store_of(&pki);
+    let crls = crls_of(&pki);
+    let cache = ValidationCache::new(CacheConfig::default());
+    let opts = ValidationOptions::default();
+    let cak = &card.slot(0x9E).unwrap().certificate;
+    let a =
+        validate_profile_cached(&cache, &store, cak, &[], &crls, &opts, Profile::CardAuth).unwrap();
+    let b =
+        validate_profile_cached(&cache, &store, cak, &[], &crls, &opts, Profile::CardAuth).unwrap();
+    assert!(Arc::ptr_eq(&a, &b));
+    assert_eq!(cache.stats().hits, 1);
+    // Another profile is a different scope, and its failure is not cached.
+    assert!(
+        validate_profile_cached(&cache, &store, cak, &[], &crls, &opts, Profile::PivAuth).is_err()
+    );
+    assert_eq!(cache.len(), 1);
 }

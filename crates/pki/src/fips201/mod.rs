@@ -216,6 +216,27 @@ pub fn validate_profile(
     })
 }
 
+/// [`validate_profile`] through a [`ValidationCache`](crate::cache::ValidationCache):
+/// a repeat validation of the same leaf with the same store, CRLs, options
+/// (time excepted) and profile is answered from the cache until the path's
+/// `valid_until` or the cache TTL. Failures are not cached.
+pub fn validate_profile_cached(
+    cache: &crate::cache::ValidationCache<std::sync::Arc<PivValidated>>,
+    store: &TrustStore,
+    leaf_der: &[u8],
+    intermediates: &[&[u8]],
+    crls: &CrlSet,
+    opts: &ValidationOptions,
+    profile: Profile,
+) -> Result<std::sync::Arc<PivValidated>, Fips201Error> {
+    let scope = crate::cache::Scope::for_validation(store, crls, opts, profile);
+    cache.get_or_insert_with(leaf_der, &scope, opts.time.0, || {
+        let v = validate_profile(store, leaf_der, intermediates, crls, opts, profile)?;
+        let until = v.path.valid_until().0;
+        Ok((std::sync::Arc::new(v), until))
+    })
+}
+
 fn parse_leaf(leaf_der: &[u8], profile: Profile) -> Result<Certificate, ProfileError> {
     Certificate::from_der(leaf_der).map_err(|e| ProfileError::Unparsable {
         subject: "(end entity)".into(),
