@@ -145,7 +145,8 @@ pub struct Chuid {
     pub guid: [u8; 16],
     pub expiration: ChuidDate,
     pub cardholder_uuid: Option<[u8; 16]>,
-    /// The issuer asymmetric signature: a DER CMS SignedData (ContentInfo).
+    /// The issuer asymmetric signature: a DER CMS SignedData (ContentInfo);
+    /// `None` when the `3E` element is empty or absent.
     pub signature: Option<Vec<u8>>,
 }
 
@@ -276,7 +277,8 @@ impl Chuid {
                 }
                 TAG_SIGNATURE => {
                     after_signature = true;
-                    c.signature = Some(t.value.to_vec());
+                    // An empty 3E is an unsigned CHUID.
+                    c.signature = (!t.value.is_empty()).then(|| t.value.to_vec());
                 }
                 TAG_EDC => after_signature = true,
                 other => return Err(ChuidError::UnknownTag(other)),
@@ -459,5 +461,41 @@ mod tests {
             ChuidDate::parse("20000301").unwrap().end_of_day_unix(),
             951_868_800 + 86_399
         );
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn decode_never_panics(bytes in proptest::collection::vec(proptest::num::u8::ANY, 0..200)) {
+            let _ = Chuid::decode(&bytes);
+            let _ = signed_content_of(&bytes);
+        }
+
+        #[test]
+        fn mutated_chuids_never_panic(pos in 0usize..160, val in proptest::num::u8::ANY) {
+            let mut enc = sample().encode();
+            let i = pos % enc.len();
+            enc[i] = val;
+            if let Ok(c) = Chuid::decode(&enc) {
+                // Whatever decodes re-encodes to a CHUID that decodes the same.
+                proptest::prop_assert_eq!(Chuid::decode(&c.encode()).unwrap(), c);
+            }
+        }
+
+        #[test]
+        fn round_trips(
+            guid in proptest::array::uniform16(proptest::num::u8::ANY),
+            holder in proptest::option::of(proptest::array::uniform16(proptest::num::u8::ANY)),
+            duns in proptest::option::of(proptest::collection::vec(proptest::num::u8::ANY, 9)),
+            sig in proptest::option::of(proptest::collection::vec(proptest::num::u8::ANY, 1..300)),
+        ) {
+            let mut c = sample();
+            c.guid = guid;
+            c.cardholder_uuid = holder;
+            c.duns = duns;
+            c.signature = sig;
+            let enc = c.encode();
+            proptest::prop_assert_eq!(Chuid::decode(&enc).unwrap(), c.clone());
+            proptest::prop_assert_eq!(signed_content_of(&enc).unwrap(), c.signed_content());
+        }
     }
 }

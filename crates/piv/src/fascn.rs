@@ -476,4 +476,18 @@ mod tests {
         assert!(Fascn::parse_text("1234").is_err());
         assert!(Fascn::from_digits("9999999999999901000000000010000x").is_err());
     }
+
+    proptest::proptest! {
+        #[test]
+        fn decode_never_panics(bytes in proptest::collection::vec(proptest::num::u8::ANY, 0..40)) {
+            let _ = Fascn::decode(&bytes);
+        }
+
+        #[test]
+        fn any_digits_round_trip(digits in "[0-9]{32}") {
+            let f = Fascn::from_digits(&digits).unwrap();
+            let enc = f.encode().unwrap();
+            proptest::prop_assert_eq!(Fascn::decode(&enc).unwrap(), f);
+        }
+    }
 }
