@@ -1,0 +1,97 @@
+//! Robustness of CHUID verification: arbitrary corruptions of a signed CHUID
+//! never panic, and whatever still verifies carries the original card data.
+
+use piv::chuid::Chuid;
+use pki::crl::CrlSet;
+use pki::fips201::verify_chuid;
+use pki::issue::{CardCredentials, CardOptions, TestPki, TestPkiOptions};
+use pki::store::TrustStore;
+use pki::validate::ValidationOptions;
+use proptest::prelude::*;
+use std::sync::OnceLock;
+
+struct Fixture {
+    store: TrustStore,
+    crls: CrlSet,
+    card: CardCredentials,
+}
+
+fn fixture() -> &'static Fixture {
+    static F: OnceLock<Fixture> = OnceLock::new();
+    F.get_or_init(|| {
+        let pki = TestPki::generate(TestPkiOptions::default()).unwrap();
+        let card = pki.issue_card(&CardOptions::default()).unwrap();
+        let mut b = TrustStore::builder();
+        b.add_anchor_der(pki.root_der().to_vec());
+        b.add_intermediate_der(pki.intermediate_der().to_vec());
+        let store = b.build();
+        let mut c = CrlSet::builder();
+        for crl in pki.crls() {
+            c.add_der(crl).unwrap();
+        }
+        let f = Fixture {
+            store,
+            crls: c.build(),
+            card,
+        };
+        verify_chuid(&f.store, &f.card.chuid, &[], &f.crls, &ValidationOptions::default())
+            .expect("the unmodified CHUID verifies");
+        f
+    })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(300))]
+
+    #[test]
+    fn corrupted_chuids_fail_cleanly(edits in proptest::collection::vec((any::<usize>(), any::<u8>()), 1..4)) {
+        let f = fixture();
+        let mut bytes = f.card.chuid.clone();
+        for (pos, val) in &edits {
+            let i = pos % bytes.len();
+            bytes[i] = *val;
+        }
+        let opts = ValidationOptions::default();
+        if let Ok(v) = verify_chuid(&f.store, &bytes, &[], &f.crls, &opts) {
+            let original = Chuid::decode(&f.card.chuid).unwrap();
+            prop_assert_eq!(v.chuid.fascn, original.fascn);
+            prop_assert_eq!(v.chuid.guid, original.guid);
+            prop_assert_eq!(v.chuid.expiration, original.expiration);
+            prop_assert_eq!(v.chuid.signed_content(), original.signed_content());
+        }
+    }
+
+    #[test]
+    fn truncated_chuids_fail_cleanly(len in 0usize..2000) {
+        let f = fixture();
+        let full = f.card.chuid.len();
+        let n = len % full;
+        let r = verify_chuid(&f.store, &f.card.chuid[..n], &[], &f.crls, &ValidationOptions::default());
+        // Only dropping the trailing error detection code (FE 00) leaves a
+        // CHUID whose signed content is intact.
+        prop_assert_eq!(r.is_ok(), n == full - 2);
+    }
+}
+
+#[test]
+fn dropping_only_the_error_detection_code_keeps_the_signature_valid() {
+    let f = fixture();
+    let n = f.card.chuid.len();
+    assert_eq!(&f.card.chuid[n - 2..], &[0xFE, 0x00]);
+    verify_chuid(
+        &f.store,
+        &f.card.chuid[..n - 2],
+        &[],
+        &f.crls,
+        &ValidationOptions::default(),
+    )
+    .unwrap();
+    assert!(verify_chuid(
+        &f.store,
+        &f.card.chuid[..n - 3],
+        &[],
+        &f.crls,
+        &ValidationOptions::default()
+    )
+    .is_err());
+}
