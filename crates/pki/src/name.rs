@@ -72,7 +72,44 @@ fn push_u32(out: &mut Vec<u8>, n: usize) {
     out.extend_from_slice(&(n as u32).to_be_bytes());
 }
 
+fn push_atv(enc: &mut Vec<u8>, oid: &[u8], value: crate::der::Tlv<'_>) {
+    push_u32(enc, oid.len());
+    enc.extend_from_slice(oid);
+    match decode_string(value.tag, value.value) {
+        Some(s) => {
+            enc.push(tag::UTF8_STRING);
+            let len_at = enc.len();
+            push_u32(enc, 0);
+            let start = enc.len();
+            normalise_into(&s, enc);
+            let n = (enc.len() - start) as u32;
+            enc[len_at..len_at + 4].copy_from_slice(&n.to_be_bytes());
+        }
+        None => {
+            enc.push(value.tag);
+            push_u32(enc, value.value.len());
+            enc.extend_from_slice(value.value);
+        }
+    }
+}
+
 fn push_rdn(out: &mut Vec<u8>, set: &[u8]) -> Result<(), DerError> {
+    // Fast path: a single-valued RDN (nearly all of them) is written in place.
+    let mut single = Reader::new(set);
+    let first = single.value(tag::SEQUENCE)?;
+    if single.is_empty() {
+        let mut a = Reader::new(first);
+        let oid = a.value(tag::OID)?;
+        let value = a.read_any()?;
+        a.finish()?;
+        let len_at = out.len();
+        push_u32(out, 0);
+        let start = out.len();
+        push_atv(out, oid, value);
+        let n = (out.len() - start) as u32;
+        out[len_at..len_at + 4].copy_from_slice(&n.to_be_bytes());
+        return Ok(());
+    }
     let mut atvs: Vec<Vec<u8>> = Vec::with_capacity(1);
     let mut r = Reader::new(set);
     while !r.is_empty() {
@@ -82,21 +119,7 @@ fn push_rdn(out: &mut Vec<u8>, set: &[u8]) -> Result<(), DerError> {
         let value = a.read_any()?;
         a.finish()?;
         let mut enc = Vec::with_capacity(oid.len() + value.value.len() + 10);
-        push_u32(&mut enc, oid.len());
-        enc.extend_from_slice(oid);
-        match decode_string(value.tag, value.value) {
-            Some(s) => {
-                let norm = normalise_string(&s);
-                enc.push(tag::UTF8_STRING);
-                push_u32(&mut enc, norm.len());
-                enc.extend_from_slice(norm.as_bytes());
-            }
-            None => {
-                enc.push(value.tag);
-                push_u32(&mut enc, value.value.len());
-                enc.extend_from_slice(value.value);
-            }
-        }
+        push_atv(&mut enc, oid, value);
         atvs.push(enc);
     }
     if atvs.is_empty() {
@@ -113,13 +136,14 @@ fn push_rdn(out: &mut Vec<u8>, set: &[u8]) -> Result<(), DerError> {
 
 /// Decodes a directory string of any ASN.1 string type into text. `None` for non-strings or
 /// undecodable contents (which are then compared as raw bytes).
-pub fn decode_string(t: u8, v: &[u8]) -> Option<String> {
+pub fn decode_string(t: u8, v: &[u8]) -> Option<std::borrow::Cow<'_, str>> {
+    use std::borrow::Cow;
     match t {
         tag::UTF8_STRING | tag::PRINTABLE_STRING | tag::IA5_STRING | 0x12 | 0x1a => {
-            std::str::from_utf8(v).ok().map(str::to_owned)
+            std::str::from_utf8(v).ok().map(Cow::Borrowed)
         }
         // TeletexString: treated as Latin-1, as most implementations do.
-        tag::TELETEX_STRING => Some(v.iter().map(|&b| b as char).collect()),
+        tag::TELETEX_STRING => Some(Cow::Owned(v.iter().map(|&b| b as char).collect())),
         tag::BMP_STRING => {
             if v.len() % 2 != 0 {
                 return None;
@@ -128,6 +152,7 @@ pub fn decode_string(t: u8, v: &[u8]) -> Option<String> {
             char::decode_utf16(units)
                 .collect::<Result<String, _>>()
                 .ok()
+                .map(Cow::Owned)
         }
         tag::UNIVERSAL_STRING => {
             if v.len() % 4 != 0 {
@@ -135,7 +160,8 @@ pub fn decode_string(t: u8, v: &[u8]) -> Option<String> {
             }
             v.chunks_exact(4)
                 .map(|c| char::from_u32(u32::from_be_bytes([c[0], c[1], c[2], c[3]])))
-                .collect()
+                .collect::<Option<String>>()
+                .map(Cow::Owned)
         }
         _ => None,
     }
@@ -143,24 +169,43 @@ pub fn decode_string(t: u8, v: &[u8]) -> Option<String> {
 
 /// RFC 4518-style preparation: case fold, trim, collapse internal white space runs.
 pub fn normalise_string(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
+    let mut out = Vec::with_capacity(s.len());
+    normalise_into(s, &mut out);
+    String::from_utf8(out).unwrap_or_default()
+}
+
+/// Appends the prepared form of `s` (UTF-8) to `out`.
+fn normalise_into(s: &str, out: &mut Vec<u8>) {
+    let start = out.len();
     let mut pending_space = false;
+    if s.is_ascii() {
+        for &b in s.as_bytes() {
+            if b.is_ascii_whitespace() || b == 0x0b {
+                pending_space = out.len() > start;
+                continue;
+            }
+            if pending_space {
+                out.push(b' ');
+                pending_space = false;
+            }
+            out.push(b.to_ascii_lowercase());
+        }
+        return;
+    }
+    let mut buf = [0u8; 4];
     for c in s.chars() {
         if c.is_whitespace() {
-            pending_space = !out.is_empty();
+            pending_space = out.len() > start;
             continue;
         }
         if pending_space {
-            out.push(' ');
+            out.push(b' ');
             pending_space = false;
         }
-        if c.is_ascii() {
-            out.push(c.to_ascii_lowercase());
-        } else {
-            out.extend(c.to_lowercase());
+        for l in c.to_lowercase() {
+            out.extend_from_slice(l.encode_utf8(&mut buf).as_bytes());
         }
     }
-    out
 }
 
 /// Values of every emailAddress attribute in a name's RDNSequence contents (RFC 5280 §4.2.1.10
@@ -176,7 +221,7 @@ pub fn email_addresses(rdn_sequence: &[u8]) -> Result<Vec<String>, DerError> {
             let v = a.read_any()?;
             if oid == OID_EMAIL_ADDRESS {
                 if let Some(s) = decode_string(v.tag, v.value) {
-                    out.push(s);
+                    out.push(s.into_owned());
                 }
             }
         }
@@ -242,8 +287,9 @@ pub fn display_rdn_sequence(seq: &[u8]) -> String {
                     .map(|o| o.to_string())
                     .unwrap_or_else(|_| hex::encode(oid)),
             };
-            let val =
-                decode_string(v.tag, v.value).unwrap_or_else(|| format!("#{}", hex::encode(v.raw)));
+            let val = decode_string(v.tag, v.value)
+                .map(|s| s.into_owned())
+                .unwrap_or_else(|| format!("#{}", hex::encode(v.raw)));
             atvs.push(format!("{key}={val}"));
         }
         parts.push(atvs.join("+"));

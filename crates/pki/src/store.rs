@@ -11,6 +11,7 @@ use crate::cert::{self, Cert, CertError};
 use crate::der::{tag, DerError, Reader};
 use crate::name::NormName;
 use arc_swap::ArcSwap;
+use std::collections::hash_map::RandomState;
 use std::collections::HashMap;
 use std::hash::{BuildHasher, Hasher};
 use std::path::{Path, PathBuf};
@@ -51,7 +52,13 @@ pub struct Entry {
     subject_key_id: Option<Vec<u8>>,
     anchor: bool,
     parsed: OnceLock<Result<Arc<Cert>, CertError>>,
+    /// Next entry in the same subject-hash chain of the store's index.
+    next_subject: u32,
+    /// Next entry in the same key-identifier-hash chain.
+    next_key_id: u32,
 }
+
+const NONE: u32 = u32::MAX;
 
 impl Entry {
     /// Scans `der` for its index keys.
@@ -63,6 +70,8 @@ impl Entry {
             subject_key_id: keys.subject_key_id,
             anchor,
             parsed: OnceLock::new(),
+            next_subject: NONE,
+            next_key_id: NONE,
         })
     }
 
@@ -75,6 +84,8 @@ impl Entry {
             subject_key_id: cert.ext.subject_key_id.clone(),
             anchor,
             parsed: OnceLock::new(),
+            next_subject: NONE,
+            next_key_id: NONE,
         };
         let _ = parsed.set(Ok(cert));
         Entry { parsed, ..e }
@@ -105,8 +116,11 @@ impl Entry {
 pub struct TrustStore {
     id: u64,
     entries: Vec<Entry>,
-    by_subject: HashMap<NormName, Vec<u32>>,
-    by_key_id: HashMap<Vec<u8>, Vec<u32>>,
+    /// Hash of the normalised subject -> first entry of its chain (`Entry::next_subject`).
+    by_subject: HashMap<u64, u32>,
+    /// Hash of the subject key identifier -> first entry of its chain.
+    by_key_id: HashMap<u64, u32>,
+    hasher: RandomState,
     anchors: usize,
 }
 
@@ -140,20 +154,35 @@ impl TrustStore {
         &self.entries
     }
     /// Certificates whose subject matches `name` (RFC 5280 §7.1 comparison).
-    pub fn by_subject(&self, name: &NormName) -> impl Iterator<Item = &Entry> + '_ {
-        self.by_subject
-            .get(name)
-            .into_iter()
-            .flatten()
-            .map(|&i| &self.entries[i as usize])
+    pub fn by_subject<'s: 'n, 'n>(
+        &'s self,
+        name: &'n NormName,
+    ) -> impl Iterator<Item = &'s Entry> + 'n {
+        let head = self
+            .by_subject
+            .get(&hash_of(&self.hasher, name.as_bytes()))
+            .copied()
+            .unwrap_or(NONE);
+        self.chain(head, |e| e.next_subject)
+            .filter(move |e| e.subject == *name)
     }
     /// Certificates whose subject key identifier is `key_id`.
-    pub fn by_key_id(&self, key_id: &[u8]) -> impl Iterator<Item = &Entry> + '_ {
-        self.by_key_id
-            .get(key_id)
-            .into_iter()
-            .flatten()
-            .map(|&i| &self.entries[i as usize])
+    pub fn by_key_id<'s: 'n, 'n>(
+        &'s self,
+        key_id: &'n [u8],
+    ) -> impl Iterator<Item = &'s Entry> + 'n {
+        let head = self
+            .by_key_id
+            .get(&hash_of(&self.hasher, key_id))
+            .copied()
+            .unwrap_or(NONE);
+        self.chain(head, |e| e.next_key_id)
+            .filter(move |e| e.subject_key_id.as_deref() == Some(key_id))
+    }
+
+    fn chain(&self, head: u32, next: fn(&Entry) -> u32) -> impl Iterator<Item = &Entry> + '_ {
+        let first = self.entries.get(head as usize);
+        std::iter::successors(first, move |e| self.entries.get(next(e) as usize))
     }
 }
 
@@ -250,34 +279,51 @@ impl TrustStoreBuilder {
     /// Indexes the certificates. Duplicates (same DER) are dropped, an anchor winning over an
     /// intermediate; certificates whose subject cannot be read are skipped with a warning.
     pub fn build(self) -> TrustStore {
-        let hasher = std::collections::hash_map::RandomState::new();
-        let mut seen: HashMap<u64, Vec<u32>> = HashMap::with_capacity(self.certs.len());
-        let mut entries: Vec<Entry> = Vec::with_capacity(self.certs.len());
+        let hasher = RandomState::new();
+        let mut seen: HashMap<u64, u32> = HashMap::with_capacity(self.certs.len());
+        let mut unique: Vec<(Arc<[u8]>, bool)> = Vec::with_capacity(self.certs.len());
+        let mut next_same: Vec<u32> = Vec::with_capacity(self.certs.len());
         // Anchors first so that an anchor wins over the same certificate given as intermediate.
         let (anchors, inters): (Vec<_>, Vec<_>) = self.certs.into_iter().partition(|c| c.1);
         for (der, anchor) in anchors.into_iter().chain(inters) {
             let h = dedup_hash(&hasher, &der);
-            let slot = seen.entry(h).or_default();
-            if slot.iter().any(|&i| *entries[i as usize].der == *der) {
+            let head = seen.get(&h).copied().unwrap_or(NONE);
+            let mut i = head;
+            let mut duplicate = false;
+            while i != NONE {
+                if *unique[i as usize].0 == *der {
+                    duplicate = true;
+                    break;
+                }
+                i = next_same[i as usize];
+            }
+            if duplicate {
                 continue;
             }
-            match Entry::new(der, anchor) {
-                Ok(e) => {
-                    slot.push(entries.len() as u32);
-                    entries.push(e);
-                }
-                Err(e) => tracing::warn!("skipping a malformed certificate: {e}"),
-            }
+            seen.insert(h, unique.len() as u32);
+            next_same.push(head);
+            unique.push((der, anchor));
         }
-        let mut by_subject: HashMap<NormName, Vec<u32>> = HashMap::with_capacity(entries.len());
-        let mut by_key_id: HashMap<Vec<u8>, Vec<u32>> = HashMap::with_capacity(entries.len());
-        for (i, e) in entries.iter().enumerate() {
-            by_subject
-                .entry(e.subject.clone())
-                .or_default()
-                .push(i as u32);
+        let mut entries: Vec<Entry> =
+            parallel_map(unique, |(der, anchor)| match Entry::new(der, anchor) {
+                Ok(e) => Some(e),
+                Err(e) => {
+                    tracing::warn!("skipping a malformed certificate: {e}");
+                    None
+                }
+            });
+        let mut by_subject: HashMap<u64, u32> = HashMap::with_capacity(entries.len());
+        let mut by_key_id: HashMap<u64, u32> = HashMap::with_capacity(entries.len());
+        for (i, e) in entries.iter_mut().enumerate() {
+            let slot = by_subject
+                .entry(hash_of(&hasher, e.subject.as_bytes()))
+                .or_insert(NONE);
+            e.next_subject = *slot;
+            *slot = i as u32;
             if let Some(k) = &e.subject_key_id {
-                by_key_id.entry(k.clone()).or_default().push(i as u32);
+                let slot = by_key_id.entry(hash_of(&hasher, k)).or_insert(NONE);
+                e.next_key_id = *slot;
+                *slot = i as u32;
             }
         }
         let anchors = entries.iter().filter(|e| e.anchor).count();
@@ -286,9 +332,48 @@ impl TrustStoreBuilder {
             entries,
             by_subject,
             by_key_id,
+            hasher,
             anchors,
         }
     }
+}
+
+fn hash_of(state: &RandomState, bytes: &[u8]) -> u64 {
+    let mut h = state.build_hasher();
+    h.write(bytes);
+    h.finish()
+}
+
+/// Maps `items` in order, on two or more threads when there are enough of them to pay for it.
+fn parallel_map<T: Send, U: Send>(items: Vec<T>, f: impl Fn(T) -> Option<U> + Sync) -> Vec<U> {
+    const MIN_PER_THREAD: usize = 1024;
+    let threads = std::thread::available_parallelism()
+        .map_or(1, |n| n.get())
+        .min(8);
+    let threads = threads.min(items.len() / MIN_PER_THREAD).max(1);
+    if threads == 1 {
+        return items.into_iter().filter_map(f).collect();
+    }
+    let per = items.len().div_ceil(threads);
+    let mut chunks: Vec<Vec<T>> = Vec::with_capacity(threads);
+    let mut it = items.into_iter();
+    for _ in 0..threads {
+        chunks.push(it.by_ref().take(per).collect());
+    }
+    let f = &f;
+    std::thread::scope(|scope| {
+        let handles: Vec<_> = chunks
+            .into_iter()
+            .map(|chunk| scope.spawn(move || chunk.into_iter().filter_map(f).collect::<Vec<U>>()))
+            .collect();
+        handles
+            .into_iter()
+            .flat_map(|h| {
+                h.join()
+                    .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
+            })
+            .collect()
+    })
 }
 
 /// Hash for duplicate detection: the length and the tail of the DER (which holds the
@@ -356,18 +441,72 @@ fn pkcs7_certificates(content_info: &[u8]) -> Result<Vec<Vec<u8>>, DerError> {
 }
 
 fn certificates_from_pem(data: &[u8]) -> Result<Vec<Vec<u8>>, String> {
+    // Large bundles are split at block boundaries and decoded on several threads.
+    const MIN_SPLIT: usize = 1 << 20;
+    let threads = std::thread::available_parallelism()
+        .map_or(1, |n| n.get())
+        .min(8);
+    let parts = threads.min(data.len() / MIN_SPLIT).max(1);
+    if parts == 1 {
+        return certificates_from_pem_serial(data);
+    }
+    let mut bounds = vec![0];
+    for k in 1..parts {
+        let guess = data.len() * k / parts;
+        let prev = *bounds.last().unwrap_or(&0);
+        if guess <= prev {
+            continue;
+        }
+        if let Some(off) = memchr::memmem::find(&data[guess..], b"-----BEGIN ") {
+            if guess + off > prev {
+                bounds.push(guess + off);
+            }
+        }
+    }
+    bounds.push(data.len());
+    bounds.dedup();
+    let slices: Vec<&[u8]> = bounds.windows(2).map(|w| &data[w[0]..w[1]]).collect();
+    let results: Vec<Result<Vec<Vec<u8>>, String>> = parallel_chunks(slices);
+    let mut out = Vec::new();
+    for r in results {
+        out.extend(r?);
+    }
+    Ok(out)
+}
+
+fn parallel_chunks(slices: Vec<&[u8]>) -> Vec<Result<Vec<Vec<u8>>, String>> {
+    std::thread::scope(|scope| {
+        let handles: Vec<_> = slices
+            .into_iter()
+            .map(|s| scope.spawn(move || certificates_from_pem_serial(s)))
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| {
+                h.join()
+                    .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
+            })
+            .collect()
+    })
+}
+
+fn certificates_from_pem_serial(data: &[u8]) -> Result<Vec<Vec<u8>>, String> {
+    let begin = memchr::memmem::Finder::new(b"-----BEGIN ");
+    let end_line = memchr::memmem::Finder::new(b"-----END ");
+    let dashes = memchr::memmem::Finder::new(b"-----");
     let mut out = Vec::new();
     let mut rest = data;
-    while let Some(start) = memchr::memmem::find(rest, b"-----BEGIN ") {
+    while let Some(start) = begin.find(rest) {
         let after = &rest[start + 11..];
-        let label_end = memchr::memmem::find(after, b"-----").ok_or("unterminated PEM header")?;
+        let label_end = dashes.find(after).ok_or("unterminated PEM header")?;
         let label = &after[..label_end];
         let body_start = &after[label_end + 5..];
-        let end =
-            memchr::memmem::find(body_start, b"-----END ").ok_or("PEM block without END line")?;
+        let end = end_line
+            .find(body_start)
+            .ok_or("PEM block without END line")?;
         let body = &body_start[..end];
         let tail = &body_start[end + 9..];
-        let tail_end = memchr::memmem::find(tail, b"-----").ok_or("unterminated PEM END line")?;
+        let tail_end = dashes.find(tail).ok_or("unterminated PEM END line")?;
         rest = &tail[tail_end + 5..];
         match label {
             b"CERTIFICATE" | b"X509 CERTIFICATE" => {
@@ -388,7 +527,6 @@ fn certificates_from_pem(data: &[u8]) -> Result<Vec<Vec<u8>>, String> {
 }
 
 const B64_INVALID: u8 = 0xff;
-const B64_SKIP: u8 = 0xfe;
 static B64: [u8; 256] = {
     let mut t = [B64_INVALID; 256];
     let alphabet = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
@@ -397,46 +535,93 @@ static B64: [u8; 256] = {
         t[alphabet[i] as usize] = i as u8;
         i += 1;
     }
-    t[b' ' as usize] = B64_SKIP;
-    t[b'\t' as usize] = B64_SKIP;
-    t[b'\r' as usize] = B64_SKIP;
-    t[b'\n' as usize] = B64_SKIP;
     t
 };
 
 /// Base64 decoding that skips white space (PEM bodies are wrapped) and honours `=` padding.
 pub fn base64_decode_lenient(text: &[u8]) -> Option<Vec<u8>> {
-    let mut out = Vec::with_capacity(text.len() / 4 * 3);
-    let mut acc: u32 = 0;
+    let mut out = Vec::with_capacity(text.len() / 4 * 3 + 3);
+    if memchr::memchr3(b'\r', b' ', b'\t', text).is_none() {
+        // Fast path: decode line by line in place; each line but the last must hold whole
+        // groups of four characters, as PEM's 64-character lines do.
+        let mut ok = true;
+        let mut rest = text;
+        while !rest.is_empty() {
+            let end = memchr::memchr(b'\n', rest).unwrap_or(rest.len());
+            let line = &rest[..end];
+            rest = rest.get(end + 1..).unwrap_or(&[]);
+            let last = rest.iter().all(|c| *c == b'\n');
+            if !last && line.len() % 4 != 0 {
+                ok = false;
+                break;
+            }
+            decode_chunk(line, &mut out, last)?;
+            if last {
+                break;
+            }
+        }
+        if ok {
+            return Some(out);
+        }
+        out.clear();
+    }
+    let compact: Vec<u8> = text
+        .iter()
+        .copied()
+        .filter(|c| !matches!(c, b'\n' | b'\r' | b' ' | b'\t'))
+        .collect();
+    decode_chunk(&compact, &mut out, true)?;
+    Some(out)
+}
+
+/// Decodes base64 characters and appends the bytes. Only the `last` chunk may be padded or end
+/// in a partial group.
+fn decode_chunk(chars: &[u8], out: &mut Vec<u8>, last: bool) -> Option<()> {
+    let padding = if last {
+        chars.iter().rev().take_while(|c| **c == b'=').count()
+    } else {
+        0
+    };
+    if padding > 2 {
+        return None;
+    }
+    let body = &chars[..chars.len() - padding];
+    let full = body.len() / 4;
+    let tail = &body[full * 4..];
+    let start = out.len();
+    out.resize(start + full * 3, 0);
+    let mut invalid = 0u8;
+    for (q, o) in body.chunks_exact(4).zip(out[start..].chunks_exact_mut(3)) {
+        let (a, b, c, d) = (
+            B64[q[0] as usize],
+            B64[q[1] as usize],
+            B64[q[2] as usize],
+            B64[q[3] as usize],
+        );
+        invalid |= a | b | c | d;
+        let n = (a as u32) << 18 | (b as u32) << 12 | (c as u32) << 6 | d as u32;
+        o[0] = (n >> 16) as u8;
+        o[1] = (n >> 8) as u8;
+        o[2] = n as u8;
+    }
+    if invalid & 0x80 != 0 {
+        return None;
+    }
     let mut n = 0u32;
-    let mut padding = 0;
-    for &c in text {
-        if c == b'=' {
-            padding += 1;
-            continue;
-        }
+    for &c in tail {
         let v = B64[c as usize];
-        if v == B64_SKIP {
-            continue;
-        }
-        if v == B64_INVALID || padding > 0 {
+        if v == B64_INVALID {
             return None;
         }
-        acc = (acc << 6) | v as u32;
-        n += 1;
-        if n == 4 {
-            out.extend_from_slice(&[(acc >> 16) as u8, (acc >> 8) as u8, acc as u8]);
-            acc = 0;
-            n = 0;
-        }
+        n = n << 6 | v as u32;
     }
-    match (n, padding) {
-        (0, 0) => {}
-        (2, 2) | (2, 0) => out.push((acc >> 4) as u8),
-        (3, 1) | (3, 0) => out.extend_from_slice(&[(acc >> 10) as u8, (acc >> 2) as u8]),
+    match tail.len() {
+        0 if padding == 0 => {}
+        2 if padding == 0 || padding == 2 => out.push((n >> 4) as u8),
+        3 if padding <= 1 => out.extend_from_slice(&[(n >> 10) as u8, (n >> 2) as u8]),
         _ => return None,
     }
-    Some(out)
+    Some(())
 }
 
 /// A trust store that can be replaced while validations run: each validation takes a snapshot
@@ -484,7 +669,12 @@ mod tests {
         assert_eq!(base64_decode_lenient(b"TQ==\r\n").unwrap(), b"M");
         assert!(base64_decode_lenient(b"T").is_none());
         assert!(base64_decode_lenient(b"TQ==TQ==").is_none());
+        assert!(base64_decode_lenient(b"TQ==\nTWFu").is_none());
+        assert!(base64_decode_lenient(b"TQ=").is_none());
+        assert_eq!(base64_decode_lenient(b"TWFu\nTWE=\n").unwrap(), b"ManMa");
+        assert_eq!(base64_decode_lenient(b"TW\nFu").unwrap(), b"Man");
         assert!(base64_decode_lenient(b"T*==").is_none());
+        assert_eq!(base64_decode_lenient(b"TW Fu\tTWFu").unwrap(), b"ManMan");
     }
 
     #[test]
