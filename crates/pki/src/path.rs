@@ -33,6 +33,17 @@ pub(crate) struct Ctx<'a> {
     signer_stack: RefCell<Vec<Arc<[u8]>>>,
 }
 
+/// Most issuer names explored by the reachability pre-pass before it gives up pruning.
+const MAX_REACH_NAMES: usize = 20_000;
+
+/// Names from which a trust anchor can be reached through the issuer graph (signatures and
+/// constraints aside). Path building skips issuers whose own issuer is not in it, so dead-end
+/// regions of a cross-certified mesh are never explored. `None` when the graph was too big to
+/// map, in which case nothing is pruned.
+struct Reach {
+    good: Option<std::collections::HashSet<NormName>>,
+}
+
 struct Best {
     score: usize,
     error: Option<ValidationError>,
@@ -84,12 +95,17 @@ impl<'a> Ctx<'a> {
 
     /// Candidate issuers of `c`: name match, key identifiers agreeing when both are present,
     /// matching key identifiers first, no duplicate encodings.
-    fn issuer_candidates(&self, c: &Cert) -> Vec<&Entry> {
+    /// Also returns how many same-name certificates were passed over for holding another key.
+    fn issuer_candidates(&self, c: &Cert) -> (Vec<&Entry>, usize) {
         let aki = c.ext.authority_key_id.as_deref();
         let mut out: Vec<(&Entry, bool)> = Vec::new();
+        let mut other_keys = 0;
         for e in self.by_subject(&c.issuer) {
             let key_match = match (aki, e.subject_key_id()) {
-                (Some(a), Some(s)) if a != s => continue,
+                (Some(a), Some(s)) if a != s => {
+                    other_keys += 1;
+                    continue;
+                }
                 (Some(_), Some(_)) => true,
                 _ => false,
             };
@@ -99,7 +115,62 @@ impl<'a> Ctx<'a> {
             out.push((e, key_match));
         }
         out.sort_by_key(|(e, m)| (!m, !e.is_anchor()));
-        out.into_iter().map(|(e, _)| e).collect()
+        (out.into_iter().map(|(e, _)| e).collect(), other_keys)
+    }
+
+    /// Maps the issuer graph from `start` and keeps the names that lead to an anchor.
+    fn reach(&self, start: &NormName) -> Reach {
+        use std::collections::HashSet;
+        let mut index: HashMap<NormName, usize> = HashMap::new();
+        let mut names: Vec<NormName> = Vec::new();
+        // Reverse edges: for each name, the names whose certificates it issues into.
+        let mut parents_of: Vec<Vec<usize>> = Vec::new();
+        let mut anchored: Vec<usize> = Vec::new();
+        let mut queue = std::collections::VecDeque::new();
+        index.insert(start.clone(), 0);
+        names.push(start.clone());
+        parents_of.push(Vec::new());
+        queue.push_back(0usize);
+        while let Some(n) = queue.pop_front() {
+            if names.len() > MAX_REACH_NAMES {
+                return Reach { good: None };
+            }
+            let name = names[n].clone();
+            for e in self.by_subject(&name) {
+                if e.is_anchor() {
+                    anchored.push(n);
+                    continue;
+                }
+                let Ok(c) = e.cert() else { continue };
+                let next = match index.get(&c.issuer) {
+                    Some(&i) => i,
+                    None => {
+                        let i = names.len();
+                        index.insert(c.issuer.clone(), i);
+                        names.push(c.issuer.clone());
+                        parents_of.push(Vec::new());
+                        queue.push_back(i);
+                        i
+                    }
+                };
+                parents_of[next].push(n);
+            }
+        }
+        let mut good_idx = vec![false; names.len()];
+        let mut stack = anchored;
+        while let Some(n) = stack.pop() {
+            if std::mem::replace(&mut good_idx[n], true) {
+                continue;
+            }
+            stack.extend(parents_of[n].iter().copied().filter(|p| !good_idx[*p]));
+        }
+        let good: HashSet<NormName> = names
+            .into_iter()
+            .zip(good_idx)
+            .filter(|(_, g)| *g)
+            .map(|(n, _)| n)
+            .collect();
+        Reach { good: Some(good) }
     }
 
     pub fn find_path(
@@ -112,8 +183,19 @@ impl<'a> Ctx<'a> {
             score: 0,
             error: None,
         };
+        let reach = self.reach(&leaf.issuer);
+        if reach
+            .good
+            .as_ref()
+            .is_some_and(|g| !g.contains(&leaf.issuer))
+        {
+            return Err(ValidationError::NoPath {
+                subject: leaf.subject_display().to_string(),
+                issuer: leaf.issuer_display(),
+            });
+        }
         let mut path = vec![leaf];
-        if let Some(p) = self.extend(opts, &mut path, &mut best, level) {
+        if let Some(p) = self.extend(opts, &mut path, &mut best, &reach, level) {
             return Ok(p);
         }
         Err(best.error.unwrap_or_else(|| ValidationError::NoPath {
@@ -127,10 +209,22 @@ impl<'a> Ctx<'a> {
         opts: &ValidationOptions,
         path: &mut Vec<Arc<Cert>>,
         best: &mut Best,
+        reach: &Reach,
         level: u8,
     ) -> Option<ValidatedPath> {
         let current = path.last().expect("path is never empty").clone();
-        let candidates = self.issuer_candidates(&current);
+        let (candidates, other_keys) = self.issuer_candidates(&current);
+        if candidates.is_empty() && other_keys > 0 {
+            best.record(
+                path.len() * 2 + 1,
+                ValidationError::IssuerKeyMismatch {
+                    subject: current.subject_display().to_string(),
+                    issuer: current.issuer_display(),
+                    count: other_keys,
+                },
+            );
+            return None;
+        }
         if candidates.is_empty() {
             best.record(
                 path.len() * 2,
@@ -171,6 +265,15 @@ impl<'a> Ctx<'a> {
             if path.iter().any(|c| c.der() == cand.der()) {
                 continue;
             }
+            if !entry.is_anchor()
+                && reach
+                    .good
+                    .as_ref()
+                    .is_some_and(|g| !g.contains(&cand.issuer))
+            {
+                // No anchor can be reached above this candidate.
+                continue;
+            }
             if let Err(e) = validate::check_signature(&current, &cand, opts) {
                 best.record(path.len() * 2 + 1, e);
                 continue;
@@ -195,7 +298,7 @@ impl<'a> Ctx<'a> {
                 continue;
             }
             path.push(cand);
-            if let Some(p) = self.extend(opts, path, best, level) {
+            if let Some(p) = self.extend(opts, path, best, reach, level) {
                 return Some(p);
             }
             path.pop();

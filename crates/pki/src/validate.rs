@@ -173,6 +173,12 @@ pub enum ValidationError {
     },
     #[error("no path to a trust anchor: the issuer {issuer} of certificate {subject} is not in the trust store or among the supplied certificates")]
     NoPath { subject: String, issuer: String },
+    #[error("certificate {subject} was signed by a key of {issuer} that none of the {count} known certificates of that name holds (re-keyed CA or missing intermediate)")]
+    IssuerKeyMismatch {
+        subject: String,
+        issuer: String,
+        count: usize,
+    },
     #[error("the path from certificate {subject} would be longer than the maximum of {max} certificates")]
     DepthExceeded { subject: String, max: usize },
     #[error(
