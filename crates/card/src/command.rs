@@ -92,6 +92,9 @@ pub enum Command<'a> {
         puk: u8,
     },
     Reset,
+    Attest {
+        key: KeyRef,
+    },
 }
 
 fn p1p2(p1: u8, p2: u8, want: (u8, u8)) -> Result<(), StatusWord> {
@@ -146,6 +149,15 @@ impl<'a> Command<'a> {
                     return Err(StatusWord::INCORRECT_P1P2);
                 }
                 Ok(Command::SetPinRetries { pin: p1, puk: p2 })
+            }
+            ins::ATTEST => {
+                if p2 != 0 {
+                    return Err(StatusWord::INCORRECT_P1P2);
+                }
+                no_data(data)?;
+                Ok(Command::Attest {
+                    key: asymmetric_slot(p1)?,
+                })
             }
             ins::RESET => {
                 p1p2(p1, p2, (0, 0))?;

@@ -286,6 +286,7 @@ impl Card {
             } => self.import(key, algorithm, material, pin_policy),
             Command::SetPinRetries { pin, puk } => self.set_pin_retries(pin, puk),
             Command::Reset => self.factory_reset(),
+            Command::Attest { key } => self.attest(key),
         }
     }
 
@@ -743,6 +744,48 @@ impl Card {
         self.volatile.pin_verified = false;
         self.volatile.pin_always_ready = false;
         Ok(Vec::new())
+    }
+
+    /// ATTEST: a certificate for a key generated on this card, signed by
+    /// the attestation key in F9 (free access, like the devices it imitates).
+    fn attest(&mut self, slot: KeyRef) -> Outcome {
+        let (alg, origin, policy) = {
+            let k = self
+                .image
+                .keys
+                .get(&slot)
+                .ok_or(StatusWord::REFERENCED_DATA_NOT_FOUND)?;
+            (k.algorithm, k.origin, k.pin_policy.effective(slot))
+        };
+        if origin != KeyOrigin::Generated {
+            // Only keys generated on the card can be vouched for.
+            return Err(StatusWord::INCORRECT_DATA);
+        }
+        let signer = self.key(KeyRef::Attestation)?;
+        let public = self
+            .key(slot)?
+            .public_key()
+            .map_err(|_| StatusWord::UNKNOWN)?;
+        let issuer = self
+            .image
+            .object(DataObject::AttestationCert)
+            .and_then(|c| piv::CertContainer::decode(c).ok())
+            .and_then(|c| crate::attest::subject_of(&c.certificate))
+            .unwrap_or_else(|| crate::attest::name(crate::attest::DEFAULT_CA_NAME));
+        let cn = format!("pivgate PIV Attestation {:02x}", slot.byte());
+        crate::attest::attest(
+            &signer,
+            &issuer,
+            &crate::attest::Statement {
+                subject_cn: &cn,
+                public_key: &public,
+                algorithm: alg,
+                serial: self.image.serial,
+                version: self.image.version,
+                policy: [policy.byte(), 0x01],
+            },
+        )
+        .map_err(|_| StatusWord::UNKNOWN)
     }
 
     /// Factory reset, allowed only once PIN and PUK are both blocked.

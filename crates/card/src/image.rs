@@ -261,11 +261,21 @@ impl CardImage {
         }
     }
 
-    /// Resets everything but the serial and version to a blank card.
+    /// Resets everything to a blank card except the serial, the version
+    /// and the attestation key with its certificate (which belong to the
+    /// device, not to its user).
     pub fn reset_to_blank(&mut self) {
         let (serial, version) = (self.serial, self.version);
+        let attestation_key = self.keys.remove(&KeyRef::Attestation);
+        let attestation_cert = self.objects.remove(&DataObject::AttestationCert.tag());
         *self = CardImage::new_blank(Some(serial));
         self.version = version;
+        if let Some(k) = attestation_key {
+            self.keys.insert(KeyRef::Attestation, k);
+        }
+        if let Some(c) = attestation_cert {
+            self.objects.insert(DataObject::AttestationCert.tag(), c);
+        }
     }
 
     // ---- personalisation -------------------------------------------------
@@ -309,6 +319,21 @@ impl CardImage {
             },
         );
         Ok(algorithm)
+    }
+
+    /// Provisions an attestation key in F9 and its self-signed CA
+    /// certificate (object 5FFF01), so that ATTEST works.
+    pub fn install_attestation(&mut self, alg: Algorithm) -> Result<(), ImageError> {
+        let der = crypto::generate_pkcs8(alg)?;
+        let key = PrivateKey::from_pkcs8(&der)?;
+        let cert = crate::attest::self_signed_ca(&key, crate::attest::DEFAULT_CA_NAME)?;
+        self.put_key(
+            KeyRef::Attestation,
+            &der,
+            KeyOrigin::Generated,
+            PinPolicy::Never,
+        )?;
+        self.put_certificate(KeyRef::Attestation, &cert)
     }
 
     /// Stores a data object (the content of tag `53`, or of `7E`/`7F61`).

@@ -16,6 +16,7 @@
 #[doc = include_str!("../IMAGE.md")]
 pub mod image_format {}
 
+pub mod attest;
 pub mod command;
 pub mod crypto;
 pub mod edge;

@@ -110,6 +110,7 @@ fn serve(runner: &mut Runner, mut stream: TcpStream, shutdown: &AtomicBool) -> i
         if shutdown.load(Ordering::SeqCst) {
             return Ok(());
         }
+        quick_ack(&stream);
         let (message, arrived) = match frames.next(&mut stream)? {
             Next::Frame(m, t) => (m, t),
             Next::Idle => continue,
@@ -128,6 +129,21 @@ fn serve(runner: &mut Runner, mut stream: TcpStream, shutdown: &AtomicBool) -> i
         }
     }
 }
+
+/// vpcd writes the 2-byte length and the payload as two segments; with
+/// Nagle's algorithm on its side, the payload waits for our ACK of the
+/// length, which Linux delays by up to 40 ms. Asking for immediate ACKs
+/// (re-armed before every read, as the kernel clears the flag) removes
+/// that stall from every exchange.
+#[cfg(any(target_os = "linux", target_os = "android"))]
+fn quick_ack(stream: &TcpStream) {
+    if let Err(e) = socket2::SockRef::from(stream).set_quickack(true) {
+        tracing::debug!("TCP_QUICKACK not available: {e}");
+    }
+}
+
+#[cfg(not(any(target_os = "linux", target_os = "android")))]
+fn quick_ack(_stream: &TcpStream) {}
 
 fn send(stream: &mut TcpStream, payload: &[u8]) -> io::Result<()> {
     let len = u16::try_from(payload.len()).map_err(|_| {
@@ -160,8 +176,8 @@ struct FrameReader {
 }
 
 impl FrameReader {
-    /// Reads until a whole frame is buffered; `Idle` on a read timeout (so
-    /// the caller can check for shutdown).
+    /// Returns a buffered frame, or performs one read; `Idle` when no frame
+    /// is complete yet (after a read timeout or a partial read).
     fn next(&mut self, stream: &mut impl Read) -> io::Result<Next> {
         loop {
             if let Some((frame, at)) = self.take_frame() {
@@ -182,6 +198,12 @@ impl FrameReader {
                 Ok(n) => {
                     self.started.get_or_insert_with(Instant::now);
                     self.buf.extend_from_slice(&chunk[..n]);
+                    // Hand back to the caller between reads (it re-arms
+                    // quick ACKs) unless a frame is complete.
+                    if let Some((frame, at)) = self.take_frame() {
+                        return Ok(Next::Frame(frame, at));
+                    }
+                    return Ok(Next::Idle);
                 }
                 Err(e)
                     if matches!(

@@ -526,6 +526,11 @@ fn import_key_and_vendor_commands() {
     }
     assert_eq!(call(&mut card, 0xFB, 0, 0, &[]).1, StatusWord::SUCCESS);
     assert!(card.image().keys.is_empty());
+    assert_eq!(
+        card.image().objects.len(),
+        1,
+        "only the discovery object is left"
+    );
     assert_eq!(card.image().serial, 4242);
     assert_eq!(verify(&mut card, "123456"), StatusWord::SUCCESS);
 }
@@ -555,4 +560,49 @@ fn failed_persistence_rolls_back_but_keeps_counter_decrements() {
     // Read-only commands never ask for persistence.
     assert!(!card.process_apdu(&[0, 0xFD, 0, 0]).persist);
     let _ = KeyRef::PivAuth;
+}
+
+#[test]
+fn attest_vouches_for_generated_keys_only() {
+    let mut img = card::CardImage::new_blank(Some(77));
+    img.install_attestation(Algorithm::EccP256).unwrap();
+    let mut card = card::Card::new(img);
+    admin(&mut card);
+    assert_eq!(
+        call(&mut card, 0xF9, 0x9A, 0, &[]).1,
+        StatusWord::REFERENCED_DATA_NOT_FOUND
+    );
+    let PublicKeyTemplate::Ec { point } = generate(&mut card, 0x9A, Algorithm::EccP256) else {
+        panic!()
+    };
+    let (cert, sw) = call(&mut card, 0xF9, 0x9A, 0, &[]);
+    assert_eq!(sw, StatusWord::SUCCESS);
+    // Signed by the F9 key, and certifying the 9A key.
+    let PublicKeyTemplate::Ec { point: ca_point } =
+        card::crypto::PrivateKey::from_pkcs8(&card.image().keys[&KeyRef::Attestation].pkcs8)
+            .unwrap()
+            .public_key()
+            .unwrap()
+    else {
+        panic!()
+    };
+    let (tbs, sig) = card::attest::split_certificate(&cert).unwrap();
+    UnparsedPublicKey::new(&signature::ECDSA_P256_SHA256_ASN1, &ca_point)
+        .verify(&tbs, &sig)
+        .unwrap();
+    assert!(tbs.windows(point.len()).any(|w| w == point.as_slice()));
+    // Imported keys are not attested.
+    let import: Vec<u8> = [0x06, 32].into_iter().chain([0x33; 32]).collect();
+    assert_eq!(
+        call(&mut card, 0xFE, 0x11, 0x9D, &import).1,
+        StatusWord::SUCCESS
+    );
+    assert_eq!(
+        call(&mut card, 0xF9, 0x9D, 0, &[]).1,
+        StatusWord::INCORRECT_DATA
+    );
+    assert_eq!(
+        call(&mut card, 0xF9, 0x9B, 0, &[]).1,
+        StatusWord::INCORRECT_P1P2
+    );
 }

@@ -343,9 +343,9 @@ fn issue_certificate(bed: &Bed, public: &Path, cert: &Path) {
 
 #[test]
 fn yubico_piv_tool_generates_certifies_signs_and_manages_secrets() {
-    let Some(bed) = Bed::new(CardImage::new_blank(Some(5_550_002))) else {
-        return;
-    };
+    let mut img = CardImage::new_blank(Some(5_550_002));
+    img.install_attestation(Algorithm::EccP256).unwrap();
+    let Some(bed) = Bed::new(img) else { return };
     ykpiv_ok(&["-a", "status"]);
     for (slot, alg) in [("9a", "ECCP256"), ("9c", "RSA2048")] {
         let public = bed.file(&format!("{slot}.pub.pem"));
@@ -371,6 +371,25 @@ fn yubico_piv_tool_generates_certifies_signs_and_manages_secrets() {
             p(&cert),
         ]);
     }
+    // Attestation of the generated 9A key parses as an X.509 certificate.
+    let attest = bed.file("attest.pem");
+    let out = ykpiv_ok(&["-a", "attest", "-s", "9a"]);
+    std::fs::write(&attest, &out.stdout).unwrap();
+    let text = ok(
+        "openssl",
+        &["x509", "-in", p(&attest), "-noout", "-subject", "-issuer"],
+    );
+    assert!(
+        text.stdout.contains("pivgate PIV Attestation 9a"),
+        "{}",
+        text.text()
+    );
+    assert!(
+        text.stdout.contains("pivgate PIV Attestation CA"),
+        "{}",
+        text.text()
+    );
+
     let status = ykpiv_ok(&["-a", "status"]);
     assert!(
         status.stdout.contains("Slot 9a") && status.stdout.contains("Slot 9c"),
@@ -407,6 +426,44 @@ fn yubico_piv_tool_generates_certifies_signs_and_manages_secrets() {
         "-A",
         "ECCP256",
     ]);
+
+    // Retry limits (needs the management key and the PIN; resets PIN/PUK).
+    ykpiv_ok(&[
+        &format!("--key={new_key}"),
+        "-a",
+        "verify-pin",
+        "-P",
+        "112233",
+        "-a",
+        "pin-retries",
+        "--pin-retries=5",
+        "--puk-retries=4",
+    ]);
+    let img = CardImage::load(&bed.image).unwrap();
+    assert_eq!((img.pin.retries_max, img.puk.retries_max), (5, 4));
+    ykpiv_ok(&["-a", "verify-pin", "-P", "123456"]);
+
+    // Factory reset once PIN and PUK are blocked.
+    assert!(
+        !ykpiv(&["-a", "reset"]).success(),
+        "reset must need blocked PIN and PUK"
+    );
+    for _ in 0..5 {
+        assert!(!ykpiv(&["-a", "verify-pin", "-P", "000000"]).success());
+    }
+    for _ in 0..4 {
+        assert!(!ykpiv(&["-a", "unblock-pin", "-P", "00000000", "-N", "123456"]).success());
+    }
+    ykpiv_ok(&["-a", "reset"]);
+    let img = CardImage::load(&bed.image).unwrap();
+    assert!(img.management_key.is_default);
+    assert_eq!(
+        img.keys.keys().copied().collect::<Vec<_>>(),
+        vec![KeyRef::Attestation]
+    );
+    assert_eq!(img.serial, 5_550_002);
+    ykpiv_ok(&["-a", "verify-pin", "-P", "123456"]);
+    ykpiv_ok(&["-a", "generate", "-s", "9a", "-A", "ECCP256"]);
 }
 
 /// Raw APDUs through pcscd with the `pcsc` crate.

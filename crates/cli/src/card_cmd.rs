@@ -39,6 +39,9 @@ pub struct NewArgs {
     /// Card serial number (random when omitted).
     #[arg(long)]
     serial: Option<u32>,
+    /// Also provision a P-256 attestation key (F9) and its CA certificate.
+    #[arg(long)]
+    attestation: bool,
 }
 
 #[derive(Args)]
@@ -106,7 +109,10 @@ pub fn run(cmd: CardCommand) -> anyhow::Result<ExitCode> {
 }
 
 fn new(a: NewArgs) -> anyhow::Result<ExitCode> {
-    let image = CardImage::new_blank(a.serial);
+    let mut image = CardImage::new_blank(a.serial);
+    if a.attestation {
+        image.install_attestation(Algorithm::EccP256)?;
+    }
     image.create(&a.out, a.force)?;
     println!(
         "created card image {} (serial {})",

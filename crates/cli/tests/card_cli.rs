@@ -59,8 +59,12 @@ fn new_creates_a_private_blank_card_and_refuses_to_overwrite() {
         "--force",
         "--serial",
         "99",
+        "--attestation",
     ]);
-    assert!(ok(&["card", "info", "--image", s(&path)]).contains("serial:          99"));
+    let info = ok(&["card", "info", "--image", s(&path)]);
+    assert!(info.contains("serial:          99"), "{info}");
+    assert!(info.contains("key F9:          P-256"), "{info}");
+    assert!(info.contains("object 5FFF01"), "{info}");
 }
 
 #[test]
