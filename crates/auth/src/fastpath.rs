@@ -35,9 +35,12 @@
 //! A miss costs no extra APDU: the signature already obtained is verified
 //! against the certificate the full path then reads.
 
-use ecdsa::RecoveryId;
-use p256::ecdsa::{Signature as Sig256, VerifyingKey as Vk256};
-use p384::ecdsa::{Signature as Sig384, VerifyingKey as Vk384};
+use p256::elliptic_curve::ff::PrimeField;
+use p256::elliptic_curve::ops::{Invert, Reduce};
+use p256::elliptic_curve::point::DecompressPoint;
+use p256::elliptic_curve::sec1::ToEncodedPoint;
+use p256::elliptic_curve::subtle::Choice;
+use p256::elliptic_curve::Group;
 
 /// An elliptic curve used by PIV ECC keys.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -46,36 +49,58 @@ pub enum Curve {
     P384,
 }
 
+/// `Q = r⁻¹(sR − zG)` for both points `R` with x-coordinate `r`, computed as
+/// `A ± B` with `A = −r⁻¹z·G` and `B = r⁻¹s·R`: two scalar multiplications
+/// for both candidates. (The x-coordinate overflow case `r + n` has
+/// probability about 2⁻¹²⁸ and is not tried: such a tap takes the full path.)
+macro_rules! recover {
+    ($curve:ident, $nist:ident, $prehash:expr, $sig_der:expr) => {{
+        use $curve::{ecdsa::Signature, AffinePoint, ProjectivePoint, Scalar};
+        let mut out = Vec::with_capacity(2);
+        let Ok(sig) = Signature::from_der($sig_der) else {
+            return out;
+        };
+        let Ok(field) = ecdsa::hazmat::bits2field::<$curve::$nist>($prehash) else {
+            return out;
+        };
+        let (r, s) = sig.split_scalars();
+        let z = <Scalar as Reduce<<$curve::$nist as $curve::elliptic_curve::Curve>::Uint>>::reduce_bytes(&field);
+        let r_inv = *r.invert();
+        let u1 = -(r_inv * z);
+        let u2 = r_inv * *s;
+        let big_r = AffinePoint::decompress(&r.to_repr(), Choice::from(0));
+        if bool::from(big_r.is_none()) {
+            return out;
+        }
+        let a = ProjectivePoint::GENERATOR * u1;
+        let b = ProjectivePoint::from(big_r.unwrap()) * u2;
+        for q in [a + b, a - b] {
+            if !bool::from(q.is_identity()) {
+                out.push(q.to_affine().to_encoded_point(false).as_bytes().to_vec());
+            }
+        }
+        out
+    }};
+}
+
 /// The public keys (uncompressed SEC1 points) that could have produced
-/// `sig_der` (an ECDSA-Sig-Value, DER) over `prehash`. Each candidate is
-/// checked to verify the signature. Malformed signatures give no candidates.
+/// `sig_der` (an ECDSA-Sig-Value, DER) over `prehash`. A candidate that
+/// equals a known key means the signature verifies under that key (the
+/// recovery equation is the verification equation solved for `Q`); callers
+/// still verify the hit. Malformed signatures give no candidates.
 pub fn recover_candidates(curve: Curve, prehash: &[u8], sig_der: &[u8]) -> Vec<Vec<u8>> {
-    let mut out = Vec::with_capacity(2);
     match curve {
-        Curve::P256 => {
-            let Ok(sig) = Sig256::from_der(sig_der) else {
-                return out;
-            };
-            for y_odd in [false, true] {
-                let id = RecoveryId::new(y_odd, false);
-                if let Ok(vk) = Vk256::recover_from_prehash(prehash, &sig, id) {
-                    out.push(vk.to_encoded_point(false).as_bytes().to_vec());
-                }
-            }
-        }
-        Curve::P384 => {
-            let Ok(sig) = Sig384::from_der(sig_der) else {
-                return out;
-            };
-            for y_odd in [false, true] {
-                let id = RecoveryId::new(y_odd, false);
-                if let Ok(vk) = Vk384::recover_from_prehash(prehash, &sig, id) {
-                    out.push(vk.to_encoded_point(false).as_bytes().to_vec());
-                }
-            }
-        }
+        Curve::P256 => recover_p256(prehash, sig_der),
+        Curve::P384 => recover_p384(prehash, sig_der),
     }
-    out
+}
+
+fn recover_p256(prehash: &[u8], sig_der: &[u8]) -> Vec<Vec<u8>> {
+    recover!(p256, NistP256, prehash, sig_der)
+}
+
+fn recover_p384(prehash: &[u8], sig_der: &[u8]) -> Vec<Vec<u8>> {
+    recover!(p384, NistP384, prehash, sig_der)
 }
 
 /// The cache key of a public key: SHA-256 of its uncompressed point. The
@@ -104,7 +129,7 @@ mod tests {
             .as_bytes()
             .to_vec();
         let h = [0x42u8; 32];
-        let sig: Sig256 = sk.sign_prehash(&h).unwrap();
+        let sig: p256::ecdsa::Signature = sk.sign_prehash(&h).unwrap();
         let c = recover_candidates(Curve::P256, &h, sig.to_der().as_bytes());
         assert!(c.contains(&point));
         // A different hash (an old challenge) does not recover the key.

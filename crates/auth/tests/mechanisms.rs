@@ -272,7 +272,13 @@ fn untrusted_issuer_and_missing_crls_are_refused() {
         None,
         None,
     );
-    assert!(refused(&t).contains("no path to a trust anchor"), "{t:?}");
+    // Both test PKIs use the same CA names: the reason names the issuer
+    // whose key no trusted certificate holds.
+    let r = refused(&t);
+    assert!(
+        r.contains("no path to a trust anchor") || r.contains("none of the"),
+        "{r}"
+    );
     // Right anchors, no CRLs: fails closed.
     let authn = Authenticator::new(store(&f.pki), CrlSet::empty(), Settings::default());
     let t = authn.authenticate(

@@ -84,14 +84,11 @@ pub fn exchange(
     data: &[u8],
     want_data: bool,
 ) -> Result<Response, PivError> {
-    // Short Le = 00 asks for up to 256 bytes; longer answers come as 61xx.
-    let le = want_data.then_some(256);
+    // A card that takes extended APDUs returns a whole object in one
+    // answer; otherwise short Le = 00 asks for up to 256 bytes and longer
+    // answers come as 61xx.
+    let le = want_data.then_some(if ch.extended_length() { 65536 } else { 256 });
     let mut resp = if ch.extended_length() || data.len() <= 255 {
-        let le = if ch.extended_length() && data.len() > 255 {
-            want_data.then_some(65536)
-        } else {
-            le
-        };
         split(ch.transmit(&command(cla, ins, p1, p2, data, le))?)?
     } else {
         let parts = chain::split(cla, ins, p1, p2, data, 255);

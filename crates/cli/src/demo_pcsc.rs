@@ -1,0 +1,101 @@
+//! `pivgate demo --pcsc`: the same taps through the real PC/SC stack. The
+//! software cards are put one after the other behind the vpcd virtual
+//! reader; pcscd is started when it is not running.
+
+use crate::demo::{comparison, run_taps, table, taps_for, Common};
+use crate::personalise::personalise;
+use anyhow::{Context, Result};
+use auth::{Authenticator, Mechanism, Transaction};
+use card::profile::Profile;
+use card::runner::Runner;
+use card::vpcd;
+use card::Card;
+use host::Readers;
+use pki::issue::CardCredentials;
+use std::process::ExitCode;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+/// The reader vpcd provides.
+pub const VPCD_READER: &str = "Virtual PCD 00 00";
+
+/// A software card served behind vpcd from a background thread; stopped
+/// (card removed from the reader) when dropped.
+pub struct VirtualCard {
+    shutdown: Arc<AtomicBool>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl VirtualCard {
+    pub fn start(card: Card, profile: Profile) -> Self {
+        let opts = vpcd::Options::default();
+        let shutdown = opts.shutdown.clone();
+        let thread = std::thread::spawn(move || {
+            let mut runner = Runner::new(card, None, profile);
+            if let Err(e) = vpcd::run(&mut runner, &opts) {
+                tracing::error!("virtual card stopped: {e}");
+            }
+        });
+        VirtualCard {
+            shutdown,
+            thread: Some(thread),
+        }
+    }
+}
+
+impl Drop for VirtualCard {
+    fn drop(&mut self) {
+        self.shutdown.store(true, Ordering::SeqCst);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+pub(crate) fn run(
+    common: &Common,
+    cards: &[(&'static str, &CardCredentials, Vec<Profile>)],
+    authn: &Authenticator,
+) -> Result<ExitCode> {
+    let _pcscd = testbed::Pcscd::ensure_started()
+        .context("starting pcscd (run scripts/setup.sh, as root)")?;
+    testbed::wait_for_reader(VPCD_READER, Duration::from_secs(10))
+        .context("waiting for the vpcd reader (is vsmartcard-vpcd installed?)")?;
+    let readers = Readers::establish().context("connecting to pcscd")?;
+    let mut rows = Vec::new();
+    let mut all: Vec<Transaction> = Vec::new();
+    for (name, creds, profiles) in cards {
+        for &profile in profiles {
+            let n = taps_for(common.taps, profile);
+            eprintln!(
+                "  {name} card behind {VPCD_READER:?}, {} profile: {n} full-read taps, {n} repeat taps",
+                profile.name()
+            );
+            let vcard = VirtualCard::start(Card::new(personalise(creds, Some(1))?), profile);
+            readers
+                .wait_for_card(Some(VPCD_READER), Some(Duration::from_secs(10)))
+                .context("waiting for the software card to appear in the reader")?;
+            // One connection serves every tap, as at a door.
+            let mut t = readers
+                .connect(VPCD_READER)
+                .context("connecting to the software card")?;
+            let (r, txs) = run_taps(name, profile, n, authn, |authn| {
+                Ok(authn.authenticate(&mut t, Mechanism::PkiCak, None, None))
+            })?;
+            drop(t);
+            drop(vcard);
+            rows.extend(r);
+            all.extend(txs);
+        }
+    }
+    if common.json {
+        for t in &all {
+            println!("{}", serde_json::to_string(t)?);
+        }
+    }
+    print!("{}", table(&rows, "through pcscd + vpcd"));
+    print!("{}", comparison(&rows));
+    Ok(ExitCode::SUCCESS)
+}
