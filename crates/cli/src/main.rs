@@ -5,7 +5,12 @@ use clap::{Parser, Subcommand};
 use std::process::ExitCode;
 
 mod card_cmd;
+mod demo;
+mod demo_pcsc;
+mod door_cmd;
+mod personalise;
 mod pki_cmd;
+mod render;
 
 /// PIV / PKI smart-card authentication for physical access control.
 #[derive(Parser)]
@@ -23,6 +28,17 @@ enum Command {
     /// PKI: verify certificate paths, and issue a test PKI and card credentials.
     #[command(subcommand)]
     Pki(pki_cmd::PkiCommand),
+    /// Show what the card in a PC/SC reader holds: FASC-N, UUID, expiry,
+    /// certificates, policies, key algorithms.
+    Read(door_cmd::ReadArgs),
+    /// Authenticate the card in a PC/SC reader with PKI-CAK, PKI-AUTH or
+    /// CHUID and print the timed transaction. Exit 0 granted, 1 refused,
+    /// 2 usage or I/O error.
+    Auth(door_cmd::AuthArgs),
+    /// Run door taps with software cards and a test PKI, in-process (no
+    /// daemon, no hardware) or through pcscd (--pcsc), and print each
+    /// stage's time beside the reference door figures.
+    Demo(demo::DemoArgs),
 }
 
 fn main() -> ExitCode {
@@ -37,6 +53,9 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Card(c) => card_cmd::run(c),
         Command::Pki(c) => pki_cmd::run(c),
+        Command::Read(a) => door_cmd::read(a),
+        Command::Auth(a) => door_cmd::authenticate(a),
+        Command::Demo(a) => demo::run(a),
     };
     match result {
         Ok(code) => code,
