@@ -199,6 +199,8 @@ pub struct Cert {
     pub public_key: PublicKey,
     pub ext: Extensions,
     subject_display: String,
+    /// Issuer keys that verified this certificate's signature.
+    pub(crate) verified_by: crate::sig::VerifiedBy,
 }
 
 pub(crate) mod oid {
@@ -301,6 +303,7 @@ impl Cert {
             not_after: Time::from_der_tagged(na.tag, na.value)?,
             public_key: field("subjectPublicKeyInfo", PublicKey::from_spki(spki.raw))?,
             subject_display: name::display_name(subject.raw),
+            verified_by: Default::default(),
             ext,
             tbs: range_of(d, tbs.raw),
             signature: range_of(d, sig),

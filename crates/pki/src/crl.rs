@@ -147,6 +147,8 @@ pub struct Crl {
     /// A critical CRL or entry extension this crate does not process: the CRL must not be
     /// used (RFC 5280 §5.2, §5.3).
     pub unknown_critical: bool,
+    /// Keys that verified this CRL's signature.
+    pub(crate) verified_by: crate::sig::VerifiedBy,
     issuers: Vec<NormName>,
     entries: Vec<Revoked>,
     heads: HashMap<u64, u32>,
@@ -240,6 +242,7 @@ impl Crl {
             idp: None,
             authority_key_id: None,
             unknown_critical: false,
+            verified_by: Default::default(),
             issuers: vec![issuer_name],
             entries: Vec::new(),
             heads: HashMap::new(),

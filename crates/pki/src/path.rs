@@ -641,20 +641,21 @@ fn crl_signed_by(crl: &Crl, signer: &Cert, opts: &ValidationOptions) -> Result<(
             crl.issuer_display()
         ));
     }
-    crate::sig::verify(
-        &crl.signature_algorithm,
-        &signer.public_key,
-        crl.tbs(),
-        crl.signature(),
-        &opts.algorithms,
-    )
-    .map_err(|e| {
-        format!(
-            "the CRL from {} is not signed by {}: {e}",
-            crl.issuer_display(),
-            signer.subject_display()
+    crl.verified_by
+        .verify(
+            &crl.signature_algorithm,
+            &signer.public_key,
+            crl.tbs(),
+            crl.signature(),
+            &opts.algorithms,
         )
-    })?;
+        .map_err(|e| {
+            format!(
+                "the CRL from {} is not signed by {}: {e}",
+                crl.issuer_display(),
+                signer.subject_display()
+            )
+        })?;
     if let Some(ku) = signer.ext.key_usage {
         if ku & key_usage::CRL_SIGN == 0 {
             return Err(format!(

@@ -424,6 +424,105 @@ pub fn verify(
         .map_err(|_| SignatureError::Invalid)
 }
 
+/// Successful verifications already seen, keyed by SHA-256 over the algorithm, key, message
+/// and signature: a verification is a pure function of these, so a hit is as good as redoing
+/// it. CA certificates and CRLs are thus verified once per process, not once per validation.
+/// The set is bounded and simply cleared when full.
+struct VerifiedCache {
+    set: std::sync::Mutex<std::collections::HashSet<[u8; 32]>>,
+}
+
+const VERIFIED_CACHE_MAX: usize = 16_384;
+
+fn verified_cache() -> &'static VerifiedCache {
+    static CACHE: std::sync::OnceLock<VerifiedCache> = std::sync::OnceLock::new();
+    CACHE.get_or_init(|| VerifiedCache {
+        set: std::sync::Mutex::new(std::collections::HashSet::new()),
+    })
+}
+
+fn verification_key(alg: &SignatureAlgorithm, key: &PublicKey, msg: &[u8], sig: &[u8]) -> [u8; 32] {
+    use aws_lc_rs::digest;
+    let mut ctx = digest::Context::new(&digest::SHA256);
+    ctx.update(alg.to_string().as_bytes());
+    match key {
+        PublicKey::Rsa { pkcs1, .. } => {
+            ctx.update(b"rsa");
+            ctx.update(&(pkcs1.len() as u64).to_be_bytes());
+            ctx.update(pkcs1);
+        }
+        PublicKey::Ec { point, p384 } => {
+            ctx.update(if *p384 { b"p384" } else { b"p256" });
+            ctx.update(&(point.len() as u64).to_be_bytes());
+            ctx.update(point);
+        }
+        PublicKey::Other(o) => ctx.update(o.as_bytes()),
+    }
+    ctx.update(&(msg.len() as u64).to_be_bytes());
+    ctx.update(msg);
+    ctx.update(sig);
+    let mut out = [0u8; 32];
+    out.copy_from_slice(ctx.finish().as_ref());
+    out
+}
+
+/// [`verify`], remembering successful verifications (see [`VerifiedCache`]). The algorithm
+/// policy is checked on every call, so a cached success never bypasses it.
+pub fn verify_cached(
+    alg: &SignatureAlgorithm,
+    key: &PublicKey,
+    msg: &[u8],
+    sig: &[u8],
+    policy: &AlgorithmPolicy,
+) -> Result<(), SignatureError> {
+    check_policy(alg, key, policy)?;
+    let k = verification_key(alg, key, msg, sig);
+    let cache = verified_cache();
+    if cache.set.lock().map(|s| s.contains(&k)).unwrap_or(false) {
+        return Ok(());
+    }
+    verify(alg, key, msg, sig, policy)?;
+    if let Ok(mut s) = cache.set.lock() {
+        if s.len() >= VERIFIED_CACHE_MAX {
+            s.clear();
+        }
+        s.insert(k);
+    }
+    Ok(())
+}
+
+/// Keys that have verified one signed object (a certificate or CRL shared across validations),
+/// so the object is verified once per key, not once per validation.
+#[derive(Debug, Default)]
+pub struct VerifiedBy {
+    keys: std::sync::Mutex<Vec<PublicKey>>,
+}
+
+impl VerifiedBy {
+    /// Verifies (`alg`, `key`) over `msg`/`sig` unless `key` already did; the algorithm policy
+    /// is checked every time.
+    pub fn verify(
+        &self,
+        alg: &SignatureAlgorithm,
+        key: &PublicKey,
+        msg: &[u8],
+        sig: &[u8],
+        policy: &AlgorithmPolicy,
+    ) -> Result<(), SignatureError> {
+        check_policy(alg, key, policy)?;
+        if self.keys.lock().map(|k| k.contains(key)).unwrap_or(false) {
+            return Ok(());
+        }
+        verify_cached(alg, key, msg, sig, policy)?;
+        if let Ok(mut k) = self.keys.lock() {
+            if k.len() < 8 {
+                k.push(key.clone());
+            }
+        }
+        Ok(())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -5,7 +5,7 @@ use crate::cert::{key_usage, Cert, CertError, NameConstraints};
 use crate::crl::{CrlSet, Reason};
 use crate::path::Ctx;
 use crate::policy::{PolicyTree, ANY_POLICY};
-use crate::sig::{self, AlgorithmPolicy, SignatureError};
+use crate::sig::{AlgorithmPolicy, SignatureError};
 use crate::store::TrustStore;
 use crate::time::Time;
 use const_oid::ObjectIdentifier;
@@ -526,14 +526,15 @@ pub(crate) fn check_signature(
             SignatureError::Invalid,
         ));
     }
-    sig::verify(
-        &c.signature_algorithm,
-        &issuer.public_key,
-        c.tbs(),
-        c.signature(),
-        &opts.algorithms,
-    )
-    .map_err(|e| ValidationError::from_signature(c, issuer, e))
+    c.verified_by
+        .verify(
+            &c.signature_algorithm,
+            &issuer.public_key,
+            c.tbs(),
+            c.signature(),
+            &opts.algorithms,
+        )
+        .map_err(|e| ValidationError::from_signature(c, issuer, e))
 }
 
 pub(crate) fn revoked_error(c: &Cert, reason: Option<Reason>, date: Time) -> ValidationError {
