@@ -701,4 +701,143 @@ mod tests {
         let s2 = TrustStore::builder().build();
         assert_ne!(s.id(), s2.id());
     }
+
+    fn ca(name: &str) -> Vec<u8> {
+        use crate::issue::{CertificateBuilder, KeyAlgorithm, KeyPair};
+        let k = KeyPair::generate(KeyAlgorithm::P256).unwrap();
+        CertificateBuilder::new(name, k.spki_der())
+            .unwrap()
+            .ca(None)
+            .self_signed(&k)
+            .unwrap()
+    }
+
+    fn tlv(t: u8, v: &[u8]) -> Vec<u8> {
+        let mut out = vec![t];
+        if v.len() < 0x80 {
+            out.push(v.len() as u8);
+        } else {
+            out.extend_from_slice(&[0x82, (v.len() >> 8) as u8, v.len() as u8]);
+        }
+        out.extend_from_slice(v);
+        out
+    }
+
+    /// A PKCS#7 certs-only SignedData, as `.p7c` files of the Federal PKI are.
+    fn p7c(certs: &[&[u8]]) -> Vec<u8> {
+        let signed = tlv(
+            0x30,
+            &[
+                &tlv(0x02, &[1])[..],
+                &tlv(0x31, &[]),
+                &tlv(
+                    0x30,
+                    &tlv(
+                        0x06,
+                        &[0x2a, 0x86, 0x48, 0x86, 0xf7, 0x0d, 0x01, 0x07, 0x01],
+                    ),
+                ),
+                &tlv(0xa0, &certs.concat()),
+                &tlv(0x31, &[]),
+            ]
+            .concat(),
+        );
+        tlv(
+            0x30,
+            &[&tlv(0x06, OID_SIGNED_DATA)[..], &tlv(0xa0, &signed)].concat(),
+        )
+    }
+
+    fn pem(der: &[u8]) -> String {
+        crate::issue::pem_encode("CERTIFICATE", der)
+    }
+
+    #[test]
+    fn loads_bundles_directories_and_pkcs7_and_drops_duplicates() {
+        let (a, b, c, d) = (
+            ca("CN=Store A,O=pivgate,C=US"),
+            ca("CN=Store B,O=pivgate,C=US"),
+            ca("CN=Store C,O=pivgate,C=US"),
+            ca("CN=Store D,O=pivgate,C=US"),
+        );
+        let dir = tempfile::tempdir().unwrap();
+        let bundle = format!("{}{}{}", pem(&a), pem(&b), pem(&a));
+        std::fs::write(dir.path().join("bundle.pem"), bundle).unwrap();
+        std::fs::write(dir.path().join("c.cer"), &c).unwrap();
+        std::fs::write(dir.path().join("d.p7c"), p7c(&[&d, &a])).unwrap();
+        std::fs::write(dir.path().join("README"), "not a certificate").unwrap();
+        let p7_pem = crate::issue::pem_encode("PKCS7", &p7c(&[&b]));
+        std::fs::write(dir.path().join("b.p7b"), p7_pem).unwrap();
+
+        let mut builder = TrustStore::builder();
+        assert_eq!(builder.add_anchors_from_path(dir.path()).unwrap(), 7);
+        let store = builder.build();
+        assert_eq!(store.len(), 4);
+        assert_eq!(store.anchor_count(), 4);
+        let keys = crate::cert::scan_keys(&c).unwrap();
+        let found: Vec<&Entry> = store.by_subject(&keys.subject).collect();
+        assert_eq!(found.len(), 1);
+        assert_eq!(found[0].der(), &c[..]);
+        assert_eq!(
+            found[0].cert().unwrap().subject_display(),
+            "C=US, O=pivgate, CN=Store C"
+        );
+        let ski = keys.subject_key_id.unwrap();
+        assert_eq!(store.by_key_id(&ski).count(), 1);
+
+        // A single file that is not a certificate is an error naming it.
+        let mut builder = TrustStore::builder();
+        let err = builder
+            .add_anchors_from_path(dir.path().join("README"))
+            .unwrap_err();
+        assert!(err.to_string().contains("README"), "{err}");
+    }
+
+    #[test]
+    fn an_anchor_wins_over_the_same_certificate_as_intermediate() {
+        let a = ca("CN=Both,O=pivgate,C=US");
+        let mut builder = TrustStore::builder();
+        builder.add_intermediate_der(a.clone());
+        builder.add_anchor_der(a.clone());
+        let store = builder.build();
+        assert_eq!(store.len(), 1);
+        assert!(store.entries()[0].is_anchor());
+    }
+
+    #[test]
+    fn shared_store_replacement_keeps_old_snapshots_alive() {
+        let mut builder = TrustStore::builder();
+        builder.add_anchor_der(ca("CN=Old,O=pivgate,C=US"));
+        let shared = SharedTrustStore::new(builder.build());
+        let old = shared.load();
+        let mut builder = TrustStore::builder();
+        builder.add_anchor_der(ca("CN=New 1,O=pivgate,C=US"));
+        builder.add_anchor_der(ca("CN=New 2,O=pivgate,C=US"));
+        shared.replace(builder.build());
+        let new = shared.load();
+        assert_eq!(old.len(), 1);
+        assert_eq!(new.len(), 2);
+        assert_ne!(old.id(), new.id());
+    }
+
+    #[test]
+    fn large_bundles_split_across_threads_keep_order() {
+        let certs: Vec<Vec<u8>> = (0..8)
+            .map(|i| ca(&format!("CN=Bulk {i},O=pivgate,C=US")))
+            .collect();
+        let one: String = certs.iter().map(|c| pem(c)).collect();
+        // Repeat past the split threshold; the order of the decoded certificates is kept.
+        let mut text = String::new();
+        while text.len() < (3 << 20) {
+            text.push_str(&one);
+        }
+        let decoded = certificates_from_bytes(text.as_bytes()).unwrap();
+        assert_eq!(decoded.len() % certs.len(), 0);
+        for (i, d) in decoded.iter().enumerate() {
+            assert_eq!(d, &certs[i % certs.len()]);
+        }
+        let mut builder = TrustStore::builder();
+        builder.add_anchors_pem(text.as_bytes()).unwrap();
+        assert_eq!(builder.build().len(), certs.len());
+    }
 }
