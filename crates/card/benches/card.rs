@@ -111,5 +111,32 @@ fn pcsc_round_trip(c: &mut Criterion) {
     drop(pcscd);
 }
 
-criterion_group!(benches, edge, pcsc_round_trip);
+/// The same private-key operations through aws-lc-rs's own signing API,
+/// as the floor the card edge is compared with.
+fn reference(c: &mut Criterion) {
+    use aws_lc_rs::rand::SystemRandom;
+    use aws_lc_rs::signature::{
+        EcdsaKeyPair, RsaKeyPair, ECDSA_P256_SHA256_ASN1_SIGNING, RSA_PKCS1_SHA256,
+    };
+    let rng = SystemRandom::new();
+    let der = card::crypto::generate_pkcs8(Algorithm::Rsa2048).unwrap();
+    let rsa = RsaKeyPair::from_pkcs8(&der).unwrap();
+    let mut sig = vec![0u8; rsa.public_modulus_len()];
+    let mut g = c.benchmark_group("reference");
+    g.sample_size(50);
+    g.bench_function("aws_lc_rs_rsa2048_pkcs1_sha256_sign", |b| {
+        b.iter(|| {
+            rsa.sign(&RSA_PKCS1_SHA256, &rng, black_box(b"m"), &mut sig)
+                .unwrap()
+        })
+    });
+    let der = card::crypto::generate_pkcs8(Algorithm::EccP256).unwrap();
+    let ec = EcdsaKeyPair::from_pkcs8(&ECDSA_P256_SHA256_ASN1_SIGNING, &der).unwrap();
+    g.bench_function("aws_lc_rs_p256_sha256_sign", |b| {
+        b.iter(|| ec.sign(&rng, black_box(b"m")).unwrap())
+    });
+    g.finish();
+}
+
+criterion_group!(benches, edge, reference, pcsc_round_trip);
 criterion_main!(benches);

@@ -541,4 +541,42 @@ fn retry_counters_survive_restarts_and_wrong_management_answers_are_refused() {
     assert_eq!(c.tx(&rrc).1, StatusWord::SUCCESS);
     assert_eq!(c.tx(&verify_apdu("123456")).1, StatusWord::SUCCESS);
     assert_eq!(CardImage::load(&bed.image).unwrap().pin.retries_left, 3);
+
+    // Management-key mutual authentication through pcscd: 3DES default,
+    // then switch to AES-256 and authenticate with it.
+    mutual_auth(&c, Algorithm::TripleDes, &card::image::DEFAULT_MGMT_KEY);
+    let aes: Vec<u8> = (0x40..0x60).collect();
+    let mut set = vec![0, 0xFF, 0xFF, 0xFF, 35, 0x0C, 0x9B, 32];
+    set.extend_from_slice(&aes);
+    assert_eq!(c.tx(&set).1, StatusWord::SUCCESS);
+    mutual_auth(&c, Algorithm::Aes256, &aes);
+    let img = CardImage::load(&bed.image).unwrap();
+    assert_eq!(img.management_key.algorithm, Algorithm::Aes256);
+}
+
+fn mutual_auth(c: &Pcsc, alg: Algorithm, key: &[u8]) {
+    let cipher = card::crypto::BlockCipher::new(alg, key).unwrap();
+    let bs = cipher.block_size();
+    let (d, sw) = c.tx(&[0, 0x87, alg.id(), 0x9B, 4, 0x7C, 2, 0x80, 0, 0]);
+    assert_eq!(sw, StatusWord::SUCCESS);
+    let t = piv::DynAuth::decode(&d).unwrap();
+    let witness = cipher.decrypt_block(t.witness.unwrap()).unwrap();
+    let challenge = vec![0xC3; bs];
+    let body = piv::DynAuth {
+        witness: Some(&witness),
+        challenge: Some(&challenge),
+        response: Some(&[]),
+        ..Default::default()
+    }
+    .encode();
+    let apdu = iso7816::Command::new(0, 0x87, alg.id(), 0x9B, &body)
+        .with_le(256)
+        .to_bytes();
+    let (d, sw) = c.tx(&apdu);
+    assert_eq!(sw, StatusWord::SUCCESS, "{alg:?}");
+    let t = piv::DynAuth::decode(&d).unwrap();
+    assert_eq!(
+        t.response.unwrap(),
+        cipher.encrypt_block(&challenge).unwrap()
+    );
 }
