@@ -1,4 +1,12 @@
 //! Trust store, path building and RFC 5280 validation for FIPS 201 certificates.
+//!
+//! [`store::TrustStore`] loads anchors and intermediates (PEM, DER, PKCS#7) in linear time and
+//! parses each certificate lazily; [`crl::CrlSet`] indexes revoked serials as CRLs are read;
+//! [`validate::validate`] builds a path through them and applies RFC 5280 §6.1 (signatures,
+//! validity, basic constraints, key usage, name constraints, the certificate policy tree) and
+//! §6.3 revocation, failing closed when revocation data is missing or stale. All untrusted DER
+//! goes through the bounds-checked cursor in [`der`]. Correctness is checked against NIST PKITS
+//! (`tests/pkits.rs`).
 
 pub mod cache;
 pub mod cert;

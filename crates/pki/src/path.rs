@@ -995,4 +995,39 @@ mod tests {
         let err = validate(&store(&p), &leaf, &[&p.inter], &set, &opts(p.t)).unwrap_err();
         assert!(matches!(err, ValidationError::BadSignature { .. }), "{err}");
     }
+
+    #[test]
+    fn required_leaf_key_usage() {
+        use crate::cert::key_usage;
+        use crate::issue::KeyUsages;
+        let p = pki(None);
+        let set = crls(&p, p.t - 60, p.t + 86_400, false);
+        let k = KeyPair::generate(KeyAlgorithm::P256).unwrap();
+        let leaf = |ku: KeyUsages| {
+            CertificateBuilder::new("CN=KU Leaf,O=pivgate,C=US", k.spki_der())
+                .unwrap()
+                .end_entity()
+                .key_usage(ku)
+                .sign(&p.inter, &p.inter_key)
+                .unwrap()
+        };
+        let mut o = opts(p.t);
+        o.leaf_key_usage = Some(key_usage::DIGITAL_SIGNATURE);
+        let signing = leaf(KeyUsages::DigitalSignature);
+        validate(&store(&p), &signing, &[&p.inter], &set, &o).unwrap();
+        let agreement = leaf(KeyUsages::KeyAgreement);
+        let err = validate(&store(&p), &agreement, &[&p.inter], &set, &o).unwrap_err();
+        assert!(
+            matches!(
+                err,
+                ValidationError::KeyUsage {
+                    required: "digitalSignature",
+                    ..
+                }
+            ),
+            "{err}"
+        );
+        // Without the extension the key is unrestricted (RFC 5280 §4.2.1.3).
+        validate(&store(&p), &p.leaf, &[&p.inter], &set, &o).unwrap();
+    }
 }

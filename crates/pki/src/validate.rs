@@ -45,6 +45,9 @@ pub struct ValidationOptions {
     pub initial_any_policy_inhibit: bool,
     /// An extended key usage the end-entity certificate must allow when it has the extension.
     pub required_eku: Option<ObjectIdentifier>,
+    /// Key usage bits ([`crate::cert::key_usage`]) the end-entity certificate must assert when
+    /// it has the keyUsage extension, e.g. `DIGITAL_SIGNATURE` for PIV authentication.
+    pub leaf_key_usage: Option<u16>,
     pub revocation: RevocationPolicy,
     pub algorithms: AlgorithmPolicy,
     /// Largest number of certificates in a path, trust anchor excluded.
@@ -60,6 +63,7 @@ impl Default for ValidationOptions {
             initial_policy_mapping_inhibit: false,
             initial_any_policy_inhibit: false,
             required_eku: None,
+            leaf_key_usage: None,
             revocation: RevocationPolicy::default(),
             algorithms: AlgorithmPolicy::default(),
             max_depth: 8,
@@ -433,6 +437,33 @@ pub(crate) fn check_critical_extensions(c: &Cert) -> Result<(), ValidationError>
     }
 }
 
+/// Local policy (RFC 5280 §4.2.1.3): the end entity's keyUsage, when present, asserts the bits
+/// a profile requires.
+pub(crate) fn check_leaf_key_usage(c: &Cert, required: Option<u16>) -> Result<(), ValidationError> {
+    let (Some(req), Some(ku)) = (required, c.ext.key_usage) else {
+        return Ok(());
+    };
+    if ku & req == req {
+        return Ok(());
+    }
+    let names = [
+        (key_usage::DIGITAL_SIGNATURE, "digitalSignature"),
+        (key_usage::NON_REPUDIATION, "nonRepudiation"),
+        (key_usage::KEY_ENCIPHERMENT, "keyEncipherment"),
+        (key_usage::DATA_ENCIPHERMENT, "dataEncipherment"),
+        (key_usage::KEY_AGREEMENT, "keyAgreement"),
+        (key_usage::KEY_CERT_SIGN, "keyCertSign"),
+        (key_usage::CRL_SIGN, "cRLSign"),
+    ];
+    let missing = names
+        .iter()
+        .find(|(bit, _)| req & bit != 0 && ku & bit == 0);
+    Err(ValidationError::KeyUsage {
+        subject: subject(c),
+        required: missing.map_or("a required key usage", |(_, n)| n),
+    })
+}
+
 /// Local policy: the end entity's extendedKeyUsage, when present, allows the required purpose.
 pub(crate) fn check_eku(
     c: &Cert,
@@ -496,6 +527,7 @@ fn wrap_up(
     }
     check_critical_extensions(leaf)?;
     check_eku(leaf, opts.required_eku.as_ref())?;
+    check_leaf_key_usage(leaf, opts.leaf_key_usage)?;
     let authorities = state.tree.leaf_policies();
     state.tree.intersect(&opts.initial_policy_set);
     let user = state.tree.leaf_policies();
