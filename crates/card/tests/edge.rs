@@ -606,3 +606,38 @@ fn attest_vouches_for_generated_keys_only() {
         StatusWord::INCORRECT_P1P2
     );
 }
+
+#[test]
+fn rsa_3072_and_4096_sign_through_extended_apdus() {
+    for (alg, size) in [(Algorithm::Rsa3072, 384), (Algorithm::Rsa4096, 512)] {
+        let mut img = card::CardImage::new_blank(Some(1));
+        let PublicKeyTemplate::Rsa { modulus, exponent } =
+            img.generate_key(KeyRef::CardAuth, alg).unwrap()
+        else {
+            panic!()
+        };
+        assert_eq!(modulus.len(), size);
+        let mut card = card::Card::new(img);
+        select(&mut card);
+        let msg = b"large keys";
+        let digest = aws_lc_rs::digest::digest(&aws_lc_rs::digest::SHA256, msg);
+        let prefix = hex::decode("3031300d060960864801650304020105000420").unwrap();
+        let mut block = vec![0x00, 0x01];
+        block.resize(size - prefix.len() - 33, 0xFF);
+        block.push(0);
+        block.extend_from_slice(&prefix);
+        block.extend_from_slice(digest.as_ref());
+        let apdu = Command::new(0, 0x87, alg.id(), 0x9E, &piv::auth::sign_request(&block))
+            .with_le(65_536)
+            .to_bytes();
+        let (d, sw) = tx(&mut card, &apdu);
+        assert_eq!(sw, StatusWord::SUCCESS, "{alg:?}");
+        let sig = DynAuth::decode(&d).unwrap().response.unwrap().to_vec();
+        signature::RsaPublicKeyComponents {
+            n: &modulus,
+            e: &exponent,
+        }
+        .verify(&signature::RSA_PKCS1_2048_8192_SHA256, msg, &sig)
+        .unwrap();
+    }
+}
