@@ -641,3 +641,53 @@ fn rsa_3072_and_4096_sign_through_extended_apdus() {
         .unwrap();
     }
 }
+
+/// The CRT parameters of a PKCS#8 RSA key (p, q, dp, dq, qinv).
+fn crt_parameters(pkcs8: &[u8]) -> Vec<Vec<u8>> {
+    use iso7816::tlv::{parse_single, Reader};
+    let info = parse_single(pkcs8, 0x30).unwrap();
+    let mut r = Reader::new(info);
+    r.expect(0x02).unwrap();
+    r.expect(0x30).unwrap();
+    let rsa = parse_single(r.expect(0x04).unwrap(), 0x30).unwrap();
+    let ints: Vec<Vec<u8>> = Reader::new(rsa)
+        .map(|t| t.unwrap().value.to_vec())
+        .collect();
+    ints[4..9].to_vec()
+}
+
+#[test]
+fn import_rsa_key_from_crt_components() {
+    let der = card::crypto::generate_pkcs8(Algorithm::Rsa2048).unwrap();
+    let public = card::crypto::PrivateKey::from_pkcs8(&der)
+        .unwrap()
+        .public_key()
+        .unwrap();
+    let mut data = Vec::new();
+    for (i, part) in crt_parameters(&der).iter().enumerate() {
+        iso7816::tlv::push(&mut data, 0x01 + i as u32, part);
+    }
+    let mut card = blank();
+    admin(&mut card);
+    assert_eq!(
+        call(&mut card, 0xFE, 0x07, 0x9E, &data).1,
+        StatusWord::SUCCESS
+    );
+    let (m, _) = call(&mut card, 0xF7, 0, 0x9E, &[]);
+    let pk = iso7816::tlv::find(&m, 0x04).unwrap().unwrap();
+    assert_eq!(PublicKeyTemplate::decode_inner(pk).unwrap(), public);
+    // Inconsistent components are refused and nothing is stored.
+    let mut bad = data.clone();
+    let last = bad.len() - 1;
+    bad[last] ^= 1;
+    assert_eq!(
+        call(&mut card, 0xFE, 0x07, 0x9A, &bad).1,
+        StatusWord::INCORRECT_DATA
+    );
+    assert!(!card.image().keys.contains_key(&KeyRef::PivAuth));
+    // Wrong algorithm for the material.
+    assert_eq!(
+        call(&mut card, 0xFE, 0x11, 0x9A, &data).1,
+        StatusWord::INCORRECT_DATA
+    );
+}

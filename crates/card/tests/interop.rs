@@ -464,6 +464,63 @@ fn yubico_piv_tool_generates_certifies_signs_and_manages_secrets() {
     assert_eq!(img.serial, 5_550_002);
     ykpiv_ok(&["-a", "verify-pin", "-P", "123456"]);
     ykpiv_ok(&["-a", "generate", "-s", "9a", "-A", "ECCP256"]);
+
+    // IMPORT ASYMMETRIC KEY: host-made RSA and EC keys, then prove the card
+    // holds them by signing against a certificate made from the same key.
+    for (slot, keygen) in [
+        ("9d", "rsa_keygen_bits:2048"),
+        ("9e", "ec_paramgen_curve:P-256"),
+    ] {
+        let key = bed.file(&format!("{slot}.key.pem"));
+        let cert = bed.file(&format!("{slot}.crt.pem"));
+        let alg = if keygen.starts_with("rsa") {
+            "RSA"
+        } else {
+            "EC"
+        };
+        ok(
+            "openssl",
+            &[
+                "genpkey",
+                "-algorithm",
+                alg,
+                "-pkeyopt",
+                keygen,
+                "-out",
+                p(&key),
+            ],
+        );
+        ok(
+            "openssl",
+            &[
+                "req",
+                "-new",
+                "-x509",
+                "-key",
+                p(&key),
+                "-subj",
+                "/CN=imported",
+                "-days",
+                "3",
+                "-out",
+                p(&cert),
+            ],
+        );
+        ykpiv_ok(&["-a", "import-key", "-s", slot, "-i", p(&key)]);
+        ykpiv_ok(&["-a", "import-certificate", "-s", slot, "-i", p(&cert)]);
+        ykpiv_ok(&[
+            "-a",
+            "verify-pin",
+            "-P",
+            "123456",
+            "-a",
+            "test-signature",
+            "-s",
+            slot,
+            "-i",
+            p(&cert),
+        ]);
+    }
 }
 
 /// Raw APDUs through pcscd with the `pcsc` crate.
