@@ -51,5 +51,65 @@ fn bench_cache(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, bench_cache);
+/// What the cache saves: a cold FIPS 201 validation of the same leaf (P-256
+/// chain of three with two CRLs), and CHUID signature verification.
+fn bench_fips201(c: &mut Criterion) {
+    use pki::crl::CrlSet;
+    use pki::fips201::{validate_profile, validate_profile_cached, verify_chuid, Profile};
+    use pki::store::TrustStore;
+    use pki::validate::{validate, ValidationOptions};
+
+    let pki = TestPki::generate(TestPkiOptions::default()).expect("test PKI");
+    let card = pki.issue_card(&CardOptions::default()).expect("card");
+    let leaf = card.slot(0x9E).expect("9E").certificate.clone();
+    let mut b = TrustStore::builder();
+    b.add_anchor_der(pki.root_der().to_vec());
+    b.add_intermediate_der(pki.intermediate_der().to_vec());
+    let store = b.build();
+    let mut cb = CrlSet::builder();
+    for crl in pki.crls() {
+        cb.add_der(crl).expect("CRL");
+    }
+    let crls = cb.build();
+    let opts = Profile::CardAuth.options(&ValidationOptions::default());
+
+    let mut g = c.benchmark_group("fips201");
+    g.bench_function("validate (RFC 5280 only, card-auth options)", |b| {
+        b.iter(|| validate(&store, black_box(&leaf), &[], &crls, &opts).expect("valid"))
+    });
+    g.bench_function("validate_profile card-auth (cold)", |b| {
+        b.iter(|| {
+            validate_profile(
+                &store,
+                black_box(&leaf),
+                &[],
+                &crls,
+                &opts,
+                Profile::CardAuth,
+            )
+            .expect("valid")
+        })
+    });
+    let cache = ValidationCache::new(CacheConfig::default());
+    g.bench_function("validate_profile_cached card-auth (hit)", |b| {
+        b.iter(|| {
+            validate_profile_cached(
+                &cache,
+                &store,
+                black_box(&leaf),
+                &[],
+                &crls,
+                &opts,
+                Profile::CardAuth,
+            )
+            .expect("valid")
+        })
+    });
+    g.bench_function("verify_chuid (CMS + signer path)", |b| {
+        b.iter(|| verify_chuid(&store, black_box(&card.chuid), &[], &crls, &opts).expect("valid"))
+    });
+    g.finish();
+}
+
+criterion_group!(benches, bench_cache, bench_fips201);
 criterion_main!(benches);

@@ -170,7 +170,9 @@ fn signer_algorithm(si: &SignerInfo, hash: Hash) -> Result<SignatureAlgorithm, C
 
 /// Verifies the issuer signature of a CHUID as read from the card (with or
 /// without the `53` container) and validates the content signer with
-/// [`Profile::ContentSigner`]. `extra_certs` are untrusted certificates that
+/// [`Profile::ContentSigner`]: the time, revocation, algorithm and depth
+/// settings of `opts` apply; its policy set and EKU are replaced by the
+/// content-signer profile's. `extra_certs` are untrusted certificates that
 /// may help build the signer's path (they are offered as intermediates, and
 /// as signer candidates when the SignedData does not include the signer).
 pub fn verify_chuid(
@@ -254,12 +256,19 @@ pub fn verify_chuid(
 
     let mut intermediates: Vec<&[u8]> = included.iter().map(|v| v.as_slice()).collect();
     intermediates.extend_from_slice(extra_certs);
+    // The signer is held to the content-signer policies and EKU, whatever
+    // policy set `opts` carries for authentication certificates.
+    let signer_opts = ValidationOptions {
+        initial_policy_set: vec![crate::policy::ANY_POLICY],
+        required_eku: None,
+        ..opts.clone()
+    };
     let signer = validate_profile(
         store,
         &signer_der,
         &intermediates,
         crls,
-        opts,
+        &signer_opts,
         Profile::ContentSigner,
     )
     .map_err(ChuidVerifyError::Signer)?;

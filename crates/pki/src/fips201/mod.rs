@@ -35,7 +35,6 @@ use std::str::FromStr;
 use thiserror::Error;
 use x509_cert::ext::pkix::name::GeneralName;
 use x509_cert::ext::pkix::SubjectAltName;
-use x509_cert::Certificate;
 
 /// Which FIPS 201 certificate profile a leaf must satisfy.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
@@ -237,14 +236,6 @@ pub fn validate_profile_cached(
     })
 }
 
-fn parse_leaf(leaf_der: &[u8], profile: Profile) -> Result<Certificate, ProfileError> {
-    Certificate::from_der(leaf_der).map_err(|e| ProfileError::Unparsable {
-        subject: "(end entity)".into(),
-        profile,
-        reason: e.to_string(),
-    })
-}
-
 /// Checks the leaf against `profile` (key usage, EKU presence, card
 /// identifiers) and returns its card identifiers. Path validation is not
 /// repeated here.
@@ -269,8 +260,7 @@ fn check_parsed(
     if let Some(eku) = profile.required_eku() {
         check_eku_present(parsed, subject, profile, eku)?;
     }
-    let cert = parse_leaf(parsed.der(), profile)?;
-    let identity = card_identity_of(&cert, subject)?;
+    let identity = card_identity_of(parsed.der(), subject)?;
     if profile.requires_card_identifier() && identity.fascn.is_none() && identity.uuid.is_none() {
         return Err(ProfileError::NoCardIdentifier {
             subject: subject.to_string(),
@@ -317,29 +307,60 @@ fn check_eku_present(
 /// Extracts the FASC-N (otherName 2.16.840.1.101.3.6.6, an OCTET STRING)
 /// and the card UUID (`urn:uuid:` URI) from a certificate's subjectAltName.
 pub fn card_identity(cert_der: &[u8]) -> Result<CardIdentity, ProfileError> {
-    let cert = parse_leaf(cert_der, Profile::None)?;
-    let subject = cert.tbs_certificate.subject.to_string();
-    card_identity_of(&cert, &subject)
+    let parsed =
+        crate::cert::Cert::from_der(cert_der.to_vec()).map_err(|e| ProfileError::Unparsable {
+            subject: "(certificate)".into(),
+            profile: Profile::None,
+            reason: e.to_string(),
+        })?;
+    card_identity_of(parsed.der(), parsed.subject_display())
 }
 
-fn card_identity_of(cert: &Certificate, subject: &str) -> Result<CardIdentity, ProfileError> {
-    let mut id = CardIdentity::default();
-    let Some(exts) = &cert.tbs_certificate.extensions else {
-        return Ok(id);
+/// DER of `2.5.29.17` (id-ce-subjectAltName) without tag and length.
+const OID_SAN: &[u8] = &[0x55, 0x1d, 0x11];
+
+/// The extnValue contents of the subjectAltName extension, found by walking
+/// the certificate with the bounds-checked cursor (no full re-parse).
+fn san_extension(cert_der: &[u8]) -> Result<Option<&[u8]>, crate::der::DerError> {
+    use crate::der::{single, tag, Reader};
+    let mut cert = Reader::new(single(cert_der, tag::SEQUENCE)?);
+    let mut tbs = Reader::new(cert.value(tag::SEQUENCE)?);
+    tbs.optional(tag::context_constructed(0))?; // version
+    tbs.value(tag::INTEGER)?; // serialNumber
+    for _ in 0..5 {
+        // signature, issuer, validity, subject, subjectPublicKeyInfo
+        tbs.value(tag::SEQUENCE)?;
+    }
+    tbs.optional(tag::context_primitive(1))?; // issuerUniqueID
+    tbs.optional(tag::context_primitive(2))?; // subjectUniqueID
+    let Some(exts) = tbs.optional(tag::context_constructed(3))? else {
+        return Ok(None);
     };
-    let Some(ext) = exts
-        .iter()
-        .find(|e| e.extn_id == const_oid::db::rfc5280::ID_CE_SUBJECT_ALT_NAME)
-    else {
-        return Ok(id);
-    };
-    let san = SubjectAltName::from_der(ext.extn_value.as_bytes()).map_err(|e| {
-        ProfileError::Unparsable {
-            subject: subject.to_string(),
-            profile: Profile::None,
-            reason: format!("subjectAltName: {e}"),
+    let mut list = Reader::new(single(exts.value, tag::SEQUENCE)?);
+    while !list.is_empty() {
+        let mut ext = Reader::new(list.value(tag::SEQUENCE)?);
+        let oid = ext.value(tag::OID)?;
+        ext.optional(tag::BOOLEAN)?;
+        let value = ext.value(tag::OCTET_STRING)?;
+        if oid == OID_SAN {
+            return Ok(Some(value));
         }
-    })?;
+    }
+    Ok(None)
+}
+
+fn card_identity_of(cert_der: &[u8], subject: &str) -> Result<CardIdentity, ProfileError> {
+    let mut id = CardIdentity::default();
+    let unparsable = |reason: String| ProfileError::Unparsable {
+        subject: subject.to_string(),
+        profile: Profile::None,
+        reason,
+    };
+    let Some(san) = san_extension(cert_der).map_err(|e| unparsable(e.to_string()))? else {
+        return Ok(id);
+    };
+    let san =
+        SubjectAltName::from_der(san).map_err(|e| unparsable(format!("subjectAltName: {e}")))?;
     for name in &san.0 {
         match name {
             GeneralName::OtherName(on) if on.type_id == oids::PIV_FASCN => {
@@ -366,7 +387,9 @@ fn card_identity_of(cert: &Certificate, subject: &str) -> Result<CardIdentity, P
             }
             GeneralName::UniformResourceIdentifier(u) => {
                 let s = u.as_str();
-                if s.len() > 9 && s[..9].eq_ignore_ascii_case("urn:uuid:") {
+                if s.get(..9)
+                    .is_some_and(|p| p.eq_ignore_ascii_case("urn:uuid:"))
+                {
                     if id.uuid.is_some() {
                         return Err(ProfileError::Ambiguous {
                             subject: subject.to_string(),
