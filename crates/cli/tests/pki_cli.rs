@@ -285,3 +285,97 @@ fn help_texts_describe_the_commands() {
     let t = text(&o);
     assert!(t.contains("--profile") && t.contains("piv-auth") && t.contains("--explicit-policy"));
 }
+
+/// Serves `DIR/NAME.crl.pem` for `GET /crl/NAME.crl` on 127.0.0.1, read at
+/// each request so re-signed CRLs are seen. Returns the base URL.
+fn serve_crls(dir: std::path::PathBuf) -> String {
+    use std::io::{BufRead, BufReader, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let base = format!("http://{}/crl", listener.local_addr().unwrap());
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { break };
+            let mut reader = BufReader::new(stream.try_clone().unwrap());
+            let mut line = String::new();
+            if reader.read_line(&mut line).is_err() {
+                continue;
+            }
+            loop {
+                let mut h = String::new();
+                if reader.read_line(&mut h).unwrap_or(0) == 0 || h == "\r\n" {
+                    break;
+                }
+            }
+            let path = line.split_whitespace().nth(1).unwrap_or("");
+            let file = path
+                .strip_prefix("/crl/")
+                .and_then(|n| n.strip_suffix(".crl"))
+                .map(|n| dir.join(format!("{n}.crl.pem")));
+            match file.and_then(|f| std::fs::read(f).ok()) {
+                Some(body) => {
+                    let _ = write!(
+                        stream,
+                        "HTTP/1.1 200 OK\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+                        body.len()
+                    );
+                    let _ = stream.write_all(&body);
+                }
+                None => {
+                    let _ = write!(
+                        stream,
+                        "HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+                    );
+                }
+            }
+        }
+    });
+    base
+}
+
+#[test]
+fn fetches_crls_from_distribution_points() {
+    let dir = tempfile::tempdir().unwrap();
+    let pki = dir.path().join("pki");
+    let card = dir.path().join("card");
+    let base = serve_crls(pki.clone());
+    let o = pivgate(&["pki", "init", "--dir", s(&pki), "--crl-url", &base]);
+    assert_eq!(code(&o), 0, "{}", text(&o));
+    let o = pivgate(&["pki", "issue-card", "--pki", s(&pki), "--out", s(&card)]);
+    assert_eq!(code(&o), 0, "{}", text(&o));
+    let auth = card.join("slot-9a.pem");
+    let verify = || {
+        pivgate(&[
+            "pki",
+            "verify",
+            "--fetch-crls",
+            "--profile",
+            "piv-auth",
+            "--anchors",
+            s(&pki.join("root.pem")),
+            "--intermediates",
+            s(&pki.join("intermediate.pem")),
+            s(&auth),
+        ])
+    };
+    let o = verify();
+    assert_eq!(code(&o), 0, "{}", text(&o));
+    let o = pivgate(&["pki", "revoke", "--pki", s(&pki), s(&auth)]);
+    assert_eq!(code(&o), 0, "{}", text(&o));
+    let o = verify();
+    assert_eq!(code(&o), 1, "{}", text(&o));
+    assert!(text(&o).contains("revoked"), "{}", text(&o));
+    // With the CRL server gone, revocation data is missing: fail closed.
+    std::fs::remove_file(pki.join("intermediate.crl.pem")).unwrap();
+    let o = pivgate(&[
+        "pki",
+        "verify",
+        "--fetch-crls",
+        "--anchors",
+        s(&pki.join("root.pem")),
+        "--intermediates",
+        s(&pki.join("intermediate.pem")),
+        s(&card.join("slot-9e.pem")),
+    ]);
+    assert_eq!(code(&o), 1, "{}", text(&o));
+    assert!(text(&o).contains("404"), "{}", text(&o));
+}
