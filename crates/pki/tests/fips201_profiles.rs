@@ -200,6 +200,10 @@ fn chuid_signature_verifies_and_tampering_is_detected() {
     let v = verify_chuid(&store, &card.chuid, &[], &crls, &opts).unwrap();
     assert_eq!(v.chuid.guid, card.uuid);
     assert_eq!(v.signer.path.chain().len(), 3);
+    // Options prepared for authentication certificates do not leak into
+    // the signer's validation.
+    let cak_opts = Profile::CardAuth.options(&opts);
+    verify_chuid(&store, &card.chuid, &[], &crls, &cak_opts).unwrap();
     // Also inside the 53 container, as read from the card.
     let n = card.chuid.len();
     let mut wrapped = vec![0x53, 0x82, (n >> 8) as u8, n as u8];
@@ -362,4 +366,60 @@ fn cached_validation_helper() {
         validate_profile_cached(&cache, &store, cak, &[], &crls, &opts, Profile::PivAuth).is_err()
     );
     assert_eq!(cache.len(), 1);
+}
+
+#[test]
+fn rsa_and_p384_cards_validate_and_their_chuids_verify() {
+    for (ca, card_alg) in [
+        (KeyAlgorithm::Rsa2048, KeyAlgorithm::Rsa2048),
+        (KeyAlgorithm::P384, KeyAlgorithm::P256),
+    ] {
+        let pki = TestPki::generate(TestPkiOptions {
+            algorithm: ca,
+            ..Default::default()
+        })
+        .unwrap();
+        let card = pki
+            .issue_card(&CardOptions {
+                algorithm: card_alg,
+                ..Default::default()
+            })
+            .unwrap();
+        assert!(card.slots.iter().all(|s| s.algorithm == card_alg));
+        check(
+            &pki,
+            &card.slot(0x9A).unwrap().certificate,
+            Profile::PivAuth,
+        )
+        .unwrap();
+        check(
+            &pki,
+            &card.slot(0x9E).unwrap().certificate,
+            Profile::CardAuth,
+        )
+        .unwrap();
+        let v = verify_chuid(
+            &store_of(&pki),
+            &card.chuid,
+            &[],
+            &crls_of(&pki),
+            &ValidationOptions::default(),
+        )
+        .unwrap();
+        assert_eq!(v.chuid.guid, card.uuid);
+    }
+}
+
+#[test]
+fn certificates_without_extensions_name_no_card() {
+    let key = KeyPair::generate(KeyAlgorithm::P256).unwrap();
+    let bare = CertificateBuilder::new("CN=Bare", key.spki_der())
+        .unwrap()
+        .subject_key_id(false)
+        .self_signed(&key)
+        .unwrap();
+    // Self-signed without subject key id has no AKI either: no extensions.
+    let id = card_identity(&bare).unwrap();
+    assert_eq!(id, Default::default());
+    assert!(card_identity(b"\x30\x03\x02\x01\x00").is_err());
 }
