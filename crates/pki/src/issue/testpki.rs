@@ -671,16 +671,28 @@ impl TestPki {
         let issuer_name = &cert.tbs_certificate.issuer;
         let root = Certificate::from_der(&self.root.cert)?;
         let int = Certificate::from_der(&self.intermediate.cert)?;
+        let foreign = || {
+            IssueError::Invalid(format!(
+                "certificate {} was not issued by this test PKI",
+                cert.tbs_certificate.subject
+            ))
+        };
         let by_root = if *issuer_name == int.tbs_certificate.subject {
             false
         } else if *issuer_name == root.tbs_certificate.subject && cert_der != self.root.cert {
             true
         } else {
-            return Err(IssueError::Invalid(format!(
-                "certificate {} was not issued by this test PKI",
-                cert.tbs_certificate.subject
-            )));
+            return Err(foreign());
         };
+        // Names can collide between test PKIs: require our CA's signature.
+        let issuer_der = if by_root {
+            &self.root.cert
+        } else {
+            &self.intermediate.cert
+        };
+        if !signed_by(cert_der, issuer_der) {
+            return Err(foreign());
+        }
         let current = if by_root {
             &self.root_crl
         } else {
@@ -718,6 +730,24 @@ impl TestPki {
         self.intermediate_crl = self.sign_crl(false, entries, number + 1)?;
         self.save_crls()
     }
+}
+
+/// Whether `cert_der` carries a valid signature by the key of `issuer_der`.
+fn signed_by(cert_der: &[u8], issuer_der: &[u8]) -> bool {
+    let (Ok(cert), Ok(issuer)) = (
+        crate::cert::Cert::from_der(cert_der.to_vec()),
+        crate::cert::Cert::from_der(issuer_der.to_vec()),
+    ) else {
+        return false;
+    };
+    crate::sig::verify(
+        &cert.signature_algorithm,
+        &issuer.public_key,
+        cert.tbs(),
+        cert.signature(),
+        &crate::sig::AlgorithmPolicy::default(),
+    )
+    .is_ok()
 }
 
 /// (year, month, day) of a Unix time (H. Hinnant's algorithm).
