@@ -376,10 +376,14 @@ impl Card {
                 }
             }
             VerifyAction::Check(value) => {
-                let ok = self.check_secret(PinRef::Pin, value);
-                self.volatile.pin_verified = ok.is_ok();
-                self.volatile.pin_always_ready = ok.is_ok();
-                ok.map(|()| Vec::new())
+                let result = self.check_secret(PinRef::Pin, value);
+                // A value refused for its format was never compared: the
+                // security state stays as it was.
+                if result != Err(StatusWord::INCORRECT_DATA) {
+                    self.volatile.pin_verified = result.is_ok();
+                    self.volatile.pin_always_ready = result.is_ok();
+                }
+                result.map(|()| Vec::new())
             }
         }
     }
@@ -431,7 +435,7 @@ impl Card {
             return Err(StatusWord::INCORRECT_DATA);
         }
         if let Err(sw) = self.check_secret(which, old) {
-            if which == PinRef::Pin {
+            if which == PinRef::Pin && sw != StatusWord::INCORRECT_DATA {
                 self.volatile.pin_verified = false;
                 self.volatile.pin_always_ready = false;
             }

@@ -134,6 +134,40 @@ fn malformed_apdus_get_precise_status_words_and_change_nothing() {
             StatusWord::INCORRECT_DATA,
         ),
         (
+            "VERIFY non-digit PIN",
+            vec![
+                0, 0x20, 0, 0x80, 8, 0x31, 0x32, 0x33, 0x34, 0x35, 0x41, 0xFF, 0xFF,
+            ],
+            StatusWord::INCORRECT_DATA,
+        ),
+        (
+            "VERIFY bad padding",
+            vec![
+                0, 0x20, 0, 0x80, 8, 0x31, 0x32, 0x33, 0x34, 0x35, 0x36, 0xFF, 0x31,
+            ],
+            StatusWord::INCORRECT_DATA,
+        ),
+        (
+            "CHANGE PIN malformed new PIN",
+            [
+                &[0, 0x24, 0, 0x80, 16][..],
+                b"123456\xFF\xFF",
+                b"12\xFF\xFF\xFF\xFF\xFF\xFF",
+            ]
+            .concat(),
+            StatusWord::INCORRECT_DATA,
+        ),
+        (
+            "RESET RETRY COUNTER malformed PUK",
+            [
+                &[0, 0x2C, 0, 0x80, 16][..],
+                b"1234567\x00",
+                b"123456\xFF\xFF",
+            ]
+            .concat(),
+            StatusWord::INCORRECT_DATA,
+        ),
+        (
             "VERIFY reset with data",
             vec![0, 0x20, 0xFF, 0x80, 1, 0],
             StatusWord::WRONG_LENGTH,
