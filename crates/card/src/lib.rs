@@ -4,7 +4,20 @@
 //! [`profile::Profile`]s, and a [`vpcd`] connector that puts the card behind
 //! a real PC/SC reader.
 //!
-//! The image file format is documented in `IMAGE.md` (included below).
+//! The image file format is documented in `IMAGE.md` (module
+//! [`image_format`]).
+//!
+//! Layers, from the wire inwards:
+//! - [`vpcd`]: the vpcd TCP protocol (power, ATR, APDU frames); reconnects
+//!   with backoff and stops on a shutdown flag.
+//! - [`runner::Runner`]: one exchange = process, store the image if it
+//!   changed (answer `6581` if that fails), then wait out the timing
+//!   [`Profile`]. In-process transports use it too.
+//! - [`Card`]: the sans-I/O edge. ISO 7816 parsing, class check, GET
+//!   RESPONSE, chaining, then a typed [`command::Command`], then action.
+//!   Persistent state is the [`CardImage`]; volatile state is [`Volatile`].
+//! - [`crypto`]: raw RSA, ECDSA on a given digest, ECDH, DES/AES blocks,
+//!   the only module with `unsafe` (aws-lc-sys).
 //!
 //! ```
 //! use card::{Card, image::CardImage};
@@ -13,6 +26,7 @@
 //! assert_eq!(&answer[answer.len() - 2..], &[0x90, 0x00]);
 //! ```
 
+/// The card image file format (the text of `IMAGE.md`).
 #[doc = include_str!("../IMAGE.md")]
 pub mod image_format {}
 
@@ -26,9 +40,9 @@ pub mod runner;
 pub mod vpcd;
 
 pub use edge::{Card, Reply, Volatile, ATR};
+pub use image::CardImage;
 // The data model and transport layers the card speaks, for users that
 // only depend on this crate.
-pub use image::CardImage;
 pub use iso7816;
 pub use piv;
 pub use profile::Profile;
