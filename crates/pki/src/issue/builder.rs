@@ -31,7 +31,7 @@ use x509_cert::time::{Time as X509Time, Validity};
 pub const DAY: i64 = 86_400;
 
 /// OID of the PIV FASC-N otherName in subjectAltName (SP 800-73-4 / FIPS 201).
-pub const OID_PIV_FASCN: ObjectIdentifier = ObjectIdentifier::new_unwrap("2.16.840.1.101.3.6.6");
+pub const OID_PIV_FASCN: ObjectIdentifier = crate::fips201::oids::PIV_FASCN;
 
 /// The current time in seconds since the Unix epoch.
 pub fn now() -> i64 {

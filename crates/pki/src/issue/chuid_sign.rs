@@ -23,7 +23,7 @@ use x509_cert::Certificate;
 
 /// id-PIV-CHUIDSecurityObject, the eContentType of the CHUID signature.
 pub const OID_PIV_CHUID_SECURITY_OBJECT: ObjectIdentifier =
-    ObjectIdentifier::new_unwrap("2.16.840.1.101.3.6.1");
+    crate::fips201::oids::PIV_CHUID_SECURITY_OBJECT;
 
 fn attribute(oid: ObjectIdentifier, value: Any) -> Result<Attribute, IssueError> {
     let mut values = SetOfVec::new();
