@@ -113,6 +113,14 @@ fn write_file(path: &Path, data: &[u8], private: bool) -> Result<(), IssueError>
     #[cfg(not(unix))]
     let _ = private;
     let mut f = opts.open(path).map_err(io_err(path))?;
+    // The mode above applies only to new files: tighten existing ones too,
+    // before the key is written.
+    #[cfg(unix)]
+    if private {
+        use std::os::unix::fs::PermissionsExt;
+        f.set_permissions(std::fs::Permissions::from_mode(0o600))
+            .map_err(io_err(path))?;
+    }
     f.write_all(data).map_err(io_err(path))?;
     Ok(())
 }
@@ -784,7 +792,26 @@ mod tests {
         let chuid = Chuid::decode(&card.chuid).unwrap();
         assert_eq!(chuid.guid, card.uuid);
         assert_eq!(chuid.fascn().unwrap(), card.fascn);
-        card.save(&dir.path().join("card")).unwrap();
+        // An existing, world-readable key file is tightened when overwritten.
+        let card_dir = dir.path().join("card");
+        std::fs::create_dir_all(&card_dir).unwrap();
+        std::fs::write(card_dir.join("slot-9a.key.pem"), b"old").unwrap();
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            let p = card_dir.join("slot-9a.key.pem");
+            std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o644)).unwrap();
+        }
+        card.save(&card_dir).unwrap();
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            let mode = std::fs::metadata(card_dir.join("slot-9a.key.pem"))
+                .unwrap()
+                .permissions()
+                .mode();
+            assert_eq!(mode & 0o777, 0o600);
+        }
         assert_eq!(
             CardCredentials::load(&dir.path().join("card")).unwrap(),
             card
