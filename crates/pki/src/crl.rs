@@ -115,19 +115,20 @@ pub struct IssuingDistributionPoint {
 /// One revoked-certificate entry.
 #[derive(Clone, Debug)]
 pub struct Revoked {
-    pub serial: Range<usize>,
-    pub date: Time,
+    /// Offset of the (canonical) serial number contents in the CRL encoding.
+    serial_at: u32,
+    serial_len: u16,
     pub reason: Option<Reason>,
     /// Index into the CRL's issuer list (0 is the CRL issuer).
     pub issuer: u32,
+    pub date: Time,
 }
-
-const NONE: u32 = u32::MAX;
 
 /// A parsed CRL.
 #[derive(Debug)]
 pub struct Crl {
-    der: Arc<[u8]>,
+    /// The encoding (an `Arc<Vec>` so a large CRL is never copied).
+    der: Arc<Vec<u8>>,
     tbs: Range<usize>,
     signature: Range<usize>,
     issuer_der: Range<usize>,
@@ -151,8 +152,12 @@ pub struct Crl {
     pub(crate) verified_by: crate::sig::VerifiedBy,
     issuers: Vec<NormName>,
     entries: Vec<Revoked>,
-    heads: HashMap<u64, u32>,
-    next: Vec<u32>,
+    /// Keyed hashes of (issuer, serial), sorted, with the entry index of each in `index_of`.
+    /// The hashes are uniformly distributed, so a lookup starts at the interpolated position
+    /// and finds the key in O(1) expected steps; building is one sort, not a million random
+    /// writes into a hash table.
+    keys: Vec<u64>,
+    index_of: Vec<u32>,
     hasher: std::collections::hash_map::RandomState,
 }
 
@@ -181,8 +186,14 @@ fn read_time(r: &mut Reader<'_>) -> Result<Time, CrlError> {
 
 impl Crl {
     /// Parses a DER CRL.
-    pub fn from_der(der: impl Into<Arc<[u8]>>) -> Result<Crl, CrlError> {
-        let der: Arc<[u8]> = der.into();
+    pub fn from_der(der: impl Into<Vec<u8>>) -> Result<Crl, CrlError> {
+        let der: Arc<Vec<u8>> = Arc::new(der.into());
+        if der.len() > u32::MAX as usize {
+            return Err(CrlError::Malformed {
+                field: "CertificateList",
+                source: DerError::BadValue("CRL (larger than 4 GiB)"),
+            });
+        }
         let d: &[u8] = &der;
         let mut outer = Reader::new(d);
         let list = field("CertificateList", outer.value(tag::SEQUENCE))?;
@@ -245,8 +256,8 @@ impl Crl {
             verified_by: Default::default(),
             issuers: vec![issuer_name],
             entries: Vec::new(),
-            heads: HashMap::new(),
-            next: Vec::new(),
+            keys: Vec::new(),
+            index_of: Vec::new(),
             hasher: Default::default(),
             der: der.clone(),
         };
@@ -304,6 +315,10 @@ impl Crl {
     fn parse_entries(&mut self, d: &[u8], list: &[u8]) -> Result<(), CrlError> {
         let mut r = Reader::new(list);
         let mut current_issuer = 0u32;
+        // Entries take at least 20 bytes each; reserve once instead of rehashing as we go.
+        let estimate = list.len() / 24;
+        self.entries.reserve(estimate);
+        let mut pairs: Vec<(u64, u32)> = Vec::with_capacity(estimate);
         let indirect = self.idp.as_ref().is_some_and(|i| i.indirect);
         while !r.is_empty() {
             let mut e = Reader::new(field("revokedCertificate", r.value(tag::SEQUENCE))?);
@@ -364,16 +379,57 @@ impl Crl {
             let idx = self.entries.len() as u32;
             let serial = der::canonical_integer(serial);
             let h = self.key(current_issuer, serial);
-            let prev = self.heads.insert(h, idx).unwrap_or(NONE);
-            self.next.push(prev);
+            pairs.push((h, idx));
             self.entries.push(Revoked {
-                serial: range_of(d, serial),
+                serial_at: range_of(d, serial).start as u32,
+                serial_len: u16::try_from(serial.len()).map_err(|_| CrlError::Malformed {
+                    field: "userCertificate",
+                    source: DerError::BadValue("serial number (too long)"),
+                })?,
                 date,
                 reason,
                 issuer: current_issuer,
             });
         }
+        pairs.sort_unstable();
+        self.keys = pairs.iter().map(|p| p.0).collect();
+        self.index_of = pairs.iter().map(|p| p.1).collect();
         Ok(())
+    }
+
+    /// Position of the first key equal to `k` in the sorted `keys`, if any: starts at the
+    /// interpolated position and widens the window exponentially, then binary-searches it.
+    fn find_key(&self, k: u64) -> Option<usize> {
+        let keys = &self.keys;
+        let n = keys.len();
+        if n == 0 {
+            return None;
+        }
+        let guess = (((k as u128) * (n as u128)) >> 64) as usize;
+        let guess = guess.min(n - 1);
+        let (mut lo, mut hi);
+        if keys[guess] < k {
+            let mut step = 1;
+            lo = guess + 1;
+            hi = guess + 1 + step;
+            while hi < n && keys[hi] < k {
+                lo = hi + 1;
+                step *= 2;
+                hi = lo + step;
+            }
+            hi = hi.min(n);
+        } else {
+            let mut step = 1;
+            hi = guess + 1;
+            lo = guess.saturating_sub(step);
+            while lo > 0 && keys[lo] >= k {
+                hi = lo + 1;
+                step *= 2;
+                lo = lo.saturating_sub(step);
+            }
+        }
+        let pos = lo + keys[lo..hi].partition_point(|x| *x < k);
+        (pos < n && keys[pos] == k).then_some(pos)
     }
 
     fn key(&self, issuer: u32, serial: &[u8]) -> u64 {
@@ -383,27 +439,32 @@ impl Crl {
         h.finish()
     }
 
-    /// Looks up a certificate by its issuer and serial (INTEGER contents); O(1).
+    /// Looks up a certificate by its issuer and serial (INTEGER contents); O(1) expected.
     pub fn lookup(&self, cert_issuer: &NormName, serial: &[u8]) -> Option<&Revoked> {
         let serial = der::canonical_integer(serial);
         for (gi, g) in self.issuers.iter().enumerate() {
             if g != cert_issuer {
                 continue;
             }
-            let mut i = self
-                .heads
-                .get(&self.key(gi as u32, serial))
-                .copied()
-                .unwrap_or(NONE);
-            while i != NONE {
-                let e = &self.entries[i as usize];
-                if e.issuer == gi as u32 && &self.der[e.serial.clone()] == serial {
+            let k = self.key(gi as u32, serial);
+            let Some(mut pos) = self.find_key(k) else {
+                continue;
+            };
+            while pos < self.keys.len() && self.keys[pos] == k {
+                let e = &self.entries[self.index_of[pos] as usize];
+                if e.issuer == gi as u32 && self.serial_of(e) == serial {
                     return Some(e);
                 }
-                i = self.next[i as usize];
+                pos += 1;
             }
         }
         None
+    }
+
+    /// The serial number (canonical INTEGER contents) of an entry.
+    pub fn serial_of(&self, e: &Revoked) -> &[u8] {
+        let start = e.serial_at as usize;
+        &self.der[start..start + e.serial_len as usize]
     }
 
     pub fn der(&self) -> &[u8] {
@@ -680,6 +741,16 @@ mod tests {
         assert!(crl.lookup(&issuer, &[0x03, 0xe8]).is_some());
         assert!(crl.lookup(&issuer, &[0x03, 0xe9]).is_none());
         assert!(crl.lookup(&NormName::default(), &[0x01]).is_none());
+        for s in 1u32..=1000 {
+            let b = s.to_be_bytes();
+            let found = crl
+                .lookup(&issuer, &b)
+                .unwrap_or_else(|| panic!("serial {s} not found"));
+            assert_eq!(crl.serial_of(found), der::canonical_integer(&b));
+        }
+        for s in 1001u32..3000 {
+            assert!(crl.lookup(&issuer, &s.to_be_bytes()).is_none());
+        }
         assert_eq!(crl.next_update.unwrap().to_string(), "2030-01-01T00:00:00Z");
     }
 

@@ -6,6 +6,28 @@
 
 use thiserror::Error;
 
+/// A hasher for keys that are already keyed hashes (SipHash outputs): passes the `u64` through,
+/// so hash tables indexed by such keys do not hash twice.
+#[derive(Default, Clone, Copy)]
+pub struct PrehashedKey(u64);
+
+impl std::hash::Hasher for PrehashedKey {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for b in bytes {
+            self.0 = self.0.rotate_left(8) ^ *b as u64;
+        }
+    }
+    fn write_u64(&mut self, n: u64) {
+        self.0 = n;
+    }
+}
+
+/// Hash-table state for [`PrehashedKey`].
+pub type Prehashed = std::hash::BuildHasherDefault<PrehashedKey>;
+
 /// Universal and context tags used by X.509 and CRL parsing.
 pub mod tag {
     pub const BOOLEAN: u8 = 0x01;

@@ -8,7 +8,7 @@
 //! disturbs validations already running on the previous one.
 
 use crate::cert::{self, Cert, CertError};
-use crate::der::{tag, DerError, Reader};
+use crate::der::{tag, DerError, Prehashed, Reader};
 use crate::name::NormName;
 use arc_swap::ArcSwap;
 use std::collections::hash_map::RandomState;
@@ -117,9 +117,9 @@ pub struct TrustStore {
     id: u64,
     entries: Vec<Entry>,
     /// Hash of the normalised subject -> first entry of its chain (`Entry::next_subject`).
-    by_subject: HashMap<u64, u32>,
+    by_subject: HashMap<u64, u32, Prehashed>,
     /// Hash of the subject key identifier -> first entry of its chain.
-    by_key_id: HashMap<u64, u32>,
+    by_key_id: HashMap<u64, u32, Prehashed>,
     hasher: RandomState,
     anchors: usize,
 }
@@ -280,7 +280,8 @@ impl TrustStoreBuilder {
     /// intermediate; certificates whose subject cannot be read are skipped with a warning.
     pub fn build(self) -> TrustStore {
         let hasher = RandomState::new();
-        let mut seen: HashMap<u64, u32> = HashMap::with_capacity(self.certs.len());
+        let mut seen: HashMap<u64, u32, Prehashed> =
+            HashMap::with_capacity_and_hasher(self.certs.len(), Prehashed::default());
         let mut unique: Vec<(Arc<[u8]>, bool)> = Vec::with_capacity(self.certs.len());
         let mut next_same: Vec<u32> = Vec::with_capacity(self.certs.len());
         // Anchors first so that an anchor wins over the same certificate given as intermediate.
@@ -312,8 +313,10 @@ impl TrustStoreBuilder {
                     None
                 }
             });
-        let mut by_subject: HashMap<u64, u32> = HashMap::with_capacity(entries.len());
-        let mut by_key_id: HashMap<u64, u32> = HashMap::with_capacity(entries.len());
+        let mut by_subject: HashMap<u64, u32, Prehashed> =
+            HashMap::with_capacity_and_hasher(entries.len(), Prehashed::default());
+        let mut by_key_id: HashMap<u64, u32, Prehashed> =
+            HashMap::with_capacity_and_hasher(entries.len(), Prehashed::default());
         for (i, e) in entries.iter_mut().enumerate() {
             let slot = by_subject
                 .entry(hash_of(&hasher, e.subject.as_bytes()))
