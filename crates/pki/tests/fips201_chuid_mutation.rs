@@ -34,8 +34,14 @@ fn fixture() -> &'static Fixture {
             crls: c.build(),
             card,
         };
-        verify_chuid(&f.store, &f.card.chuid, &[], &f.crls, &ValidationOptions::default())
-            .expect("the unmodified CHUID verifies");
+        verify_chuid(
+            &f.store,
+            &f.card.chuid,
+            &[],
+            &f.crls,
+            &ValidationOptions::default(),
+        )
+        .expect("the unmodified CHUID verifies");
         f
     })
 }
