@@ -66,6 +66,21 @@ fn same_form(a: &GeneralName, b: &GeneralName) -> bool {
 /// constraints (RFC 5280 §6.1.3 (b) and (c)).
 pub fn check(names: &[GeneralName], nc: &NameConstraints, display: &str) -> Result<(), Violation> {
     for name in names {
+        if let GeneralName::Other(_) = name {
+            // A form this crate cannot compare: any constraint on it refuses the certificate
+            // (RFC 5280 §4.2.1.10: process the constraint or reject).
+            let constrained = |list: &Option<Vec<GeneralName>>| {
+                list.as_ref()
+                    .is_some_and(|l| l.iter().any(|c| same_form(c, name)))
+            };
+            if constrained(&nc.permitted) || constrained(&nc.excluded) {
+                return Err(Violation {
+                    name: describe(name, display),
+                    excluded: constrained(&nc.excluded),
+                });
+            }
+            continue;
+        }
         if let Some(permitted) = &nc.permitted {
             let mut of_form = permitted.iter().filter(|p| same_form(p, name)).peekable();
             if of_form.peek().is_some() && !of_form.any(|p| matches(name, p)) {
@@ -98,9 +113,7 @@ pub fn matches(name: &GeneralName, base: &GeneralName) -> bool {
         (GeneralName::Rfc822(n), GeneralName::Rfc822(b)) => email_within(n, b),
         (GeneralName::Uri(n), GeneralName::Uri(b)) => uri_within(n, b),
         (GeneralName::Ip(n), GeneralName::Ip(b)) => ip_within(n, b),
-        // Forms that cannot be compared: treat as within, so an excluded subtree refuses and
-        // a permitted one is honoured only by exact form match (conservative for exclusion).
-        (GeneralName::Other(_), GeneralName::Other(_)) => false,
+        // Other forms are never compared (see `check`).
         _ => false,
     }
 }
@@ -247,5 +260,17 @@ mod tests {
         assert!(v.excluded);
         // Forms without constraints are unaffected.
         assert!(check(&[GeneralName::Rfc822("a@other.org".into())], &nc, "x").is_ok());
+        assert!(check(&[GeneralName::Other(0)], &nc, "x").is_ok());
+        // A constraint on a form that cannot be compared refuses names of that form.
+        let other = NameConstraints {
+            permitted: None,
+            excluded: Some(vec![GeneralName::Other(0)]),
+        };
+        assert!(
+            check(&[GeneralName::Other(0)], &other, "x")
+                .unwrap_err()
+                .excluded
+        );
+        assert!(check(&[GeneralName::Other(8)], &other, "x").is_ok());
     }
 }

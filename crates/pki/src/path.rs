@@ -517,6 +517,16 @@ impl<'a> Ctx<'a> {
             if seen.iter().any(|s| **s == *entry.der()) {
                 continue;
             }
+            // Signer candidates count against the same work bound as issuer candidates.
+            let tried = self.work.get();
+            if tried >= MAX_WORK {
+                problems.push(format!(
+                    "gave up looking for the signer of the CRL from {} after {tried} candidates",
+                    who()
+                ));
+                break;
+            }
+            self.work.set(tried + 1);
             let Ok(cand) = entry.cert() else { continue };
             seen.push(cand.der_arc().clone());
             if let Err(why) = crl_signed_by(crl, cand, opts) {
