@@ -7,7 +7,9 @@ use clap::{Args, Subcommand, ValueEnum};
 use const_oid::ObjectIdentifier;
 use pki::crl::CrlSet;
 use pki::fetch::{CrlFetcher, FetchConfig};
-use pki::fips201::{validate_profile, verify_chuid, Fips201Error, PivValidated, Profile};
+use pki::fips201::{
+    check_bindings, validate_profile, verify_chuid, Fips201Error, PivValidated, Profile,
+};
 use pki::issue::{CardOptions, CrlReason, KeyAlgorithm, TestPki, TestPkiOptions};
 use pki::store::TrustStore;
 use pki::time::Time;
@@ -128,6 +130,11 @@ pub struct VerifyArgs {
     /// FIPS 201 profile the leaf must satisfy.
     #[arg(long, value_enum, default_value = "none")]
     profile: ProfileArg,
+    /// Also verify this CHUID (binary, as read from the card): its issuer
+    /// signature, and that the certificate belongs to the same card (card
+    /// UUID / FASC-N) and does not outlive it.
+    #[arg(long, value_name = "FILE")]
+    chuid: Option<PathBuf>,
     /// The certificate to validate (PEM or DER).
     leaf: PathBuf,
 }
@@ -448,6 +455,10 @@ fn error_kind(e: &Fips201Error) -> &'static str {
 
 fn verify(a: VerifyArgs) -> anyhow::Result<ExitCode> {
     let leaf = read_certificate(&a.leaf)?;
+    let chuid = match &a.chuid {
+        Some(p) => Some(std::fs::read(p).with_context(|| format!("cannot read {}", p.display()))?),
+        None => None,
+    };
     let mut inputs = load_inputs(&a.trust)?;
     if !a.policy.is_empty() {
         inputs.opts.initial_policy_set = a
@@ -479,17 +490,48 @@ fn verify(a: VerifyArgs) -> anyhow::Result<ExitCode> {
         &inputs.opts,
         a.profile.into(),
     );
-    match result {
-        Ok(v) => {
-            if a.trust.json {
-                println!("{}", path_json(&v));
-            } else {
-                print_valid(&v);
+    let v = match result {
+        Ok(v) => v,
+        Err(e) => return Ok(print_invalid(a.trust.json, error_kind(&e), &e.to_string())),
+    };
+    let chuid = match &chuid {
+        Some(bytes) => {
+            let verified =
+                match verify_chuid(&inputs.store, bytes, &intermediates, &crls, &inputs.opts) {
+                    Ok(c) => c,
+                    Err(e) => return Ok(print_invalid(a.trust.json, "chuid", &e.to_string())),
+                };
+            if let Err(e) = check_bindings(&v, &verified.chuid) {
+                return Ok(print_invalid(a.trust.json, "binding", &e.to_string()));
             }
-            Ok(ExitCode::SUCCESS)
+            Some(verified)
         }
-        Err(e) => Ok(print_invalid(a.trust.json, error_kind(&e), &e.to_string())),
+        None => None,
+    };
+    if a.trust.json {
+        let mut j = path_json(&v);
+        if let Some(c) = &chuid {
+            j["chuid"] = json!({
+                "signature": "valid",
+                "signer": c.signer.path.leaf().subject_display(),
+                "card_uuid": c.chuid.card_uuid_urn(),
+                "expires": c.chuid.expiration.to_string(),
+                "bound": true,
+            });
+        }
+        println!("{j}");
+    } else {
+        print_valid(&v);
+        if let Some(c) = &chuid {
+            println!(
+                "CHUID: signature valid (signer {}); certificate bound to card {} (expires {})",
+                c.signer.path.leaf().subject_display(),
+                c.chuid.card_uuid_urn(),
+                c.chuid.expiration
+            );
+        }
     }
+    Ok(ExitCode::SUCCESS)
 }
 
 fn verify_chuid_cmd(a: VerifyChuidArgs) -> anyhow::Result<ExitCode> {

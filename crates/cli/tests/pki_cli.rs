@@ -139,6 +139,49 @@ fn init_issue_verify_revoke() {
     assert_eq!(code(&o), 0, "{}", text(&o));
     assert!(text(&o).contains("VALID CHUID signature"));
 
+    // The certificate together with its card's CHUID.
+    let chuid = card.join("chuid.bin");
+    let o = run(&verify_args(
+        &pki,
+        &["--profile", "card-auth", "--chuid", s(&chuid), "--json"],
+        &card.join("slot-9e.pem"),
+    ));
+    assert_eq!(code(&o), 0, "{}", text(&o));
+    let j: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(j["chuid"]["bound"], true);
+    assert_eq!(
+        j["chuid"]["card_uuid"],
+        "urn:uuid:3f2504e0-4f89-41d3-9a0c-0305e82c3301"
+    );
+    // ...and with another card's CHUID: not bound.
+    let other = dir.path().join("other");
+    let o = pivgate(&["pki", "issue-card", "--pki", s(&pki), "--out", s(&other)]);
+    assert_eq!(code(&o), 0, "{}", text(&o));
+    let o = run(&verify_args(
+        &pki,
+        &[
+            "--profile",
+            "card-auth",
+            "--chuid",
+            s(&other.join("chuid.bin")),
+        ],
+        &card.join("slot-9e.pem"),
+    ));
+    assert_eq!(code(&o), 1, "{}", text(&o));
+    assert!(text(&o).contains("card UUID"), "{}", text(&o));
+    // A tampered CHUID is INVALID.
+    let mut bytes = std::fs::read(&chuid).unwrap();
+    bytes[12] ^= 0x01;
+    let bad = dir.path().join("bad-chuid.bin");
+    std::fs::write(&bad, bytes).unwrap();
+    let o = run(&verify_args(
+        &pki,
+        &["--chuid", s(&bad)],
+        &card.join("slot-9e.pem"),
+    ));
+    assert_eq!(code(&o), 1, "{}", text(&o));
+    assert!(text(&o).contains("altered"), "{}", text(&o));
+
     // Revoke 9A, then it is INVALID (revoked), as JSON too.
     let o = pivgate(&[
         "pki",
