@@ -10,6 +10,7 @@
 //! | `34` | GUID (the card UUID) | 16 bytes |
 //! | `35` | expiration date | 8 ASCII digits `YYYYMMDD` |
 //! | `36` | cardholder UUID | optional, 16 bytes |
+//! | `3D` | authentication key map | optional, deprecated (SP 800-73-1) |
 //! | `3E` | issuer asymmetric signature | CMS SignedData |
 //! | `FE` | error detection code | empty |
 //!
@@ -32,6 +33,8 @@ pub const TAG_DUNS: u32 = 0x33;
 pub const TAG_GUID: u32 = 0x34;
 pub const TAG_EXPIRATION: u32 = 0x35;
 pub const TAG_CARDHOLDER_UUID: u32 = 0x36;
+/// Authentication Key Map (SP 800-73-1; deprecated, still found on older cards).
+pub const TAG_AUTH_KEY_MAP: u32 = 0x3D;
 pub const TAG_SIGNATURE: u32 = 0x3E;
 pub const TAG_EDC: u32 = 0xFE;
 /// The data-object container tag.
@@ -145,6 +148,8 @@ pub struct Chuid {
     pub guid: [u8; 16],
     pub expiration: ChuidDate,
     pub cardholder_uuid: Option<[u8; 16]>,
+    /// Authentication key map (`3D`), deprecated; kept when present.
+    pub auth_key_map: Option<Vec<u8>>,
     /// The issuer asymmetric signature: a DER CMS SignedData (ContentInfo);
     /// `None` when the `3E` element is empty or absent.
     pub signature: Option<Vec<u8>>,
@@ -228,6 +233,7 @@ impl Chuid {
             guid,
             expiration,
             cardholder_uuid: None,
+            auth_key_map: None,
             signature: None,
         }
     }
@@ -249,6 +255,7 @@ impl Chuid {
                 day: 0,
             },
             cardholder_uuid: None,
+            auth_key_map: None,
             signature: None,
         };
         let mut after_signature = false;
@@ -275,6 +282,7 @@ impl Chuid {
                 TAG_CARDHOLDER_UUID => {
                     c.cardholder_uuid = Some(fixed("cardholder UUID", t.tag, t.value)?)
                 }
+                TAG_AUTH_KEY_MAP => c.auth_key_map = Some(t.value.to_vec()),
                 TAG_SIGNATURE => {
                     after_signature = true;
                     // An empty 3E is an unsigned CHUID.
@@ -313,6 +321,9 @@ impl Chuid {
         tlv::push(&mut out, TAG_EXPIRATION, &self.expiration.to_bytes());
         if let Some(u) = &self.cardholder_uuid {
             tlv::push(&mut out, TAG_CARDHOLDER_UUID, u);
+        }
+        if let Some(m) = &self.auth_key_map {
+            tlv::push(&mut out, TAG_AUTH_KEY_MAP, m);
         }
         out
     }
@@ -485,12 +496,14 @@ mod tests {
         fn round_trips(
             guid in proptest::array::uniform16(proptest::num::u8::ANY),
             holder in proptest::option::of(proptest::array::uniform16(proptest::num::u8::ANY)),
+            key_map in proptest::option::of(proptest::collection::vec(proptest::num::u8::ANY, 0..20)),
             duns in proptest::option::of(proptest::collection::vec(proptest::num::u8::ANY, 9)),
             sig in proptest::option::of(proptest::collection::vec(proptest::num::u8::ANY, 1..300)),
         ) {
             let mut c = sample();
             c.guid = guid;
             c.cardholder_uuid = holder;
+            c.auth_key_map = key_map;
             c.duns = duns;
             c.signature = sig;
             let enc = c.encode();
