@@ -220,6 +220,10 @@ pub(crate) mod oid {
     pub const SUBJECT_DIRECTORY_ATTRS: &[u8] = &[0x55, 0x1d, 0x09];
 }
 
+/// Most policies (and policy mappings) one certificate may carry. Real CA certificates carry a
+/// handful; the bound keeps policy processing, which compares policies pairwise, cheap.
+pub const MAX_POLICIES: usize = 256;
+
 fn to_oid(bytes: &[u8]) -> Result<ObjectIdentifier, DerError> {
     ObjectIdentifier::from_bytes(bytes).map_err(|_| DerError::BadValue("OBJECT IDENTIFIER"))
 }
@@ -446,6 +450,11 @@ fn parse_one_extension(
                 let id = to_oid(p.value(tag::OID)?)?;
                 p.optional(tag::SEQUENCE)?;
                 p.finish()?;
+                if out.len() >= MAX_POLICIES {
+                    return Err(DerError::BadValue(
+                        "certificatePolicies (too many policies)",
+                    ));
+                }
                 if out.contains(&id) {
                     return Err(DerError::BadValue(
                         "certificatePolicies (a policy appears twice)",
@@ -466,6 +475,9 @@ fn parse_one_extension(
                 let a = to_oid(m.value(tag::OID)?)?;
                 let b = to_oid(m.value(tag::OID)?)?;
                 m.finish()?;
+                if out.len() >= MAX_POLICIES {
+                    return Err(DerError::BadValue("policyMappings (too many mappings)"));
+                }
                 out.push((a, b));
             }
             ext.policy_mappings = Some(out);
@@ -615,4 +627,83 @@ pub fn scan_keys(der: &[u8]) -> Result<CertKeys, CertError> {
         subject: field("subject", NormName::from_der(subject.raw))?,
         subject_key_id: ski,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tlv(t: u8, v: &[u8]) -> Vec<u8> {
+        let mut out = vec![t];
+        if v.len() < 0x80 {
+            out.push(v.len() as u8);
+        } else {
+            out.extend_from_slice(&[0x82, (v.len() >> 8) as u8, v.len() as u8]);
+        }
+        out.extend_from_slice(v);
+        out
+    }
+
+    fn policies(n: u32) -> Vec<u8> {
+        let mut list = Vec::new();
+        for i in 128..128 + n {
+            let oid = [0x2a, 0x03, 0x04, (0x80 | (i >> 7) as u8), (i & 0x7f) as u8];
+            list.extend(tlv(tag::SEQUENCE, &tlv(tag::OID, &oid)));
+        }
+        tlv(tag::SEQUENCE, &list)
+    }
+
+    #[test]
+    fn policy_count_is_bounded_and_duplicates_refused() {
+        let mut ext = Extensions::default();
+        parse_one_extension(&mut ext, oid::CERT_POLICIES, false, &policies(10)).unwrap();
+        assert_eq!(ext.policies.as_ref().map(Vec::len), Some(10));
+        parse_one_extension(&mut ext, oid::CERT_POLICIES, false, &policies(256)).unwrap();
+        let err = parse_one_extension(&mut ext, oid::CERT_POLICIES, false, &policies(300));
+        assert_eq!(
+            err,
+            Err(DerError::BadValue(
+                "certificatePolicies (too many policies)"
+            ))
+        );
+        let one = tlv(tag::SEQUENCE, &tlv(tag::OID, &[0x2a, 0x03]));
+        let twice = tlv(tag::SEQUENCE, &[one.clone(), one].concat());
+        assert!(parse_one_extension(&mut ext, oid::CERT_POLICIES, false, &twice).is_err());
+    }
+
+    #[test]
+    fn unknown_critical_extensions_are_recorded_and_key_usage_bits_read() {
+        let mut ext = Extensions::default();
+        parse_one_extension(&mut ext, &[0x2a, 0x03, 0x04], true, &[0x05, 0x00]).unwrap();
+        parse_one_extension(&mut ext, &[0x2a, 0x03, 0x05], false, &[0x05, 0x00]).unwrap();
+        assert_eq!(ext.unknown_critical.len(), 1);
+        assert_eq!(ext.unknown_critical[0].to_string(), "1.2.3.4");
+        // keyCertSign (bit 5) and cRLSign (bit 6): 0000 0110, one unused bit.
+        parse_one_extension(&mut ext, oid::KEY_USAGE, true, &[0x03, 0x02, 0x01, 0x06]).unwrap();
+        assert_eq!(
+            ext.key_usage,
+            Some(key_usage::KEY_CERT_SIGN | key_usage::CRL_SIGN)
+        );
+    }
+
+    #[test]
+    fn scan_and_full_parse_agree() {
+        use crate::issue::{CertificateBuilder, KeyAlgorithm, KeyPair};
+        let k = KeyPair::generate(KeyAlgorithm::P256).unwrap();
+        let der = CertificateBuilder::new("CN=Scan,O=pivgate,C=US", k.spki_der())
+            .unwrap()
+            .ca(Some(1))
+            .self_signed(&k)
+            .unwrap();
+        let keys = scan_keys(&der).unwrap();
+        let cert = Cert::from_der(der.clone()).unwrap();
+        assert_eq!(keys.subject, cert.subject);
+        assert_eq!(keys.subject_key_id, cert.ext.subject_key_id);
+        assert!(cert.is_self_issued() && cert.is_ca());
+        assert_eq!(cert.ext.basic_constraints, Some((true, Some(1))));
+        for cut in [0, 1, 10, der.len() / 2, der.len() - 1] {
+            assert!(Cert::from_der(der[..cut].to_vec()).is_err(), "cut at {cut}");
+            assert!(scan_keys(&der[..cut]).is_err(), "cut at {cut}");
+        }
+    }
 }

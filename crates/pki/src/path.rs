@@ -62,10 +62,17 @@ impl<'a> Ctx<'a> {
     pub fn new(store: &'a TrustStore, intermediates: &[&[u8]], crls: &'a CrlSet) -> Self {
         let mut offered = Vec::with_capacity(intermediates.len());
         let mut offered_by_subject: HashMap<NormName, Vec<usize>> = HashMap::new();
+        let mut seen: std::collections::HashSet<&[u8]> = std::collections::HashSet::new();
         for der in intermediates {
+            if !seen.insert(der) {
+                continue;
+            }
             // Offered certificates that cannot even be scanned are ignored: they cannot be
-            // anyone's issuer.
+            // anyone's issuer. Those already in the store are taken from there.
             if let Ok(e) = Entry::new(Arc::from(*der), false) {
+                if store.by_subject(e.subject()).any(|s| s.der() == *der) {
+                    continue;
+                }
                 offered_by_subject
                     .entry(e.subject().clone())
                     .or_default()
@@ -109,9 +116,7 @@ impl<'a> Ctx<'a> {
                 (Some(_), Some(_)) => true,
                 _ => false,
             };
-            if out.iter().any(|(o, _)| o.der() == e.der()) {
-                continue;
-            }
+            // Store entries are unique, and offered ones were deduplicated against them.
             out.push((e, key_match));
         }
         out.sort_by_key(|(e, m)| (!m, !e.is_anchor()));

@@ -300,6 +300,23 @@ pub(crate) fn check_name_constraints(
         return Ok(());
     }
     let names = crate::nc::names_of(c);
+    // Bound the comparisons (names x subtrees over the path), as crafted certificates could
+    // otherwise demand billions.
+    let subtrees: usize = state
+        .constraints
+        .iter()
+        .map(|(nc, _)| {
+            nc.permitted.as_ref().map_or(0, Vec::len) + nc.excluded.as_ref().map_or(0, Vec::len)
+        })
+        .sum();
+    if names.len().saturating_mul(subtrees) > crate::nc::MAX_COMPARISONS {
+        return Err(ValidationError::NameConstraints {
+            subject: subject(c),
+            name: format!("{} names", names.len()),
+            constrained_by: format!("{subtrees} subtrees (too many comparisons to check)"),
+            excluded: false,
+        });
+    }
     for (nc, by) in &state.constraints {
         crate::nc::check(&names, nc, c.subject_display()).map_err(|v| {
             ValidationError::NameConstraints {
