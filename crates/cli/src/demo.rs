@@ -310,21 +310,24 @@ pub(crate) fn comparison(rows: &[Row]) -> String {
     let _ = writeln!(s, "  {:<32} {:>6.0} ms", "total", REFERENCE_TOTAL_MS);
     let module_ref = REFERENCE[4].1;
     let card_ref = REFERENCE[3].1;
-    let _ = writeln!(s);
-    let _ = writeln!(
-        s,
-        "pivgate in the same door (reader, link and controller stages kept at the reference values;"
-    );
-    let _ = writeln!(
-        s,
-        "card = the card's APDU time under the profile, module = pivgate's host computation):"
-    );
-    let _ = writeln!(
-        s,
-        "  {:<9} {:<12} {:<34} {:>9} {:>9} {:>10} {:>10}",
-        "card", "profile", "path", "card ms", "module ms", "door total", "saved"
-    );
-    for r in rows.iter().filter(|r| r.profile != Profile::Instant) {
+    let seeded = |r: &&Row| matches!(r.profile, Profile::SeedRsa2048 | Profile::SeedP256);
+    if rows.iter().any(|r| seeded(&r)) {
+        let _ = writeln!(s);
+        let _ = writeln!(
+            s,
+            "pivgate in the same door (reader, link and controller stages kept at the reference values;"
+        );
+        let _ = writeln!(
+            s,
+            "card = the card's APDU time under the profile, module = pivgate's host computation):"
+        );
+        let _ = writeln!(
+            s,
+            "  {:<9} {:<12} {:<34} {:>9} {:>9} {:>10} {:>10}",
+            "card", "profile", "path", "card ms", "module ms", "door total", "saved"
+        );
+    }
+    for r in rows.iter().filter(seeded) {
         let card_ms = render::card_us(&r.median) as f64 / 1000.0;
         let module_ms = r.host_median_us as f64 / 1000.0;
         let others = REFERENCE_TOTAL_MS - module_ref - card_ref;
@@ -357,7 +360,28 @@ pub(crate) fn comparison(rows: &[Row]) -> String {
             ms(worst)
         );
     }
-    if rows.iter().all(|r| r.profile == Profile::Instant) {
+    for r in rows
+        .iter()
+        .filter(|r| r.profile == Profile::Contactless && r.kind == "fast path")
+    {
+        if let Some(full) = rows.iter().find(|f| {
+            f.card == r.card && f.profile == Profile::Contactless && f.kind == "full read"
+        }) {
+            let (a, b) = (full.median.total(), r.median.total());
+            let _ = writeln!(
+                s,
+                "  contactless {} card at 106 kbit/s: a repeat tap moves {} bytes in {} APDUs ({} ms) instead of {} bytes in {} APDUs ({} ms).",
+                r.card,
+                b.bytes_in + b.bytes_out,
+                b.apdus,
+                ms(b.wall_us),
+                a.bytes_in + a.bytes_out,
+                a.apdus,
+                ms(a.wall_us)
+            );
+        }
+    }
+    if !rows.iter().any(|r| seeded(&r)) {
         let _ = writeln!(
             s,
             "  (run without --quick to include the seed card profiles that reproduce the reference card times)"

@@ -51,6 +51,8 @@ impl Drop for VirtualCard {
         if let Some(t) = self.thread.take() {
             let _ = t.join();
         }
+        // The next card must not be mistaken for this one.
+        let _ = testbed::wait_for_card_removed(VPCD_READER, Duration::from_secs(10));
     }
 }
 

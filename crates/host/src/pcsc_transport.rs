@@ -250,7 +250,17 @@ impl Transport for PcscTransport {
         &mut self,
         f: impl FnOnce(&mut dyn Channel) -> Result<R, TransportError>,
     ) -> Result<R, TransportError> {
-        let tx = self.card.transaction()?;
+        // A card reset since the last exchange (another application, or the
+        // card left and came back) invalidates the handle: reconnect once
+        // and begin again. Costs nothing when the card was not reset.
+        let tx = match self.card.transaction2() {
+            Ok(tx) => tx,
+            Err((card, pcsc::Error::ResetCard)) => {
+                card.reconnect(ShareMode::Shared, Protocols::ANY, Disposition::LeaveCard)?;
+                card.transaction()?
+            }
+            Err((_, e)) => return Err(e.into()),
+        };
         let mut ch = PcscChannel {
             card: &tx,
             buf: &mut self.buf,
