@@ -8,6 +8,7 @@
 //! timeout to every tap. The last good copy stays available through
 //! [`CrlFetcher::cached`] for grace-period decisions.
 
+use crate::crl::CrlSet;
 use der::Decode;
 use std::collections::HashMap;
 use std::io::Read;
@@ -98,6 +99,8 @@ pub struct CrlFetcher {
     agent: ureq::Agent,
     config: FetchConfig,
     slots: Mutex<HashMap<String, Slot>>,
+    /// The CRLs held, as one set; rebuilt only after a download changed them.
+    snapshot: Mutex<Option<Arc<CrlSet>>>,
 }
 
 impl std::fmt::Debug for CrlFetcher {
@@ -174,6 +177,7 @@ impl CrlFetcher {
             agent,
             config,
             slots: Mutex::new(HashMap::new()),
+            snapshot: Mutex::new(None),
         }
     }
 
@@ -231,7 +235,17 @@ impl CrlFetcher {
                     next_update,
                     fetched_at: now,
                 };
-                self.slots().insert(url.to_string(), Slot::Good(c.clone()));
+                let previous = self.slots().insert(url.to_string(), Slot::Good(c.clone()));
+                let unchanged = match previous {
+                    Some(Slot::Good(p))
+                    | Some(Slot::Failed {
+                        last_good: Some(p), ..
+                    }) => p.der == c.der,
+                    _ => false,
+                };
+                if !unchanged {
+                    *self.snapshot.lock().unwrap_or_else(|e| e.into_inner()) = None;
+                }
                 Ok(c)
             }
             Err(e) => {
@@ -300,6 +314,41 @@ impl CrlFetcher {
             return Err(too_large());
         }
         Ok(body)
+    }
+
+    /// Every CRL held (fresh or past its nextUpdate, so the validator can
+    /// apply its grace period) as one [`CrlSet`]. The same set (same
+    /// [`CrlSet::id`]) is returned until a download brings a different CRL,
+    /// so validation caches keyed by the CRL set stay warm between taps.
+    /// CRLs the validator's parser refuses are left out and logged.
+    pub fn crl_set(&self) -> Arc<CrlSet> {
+        let mut snap = self.snapshot.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(s) = snap.as_ref() {
+            return s.clone();
+        }
+        let mut b = CrlSet::builder();
+        let mut urls: Vec<(String, Arc<Vec<u8>>)> = self
+            .slots()
+            .iter()
+            .filter_map(|(u, s)| match s {
+                Slot::Good(c)
+                | Slot::Failed {
+                    last_good: Some(c), ..
+                } => Some((u.clone(), c.der.clone())),
+                Slot::Failed {
+                    last_good: None, ..
+                } => None,
+            })
+            .collect();
+        urls.sort();
+        for (url, der) in urls {
+            if let Err(e) = b.add_der(der.as_ref().clone()) {
+                tracing::warn!(url, error = %e, "downloaded CRL refused by the validator");
+            }
+        }
+        let set = Arc::new(b.build());
+        *snap = Some(set.clone());
+        set
     }
 
     /// Fetches the CRL of a certificate: the first of its http:// CRL

@@ -156,6 +156,66 @@ fn fetches_caches_until_next_update_and_refetches() {
 }
 
 #[test]
+fn crl_set_snapshot_changes_only_with_new_crls() {
+    use pki::crl::CrlSet;
+    use pki::store::TrustStore;
+    use pki::validate::{validate, ValidationError, ValidationOptions};
+
+    let server = Server::start();
+    let mut pki = TestPki::generate(TestPkiOptions {
+        crl_base_url: Some(format!("{}/crl", server.base)),
+        ..Default::default()
+    })
+    .unwrap();
+    let card = pki.issue_card(&CardOptions::default()).unwrap();
+    let leaf = card.slot(0x9A).unwrap().certificate.clone();
+    let publish = |pki: &TestPki| {
+        server.route(
+            "/crl/intermediate.crl",
+            Answer::Body(pki.intermediate_crl_der().to_vec()),
+        );
+        server.route("/crl/root.crl", Answer::Body(pki.root_crl_der().to_vec()));
+    };
+    publish(&pki);
+    let fetcher = CrlFetcher::new(config());
+    assert!(fetcher.crl_set().is_empty());
+    let now = pki::issue::now();
+    let intermediate = pki.intermediate_der().to_vec();
+    let chain = [leaf.as_slice(), intermediate.as_slice()];
+    let (crls, errors) = fetcher.fetch_for_chain(&chain, now);
+    assert_eq!((crls.len(), errors.len()), (2, 0));
+    let a = fetcher.crl_set();
+    assert_eq!(a.len(), 2);
+    assert_eq!(fetcher.crl_set().id(), a.id());
+    let mut b = TrustStore::builder();
+    b.add_anchor_der(pki.root_der().to_vec());
+    b.add_intermediate_der(pki.intermediate_der().to_vec());
+    let store = b.build();
+    let opts = ValidationOptions::default();
+    validate(&store, &leaf, &[], &a, &opts).unwrap();
+
+    // Revocation is published; after nextUpdate the fetcher downloads it and
+    // the snapshot changes.
+    pki.revoke(&leaf, None).unwrap();
+    publish(&pki);
+    let later = crls[0].next_update.unwrap() + 1;
+    fetcher.fetch_for_chain(&chain, later);
+    let c: std::sync::Arc<CrlSet> = fetcher.crl_set();
+    assert_ne!(c.id(), a.id());
+    let opts = ValidationOptions {
+        time: pki::time::Time(now + 60),
+        ..Default::default()
+    };
+    assert!(matches!(
+        validate(&store, &leaf, &[], &c, &opts),
+        Err(ValidationError::Revoked { .. })
+    ));
+    // Re-downloading identical CRLs keeps the snapshot.
+    fetcher.fetch_for_chain(&chain, later + 10 * DAY);
+    assert_eq!(fetcher.crl_set().id(), c.id());
+}
+
+#[test]
 fn reports_http_errors_garbage_size_and_scheme() {
     let server = Server::start();
     let fetcher = CrlFetcher::new(config());
