@@ -111,5 +111,17 @@ fn bench_fips201(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, bench_cache, bench_fips201);
+/// Issuing the credentials of one P-256 card (four key pairs and
+/// certificates, a signed CHUID): what tests and demos pay per card.
+fn bench_issue(c: &mut Criterion) {
+    let pki = TestPki::generate(TestPkiOptions::default()).expect("test PKI");
+    let mut g = c.benchmark_group("issue");
+    g.sample_size(20);
+    g.bench_function("issue_card p256", |b| {
+        b.iter(|| pki.issue_card(&CardOptions::default()).expect("card"))
+    });
+    g.finish();
+}
+
+criterion_group!(benches, bench_cache, bench_fips201, bench_issue);
 criterion_main!(benches);
