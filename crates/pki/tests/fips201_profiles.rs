@@ -177,6 +177,9 @@ fn card_auth_without_the_eku_fails() {
         Err(Fips201Error::Profile(ProfileError::BadFascn { .. }))
     ));
     assert!(card_identity(&bad_fascn).is_err());
+    // Generic validation is not about PIV identifiers: it passes, naming no card.
+    let v = check(&pki, &bad_fascn, Profile::None).unwrap();
+    assert_eq!(v.identity, Default::default());
 }
 
 #[test]

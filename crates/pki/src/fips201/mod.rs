@@ -260,7 +260,12 @@ fn check_parsed(
     if let Some(eku) = profile.required_eku() {
         check_eku_present(parsed, subject, profile, eku)?;
     }
-    let identity = card_identity_of(parsed.der(), subject)?;
+    let identity = match card_identity_of(parsed.der(), subject) {
+        Ok(id) => id,
+        // Generic validation does not judge PIV identifiers it was not asked about.
+        Err(_) if profile == Profile::None => CardIdentity::default(),
+        Err(e) => return Err(e),
+    };
     if profile.requires_card_identifier() && identity.fascn.is_none() && identity.uuid.is_none() {
         return Err(ProfileError::NoCardIdentifier {
             subject: subject.to_string(),
