@@ -259,8 +259,10 @@ impl<'a> Ctx<'a> {
                     best.record(
                         path.len() * 2,
                         ValidationError::Malformed {
-                            subject: crate::name::display_rdn_sequence(&[])
-                                .replace("<empty name>", "(issuer candidate)"),
+                            subject: format!(
+                                "(a candidate issuer of {})",
+                                current.subject_display()
+                            ),
                             error: e.clone(),
                         },
                     );

@@ -122,6 +122,7 @@ pub struct TrustStore {
     by_key_id: HashMap<u64, u32, Prehashed>,
     hasher: RandomState,
     anchors: usize,
+    rejected: usize,
 }
 
 impl Default for TrustStore {
@@ -143,6 +144,10 @@ impl TrustStore {
         self.entries.is_empty()
     }
     /// Number of trust anchors.
+    /// Number of certificates left out because their encoding could not be read.
+    pub fn rejected(&self) -> usize {
+        self.rejected
+    }
     pub fn anchor_count(&self) -> usize {
         self.anchors
     }
@@ -305,6 +310,7 @@ impl TrustStoreBuilder {
             next_same.push(head);
             unique.push((der, anchor));
         }
+        let candidates = unique.len();
         let mut entries: Vec<Entry> =
             parallel_map(unique, |(der, anchor)| match Entry::new(der, anchor) {
                 Ok(e) => Some(e),
@@ -332,6 +338,7 @@ impl TrustStoreBuilder {
         let anchors = entries.iter().filter(|e| e.anchor).count();
         TrustStore {
             id: next_id(),
+            rejected: candidates - entries.len(),
             entries,
             by_subject,
             by_key_id,
@@ -699,8 +706,10 @@ mod tests {
     fn malformed_certificates_are_skipped_and_duplicates_dropped() {
         let mut b = TrustStore::builder();
         b.add_anchor_der(vec![0x30, 0x03, 0x02, 0x01, 0x01]);
+        b.add_anchor_der(vec![0x30, 0x03, 0x02, 0x01, 0x01]);
         let s = b.build();
         assert_eq!(s.len(), 0);
+        assert_eq!(s.rejected(), 1);
         let s2 = TrustStore::builder().build();
         assert_ne!(s.id(), s2.id());
     }
