@@ -482,6 +482,13 @@ mod tests {
         }
 
         #[test]
+        fn text_parsers_never_panic(text in "\\PC{0,40}") {
+            let _ = ChuidDate::parse(&text);
+            let _ = parse_uuid(&text);
+            let _ = crate::fascn::Fascn::parse_text(&text);
+        }
+
+        #[test]
         fn mutated_chuids_never_panic(pos in 0usize..160, val in proptest::num::u8::ANY) {
             let mut enc = sample().encode();
             let i = pos % enc.len();
