@@ -11,9 +11,9 @@
 #![no_main]
 
 use card::image::CardImage;
+use card::piv::{Algorithm, KeyRef};
 use card::Card;
 use libfuzzer_sys::fuzz_target;
-use card::piv::{Algorithm, KeyRef};
 use std::sync::OnceLock;
 
 fn image() -> &'static CardImage {
@@ -26,7 +26,10 @@ fn image() -> &'static CardImage {
             .expect("RSA key");
         img.generate_key(KeyRef::CardAuth, Algorithm::EccP384)
             .expect("P-384 key");
-        img.put_object(card::piv::DataObject::Chuid, vec![0x30, 0x01, 0x00, 0xFE, 0x00]);
+        img.put_object(
+            card::piv::DataObject::Chuid,
+            vec![0x30, 0x01, 0x00, 0xFE, 0x00],
+        );
         img
     })
 }
@@ -42,7 +45,10 @@ fuzz_target!(|data: &[u8]| {
         let reply = card.process_apdu(apdu);
         assert!(reply.apdu.len() >= 2, "answer without a status word");
         if !reply.persist {
-            assert!(card.image() == &before, "image changed without a store request");
+            assert!(
+                card.image() == &before,
+                "image changed without a store request"
+            );
         }
         let img = card.image();
         assert!(img.pin.retries_left <= img.pin.retries_max);
