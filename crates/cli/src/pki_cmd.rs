@@ -39,6 +39,16 @@ pub enum PkiCommand {
     /// Revoke a certificate issued by a test PKI (re-signs the CRL of its
     /// issuer with the next CRL number).
     Revoke(RevokeArgs),
+    /// Re-issue a test PKI's CRLs with a fresh thisUpdate/nextUpdate (same
+    /// entries, next CRL numbers), e.g. before the old ones go stale.
+    RefreshCrls(RefreshArgs),
+}
+
+#[derive(Args)]
+pub struct RefreshArgs {
+    /// The test PKI directory.
+    #[arg(long)]
+    pki: PathBuf,
 }
 
 /// The FIPS 201 profile to check a leaf against.
@@ -99,6 +109,9 @@ pub struct TrustArgs {
     /// Validation time (RFC 3339, e.g. 2030-01-01T00:00:00Z) [default: now].
     #[arg(long, value_name = "RFC3339")]
     at: Option<String>,
+    /// Accept a CRL this many seconds past its nextUpdate.
+    #[arg(long, value_name = "SECONDS", default_value_t = 0)]
+    crl_grace: u64,
     /// Accept SHA-1 signatures and RSA keys of 1024 bits (old test suites).
     #[arg(long)]
     legacy_algorithms: bool,
@@ -162,6 +175,9 @@ pub struct InitArgs {
     /// (certificates then point at BASE/intermediate.crl and BASE/root.crl).
     #[arg(long, value_name = "URL")]
     crl_url: Option<String>,
+    /// CRL lifetime in days (nextUpdate - thisUpdate).
+    #[arg(long, default_value_t = 7, value_parser = clap::value_parser!(i64).range(1..=3650))]
+    crl_days: i64,
 }
 
 #[derive(Args)]
@@ -245,6 +261,7 @@ pub fn run(cmd: PkiCommand) -> anyhow::Result<ExitCode> {
         PkiCommand::Init(a) => init(a),
         PkiCommand::IssueCard(a) => issue_card(a),
         PkiCommand::Revoke(a) => revoke(a),
+        PkiCommand::RefreshCrls(a) => refresh_crls(a),
     }
 }
 
@@ -290,6 +307,7 @@ fn load_inputs(t: &TrustArgs) -> anyhow::Result<Inputs> {
         opts.time = Time::from_rfc3339(at)
             .map_err(|e| anyhow::anyhow!("--at {at:?}: {e} (use e.g. 2030-01-01T00:00:00Z)"))?;
     }
+    opts.revocation.grace = std::time::Duration::from_secs(t.crl_grace);
     if t.legacy_algorithms {
         opts.algorithms = pki::sig::AlgorithmPolicy::legacy();
     }
@@ -572,6 +590,7 @@ fn init(a: InitArgs) -> anyhow::Result<ExitCode> {
             algorithm: a.alg,
             organization: a.org,
             crl_base_url: a.crl_url,
+            crl_validity_days: a.crl_days,
             ..Default::default()
         },
     )?;
@@ -650,5 +669,25 @@ fn revoke(a: RevokeArgs) -> anyhow::Result<ExitCode> {
         .map(|c| c.subject_display().to_string())
         .unwrap_or_default();
     println!("revoked {subject}; CRLs in {} re-signed", a.pki.display());
+    Ok(ExitCode::SUCCESS)
+}
+
+fn refresh_crls(a: RefreshArgs) -> anyhow::Result<ExitCode> {
+    let mut pki = TestPki::load(&a.pki)
+        .with_context(|| format!("loading the test PKI in {}", a.pki.display()))?;
+    pki.refresh_crls()?;
+    let next = |der: &[u8]| {
+        pki::crl::Crl::from_der(der.to_vec())
+            .ok()
+            .and_then(|c| c.next_update)
+            .map(|t| t.to_string())
+            .unwrap_or_else(|| "(none)".into())
+    };
+    println!(
+        "CRLs in {} re-issued; next update {} (root), {} (issuing CA)",
+        a.pki.display(),
+        next(pki.root_crl_der()),
+        next(pki.intermediate_crl_der())
+    );
     Ok(ExitCode::SUCCESS)
 }

@@ -282,6 +282,30 @@ fn validation_time_is_honoured() {
     let dir = tempfile::tempdir().unwrap();
     let (pki, card) = setup(dir.path());
     let auth = card.join("slot-9a.pem");
+    // Past the CRLs' nextUpdate (7 days) revocation data is stale: INVALID,
+    // unless a grace period covers it, or the CRLs are re-issued.
+    let in_ten_days = {
+        let t = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_secs() as i64
+            + 10 * 86_400;
+        pki::time::Time(t).to_string()
+    };
+    let o = run(&verify_args(&pki, &["--at", &in_ten_days], &auth));
+    assert_eq!(code(&o), 1, "{}", text(&o));
+    assert!(text(&o).contains("stale"), "{}", text(&o));
+    let o = run(&verify_args(
+        &pki,
+        &["--at", &in_ten_days, "--crl-grace", "604800"],
+        &auth,
+    ));
+    assert_eq!(code(&o), 0, "{}", text(&o));
+    let o = pivgate(&["pki", "refresh-crls", "--pki", s(&pki)]);
+    assert_eq!(code(&o), 0, "{}", text(&o));
+    let o = run(&verify_args(&pki, &[], &auth));
+    assert_eq!(code(&o), 0, "{}", text(&o));
+
     // After the card expired (2031-06-30) the certificate has expired too.
     let o = run(&verify_args(
         &pki,
