@@ -6,9 +6,11 @@
 //! other validation inputs (profile, policies, required EKU, revocation and
 //! algorithm policy). It lives until the earliest of the validated path's
 //! `valid_until` (certificate notAfter and CRL nextUpdate) and the configured
-//! TTL. When a lookup or insert names a different trust store or CRL set than
-//! the cache holds, every entry is dropped: a reload never serves a decision
-//! made against the old configuration.
+//! TTL. A lookup naming another trust store or CRL set than the cache holds
+//! misses; the first insert for a new (store, CRL set) pair drops every
+//! entry, so a reload never serves a decision made against the old
+//! configuration, and results still arriving for a replaced pair (validations
+//! in flight during the reload) are not cached.
 //!
 //! The cache is sharded (one `RwLock<HashMap>` per shard), bounded, and the
 //! hit path takes a read lock, hashes, compares and clones the value (use an
@@ -20,6 +22,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, RwLock};
 
 const SHARDS: usize = 16;
+/// How many replaced (store, CRL set) generations are remembered.
+const RETIRED_KEPT: usize = 16;
 
 /// What a validation was made against. Two validations share cache entries
 /// only when all three fields are equal.
@@ -136,6 +140,9 @@ pub struct ValidationCache<V> {
     ttl: i64,
     /// The (store id, CRL set id) the entries were made against.
     generation: RwLock<Option<(u64, u64)>>,
+    /// Generations replaced by a newer one: results still arriving for them
+    /// (validations in flight during a reload) are not cached.
+    retired: Mutex<Vec<(u64, u64)>>,
     /// Serialises invalidation so only one thread clears the shards.
     invalidating: Mutex<()>,
     hasher: std::collections::hash_map::RandomState,
@@ -175,6 +182,7 @@ impl<V: Clone> ValidationCache<V> {
             per_shard,
             ttl: config.ttl_secs.max(0),
             generation: RwLock::new(None),
+            retired: Mutex::new(Vec::new()),
             invalidating: Mutex::new(()),
             hasher: Default::default(),
             hits: AtomicU64::new(0),
@@ -247,24 +255,35 @@ impl<V: Clone> ValidationCache<V> {
     }
 
     /// Drops every entry when `scope` names another trust store or CRL set
-    /// than the entries were made against, and records the new pair.
-    fn switch_generation(&self, scope: &Scope) {
-        let want = Some((scope.store_id, scope.crl_id));
-        if self.current_generation() == want {
-            return;
+    /// than the entries were made against, and records the new pair. Returns
+    /// false when `scope` is a generation already replaced by a newer one
+    /// (a validation that was in flight during a reload): its result is not
+    /// cached, so it cannot evict the entries of the current configuration.
+    fn switch_generation(&self, scope: &Scope) -> bool {
+        let want = (scope.store_id, scope.crl_id);
+        if self.current_generation() == Some(want) {
+            return true;
         }
         let _guard = self.invalidating.lock().unwrap_or_else(|e| e.into_inner());
         let mut generation = self.generation.write().unwrap_or_else(|e| e.into_inner());
-        if *generation == want {
-            return;
+        if *generation == Some(want) {
+            return true;
+        }
+        let mut retired = self.retired.lock().unwrap_or_else(|e| e.into_inner());
+        if retired.contains(&want) {
+            return false;
         }
         for s in self.shards.iter() {
             s.write().unwrap_or_else(|e| e.into_inner()).clear();
         }
-        if generation.is_some() {
+        if let Some(old) = generation.replace(want) {
             self.invalidations.fetch_add(1, Ordering::Relaxed);
+            if retired.len() >= RETIRED_KEPT {
+                retired.remove(0);
+            }
+            retired.push(old);
         }
-        *generation = want;
+        true
     }
 
     /// Records a successful validation of `leaf_der` in `scope`, usable until
@@ -286,7 +305,9 @@ impl<V: Clone> ValidationCache<V> {
         if expires <= now {
             return;
         }
-        self.switch_generation(scope);
+        if !self.switch_generation(scope) {
+            return;
+        }
         let key = Self::key(leaf, scope);
         let mut map = self.shard(&key).write().unwrap_or_else(|e| e.into_inner());
         if map.len() >= self.per_shard && !map.contains_key(&key) {
@@ -432,6 +453,12 @@ mod tests {
         c.insert(b"d", &scope(2, 2), Arc::new("d".into()), 10_000, 0);
         assert_eq!(c.len(), 1);
         assert_eq!(c.stats().invalidations, 2);
+        // A result for a replaced configuration (validation in flight during
+        // a reload) neither evicts the current entries nor gets cached.
+        c.insert(b"late", &s, Arc::new("late".into()), 10_000, 0);
+        assert_eq!(c.len(), 1);
+        assert!(c.get(b"d", &scope(2, 2), 1).is_some());
+        assert!(c.get(b"late", &s, 1).is_none());
     }
 
     #[test]
