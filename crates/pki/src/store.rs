@@ -271,13 +271,12 @@ impl TrustStoreBuilder {
     }
 
     fn add_bytes(&mut self, data: &[u8], origin: &str, anchor: bool) -> Result<usize, StoreError> {
-        let certs = certificates_from_bytes(data).map_err(|reason| StoreError::BadFile {
+        let certs = der_certificates(data).map_err(|reason| StoreError::BadFile {
             origin: origin.to_owned(),
             reason,
         })?;
         let n = certs.len();
-        self.certs
-            .extend(certs.into_iter().map(|c| (Arc::<[u8]>::from(c), anchor)));
+        self.certs.extend(certs.into_iter().map(|c| (c, anchor)));
         Ok(n)
     }
 
@@ -399,6 +398,11 @@ fn dedup_hash(state: &impl BuildHasher, der: &[u8]) -> u64 {
 /// Extracts DER certificates from PEM text (CERTIFICATE and PKCS7 blocks), a DER certificate,
 /// or a DER PKCS#7 certs-only message.
 pub fn certificates_from_bytes(data: &[u8]) -> Result<Vec<Vec<u8>>, String> {
+    Ok(der_certificates(data)?.iter().map(|c| c.to_vec()).collect())
+}
+
+/// Like [`certificates_from_bytes`], each certificate decoded straight into its shared buffer.
+fn der_certificates(data: &[u8]) -> Result<Vec<Arc<[u8]>>, String> {
     const BEGIN: &[u8] = b"-----BEGIN ";
     if memchr::memmem::find(data, BEGIN).is_some() {
         return certificates_from_pem(data);
@@ -409,7 +413,7 @@ pub fn certificates_from_bytes(data: &[u8]) -> Result<Vec<Vec<u8>>, String> {
     }
 }
 
-fn certificates_from_der(data: &[u8]) -> Result<Vec<Vec<u8>>, DerError> {
+fn certificates_from_der(data: &[u8]) -> Result<Vec<Arc<[u8]>>, DerError> {
     let mut r = Reader::new(data);
     let seq = r.read(tag::SEQUENCE)?;
     r.finish()?;
@@ -417,14 +421,14 @@ fn certificates_from_der(data: &[u8]) -> Result<Vec<Vec<u8>>, DerError> {
     if inner.peek_tag() == Some(tag::OID) {
         pkcs7_certificates(seq.value)
     } else {
-        Ok(vec![data.to_vec()])
+        Ok(vec![Arc::from(data)])
     }
 }
 
 const OID_SIGNED_DATA: &[u8] = &[0x2a, 0x86, 0x48, 0x86, 0xf7, 0x0d, 0x01, 0x07, 0x02];
 
 /// The certificates of a PKCS#7 / CMS SignedData (RFC 5652 §5.1) given the ContentInfo contents.
-fn pkcs7_certificates(content_info: &[u8]) -> Result<Vec<Vec<u8>>, DerError> {
+fn pkcs7_certificates(content_info: &[u8]) -> Result<Vec<Arc<[u8]>>, DerError> {
     let mut ci = Reader::new(content_info);
     if ci.value(tag::OID)? != OID_SIGNED_DATA {
         return Err(DerError::BadValue(
@@ -443,14 +447,14 @@ fn pkcs7_certificates(content_info: &[u8]) -> Result<Vec<Vec<u8>>, DerError> {
             let c = r.read_any()?;
             // Only X.509 certificates (SEQUENCE); other CertificateChoices are skipped.
             if c.tag == tag::SEQUENCE {
-                out.push(c.raw.to_vec());
+                out.push(Arc::from(c.raw));
             }
         }
     }
     Ok(out)
 }
 
-fn certificates_from_pem(data: &[u8]) -> Result<Vec<Vec<u8>>, String> {
+fn certificates_from_pem(data: &[u8]) -> Result<Vec<Arc<[u8]>>, String> {
     // Large bundles are split at block boundaries and decoded on several threads.
     const MIN_SPLIT: usize = 1 << 20;
     let threads = std::thread::available_parallelism()
@@ -476,7 +480,7 @@ fn certificates_from_pem(data: &[u8]) -> Result<Vec<Vec<u8>>, String> {
     bounds.push(data.len());
     bounds.dedup();
     let slices: Vec<&[u8]> = bounds.windows(2).map(|w| &data[w[0]..w[1]]).collect();
-    let results: Vec<Result<Vec<Vec<u8>>, String>> = parallel_chunks(slices);
+    let results: Vec<Result<Vec<Arc<[u8]>>, String>> = parallel_chunks(slices);
     let mut out = Vec::new();
     for r in results {
         out.extend(r?);
@@ -484,7 +488,7 @@ fn certificates_from_pem(data: &[u8]) -> Result<Vec<Vec<u8>>, String> {
     Ok(out)
 }
 
-fn parallel_chunks(slices: Vec<&[u8]>) -> Vec<Result<Vec<Vec<u8>>, String>> {
+fn parallel_chunks(slices: Vec<&[u8]>) -> Vec<Result<Vec<Arc<[u8]>>, String>> {
     std::thread::scope(|scope| {
         let handles: Vec<_> = slices
             .into_iter()
@@ -500,7 +504,9 @@ fn parallel_chunks(slices: Vec<&[u8]>) -> Vec<Result<Vec<Vec<u8>>, String>> {
     })
 }
 
-fn certificates_from_pem_serial(data: &[u8]) -> Result<Vec<Vec<u8>>, String> {
+fn certificates_from_pem_serial(data: &[u8]) -> Result<Vec<Arc<[u8]>>, String> {
+    // Decoded into one reused buffer, then copied once into the certificate's own allocation.
+    let mut scratch: Vec<u8> = Vec::new();
     let begin = memchr::memmem::Finder::new(b"-----BEGIN ");
     let end_line = memchr::memmem::Finder::new(b"-----END ");
     let dashes = memchr::memmem::Finder::new(b"-----");
@@ -520,10 +526,9 @@ fn certificates_from_pem_serial(data: &[u8]) -> Result<Vec<Vec<u8>>, String> {
         rest = &tail[tail_end + 5..];
         match label {
             b"CERTIFICATE" | b"X509 CERTIFICATE" => {
-                out.push(
-                    base64_decode_lenient(body)
-                        .ok_or("invalid base64 in a PEM CERTIFICATE block")?,
-                );
+                base64_decode_into(body, &mut scratch)
+                    .ok_or("invalid base64 in a PEM CERTIFICATE block")?;
+                out.push(Arc::from(&scratch[..]));
             }
             b"PKCS7" | b"CMS" => {
                 let der =
@@ -550,7 +555,15 @@ static B64: [u8; 256] = {
 
 /// Base64 decoding that skips white space (PEM bodies are wrapped) and honours `=` padding.
 pub fn base64_decode_lenient(text: &[u8]) -> Option<Vec<u8>> {
-    let mut out = Vec::with_capacity(text.len() / 4 * 3 + 3);
+    let mut out = Vec::new();
+    base64_decode_into(text, &mut out)?;
+    Some(out)
+}
+
+/// [`base64_decode_lenient`] into `out` (cleared first), reusing its allocation.
+fn base64_decode_into(text: &[u8], out: &mut Vec<u8>) -> Option<()> {
+    out.clear();
+    out.reserve(text.len() / 4 * 3 + 3);
     if memchr::memchr3(b'\r', b' ', b'\t', text).is_none() {
         // Fast path: decode line by line in place; each line but the last must hold whole
         // groups of four characters, as PEM's 64-character lines do.
@@ -565,13 +578,13 @@ pub fn base64_decode_lenient(text: &[u8]) -> Option<Vec<u8>> {
                 ok = false;
                 break;
             }
-            decode_chunk(line, &mut out, last)?;
+            decode_chunk(line, out, last)?;
             if last {
                 break;
             }
         }
         if ok {
-            return Some(out);
+            return Some(());
         }
         out.clear();
     }
@@ -580,8 +593,7 @@ pub fn base64_decode_lenient(text: &[u8]) -> Option<Vec<u8>> {
         .copied()
         .filter(|c| !matches!(c, b'\n' | b'\r' | b' ' | b'\t'))
         .collect();
-    decode_chunk(&compact, &mut out, true)?;
-    Some(out)
+    decode_chunk(&compact, out, true)
 }
 
 /// Decodes base64 characters and appends the bytes. Only the `last` chunk may be padded or end
