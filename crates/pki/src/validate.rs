@@ -593,3 +593,50 @@ pub(crate) fn revoked_error(c: &Cert, reason: Option<Reason>, date: Time) -> Val
         date,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn shareable<T: Send + Sync>() {}
+
+    #[test]
+    fn snapshots_and_results_can_be_shared_between_threads() {
+        shareable::<TrustStore>();
+        shareable::<crate::store::SharedTrustStore>();
+        shareable::<CrlSet>();
+        shareable::<ValidatedPath>();
+        shareable::<ValidationError>();
+        shareable::<ValidationOptions>();
+    }
+
+    #[test]
+    fn defaults_follow_rfc_5280_and_fail_closed() {
+        let o = ValidationOptions::default();
+        assert_eq!(o.initial_policy_set, vec![ANY_POLICY]);
+        assert!(!o.initial_explicit_policy);
+        assert!(!o.initial_policy_mapping_inhibit);
+        assert!(!o.initial_any_policy_inhibit);
+        assert_eq!(o.revocation.mode, RevocationMode::Require);
+        assert_eq!(o.algorithms, AlgorithmPolicy::default());
+        assert_eq!(o.max_depth, 8);
+    }
+
+    #[test]
+    fn garbage_leaf_is_a_malformed_error_not_a_panic() {
+        let store = TrustStore::default();
+        let crls = CrlSet::empty();
+        for bad in [
+            &[][..],
+            &[0x30],
+            &[0x30, 0x00],
+            &[0x30, 0x84, 0xff, 0xff, 0xff, 0xff],
+            &[0x04, 0x01, 0x00],
+        ] {
+            let err =
+                validate(&store, bad, &[bad], &crls, &ValidationOptions::default()).unwrap_err();
+            assert!(matches!(err, ValidationError::Malformed { .. }), "{err}");
+            assert!(err.to_string().contains("malformed"), "{err}");
+        }
+    }
+}
