@@ -126,22 +126,20 @@ impl<'a> Ctx<'a> {
     /// Maps the issuer graph from `start` and keeps the names that lead to an anchor.
     fn reach(&self, start: &NormName) -> Reach {
         use std::collections::HashSet;
-        let mut index: HashMap<NormName, usize> = HashMap::new();
-        let mut names: Vec<NormName> = Vec::new();
+        // Names are borrowed from the certificates (no copies while exploring).
+        let mut index: HashMap<&NormName, usize> = HashMap::new();
+        let mut names: Vec<&NormName> = vec![start];
         // Reverse edges: for each name, the names whose certificates it issues into.
-        let mut parents_of: Vec<Vec<usize>> = Vec::new();
+        let mut parents_of: Vec<Vec<usize>> = vec![Vec::new()];
         let mut anchored: Vec<usize> = Vec::new();
-        let mut queue = std::collections::VecDeque::new();
-        index.insert(start.clone(), 0);
-        names.push(start.clone());
-        parents_of.push(Vec::new());
-        queue.push_back(0usize);
-        while let Some(n) = queue.pop_front() {
+        index.insert(start, 0);
+        let mut n = 0;
+        while n < names.len() {
             if names.len() > MAX_REACH_NAMES {
                 return Reach { good: None };
             }
-            let name = names[n].clone();
-            for e in self.by_subject(&name) {
+            let name = names[n];
+            for e in self.by_subject(name) {
                 if e.is_anchor() {
                     anchored.push(n);
                     continue;
@@ -151,15 +149,15 @@ impl<'a> Ctx<'a> {
                     Some(&i) => i,
                     None => {
                         let i = names.len();
-                        index.insert(c.issuer.clone(), i);
-                        names.push(c.issuer.clone());
+                        index.insert(&c.issuer, i);
+                        names.push(&c.issuer);
                         parents_of.push(Vec::new());
-                        queue.push_back(i);
                         i
                     }
                 };
                 parents_of[next].push(n);
             }
+            n += 1;
         }
         let mut good_idx = vec![false; names.len()];
         let mut stack = anchored;
@@ -173,7 +171,7 @@ impl<'a> Ctx<'a> {
             .into_iter()
             .zip(good_idx)
             .filter(|(_, g)| *g)
-            .map(|(n, _)| n)
+            .map(|(n, _)| n.clone())
             .collect();
         Reach { good: Some(good) }
     }
