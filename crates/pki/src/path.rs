@@ -409,6 +409,11 @@ impl<'a> Ctx<'a> {
                             stale = Some(stale.map_or(nu, |s: Time| s.max(nu)));
                         }
                         problems.push(why);
+                        if opts.revocation.mode == RevocationMode::BestEffort {
+                            // An old CRL cannot vouch for a certificate, but a revocation it
+                            // records (other than a hold) is permanent.
+                            self.revoked_in_stale_crl(opts, crl, c, issuer, above, anchor, level)?;
+                        }
                         continue;
                     }
                     if crl.unknown_critical {
@@ -481,6 +486,39 @@ impl<'a> Ctx<'a> {
             problems.join("; ")
         };
         Err(ValidationError::RevocationUnavailable { subject, detail })
+    }
+
+    /// Best effort: refuses `c` when a stale but authentic CRL revokes it for good.
+    #[allow(clippy::too_many_arguments)]
+    fn revoked_in_stale_crl(
+        &self,
+        opts: &ValidationOptions,
+        crl: &Crl,
+        c: &Cert,
+        issuer: &Arc<Cert>,
+        above: &[Arc<Cert>],
+        anchor: &Arc<Cert>,
+        level: u8,
+    ) -> Result<(), ValidationError> {
+        if crl.this_update > opts.time || crl.unknown_critical {
+            return Ok(());
+        }
+        let Some(e) = crl.lookup(&c.issuer, c.serial()) else {
+            return Ok(());
+        };
+        if matches!(
+            e.reason,
+            Some(Reason::CertificateHold | Reason::RemoveFromCrl)
+        ) {
+            return Ok(());
+        }
+        if self
+            .check_crl_signer(opts, crl, issuer, above, anchor, level)
+            .is_err()
+        {
+            return Ok(());
+        }
+        Err(validate::revoked_error(c, e.reason, e.date))
     }
 
     /// RFC 5280 §6.3.3 (f)-(g): find a certificate for the CRL issuer whose key verifies the
@@ -1044,5 +1082,17 @@ mod tests {
         );
         // Without the extension the key is unrestricted (RFC 5280 §4.2.1.3).
         validate(&store(&p), &p.leaf, &[&p.inter], &set, &o).unwrap();
+    }
+
+    #[test]
+    fn best_effort_still_honours_a_revocation_in_a_stale_crl() {
+        let p = pki(None);
+        let stale = crls(&p, p.t - 7200, p.t - 3600, true);
+        let mut o = opts(p.t);
+        o.revocation.mode = RevocationMode::BestEffort;
+        let err = validate(&store(&p), &p.leaf, &[&p.inter], &stale, &o).unwrap_err();
+        assert!(matches!(err, ValidationError::Revoked { .. }), "{err}");
+        let stale_clean = crls(&p, p.t - 7200, p.t - 3600, false);
+        validate(&store(&p), &p.leaf, &[&p.inter], &stale_clean, &o).unwrap();
     }
 }
