@@ -38,12 +38,13 @@ fn fixture() -> &'static Fixture {
 
 fn image(creds: &CardCredentials) -> CardImage {
     let mut image = CardImage::new_blank(Some(42));
-    for s in &creds.slots {
-        let slot = KeyRef::from_byte(s.slot).unwrap();
-        image.import_key(slot, &s.private_key_pkcs8).unwrap();
-        image.put_certificate(slot, &s.certificate).unwrap();
-    }
-    image.put_object(DataObject::Chuid, creds.chuid.clone());
+    let slots = creds.slots.iter();
+    image
+        .personalise(
+            slots.map(|s| (s.slot, &s.private_key_pkcs8[..], &s.certificate[..])),
+            &creds.chuid,
+        )
+        .unwrap();
     image
 }
 

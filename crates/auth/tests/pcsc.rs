@@ -29,21 +29,19 @@ const WAIT: Duration = Duration::from_secs(20);
 struct InReader {
     stop: Arc<AtomicBool>,
     thread: Option<JoinHandle<()>>,
+    card: Option<vpcd::Background>,
 }
 
 impl InReader {
     /// A software card with a timing profile.
     fn card(image: CardImage, profile: Profile) -> Self {
-        let opts = vpcd::Options {
-            addr: VPCD_ADDR.into(),
-            shutdown: Arc::new(AtomicBool::new(false)),
-        };
-        let stop = opts.shutdown.clone();
-        let thread = std::thread::spawn(move || {
-            let mut runner = Runner::new(Card::new(image), None, profile);
-            vpcd::run(&mut runner, &opts).expect("vpcd connector");
-        });
-        Self::started(stop, thread)
+        let bg = vpcd::Background::spawn(Runner::new(Card::new(image), None, profile), VPCD_ADDR);
+        testbed::wait_for_card(VPCD_READER, WAIT).expect("card appears in the vpcd reader");
+        InReader {
+            stop: Arc::new(AtomicBool::new(false)),
+            thread: None,
+            card: Some(bg),
+        }
     }
 
     /// A scripted card speaking the vpcd protocol itself: `answer` gets each
@@ -103,6 +101,7 @@ impl InReader {
         InReader {
             stop,
             thread: Some(thread),
+            card: None,
         }
     }
 }
@@ -112,6 +111,9 @@ impl Drop for InReader {
         self.stop.store(true, Ordering::SeqCst);
         if let Some(t) = self.thread.take() {
             let _ = t.join();
+        }
+        if let Some(bg) = self.card.take() {
+            bg.stop().expect("vpcd connector");
         }
         let _ = testbed::wait_for_card_removed(VPCD_READER, WAIT);
     }
@@ -153,12 +155,13 @@ fn bed() -> Option<Bed> {
 
 fn image(creds: &CardCredentials) -> CardImage {
     let mut image = CardImage::new_blank(Some(7));
-    for s in &creds.slots {
-        let slot = KeyRef::from_byte(s.slot).unwrap();
-        image.import_key(slot, &s.private_key_pkcs8).unwrap();
-        image.put_certificate(slot, &s.certificate).unwrap();
-    }
-    image.put_object(DataObject::Chuid, creds.chuid.clone());
+    let slots = creds.slots.iter();
+    image
+        .personalise(
+            slots.map(|s| (s.slot, &s.private_key_pkcs8[..], &s.certificate[..])),
+            &creds.chuid,
+        )
+        .unwrap();
     image
 }
 

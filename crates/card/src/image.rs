@@ -365,6 +365,25 @@ impl CardImage {
         Ok(())
     }
 
+    /// Personalises the card: for each `(key reference, PKCS#8 private key,
+    /// DER certificate)` imports the key and fills the slot's certificate
+    /// container, then stores the CHUID (the TLVs of tag 53).
+    pub fn personalise<'a>(
+        &mut self,
+        slots: impl IntoIterator<Item = (u8, &'a [u8], &'a [u8])>,
+        chuid: &[u8],
+    ) -> Result<(), ImageError> {
+        for (key_ref, pkcs8, cert) in slots {
+            let slot = KeyRef::from_byte(key_ref)
+                .filter(|k| k.certificate_object().is_some())
+                .ok_or_else(|| invalid(format!("{key_ref:02X} is not a key slot")))?;
+            self.import_key(slot, pkcs8)?;
+            self.put_certificate(slot, cert)?;
+        }
+        self.put_object(DataObject::Chuid, chuid.to_vec());
+        Ok(())
+    }
+
     /// Sets the PIN (6-8 digits); resets its counter.
     pub fn set_pin(&mut self, digits: &str) -> Result<(), ImageError> {
         self.pin = Secret::new(digits, self.pin.retries_max, digits == DEFAULT_PIN)?;

@@ -80,6 +80,54 @@ pub fn run(runner: &mut Runner, opts: &Options) -> Result<(), VpcdError> {
     Ok(())
 }
 
+/// A card served behind vpcd from a background thread (tests, demos,
+/// benchmarks); the connector stops, and the card leaves the reader, when
+/// this is dropped.
+pub struct Background {
+    shutdown: Arc<AtomicBool>,
+    thread: Option<std::thread::JoinHandle<Result<(), VpcdError>>>,
+}
+
+impl Background {
+    /// Starts `runner` behind vpcd at `addr`.
+    pub fn spawn(mut runner: Runner, addr: &str) -> Background {
+        let opts = Options {
+            addr: addr.to_string(),
+            shutdown: Arc::new(AtomicBool::new(false)),
+        };
+        let shutdown = opts.shutdown.clone();
+        let thread = std::thread::spawn(move || run(&mut runner, &opts));
+        Background {
+            shutdown,
+            thread: Some(thread),
+        }
+    }
+
+    /// Stops the connector and returns how it ended.
+    pub fn stop(mut self) -> Result<(), VpcdError> {
+        match self.finish() {
+            Some(Ok(r)) => r,
+            Some(Err(panic)) => std::panic::resume_unwind(panic),
+            None => Ok(()),
+        }
+    }
+
+    fn finish(&mut self) -> Option<std::thread::Result<Result<(), VpcdError>>> {
+        self.shutdown.store(true, Ordering::SeqCst);
+        self.thread.take().map(|t| t.join())
+    }
+}
+
+impl Drop for Background {
+    fn drop(&mut self) {
+        match self.finish() {
+            Some(Ok(Err(e))) => tracing::error!("vpcd connector ended with an error: {e}"),
+            Some(Err(_)) => tracing::error!("vpcd connector thread panicked"),
+            _ => {}
+        }
+    }
+}
+
 fn resolve(addr: &str) -> Result<SocketAddr, VpcdError> {
     addr.to_socket_addrs()
         .map_err(|source| VpcdError::Resolve {

@@ -11,9 +11,6 @@ use iso7816::StatusWord;
 use piv::{Algorithm, KeyRef};
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
-use std::thread::JoinHandle;
 use std::time::Duration;
 use testbed::{run_with_timeout, Pcscd, ToolOutput, VPCD_READER};
 
@@ -21,38 +18,27 @@ const PKCS11: &str = "/usr/lib/x86_64-linux-gnu/opensc-pkcs11.so";
 const TOOL_TIMEOUT: Duration = Duration::from_secs(90);
 const CARD_TIMEOUT: Duration = Duration::from_secs(20);
 
-/// The card connector running in a thread; stopped on drop.
-struct RunningCard {
-    stop: Arc<AtomicBool>,
-    thread: Option<JoinHandle<()>>,
-}
+/// The card behind vpcd, served from a thread; removed on drop.
+struct RunningCard(Option<vpcd::Background>);
 
 impl RunningCard {
     fn start(image_path: &Path) -> Self {
         let image = CardImage::load(image_path).expect("image loads");
-        let opts = vpcd::Options {
-            addr: testbed::VPCD_ADDR.into(),
-            shutdown: Arc::new(AtomicBool::new(false)),
-        };
-        let stop = opts.shutdown.clone();
-        let path = image_path.to_owned();
-        let thread = std::thread::spawn(move || {
-            let mut runner = Runner::new(Card::new(image), Some(path), Profile::Instant);
-            vpcd::run(&mut runner, &opts).expect("vpcd connector");
-        });
+        let runner = Runner::new(
+            Card::new(image),
+            Some(image_path.to_owned()),
+            Profile::Instant,
+        );
+        let bg = vpcd::Background::spawn(runner, testbed::VPCD_ADDR);
         testbed::wait_for_card(VPCD_READER, CARD_TIMEOUT).expect("card appears in the vpcd reader");
-        RunningCard {
-            stop,
-            thread: Some(thread),
-        }
+        RunningCard(Some(bg))
     }
 }
 
 impl Drop for RunningCard {
     fn drop(&mut self) {
-        self.stop.store(true, Ordering::SeqCst);
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
+        if let Some(bg) = self.0.take() {
+            bg.stop().expect("vpcd connector");
         }
         let _ = testbed::wait_for_card_removed(VPCD_READER, CARD_TIMEOUT);
     }

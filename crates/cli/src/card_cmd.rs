@@ -6,6 +6,7 @@ use card::image::CardImage;
 use card::{vpcd, Card, Profile, Runner};
 use clap::{Args, Subcommand};
 use piv::{Algorithm, KeyRef};
+use pki::issue::{CardCredentials, TestPki};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::atomic::AtomicBool;
@@ -42,6 +43,16 @@ pub struct NewArgs {
     /// Also provision a P-256 attestation key (F9) and its CA certificate.
     #[arg(long)]
     attestation: bool,
+    /// Personalise the card from a test PKI (`pivgate pki init`): issue the
+    /// keys and certificates of slots 9A, 9C, 9D, 9E and a signed CHUID, and
+    /// put them on the card (see `pivgate pki issue-card` for the options).
+    #[arg(long, value_name = "DIR", conflicts_with = "credentials")]
+    pki: Option<PathBuf>,
+    /// Personalise the card from credentials made by `pivgate pki issue-card`.
+    #[arg(long, value_name = "DIR")]
+    credentials: Option<PathBuf>,
+    #[command(flatten)]
+    spec: crate::pki_cmd::CardSpec,
 }
 
 #[derive(Args)]
@@ -109,9 +120,37 @@ pub fn run(cmd: CardCommand) -> anyhow::Result<ExitCode> {
 }
 
 fn new(a: NewArgs) -> anyhow::Result<ExitCode> {
-    let mut image = CardImage::new_blank(a.serial);
+    let creds = match (&a.pki, &a.credentials) {
+        (Some(dir), _) => {
+            let pki = TestPki::load(dir)
+                .with_context(|| format!("loading the test PKI in {}", dir.display()))?;
+            Some(pki.issue_card(&a.spec.options()?)?)
+        }
+        (None, Some(dir)) => Some(
+            CardCredentials::load(dir)
+                .with_context(|| format!("loading card credentials from {}", dir.display()))?,
+        ),
+        (None, None) => None,
+    };
+    let mut image = match &creds {
+        Some(c) => crate::personalise::personalise(c, a.serial)?,
+        None => CardImage::new_blank(a.serial),
+    };
     if a.attestation {
         image.install_attestation(Algorithm::EccP256)?;
+    }
+    if let Some(c) = &creds {
+        println!(
+            "personalised: FASC-N {}, card UUID {}, expires {}, slots {}",
+            c.fascn,
+            piv::chuid::uuid_urn(&c.uuid),
+            c.expires,
+            c.slots
+                .iter()
+                .map(|s| format!("{:02X} ({})", s.slot, s.algorithm))
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
     }
     image.create(&a.out, a.force)?;
     println!(

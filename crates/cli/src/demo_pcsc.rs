@@ -13,43 +13,28 @@ use card::Card;
 use host::Readers;
 use pki::issue::CardCredentials;
 use std::process::ExitCode;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
-use std::thread::JoinHandle;
 use std::time::Duration;
 
-/// The reader vpcd provides.
-pub const VPCD_READER: &str = "Virtual PCD 00 00";
+use testbed::VPCD_READER;
 
-/// A software card served behind vpcd from a background thread; stopped
-/// (card removed from the reader) when dropped.
-pub struct VirtualCard {
-    shutdown: Arc<AtomicBool>,
-    thread: Option<JoinHandle<()>>,
-}
+/// A software card behind vpcd; removed from the reader when dropped.
+struct VirtualCard(Option<vpcd::Background>);
 
 impl VirtualCard {
-    pub fn start(card: Card, profile: Profile) -> Self {
-        let opts = vpcd::Options::default();
-        let shutdown = opts.shutdown.clone();
-        let thread = std::thread::spawn(move || {
-            let mut runner = Runner::new(card, None, profile);
-            if let Err(e) = vpcd::run(&mut runner, &opts) {
-                tracing::error!("virtual card stopped: {e}");
-            }
-        });
-        VirtualCard {
-            shutdown,
-            thread: Some(thread),
-        }
+    fn start(card: Card, profile: Profile) -> Self {
+        VirtualCard(Some(vpcd::Background::spawn(
+            Runner::new(card, None, profile),
+            vpcd::DEFAULT_ADDR,
+        )))
     }
 }
 
 impl Drop for VirtualCard {
     fn drop(&mut self) {
-        self.shutdown.store(true, Ordering::SeqCst);
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
+        if let Some(bg) = self.0.take() {
+            if let Err(e) = bg.stop() {
+                tracing::error!("software card: {e}");
+            }
         }
         // The next card must not be mistaken for this one.
         let _ = testbed::wait_for_card_removed(VPCD_READER, Duration::from_secs(10));

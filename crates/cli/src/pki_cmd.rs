@@ -188,6 +188,13 @@ pub struct IssueCardArgs {
     /// Where to write the card credentials.
     #[arg(long)]
     out: PathBuf,
+    #[command(flatten)]
+    spec: CardSpec,
+}
+
+/// What a card issued from a test PKI looks like.
+#[derive(Args)]
+pub struct CardSpec {
     /// Key algorithm of the four slots.
     #[arg(long, default_value = "p256", value_parser = parse_alg)]
     alg: KeyAlgorithm,
@@ -205,6 +212,37 @@ pub struct IssueCardArgs {
     /// Cardholder name for the 9A, 9C and 9D subjects.
     #[arg(long, default_value = "Test Cardholder")]
     name: String,
+}
+
+impl CardSpec {
+    /// The issuance options these arguments ask for.
+    pub fn options(&self) -> anyhow::Result<CardOptions> {
+        let fascn = self
+            .fascn
+            .as_deref()
+            .map(piv::fascn::Fascn::parse_text)
+            .transpose()
+            .context("--fascn")?;
+        let uuid = match &self.uuid {
+            Some(u) => Some(piv::chuid::parse_uuid(u).with_context(|| {
+                format!("--uuid {u:?} is not a UUID (e.g. 3f2504e0-4f89-41d3-9a0c-0305e82c3301)")
+            })?),
+            None => None,
+        };
+        let expires = self
+            .expires
+            .as_deref()
+            .map(piv::chuid::ChuidDate::parse)
+            .transpose()
+            .context("--expires")?;
+        Ok(CardOptions {
+            algorithm: self.alg,
+            fascn,
+            uuid,
+            expires,
+            cardholder: self.name.clone(),
+        })
+    }
 }
 
 #[derive(Args)]
@@ -617,31 +655,7 @@ fn init(a: InitArgs) -> anyhow::Result<ExitCode> {
 fn issue_card(a: IssueCardArgs) -> anyhow::Result<ExitCode> {
     let pki = TestPki::load(&a.pki)
         .with_context(|| format!("loading the test PKI in {}", a.pki.display()))?;
-    let fascn = a
-        .fascn
-        .as_deref()
-        .map(piv::fascn::Fascn::parse_text)
-        .transpose()
-        .context("--fascn")?;
-    let uuid = match &a.uuid {
-        Some(u) => Some(piv::chuid::parse_uuid(u).with_context(|| {
-            format!("--uuid {u:?} is not a UUID (e.g. 3f2504e0-4f89-41d3-9a0c-0305e82c3301)")
-        })?),
-        None => None,
-    };
-    let expires = a
-        .expires
-        .as_deref()
-        .map(piv::chuid::ChuidDate::parse)
-        .transpose()
-        .context("--expires")?;
-    let card = pki.issue_card(&CardOptions {
-        algorithm: a.alg,
-        fascn,
-        uuid,
-        expires,
-        cardholder: a.name,
-    })?;
+    let card = pki.issue_card(&a.spec.options()?)?;
     card.save(&a.out)?;
     println!("card credentials written to {}", a.out.display());
     println!("  FASC-N:    {}", card.fascn);

@@ -12,8 +12,6 @@ use host::client::{exchange, Piv};
 use host::{Channel, Readers};
 use std::ffi::CString;
 use std::process::Command;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 const SELECT: [u8; 17] = [
@@ -75,19 +73,14 @@ fn main() {
         }
     };
     testbed::wait_for_reader(testbed::VPCD_READER, Duration::from_secs(10)).expect("vpcd reader");
-    let opts = vpcd::Options {
-        addr: testbed::VPCD_ADDR.into(),
-        shutdown: Arc::new(AtomicBool::new(false)),
-    };
-    let stop = opts.shutdown.clone();
-    let card = std::thread::spawn(move || {
-        let mut runner = Runner::new(
+    let card = vpcd::Background::spawn(
+        Runner::new(
             Card::new(CardImage::new_blank(Some(1))),
             None,
             Profile::Instant,
-        );
-        vpcd::run(&mut runner, &opts).expect("vpcd connector");
-    });
+        ),
+        testbed::VPCD_ADDR,
+    );
     testbed::wait_for_card(testbed::VPCD_READER, Duration::from_secs(10)).expect("card");
 
     // Raw SCardTransmit through the pcsc crate, and pivgate's transport on
@@ -139,8 +132,7 @@ fn main() {
         assert!(r.ok());
     });
 
-    stop.store(true, Ordering::SeqCst);
-    let _ = card.join();
+    card.stop().expect("vpcd connector");
 
     println!("host overhead per APDU through pcscd + vpcd ({N} x SELECT PIV, median of {ROUNDS} interleaved rounds)");
     println!("  {:<52} {:>10}", "path", "us/APDU");

@@ -1,0 +1,189 @@
+//! `pivgate read` and `pivgate auth` end to end: a personalised card image
+//! (`pivgate card new --pki`) run by `pivgate card run` behind pcscd + vpcd,
+//! read and authenticated by the binary, with the documented exit codes.
+//!
+//! Needs root and the packages of scripts/setup.sh.
+
+use std::io::Write;
+use std::path::Path;
+use std::process::{Child, Command, Output, Stdio};
+use std::time::Duration;
+
+const BIN: &str = env!("CARGO_BIN_EXE_pivgate");
+const WAIT: Duration = Duration::from_secs(20);
+
+fn pivgate(args: &[&str], stdin: Option<&str>) -> Output {
+    let mut child = Command::new(BIN)
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("pivgate runs");
+    if let Some(input) = stdin {
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(input.as_bytes())
+            .unwrap();
+    }
+    drop(child.stdin.take());
+    child.wait_with_output().unwrap()
+}
+
+fn ok(args: &[&str]) -> String {
+    let out = pivgate(args, None);
+    assert!(
+        out.status.success(),
+        "pivgate {args:?} failed: {}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+/// `pivgate card run` as a child process; stopped with SIGTERM on drop.
+struct CardProcess(Child);
+
+impl CardProcess {
+    fn start(image: &Path) -> Self {
+        let child = Command::new(BIN)
+            .args(["card", "run", "--image", image.to_str().unwrap()])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("card run starts");
+        testbed::wait_for_card(testbed::VPCD_READER, WAIT).expect("card appears in the reader");
+        CardProcess(child)
+    }
+
+    /// SIGTERM, and the exit status.
+    fn stop(mut self) -> std::process::ExitStatus {
+        let pid = self.0.id().to_string();
+        Command::new("kill")
+            .args(["-TERM", &pid])
+            .status()
+            .expect("kill runs");
+        let status = self.0.wait().unwrap();
+        let _ = testbed::wait_for_card_removed(testbed::VPCD_READER, WAIT);
+        status
+    }
+}
+
+impl Drop for CardProcess {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+#[test]
+fn read_and_auth_a_personalised_card_through_pcscd() {
+    if std::env::var_os("PIVGATE_SKIP_PCSC").is_some() {
+        eprintln!("PIVGATE_SKIP_PCSC set: skipping");
+        return;
+    }
+    let _lock = testbed::lock_vpcd();
+    let _pcscd = testbed::Pcscd::ensure_started().expect("pcscd starts (root, pcscd installed)");
+    testbed::wait_for_reader(testbed::VPCD_READER, WAIT).expect("vpcd reader");
+    let dir = tempfile::tempdir().unwrap();
+    let d = |name: &str| dir.path().join(name).to_str().unwrap().to_string();
+    ok(&["pki", "init", "--dir", &d("pki")]);
+    ok(&["pki", "init", "--dir", &d("other")]);
+    let uuid = "3f2504e0-4f89-41d3-9a0c-0305e82c3301";
+    ok(&[
+        "card",
+        "new",
+        "--pki",
+        &d("pki"),
+        "--uuid",
+        uuid,
+        "--out",
+        &d("card.json"),
+    ]);
+    let card = CardProcess::start(&dir.path().join("card.json"));
+
+    // read: identifiers and the four certificates, as JSON.
+    let report: serde_json::Value =
+        serde_json::from_str(&ok(&["read", "--json", "--wait", "10"])).unwrap();
+    assert_eq!(report["chuid"]["uuid"], format!("urn:uuid:{uuid}"));
+    assert_eq!(report["chuid"]["fascn"]["agency_code"], "9999");
+    assert_eq!(report["slots"].as_array().unwrap().len(), 4);
+    assert_eq!(report["pin_retries"], 3);
+    let text = ok(&["read", "--wait", "10"]);
+    assert!(text.contains("Card Authentication"), "{text}");
+
+    let trust = [
+        "--anchors",
+        &d("pki/root.pem"),
+        "--intermediates",
+        &d("pki/intermediate.pem"),
+        "--crl",
+        &d("pki/root.crl.pem"),
+        "--crl",
+        &d("pki/intermediate.crl.pem"),
+        "--wait",
+        "10",
+    ];
+    let auth = |mech: &str, extra: &[&str], stdin: Option<&str>| {
+        let mut args = vec!["auth", "--mechanism", mech, "--json"];
+        args.extend_from_slice(&trust);
+        args.extend_from_slice(extra);
+        let out = pivgate(&args, stdin);
+        let tx: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+            panic!(
+                "{mech}: no JSON ({e}): {}{}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            )
+        });
+        (out.status.code(), tx)
+    };
+    for mech in ["pki-cak", "chuid"] {
+        let (code, tx) = auth(mech, &[], None);
+        assert_eq!(code, Some(0), "{mech}: {tx}");
+        assert_eq!(tx["outcome"]["result"], "granted");
+        assert_eq!(tx["card"]["uuid"], format!("urn:uuid:{uuid}"));
+        assert!(tx["stages"].as_array().unwrap().len() >= 3);
+    }
+    let (code, tx) = auth("pki-auth", &["--pin-stdin"], Some("123456\n"));
+    assert_eq!(code, Some(0), "{tx}");
+    let (code, tx) = auth("pki-auth", &["--pin-stdin"], Some("654321\n"));
+    assert_eq!(code, Some(1), "{tx}");
+    assert_eq!(tx["pin_retries"], 2);
+
+    // Trusting another PKI: refused, exit 1, with a reason.
+    let out = pivgate(
+        &[
+            "auth",
+            "--mechanism",
+            "pki-cak",
+            "--anchors",
+            &d("other/root.pem"),
+            "--crl",
+            &d("other/root.crl.pem"),
+            "--wait",
+            "10",
+        ],
+        None,
+    );
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("REFUSED"));
+
+    // Usage errors: exit 2.
+    let out = pivgate(
+        &[
+            "auth",
+            "--mechanism",
+            "pki-auth",
+            "--anchors",
+            &d("pki/root.pem"),
+        ],
+        None,
+    );
+    assert_eq!(out.status.code(), Some(2));
+
+    // The card process stops cleanly on SIGTERM.
+    assert!(card.stop().success());
+}
