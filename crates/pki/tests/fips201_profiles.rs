@@ -6,7 +6,8 @@ use pki::cache::{fingerprint, CacheConfig, Scope, ValidationCache};
 use pki::crl::CrlSet;
 use pki::fips201::{
     card_identity, check_bindings, oids, validate_profile, validate_profile_cached, verify_chuid,
-    BindingError, ChuidVerifyError, Fips201Error, PivValidated, Profile, ProfileError,
+    verify_chuid_cached, BindingError, ChuidVerifyError, Fips201Error, PivValidated, Profile,
+    ProfileError,
 };
 use pki::issue::{
     CardCredentials, CardOptions, CertificateBuilder, CrlReason, KeyAlgorithm, KeyPair, KeyUsages,
@@ -425,4 +426,23 @@ fn certificates_without_extensions_name_no_card() {
     let id = card_identity(&bare).unwrap();
     assert_eq!(id, Default::default());
     assert!(card_identity(b"\x30\x03\x02\x01\x00").is_err());
+}
+
+#[test]
+fn cached_chuid_verification() {
+    let (pki, card) = setup();
+    let store = store_of(&pki);
+    let crls = crls_of(&pki);
+    let opts = ValidationOptions::default();
+    let cache = ValidationCache::new(CacheConfig::default());
+    let a = verify_chuid_cached(&cache, &store, &card.chuid, &[], &crls, &opts).unwrap();
+    let b = verify_chuid_cached(&cache, &store, &card.chuid, &[], &crls, &opts).unwrap();
+    assert!(Arc::ptr_eq(&a, &b));
+    let mut tampered = card.chuid.clone();
+    tampered[12] ^= 1;
+    assert_eq!(
+        verify_chuid_cached(&cache, &store, &tampered, &[], &crls, &opts).unwrap_err(),
+        ChuidVerifyError::DigestMismatch
+    );
+    assert_eq!(cache.len(), 1);
 }

@@ -275,6 +275,32 @@ pub fn verify_chuid(
     Ok(VerifiedChuid { chuid, signer })
 }
 
+/// [`verify_chuid`] through a [`ValidationCache`](crate::cache::ValidationCache)
+/// keyed by the SHA-256 of the CHUID bytes: a card tapped again is answered
+/// without CMS parsing or signature checks until the earliest of the signer
+/// path's `valid_until`, the card's expiration date and the cache TTL.
+/// Failures are not cached.
+pub fn verify_chuid_cached(
+    cache: &crate::cache::ValidationCache<std::sync::Arc<VerifiedChuid>>,
+    store: &TrustStore,
+    chuid_bytes: &[u8],
+    extra_certs: &[&[u8]],
+    crls: &CrlSet,
+    opts: &ValidationOptions,
+) -> Result<std::sync::Arc<VerifiedChuid>, ChuidVerifyError> {
+    let scope = crate::cache::Scope::for_validation(store, crls, opts, Profile::ContentSigner);
+    cache.get_or_insert_with(chuid_bytes, &scope, opts.time.0, || {
+        let v = verify_chuid(store, chuid_bytes, extra_certs, crls, opts)?;
+        let until = v
+            .signer
+            .path
+            .valid_until()
+            .0
+            .min(v.chuid.expiration.end_of_day_unix());
+        Ok((std::sync::Arc::new(v), until))
+    })
+}
+
 fn check_encapsulation(sd: &SignedData) -> Result<(), ChuidVerifyError> {
     let eci = &sd.encap_content_info;
     if eci.econtent_type != super::oids::PIV_CHUID_SECURITY_OBJECT {

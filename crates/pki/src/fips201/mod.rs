@@ -17,7 +17,7 @@
 mod chuid_verify;
 pub mod oids;
 
-pub use chuid_verify::{verify_chuid, ChuidVerifyError, VerifiedChuid};
+pub use chuid_verify::{verify_chuid, verify_chuid_cached, ChuidVerifyError, VerifiedChuid};
 
 use crate::cert::key_usage;
 use crate::crl::CrlSet;
