@@ -148,3 +148,35 @@ fn pkits() {
     );
     assert!(failures.is_empty(), "{} PKITS cases failed", failures.len());
 }
+
+/// The loaders read the whole PKITS directories: every certificate and CRL file is DER.
+#[test]
+fn pkits_directories_load_completely() {
+    let dir = pkits_dir();
+    let certs = std::fs::read_dir(dir.join("certs"))
+        .unwrap_or_else(|e| panic!("PKITS certificates missing under {}: {e}", dir.display()))
+        .count();
+    let mut builder = TrustStore::builder();
+    let read = builder
+        .add_intermediates_from_path(dir.join("certs"))
+        .expect("the PKITS certificate directory loads");
+    assert_eq!(read, certs, "one certificate per file");
+    let store = builder.build();
+    assert_eq!(
+        store.rejected(),
+        0,
+        "every PKITS certificate can be indexed"
+    );
+    assert_eq!(store.len(), certs, "PKITS certificates are distinct");
+    assert_eq!(store.anchor_count(), 0);
+
+    let crl_files = std::fs::read_dir(dir.join("crls"))
+        .expect("PKITS CRLs")
+        .count();
+    let mut crls = CrlSet::builder();
+    let read = crls
+        .add_path(dir.join("crls"))
+        .expect("the PKITS CRL directory loads");
+    assert_eq!(read, crl_files, "every PKITS CRL parses");
+    assert_eq!(crls.build().len(), crl_files);
+}
