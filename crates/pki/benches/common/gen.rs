@@ -475,6 +475,21 @@ pub struct TestChain {
 /// A Federal PKI-shaped RSA-2048 (or P-256) chain. The intermediate's CRL
 /// lists `revoked_entries` other serials; with `revoke_leaf` the leaf is on it too.
 pub fn chain(rsa: bool, revoked_entries: usize, revoke_leaf: bool) -> TestChain {
+    chain_family(rsa, revoked_entries, revoke_leaf, 1)
+        .pop()
+        .expect("one chain")
+}
+
+/// `count` chains under one root that share the three keys but differ in
+/// every signed object: intermediate and leaf certificates (serials) and both
+/// CRLs (CRL numbers). Validating them in turn verifies fresh signatures each
+/// time, whatever signature results a validator remembers.
+pub fn chain_family(
+    rsa: bool,
+    revoked_entries: usize,
+    revoke_leaf: bool,
+    count: usize,
+) -> Vec<TestChain> {
     let new_key = || if rsa { Key::rsa2048() } else { Key::p256() };
     let (root_key, int_key, leaf_key) = (new_key(), new_key(), new_key());
     let root_name = name("CN=Test Federal Common Policy CA,OU=FPKI,O=U.S. Government,C=US");
@@ -490,40 +505,50 @@ pub fn chain(rsa: bool, revoked_entries: usize, revoke_leaf: bool) -> TestChain 
         key: &root_key,
         key_id: Some(root_key.key_id()),
     };
-    let mut int_spec = CertSpec::ca("CN=x", 0x2001);
-    int_spec.subject = int_name.clone();
-    int_spec.ca = Some(Some(0));
-    int_spec.policies = FPKI_POLICIES.iter().map(|p| oid(p)).collect();
-    int_spec.crl_dp = Some("http://crl.example.gov/root.crl".into());
-    let intermediate = issue(&int_spec, &int_key, Some(&root_issuer));
     let int_issuer = Issuer {
         name: &int_name,
         key: &int_key,
         key_id: Some(int_key.key_id()),
     };
-    let leaf_serial = 0x5eed_0000_0042;
-    let mut leaf_spec = CertSpec::end_entity(
-        "CN=JOHN Q. PUBLIC 5016000001,OU=Department of Homeland Security,O=U.S. Government,C=US",
-        leaf_serial,
-    );
-    leaf_spec.crl_dp = Some("http://crl.example.gov/dhsca4.crl".into());
-    leaf_spec.not_after = 1_893_455_999; // 2029-12-31
-    let leaf = issue(&leaf_spec, &leaf_key, Some(&int_issuer));
     let this_update = VALIDATION_TIME - 86_400;
     let next_update = VALIDATION_TIME + 30 * 86_400;
     let root_revoked: Vec<(u64, u64)> = (0..10).map(|i| (0x3000 + i, NOT_BEFORE)).collect();
-    let mut int_revoked: Vec<(u64, u64)> = (0..revoked_entries as u64)
-        .map(|i| (0x7000_0000 + i * 7, NOT_BEFORE + i))
-        .collect();
-    if revoke_leaf {
-        int_revoked.push((leaf_serial, VALIDATION_TIME - 3_600));
-    }
-    TestChain {
-        root,
-        intermediate,
-        leaf,
-        root_crl: issue_crl(&root_issuer, this_update, next_update, 7, &root_revoked),
-        intermediate_crl: issue_crl(&int_issuer, this_update, next_update, 42, &int_revoked),
-        leaf_serial,
-    }
+    (0..count as u64)
+        .map(|k| {
+            let mut int_spec = CertSpec::ca("CN=x", 0x2001 + k);
+            int_spec.subject = int_name.clone();
+            int_spec.ca = Some(Some(0));
+            int_spec.policies = FPKI_POLICIES.iter().map(|p| oid(p)).collect();
+            int_spec.crl_dp = Some("http://crl.example.gov/root.crl".into());
+            let intermediate = issue(&int_spec, &int_key, Some(&root_issuer));
+            let leaf_serial = 0x5eed_0000_0042 + k;
+            let mut leaf_spec = CertSpec::end_entity(
+                "CN=JOHN Q. PUBLIC 5016000001,OU=Department of Homeland Security,O=U.S. Government,C=US",
+                leaf_serial,
+            );
+            leaf_spec.crl_dp = Some("http://crl.example.gov/dhsca4.crl".into());
+            leaf_spec.not_after = 1_893_455_999; // 2029-12-31
+            let leaf = issue(&leaf_spec, &leaf_key, Some(&int_issuer));
+            let mut int_revoked: Vec<(u64, u64)> = (0..revoked_entries as u64)
+                .map(|i| (0x7000_0000 + i * 7, NOT_BEFORE + i))
+                .collect();
+            if revoke_leaf {
+                int_revoked.push((leaf_serial, VALIDATION_TIME - 3_600));
+            }
+            TestChain {
+                root: root.clone(),
+                intermediate,
+                leaf,
+                root_crl: issue_crl(&root_issuer, this_update, next_update, 7 + k, &root_revoked),
+                intermediate_crl: issue_crl(
+                    &int_issuer,
+                    this_update,
+                    next_update,
+                    42 + k,
+                    &int_revoked,
+                ),
+                leaf_serial,
+            }
+        })
+        .collect()
 }
