@@ -24,21 +24,27 @@ pub const MAX_CHAIN_LEN: usize = 16 * 1024;
 /// Total data-object storage of the card.
 pub const MAX_STORAGE: usize = 512 * 1024;
 
-/// The answer-to-reset: T=1, IFSC 254, historical bytes "pivgate1".
-pub const ATR: [u8; 15] = atr();
+/// The answer-to-reset: T=1, IFSC 254, and ISO/IEC 7816-4 §8.1.1
+/// historical bytes: category `80`, card issuer's data "pivgate1" (compact
+/// tag 5), and card capabilities (compact tag 7: `C0 21 C0`, i.e. command
+/// chaining and extended Lc/Le), so hosts can fetch an object in one APDU.
+pub const ATR: [u8; 21] = atr();
 
-const fn atr() -> [u8; 15] {
+const fn atr() -> [u8; 21] {
     let mut a = [
-        0x3B, 0x88, 0x81, 0x31, 0xFE, 0x15, b'p', b'i', b'v', b'g', b'a', b't', b'e', b'1', 0,
+        0x3B, 0x8E, 0x81, 0x31, 0xFE, 0x15, // TS T0(K=14) TD1 TD2 TA3 TB3
+        0x80, 0x58, b'p', b'i', b'v', b'g', b'a', b't', b'e', b'1', // issuer data
+        0x73, 0xC0, 0x21, 0xC0, // card capabilities
+        0,    // TCK
     ];
     // TCK: XOR of T0 .. last historical byte.
     let mut tck = 0u8;
     let mut i = 1;
-    while i < 14 {
+    while i < 20 {
         tck ^= a[i];
         i += 1;
     }
-    a[14] = tck;
+    a[20] = tck;
     a
 }
 

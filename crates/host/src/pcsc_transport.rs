@@ -350,6 +350,8 @@ mod tests {
         assert!(!atr_allows_extended_length(&hex_bytes(
             "3B8880010000000000000000"
         )));
+        // pivgate's software card announces chaining and extended Lc/Le.
+        assert!(atr_allows_extended_length(&card::ATR));
         // Garbage never panics.
         assert!(!atr_allows_extended_length(&[0x3B, 0xFF]));
         assert!(!atr_allows_extended_length(&[]));
