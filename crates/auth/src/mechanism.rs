@@ -16,6 +16,7 @@ use host::{Channel, Transport, TransportError};
 use piv::chuid::Chuid;
 use pki::cache::{CacheConfig, ValidationCache};
 use pki::crl::CrlSet;
+use pki::fips201::PivValidated;
 use pki::sig::{Hash, PublicKey};
 use pki::store::{SharedTrustStore, TrustStore};
 use pki::time::Time;
@@ -120,7 +121,7 @@ pub struct Authenticator {
     crls: ArcSwap<CrlSet>,
     settings: Settings,
     /// Validated certificates by SHA-256 of the DER (all profiles).
-    validations: ValidationCache<Arc<CardCert>>,
+    validations: ValidationCache<Arc<PivValidated>>,
     /// Validated card authentication keys by SHA-256 of the public point.
     keys: ValidationCache<Arc<CardCert>>,
 }
@@ -264,7 +265,13 @@ impl Authenticator {
         let now = self.now();
         let store = self.trust.load();
         let crls = self.crls.load_full();
-        let scope = verify::scope(&store, &crls, Profile::CardAuth);
+        let scope = verify::scope(
+            &store,
+            &crls,
+            Profile::CardAuth,
+            now,
+            &self.settings.revocation,
+        );
 
         // Fast path: challenge first; a recovered key that is cached and
         // still valid is the whole answer.
@@ -444,16 +451,17 @@ impl Authenticator {
         profile: Profile,
         now: Time,
     ) -> Result<Arc<CardCert>, Refusal> {
-        let scope = verify::scope(store, crls, profile);
         let r = run.compute(|| {
-            self.validations.get_or_insert_with(der, &scope, now.0, || {
-                verify::certificate(store, crls, der, profile, now, &self.settings.revocation).map(
-                    |c| {
-                        let until = c.valid_until;
-                        (Arc::new(c), until)
-                    },
-                )
-            })
+            verify::certificate(
+                &self.validations,
+                store,
+                crls,
+                der,
+                profile,
+                now,
+                &self.settings.revocation,
+            )
+            .map(Arc::new)
         });
         match r {
             Ok(c) => {

@@ -4,7 +4,7 @@
 
 use crate::transaction::CardIdentity;
 use piv::chuid::Chuid;
-use pki::cache::Scope;
+use pki::cache::{Scope, ValidationCache};
 use pki::cert::Cert;
 use pki::crl::CrlSet;
 use pki::fips201::{self, PivValidated};
@@ -12,27 +12,30 @@ use pki::sig::{AlgorithmPolicy, Hash, PublicKey, SignatureAlgorithm};
 use pki::store::TrustStore;
 use pki::time::Time;
 use pki::validate::{RevocationPolicy, ValidationOptions};
+use std::sync::Arc;
 
 pub use pki::fips201::Profile;
 
 /// A certificate that validated, with what the mechanisms need from it.
 #[derive(Debug, Clone)]
 pub struct CardCert {
-    pub validated: PivValidated,
+    pub validated: Arc<PivValidated>,
     pub identity: CardIdentity,
     pub key: PublicKey,
     /// Unix seconds until which the validation holds (path and CRLs).
     pub valid_until: i64,
 }
 
-/// The cache scope of a validation with `profile` against this store and
-/// these CRLs.
-pub fn scope(store: &TrustStore, crls: &CrlSet, profile: Profile) -> Scope {
-    Scope {
-        store_id: store.id(),
-        crl_id: crls.id(),
-        fingerprint: pki::cache::fingerprint(&profile),
-    }
+/// The cache scope of a validation with `profile` at `now` against this
+/// store and these CRLs (the time itself is not part of it).
+pub fn scope(
+    store: &TrustStore,
+    crls: &CrlSet,
+    profile: Profile,
+    now: Time,
+    revocation: &RevocationPolicy,
+) -> Scope {
+    Scope::for_validation(store, crls, &options(now, revocation), profile)
 }
 
 /// The PIV algorithm identifier for a key (SP 800-78-4 Table 6-2).
@@ -143,8 +146,10 @@ fn options(now: Time, revocation: &RevocationPolicy) -> ValidationOptions {
     }
 }
 
-/// Validates a card's certificate with `profile` at `now`.
+/// Validates a card's certificate with `profile` at `now`, through the
+/// validation cache.
 pub fn certificate(
+    cache: &ValidationCache<Arc<PivValidated>>,
     store: &TrustStore,
     crls: &CrlSet,
     der: &[u8],
@@ -152,15 +157,15 @@ pub fn certificate(
     now: Time,
     revocation: &RevocationPolicy,
 ) -> Result<CardCert, String> {
-    let validated =
-        fips201::validate_profile(store, der, &[], crls, &options(now, revocation), profile)
-            .map_err(|e| e.to_string())?;
+    let opts = options(now, revocation);
+    let validated = fips201::validate_profile_cached(cache, store, der, &[], crls, &opts, profile)
+        .map_err(|e| e.to_string())?;
     let leaf = validated.path.leaf();
     Ok(CardCert {
         identity: identity(leaf, &validated.identity),
         key: leaf.public_key.clone(),
         valid_until: validated.path.valid_until().0,
-        validated,
+        validated: validated.clone(),
     })
 }
 
