@@ -237,6 +237,10 @@ fn main() {
     }
     println!();
     println!("Trust store load + index, median wall time (peer/pivgate ratio in parentheses)");
+    println!(
+        "(wall time on {} available core(s): pivgate may split large bundles across threads; the peers run on one)",
+        std::thread::available_parallelism().map_or(1, |n| n.get())
+    );
     print_table(&rows);
 
     let at = |n: usize| {
