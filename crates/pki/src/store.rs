@@ -353,13 +353,22 @@ fn hash_of(state: &RandomState, bytes: &[u8]) -> u64 {
     h.finish()
 }
 
+/// How many threads large loads may use (at most 8). Asked once: on Linux
+/// `available_parallelism` reads cgroup files under /proc, about 30 us a
+/// call, which once dominated loading a directory of small files.
+fn worker_threads() -> usize {
+    static N: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    *N.get_or_init(|| {
+        std::thread::available_parallelism()
+            .map_or(1, |n| n.get())
+            .min(8)
+    })
+}
+
 /// Maps `items` in order, on two or more threads when there are enough of them to pay for it.
 fn parallel_map<T: Send, U: Send>(items: Vec<T>, f: impl Fn(T) -> Option<U> + Sync) -> Vec<U> {
     const MIN_PER_THREAD: usize = 1024;
-    let threads = std::thread::available_parallelism()
-        .map_or(1, |n| n.get())
-        .min(8);
-    let threads = threads.min(items.len() / MIN_PER_THREAD).max(1);
+    let threads = worker_threads().min(items.len() / MIN_PER_THREAD).max(1);
     if threads == 1 {
         return items.into_iter().filter_map(f).collect();
     }
@@ -457,10 +466,10 @@ fn pkcs7_certificates(content_info: &[u8]) -> Result<Vec<Arc<[u8]>>, DerError> {
 fn certificates_from_pem(data: &[u8]) -> Result<Vec<Arc<[u8]>>, String> {
     // Large bundles are split at block boundaries and decoded on several threads.
     const MIN_SPLIT: usize = 1 << 20;
-    let threads = std::thread::available_parallelism()
-        .map_or(1, |n| n.get())
-        .min(8);
-    let parts = threads.min(data.len() / MIN_SPLIT).max(1);
+    if data.len() < 2 * MIN_SPLIT {
+        return certificates_from_pem_serial(data);
+    }
+    let parts = worker_threads().min(data.len() / MIN_SPLIT).max(1);
     if parts == 1 {
         return certificates_from_pem_serial(data);
     }

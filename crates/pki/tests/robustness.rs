@@ -604,7 +604,6 @@ fn a_full_cross_certification_mesh_without_an_anchor_terminates_with_a_clear_err
 /// the CAs it already found to be dead ends, so it stops at its work limit
 /// and reports "gave up" where the true answer is "no path".
 #[test]
-#[ignore = "path building does not memoize dead-end issuers yet (WorkLimitExceeded instead of NoPath)"]
 fn a_full_cross_certification_mesh_without_an_anchor_ends_with_no_path() {
     let (cas, certs) = mesh(8);
     let root = Ca::new("CN=Unrelated Root,O=U.S. Government,C=US");
@@ -696,7 +695,6 @@ fn five_thousand_same_name_cas_without_a_matching_key_end_with_a_clear_error() {
 /// issuer "is not in the trust store", which sends an operator looking for a
 /// missing CA instead of a key mismatch (re-keyed CA, wrong intermediate).
 #[test]
-#[ignore = "NoPath does not distinguish 'issuer name unknown' from 'no key of that name verifies'"]
 fn same_name_cas_with_the_wrong_key_are_reported_as_a_key_mismatch() {
     const SAME: &str = "CN=Re-keyed CA,OU=Certification Authorities,O=U.S. Government,C=US";
     let held = Ca {
