@@ -599,10 +599,9 @@ fn a_full_cross_certification_mesh_without_an_anchor_terminates_with_a_clear_err
     );
 }
 
-/// Pins a path-building weakness: the 8-CA mesh has only 56 edges, but the
-/// builder explores every loop-free path (7! of them) instead of remembering
-/// the CAs it already found to be dead ends, so it stops at its work limit
-/// and reports "gave up" where the true answer is "no path".
+/// An 8-CA mesh has only 56 edges but 7! loop-free paths: the builder must
+/// see that no CA of the mesh reaches an anchor and answer "no path" at
+/// once, not explore every path until its work limit and "give up".
 #[test]
 fn a_full_cross_certification_mesh_without_an_anchor_ends_with_no_path() {
     let (cas, certs) = mesh(8);
@@ -690,10 +689,9 @@ fn five_thousand_same_name_cas_without_a_matching_key_end_with_a_clear_error() {
     assert_clear(&err);
 }
 
-/// Pins an error-message weakness: when the store holds CAs with the leaf's
-/// issuer name but none of their keys verifies the leaf, the error says the
-/// issuer "is not in the trust store", which sends an operator looking for a
-/// missing CA instead of a key mismatch (re-keyed CA, wrong intermediate).
+/// When the store holds CAs with the leaf's issuer name but none of their
+/// keys verifies the leaf, the error must say so (re-keyed CA, wrong
+/// intermediate) rather than send an operator looking for a missing CA.
 #[test]
 fn same_name_cas_with_the_wrong_key_are_reported_as_a_key_mismatch() {
     const SAME: &str = "CN=Re-keyed CA,OU=Certification Authorities,O=U.S. Government,C=US";
