@@ -12,9 +12,7 @@
 use auth::{Authenticator, Mechanism, Settings, Transaction};
 use card::{vpcd, Card, CardImage, Profile, Runner};
 use host::Readers;
-use pki::crl::CrlSet;
 use pki::issue::{CardCredentials, CardOptions, KeyAlgorithm, TestPki, TestPkiOptions};
-use pki::store::TrustStore;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
@@ -101,15 +99,11 @@ fn main() {
     };
     testbed::wait_for_reader(testbed::VPCD_READER, Duration::from_secs(10)).expect("vpcd reader");
     let pki = TestPki::generate(TestPkiOptions::default()).expect("test PKI");
-    let mut store = TrustStore::builder();
-    store.add_anchor_der(pki.root_der().to_vec());
-    store.add_intermediate_der(pki.intermediate_der().to_vec());
-    let store = store.build();
-    let mut crls = CrlSet::builder();
-    for c in pki.crls() {
-        crls.add_der(c).expect("CRL");
-    }
-    let authn = Authenticator::new(store, crls.build(), Settings::default());
+    let authn = Authenticator::new(
+        pki.trust_store(),
+        pki.crl_set().expect("CRLs"),
+        Settings::default(),
+    );
     let readers = Readers::establish().expect("PC/SC");
 
     println!("PKI-CAK through pcscd + vpcd, instant software card, {TAPS} taps each (medians)");

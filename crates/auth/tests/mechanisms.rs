@@ -1,13 +1,16 @@
 //! The mechanisms end to end over the in-process transport: a test PKI,
 //! personalised software cards, and every refusal a door must make.
 
-use auth::{Authenticator, FixedPin, Mechanism, Outcome, PathTaken, Settings, Transaction};
+mod common;
+
+use common::{granted, refused};
+
+use auth::{Authenticator, FixedPin, Mechanism, PathTaken, Settings};
 use card::{Card, CardImage};
 use host::{Channel, InProcess, Traffic, Transport, TransportError};
 use piv::{DataObject, KeyRef};
 use pki::crl::CrlSet;
 use pki::issue::{CardCredentials, CardOptions, KeyAlgorithm, TestPki, TestPkiOptions};
-use pki::store::TrustStore;
 use std::sync::OnceLock;
 
 struct Fixture {
@@ -36,51 +39,16 @@ fn fixture() -> &'static Fixture {
     })
 }
 
-fn image(creds: &CardCredentials) -> CardImage {
-    let mut image = CardImage::new_blank(Some(42));
-    let slots = creds.slots.iter();
-    image
-        .personalise(
-            slots.map(|s| (s.slot, &s.private_key_pkcs8[..], &s.certificate[..])),
-            &creds.chuid,
-        )
-        .unwrap();
-    image
-}
-
 fn transport(image: CardImage) -> InProcess {
     InProcess::new(Card::new(image))
 }
 
-fn store(pki: &TestPki) -> TrustStore {
-    let mut b = TrustStore::builder();
-    b.add_anchor_der(pki.root_der().to_vec());
-    b.add_intermediate_der(pki.intermediate_der().to_vec());
-    b.build()
-}
-
-fn crls(pki: &TestPki) -> CrlSet {
-    let mut b = CrlSet::builder();
-    for c in pki.crls() {
-        b.add_der(c).unwrap();
-    }
-    b.build()
-}
-
 fn authenticator() -> Authenticator {
-    let f = fixture();
-    Authenticator::new(store(&f.pki), crls(&f.pki), Settings::default())
+    common::authenticator(&fixture().pki)
 }
 
-fn refused(t: &Transaction) -> &str {
-    match &t.outcome {
-        Outcome::Refused { reason } => reason,
-        Outcome::Granted => panic!("expected a refusal, got a grant: {t:?}"),
-    }
-}
-
-fn granted(t: &Transaction) {
-    assert!(t.outcome.granted(), "refused: {:?}", t.outcome);
+fn image(creds: &CardCredentials) -> CardImage {
+    common::image(creds, 42)
 }
 
 #[test]
@@ -253,11 +221,11 @@ fn a_replayed_signature_is_refused_on_both_paths() {
 fn revoked_certificate_is_refused_after_the_crl_refresh() {
     let mut pki = TestPki::generate(TestPkiOptions::default()).unwrap();
     let creds = pki.issue_card(&CardOptions::default()).unwrap();
-    let authn = Authenticator::new(store(&pki), crls(&pki), Settings::default());
+    let authn = common::authenticator(&pki);
     granted(&authn.authenticate(&mut transport(image(&creds)), Mechanism::PkiCak, None, None));
     pki.revoke(&creds.slot(0x9E).unwrap().certificate, None)
         .unwrap();
-    authn.set_crls(crls(&pki));
+    authn.set_crls(pki.crl_set().unwrap());
     let t = authn.authenticate(&mut transport(image(&creds)), Mechanism::PkiCak, None, None);
     assert!(refused(&t).contains("revoked"), "{t:?}");
 }
@@ -266,7 +234,7 @@ fn revoked_certificate_is_refused_after_the_crl_refresh() {
 fn untrusted_issuer_and_missing_crls_are_refused() {
     let f = fixture();
     let other = TestPki::generate(TestPkiOptions::default()).unwrap();
-    let authn = Authenticator::new(store(&other), crls(&other), Settings::default());
+    let authn = common::authenticator(&other);
     let t = authn.authenticate(
         &mut transport(image(&f.p256)),
         Mechanism::PkiCak,
@@ -281,7 +249,7 @@ fn untrusted_issuer_and_missing_crls_are_refused() {
         "{r}"
     );
     // Right anchors, no CRLs: fails closed.
-    let authn = Authenticator::new(store(&f.pki), CrlSet::empty(), Settings::default());
+    let authn = Authenticator::new(f.pki.trust_store(), CrlSet::empty(), Settings::default());
     let t = authn.authenticate(
         &mut transport(image(&f.p256)),
         Mechanism::PkiCak,
@@ -306,7 +274,7 @@ fn expired_certificate_is_refused() {
         },
         ..Settings::default()
     };
-    let authn = Authenticator::new(store(&f.pki), crls(&f.pki), settings);
+    let authn = Authenticator::new(f.pki.trust_store(), f.pki.crl_set().unwrap(), settings);
     let t = authn.authenticate(
         &mut transport(image(&f.p256)),
         Mechanism::PkiCak,

@@ -6,15 +6,17 @@
 //!
 //! Needs root and the packages of scripts/setup.sh (pcscd, vsmartcard-vpcd).
 
-use auth::{Authenticator, FixedPin, Mechanism, Outcome, PathTaken, Settings, Transaction};
+mod common;
+
+use common::{granted, refused};
+
+use auth::{Authenticator, FixedPin, Mechanism, PathTaken, Settings};
 use card::profile::Profile;
 use card::runner::Runner;
 use card::{vpcd, Card, CardImage};
 use host::{PcscTransport, Readers};
 use piv::{DataObject, KeyRef};
-use pki::crl::CrlSet;
 use pki::issue::{CardCredentials, CardOptions, KeyAlgorithm, TestPki, TestPkiOptions};
-use pki::store::TrustStore;
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -154,31 +156,7 @@ fn bed() -> Option<Bed> {
 }
 
 fn image(creds: &CardCredentials) -> CardImage {
-    let mut image = CardImage::new_blank(Some(7));
-    let slots = creds.slots.iter();
-    image
-        .personalise(
-            slots.map(|s| (s.slot, &s.private_key_pkcs8[..], &s.certificate[..])),
-            &creds.chuid,
-        )
-        .unwrap();
-    image
-}
-
-fn trust(pki: &TestPki) -> (TrustStore, CrlSet) {
-    let mut b = TrustStore::builder();
-    b.add_anchor_der(pki.root_der().to_vec());
-    b.add_intermediate_der(pki.intermediate_der().to_vec());
-    let mut c = CrlSet::builder();
-    for crl in pki.crls() {
-        c.add_der(crl).unwrap();
-    }
-    (b.build(), c.build())
-}
-
-fn authenticator(pki: &TestPki) -> Authenticator {
-    let (s, c) = trust(pki);
-    Authenticator::new(s, c, Settings::default())
+    common::image(creds, 7)
 }
 
 fn connect() -> PcscTransport {
@@ -189,29 +167,18 @@ fn connect() -> PcscTransport {
     readers.connect(VPCD_READER).expect("connect")
 }
 
-fn refusal(t: &Transaction) -> String {
-    match &t.outcome {
-        Outcome::Refused { reason } => reason.clone(),
-        Outcome::Granted => panic!("expected a refusal: {t:?}"),
-    }
-}
-
-fn grant(t: &Transaction) {
-    assert!(t.outcome.granted(), "refused: {:?}", t.outcome);
-}
-
 #[test]
 fn every_mechanism_grants_a_genuine_card_through_pcscd() {
     let Some(bed) = bed() else { return };
     for creds in [&bed.p256, &bed.rsa] {
         let _card = InReader::card(image(creds), Profile::Instant);
         let mut t = connect();
-        let authn = authenticator(&bed.pki);
+        let authn = common::authenticator(&bed.pki);
         let first = authn.authenticate(&mut t, Mechanism::PkiCak, None, None);
-        grant(&first);
+        granted(&first);
         assert_eq!(first.path, PathTaken::Full);
         let again = authn.authenticate(&mut t, Mechanism::PkiCak, None, None);
-        grant(&again);
+        granted(&again);
         if creds.slots[0].algorithm == KeyAlgorithm::P256 {
             assert_eq!(again.path, PathTaken::Fast);
             let tot = again.total();
@@ -224,8 +191,8 @@ fn every_mechanism_grants_a_genuine_card_through_pcscd() {
             Some(&mut FixedPin::new("123456")),
             None,
         );
-        grant(&pin);
-        grant(&authn.authenticate(&mut t, Mechanism::Chuid, None, None));
+        granted(&pin);
+        granted(&authn.authenticate(&mut t, Mechanism::Chuid, None, None));
     }
 }
 
@@ -234,7 +201,7 @@ fn pin_failures_report_tries_left_then_block() {
     let Some(bed) = bed() else { return };
     let _card = InReader::card(image(&bed.p256), Profile::Instant);
     let mut t = connect();
-    let authn = authenticator(&bed.pki);
+    let authn = common::authenticator(&bed.pki);
     let wrong = |t: &mut PcscTransport| {
         authn.authenticate(
             t,
@@ -244,7 +211,7 @@ fn pin_failures_report_tries_left_then_block() {
         )
     };
     let first = wrong(&mut t);
-    assert!(refusal(&first).contains("wrong PIN"));
+    assert!(refused(&first).contains("wrong PIN"));
     assert_eq!(first.pin_retries, Some(2));
     wrong(&mut t);
     let last = wrong(&mut t);
@@ -255,7 +222,7 @@ fn pin_failures_report_tries_left_then_block() {
         Some(&mut FixedPin::new("123456")),
         None,
     );
-    assert!(refusal(&blocked).contains("blocked"), "{blocked:?}");
+    assert!(refused(&blocked).contains("blocked"), "{blocked:?}");
 }
 
 #[test]
@@ -293,43 +260,42 @@ fn each_bad_card_is_refused_with_its_reason() {
             &stranger.slot(0x9E).unwrap().private_key_pkcs8,
         )
         .unwrap();
-    let (s, c) = trust(&bed.pki);
     let cases: Vec<(&str, CardImage, Authenticator, &[&str])> = vec![
         (
             "untrusted CA",
             image(&stranger),
-            authenticator(&bed.pki),
+            common::authenticator(&bed.pki),
             &["no path", "none of the"],
         ),
         (
             "expired",
             image(&bed.p256),
-            Authenticator::new(s, c, later),
+            Authenticator::new(bed.pki.trust_store(), bed.pki.crl_set().unwrap(), later),
             &["expired"],
         ),
         (
             "wrong policy",
             wrong_profile,
-            authenticator(&bed.pki),
+            common::authenticator(&bed.pki),
             &["policy", "extended key usage"],
         ),
         (
             "CHUID of another card",
             mismatched_chuid,
-            authenticator(&bed.pki),
+            common::authenticator(&bed.pki),
             &["UUID", "FASC-N"],
         ),
         (
             "9E key does not match the certificate",
             wrong_key,
-            authenticator(&bed.pki),
+            common::authenticator(&bed.pki),
             &["does not hold the certificate's private key"],
         ),
     ];
     for (what, img, authn, words) in cases {
         let _card = InReader::card(img, Profile::Instant);
         let mut t = connect();
-        let r = refusal(&authn.authenticate(&mut t, Mechanism::PkiCak, None, None));
+        let r = refused(&authn.authenticate(&mut t, Mechanism::PkiCak, None, None));
         assert!(
             words.iter().any(|w| r.contains(w)),
             "{what}: reason {r:?} names none of {words:?}"
@@ -337,15 +303,15 @@ fn each_bad_card_is_refused_with_its_reason() {
     }
 
     // Revoked: granted, then refused once the CRLs are refreshed.
-    let authn = authenticator(&bed.pki);
+    let authn = common::authenticator(&bed.pki);
     let _card = InReader::card(image(&bed.p256), Profile::Instant);
     let mut t = connect();
-    grant(&authn.authenticate(&mut t, Mechanism::PkiCak, None, None));
+    granted(&authn.authenticate(&mut t, Mechanism::PkiCak, None, None));
     bed.pki
         .revoke(&bed.p256.slot(0x9E).unwrap().certificate, None)
         .unwrap();
-    authn.set_crls(trust(&bed.pki).1);
-    let r = refusal(&authn.authenticate(&mut t, Mechanism::PkiCak, None, None));
+    authn.set_crls(bed.pki.crl_set().unwrap());
+    let r = refused(&authn.authenticate(&mut t, Mechanism::PkiCak, None, None));
     assert!(r.contains("revoked"), "{r}");
 }
 
@@ -362,8 +328,8 @@ fn a_card_pulled_between_challenge_and_response_is_refused() {
         }
     });
     let mut t = connect();
-    let tx = authenticator(&bed.pki).authenticate(&mut t, Mechanism::PkiCak, None, None);
-    let r = refusal(&tx);
+    let tx = common::authenticator(&bed.pki).authenticate(&mut t, Mechanism::PkiCak, None, None);
+    let r = refused(&tx);
     assert!(r.contains("removed") || r.contains("reader error"), "{r}");
     assert!(tx.stage(auth::StageName::Read).is_some(), "{tx:?}");
 }
@@ -388,8 +354,8 @@ fn a_card_answering_garbage_is_refused_never_hangs() {
         });
         let mut t = connect();
         for m in [Mechanism::PkiCak, Mechanism::Chuid] {
-            let tx = authenticator(&bed.pki).authenticate(&mut t, m, None, None);
-            let r = refusal(&tx);
+            let tx = common::authenticator(&bed.pki).authenticate(&mut t, m, None, None);
+            let r = refused(&tx);
             assert!(!r.is_empty(), "{g:02X?}");
         }
     }

@@ -9,9 +9,7 @@ use card::profile::Profile;
 use card::Card;
 use clap::Args;
 use host::InProcess;
-use pki::crl::CrlSet;
 use pki::issue::{CardCredentials, CardOptions, KeyAlgorithm, TestPki, TestPkiOptions};
-use pki::store::TrustStore;
 use std::fmt::Write as _;
 use std::process::ExitCode;
 
@@ -85,16 +83,8 @@ pub fn run(args: DemoArgs) -> Result<ExitCode> {
             profiles,
         });
     }
-    let mut store = TrustStore::builder();
-    store.add_anchor_der(pki.root_der().to_vec());
-    store.add_intermediate_der(pki.intermediate_der().to_vec());
-    let store = store.build();
-    let mut crls = CrlSet::builder();
-    for c in pki.crls() {
-        crls.add_der(c).context("loading the test PKI's CRLs")?;
-    }
-    let crls = crls.build();
-    let authn = Authenticator::new(store, crls, Settings::default());
+    let crls = pki.crl_set().context("loading the test PKI's CRLs")?;
+    let authn = Authenticator::new(pki.trust_store(), crls, Settings::default());
     if args.pcsc {
         return crate::demo_pcsc::run(&args_common(&args), &cards_for_pcsc(&cards), &authn);
     }

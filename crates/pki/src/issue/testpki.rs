@@ -557,6 +557,24 @@ impl TestPki {
         vec![self.root_crl.clone(), self.intermediate_crl.clone()]
     }
 
+    /// A trust store that relies on this PKI: the root as anchor, the
+    /// issuing CA as intermediate.
+    pub fn trust_store(&self) -> crate::store::TrustStore {
+        let mut b = crate::store::TrustStore::builder();
+        b.add_anchor_der(self.root_der().to_vec());
+        b.add_intermediate_der(self.intermediate_der().to_vec());
+        b.build()
+    }
+
+    /// This PKI's current CRLs as a set.
+    pub fn crl_set(&self) -> Result<crate::crl::CrlSet, crate::crl::CrlError> {
+        let mut b = crate::crl::CrlSet::builder();
+        for c in self.crls() {
+            b.add_der(c)?;
+        }
+        Ok(b.build())
+    }
+
     /// The key of the issuing CA (for tests that need to sign odd certificates).
     pub fn intermediate_key(&self) -> &KeyPair {
         &self.intermediate.key
@@ -582,7 +600,7 @@ impl TestPki {
         let expires = match opts.expires {
             Some(d) => d,
             None => {
-                let (y, m, d) = civil_from_unix(t + 5 * 365 * DAY);
+                let (y, m, d) = crate::time::civil_from_days((t + 5 * 365 * DAY).div_euclid(DAY));
                 ChuidDate::parse(&format!("{y:04}{m:02}{d:02}"))?
             }
         };
@@ -758,29 +776,16 @@ fn signed_by(cert_der: &[u8], issuer_der: &[u8]) -> bool {
     .is_ok()
 }
 
-/// (year, month, day) of a Unix time (H. Hinnant's algorithm).
-fn civil_from_unix(secs: i64) -> (i64, u32, u32) {
-    let z = secs.div_euclid(DAY) + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let y = yoe + era * 400;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
-    (if m <= 2 { y + 1 } else { y }, m, d)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
     fn civil_dates() {
-        assert_eq!(civil_from_unix(0), (1970, 1, 1));
-        assert_eq!(civil_from_unix(951_868_800), (2000, 3, 1));
-        assert_eq!(civil_from_unix(951_782_400), (2000, 2, 29));
+        let civil = |secs: i64| crate::time::civil_from_days(secs.div_euclid(DAY));
+        assert_eq!(civil(0), (1970, 1, 1));
+        assert_eq!(civil(951_868_800), (2000, 3, 1));
+        assert_eq!(civil(951_782_400), (2000, 2, 29));
     }
 
     #[test]

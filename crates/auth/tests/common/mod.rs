@@ -1,0 +1,40 @@
+//! Fixtures shared by the mechanism tests.
+#![allow(dead_code)] // each test binary uses its own subset
+
+use auth::{Authenticator, Outcome, Settings, Transaction};
+use card::CardImage;
+use pki::issue::{CardCredentials, TestPki};
+
+/// A blank card personalised with `creds`.
+pub fn image(creds: &CardCredentials, serial: u32) -> CardImage {
+    let mut image = CardImage::new_blank(Some(serial));
+    let slots = creds.slots.iter();
+    image
+        .personalise(
+            slots.map(|s| (s.slot, &s.private_key_pkcs8[..], &s.certificate[..])),
+            &creds.chuid,
+        )
+        .expect("personalise");
+    image
+}
+
+/// An authenticator trusting `pki`, with its current CRLs.
+pub fn authenticator(pki: &TestPki) -> Authenticator {
+    Authenticator::new(
+        pki.trust_store(),
+        pki.crl_set().unwrap(),
+        Settings::default(),
+    )
+}
+
+/// The refusal reason; panics on a grant.
+pub fn refused(t: &Transaction) -> String {
+    match &t.outcome {
+        Outcome::Refused { reason } => reason.clone(),
+        Outcome::Granted => panic!("expected a refusal, got a grant: {t:?}"),
+    }
+}
+
+pub fn granted(t: &Transaction) {
+    assert!(t.outcome.granted(), "refused: {:?}", t.outcome);
+}
