@@ -31,6 +31,17 @@ impl Hash {
         })
     }
 
+    fn digest_algorithm(self) -> &'static aws_lc_rs::digest::Algorithm {
+        use aws_lc_rs::digest;
+        match self {
+            Hash::Sha1 => &digest::SHA1_FOR_LEGACY_USE_ONLY,
+            Hash::Sha224 => &digest::SHA224,
+            Hash::Sha256 => &digest::SHA256,
+            Hash::Sha384 => &digest::SHA384,
+            Hash::Sha512 => &digest::SHA512,
+        }
+    }
+
     fn len(self) -> u16 {
         match self {
             Hash::Sha1 => 20,
@@ -361,6 +372,74 @@ pub fn check_policy(
     Ok(())
 }
 
+/// The aws-lc-rs verification algorithm, key bytes and message digest for `alg` with `key`.
+fn verifier<'k>(
+    alg: &SignatureAlgorithm,
+    key: &'k PublicKey,
+) -> Result<(&'static dyn VerificationAlgorithm, &'k [u8], Hash), SignatureError> {
+    let unsupported = || SignatureError::Unsupported(format!("{alg} with this key"));
+    let (valg, key_bytes, hash): (&'static dyn VerificationAlgorithm, &[u8], Hash) =
+        match (alg, key) {
+            (SignatureAlgorithm::RsaPkcs1(h), PublicKey::Rsa { pkcs1, bits }) => {
+                let small = *bits < 2048;
+                let a: &'static RsaParameters = match (h, small) {
+                    (Hash::Sha1, _) => &signature::RSA_PKCS1_1024_8192_SHA1_FOR_LEGACY_USE_ONLY,
+                    (Hash::Sha256, true) => {
+                        &signature::RSA_PKCS1_1024_8192_SHA256_FOR_LEGACY_USE_ONLY
+                    }
+                    (Hash::Sha256, false) => &signature::RSA_PKCS1_2048_8192_SHA256,
+                    (Hash::Sha384, false) => &signature::RSA_PKCS1_2048_8192_SHA384,
+                    (Hash::Sha512, true) => {
+                        &signature::RSA_PKCS1_1024_8192_SHA512_FOR_LEGACY_USE_ONLY
+                    }
+                    (Hash::Sha512, false) => &signature::RSA_PKCS1_2048_8192_SHA512,
+                    _ => return Err(unsupported()),
+                };
+                (a, pkcs1, *h)
+            }
+            (
+                SignatureAlgorithm::RsaPss {
+                    hash,
+                    mgf1_hash,
+                    salt_len,
+                },
+                PublicKey::Rsa { pkcs1, .. },
+            ) => {
+                if hash != mgf1_hash {
+                    return Err(unsupported());
+                }
+                let a: Option<&'static RsaParameters> = match hash {
+                    Hash::Sha256 => {
+                        pss!(signature::RSA_PSS_2048_8192_SHA256, *salt_len, Hash::Sha256)
+                    }
+                    Hash::Sha384 => {
+                        pss!(signature::RSA_PSS_2048_8192_SHA384, *salt_len, Hash::Sha384)
+                    }
+                    Hash::Sha512 => {
+                        pss!(signature::RSA_PSS_2048_8192_SHA512, *salt_len, Hash::Sha512)
+                    }
+                    _ => None,
+                };
+                (a.ok_or_else(unsupported)?, pkcs1, *hash)
+            }
+            (SignatureAlgorithm::Ecdsa(h), PublicKey::Ec { point, p384 }) => {
+                let a: &'static dyn VerificationAlgorithm = match (h, p384) {
+                    (Hash::Sha256, false) => &signature::ECDSA_P256_SHA256_ASN1,
+                    (Hash::Sha384, false) => &signature::ECDSA_P256_SHA384_ASN1,
+                    (Hash::Sha512, false) => &signature::ECDSA_P256_SHA512_ASN1,
+                    (Hash::Sha1, false) => &signature::ECDSA_P256_SHA1_ASN1,
+                    (Hash::Sha256, true) => &signature::ECDSA_P384_SHA256_ASN1,
+                    (Hash::Sha384, true) => &signature::ECDSA_P384_SHA384_ASN1,
+                    (Hash::Sha512, true) => &signature::ECDSA_P384_SHA512_ASN1,
+                    _ => return Err(unsupported()),
+                };
+                (a, point, *h)
+            }
+            _ => return Err(unsupported()),
+        };
+    Ok((valg, key_bytes, hash))
+}
+
 /// Verifies `sig` over `msg` with `key` using `alg`, after checking the algorithm policy.
 pub fn verify(
     alg: &SignatureAlgorithm,
@@ -370,62 +449,14 @@ pub fn verify(
     policy: &AlgorithmPolicy,
 ) -> Result<(), SignatureError> {
     check_policy(alg, key, policy)?;
-    let unsupported = || SignatureError::Unsupported(format!("{alg} with this key"));
-    let (valg, key_bytes): (&'static dyn VerificationAlgorithm, &[u8]) = match (alg, key) {
-        (SignatureAlgorithm::RsaPkcs1(h), PublicKey::Rsa { pkcs1, bits }) => {
-            let small = *bits < 2048;
-            let a: &'static RsaParameters = match (h, small) {
-                (Hash::Sha1, _) => &signature::RSA_PKCS1_1024_8192_SHA1_FOR_LEGACY_USE_ONLY,
-                (Hash::Sha256, true) => &signature::RSA_PKCS1_1024_8192_SHA256_FOR_LEGACY_USE_ONLY,
-                (Hash::Sha256, false) => &signature::RSA_PKCS1_2048_8192_SHA256,
-                (Hash::Sha384, false) => &signature::RSA_PKCS1_2048_8192_SHA384,
-                (Hash::Sha512, true) => &signature::RSA_PKCS1_1024_8192_SHA512_FOR_LEGACY_USE_ONLY,
-                (Hash::Sha512, false) => &signature::RSA_PKCS1_2048_8192_SHA512,
-                _ => return Err(unsupported()),
-            };
-            (a, pkcs1)
-        }
-        (
-            SignatureAlgorithm::RsaPss {
-                hash,
-                mgf1_hash,
-                salt_len,
-            },
-            PublicKey::Rsa { pkcs1, .. },
-        ) => {
-            if hash != mgf1_hash {
-                return Err(unsupported());
-            }
-            let a: Option<&'static RsaParameters> = match hash {
-                Hash::Sha256 => pss!(signature::RSA_PSS_2048_8192_SHA256, *salt_len, Hash::Sha256),
-                Hash::Sha384 => pss!(signature::RSA_PSS_2048_8192_SHA384, *salt_len, Hash::Sha384),
-                Hash::Sha512 => pss!(signature::RSA_PSS_2048_8192_SHA512, *salt_len, Hash::Sha512),
-                _ => None,
-            };
-            (a.ok_or_else(unsupported)?, pkcs1)
-        }
-        (SignatureAlgorithm::Ecdsa(h), PublicKey::Ec { point, p384 }) => {
-            let a: &'static dyn VerificationAlgorithm = match (h, p384) {
-                (Hash::Sha256, false) => &signature::ECDSA_P256_SHA256_ASN1,
-                (Hash::Sha384, false) => &signature::ECDSA_P256_SHA384_ASN1,
-                (Hash::Sha512, false) => &signature::ECDSA_P256_SHA512_ASN1,
-                (Hash::Sha1, false) => &signature::ECDSA_P256_SHA1_ASN1,
-                (Hash::Sha256, true) => &signature::ECDSA_P384_SHA256_ASN1,
-                (Hash::Sha384, true) => &signature::ECDSA_P384_SHA384_ASN1,
-                (Hash::Sha512, true) => &signature::ECDSA_P384_SHA512_ASN1,
-                _ => return Err(unsupported()),
-            };
-            (a, point)
-        }
-        _ => return Err(unsupported()),
-    };
+    let (valg, key_bytes, _) = verifier(alg, key)?;
     signature::UnparsedPublicKey::new(valg, key_bytes)
         .verify(msg, sig)
         .map_err(|_| SignatureError::Invalid)
 }
 
 /// Successful verifications already seen, keyed by SHA-256 over the algorithm, key, message
-/// and signature: a verification is a pure function of these, so a hit is as good as redoing
+/// digest and signature: a verification is a pure function of these, so a hit is as good as redoing
 /// it. CA certificates and CRLs are thus verified once per process, not once per validation.
 /// The set is bounded and simply cleared when full.
 struct VerifiedCache {
@@ -441,7 +472,12 @@ fn verified_cache() -> &'static VerifiedCache {
     })
 }
 
-fn verification_key(alg: &SignatureAlgorithm, key: &PublicKey, msg: &[u8], sig: &[u8]) -> [u8; 32] {
+fn verification_key(
+    alg: &SignatureAlgorithm,
+    key: &PublicKey,
+    msg_digest: &[u8],
+    sig: &[u8],
+) -> [u8; 32] {
     use aws_lc_rs::digest;
     let mut ctx = digest::Context::new(&digest::SHA256);
     ctx.update(alg.to_string().as_bytes());
@@ -458,8 +494,7 @@ fn verification_key(alg: &SignatureAlgorithm, key: &PublicKey, msg: &[u8], sig: 
         }
         PublicKey::Other(o) => ctx.update(o.as_bytes()),
     }
-    ctx.update(&(msg.len() as u64).to_be_bytes());
-    ctx.update(msg);
+    ctx.update(msg_digest);
     ctx.update(sig);
     let mut out = [0u8; 32];
     out.copy_from_slice(ctx.finish().as_ref());
@@ -476,12 +511,18 @@ pub fn verify_cached(
     policy: &AlgorithmPolicy,
 ) -> Result<(), SignatureError> {
     check_policy(alg, key, policy)?;
-    let k = verification_key(alg, key, msg, sig);
+    let (valg, key_bytes, hash) = verifier(alg, key)?;
+    // The message (a whole CRL can be tens of kilobytes) is hashed once: the digest keys the
+    // cache and is what the signature is checked against.
+    let digest = aws_lc_rs::digest::digest(hash.digest_algorithm(), msg);
+    let k = verification_key(alg, key, digest.as_ref(), sig);
     let cache = verified_cache();
     if cache.set.lock().map(|s| s.contains(&k)).unwrap_or(false) {
         return Ok(());
     }
-    verify(alg, key, msg, sig, policy)?;
+    signature::UnparsedPublicKey::new(valg, key_bytes)
+        .verify_digest(&digest, sig)
+        .map_err(|_| SignatureError::Invalid)?;
     if let Ok(mut s) = cache.set.lock() {
         if s.len() >= VERIFIED_CACHE_MAX {
             s.clear();
