@@ -1,8 +1,8 @@
 //! The mechanisms end to end through the real PC/SC stack: pcscd with the
 //! vpcd driver, a software card behind the "Virtual PCD 00 00" reader, and
 //! the host's PC/SC transport. Each refusal a door must make is exercised
-//! here too, including a card pulled between challenge and response and a
-//! card that answers garbage.
+//! here too, including a card pulled between challenge and response, a card
+//! replaying an old response, and a card that answers garbage.
 //!
 //! Needs root and the packages of scripts/setup.sh (pcscd, vsmartcard-vpcd).
 
@@ -358,5 +358,30 @@ fn a_card_answering_garbage_is_refused_never_hangs() {
             let r = refused(&tx);
             assert!(!r.is_empty(), "{g:02X?}");
         }
+    }
+}
+
+#[test]
+fn a_replayed_card_response_is_refused() {
+    let Some(bed) = bed() else { return };
+    for creds in [&bed.p256, &bed.rsa] {
+        // A card that answers every GENERAL AUTHENTICATE after the first
+        // with the response it recorded then (a replay of an old answer).
+        let mut card = Card::new(image(creds));
+        card.power_on();
+        let mut recorded: Option<Vec<u8>> = None;
+        let _card = InReader::scripted(move |apdu| {
+            let answer = card.process(apdu);
+            if apdu.get(1) != Some(&0x87) {
+                return Some(answer);
+            }
+            Some(recorded.get_or_insert(answer).clone())
+        });
+        let mut t = connect();
+        let authn = common::authenticator(&bed.pki);
+        granted(&authn.authenticate(&mut t, Mechanism::PkiCak, None, None));
+        let replay = authn.authenticate(&mut t, Mechanism::PkiCak, None, None);
+        let r = refused(&replay);
+        assert!(r.contains("signature does not verify"), "{r}");
     }
 }
