@@ -102,8 +102,9 @@ pub struct TrustArgs {
     /// and the intermediates.
     #[arg(long)]
     fetch_crls: bool,
-    /// Revocation checking [default: require when CRLs are given or
-    /// fetched, off otherwise].
+    /// Revocation checking [default: require: a certificate without current
+    /// CRL coverage is INVALID, so give --crl or --fetch-crls, or say
+    /// --revocation off for a path without revocation data].
     #[arg(long, value_enum)]
     revocation: Option<RevocationArg>,
     /// Validation time (RFC 3339, e.g. 2030-01-01T00:00:00Z) [default: now].
@@ -349,13 +350,11 @@ fn load_inputs(t: &TrustArgs) -> anyhow::Result<Inputs> {
     if t.legacy_algorithms {
         opts.algorithms = pki::sig::AlgorithmPolicy::legacy();
     }
-    let have_crls = !t.crl.is_empty() || t.fetch_crls;
+    // Missing revocation data fails closed unless the user says otherwise.
     opts.revocation.mode = match t.revocation {
-        Some(RevocationArg::Require) => RevocationMode::Require,
+        Some(RevocationArg::Require) | None => RevocationMode::Require,
         Some(RevocationArg::BestEffort) => RevocationMode::BestEffort,
         Some(RevocationArg::Off) => RevocationMode::Off,
-        None if have_crls => RevocationMode::Require,
-        None => RevocationMode::Off,
     };
     Ok(Inputs {
         store: b.build(),
@@ -548,7 +547,20 @@ fn verify(a: VerifyArgs) -> anyhow::Result<ExitCode> {
     );
     let v = match result {
         Ok(v) => v,
-        Err(e) => return Ok(print_invalid(a.trust.json, error_kind(&e), &e.to_string())),
+        Err(e) => {
+            let mut reason = e.to_string();
+            if matches!(
+                e,
+                Fips201Error::Path(pki::validate::ValidationError::RevocationUnavailable { .. })
+            ) && a.trust.crl.is_empty()
+                && !a.trust.fetch_crls
+            {
+                reason.push_str(
+                    " (no CRLs were given: add --crl FILE or --fetch-crls, or --revocation off to skip revocation checking)",
+                );
+            }
+            return Ok(print_invalid(a.trust.json, error_kind(&e), &reason));
+        }
     };
     let chuid = match &chuid {
         Some(bytes) => {

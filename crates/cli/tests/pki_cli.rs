@@ -314,10 +314,25 @@ fn validation_time_is_honoured() {
     ));
     assert_eq!(code(&o), 1, "{}", text(&o));
     assert!(text(&o).contains("expired"), "{}", text(&o));
-    // Without CRLs and without --revocation, revocation is not checked.
+    // Without CRLs, missing revocation data fails closed by default, and the
+    // reason says how to supply CRLs or opt out.
     let o = pivgate(&[
         "pki",
         "verify",
+        "--anchors",
+        s(&pki.join("root.pem")),
+        "--intermediates",
+        s(&pki.join("intermediate.pem")),
+        s(&auth),
+    ]);
+    assert_eq!(code(&o), 1, "{}", text(&o));
+    assert!(text(&o).contains("--revocation off"), "{}", text(&o));
+    // Opting out of revocation checking explicitly.
+    let o = pivgate(&[
+        "pki",
+        "verify",
+        "--revocation",
+        "off",
         "--anchors",
         s(&pki.join("root.pem")),
         "--intermediates",
