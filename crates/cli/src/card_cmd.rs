@@ -120,6 +120,9 @@ pub fn run(cmd: CardCommand) -> anyhow::Result<ExitCode> {
 }
 
 fn new(a: NewArgs) -> anyhow::Result<ExitCode> {
+    if a.pki.is_none() && !a.spec.is_default() {
+        bail!("--alg, --fascn, --uuid, --expires and --name describe a card issued with --pki; add --pki DIR");
+    }
     let creds = match (&a.pki, &a.credentials) {
         (Some(dir), _) => {
             let pki = TestPki::load(dir)

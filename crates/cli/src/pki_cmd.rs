@@ -216,6 +216,15 @@ pub struct CardSpec {
 }
 
 impl CardSpec {
+    /// Whether every option is at its default (none was given).
+    pub fn is_default(&self) -> bool {
+        self.alg == KeyAlgorithm::P256
+            && self.fascn.is_none()
+            && self.uuid.is_none()
+            && self.expires.is_none()
+            && self.name == "Test Cardholder"
+    }
+
     /// The issuance options these arguments ask for.
     pub fn options(&self) -> anyhow::Result<CardOptions> {
         let fascn = self
