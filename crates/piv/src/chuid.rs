@@ -97,7 +97,11 @@ impl ChuidDate {
     fn days_in_month(&self) -> u8 {
         match self.month {
             4 | 6 | 9 | 11 => 30,
-            2 if (self.year % 4 == 0 && self.year % 100 != 0) || self.year % 400 == 0 => 29,
+            2 if (self.year.is_multiple_of(4) && !self.year.is_multiple_of(100))
+                || self.year.is_multiple_of(400) =>
+            {
+                29
+            }
             2 => 28,
             _ => 31,
         }

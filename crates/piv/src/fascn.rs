@@ -113,7 +113,7 @@ fn char_bits(data: u8) -> u8 {
     let d = data & 0x0F;
     // Reverse the four data bits so b1 (LSB) is sent first.
     let rev = ((d & 1) << 3) | ((d & 2) << 1) | ((d & 4) >> 1) | ((d & 8) >> 3);
-    let parity = u8::from(d.count_ones() % 2 == 0);
+    let parity = u8::from(d.count_ones().is_multiple_of(2));
     (rev << 1) | parity
 }
 

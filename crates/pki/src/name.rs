@@ -145,7 +145,7 @@ pub fn decode_string(t: u8, v: &[u8]) -> Option<std::borrow::Cow<'_, str>> {
         // TeletexString: treated as Latin-1, as most implementations do.
         tag::TELETEX_STRING => Some(Cow::Owned(v.iter().map(|&b| b as char).collect())),
         tag::BMP_STRING => {
-            if v.len() % 2 != 0 {
+            if !v.len().is_multiple_of(2) {
                 return None;
             }
             let units = v.chunks_exact(2).map(|c| u16::from_be_bytes([c[0], c[1]]));
@@ -155,7 +155,7 @@ pub fn decode_string(t: u8, v: &[u8]) -> Option<std::borrow::Cow<'_, str>> {
                 .map(Cow::Owned)
         }
         tag::UNIVERSAL_STRING => {
-            if v.len() % 4 != 0 {
+            if !v.len().is_multiple_of(4) {
                 return None;
             }
             v.chunks_exact(4)

@@ -583,7 +583,7 @@ fn base64_decode_into(text: &[u8], out: &mut Vec<u8>) -> Option<()> {
             let line = &rest[..end];
             rest = rest.get(end + 1..).unwrap_or(&[]);
             let last = rest.iter().all(|c| *c == b'\n');
-            if !last && line.len() % 4 != 0 {
+            if !last && !line.len().is_multiple_of(4) {
                 ok = false;
                 break;
             }
