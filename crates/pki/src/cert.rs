@@ -238,26 +238,14 @@ impl Cert {
     pub fn from_der(der: impl Into<Arc<[u8]>>) -> Result<Cert, CertError> {
         let der: Arc<[u8]> = der.into();
         let d: &[u8] = &der;
-        let mut outer = Reader::new(d);
-        let cert = field("Certificate", outer.value(tag::SEQUENCE))?;
-        field("Certificate", outer.finish())?;
-        let mut c = Reader::new(cert);
-        let tbs = field("tbsCertificate", c.read(tag::SEQUENCE))?;
-        let outer_alg = field("signatureAlgorithm", c.read(tag::SEQUENCE))?;
-        let sig_bits = field("signatureValue", c.value(tag::BIT_STRING))?;
-        // A signature with unused bits cannot be valid; it is kept so that validation reports a
-        // bad signature rather than a parse failure.
-        let (signature_encoding_ok, sig) = match sig_bits.split_first() {
-            Some((0, rest)) => (true, rest),
-            Some((_, rest)) => (false, rest),
-            None => {
-                return Err(CertError::Field {
-                    field: "signatureValue",
-                    source: DerError::Truncated,
-                })
-            }
-        };
-        field("Certificate", c.finish())?;
+        let env = der::signed(d, "Certificate", "tbsCertificate")
+            .map_err(|(field, source)| CertError::Field { field, source })?;
+        let (tbs, outer_alg, sig, signature_encoding_ok) = (
+            env.tbs,
+            env.algorithm,
+            env.signature,
+            env.signature_encoding_ok,
+        );
 
         let mut t = Reader::new(tbs.value);
         let version = match field("version", t.optional(tag::context_constructed(0)))? {

@@ -195,24 +195,14 @@ impl Crl {
             });
         }
         let d: &[u8] = &der;
-        let mut outer = Reader::new(d);
-        let list = field("CertificateList", outer.value(tag::SEQUENCE))?;
-        field("CertificateList", outer.finish())?;
-        let mut c = Reader::new(list);
-        let tbs = field("tbsCertList", c.read(tag::SEQUENCE))?;
-        let outer_alg = field("signatureAlgorithm", c.read(tag::SEQUENCE))?;
-        let sig_bits = field("signatureValue", c.value(tag::BIT_STRING))?;
-        let (signature_encoding_ok, sig) = match sig_bits.split_first() {
-            Some((0, rest)) => (true, rest),
-            Some((_, rest)) => (false, rest),
-            None => {
-                return Err(CrlError::Malformed {
-                    field: "signatureValue",
-                    source: DerError::Truncated,
-                })
-            }
-        };
-        field("CertificateList", c.finish())?;
+        let env = der::signed(d, "CertificateList", "tbsCertList")
+            .map_err(|(field, source)| CrlError::Malformed { field, source })?;
+        let (tbs, outer_alg, sig, signature_encoding_ok) = (
+            env.tbs,
+            env.algorithm,
+            env.signature,
+            env.signature_encoding_ok,
+        );
 
         let mut t = Reader::new(tbs.value);
         if let Some(v) = field("version", t.optional(tag::INTEGER))? {

@@ -181,6 +181,51 @@ impl<'a> Reader<'a> {
     }
 }
 
+/// The signed envelope of a certificate or CRL (RFC 5280 §4.1 and §5.1):
+/// `SEQUENCE { tbs SEQUENCE, signatureAlgorithm SEQUENCE, signatureValue BIT STRING }`.
+pub struct Signed<'a> {
+    pub tbs: Tlv<'a>,
+    pub algorithm: Tlv<'a>,
+    /// The signature bytes (after the unused-bits octet).
+    pub signature: &'a [u8],
+    /// The BIT STRING has no unused bits; a signature with unused bits
+    /// cannot be valid, and is kept so that validation reports a bad
+    /// signature rather than a parse failure.
+    pub signature_encoding_ok: bool,
+}
+
+/// Parses a signed envelope; an error names the field (`outer` for the
+/// envelope itself, `tbs` for the signed part) that is malformed.
+pub fn signed<'a>(
+    data: &'a [u8],
+    outer: &'static str,
+    tbs: &'static str,
+) -> Result<Signed<'a>, (&'static str, DerError)> {
+    let mut r = Reader::new(data);
+    let body = r.value(tag::SEQUENCE).map_err(|e| (outer, e))?;
+    r.finish().map_err(|e| (outer, e))?;
+    let mut c = Reader::new(body);
+    let tbs = c.read(tag::SEQUENCE).map_err(|e| (tbs, e))?;
+    let algorithm = c
+        .read(tag::SEQUENCE)
+        .map_err(|e| ("signatureAlgorithm", e))?;
+    let bits = c
+        .value(tag::BIT_STRING)
+        .map_err(|e| ("signatureValue", e))?;
+    let (signature_encoding_ok, signature) = match bits.split_first() {
+        Some((0, rest)) => (true, rest),
+        Some((_, rest)) => (false, rest),
+        None => return Err(("signatureValue", DerError::Truncated)),
+    };
+    c.finish().map_err(|e| (outer, e))?;
+    Ok(Signed {
+        tbs,
+        algorithm,
+        signature,
+        signature_encoding_ok,
+    })
+}
+
 /// Reads exactly one element with `tag` spanning all of `data` and returns its contents.
 pub fn single(data: &[u8], tag: u8) -> Result<&[u8], DerError> {
     let mut r = Reader::new(data);
