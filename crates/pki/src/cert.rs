@@ -238,14 +238,13 @@ impl Cert {
     pub fn from_der(der: impl Into<Arc<[u8]>>) -> Result<Cert, CertError> {
         let der: Arc<[u8]> = der.into();
         let d: &[u8] = &der;
-        let env = der::signed(d, "Certificate", "tbsCertificate")
+        let der::Signed {
+            tbs,
+            algorithm: outer_alg,
+            signature: sig,
+            signature_encoding_ok,
+        } = der::signed(d, "Certificate", "tbsCertificate")
             .map_err(|(field, source)| CertError::Field { field, source })?;
-        let (tbs, outer_alg, sig, signature_encoding_ok) = (
-            env.tbs,
-            env.algorithm,
-            env.signature,
-            env.signature_encoding_ok,
-        );
 
         let mut t = Reader::new(tbs.value);
         let version = match field("version", t.optional(tag::context_constructed(0)))? {

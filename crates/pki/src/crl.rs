@@ -195,14 +195,13 @@ impl Crl {
             });
         }
         let d: &[u8] = &der;
-        let env = der::signed(d, "CertificateList", "tbsCertList")
+        let der::Signed {
+            tbs,
+            algorithm: outer_alg,
+            signature: sig,
+            signature_encoding_ok,
+        } = der::signed(d, "CertificateList", "tbsCertList")
             .map_err(|(field, source)| CrlError::Malformed { field, source })?;
-        let (tbs, outer_alg, sig, signature_encoding_ok) = (
-            env.tbs,
-            env.algorithm,
-            env.signature,
-            env.signature_encoding_ok,
-        );
 
         let mut t = Reader::new(tbs.value);
         if let Some(v) = field("version", t.optional(tag::INTEGER))? {

@@ -153,6 +153,12 @@ pub fn email_within(name: &str, base: &str) -> bool {
     if let Some((blocal, bhost)) = base.rsplit_once('@') {
         return local == blocal && host.eq_ignore_ascii_case(bhost);
     }
+    host_within(host, base)
+}
+
+/// A host against a constraint host: a base starting with `.` matches
+/// subdomains only, otherwise the host itself (case-insensitively).
+fn host_within(host: &str, base: &str) -> bool {
     let host = host.to_ascii_lowercase();
     let base = base.to_ascii_lowercase();
     if base.starts_with('.') {
@@ -167,13 +173,7 @@ pub fn uri_within(name: &str, base: &str) -> bool {
     let Some(host) = uri_host(name) else {
         return false;
     };
-    let host = host.to_ascii_lowercase();
-    let base = base.to_ascii_lowercase();
-    if base.starts_with('.') {
-        host.ends_with(&base)
-    } else {
-        host == base
-    }
+    host_within(host, base)
 }
 
 fn uri_host(uri: &str) -> Option<&str> {
