@@ -714,14 +714,7 @@ impl Card {
             push(&mut out, 0x05, &[u8::from(m.is_default)]);
             return Ok(out);
         }
-        let (alg, origin, policy) = {
-            let k = self
-                .image
-                .keys
-                .get(&slot)
-                .ok_or(StatusWord::REFERENCED_DATA_NOT_FOUND)?;
-            (k.algorithm, k.origin, k.pin_policy.effective(slot))
-        };
+        let (alg, origin, policy) = self.key_facts(slot)?;
         let public = self
             .key(slot)?
             .public_key()
@@ -756,17 +749,20 @@ impl Card {
         Ok(Vec::new())
     }
 
+    /// Algorithm, origin and effective PIN policy of the key in `slot`.
+    fn key_facts(&self, slot: KeyRef) -> Result<(Algorithm, KeyOrigin, PinPolicy), StatusWord> {
+        let k = self
+            .image
+            .keys
+            .get(&slot)
+            .ok_or(StatusWord::REFERENCED_DATA_NOT_FOUND)?;
+        Ok((k.algorithm, k.origin, k.pin_policy.effective(slot)))
+    }
+
     /// ATTEST: a certificate for a key generated on this card, signed by
     /// the attestation key in F9 (free access, like the devices it imitates).
     fn attest(&mut self, slot: KeyRef) -> Outcome {
-        let (alg, origin, policy) = {
-            let k = self
-                .image
-                .keys
-                .get(&slot)
-                .ok_or(StatusWord::REFERENCED_DATA_NOT_FOUND)?;
-            (k.algorithm, k.origin, k.pin_policy.effective(slot))
-        };
+        let (alg, origin, policy) = self.key_facts(slot)?;
         if origin != KeyOrigin::Generated {
             // Only keys generated on the card can be vouched for.
             return Err(StatusWord::INCORRECT_DATA);
