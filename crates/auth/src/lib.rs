@@ -8,11 +8,14 @@
 
 pub mod fastpath;
 pub mod inspect;
+pub mod measure;
 pub mod mechanism;
+pub mod refusal;
 pub mod transaction;
 pub mod verify;
 
 pub use mechanism::{Authenticator, FixedPin, PinSource, Settings, StdinPin};
+pub use refusal::{KeyRole, Refusal};
 pub use transaction::{
     Assurance, CardIdentity, Mechanism, Outcome, PathTaken, Stage, StageName, Transaction,
 };

@@ -6,13 +6,14 @@
 //! snapshot, CRL set, caches); one value serves every door and thread.
 
 use crate::fastpath::{self, Curve};
+use crate::refusal::{KeyRole, Refusal};
 use crate::transaction::{
     CardIdentity, Mechanism, Outcome, PathTaken, StageName, StageTimer, Transaction,
 };
 use crate::verify::{self, CardCert, Profile};
 use arc_swap::ArcSwap;
 use host::client::{Piv, PivError};
-use host::{Channel, Transport, TransportError};
+use host::{Channel, Transport};
 use piv::chuid::Chuid;
 use pki::cache::{CacheConfig, ValidationCache};
 use pki::crl::CrlSet;
@@ -95,26 +96,6 @@ impl Default for Settings {
     }
 }
 
-/// A refusal, with a reason a person can act on.
-#[derive(Debug)]
-struct Refusal(String);
-
-impl From<PivError> for Refusal {
-    fn from(e: PivError) -> Self {
-        Refusal(card_error(&e))
-    }
-}
-
-fn card_error(e: &PivError) -> String {
-    match e {
-        PivError::Transport(TransportError::CardRemoved) => {
-            "the card was removed before the transaction finished; present it again".into()
-        }
-        PivError::Transport(t) => format!("reader error: {t}"),
-        other => format!("the card misbehaved: {other}"),
-    }
-}
-
 /// Runs the mechanisms; share one per process (it is `Send + Sync`).
 pub struct Authenticator {
     trust: SharedTrustStore,
@@ -149,8 +130,27 @@ impl Run {
     }
 }
 
+/// Initialises what the first tap would otherwise pay for inside its
+/// stages: the crypto library, and its random generator, whose first draw
+/// in a process collects CPU-jitter entropy (tens of milliseconds). Called
+/// by [`Authenticator::new`], so it runs before any card is detected;
+/// idempotent and cheap after the first call.
+pub fn warm_up() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        aws_lc_rs::init();
+        let mut seed = [0u8; 32];
+        // A failing generator is reported by the first tap that needs it.
+        let _ = aws_lc_rs::rand::fill(&mut seed);
+        let _ = sha(Hash::Sha256, &seed);
+    });
+}
+
 impl Authenticator {
+    /// A new authenticator; initialises the crypto library first (see
+    /// [`warm_up`]), so no tap pays for process start-up.
     pub fn new(store: TrustStore, crls: CrlSet, settings: Settings) -> Self {
+        warm_up();
         Authenticator {
             trust: SharedTrustStore::new(store),
             crls: ArcSwap::from_pointee(crls),
@@ -197,10 +197,13 @@ impl Authenticator {
         let pin = match (mechanism, pin) {
             (Mechanism::PkiAuth, Some(src)) => match src.pin() {
                 Ok(p) => Some(p),
-                Err(e) => return self.refused_early(mechanism, e),
+                Err(e) => return self.refused_early(mechanism, Refusal::PinUnavailable(e)),
             },
             (Mechanism::PkiAuth, None) => {
-                return self.refused_early(mechanism, "PKI-AUTH needs a PIN source".into())
+                return self.refused_early(
+                    mechanism,
+                    Refusal::PinUnavailable("PKI-AUTH needs a PIN source".into()),
+                )
             }
             _ => None,
         };
@@ -223,10 +226,8 @@ impl Authenticator {
         });
         let outcome = match result {
             Ok(Ok(())) => Outcome::Granted,
-            Ok(Err(Refusal(reason))) => Outcome::Refused { reason },
-            Err(e) => Outcome::Refused {
-                reason: card_error(&PivError::Transport(e)),
-            },
+            Ok(Err(refusal)) => Outcome::Refused(refusal),
+            Err(e) => Outcome::Refused(e.into()),
         };
         Transaction {
             mechanism,
@@ -240,14 +241,14 @@ impl Authenticator {
         }
     }
 
-    fn refused_early(&self, mechanism: Mechanism, reason: String) -> Transaction {
+    fn refused_early(&self, mechanism: Mechanism, refusal: Refusal) -> Transaction {
         Transaction {
             mechanism,
             assurance: mechanism.assurance(),
             path: PathTaken::Full,
             stages: Vec::new(),
             card: CardIdentity::default(),
-            outcome: Outcome::Refused { reason },
+            outcome: Outcome::Refused(refusal),
             pin_retries: None,
             host_compute_us: 0,
         }
@@ -296,7 +297,7 @@ impl Authenticator {
                     if let Some(cached) = hit {
                         run.path = PathTaken::Fast;
                         run.card = cached.identity.clone();
-                        run.lap(StageName::Decide, ch);
+                        run.lap(StageName::Verify, ch);
                         return Ok(());
                     }
                     early = Some(Signed {
@@ -311,7 +312,7 @@ impl Authenticator {
             }
         }
 
-        let (cert_der, chuid) = self.read(ch, run, TAG_CERT_9E, "card authentication")?;
+        let (cert_der, chuid) = self.read(ch, run, TAG_CERT_9E, KeyRole::CardAuthentication)?;
         let cert = self.validate(run, &store, &crls, &cert_der, Profile::CardAuth, now)?;
         run.lap(StageName::Validate, ch);
         let signed = match early {
@@ -322,7 +323,13 @@ impl Authenticator {
                 s
             }
         };
-        self.decide(run, &cert, &signed, chuid.as_ref(), "card authentication")?;
+        self.verify(
+            run,
+            &cert,
+            &signed,
+            chuid.as_ref(),
+            KeyRole::CardAuthentication,
+        )?;
         if let PublicKey::Ec { point, p384: false } = &cert.key {
             if self.settings.fast_path {
                 self.keys.insert_by_digest(
@@ -334,7 +341,7 @@ impl Authenticator {
                 );
             }
         }
-        run.lap(StageName::Decide, ch);
+        run.lap(StageName::Verify, ch);
         Ok(())
     }
 
@@ -349,35 +356,34 @@ impl Authenticator {
         let now = self.now();
         let store = self.trust.load();
         let crls = self.crls.load_full();
-        let pin = pin.ok_or_else(|| Refusal("PKI-AUTH needs a PIN".into()))?;
+        let pin = pin.ok_or_else(|| Refusal::PinUnavailable("PKI-AUTH needs a PIN".into()))?;
         match Piv::new(ch).verify_pin(pin.as_bytes()) {
             Ok(()) => {}
             Err(PivError::WrongPin { retries }) => {
                 run.pin_retries = Some(retries);
-                return Err(Refusal(format!(
-                    "wrong PIN: {retries} attempt(s) left before the card blocks"
-                )));
+                return Err(Refusal::WrongPin { retries });
             }
             Err(PivError::PinBlocked) => {
                 run.pin_retries = Some(0);
-                return Err(Refusal(
-                    "the PIN is blocked: the cardholder must have it reset with the PUK by the issuer"
-                        .into(),
-                ));
+                return Err(Refusal::PinBlocked);
             }
-            Err(PivError::BadPinFormat) => {
-                return Err(Refusal("the PIN must be 6 to 8 digits".into()))
-            }
+            Err(PivError::BadPinFormat) => return Err(Refusal::PinFormat),
             Err(e) => return Err(e.into()),
         }
         run.lap(StageName::Challenge, ch);
-        let (cert_der, chuid) = self.read(ch, run, TAG_CERT_9A, "PIV authentication")?;
+        let (cert_der, chuid) = self.read(ch, run, TAG_CERT_9A, KeyRole::PivAuthentication)?;
         let cert = self.validate(run, &store, &crls, &cert_der, Profile::PivAuth, now)?;
         run.lap(StageName::Validate, ch);
         let signed = self.challenge(ch, run, KEY_9A, &cert.key)?;
         run.lap(StageName::Challenge, ch);
-        self.decide(run, &cert, &signed, chuid.as_ref(), "PIV authentication")?;
-        run.lap(StageName::Decide, ch);
+        self.verify(
+            run,
+            &cert,
+            &signed,
+            chuid.as_ref(),
+            KeyRole::PivAuthentication,
+        )?;
+        run.lap(StageName::Verify, ch);
         Ok(())
     }
 
@@ -387,9 +393,7 @@ impl Authenticator {
         let now = self.now();
         let raw = match Piv::new(ch).get_data(TAG_CHUID) {
             Ok(r) => r,
-            Err(PivError::NotFound(_)) => {
-                return Err(Refusal("the card has no CHUID".into()));
-            }
+            Err(PivError::NotFound(_)) => return Err(Refusal::NoChuid),
             Err(e) => return Err(e.into()),
         };
         run.lap(StageName::Read, ch);
@@ -397,16 +401,13 @@ impl Authenticator {
         let crls = self.crls.load_full();
         let chuid = run
             .compute(|| verify::signed_chuid(&store, &crls, &raw, now, &self.settings.revocation));
-        let chuid = chuid.map_err(Refusal)?;
+        let chuid = chuid?;
         run.card = verify::chuid_identity(&chuid);
         run.lap(StageName::Validate, ch);
         if chuid.expiration.end_of_day_unix() < now.0 {
-            return Err(Refusal(format!(
-                "the card expired on {}",
-                chuid_date(&chuid)
-            )));
+            return Err(Refusal::CardExpired(chuid.expiration));
         }
-        run.lap(StageName::Decide, ch);
+        run.lap(StageName::Verify, ch);
         Ok(())
     }
 
@@ -416,21 +417,19 @@ impl Authenticator {
         ch: &mut dyn Channel,
         run: &mut Run,
         tag: u32,
-        what: &str,
+        role: KeyRole,
     ) -> Result<(Vec<u8>, Option<Chuid>), Refusal> {
         let mut piv = Piv::new(ch);
         let cert = match piv.read_certificate(tag) {
             Ok(c) => c,
-            Err(PivError::NotFound(_)) => {
-                return Err(Refusal(format!("the card has no {what} certificate")));
-            }
+            Err(PivError::NotFound(_)) => return Err(Refusal::NoCertificate(role)),
             Err(e) => return Err(e.into()),
         };
         let chuid = if self.settings.read_chuid {
             match piv.get_data(TAG_CHUID) {
                 Ok(raw) => Some(
                     run.compute(|| Chuid::decode(&raw))
-                        .map_err(|e| Refusal(format!("the card's CHUID is malformed: {e}")))?,
+                        .map_err(Refusal::ChuidMalformed)?,
                 ),
                 Err(PivError::NotFound(_)) => None,
                 Err(e) => return Err(e.into()),
@@ -470,10 +469,10 @@ impl Authenticator {
             }
             Err(e) => {
                 // Still report who the card claims to be.
-                if let Ok(id) = verify::identity_of(der) {
+                if let Some(id) = verify::identity_of(der) {
                     run.card = id;
                 }
-                Err(Refusal(e))
+                Err(e)
             }
         }
     }
@@ -486,20 +485,14 @@ impl Authenticator {
         key: u8,
         public: &PublicKey,
     ) -> Result<Signed, Refusal> {
-        let alg = verify::piv_algorithm(public).ok_or_else(|| {
-            Refusal("the certificate's key type is not one a PIV card uses".into())
-        })?;
+        let alg = verify::piv_algorithm(public).ok_or(Refusal::UnsupportedKeyType)?;
         let challenge = random_challenge()?;
         let input = run
             .compute(|| verify::signature_input(public, &challenge))
-            .ok_or_else(|| Refusal("unsupported key size in the certificate".into()))?;
+            .ok_or(Refusal::UnsupportedKeySize)?;
         let signature = match Piv::new(ch).sign(alg, key, &input) {
             Ok(s) => s,
-            Err(PivError::SecurityStatus) => {
-                return Err(Refusal(
-                    "the card refused to use its key (security status not satisfied)".into(),
-                ))
-            }
+            Err(PivError::SecurityStatus) => return Err(Refusal::KeyRefused),
             Err(e) => return Err(e.into()),
         };
         Ok(Signed {
@@ -510,24 +503,22 @@ impl Authenticator {
     }
 
     /// Checks the card's signature and the bindings between certificate and
-    /// CHUID.
-    fn decide(
+    /// CHUID (the `verify` stage).
+    fn verify(
         &self,
         run: &mut Run,
         cert: &CardCert,
         signed: &Signed,
         chuid: Option<&Chuid>,
-        what: &str,
+        role: KeyRole,
     ) -> Result<(), Refusal> {
         let ok =
             run.compute(|| verify::card_signature(&cert.key, &signed.challenge, &signed.signature));
         if !ok {
-            return Err(Refusal(format!(
-                "the card's signature does not verify with its {what} certificate: the card does not hold the certificate's private key (cloned or mis-personalised card)"
-            )));
+            return Err(Refusal::SignatureMismatch(role));
         }
         if let Some(c) = chuid {
-            run.compute(|| verify::bindings(cert, c)).map_err(Refusal)?;
+            run.compute(|| verify::bindings(cert, c))?;
         }
         Ok(())
     }
@@ -542,8 +533,7 @@ struct Signed {
 
 fn random_challenge() -> Result<[u8; 32], Refusal> {
     let mut c = [0u8; 32];
-    aws_lc_rs::rand::fill(&mut c)
-        .map_err(|_| Refusal("the host's random generator failed".into()))?;
+    aws_lc_rs::rand::fill(&mut c).map_err(|_| Refusal::RandomFailed)?;
     Ok(c)
 }
 
@@ -554,11 +544,4 @@ fn sha(h: Hash, data: &[u8]) -> Vec<u8> {
         _ => &aws_lc_rs::digest::SHA256,
     };
     aws_lc_rs::digest::digest(alg, data).as_ref().to_vec()
-}
-
-fn chuid_date(c: &Chuid) -> String {
-    format!(
-        "{:04}-{:02}-{:02}",
-        c.expiration.year, c.expiration.month, c.expiration.day
-    )
 }

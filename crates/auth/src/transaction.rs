@@ -1,17 +1,26 @@
 //! The [`Transaction`]: what one door tap did, stage by stage.
 //!
 //! Stage names follow the door transaction of the architecture:
-//! `detect` → `select` → `read` → `challenge` → `validate` → `decide` →
+//! `detect` (card present) → `select` (SELECT PIV) → `read` (CHUID and
+//! certificate, or nothing on the fast path) → `challenge` (GENERAL
+//! AUTHENTICATE, or VERIFY PIN first for PKI-AUTH) → `validate` (certificate
+//! path and revocation, or a cache hit) → `verify` (the card's signature and
+//! the certificate–CHUID bindings) → `decide` (the access decision: enrolled,
+//! active, group, schedule) → `signal` (event committed, door output). The
+//! mechanisms here record up to `verify`; the door service adds `decide` and
 //! `signal`. Each stage carries wall time and the APDUs and bytes it moved,
 //! so the CLI, the service, the dashboard and the benchmarks all read the
 //! same table.
 
+use crate::refusal::Refusal;
 use host::Traffic;
-use serde::Serialize;
+use piv::chuid::CardUuid;
+use pki::time::Time;
+use serde::{Deserialize, Serialize};
 use std::time::{Duration, Instant};
 
 /// A named stage of a door transaction.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum StageName {
     Detect,
@@ -19,17 +28,19 @@ pub enum StageName {
     Read,
     Challenge,
     Validate,
+    Verify,
     Decide,
     Signal,
 }
 
 impl StageName {
-    pub const ALL: [StageName; 7] = [
+    pub const ALL: [StageName; 8] = [
         StageName::Detect,
         StageName::Select,
         StageName::Read,
         StageName::Challenge,
         StageName::Validate,
+        StageName::Verify,
         StageName::Decide,
         StageName::Signal,
     ];
@@ -41,6 +52,7 @@ impl StageName {
             StageName::Read => "read",
             StageName::Challenge => "challenge",
             StageName::Validate => "validate",
+            StageName::Verify => "verify",
             StageName::Decide => "decide",
             StageName::Signal => "signal",
         }
@@ -57,7 +69,7 @@ impl StageName {
 }
 
 /// One timed stage.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Stage {
     pub name: StageName,
     /// Wall time in microseconds.
@@ -68,7 +80,7 @@ pub struct Stage {
 }
 
 /// The assurance a mechanism gives (SP 800-116r1 §6).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Assurance {
     /// CHUID: the signed identifier can be copied to another card.
@@ -91,19 +103,28 @@ impl Assurance {
     }
 }
 
-/// The outcome of a transaction.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+/// The outcome of a transaction. Serialised as `{"result": "granted"}` or
+/// `{"result": "refused", "code": …, "reason": …}`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "result", rename_all = "lowercase")]
 pub enum Outcome {
     /// The card was proven genuine (and live, for PKI mechanisms).
     Granted,
-    /// Refused, with a reason a person can act on.
-    Refused { reason: String },
+    /// Refused, with the cause (its sentence and stable code).
+    Refused(Refusal),
 }
 
 impl Outcome {
     pub fn granted(&self) -> bool {
         matches!(self, Outcome::Granted)
+    }
+
+    /// The refusal, when refused.
+    pub fn refusal(&self) -> Option<&Refusal> {
+        match self {
+            Outcome::Refused(r) => Some(r),
+            Outcome::Granted => None,
+        }
     }
 }
 
@@ -233,7 +254,7 @@ mod tests {
 }
 
 /// Which authentication mechanism ran.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Mechanism {
     /// PKI-CAK: card authentication key 9E, no PIN, works contactless.
@@ -263,7 +284,7 @@ impl Mechanism {
 }
 
 /// How the card was recognised.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum PathTaken {
     /// Objects read from the card and validated (or a validation cache hit).
@@ -274,24 +295,26 @@ pub enum PathTaken {
 }
 
 /// Who the card says it is.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct CardIdentity {
     /// FASC-N, decoded.
     pub fascn: Option<piv::fascn::Fascn>,
-    /// Card UUID as `urn:uuid:...`.
-    pub uuid: Option<String>,
+    /// Card UUID (serialised as `urn:uuid:...`).
+    pub uuid: Option<CardUuid>,
     /// Subject of the certificate used.
     pub subject: Option<String>,
     /// SHA-256 of the certificate used, hex.
     pub cert_sha256: Option<String>,
-    /// Certificate notAfter / CHUID expiry, RFC 3339.
-    pub expires: Option<String>,
+    /// When the credential stops being valid: the certificate's notAfter,
+    /// or the end of the CHUID's expiration day (serialised as RFC 3339).
+    pub expires: Option<Time>,
     /// Key algorithm of the authentication key (e.g. "P-256", "RSA-2048").
     pub key_algorithm: Option<String>,
 }
 
-/// One door transaction, as the CLI prints it and the service stores it.
-#[derive(Debug, Clone, Serialize)]
+/// One door transaction, as the CLI prints it and the service stores it
+/// (and reads back: it deserialises from what it serialises to).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Transaction {
     pub mechanism: Mechanism,
     pub assurance: Assurance,
@@ -300,7 +323,7 @@ pub struct Transaction {
     pub card: CardIdentity,
     pub outcome: Outcome,
     /// PIN tries left after a failed VERIFY (PKI-AUTH).
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pin_retries: Option<u8>,
     /// Host computation (parsing, validation, signature checks), µs: the
     /// authentication module's own share of the wall time.

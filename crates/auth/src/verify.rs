@@ -2,6 +2,7 @@
 //! FIPS 201 profiles (through `pki`), the card's signature over the
 //! challenge, and the bindings between certificate and CHUID.
 
+use crate::refusal::Refusal;
 use crate::transaction::CardIdentity;
 use piv::chuid::Chuid;
 use pki::cache::{Scope, ValidationCache};
@@ -119,21 +120,21 @@ pub fn key_name(k: &PublicKey) -> String {
     }
 }
 
-/// Who a certificate says the card is (without validating it).
-pub fn identity_of(der: &[u8]) -> Result<CardIdentity, String> {
-    let cert =
-        Cert::from_der(der.to_vec()).map_err(|e| format!("the certificate is malformed: {e}"))?;
+/// Who a certificate says the card is (without validating it); `None` when
+/// it does not parse.
+pub fn identity_of(der: &[u8]) -> Option<CardIdentity> {
+    let cert = Cert::from_der(der.to_vec()).ok()?;
     let ids = fips201::card_identity(der).unwrap_or_default();
-    Ok(identity(&cert, &ids))
+    Some(identity(&cert, &ids))
 }
 
 fn identity(cert: &Cert, ids: &fips201::CardIdentity) -> CardIdentity {
     CardIdentity {
         fascn: ids.fascn.clone(),
-        uuid: ids.uuid_urn(),
+        uuid: ids.uuid.map(piv::chuid::CardUuid),
         subject: Some(cert.subject_display().to_string()),
         cert_sha256: Some(hex(&pki::cache::leaf_digest(cert.der()))),
-        expires: Some(cert.not_after.to_string()),
+        expires: Some(cert.not_after),
         key_algorithm: Some(key_name(&cert.public_key)),
     }
 }
@@ -156,10 +157,10 @@ pub fn certificate(
     profile: Profile,
     now: Time,
     revocation: &RevocationPolicy,
-) -> Result<CardCert, String> {
+) -> Result<CardCert, Refusal> {
     let opts = options(now, revocation);
     let validated = fips201::validate_profile_cached(cache, store, der, &[], crls, &opts, profile)
-        .map_err(|e| e.to_string())?;
+        .map_err(Refusal::CertificateInvalid)?;
     let leaf = validated.path.leaf();
     Ok(CardCert {
         identity: identity(leaf, &validated.identity),
@@ -172,8 +173,8 @@ pub fn certificate(
 /// The bindings FIPS 201 requires between a card's certificate and its
 /// CHUID: same card UUID / FASC-N, and a certificate that does not outlive
 /// the card.
-pub fn bindings(cert: &CardCert, chuid: &Chuid) -> Result<(), String> {
-    fips201::check_bindings(&cert.validated, chuid).map_err(|e| e.to_string())
+pub fn bindings(cert: &CardCert, chuid: &Chuid) -> Result<(), Refusal> {
+    fips201::check_bindings(&cert.validated, chuid).map_err(Refusal::BindingMismatch)
 }
 
 /// Decodes a CHUID and verifies its issuer signature (content-signer
@@ -184,21 +185,18 @@ pub fn signed_chuid(
     raw: &[u8],
     now: Time,
     revocation: &RevocationPolicy,
-) -> Result<Chuid, String> {
+) -> Result<Chuid, Refusal> {
     fips201::verify_chuid(store, raw, &[], crls, &options(now, revocation))
         .map(|v| v.chuid)
-        .map_err(|e| format!("the CHUID is not acceptable: {e}"))
+        .map_err(Refusal::ChuidInvalid)
 }
 
 /// Who a CHUID says the card is.
 pub fn chuid_identity(c: &Chuid) -> CardIdentity {
     CardIdentity {
         fascn: piv::fascn::Fascn::decode(&c.fascn).ok(),
-        uuid: Some(piv::chuid::uuid_urn(&c.guid)),
-        expires: Some(format!(
-            "{:04}-{:02}-{:02}",
-            c.expiration.year, c.expiration.month, c.expiration.day
-        )),
+        uuid: Some(c.card_uuid()),
+        expires: Some(Time(c.expiration.end_of_day_unix())),
         ..CardIdentity::default()
     }
 }

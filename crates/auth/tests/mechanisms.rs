@@ -60,10 +60,14 @@ fn pki_cak_grants_rsa_and_p256_cards_and_reports_stages() {
         granted(&t);
         assert_eq!(t.path, PathTaken::Full);
         let names: Vec<_> = t.stages.iter().map(|s| s.name.as_str()).collect();
-        for want in ["select", "read", "challenge", "validate", "decide"] {
+        for want in ["select", "read", "challenge", "validate", "verify"] {
             assert!(names.contains(&want), "stage {want} missing: {names:?}");
         }
-        assert_eq!(t.card.uuid, Some(piv::chuid::uuid_urn(&creds.uuid)));
+        assert!(
+            !names.contains(&"decide"),
+            "the access decision is the service's stage"
+        );
+        assert_eq!(t.card.uuid, Some(piv::chuid::CardUuid(creds.uuid)));
         assert_eq!(t.card.fascn.as_ref(), Some(&creds.fascn));
         // A full read moves the CHUID and the certificate.
         let tot = t.total();
@@ -218,6 +222,42 @@ fn a_replayed_signature_is_refused_on_both_paths() {
 }
 
 #[test]
+fn transactions_read_back_from_json_equal_what_was_written() {
+    let f = fixture();
+    let authn = authenticator();
+    let granted_tx = authn.authenticate(
+        &mut transport(image(&f.p256)),
+        Mechanism::PkiCak,
+        None,
+        None,
+    );
+    granted(&granted_tx);
+    let mut img = image(&f.p256);
+    img.put_object(DataObject::Chuid, f.rsa.chuid.clone());
+    let refused_tx =
+        authenticator().authenticate(&mut transport(img), Mechanism::PkiCak, None, None);
+    let code = common::refusal_code(&refused_tx);
+    for t in [granted_tx, refused_tx] {
+        let json = serde_json::to_value(&t).unwrap();
+        let back: auth::Transaction = serde_json::from_value(json.clone()).unwrap();
+        assert_eq!(back, t);
+        assert_eq!(serde_json::to_value(&back).unwrap(), json);
+        if let Some(r) = t.outcome.refusal() {
+            assert_eq!(json["outcome"]["result"], "refused");
+            assert_eq!(json["outcome"]["code"], code);
+            assert_eq!(json["outcome"]["reason"], r.to_string());
+        } else {
+            assert_eq!(json["outcome"]["result"], "granted");
+            assert!(json["card"]["uuid"]
+                .as_str()
+                .unwrap()
+                .starts_with("urn:uuid:"));
+            assert!(json["card"]["expires"].as_str().unwrap().ends_with('Z'));
+        }
+    }
+}
+
+#[test]
 fn revoked_certificate_is_refused_after_the_crl_refresh() {
     let mut pki = TestPki::generate(TestPkiOptions::default()).unwrap();
     let creds = pki.issue_card(&CardOptions::default()).unwrap();
@@ -333,6 +373,11 @@ fn pki_auth_needs_the_right_pin_and_reports_tries_left() {
     );
     assert!(refused(&bad).contains("wrong PIN"), "{bad:?}");
     assert_eq!(bad.pin_retries, Some(2));
+    assert_eq!(common::refusal_code(&bad), "wrong-pin");
+    assert_eq!(
+        bad.outcome.refusal(),
+        Some(&auth::Refusal::WrongPin { retries: 2 })
+    );
     for _ in 0..2 {
         authn.authenticate(
             &mut t,
@@ -349,8 +394,10 @@ fn pki_auth_needs_the_right_pin_and_reports_tries_left() {
     );
     assert!(refused(&blocked).contains("blocked"), "{blocked:?}");
     assert_eq!(blocked.pin_retries, Some(0));
+    assert_eq!(common::refusal_code(&blocked), "pin-blocked");
     let none = authn.authenticate(&mut t, Mechanism::PkiAuth, None, None);
     assert!(refused(&none).contains("PIN"), "{none:?}");
+    assert_eq!(common::refusal_code(&none), "pin-unavailable");
 }
 
 #[test]

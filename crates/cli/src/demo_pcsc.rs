@@ -2,17 +2,14 @@
 //! software cards are put one after the other behind the vpcd virtual
 //! reader; pcscd is started when it is not running.
 
-use crate::demo::{comparison, run_taps, table, taps_for, Common};
-use crate::personalise::personalise;
 use anyhow::{Context, Result};
-use auth::{Authenticator, Mechanism, Transaction};
+use auth::measure::{tap_series, TapSeries};
+use auth::{Authenticator, Mechanism};
 use card::profile::Profile;
 use card::runner::Runner;
 use card::vpcd;
-use card::Card;
+use card::{Card, CardImage};
 use host::Readers;
-use pki::issue::CardCredentials;
-use std::process::ExitCode;
 use std::time::Duration;
 
 use testbed::VPCD_READER;
@@ -41,48 +38,47 @@ impl Drop for VirtualCard {
     }
 }
 
-pub(crate) fn run(
-    common: &Common,
-    cards: &[(&'static str, &CardCredentials, Vec<Profile>)],
-    authn: &Authenticator,
-) -> Result<ExitCode> {
-    let _pcscd = testbed::Pcscd::ensure_started()
-        .context("starting pcscd (run scripts/setup.sh, as root)")?;
-    testbed::wait_for_reader(VPCD_READER, Duration::from_secs(10))
-        .context("waiting for the vpcd reader (is vsmartcard-vpcd installed?)")?;
-    let readers = Readers::establish().context("connecting to pcscd")?;
-    let mut rows = Vec::new();
-    let mut all: Vec<Transaction> = Vec::new();
-    for (name, creds, profiles) in cards {
-        for &profile in profiles {
-            let n = taps_for(common.taps, profile);
-            eprintln!(
-                "  {name} card behind {VPCD_READER:?}, {} profile: {n} full-read taps, {n} repeat taps",
-                profile.name()
-            );
-            let vcard = VirtualCard::start(Card::new(personalise(creds, Some(1))?), profile);
-            readers
-                .wait_for_card(Some(VPCD_READER), Some(Duration::from_secs(10)))
-                .context("waiting for the software card to appear in the reader")?;
-            // One connection serves every tap, as at a door.
-            let mut t = readers
-                .connect(VPCD_READER)
-                .context("connecting to the software card")?;
-            let (r, txs) = run_taps(name, profile, n, authn, |authn| {
-                Ok(authn.authenticate(&mut t, Mechanism::PkiCak, None, None))
-            })?;
-            drop(t);
-            drop(vcard);
-            rows.extend(r);
-            all.extend(txs);
-        }
+/// The vpcd reader through a running pcscd (started when it is not).
+pub(crate) struct PcscDoor {
+    readers: Readers,
+    _pcscd: testbed::PcscdGuard,
+}
+
+impl PcscDoor {
+    pub(crate) fn open() -> Result<Self> {
+        let pcscd = testbed::Pcscd::ensure_started()
+            .context("starting pcscd (run scripts/setup.sh, as root)")?;
+        testbed::wait_for_reader(VPCD_READER, Duration::from_secs(10))
+            .context("waiting for the vpcd reader (is vsmartcard-vpcd installed?)")?;
+        let readers = Readers::establish().context("connecting to pcscd")?;
+        Ok(PcscDoor {
+            readers,
+            _pcscd: pcscd,
+        })
     }
-    if common.json {
-        for t in &all {
-            println!("{}", serde_json::to_string(t)?);
-        }
+
+    /// Puts `image` behind the reader under `profile` and runs a tap series
+    /// over one connection, as at a door; the card is removed afterwards.
+    pub(crate) fn series(
+        &mut self,
+        image: CardImage,
+        profile: Profile,
+        authn: &Authenticator,
+        n: usize,
+    ) -> Result<TapSeries> {
+        let vcard = VirtualCard::start(Card::new(image), profile);
+        self.readers
+            .wait_for_card(Some(VPCD_READER), Some(Duration::from_secs(10)))
+            .context("waiting for the software card to appear in the reader")?;
+        let mut t = self
+            .readers
+            .connect(VPCD_READER)
+            .context("connecting to the software card")?;
+        let series = tap_series(authn, n, |authn| {
+            anyhow::Ok(authn.authenticate(&mut t, Mechanism::PkiCak, None, None))
+        })?;
+        drop(t);
+        drop(vcard);
+        Ok(series)
     }
-    print!("{}", table(&rows, "through pcscd + vpcd"));
-    print!("{}", comparison(&rows));
-    Ok(ExitCode::SUCCESS)
 }

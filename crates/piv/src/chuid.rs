@@ -159,6 +159,60 @@ pub struct Chuid {
     pub signature: Option<Vec<u8>>,
 }
 
+/// A card UUID (the CHUID's GUID element, the `urn:uuid:` URI of a PIV
+/// certificate's subjectAltName), as a value rather than text. It prints and
+/// serialises as `urn:uuid:…` and parses from that form, the hyphenated form
+/// or 32 hex digits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct CardUuid(pub [u8; 16]);
+
+impl CardUuid {
+    pub fn as_bytes(&self) -> &[u8; 16] {
+        &self.0
+    }
+}
+
+impl fmt::Display for CardUuid {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&uuid_urn(&self.0))
+    }
+}
+
+/// Text that is not a UUID.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+#[error(
+    "{0:?} is not a UUID (expected urn:uuid:xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx or 32 hex digits)"
+)]
+pub struct UuidParseError(pub String);
+
+impl std::str::FromStr for CardUuid {
+    type Err = UuidParseError;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        parse_uuid(s)
+            .map(CardUuid)
+            .ok_or_else(|| UuidParseError(s.chars().take(64).collect()))
+    }
+}
+
+impl Serialize for CardUuid {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+impl<'de> Deserialize<'de> for CardUuid {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = <std::borrow::Cow<'de, str>>::deserialize(d)?;
+        s.parse().map_err(serde::de::Error::custom)
+    }
+}
+
+impl From<[u8; 16]> for CardUuid {
+    fn from(b: [u8; 16]) -> Self {
+        CardUuid(b)
+    }
+}
+
 /// Formats a UUID as `urn:uuid:xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx`
 /// (lower case, RFC 4122), the form used in PIV certificates' subjectAltName.
 pub fn uuid_urn(uuid: &[u8; 16]) -> String {
@@ -354,6 +408,11 @@ impl Chuid {
     pub fn card_uuid_urn(&self) -> String {
         uuid_urn(&self.guid)
     }
+
+    /// The card UUID as a value.
+    pub fn card_uuid(&self) -> CardUuid {
+        CardUuid(self.guid)
+    }
 }
 
 #[cfg(test)]
@@ -521,5 +580,30 @@ mod tests {
             proptest::prop_assert_eq!(Chuid::decode(&enc).unwrap(), c.clone());
             proptest::prop_assert_eq!(signed_content_of(&enc).unwrap(), c.signed_content());
         }
+    }
+}
+
+#[cfg(test)]
+mod card_uuid_tests {
+    use super::*;
+
+    #[test]
+    fn card_uuid_prints_parses_and_serialises_as_a_urn() {
+        let u = CardUuid([
+            0x3f, 0x25, 0x04, 0xe0, 0x4f, 0x89, 0x41, 0xd3, 0x9a, 0x0c, 0x03, 0x05, 0xe8, 0x2c,
+            0x33, 0x01,
+        ]);
+        let text = "urn:uuid:3f2504e0-4f89-41d3-9a0c-0305e82c3301";
+        assert_eq!(u.to_string(), text);
+        assert_eq!(text.parse::<CardUuid>(), Ok(u));
+        assert_eq!(
+            "3F2504E04F8941D39A0C0305E82C3301".parse::<CardUuid>(),
+            Ok(u)
+        );
+        let json = serde_json::to_string(&u).unwrap();
+        assert_eq!(json, format!("\"{text}\""));
+        assert_eq!(serde_json::from_str::<CardUuid>(&json).unwrap(), u);
+        assert!("urn:uuid:not-a-uuid".parse::<CardUuid>().is_err());
+        assert!(serde_json::from_str::<CardUuid>("\"0123\"").is_err());
     }
 }

@@ -147,6 +147,21 @@ impl fmt::Display for Time {
     }
 }
 
+/// Serialised as RFC 3339 text (`2030-12-31T23:59:59Z`), the form people
+/// and databases read; parsed back with [`Time::from_rfc3339`].
+impl serde::Serialize for Time {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for Time {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = <std::borrow::Cow<'de, str>>::deserialize(d)?;
+        Time::from_rfc3339(&s).map_err(serde::de::Error::custom)
+    }
+}
+
 fn err(kind: &'static str, reason: &'static str) -> TimeError {
     TimeError { kind, reason }
 }

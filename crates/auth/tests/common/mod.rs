@@ -30,7 +30,15 @@ pub fn authenticator(pki: &TestPki) -> Authenticator {
 /// The refusal reason; panics on a grant.
 pub fn refused(t: &Transaction) -> String {
     match &t.outcome {
-        Outcome::Refused { reason } => reason.clone(),
+        Outcome::Refused(r) => r.to_string(),
+        Outcome::Granted => panic!("expected a refusal, got a grant: {t:?}"),
+    }
+}
+
+/// The refusal's machine code; panics on a grant.
+pub fn refusal_code(t: &Transaction) -> &'static str {
+    match &t.outcome {
+        Outcome::Refused(r) => r.code(),
         Outcome::Granted => panic!("expected a refusal, got a grant: {t:?}"),
     }
 }
