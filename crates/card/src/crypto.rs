@@ -8,6 +8,9 @@
 //! it is sound, and every C object is owned by an RAII guard. Key
 //! generation and randomness use aws-lc-rs.
 
+// The raw card operations exist only in aws-lc's C API (see above).
+#![allow(unsafe_code)]
+
 use aws_lc_rs::encoding::AsDer;
 use aws_lc_sys as sys;
 use piv::{Algorithm, PublicKeyTemplate};

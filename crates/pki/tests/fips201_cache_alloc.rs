@@ -1,6 +1,9 @@
 //! The validation-cache hit path does not allocate: a repeat tap costs a
 //! hash of the leaf, a read lock and an `Arc` clone.
 
+// Counting allocations means implementing the unsafe `GlobalAlloc` trait.
+#![allow(unsafe_code)]
+
 use pki::cache::{CacheConfig, Scope, ValidationCache};
 use pki::crl::CrlSet;
 use pki::fips201::{validate_profile_cached, Profile};
