@@ -18,6 +18,19 @@ use std::ptr;
 use thiserror::Error;
 use zeroize::Zeroizing;
 
+/// Initialises aws-lc and draws from its random generator once, so that
+/// the first signature a card makes (an ECDSA nonce) does not pay for the
+/// generator's start-up. Idempotent.
+pub fn warm_up() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        aws_lc_rs::init();
+        let mut b = [0u8; 16];
+        // A failing generator is reported by the operation that needs it.
+        let _ = aws_lc_rs::rand::fill(&mut b);
+    });
+}
+
 /// Why a cryptographic operation failed.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
 pub enum CryptoError {

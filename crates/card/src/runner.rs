@@ -17,7 +17,12 @@ pub struct Runner {
 impl Runner {
     /// `image_path`: where the image is stored after every change (`None`
     /// keeps changes in memory only).
+    /// Initialises the crypto library and its random generator first: the
+    /// first random draw of a process collects CPU-jitter entropy (tens of
+    /// milliseconds), which would otherwise land in the first GENERAL
+    /// AUTHENTICATE the card answers and be billed to the `challenge` stage.
     pub fn new(card: Card, image_path: Option<PathBuf>, profile: Profile) -> Self {
+        crate::crypto::warm_up();
         Runner {
             card,
             image_path,
