@@ -104,6 +104,12 @@ pub enum TrustError {
     NoCertificates { path: PathBuf, role: &'static str },
     #[error("CRLs: {0}")]
     Crls(CrlError),
+    #[error("{role} with SHA-256 fingerprint {sha256} cannot be parsed: {source}")]
+    Unparsable {
+        role: &'static str,
+        sha256: String,
+        source: crate::cert::CertError,
+    },
 }
 
 impl TrustError {
@@ -122,6 +128,30 @@ pub struct Trust {
     pub revocation: RevocationPolicy,
     /// CRL download limits when downloads are enabled.
     pub fetch: Option<FetchConfig>,
+}
+
+impl Trust {
+    /// Parses every certificate of the store completely (each is parsed once and kept for
+    /// validation), so a certificate whose index keys could be read but whose body is damaged
+    /// is reported now, by fingerprint, rather than as a failed path later. For one-shot
+    /// commands; a service with many anchors can leave parsing to first use.
+    pub fn check_certificates(&self) -> Result<(), TrustError> {
+        for e in self.store.entries() {
+            if let Err(source) = e.cert() {
+                let digest = aws_lc_rs::digest::digest(&aws_lc_rs::digest::SHA256, e.der());
+                return Err(TrustError::Unparsable {
+                    role: if e.is_anchor() {
+                        "a trust anchor"
+                    } else {
+                        "an intermediate"
+                    },
+                    sha256: hex::encode(digest.as_ref()),
+                    source: source.clone(),
+                });
+            }
+        }
+        Ok(())
+    }
 }
 
 impl TrustConfig {
