@@ -299,4 +299,56 @@ mod tests {
             assert!(e.to_string().contains(expected), "{e} lacks {expected:?}");
         }
     }
+
+    #[test]
+    fn directories_skip_readmes_but_not_damaged_or_special_files() {
+        let pki = TestPki::generate(TestPkiOptions::default()).unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let anchors = dir.path().join("anchors");
+        let crls = dir.path().join("crls");
+        std::fs::create_dir(&anchors).unwrap();
+        std::fs::create_dir(&crls).unwrap();
+        std::fs::write(
+            anchors.join("root.pem"),
+            pem_encode("CERTIFICATE", pki.root_der()),
+        )
+        .unwrap();
+        std::fs::write(anchors.join("README"), "the anchors of this door").unwrap();
+        std::fs::create_dir(anchors.join("old")).unwrap();
+        std::fs::write(crls.join("root.crl"), pki.root_crl_der()).unwrap();
+        let config = TrustConfig {
+            anchors: vec![anchors.clone()],
+            crls: vec![crls.clone()],
+            ..Default::default()
+        };
+        let t = config.load().unwrap();
+        assert_eq!((t.store.len(), t.crls.len()), (1, 1));
+
+        // A damaged CRL is an error naming it, not a smaller CRL set.
+        let crl = pki.intermediate_crl_der();
+        std::fs::write(crls.join("inter.crl"), &crl[..crl.len() - 3]).unwrap();
+        let e = config.load().unwrap_err();
+        assert!(matches!(e, TrustError::Crls(_)), "{e}");
+        assert!(e.to_string().contains("inter.crl"), "{e}");
+        // So is a README among CRLs: a CRL directory holds CRLs only.
+        std::fs::write(crls.join("inter.crl"), "<html>Not Found</html>").unwrap();
+        assert!(config.load().unwrap_err().to_string().contains("inter.crl"));
+        std::fs::remove_file(crls.join("inter.crl")).unwrap();
+
+        // A damaged certificate file among the anchors is an error naming it.
+        std::fs::write(
+            anchors.join("cut.pem"),
+            "-----BEGIN CERTIFICATE-----\nMIIB\n",
+        )
+        .unwrap();
+        let e = config.load().unwrap_err();
+        assert!(e.to_string().contains("cut.pem"), "{e}");
+        std::fs::remove_file(anchors.join("cut.pem")).unwrap();
+
+        // A link to a device is not followed.
+        std::os::unix::fs::symlink("/dev/zero", anchors.join("zero.pem")).unwrap();
+        let e = config.load().unwrap_err();
+        assert!(e.to_string().contains("zero.pem"), "{e}");
+        assert!(e.to_string().contains("character device"), "{e}");
+    }
 }
