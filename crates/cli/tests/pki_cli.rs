@@ -525,12 +525,7 @@ fn malformed_trust_files_are_usage_errors_naming_the_file() {
     let crl_pem = pki.join("root.crl.pem");
     let crl_der = write(
         "root.crl",
-        &pki::crl::Crl::from_der(
-            pki::issue::pem_decode("X509 CRL", &std::fs::read(&crl_pem).unwrap()).unwrap(),
-        )
-        .unwrap()
-        .der()
-        .to_vec(),
+        &pki::issue::pem_decode("X509 CRL", &std::fs::read(&crl_pem).unwrap()).unwrap(),
     );
     let empty_blocks = write(
         "empty-blocks.pem",
