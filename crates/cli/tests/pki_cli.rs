@@ -846,3 +846,40 @@ fn intermediates_have_one_documented_meaning() {
         assert!(t.contains("never trust anchors"), "{cmd:?}: {t}");
     }
 }
+
+/// A file over its kind's cap is refused from its size, before it is read
+/// (a 300 MB "certificate" used to be read three times over).
+#[test]
+fn oversized_inputs_are_refused_before_reading() {
+    let dir = tempfile::tempdir().unwrap();
+    let (pki, card) = setup(dir.path());
+    let sparse = |name: &str, len: u64| {
+        let p = dir.path().join(name);
+        std::fs::File::create(&p).unwrap().set_len(len).unwrap();
+        p
+    };
+    let leaf = sparse("huge-leaf.der", 300 << 20);
+    let bundle = sparse("huge-bundle.pem", (128 << 20) + 1);
+    let crl = sparse("huge.crl", (64 << 20) + 1);
+    let root = pki.join("root.pem");
+    let auth = card.join("slot-9a.pem");
+    for (args, name) in [
+        (vec!["--anchors", s(&root), s(&leaf)], "huge-leaf.der"),
+        (vec!["--anchors", s(&bundle), s(&auth)], "huge-bundle.pem"),
+        (
+            vec!["--anchors", s(&root), "--crl", s(&crl), s(&auth)],
+            "huge.crl",
+        ),
+    ] {
+        let mut a = vec!["pki", "verify"];
+        a.extend(args);
+        let (o, took) = run_within(&a, std::time::Duration::from_secs(10));
+        assert_eq!(code(&o), 2, "{a:?}: {}", text(&o));
+        assert!(text(&o).contains(name), "{}", text(&o));
+        assert!(text(&o).contains("-byte limit"), "{}", text(&o));
+        assert!(
+            took < std::time::Duration::from_secs(5),
+            "{a:?} took {took:?}"
+        );
+    }
+}
