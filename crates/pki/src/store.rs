@@ -337,24 +337,24 @@ impl TrustStoreBuilder {
         }
         let candidates = unique.len();
         let scanned = parallel_map(unique, |(der, anchor, position)| {
-            Entry::new(der.clone(), anchor).map_err(|e| (position, der, e))
+            Entry::new(der.clone(), anchor).map_err(|e| (position, der, anchor, e))
         });
         let mut entries: Vec<Entry> = Vec::with_capacity(scanned.len());
-        let mut first_bad: Option<(usize, Arc<[u8]>, CertError)> = None;
+        let mut first_bad: Option<(usize, Arc<[u8]>, bool, CertError)> = None;
         for r in scanned {
             match r {
                 Ok(e) => entries.push(e),
-                Err((position, der, e)) => {
+                Err((position, der, anchor, e)) => {
                     if !strict {
                         tracing::warn!("skipping a malformed certificate: {e}");
                     } else if first_bad.as_ref().is_none_or(|b| position < b.0) {
-                        first_bad = Some((position, der, e));
+                        first_bad = Some((position, der, anchor, e));
                     }
                 }
             }
         }
-        if let Some((position, der, source)) = first_bad {
-            return Err(malformed(&self.origins, position, &der, source));
+        if let Some((position, der, anchor, source)) = first_bad {
+            return Err(malformed(&self.origins, position, &der, anchor, source));
         }
         let mut by_subject: HashMap<u64, u32, Prehashed> =
             HashMap::with_capacity_and_hasher(entries.len(), Prehashed::default());
@@ -390,6 +390,7 @@ fn malformed(
     origins: &[(usize, Option<Arc<str>>)],
     position: usize,
     der: &[u8],
+    anchor: bool,
     source: CertError,
 ) -> StoreError {
     let at = origins.partition_point(|(first, _)| *first <= position);
@@ -398,6 +399,12 @@ fn malformed(
         Some((first, None)) => (*first, "certificates given in memory".to_string()),
         None => (0, "certificates given in memory".to_string()),
     };
+    let role = if anchor {
+        "trust anchors"
+    } else {
+        "intermediates"
+    };
+    let origin = format!("{role}: {origin}");
     let index = position - first + 1;
     if crate::crl::Crl::from_der(der.to_vec()).is_ok() {
         return StoreError::BadFile {
@@ -897,6 +904,48 @@ mod tests {
             .add_anchors_from_path(dir.path().join("README"))
             .unwrap_err();
         assert!(err.to_string().contains("README"), "{err}");
+    }
+
+    #[test]
+    fn a_strict_build_names_the_file_and_position_of_a_damaged_certificate() {
+        let (a, b) = (
+            ca("CN=Good A,O=pivgate,C=US"),
+            ca("CN=Good B,O=pivgate,C=US"),
+        );
+        let junk = [0x30, 0x06, 0x30, 0x04, 0x30, 0x02, 0x30, 0x00];
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("a.pem"), pem(&a)).unwrap();
+        std::fs::write(
+            dir.path().join("mixed.pem"),
+            format!("{}{}", pem(&b), pem(&junk)),
+        )
+        .unwrap();
+        let mut builder = TrustStore::builder();
+        builder.add_anchor_der(a.clone());
+        builder
+            .add_intermediates_from_path(dir.path().join("a.pem"))
+            .unwrap();
+        builder
+            .add_anchors_from_path(dir.path().join("mixed.pem"))
+            .unwrap();
+        let e = builder.try_build().unwrap_err();
+        let text = e.to_string();
+        assert!(text.starts_with("trust anchors: "), "{text}");
+        assert!(
+            text.contains("mixed.pem: certificate 2 is malformed"),
+            "{text}"
+        );
+        // The lenient build leaves it out.
+        let mut builder = TrustStore::builder();
+        builder
+            .add_anchors_from_path(dir.path().join("mixed.pem"))
+            .unwrap();
+        let store = builder.build();
+        assert_eq!((store.len(), store.rejected()), (1, 1));
+        // An empty PEM block is an error of its own.
+        let empty = "-----BEGIN CERTIFICATE-----\n-----END CERTIFICATE-----\n".repeat(3);
+        let e = certificates_from_bytes(empty.as_bytes()).unwrap_err();
+        assert!(e.contains("empty"), "{e}");
     }
 
     #[test]
