@@ -388,7 +388,7 @@ impl CrlFetcher {
             }
             let next = resolve_redirect(&current, &location)
                 .ok_or_else(|| refuse("not an http:// URL or absolute path"))?;
-            if origin(&next) != origin(&current) {
+            if origin(&next).is_none() || origin(&next) != origin(&current) {
                 return Err(refuse("another origin: scheme, host or port differ"));
             }
             tracing::debug!(from = %current, to = %next, "following a same-origin redirect");
