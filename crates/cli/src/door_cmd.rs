@@ -5,10 +5,8 @@ use anyhow::{Context, Result};
 use auth::{Authenticator, Mechanism, Settings, StdinPin};
 use clap::{Args, ValueEnum};
 use host::{Readers, Transport};
-use pki::crl::CrlSet;
-use pki::store::TrustStore;
 use pki::time::Time;
-use std::path::PathBuf;
+use pki::trust::{RevocationCheck, RevocationConfig};
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
@@ -43,17 +41,10 @@ pub struct AuthArgs {
     /// Authentication mechanism (NIST SP 800-116).
     #[arg(long, value_enum)]
     mechanism: MechanismArg,
-    /// Trust anchors: a PEM bundle, DER file, .p7b/.p7c, or a directory of them.
-    #[arg(long, required = true)]
-    anchors: Vec<PathBuf>,
-    /// Intermediate CA certificates (same formats as --anchors).
-    #[arg(long)]
-    intermediates: Vec<PathBuf>,
-    /// CRL files (DER or PEM). Without CRLs revocation cannot be checked and
-    /// validation fails closed unless --no-revocation is given.
-    #[arg(long)]
-    crl: Vec<PathBuf>,
-    /// Do not check revocation (for test set-ups without CRLs).
+    #[command(flatten)]
+    trust: crate::pki_cmd::TrustFiles,
+    /// Do not check revocation (for test set-ups without CRLs: without --crl,
+    /// revocation cannot be checked and validation fails closed).
     #[arg(long)]
     no_revocation: bool,
     /// Read the PIN from the first line of standard input (PKI-AUTH).
@@ -101,29 +92,20 @@ pub fn read(args: ReadArgs) -> Result<ExitCode> {
 }
 
 pub fn authenticate(args: AuthArgs) -> Result<ExitCode> {
-    let mut b = TrustStore::builder();
-    for a in &args.anchors {
-        b.add_anchors_from_path(a)
-            .with_context(|| format!("loading trust anchors from {}", a.display()))?;
-    }
-    for i in &args.intermediates {
-        b.add_intermediates_from_path(i)
-            .with_context(|| format!("loading intermediates from {}", i.display()))?;
-    }
-    let store = b.build();
-    let mut cb = CrlSet::builder();
-    for c in &args.crl {
-        cb.add_path(c)
-            .with_context(|| format!("loading the CRL {}", c.display()))?;
-    }
-    let crls = cb.build();
+    let mode = if args.no_revocation {
+        RevocationCheck::Off
+    } else {
+        RevocationCheck::Require
+    };
+    let trust = crate::pki_cmd::load_trust(&args.trust.config(RevocationConfig {
+        mode,
+        grace_secs: 0,
+    }))?;
     let mut settings = Settings::default();
     if let Some(at) = &args.at {
         settings.at = Some(Time::from_rfc3339(at).with_context(|| format!("--at {at:?}"))?);
     }
-    if args.no_revocation {
-        settings.revocation.mode = pki::validate::RevocationMode::Off;
-    }
+    settings.revocation = trust.revocation.clone();
     let mechanism = match args.mechanism {
         MechanismArg::PkiCak => Mechanism::PkiCak,
         MechanismArg::PkiAuth => Mechanism::PkiAuth,
@@ -132,7 +114,7 @@ pub fn authenticate(args: AuthArgs) -> Result<ExitCode> {
     if matches!(mechanism, Mechanism::PkiAuth) && !args.pin_stdin {
         anyhow::bail!("PKI-AUTH needs the PIN: pass --pin-stdin and write it to standard input");
     }
-    let authn = Authenticator::new(store, crls, settings);
+    let authn = Authenticator::new(trust.store, trust.crls, settings);
     let (mut t, detect) = wait_and_connect(args.reader.as_deref(), args.wait)?;
     let mut pin = StdinPin;
     let pin_src: Option<&mut dyn auth::PinSource> =

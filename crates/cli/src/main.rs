@@ -42,6 +42,14 @@ enum Command {
 }
 
 fn main() -> ExitCode {
+    // Output cut short by its reader (`pivgate ... | head -1`) ends the
+    // process quietly, as for any filter, instead of a panic in `println!`.
+    // SAFETY: restores the default disposition of one signal before any
+    // thread exists; no handler of ours is involved.
+    #[allow(unsafe_code)]
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_env("PIVGATE_LOG")

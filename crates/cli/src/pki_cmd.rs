@@ -2,18 +2,19 @@
 //! the FIPS 201 profiles), verify CHUID signatures, and run a test PKI
 //! (init, issue-card, revoke). The work is done by the `pki` crate.
 
-use anyhow::{bail, Context};
+use anyhow::Context;
 use clap::{Args, Subcommand, ValueEnum};
 use const_oid::ObjectIdentifier;
 use pki::crl::CrlSet;
-use pki::fetch::{CrlFetcher, FetchConfig};
+use pki::fetch::{fetch_for_path, CrlFetcher, FetchConfig};
 use pki::fips201::{
     check_bindings, validate_profile, verify_chuid, Fips201Error, PivValidated, Profile,
 };
+use pki::input::{read_bounded, InputKind};
 use pki::issue::{CardOptions, CrlReason, KeyAlgorithm, TestPki, TestPkiOptions};
-use pki::store::TrustStore;
 use pki::time::Time;
-use pki::validate::{RevocationMode, ValidationOptions};
+use pki::trust::{RevocationCheck, RevocationConfig, Trust, TrustConfig};
+use pki::validate::ValidationOptions;
 use serde_json::json;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -64,6 +65,16 @@ pub enum ProfileArg {
     ContentSigner,
 }
 
+impl From<RevocationArg> for RevocationCheck {
+    fn from(r: RevocationArg) -> RevocationCheck {
+        match r {
+            RevocationArg::Require => RevocationCheck::Require,
+            RevocationArg::BestEffort => RevocationCheck::BestEffort,
+            RevocationArg::Off => RevocationCheck::Off,
+        }
+    }
+}
+
 impl From<ProfileArg> for Profile {
     fn from(p: ProfileArg) -> Profile {
         match p {
@@ -86,20 +97,62 @@ pub enum RevocationArg {
     Off,
 }
 
+/// The trust files of a command (`pki verify`, `pki verify-chuid`, `auth`),
+/// read into a [`TrustConfig`]. Every file must be what its option asks for:
+/// anything else is a usage error (exit 2) naming the file.
 #[derive(Args)]
-pub struct TrustArgs {
+pub struct TrustFiles {
     /// Trust anchors: a PEM bundle, a DER certificate, a PKCS#7 .p7b/.p7c,
     /// or a directory of such files. Repeatable; at least one is required.
     #[arg(long, value_name = "FILE|DIR", required = true)]
     anchors: Vec<PathBuf>,
-    /// Untrusted intermediate CA certificates (same forms). Repeatable.
+    /// Intermediate CA certificates (same forms), untrusted: added to the
+    /// certificates path building may use, never trust anchors; a path
+    /// through one must still end at an --anchors certificate and pass every
+    /// check. Repeatable.
     #[arg(long, value_name = "FILE|DIR")]
     intermediates: Vec<PathBuf>,
-    /// CRL files (DER or PEM) or directories. Repeatable.
+    /// CRL files (DER or PEM) or directories of them; every file of a
+    /// directory must be a CRL. Repeatable.
     #[arg(long, value_name = "FILE|DIR")]
     crl: Vec<PathBuf>,
-    /// Download CRLs from the http:// CRL distribution points of the leaf
-    /// and the intermediates.
+}
+
+impl TrustFiles {
+    /// The configuration these files make, with `revocation`.
+    pub fn config(&self, revocation: RevocationConfig) -> TrustConfig {
+        TrustConfig {
+            anchors: self.anchors.clone(),
+            intermediates: self.intermediates.clone(),
+            crls: self.crl.clone(),
+            revocation,
+            fetch: None,
+        }
+    }
+
+    /// Whether CRL files were given.
+    pub fn has_crls(&self) -> bool {
+        !self.crl.is_empty()
+    }
+}
+
+/// Loads a trust configuration; the error names the file and the reason, and
+/// fully parses every certificate so a damaged one is reported here (exit 2),
+/// not as an INVALID path.
+pub fn load_trust(config: &TrustConfig) -> anyhow::Result<Trust> {
+    let trust = config.load()?;
+    trust.check_certificates()?;
+    Ok(trust)
+}
+
+#[derive(Args)]
+pub struct TrustArgs {
+    #[command(flatten)]
+    files: TrustFiles,
+    /// After a path to a trust anchor is found, download the CRLs of its
+    /// certificates from their http:// CRL distribution points (at most 4
+    /// per certificate, 10 s in all; redirects only within the same
+    /// server). A certificate without a path causes no download.
     #[arg(long)]
     fetch_crls: bool,
     /// Revocation checking [default: require: a certificate without current
@@ -315,7 +368,7 @@ pub fn run(cmd: PkiCommand) -> anyhow::Result<ExitCode> {
 
 /// Reads one certificate in PEM or DER and checks that it parses.
 fn read_certificate(path: &Path) -> anyhow::Result<Vec<u8>> {
-    let data = std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?;
+    let data = read_bounded(path, InputKind::Certificate)?;
     let der = if data.trim_ascii_start().starts_with(b"-----BEGIN") {
         pki::issue::pem_decode("CERTIFICATE", &data)
             .with_context(|| format!("{}: no PEM CERTIFICATE block", path.display()))?
@@ -327,96 +380,45 @@ fn read_certificate(path: &Path) -> anyhow::Result<Vec<u8>> {
     Ok(der)
 }
 
-/// The trust store, CRLs and base options of `verify` and `verify-chuid`.
+/// The trust and base options of `verify` and `verify-chuid`.
 struct Inputs {
-    store: TrustStore,
-    intermediates: Vec<Vec<u8>>,
-    crl_paths: Vec<PathBuf>,
+    trust: Trust,
     opts: ValidationOptions,
 }
 
 fn load_inputs(t: &TrustArgs) -> anyhow::Result<Inputs> {
-    let mut b = TrustStore::builder();
-    for p in &t.anchors {
-        let n = b
-            .add_anchors_from_path(p)
-            .with_context(|| format!("loading trust anchors from {}", p.display()))?;
-        if n == 0 {
-            bail!("{} holds no certificates", p.display());
-        }
-    }
-    // Intermediates are offered per validation (untrusted), read as DER.
-    let mut intermediates = Vec::new();
-    for p in &t.intermediates {
-        intermediates.extend(read_cert_collection(p)?);
-    }
     let mut opts = ValidationOptions::default();
     if let Some(at) = &t.at {
         opts.time = Time::from_rfc3339(at)
             .map_err(|e| anyhow::anyhow!("--at {at:?}: {e} (use e.g. 2030-01-01T00:00:00Z)"))?;
     }
-    opts.revocation.grace = std::time::Duration::from_secs(t.crl_grace);
     if t.legacy_algorithms {
         opts.algorithms = pki::sig::AlgorithmPolicy::legacy();
     }
     // Missing revocation data fails closed unless the user says otherwise.
-    opts.revocation.mode = match t.revocation {
-        Some(RevocationArg::Require) | None => RevocationMode::Require,
-        Some(RevocationArg::BestEffort) => RevocationMode::BestEffort,
-        Some(RevocationArg::Off) => RevocationMode::Off,
-    };
-    Ok(Inputs {
-        store: b.build(),
-        intermediates,
-        crl_paths: t.crl.clone(),
-        opts,
-    })
+    let mut config = t.files.config(RevocationConfig {
+        mode: t.revocation.map_or(RevocationCheck::Require, Into::into),
+        grace_secs: t.crl_grace,
+    });
+    if t.fetch_crls {
+        config.fetch = Some(FetchConfig::default());
+    }
+    let trust = load_trust(&config)?;
+    opts.revocation = trust.revocation.clone();
+    Ok(Inputs { trust, opts })
 }
 
-fn read_cert_collection(p: &Path) -> anyhow::Result<Vec<Vec<u8>>> {
-    let files: Vec<PathBuf> = if p.is_dir() {
-        let mut v: Vec<PathBuf> = std::fs::read_dir(p)
-            .with_context(|| format!("cannot read {}", p.display()))?
-            .filter_map(|e| e.ok().map(|e| e.path()))
-            .filter(|f| f.is_file())
-            .collect();
-        v.sort();
-        v
-    } else {
-        vec![p.to_path_buf()]
-    };
-    let mut out = Vec::new();
-    for f in files {
-        let data = std::fs::read(&f).with_context(|| format!("cannot read {}", f.display()))?;
-        let certs = pki::store::certificates_from_bytes(&data)
-            .map_err(|e| anyhow::anyhow!("{}: {e}", f.display()))?;
-        out.extend(certs);
-    }
-    Ok(out)
-}
-
-fn build_crls(inputs: &Inputs, fetched: &[Vec<u8>]) -> anyhow::Result<CrlSet> {
-    let mut b = CrlSet::builder();
-    for p in &inputs.crl_paths {
-        b.add_path(p)
-            .with_context(|| format!("loading CRLs from {}", p.display()))?;
-    }
-    for der in fetched {
-        b.add_der(der.clone())
-            .context("a fetched CRL is malformed")?;
-    }
-    Ok(b.build())
-}
-
-/// Downloads the CRLs of the given certificates; failures are reported on
-/// stderr (the validation then fails closed in require mode).
-fn fetch_crls(certs: &[&[u8]], now: Time) -> Vec<Vec<u8>> {
-    let fetcher = CrlFetcher::new(FetchConfig::default());
-    let (crls, errors) = fetcher.fetch_for_chain(certs, now.0);
-    for e in errors {
+/// With --fetch-crls, the CRLs given plus those downloaded for the
+/// certificates of `leaf`'s path to a trust anchor. Download failures are
+/// reported on stderr (the validation then fails closed in require mode).
+fn fetched_crls(inputs: &Inputs, leaf: &[u8]) -> Option<CrlSet> {
+    let t = &inputs.trust;
+    let fetcher = CrlFetcher::new(t.fetch?);
+    let fetched = fetch_for_path(&fetcher, &t.store, leaf, &[], &t.crls, &inputs.opts);
+    for e in &fetched.errors {
         eprintln!("warning: {e}");
     }
-    crls.into_iter().map(|c| c.der.as_ref().clone()).collect()
+    Some(fetched.crls)
 }
 
 fn path_json(v: &PivValidated) -> serde_json::Value {
@@ -520,7 +522,7 @@ fn error_kind(e: &Fips201Error) -> &'static str {
 fn verify(a: VerifyArgs) -> anyhow::Result<ExitCode> {
     let leaf = read_certificate(&a.leaf)?;
     let chuid = match &a.chuid {
-        Some(p) => Some(std::fs::read(p).with_context(|| format!("cannot read {}", p.display()))?),
+        Some(p) => Some(read_bounded(p, InputKind::Chuid)?),
         None => None,
     };
     let mut inputs = load_inputs(&a.trust)?;
@@ -537,23 +539,10 @@ fn verify(a: VerifyArgs) -> anyhow::Result<ExitCode> {
     if let Some(e) = &a.eku {
         inputs.opts.required_eku = Some(parse_oid(e)?);
     }
-    let intermediates: Vec<&[u8]> = inputs.intermediates.iter().map(|v| v.as_slice()).collect();
-    let fetched = if a.trust.fetch_crls {
-        let mut certs = vec![leaf.as_slice()];
-        certs.extend_from_slice(&intermediates);
-        fetch_crls(&certs, inputs.opts.time)
-    } else {
-        Vec::new()
-    };
-    let crls = build_crls(&inputs, &fetched)?;
-    let result = validate_profile(
-        &inputs.store,
-        &leaf,
-        &intermediates,
-        &crls,
-        &inputs.opts,
-        a.profile.into(),
-    );
+    let fetched = fetched_crls(&inputs, &leaf);
+    let crls = fetched.as_ref().unwrap_or(&inputs.trust.crls);
+    let store = &inputs.trust.store;
+    let result = validate_profile(store, &leaf, &[], crls, &inputs.opts, a.profile.into());
     let v = match result {
         Ok(v) => v,
         Err(e) => {
@@ -561,7 +550,7 @@ fn verify(a: VerifyArgs) -> anyhow::Result<ExitCode> {
             if matches!(
                 e,
                 Fips201Error::Path(pki::validate::ValidationError::RevocationUnavailable { .. })
-            ) && a.trust.crl.is_empty()
+            ) && !a.trust.files.has_crls()
                 && !a.trust.fetch_crls
             {
                 reason.push_str(
@@ -573,11 +562,10 @@ fn verify(a: VerifyArgs) -> anyhow::Result<ExitCode> {
     };
     let chuid = match &chuid {
         Some(bytes) => {
-            let verified =
-                match verify_chuid(&inputs.store, bytes, &intermediates, &crls, &inputs.opts) {
-                    Ok(c) => c,
-                    Err(e) => return Ok(print_invalid(a.trust.json, "chuid", &e.to_string())),
-                };
+            let verified = match verify_chuid(store, bytes, &[], crls, &inputs.opts) {
+                Ok(c) => c,
+                Err(e) => return Ok(print_invalid(a.trust.json, "chuid", &e.to_string())),
+            };
             if let Err(e) = check_bindings(&v, &verified.chuid) {
                 return Ok(print_invalid(a.trust.json, "binding", &e.to_string()));
             }
@@ -612,12 +600,10 @@ fn verify(a: VerifyArgs) -> anyhow::Result<ExitCode> {
 }
 
 fn verify_chuid_cmd(a: VerifyChuidArgs) -> anyhow::Result<ExitCode> {
-    let chuid =
-        std::fs::read(&a.chuid).with_context(|| format!("cannot read {}", a.chuid.display()))?;
+    let chuid = read_bounded(&a.chuid, InputKind::Chuid)?;
     let inputs = load_inputs(&a.trust)?;
-    let intermediates: Vec<&[u8]> = inputs.intermediates.iter().map(|v| v.as_slice()).collect();
-    let crls = build_crls(&inputs, &[])?;
-    match verify_chuid(&inputs.store, &chuid, &intermediates, &crls, &inputs.opts) {
+    let t = &inputs.trust;
+    match verify_chuid(&t.store, &chuid, &[], &t.crls, &inputs.opts) {
         Ok(v) => {
             let fascn = v.chuid.fascn().map(|f| f.to_string()).ok();
             if a.trust.json {

@@ -461,3 +461,425 @@ fn fetches_crls_from_distribution_points() {
     assert_eq!(code(&o), 1, "{}", text(&o));
     assert!(text(&o).contains("404"), "{}", text(&o));
 }
+
+/// Runs pivgate and fails the test if it has not finished within `limit`.
+fn run_within(args: &[&str], limit: std::time::Duration) -> (Output, std::time::Duration) {
+    use std::process::Stdio;
+    let start = std::time::Instant::now();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_pivgate"))
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run pivgate");
+    loop {
+        if child.try_wait().expect("wait for pivgate").is_some() {
+            break;
+        }
+        if start.elapsed() > limit {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("pivgate {args:?} still ran after {limit:?}");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let elapsed = start.elapsed();
+    (child.wait_with_output().expect("pivgate output"), elapsed)
+}
+
+fn mkfifo(path: &Path) {
+    let made = Command::new("mkfifo")
+        .arg(path)
+        .status()
+        .expect("mkfifo runs");
+    assert!(made.success());
+}
+
+/// Input that is not what its option asks for is a usage error (exit 2) that
+/// names the file and says why, never INVALID (exit 1) or silence.
+#[test]
+fn malformed_trust_files_are_usage_errors_naming_the_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let (pki, card) = setup(dir.path());
+    let leaf = card.join("slot-9a.pem");
+    let chuid = card.join("chuid.bin");
+    let root = pki.join("root.pem");
+    let write = |name: &str, data: &[u8]| {
+        let p = dir.path().join(name);
+        std::fs::write(&p, data).unwrap();
+        p
+    };
+    let pem = |label: &str, body: &str| {
+        format!("-----BEGIN {label}-----\n{body}\n-----END {label}-----\n")
+    };
+    let nested_junk = write(
+        "nested.der",
+        &[0x30, 0x06, 0x30, 0x04, 0x30, 0x02, 0x30, 0x00],
+    );
+    let nested_junk_pem = write("nested.pem", pem("CERTIFICATE", "MAYwBDACMAA=").as_bytes());
+    let bad_base64 = write(
+        "bad64.pem",
+        pem("CERTIFICATE", "MII*not base64*").as_bytes(),
+    );
+    let crl_pem = pki.join("root.crl.pem");
+    let crl_der = write(
+        "root.crl",
+        &pki::issue::pem_decode("X509 CRL", &std::fs::read(&crl_pem).unwrap()).unwrap(),
+    );
+    let empty_blocks = write(
+        "empty-blocks.pem",
+        "-----BEGIN CERTIFICATE-----\n-----END CERTIFICATE-----\n"
+            .repeat(1_000_000)
+            .as_bytes(),
+    );
+    let key_only = write("key.pem", pem("PRIVATE KEY", "AAAA").as_bytes());
+    let junk_dir = dir.path().join("junk-dir");
+    std::fs::create_dir(&junk_dir).unwrap();
+    std::fs::copy(&root, junk_dir.join("root.pem")).unwrap();
+    std::fs::copy(&bad_base64, junk_dir.join("bad64.pem")).unwrap();
+    let empty_dir = dir.path().join("empty-dir");
+    std::fs::create_dir(&empty_dir).unwrap();
+
+    let s = |p: &Path| p.to_string_lossy().into_owned();
+    let cases: Vec<(Vec<String>, &str)> = vec![
+        (vec!["--anchors".into(), s(&nested_junk)], "nested.der"),
+        (vec!["--anchors".into(), s(&nested_junk_pem)], "nested.pem"),
+        (vec!["--anchors".into(), s(&bad_base64)], "invalid base64"),
+        (vec!["--anchors".into(), s(&crl_pem)], "CRL"),
+        (
+            vec!["--anchors".into(), s(&crl_der)],
+            "is a CRL, not a certificate",
+        ),
+        (
+            vec!["--anchors".into(), s(&empty_blocks)],
+            "empty PEM CERTIFICATE block",
+        ),
+        (
+            vec!["--anchors".into(), s(&key_only)],
+            "key.pem holds no certificates",
+        ),
+        (vec!["--anchors".into(), s(&junk_dir)], "bad64.pem"),
+        (
+            vec!["--anchors".into(), s(&empty_dir)],
+            "holds no certificates",
+        ),
+        (
+            vec![
+                "--anchors".into(),
+                s(&root),
+                "--intermediates".into(),
+                s(&nested_junk),
+            ],
+            "nested.der",
+        ),
+        (
+            vec![
+                "--anchors".into(),
+                s(&root),
+                "--intermediates".into(),
+                s(&crl_pem),
+            ],
+            "CRL",
+        ),
+        (
+            vec!["--anchors".into(), s(&root), "--crl".into(), s(&root)],
+            "root.pem",
+        ),
+        (
+            vec![
+                "--anchors".into(),
+                s(&root),
+                "--crl".into(),
+                s(&nested_junk),
+            ],
+            "nested.der",
+        ),
+    ];
+    for (trust, expected) in cases {
+        for command in ["verify", "verify-chuid"] {
+            let mut args: Vec<String> = vec!["pki".into(), command.into()];
+            args.extend(trust.iter().cloned());
+            args.push(s(if command == "verify" { &leaf } else { &chuid }));
+            let a: Vec<&str> = args.iter().map(|x| x.as_str()).collect();
+            let (o, _) = run_within(&a, std::time::Duration::from_secs(30));
+            assert_eq!(code(&o), 2, "{args:?}: {}", text(&o));
+            let t = text(&o);
+            assert!(t.contains(expected), "{args:?}: {t:?} lacks {expected:?}");
+            assert!(!t.contains("INVALID"), "{args:?}: {t}");
+        }
+    }
+}
+
+/// A damaged CRL in a --crl directory used to be skipped, so under
+/// best-effort a certificate it revokes validated: now it is an error.
+#[test]
+fn a_damaged_crl_in_a_directory_is_an_error_not_a_skipped_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let (pki, card) = setup(dir.path());
+    let auth = card.join("slot-9a.pem");
+    let o = pivgate(&["pki", "revoke", "--pki", s(&pki), s(&auth)]);
+    assert_eq!(code(&o), 0, "{}", text(&o));
+    let crls = dir.path().join("crls");
+    std::fs::create_dir(&crls).unwrap();
+    std::fs::copy(pki.join("root.crl.pem"), crls.join("root.crl.pem")).unwrap();
+    let revoking = std::fs::read(pki.join("intermediate.crl.pem")).unwrap();
+    let verify = || {
+        pivgate(&[
+            "pki",
+            "verify",
+            "--revocation",
+            "best-effort",
+            "--anchors",
+            s(&pki.join("root.pem")),
+            "--intermediates",
+            s(&pki.join("intermediate.pem")),
+            "--crl",
+            s(&crls),
+            s(&auth),
+        ])
+    };
+    // With the revoking CRL intact: INVALID (revoked).
+    std::fs::write(crls.join("intermediate.crl.pem"), &revoking).unwrap();
+    let o = verify();
+    assert_eq!(code(&o), 1, "{}", text(&o));
+    assert!(text(&o).contains("revoked"), "{}", text(&o));
+    // Damaged (cut in half, or overwritten by an HTML error page): an error
+    // naming the file, never VALID.
+    for damaged in [
+        &revoking[..revoking.len() / 2],
+        b"<html>404</html>".as_slice(),
+    ] {
+        std::fs::write(crls.join("intermediate.crl.pem"), damaged).unwrap();
+        let o = verify();
+        assert_eq!(code(&o), 2, "{}", text(&o));
+        assert!(text(&o).contains("intermediate.crl.pem"), "{}", text(&o));
+        assert!(!text(&o).contains("VALID"), "{}", text(&o));
+    }
+}
+
+/// A FIFO or a device as any input is refused at once, without reading:
+/// bounded time and memory.
+#[test]
+fn fifos_and_devices_are_refused_in_bounded_time() {
+    let dir = tempfile::tempdir().unwrap();
+    let (pki, card) = setup(dir.path());
+    let fifo = dir.path().join("fifo");
+    mkfifo(&fifo);
+    let zero_dir = dir.path().join("anchors-with-zero");
+    std::fs::create_dir(&zero_dir).unwrap();
+    std::fs::copy(pki.join("root.pem"), zero_dir.join("root.pem")).unwrap();
+    std::os::unix::fs::symlink("/dev/zero", zero_dir.join("zero.pem")).unwrap();
+    let fifo_dir = dir.path().join("crls-with-fifo");
+    std::fs::create_dir(&fifo_dir).unwrap();
+    mkfifo(&fifo_dir.join("pipe.crl"));
+
+    let root = s(&pki.join("root.pem")).to_string();
+    let leaf = s(&card.join("slot-9a.pem")).to_string();
+    let fifo_s = s(&fifo).to_string();
+    let cases: Vec<Vec<String>> = vec![
+        vec!["--anchors".into(), root.clone(), fifo_s.clone()],
+        vec!["--anchors".into(), root.clone(), "/dev/zero".into()],
+        vec!["--anchors".into(), fifo_s.clone(), leaf.clone()],
+        vec!["--anchors".into(), "/dev/zero".into(), leaf.clone()],
+        vec!["--anchors".into(), s(&zero_dir).into(), leaf.clone()],
+        vec![
+            "--anchors".into(),
+            root.clone(),
+            "--intermediates".into(),
+            fifo_s.clone(),
+            leaf.clone(),
+        ],
+        vec![
+            "--anchors".into(),
+            root.clone(),
+            "--intermediates".into(),
+            "/dev/zero".into(),
+            leaf.clone(),
+        ],
+        vec![
+            "--anchors".into(),
+            root.clone(),
+            "--crl".into(),
+            fifo_s.clone(),
+            leaf.clone(),
+        ],
+        vec![
+            "--anchors".into(),
+            root.clone(),
+            "--crl".into(),
+            "/dev/zero".into(),
+            leaf.clone(),
+        ],
+        vec![
+            "--anchors".into(),
+            root.clone(),
+            "--crl".into(),
+            s(&fifo_dir).into(),
+            leaf.clone(),
+        ],
+        vec![
+            "--anchors".into(),
+            root.clone(),
+            "--chuid".into(),
+            fifo_s.clone(),
+            leaf.clone(),
+        ],
+        vec![
+            "--anchors".into(),
+            root.clone(),
+            "--chuid".into(),
+            "/dev/zero".into(),
+            leaf.clone(),
+        ],
+    ];
+    for case in cases {
+        let mut args = vec!["pki".to_string(), "verify".to_string()];
+        args.extend(case);
+        let a: Vec<&str> = args.iter().map(|x| x.as_str()).collect();
+        let (o, took) = run_within(&a, std::time::Duration::from_secs(10));
+        assert_eq!(code(&o), 2, "{args:?}: {}", text(&o));
+        assert!(
+            text(&o).contains("not a regular file"),
+            "{args:?}: {}",
+            text(&o)
+        );
+        assert!(
+            took < std::time::Duration::from_secs(5),
+            "{args:?} took {took:?}"
+        );
+    }
+    // verify-chuid's CHUID argument too.
+    let (o, _) = run_within(
+        &["pki", "verify-chuid", "--anchors", &root, &fifo_s],
+        std::time::Duration::from_secs(10),
+    );
+    assert_eq!(code(&o), 2, "{}", text(&o));
+}
+
+/// --fetch-crls validates first: a certificate without a path to an anchor
+/// makes no download, however many distribution points it lists, so a silent
+/// server cannot hold the command.
+#[test]
+fn fetch_crls_downloads_nothing_for_an_untrusted_certificate() {
+    use pki::issue::{CertificateBuilder, KeyAlgorithm, KeyPair};
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::Arc;
+    let dir = tempfile::tempdir().unwrap();
+    let (pki, _card) = setup(dir.path());
+    // A server that accepts connections and never answers.
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    let connections = Arc::new(AtomicUsize::new(0));
+    let seen = connections.clone();
+    std::thread::spawn(move || {
+        let mut held = Vec::new();
+        for stream in listener.incoming() {
+            seen.fetch_add(1, Ordering::SeqCst);
+            held.push(stream);
+        }
+    });
+    let key = KeyPair::generate(KeyAlgorithm::P256).unwrap();
+    let mut b = CertificateBuilder::new("CN=Untrusted,O=pivgate,C=US", key.spki_der()).unwrap();
+    for i in 0..12 {
+        b = b.crl_distribution_point(&format!("{base}/crl-{i}.crl"));
+    }
+    let cert = b.self_signed(&key).unwrap();
+    let leaf = dir.path().join("untrusted.der");
+    std::fs::write(&leaf, cert).unwrap();
+    let (o, took) = run_within(
+        &[
+            "pki",
+            "verify",
+            "--fetch-crls",
+            "--anchors",
+            s(&pki.join("root.pem")),
+            s(&leaf),
+        ],
+        std::time::Duration::from_secs(30),
+    );
+    assert_eq!(code(&o), 1, "{}", text(&o));
+    assert!(text(&o).starts_with("INVALID"), "{}", text(&o));
+    assert!(took < std::time::Duration::from_secs(1), "took {took:?}");
+    assert_eq!(connections.load(Ordering::SeqCst), 0);
+}
+
+/// `pivgate ... | head -1`: a reader that goes away ends the process
+/// quietly (SIGPIPE), not with a panic.
+#[test]
+fn a_closed_pipe_ends_the_process_quietly() {
+    use std::os::unix::process::ExitStatusExt;
+    let dir = tempfile::tempdir().unwrap();
+    let (pki, card) = setup(dir.path());
+    let (reader, writer) = std::io::pipe().unwrap();
+    drop(reader);
+    let args = verify_args(&pki, &["--profile", "piv-auth"], &card.join("slot-9a.pem"));
+    let o = Command::new(env!("CARGO_BIN_EXE_pivgate"))
+        .args(&args)
+        .stdout(writer)
+        .stderr(std::process::Stdio::piped())
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!err.contains("panicked"), "{err}");
+    assert_eq!(
+        o.status.signal(),
+        Some(libc_sigpipe()),
+        "{:?}: {err}",
+        o.status
+    );
+}
+
+/// SIGPIPE's number on Linux.
+fn libc_sigpipe() -> i32 {
+    13
+}
+
+#[test]
+fn intermediates_have_one_documented_meaning() {
+    for cmd in [&["pki", "verify", "--help"][..], &["auth", "--help"][..]] {
+        let o = pivgate(cmd);
+        assert_eq!(code(&o), 0);
+        let t = text(&o);
+        assert!(t.contains("--intermediates"), "{t}");
+        assert!(t.contains("untrusted"), "{cmd:?}: {t}");
+        assert!(t.contains("never trust anchors"), "{cmd:?}: {t}");
+    }
+}
+
+/// A file over its kind's cap is refused from its size, before it is read
+/// (a 300 MB "certificate" used to be read three times over).
+#[test]
+fn oversized_inputs_are_refused_before_reading() {
+    let dir = tempfile::tempdir().unwrap();
+    let (pki, card) = setup(dir.path());
+    let sparse = |name: &str, len: u64| {
+        let p = dir.path().join(name);
+        std::fs::File::create(&p).unwrap().set_len(len).unwrap();
+        p
+    };
+    let leaf = sparse("huge-leaf.der", 300 << 20);
+    let bundle = sparse("huge-bundle.pem", (128 << 20) + 1);
+    let crl = sparse("huge.crl", (64 << 20) + 1);
+    let root = pki.join("root.pem");
+    let auth = card.join("slot-9a.pem");
+    for (args, name) in [
+        (vec!["--anchors", s(&root), s(&leaf)], "huge-leaf.der"),
+        (vec!["--anchors", s(&bundle), s(&auth)], "huge-bundle.pem"),
+        (
+            vec!["--anchors", s(&root), "--crl", s(&crl), s(&auth)],
+            "huge.crl",
+        ),
+    ] {
+        let mut a = vec!["pki", "verify"];
+        a.extend(args);
+        let (o, took) = run_within(&a, std::time::Duration::from_secs(10));
+        assert_eq!(code(&o), 2, "{a:?}: {}", text(&o));
+        assert!(text(&o).contains(name), "{}", text(&o));
+        assert!(text(&o).contains("-byte limit"), "{}", text(&o));
+        assert!(
+            took < std::time::Duration::from_secs(5),
+            "{a:?} took {took:?}"
+        );
+    }
+}

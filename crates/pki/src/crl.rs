@@ -36,6 +36,14 @@ pub enum CrlError {
     Time(#[from] crate::time::TimeError),
     #[error("{origin}: {reason}")]
     BadFile { origin: String, reason: String },
+    #[error(transparent)]
+    Input(#[from] crate::input::InputError),
+    /// A CRL file that does not hold what it should.
+    #[error("{path}: {source}")]
+    InFile {
+        path: PathBuf,
+        source: Box<CrlError>,
+    },
 }
 
 fn field<T>(name: &'static str, r: Result<T, DerError>) -> Result<T, CrlError> {
@@ -573,27 +581,17 @@ impl CrlSetBuilder {
     }
 
     /// Adds CRLs from a DER or PEM (`X509 CRL`) file, or every such file of a directory.
-    /// Returns how many were added.
+    /// Returns how many were added. Files are read bounded (see [`crate::input`]). Every file
+    /// of a directory must be a CRL: one that is damaged, unreadable or not a regular file is
+    /// an error naming it, never skipped, since a missing CRL would let a revoked certificate
+    /// pass where revocation data is optional.
     pub fn add_path(&mut self, path: impl AsRef<Path>) -> Result<usize, CrlError> {
+        use crate::input::{self, InputKind};
         let path = path.as_ref();
-        let io = |source| CrlError::Io {
-            path: path.to_owned(),
-            source,
-        };
-        if std::fs::metadata(path).map_err(io)?.is_dir() {
-            let mut files: Vec<PathBuf> = std::fs::read_dir(path)
-                .map_err(io)?
-                .filter_map(|e| e.ok())
-                .map(|e| e.path())
-                .filter(|p| p.is_file())
-                .collect();
-            files.sort();
+        if input::is_directory(path)? {
             let mut n = 0;
-            for f in files {
-                match self.add_file(&f) {
-                    Ok(k) => n += k,
-                    Err(e) => tracing::warn!("skipping {}: {e}", f.display()),
-                }
+            for f in input::directory_files(path, InputKind::Crl)? {
+                n += self.add_file(&f)?;
             }
             Ok(n)
         } else {
@@ -602,10 +600,23 @@ impl CrlSetBuilder {
     }
 
     fn add_file(&mut self, path: &Path) -> Result<usize, CrlError> {
-        let data = std::fs::read(path).map_err(|source| CrlError::Io {
-            path: path.to_owned(),
-            source,
-        })?;
+        let data = crate::input::read_bounded(path, crate::input::InputKind::Crl)?;
+        let before = self.crls.len();
+        let added = self.add_file_data(path, data);
+        if added.is_err() {
+            // All or nothing per file.
+            self.crls.truncate(before);
+        }
+        added.map_err(|e| match e {
+            e @ CrlError::BadFile { .. } => e,
+            e => CrlError::InFile {
+                path: path.to_owned(),
+                source: Box::new(e),
+            },
+        })
+    }
+
+    fn add_file_data(&mut self, path: &Path, data: Vec<u8>) -> Result<usize, CrlError> {
         if memchr::memmem::find(&data, b"-----BEGIN X509 CRL-----").is_some() {
             let mut n = 0;
             let mut rest = &data[..];
@@ -628,9 +639,14 @@ impl CrlSetBuilder {
                 rest = &body[e..];
             }
             Ok(n)
-        } else {
+        } else if data.first() == Some(&tag::SEQUENCE) {
             self.add_der(data)?;
             Ok(1)
+        } else {
+            Err(CrlError::BadFile {
+                origin: path.display().to_string(),
+                reason: "not a DER or PEM (X509 CRL) CRL".into(),
+            })
         }
     }
 

@@ -1,6 +1,14 @@
 //! CRL retrieval from a certificate's CRL distribution points (RFC 5280
 //! §4.2.1.13), over plain `http://` only, as FPKI and PIV issuers publish.
 //!
+//! [`fetch_for_path`] validates first and downloads after: only the
+//! certificates of a path to a trust anchor have their CRLs fetched, so a
+//! certificate nobody trusts cannot make the host contact the servers it names.
+//! Each certificate's distribution points are tried up to a cap, all downloads
+//! of one call share a time budget, and redirects are followed only within the
+//! same origin (scheme, host and port: RFC 6454), so a CRL server cannot send
+//! the host to another machine, an internal address included.
+//!
 //! Each download has a timeout and a size limit. A CRL is kept until its
 //! nextUpdate and fetched again after it; a failed download is reported to the
 //! caller (the validator decides whether missing revocation data fails closed)
@@ -9,11 +17,14 @@
 //! [`CrlFetcher::cached`] for grace-period decisions.
 
 use crate::crl::CrlSet;
+use crate::store::TrustStore;
+use crate::validate::{validate, RevocationMode, ValidationOptions};
 use der::Decode;
+use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
 use std::io::Read;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 use thiserror::Error;
 use x509_cert::crl::CertificateList;
 use x509_cert::ext::pkix::name::{DistributionPointName, GeneralName};
@@ -43,12 +54,25 @@ pub enum FetchError {
         reason: String,
         retry_at: i64,
     },
+    #[error("fetching CRL {url}: redirected to {location}, which is not followed ({reason})")]
+    Redirect {
+        url: String,
+        location: String,
+        reason: &'static str,
+    },
+    #[error(
+        "fetching CRL {url}: not tried, the {budget_ms} ms time budget of this fetch is spent"
+    )]
+    OutOfTime { url: String, budget_ms: u64 },
 }
 
-/// Limits of the fetcher.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// Limits of the fetcher. Serialised with the durations in milliseconds; every
+/// field has a default, and unknown fields are refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
 pub struct FetchConfig {
     /// Connect + read timeout of one download.
+    #[serde(rename = "timeout_ms", with = "millis")]
     pub timeout: Duration,
     /// Largest accepted CRL in bytes.
     pub max_bytes: usize,
@@ -57,6 +81,17 @@ pub struct FetchConfig {
     pub retry_after_secs: i64,
     /// How long a CRL without nextUpdate is kept before it is fetched again.
     pub default_lifetime_secs: i64,
+    /// Distribution points tried per certificate (the first that answers
+    /// with a CRL wins); the rest are ignored.
+    pub max_urls_per_certificate: usize,
+    /// Time budget of one [`fetch_for_path`] or [`CrlFetcher::fetch_for_chain`]
+    /// call, all downloads together: a download is cut short at the budget's
+    /// end and none starts after it.
+    #[serde(rename = "total_timeout_ms", with = "millis")]
+    pub total_timeout: Duration,
+    /// Redirects followed per download, only within the same origin (scheme,
+    /// host and port); a redirect elsewhere is an error.
+    pub max_redirects: u32,
 }
 
 impl Default for FetchConfig {
@@ -66,7 +101,24 @@ impl Default for FetchConfig {
             max_bytes: 64 * 1024 * 1024,
             retry_after_secs: 30,
             default_lifetime_secs: 3_600,
+            max_urls_per_certificate: 4,
+            total_timeout: Duration::from_secs(10),
+            max_redirects: 3,
         }
+    }
+}
+
+/// Durations as whole milliseconds in configuration files.
+mod millis {
+    use serde::{Deserialize, Deserializer, Serializer};
+    use std::time::Duration;
+
+    pub fn serialize<S: Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_u64(d.as_millis().min(u64::MAX as u128) as u64)
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
+        u64::deserialize(d).map(Duration::from_millis)
     }
 }
 
@@ -168,10 +220,11 @@ fn parse_body(url: &str, body: Vec<u8>) -> Result<(Vec<u8>, Option<i64>), FetchE
 
 impl CrlFetcher {
     pub fn new(config: FetchConfig) -> CrlFetcher {
+        // Redirects are followed by `download`, which checks the origin first.
         let agent = ureq::AgentBuilder::new()
             .timeout_connect(config.timeout)
             .timeout(config.timeout)
-            .redirects(3)
+            .redirects(0)
             .build();
         CrlFetcher {
             agent,
@@ -203,6 +256,16 @@ impl CrlFetcher {
     /// Returns the CRL at `url`: the cached copy until its nextUpdate, else a
     /// new download.
     pub fn fetch_url(&self, url: &str, now: i64) -> Result<FetchedCrl, FetchError> {
+        self.fetch_url_by(url, now, Instant::now() + self.config.total_timeout)
+    }
+
+    /// [`Self::fetch_url`], downloading only before `deadline`.
+    fn fetch_url_by(
+        &self,
+        url: &str,
+        now: i64,
+        deadline: Instant,
+    ) -> Result<FetchedCrl, FetchError> {
         if !url.to_ascii_lowercase().starts_with("http://") {
             return Err(FetchError::UnsupportedScheme(url.to_string()));
         }
@@ -220,7 +283,7 @@ impl CrlFetcher {
             _ => {}
         }
         tracing::debug!(url, "fetching CRL");
-        match self.download(url) {
+        match self.download(url, deadline) {
             Ok(body) => {
                 let (der, next_update) = match parse_body(url, body) {
                     Ok(v) => v,
@@ -273,22 +336,66 @@ impl CrlFetcher {
         );
     }
 
-    fn download(&self, url: &str) -> Result<Vec<u8>, FetchError> {
-        let resp = match self.agent.get(url).call() {
-            Ok(r) => r,
-            Err(ureq::Error::Status(status, _)) => {
-                return Err(FetchError::Http {
-                    url: url.to_string(),
-                    status,
-                })
+    /// One GET, following same-origin redirects, finished by `deadline`.
+    fn download(&self, url: &str, deadline: Instant) -> Result<Vec<u8>, FetchError> {
+        let mut current = url.to_string();
+        let mut hops = 0;
+        let resp = loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return Err(FetchError::OutOfTime {
+                    url: current,
+                    budget_ms: self.config.total_timeout.as_millis() as u64,
+                });
             }
-            Err(e) => {
-                return Err(FetchError::Transport {
-                    url: url.to_string(),
-                    reason: e.to_string(),
-                })
+            let resp = match self
+                .agent
+                .get(&current)
+                .timeout(left.min(self.config.timeout))
+                .call()
+            {
+                Ok(r) => r,
+                Err(ureq::Error::Status(status, _)) => {
+                    return Err(FetchError::Http {
+                        url: current,
+                        status,
+                    })
+                }
+                Err(e) => {
+                    return Err(FetchError::Transport {
+                        url: current,
+                        reason: e.to_string(),
+                    })
+                }
+            };
+            if !matches!(resp.status(), 301 | 302 | 303 | 307 | 308) {
+                if resp.status() != 200 {
+                    return Err(FetchError::Http {
+                        url: current,
+                        status: resp.status(),
+                    });
+                }
+                break resp;
             }
+            let location = resp.header("Location").unwrap_or("").trim().to_string();
+            let refuse = |reason| FetchError::Redirect {
+                url: current.clone(),
+                location: location.clone(),
+                reason,
+            };
+            if hops >= self.config.max_redirects {
+                return Err(refuse("too many redirects"));
+            }
+            let next = resolve_redirect(&current, &location)
+                .ok_or_else(|| refuse("not an http:// URL or absolute path"))?;
+            if origin(&next).is_none() || origin(&next) != origin(&current) {
+                return Err(refuse("another origin: scheme, host or port differ"));
+            }
+            tracing::debug!(from = %current, to = %next, "following a same-origin redirect");
+            current = next;
+            hops += 1;
         };
+        let url = current.as_str();
         let limit = self.config.max_bytes;
         let too_large = || FetchError::TooLarge {
             url: url.to_string(),
@@ -352,13 +459,23 @@ impl CrlFetcher {
     }
 
     /// Fetches the CRL of a certificate: the first of its http:// CRL
-    /// distribution points that answers with a CRL. When all fail, the error
-    /// of the first one is returned.
+    /// distribution points that answers with a CRL, trying at most
+    /// `max_urls_per_certificate` of them. When all fail, the error of the
+    /// first one is returned.
     pub fn fetch_for(&self, cert_der: &[u8], now: i64) -> Result<FetchedCrl, FetchError> {
+        self.fetch_for_by(cert_der, now, Instant::now() + self.config.total_timeout)
+    }
+
+    fn fetch_for_by(
+        &self,
+        cert_der: &[u8],
+        now: i64,
+        deadline: Instant,
+    ) -> Result<FetchedCrl, FetchError> {
         let urls = distribution_points(cert_der)?;
         let mut first_err = None;
-        for u in &urls {
-            match self.fetch_url(u, now) {
+        for u in urls.iter().take(self.config.max_urls_per_certificate) {
+            match self.fetch_url_by(u, now, deadline) {
                 Ok(c) => return Ok(c),
                 Err(e) => {
                     first_err.get_or_insert(e);
@@ -369,13 +486,16 @@ impl CrlFetcher {
     }
 
     /// Fetches the CRLs of every certificate that has a distribution point
-    /// (e.g. a leaf and its intermediates). Certificates without one are
-    /// skipped; failures are returned beside the CRLs that were obtained.
+    /// (e.g. a leaf and its intermediates), within one `total_timeout`.
+    /// Certificates without one are skipped; failures are returned beside the
+    /// CRLs that were obtained. The caller vouches for the certificates: to
+    /// fetch only for a path to a trust anchor, use [`fetch_for_path`].
     pub fn fetch_for_chain(&self, certs: &[&[u8]], now: i64) -> (Vec<FetchedCrl>, Vec<FetchError>) {
+        let deadline = Instant::now() + self.config.total_timeout;
         let mut crls: Vec<FetchedCrl> = Vec::new();
         let mut errors = Vec::new();
         for c in certs {
-            match self.fetch_for(c, now) {
+            match self.fetch_for_by(c, now, deadline) {
                 Ok(crl) => {
                     if !crls.iter().any(|x| x.url == crl.url) {
                         crls.push(crl);
@@ -386,5 +506,153 @@ impl CrlFetcher {
             }
         }
         (crls, errors)
+    }
+}
+
+/// The origin (scheme, lower-case host, port) of an `http://` URL, or `None`
+/// when it is not one or carries user information.
+fn origin(url: &str) -> Option<(String, u16)> {
+    let rest = strip_prefix_ignore_case(url, "http://")?;
+    let authority = &rest[..rest.find(['/', '?', '#']).unwrap_or(rest.len())];
+    if authority.is_empty() || authority.contains('@') {
+        return None;
+    }
+    // A bracketed IPv6 literal keeps its colons.
+    let (host, port) = match authority.rfind(':') {
+        Some(i) if !authority[i..].contains(']') => (&authority[..i], &authority[i + 1..]),
+        _ => (authority, ""),
+    };
+    let port = if port.is_empty() {
+        80
+    } else {
+        port.parse().ok()?
+    };
+    Some((host.to_ascii_lowercase(), port))
+}
+
+fn strip_prefix_ignore_case<'a>(s: &'a str, prefix: &str) -> Option<&'a str> {
+    let head = s.get(..prefix.len())?;
+    head.eq_ignore_ascii_case(prefix)
+        .then(|| &s[prefix.len()..])
+}
+
+/// The URL a `Location` header sends `from` to: an absolute `http://` URL, or
+/// an absolute path on the same server. Other forms are not followed.
+fn resolve_redirect(from: &str, location: &str) -> Option<String> {
+    if origin(location).is_some() {
+        return Some(location.to_string());
+    }
+    if location.starts_with('/') && !location.starts_with("//") {
+        let rest = strip_prefix_ignore_case(from, "http://")?;
+        let authority = &rest[..rest.find(['/', '?', '#']).unwrap_or(rest.len())];
+        return Some(format!("http://{authority}{location}"));
+    }
+    None
+}
+
+/// What [`fetch_for_path`] did.
+#[derive(Debug)]
+pub struct PathFetch {
+    /// The CRLs given, plus those downloaded.
+    pub crls: CrlSet,
+    /// Downloads that failed; the validation that follows decides what they
+    /// mean (in require mode, missing revocation data fails closed).
+    pub errors: Vec<FetchError>,
+    /// How many certificates of a path to a trust anchor had their CRLs
+    /// looked up; 0 when no path was found, and then nothing was downloaded.
+    pub certificates: usize,
+}
+
+/// Validates first, downloads after. `leaf` is validated with revocation off
+/// to find a path to a trust anchor of `store`; only when there is one are the
+/// CRLs of the certificates on it (the anchor excluded: RFC 5280 does not check
+/// its revocation) fetched, within the fetcher's limits. Returns `crls` with the
+/// downloaded CRLs added, for the validation with revocation that follows
+/// (which may still choose another path; certificates only on that one then
+/// have no fetched CRL, and require mode fails closed).
+pub fn fetch_for_path(
+    fetcher: &CrlFetcher,
+    store: &TrustStore,
+    leaf: &[u8],
+    intermediates: &[&[u8]],
+    crls: &CrlSet,
+    opts: &ValidationOptions,
+) -> PathFetch {
+    let mut path_opts = opts.clone();
+    path_opts.revocation.mode = RevocationMode::Off;
+    let path = match validate(store, leaf, intermediates, crls, &path_opts) {
+        Ok(p) => p,
+        Err(e) => {
+            tracing::debug!(error = %e, "no path to a trust anchor: no CRL is fetched");
+            return PathFetch {
+                crls: copy_of(crls, &[]),
+                errors: Vec::new(),
+                certificates: 0,
+            };
+        }
+    };
+    let chain = path.chain();
+    let below_anchor: Vec<&[u8]> = chain[..chain.len().saturating_sub(1)]
+        .iter()
+        .map(|c| c.der())
+        .collect();
+    let (fetched, errors) = fetcher.fetch_for_chain(&below_anchor, opts.time.0);
+    PathFetch {
+        crls: copy_of(crls, &fetched),
+        errors,
+        certificates: below_anchor.len(),
+    }
+}
+
+/// `base`'s CRLs and the `fetched` ones as a new set; a fetched CRL the
+/// validator's parser refuses is left out and logged.
+fn copy_of(base: &CrlSet, fetched: &[FetchedCrl]) -> CrlSet {
+    let mut b = CrlSet::builder();
+    for c in base.crls() {
+        b.add_crl(c.clone());
+    }
+    for f in fetched {
+        if let Err(e) = b.add_der(f.der.as_ref().clone()) {
+            tracing::warn!(url = %f.url, error = %e, "downloaded CRL refused by the validator");
+        }
+    }
+    b.build()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn origins_compare_scheme_host_and_port() {
+        let o = |u| origin(u);
+        assert_eq!(
+            o("http://Example.org/x.crl"),
+            Some(("example.org".into(), 80))
+        );
+        assert_eq!(o("HTTP://example.org:80"), o("http://example.org/y"));
+        assert_ne!(o("http://127.0.0.1:8080/a"), o("http://127.0.0.1:8081/a"));
+        assert_ne!(o("http://127.0.0.1/a"), o("http://127.0.0.2/a"));
+        assert_eq!(o("http://[::1]:81/a"), Some(("[::1]".into(), 81)));
+        assert_eq!(o("http://[::1]/a"), Some(("[::1]".into(), 80)));
+        assert_eq!(o("http://user@host/a"), None);
+        assert_eq!(o("https://host/a"), None);
+        assert_eq!(o("http://host:99999/a"), None);
+    }
+
+    #[test]
+    fn redirects_resolve_absolute_urls_and_paths_only() {
+        let from = "http://127.0.0.1:8080/old/a.crl";
+        assert_eq!(
+            resolve_redirect(from, "/new/a.crl").as_deref(),
+            Some("http://127.0.0.1:8080/new/a.crl")
+        );
+        assert_eq!(
+            resolve_redirect(from, "http://127.0.0.2/a.crl").as_deref(),
+            Some("http://127.0.0.2/a.crl")
+        );
+        assert_eq!(resolve_redirect(from, "//127.0.0.2/a.crl"), None);
+        assert_eq!(resolve_redirect(from, "a.crl"), None);
+        assert_eq!(resolve_redirect(from, "file:///etc/passwd"), None);
     }
 }

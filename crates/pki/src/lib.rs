@@ -7,6 +7,11 @@
 //! §6.3 revocation, failing closed when revocation data is missing or stale. All untrusted DER
 //! goes through the bounds-checked cursor in [`der`]. Correctness is checked against NIST PKITS
 //! (`tests/pkits.rs`).
+//!
+//! [`trust::TrustConfig`] says where trust comes from (anchors, untrusted intermediates, CRLs,
+//! revocation policy, CRL downloads) for the command line and the service alike, and loads it
+//! strictly; every file is read through [`input::read_bounded`] (regular files only, capped by
+//! kind). [`fetch::fetch_for_path`] downloads CRLs only for a path already found to an anchor.
 
 pub mod cache;
 pub mod cert;
@@ -14,6 +19,7 @@ pub mod crl;
 pub mod der;
 pub mod fetch;
 pub mod fips201;
+pub mod input;
 pub mod issue;
 pub mod name;
 pub mod nc;
@@ -22,4 +28,5 @@ pub mod policy;
 pub mod sig;
 pub mod store;
 pub mod time;
+pub mod trust;
 pub mod validate;

@@ -9,6 +9,7 @@
 
 use crate::cert::{self, Cert, CertError};
 use crate::der::{tag, DerError, Prehashed, Reader};
+use crate::input::{self, InputError, InputKind};
 use crate::name::NormName;
 use arc_swap::ArcSwap;
 use std::collections::hash_map::RandomState;
@@ -35,6 +36,8 @@ pub enum StoreError {
     },
     #[error("{origin}: {reason}")]
     BadFile { origin: String, reason: String },
+    #[error(transparent)]
+    Input(#[from] InputError),
 }
 
 static NEXT_ID: AtomicU64 = AtomicU64::new(1);
@@ -195,6 +198,9 @@ impl TrustStore {
 #[derive(Default)]
 pub struct TrustStoreBuilder {
     certs: Vec<(Arc<[u8]>, bool)>,
+    /// Where the certificates came from: (index of the first certificate, file or `None` for
+    /// certificates given in memory), in order, for [`Self::try_build`]'s messages.
+    origins: Vec<(usize, Option<Arc<str>>)>,
 }
 
 impl TrustStoreBuilder {
@@ -213,13 +219,21 @@ impl TrustStoreBuilder {
     }
 
     pub fn add_anchor_der(&mut self, der: Vec<u8>) -> &mut Self {
+        self.in_memory();
         self.certs.push((der.into(), true));
         self
     }
 
     pub fn add_intermediate_der(&mut self, der: Vec<u8>) -> &mut Self {
+        self.in_memory();
         self.certs.push((der.into(), false));
         self
+    }
+
+    fn in_memory(&mut self) {
+        if !matches!(self.origins.last(), Some((_, None))) {
+            self.origins.push((self.certs.len(), None));
+        }
     }
 
     /// Adds every certificate of PEM (or PKCS#7) text as trust anchors.
@@ -232,65 +246,77 @@ impl TrustStoreBuilder {
         self.add_bytes(pem, "PEM data", false)
     }
 
+    /// Reads a file (bounded, regular files only: see [`crate::input`]) or a directory. In a
+    /// directory, files that are neither PEM nor DER (a README) are skipped with a warning;
+    /// a file that looks like certificates but is damaged, unreadable or not a regular file
+    /// is an error naming it, as it is when given alone.
     fn add_from_path(&mut self, path: &Path, anchor: bool) -> Result<usize, StoreError> {
-        let io = |source| StoreError::Io {
-            path: path.to_owned(),
-            source,
-        };
-        let meta = std::fs::metadata(path).map_err(io)?;
-        if !meta.is_dir() {
-            let data = std::fs::read(path).map_err(io)?;
+        const KIND: InputKind = InputKind::CertificateBundle;
+        if !input::is_directory(path)? {
+            let data = input::read_bounded(path, KIND)?;
             return self.add_bytes(&data, &path.display().to_string(), anchor);
         }
-        let mut files: Vec<PathBuf> = std::fs::read_dir(path)
-            .map_err(io)?
-            .filter_map(|e| e.ok())
-            .filter(|e| {
-                e.file_type()
-                    .map(|t| t.is_file() || t.is_symlink())
-                    .unwrap_or(false)
-            })
-            .map(|e| e.path())
-            .collect();
-        files.sort();
         let mut total = 0;
-        for f in files {
-            let data = match std::fs::read(&f) {
-                Ok(d) => d,
-                Err(e) => {
-                    tracing::warn!("skipping {}: {e}", f.display());
-                    continue;
-                }
-            };
-            match self.add_bytes(&data, &f.display().to_string(), anchor) {
-                Ok(n) => total += n,
-                Err(e) => tracing::warn!("skipping {e}"),
+        for f in input::directory_files(path, KIND)? {
+            let data = input::read_bounded(&f, KIND)?;
+            if !looks_like_certificates(&data) {
+                tracing::warn!(
+                    "skipping {}: not a PEM, DER certificate or PKCS#7 file",
+                    f.display()
+                );
+                continue;
             }
+            total += self.add_bytes(&data, &f.display().to_string(), anchor)?;
         }
         Ok(total)
     }
 
     fn add_bytes(&mut self, data: &[u8], origin: &str, anchor: bool) -> Result<usize, StoreError> {
-        let certs = der_certificates(data).map_err(|reason| StoreError::BadFile {
+        let bad = |reason: String| StoreError::BadFile {
             origin: origin.to_owned(),
             reason,
-        })?;
+        };
+        let certs = der_certificates(data).map_err(bad)?;
+        if certs.is_empty() && memchr::memmem::find(data, b"-----BEGIN X509 CRL-----").is_some() {
+            return Err(bad("holds a CRL, not certificates".into()));
+        }
         let n = certs.len();
+        self.origins
+            .push((self.certs.len(), Some(Arc::from(origin))));
         self.certs.extend(certs.into_iter().map(|c| (c, anchor)));
         Ok(n)
+    }
+
+    /// Like [`Self::build`], but a certificate whose encoding cannot be read is an error naming
+    /// its file and position instead of being left out: for configured trust, where a
+    /// damaged file is the operator's mistake to hear about.
+    pub fn try_build(self) -> Result<TrustStore, StoreError> {
+        self.build_inner(true)
     }
 
     /// Indexes the certificates. Duplicates (same DER) are dropped, an anchor winning over an
     /// intermediate; certificates whose subject cannot be read are skipped with a warning.
     pub fn build(self) -> TrustStore {
+        match self.build_inner(false) {
+            Ok(store) => store,
+            Err(_) => unreachable!("a lenient build leaves malformed certificates out"),
+        }
+    }
+
+    fn build_inner(self, strict: bool) -> Result<TrustStore, StoreError> {
         let hasher = RandomState::new();
         let mut seen: HashMap<u64, u32, Prehashed> =
             HashMap::with_capacity_and_hasher(self.certs.len(), Prehashed::default());
-        let mut unique: Vec<(Arc<[u8]>, bool)> = Vec::with_capacity(self.certs.len());
+        let mut unique: Vec<(Arc<[u8]>, bool, usize)> = Vec::with_capacity(self.certs.len());
         let mut next_same: Vec<u32> = Vec::with_capacity(self.certs.len());
         // Anchors first so that an anchor wins over the same certificate given as intermediate.
-        let (anchors, inters): (Vec<_>, Vec<_>) = self.certs.into_iter().partition(|c| c.1);
-        for (der, anchor) in anchors.into_iter().chain(inters) {
+        let (anchors, inters): (Vec<_>, Vec<_>) = self
+            .certs
+            .into_iter()
+            .enumerate()
+            .map(|(i, (der, anchor))| (der, anchor, i))
+            .partition(|c| c.1);
+        for (der, anchor, position) in anchors.into_iter().chain(inters) {
             let h = dedup_hash(&hasher, &der);
             let head = seen.get(&h).copied().unwrap_or(NONE);
             let mut i = head;
@@ -307,17 +333,29 @@ impl TrustStoreBuilder {
             }
             seen.insert(h, unique.len() as u32);
             next_same.push(head);
-            unique.push((der, anchor));
+            unique.push((der, anchor, position));
         }
         let candidates = unique.len();
-        let mut entries: Vec<Entry> =
-            parallel_map(unique, |(der, anchor)| match Entry::new(der, anchor) {
-                Ok(e) => Some(e),
-                Err(e) => {
-                    tracing::warn!("skipping a malformed certificate: {e}");
-                    None
+        let scanned = parallel_map(unique, |(der, anchor, position)| {
+            Entry::new(der.clone(), anchor).map_err(|e| (position, der, anchor, e))
+        });
+        let mut entries: Vec<Entry> = Vec::with_capacity(scanned.len());
+        let mut first_bad: Option<(usize, Arc<[u8]>, bool, CertError)> = None;
+        for r in scanned {
+            match r {
+                Ok(e) => entries.push(e),
+                Err((position, der, anchor, e)) => {
+                    if !strict {
+                        tracing::warn!("skipping a malformed certificate: {e}");
+                    } else if first_bad.as_ref().is_none_or(|b| position < b.0) {
+                        first_bad = Some((position, der, anchor, e));
+                    }
                 }
-            });
+            }
+        }
+        if let Some((position, der, anchor, source)) = first_bad {
+            return Err(malformed(&self.origins, position, &der, anchor, source));
+        }
         let mut by_subject: HashMap<u64, u32, Prehashed> =
             HashMap::with_capacity_and_hasher(entries.len(), Prehashed::default());
         let mut by_key_id: HashMap<u64, u32, Prehashed> =
@@ -335,7 +373,7 @@ impl TrustStoreBuilder {
             }
         }
         let anchors = entries.iter().filter(|e| e.anchor).count();
-        TrustStore {
+        Ok(TrustStore {
             id: next_id(),
             rejected: candidates - entries.len(),
             entries,
@@ -343,8 +381,47 @@ impl TrustStoreBuilder {
             by_key_id,
             hasher,
             anchors,
-        }
+        })
     }
+}
+
+/// The error for the certificate at `position` of a builder whose inputs came from `origins`.
+fn malformed(
+    origins: &[(usize, Option<Arc<str>>)],
+    position: usize,
+    der: &[u8],
+    anchor: bool,
+    source: CertError,
+) -> StoreError {
+    let at = origins.partition_point(|(first, _)| *first <= position);
+    let (first, origin) = match at.checked_sub(1).map(|i| &origins[i]) {
+        Some((first, Some(origin))) => (*first, origin.to_string()),
+        Some((first, None)) => (*first, "certificates given in memory".to_string()),
+        None => (0, "certificates given in memory".to_string()),
+    };
+    let role = if anchor {
+        "trust anchors"
+    } else {
+        "intermediates"
+    };
+    let origin = format!("{role}: {origin}");
+    let index = position - first + 1;
+    if crate::crl::Crl::from_der(der.to_vec()).is_ok() {
+        return StoreError::BadFile {
+            origin,
+            reason: format!("item {index} is a CRL, not a certificate"),
+        };
+    }
+    StoreError::BadCertificate {
+        origin,
+        index,
+        source,
+    }
+}
+
+/// Whether a file is PEM or DER at all (as opposed to, say, a README in a directory).
+fn looks_like_certificates(data: &[u8]) -> bool {
+    data.first() == Some(&tag::SEQUENCE) || memchr::memmem::find(data, b"-----BEGIN ").is_some()
 }
 
 fn hash_of(state: &RandomState, bytes: &[u8]) -> u64 {
@@ -366,11 +443,11 @@ fn worker_threads() -> usize {
 }
 
 /// Maps `items` in order, on two or more threads when there are enough of them to pay for it.
-fn parallel_map<T: Send, U: Send>(items: Vec<T>, f: impl Fn(T) -> Option<U> + Sync) -> Vec<U> {
+fn parallel_map<T: Send, U: Send>(items: Vec<T>, f: impl Fn(T) -> U + Sync) -> Vec<U> {
     const MIN_PER_THREAD: usize = 1024;
     let threads = worker_threads().min(items.len() / MIN_PER_THREAD).max(1);
     if threads == 1 {
-        return items.into_iter().filter_map(f).collect();
+        return items.into_iter().map(f).collect();
     }
     let per = items.len().div_ceil(threads);
     let mut chunks: Vec<Vec<T>> = Vec::with_capacity(threads);
@@ -382,7 +459,7 @@ fn parallel_map<T: Send, U: Send>(items: Vec<T>, f: impl Fn(T) -> Option<U> + Sy
     std::thread::scope(|scope| {
         let handles: Vec<_> = chunks
             .into_iter()
-            .map(|chunk| scope.spawn(move || chunk.into_iter().filter_map(f).collect::<Vec<U>>()))
+            .map(|chunk| scope.spawn(move || chunk.into_iter().map(f).collect::<Vec<U>>()))
             .collect();
         handles
             .into_iter()
@@ -537,6 +614,9 @@ fn certificates_from_pem_serial(data: &[u8]) -> Result<Vec<Arc<[u8]>>, String> {
             b"CERTIFICATE" | b"X509 CERTIFICATE" => {
                 base64_decode_into(body, &mut scratch)
                     .ok_or("invalid base64 in a PEM CERTIFICATE block")?;
+                if scratch.is_empty() {
+                    return Err("an empty PEM CERTIFICATE block".into());
+                }
                 out.push(Arc::from(&scratch[..]));
             }
             b"PKCS7" | b"CMS" => {
@@ -824,6 +904,48 @@ mod tests {
             .add_anchors_from_path(dir.path().join("README"))
             .unwrap_err();
         assert!(err.to_string().contains("README"), "{err}");
+    }
+
+    #[test]
+    fn a_strict_build_names_the_file_and_position_of_a_damaged_certificate() {
+        let (a, b) = (
+            ca("CN=Good A,O=pivgate,C=US"),
+            ca("CN=Good B,O=pivgate,C=US"),
+        );
+        let junk = [0x30, 0x06, 0x30, 0x04, 0x30, 0x02, 0x30, 0x00];
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("a.pem"), pem(&a)).unwrap();
+        std::fs::write(
+            dir.path().join("mixed.pem"),
+            format!("{}{}", pem(&b), pem(&junk)),
+        )
+        .unwrap();
+        let mut builder = TrustStore::builder();
+        builder.add_anchor_der(a.clone());
+        builder
+            .add_intermediates_from_path(dir.path().join("a.pem"))
+            .unwrap();
+        builder
+            .add_anchors_from_path(dir.path().join("mixed.pem"))
+            .unwrap();
+        let e = builder.try_build().unwrap_err();
+        let text = e.to_string();
+        assert!(text.starts_with("trust anchors: "), "{text}");
+        assert!(
+            text.contains("mixed.pem: certificate 2 is malformed"),
+            "{text}"
+        );
+        // The lenient build leaves it out.
+        let mut builder = TrustStore::builder();
+        builder
+            .add_anchors_from_path(dir.path().join("mixed.pem"))
+            .unwrap();
+        let store = builder.build();
+        assert_eq!((store.len(), store.rejected()), (1, 1));
+        // An empty PEM block is an error of its own.
+        let empty = "-----BEGIN CERTIFICATE-----\n-----END CERTIFICATE-----\n".repeat(3);
+        let e = certificates_from_bytes(empty.as_bytes()).unwrap_err();
+        assert!(e.contains("empty"), "{e}");
     }
 
     #[test]

@@ -15,6 +15,8 @@ enum Answer {
     Status(u16),
     /// Accept, read the request, then never answer.
     Hang,
+    /// 302 to this location.
+    Redirect(String),
 }
 
 struct Server {
@@ -25,7 +27,11 @@ struct Server {
 
 impl Server {
     fn start() -> Server {
-        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        Server::start_on("127.0.0.1")
+    }
+
+    fn start_on(ip: &str) -> Server {
+        let listener = TcpListener::bind((ip, 0)).unwrap();
         let base = format!("http://{}", listener.local_addr().unwrap());
         let routes: Arc<Mutex<Vec<(String, Answer)>>> = Arc::default();
         let requests = Arc::new(AtomicUsize::new(0));
@@ -72,6 +78,12 @@ impl Server {
                             );
                         }
                         Answer::Hang => std::thread::sleep(Duration::from_secs(5)),
+                        Answer::Redirect(to) => {
+                            let _ = write!(
+                                stream,
+                                "HTTP/1.1 302 Found\r\nLocation: {to}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+                            );
+                        }
                     }
                 });
             }
@@ -100,6 +112,7 @@ fn config() -> FetchConfig {
         max_bytes: 1 << 20,
         retry_after_secs: 30,
         default_lifetime_secs: 3_600,
+        ..FetchConfig::default()
     }
 }
 
@@ -282,4 +295,133 @@ fn certificates_without_distribution_points() {
         fetcher.fetch_for(b"junk", 0),
         Err(FetchError::BadCertificate(_))
     ));
+}
+
+/// A leaf under a test PKI whose distribution points are `urls`, and the
+/// store it validates against.
+fn leaf_with_points(urls: &[String]) -> (pki::store::TrustStore, Vec<u8>) {
+    use pki::issue::{CertificateBuilder, KeyAlgorithm, KeyPair};
+    let pki = TestPki::generate(TestPkiOptions::default()).unwrap();
+    let key = KeyPair::generate(KeyAlgorithm::P256).unwrap();
+    let mut b = CertificateBuilder::new("CN=Leaf,O=pivgate,C=US", key.spki_der())
+        .unwrap()
+        .end_entity();
+    for u in urls {
+        b = b.crl_distribution_point(u);
+    }
+    let leaf = b
+        .sign(pki.intermediate_der(), pki.intermediate_key())
+        .unwrap();
+    let mut s = pki::store::TrustStore::builder();
+    s.add_anchor_der(pki.root_der().to_vec());
+    s.add_intermediate_der(pki.intermediate_der().to_vec());
+    (s.build(), leaf)
+}
+
+#[test]
+fn urls_per_certificate_are_capped() {
+    use pki::fetch::fetch_for_path;
+    use pki::validate::ValidationOptions;
+    let server = Server::start();
+    let urls: Vec<String> = (0..12)
+        .map(|i| format!("{}/missing-{i}.crl", server.base))
+        .collect();
+    let (store, leaf) = leaf_with_points(&urls);
+    let fetcher = CrlFetcher::new(FetchConfig {
+        max_urls_per_certificate: 4,
+        ..config()
+    });
+    let out = fetch_for_path(
+        &fetcher,
+        &store,
+        &leaf,
+        &[],
+        &pki::crl::CrlSet::empty(),
+        &ValidationOptions::default(),
+    );
+    assert_eq!(out.certificates, 2, "the leaf and the intermediate");
+    assert_eq!(server.count(), 4, "four of the leaf's twelve URLs");
+    assert!(
+        matches!(&out.errors[..], [FetchError::Http { status: 404, .. }]),
+        "{:?}",
+        out.errors
+    );
+}
+
+#[test]
+fn the_total_time_budget_bounds_a_path_of_silent_servers() {
+    use pki::fetch::fetch_for_path;
+    use pki::validate::ValidationOptions;
+    let server = Server::start();
+    let urls: Vec<String> = (0..12)
+        .map(|i| format!("{}/silent-{i}.crl", server.base))
+        .collect();
+    for i in 0..12 {
+        server.route(&format!("/silent-{i}.crl"), Answer::Hang);
+    }
+    let (store, leaf) = leaf_with_points(&urls);
+    let fetcher = CrlFetcher::new(FetchConfig {
+        timeout: Duration::from_millis(400),
+        total_timeout: Duration::from_millis(1000),
+        max_urls_per_certificate: 12,
+        ..config()
+    });
+    let start = std::time::Instant::now();
+    let out = fetch_for_path(
+        &fetcher,
+        &store,
+        &leaf,
+        &[],
+        &pki::crl::CrlSet::empty(),
+        &ValidationOptions::default(),
+    );
+    let took = start.elapsed();
+    assert!(took < Duration::from_millis(1800), "took {took:?}");
+    assert!(took >= Duration::from_millis(900), "took {took:?}");
+    assert!(server.count() <= 4, "{} requests", server.count());
+    assert_eq!(out.crls.len(), 0);
+    assert!(!out.errors.is_empty());
+}
+
+#[test]
+fn redirects_are_followed_within_the_same_origin_only() {
+    let pki = TestPki::generate(TestPkiOptions::default()).unwrap();
+    let crl = pki.intermediate_crl_der().to_vec();
+    let server = Server::start();
+    // Another host (127.0.0.2), and the same host on another port: both are
+    // other origins.
+    let elsewhere = Server::start_on("127.0.0.2");
+    let other_port = Server::start();
+    for s in [&elsewhere, &other_port] {
+        s.route("/c.crl", Answer::Body(crl.clone()));
+    }
+    let fetcher = CrlFetcher::new(config());
+    let now = pki::issue::now();
+
+    server.route("/moved.crl", Answer::Redirect("/c.crl".into()));
+    server.route("/c.crl", Answer::Body(crl.clone()));
+    let got = fetcher
+        .fetch_url(&format!("{}/moved.crl", server.base), now)
+        .unwrap();
+    assert_eq!(got.der.as_slice(), crl.as_slice());
+
+    for (i, target) in [&elsewhere, &other_port].iter().enumerate() {
+        let path = format!("/away-{i}.crl");
+        server.route(&path, Answer::Redirect(format!("{}/c.crl", target.base)));
+        let err = fetcher
+            .fetch_url(&format!("{}{path}", server.base), now)
+            .unwrap_err();
+        assert!(
+            matches!(&err, FetchError::Redirect { location, .. } if location.starts_with(&target.base)),
+            "{err}"
+        );
+        assert_eq!(target.count(), 0, "{} was contacted", target.base);
+    }
+
+    // A redirect loop ends at the hop limit.
+    server.route("/loop.crl", Answer::Redirect("/loop.crl".into()));
+    let err = fetcher
+        .fetch_url(&format!("{}/loop.crl", server.base), now)
+        .unwrap_err();
+    assert!(err.to_string().contains("too many redirects"), "{err}");
 }

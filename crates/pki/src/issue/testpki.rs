@@ -125,8 +125,13 @@ fn write_file(path: &Path, data: &[u8], private: bool) -> Result<(), IssueError>
     Ok(())
 }
 
+/// Reads a file of a test PKI or card directory (keys, certificates, CRLs, manifests, the
+/// CHUID), bounded like every input: a regular file of at most the CRL size cap.
 fn read_file(path: &Path) -> Result<Vec<u8>, IssueError> {
-    std::fs::read(path).map_err(io_err(path))
+    crate::input::read_bounded(path, crate::input::InputKind::Crl).map_err(|e| match e {
+        crate::input::InputError::Io { path, source } => IssueError::Io { path, source },
+        other => IssueError::Invalid(other.to_string()),
+    })
 }
 
 fn read_pem(path: &Path, label: &str) -> Result<Vec<u8>, IssueError> {
