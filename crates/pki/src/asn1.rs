@@ -1,8 +1,11 @@
-//! A bounds-checked DER cursor for untrusted input.
+//! The project's own ASN.1 DER reader: a bounds-checked cursor for untrusted input (not to be
+//! confused with the `der` crate, which the issuance code uses to *write* structures).
 //!
 //! Every read either returns a slice inside the input or a [`DerError`]; nothing here can index
 //! out of bounds, recurse, or allocate in proportion to a length field. Only single-byte tags
-//! (tag numbers below 31) and definite lengths are accepted, as DER requires for X.509.
+//! (tag numbers below 31) and definite lengths in their shortest form are accepted, as DER
+//! requires (X.690 §10.1): indefinite lengths, long forms for lengths below 128 and lengths
+//! with leading zero octets are refused.
 
 use thiserror::Error;
 
@@ -70,6 +73,8 @@ pub enum DerError {
     HighTagNumber,
     #[error("indefinite-length encoding is not allowed in DER")]
     IndefiniteLength,
+    #[error("a DER length is not in its shortest form")]
+    NonMinimalLength,
     #[error("unexpected data after the end of a DER element")]
     TrailingData,
     #[error("invalid {0}")]
@@ -134,6 +139,10 @@ impl<'a> Reader<'a> {
             }
             let bytes = self.data.get(p..p + n).ok_or(DerError::Truncated)?;
             p += n;
+            // X.690 §10.1: the fewest octets; a length below 128 uses the short form.
+            if bytes[0] == 0 || (n == 1 && bytes[0] < 0x80) {
+                return Err(DerError::NonMinimalLength);
+            }
             bytes.iter().fold(0usize, |acc, b| (acc << 8) | *b as usize)
         };
         let end = p.checked_add(len).ok_or(DerError::BadLength)?;
@@ -342,6 +351,59 @@ mod tests {
                 found: 0x02
             }
         );
+    }
+
+    #[test]
+    fn rejects_lengths_that_are_not_in_shortest_form() {
+        // A length below 128 in the long form.
+        assert_eq!(
+            Reader::new(&[0x04, 0x81, 0x01, 0xaa])
+                .read_any()
+                .unwrap_err(),
+            DerError::NonMinimalLength
+        );
+        assert_eq!(
+            Reader::new(&[0x04, 0x81, 0x7f]).read_any().unwrap_err(),
+            DerError::NonMinimalLength
+        );
+        // Leading zero length octets.
+        assert_eq!(
+            Reader::new(&[0x04, 0x82, 0x00, 0x01, 0xaa])
+                .read_any()
+                .unwrap_err(),
+            DerError::NonMinimalLength
+        );
+        let mut padded = vec![0x04, 0x82, 0x00, 0x80];
+        padded.extend([0u8; 0x80]);
+        assert_eq!(
+            Reader::new(&padded).read_any().unwrap_err(),
+            DerError::NonMinimalLength
+        );
+        // The shortest forms are accepted at each boundary.
+        let mut long = vec![0x04, 0x81, 0x80];
+        long.extend([0u8; 0x80]);
+        assert_eq!(Reader::new(&long).read_any().unwrap().value.len(), 0x80);
+        let mut longer = vec![0x04, 0x82, 0x01, 0x00];
+        longer.extend([0u8; 0x100]);
+        assert_eq!(Reader::new(&longer).read_any().unwrap().value.len(), 0x100);
+        assert_eq!(
+            Reader::new(&[0x04, 0x01, 0xaa]).read_any().unwrap().value,
+            &[0xaa]
+        );
+    }
+
+    #[test]
+    fn rejects_indefinite_lengths_inside_a_structure() {
+        // SEQUENCE { OCTET STRING (indefinite) ... end-of-contents }
+        let data = [0x30, 0x06, 0x24, 0x80, 0x04, 0x00, 0x00, 0x00];
+        let mut outer = Reader::new(&data);
+        let seq = outer.read(tag::SEQUENCE).unwrap();
+        assert_eq!(
+            Reader::new(seq.value).read_any().unwrap_err(),
+            DerError::IndefiniteLength
+        );
+        // And a certificate encoded that way is refused before any field is used.
+        assert!(single(&[0x30, 0x80, 0x00, 0x00], tag::SEQUENCE).is_err());
     }
 
     #[test]
