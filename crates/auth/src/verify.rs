@@ -14,7 +14,7 @@ use pki::time::Time;
 use pki::validate::{RevocationPolicy, ValidationOptions};
 use std::sync::Arc;
 
-pub use pki::fips201::Profile;
+pub use pki::fips201::CertProfile;
 
 /// A certificate that validated, with what the mechanisms need from it.
 #[derive(Debug, Clone)]
@@ -31,7 +31,7 @@ pub struct CardCert {
 pub fn scope(
     store: &TrustStore,
     crls: &CrlSet,
-    profile: Profile,
+    profile: CertProfile,
     now: Time,
     revocation: &RevocationPolicy,
 ) -> Scope {
@@ -127,7 +127,7 @@ pub fn identity_of(der: &[u8]) -> Result<CardIdentity, String> {
     Ok(identity(&cert, &ids))
 }
 
-fn identity(cert: &Cert, ids: &fips201::CardIdentity) -> CardIdentity {
+fn identity(cert: &Cert, ids: &fips201::CertCardIds) -> CardIdentity {
     CardIdentity {
         fascn: ids.fascn.clone(),
         uuid: ids.uuid_urn(),
@@ -153,7 +153,7 @@ pub fn certificate(
     store: &TrustStore,
     crls: &CrlSet,
     der: &[u8],
-    profile: Profile,
+    profile: CertProfile,
     now: Time,
     revocation: &RevocationPolicy,
 ) -> Result<CardCert, String> {

@@ -1,10 +1,10 @@
 //! A fully parsed X.509 certificate (RFC 5280 §4.1) with the extensions path validation uses.
 //!
-//! Parsing walks the DER with the bounds-checked cursor of [`crate::der`]; the TBS bytes are kept
+//! Parsing walks the DER with the bounds-checked cursor of [`crate::asn1`]; the TBS bytes are kept
 //! as they were signed. Unrecognised non-critical extensions are ignored; unrecognised critical
 //! ones are recorded so validation can refuse the certificate (RFC 5280 §4.2).
 
-use crate::der::{self, tag, DerError, Reader};
+use crate::asn1::{self, tag, DerError, Reader};
 use crate::name::{self, NormName};
 use crate::sig::{PublicKey, SignatureAlgorithm};
 use crate::time::Time;
@@ -52,7 +52,7 @@ pub enum GeneralName {
 }
 
 /// Parses one GeneralName element.
-pub fn parse_general_name(t: der::Tlv<'_>) -> Result<GeneralName, DerError> {
+pub fn parse_general_name(t: asn1::Tlv<'_>) -> Result<GeneralName, DerError> {
     let ia5 = |v: &[u8]| -> Result<String, DerError> {
         if v.is_ascii() {
             Ok(String::from_utf8_lossy(v).into_owned())
@@ -222,7 +222,7 @@ pub(crate) mod oid {
 
 /// Most policies (and policy mappings) one certificate may carry. Real CA certificates carry a
 /// handful; the bound keeps policy processing, which compares policies pairwise, cheap.
-pub const MAX_POLICIES: usize = 256;
+pub const MAX_POLICIES: usize = crate::budget::LIMITS.policies_per_certificate;
 
 fn to_oid(bytes: &[u8]) -> Result<ObjectIdentifier, DerError> {
     ObjectIdentifier::from_bytes(bytes).map_err(|_| DerError::BadValue("OBJECT IDENTIFIER"))
@@ -238,19 +238,19 @@ impl Cert {
     pub fn from_der(der: impl Into<Arc<[u8]>>) -> Result<Cert, CertError> {
         let der: Arc<[u8]> = der.into();
         let d: &[u8] = &der;
-        let der::Signed {
+        let asn1::Signed {
             tbs,
             algorithm: outer_alg,
             signature: sig,
             signature_encoding_ok,
-        } = der::signed(d, "Certificate", "tbsCertificate")
+        } = asn1::signed(d, "Certificate", "tbsCertificate")
             .map_err(|(field, source)| CertError::Field { field, source })?;
 
         let mut t = Reader::new(tbs.value);
         let version = match field("version", t.optional(tag::context_constructed(0)))? {
             Some(v) => field(
                 "version",
-                der::small_uint(field("version", der::single(v.value, tag::INTEGER))?),
+                asn1::small_uint(field("version", asn1::single(v.value, tag::INTEGER))?),
             )?,
             None => 0,
         };
@@ -276,7 +276,7 @@ impl Cert {
         field("subjectUniqueID", t.optional(tag::context_primitive(2)))?;
         let mut ext = Extensions::default();
         if let Some(e) = field("extensions", t.optional(tag::context_constructed(3)))? {
-            ext = parse_extensions(field("extensions", der::single(e.value, tag::SEQUENCE))?)?;
+            ext = parse_extensions(field("extensions", asn1::single(e.value, tag::SEQUENCE))?)?;
         }
         field("tbsCertificate", t.finish())?;
 
@@ -298,7 +298,7 @@ impl Cert {
             ext,
             tbs: range_of(d, tbs.raw),
             signature: range_of(d, sig),
-            serial: range_of(d, der::canonical_integer(serial)),
+            serial: range_of(d, asn1::canonical_integer(serial)),
             issuer_der: range_of(d, issuer.raw),
             subject_der: range_of(d, subject.raw),
             spki: range_of(d, spki.raw),
@@ -349,7 +349,7 @@ impl Cert {
     }
     /// Contents of the subject RDNSequence.
     pub fn subject_rdns(&self) -> &[u8] {
-        der::single(self.subject_der(), tag::SEQUENCE).unwrap_or(&[])
+        asn1::single(self.subject_der(), tag::SEQUENCE).unwrap_or(&[])
     }
 }
 
@@ -361,7 +361,7 @@ fn parse_extensions(list: &[u8]) -> Result<Extensions, CertError> {
         let mut e = Reader::new(field("extension", r.value(tag::SEQUENCE))?);
         let id = field("extension", e.value(tag::OID))?;
         let critical = match field("extension", e.optional(tag::BOOLEAN))? {
-            Some(b) => field("extension", der::boolean(b.value))?,
+            Some(b) => field("extension", asn1::boolean(b.value))?,
             None => false,
         };
         let value = field("extension", e.value(tag::OCTET_STRING))?;
@@ -406,23 +406,23 @@ fn parse_one_extension(
 ) -> Result<(), DerError> {
     match id {
         oid::BASIC_CONSTRAINTS => {
-            let mut r = Reader::new(der::single(v, tag::SEQUENCE)?);
+            let mut r = Reader::new(asn1::single(v, tag::SEQUENCE)?);
             let ca = match r.optional(tag::BOOLEAN)? {
-                Some(b) => der::boolean(b.value)?,
+                Some(b) => asn1::boolean(b.value)?,
                 None => false,
             };
             let len = match r.optional(tag::INTEGER)? {
-                Some(i) => Some(der::small_uint(i.value)?),
+                Some(i) => Some(asn1::small_uint(i.value)?),
                 None => None,
             };
             r.finish()?;
             ext.basic_constraints = Some((ca, len));
         }
         oid::KEY_USAGE => {
-            ext.key_usage = Some(bits_to_mask(der::single(v, tag::BIT_STRING)?)?);
+            ext.key_usage = Some(bits_to_mask(asn1::single(v, tag::BIT_STRING)?)?);
         }
         oid::EKU => {
-            let mut r = Reader::new(der::single(v, tag::SEQUENCE)?);
+            let mut r = Reader::new(asn1::single(v, tag::SEQUENCE)?);
             let mut out = Vec::new();
             while !r.is_empty() {
                 out.push(to_oid(r.value(tag::OID)?)?);
@@ -430,7 +430,7 @@ fn parse_one_extension(
             ext.ext_key_usage = Some(out);
         }
         oid::CERT_POLICIES => {
-            let mut r = Reader::new(der::single(v, tag::SEQUENCE)?);
+            let mut r = Reader::new(asn1::single(v, tag::SEQUENCE)?);
             let mut out: Vec<ObjectIdentifier> = Vec::new();
             while !r.is_empty() {
                 let mut p = Reader::new(r.value(tag::SEQUENCE)?);
@@ -455,7 +455,7 @@ fn parse_one_extension(
             ext.policies = Some(out);
         }
         oid::POLICY_MAPPINGS => {
-            let mut r = Reader::new(der::single(v, tag::SEQUENCE)?);
+            let mut r = Reader::new(asn1::single(v, tag::SEQUENCE)?);
             let mut out = Vec::new();
             while !r.is_empty() {
                 let mut m = Reader::new(r.value(tag::SEQUENCE)?);
@@ -470,13 +470,13 @@ fn parse_one_extension(
             ext.policy_mappings = Some(out);
         }
         oid::POLICY_CONSTRAINTS => {
-            let mut r = Reader::new(der::single(v, tag::SEQUENCE)?);
+            let mut r = Reader::new(asn1::single(v, tag::SEQUENCE)?);
             let req = match r.optional(tag::context_primitive(0))? {
-                Some(t) => Some(der::small_uint(t.value)?),
+                Some(t) => Some(asn1::small_uint(t.value)?),
                 None => None,
             };
             let inh = match r.optional(tag::context_primitive(1))? {
-                Some(t) => Some(der::small_uint(t.value)?),
+                Some(t) => Some(asn1::small_uint(t.value)?),
                 None => None,
             };
             r.finish()?;
@@ -486,10 +486,10 @@ fn parse_one_extension(
             ext.policy_constraints = Some((req, inh));
         }
         oid::INHIBIT_ANY_POLICY => {
-            ext.inhibit_any_policy = Some(der::small_uint(der::single(v, tag::INTEGER)?)?);
+            ext.inhibit_any_policy = Some(asn1::small_uint(asn1::single(v, tag::INTEGER)?)?);
         }
         oid::NAME_CONSTRAINTS => {
-            let mut r = Reader::new(der::single(v, tag::SEQUENCE)?);
+            let mut r = Reader::new(asn1::single(v, tag::SEQUENCE)?);
             let mut subtrees = |t: u8| -> Result<Option<Vec<GeneralName>>, DerError> {
                 let Some(s) = r.optional(t)? else {
                     return Ok(None);
@@ -518,13 +518,13 @@ fn parse_one_extension(
             });
         }
         oid::SAN => {
-            ext.subject_alt_names = Some(parse_general_names(der::single(v, tag::SEQUENCE)?)?);
+            ext.subject_alt_names = Some(parse_general_names(asn1::single(v, tag::SEQUENCE)?)?);
         }
         oid::SKI => {
-            ext.subject_key_id = Some(der::single(v, tag::OCTET_STRING)?.to_vec());
+            ext.subject_key_id = Some(asn1::single(v, tag::OCTET_STRING)?.to_vec());
         }
         oid::AKI => {
-            let mut r = Reader::new(der::single(v, tag::SEQUENCE)?);
+            let mut r = Reader::new(asn1::single(v, tag::SEQUENCE)?);
             ext.authority_key_id = r
                 .optional(tag::context_primitive(0))?
                 .map(|k| k.value.to_vec());
@@ -533,7 +533,7 @@ fn parse_one_extension(
             r.finish()?;
         }
         oid::CRL_DP => {
-            ext.crl_distribution_points = Some(parse_crl_dps(der::single(v, tag::SEQUENCE)?)?);
+            ext.crl_distribution_points = Some(parse_crl_dps(asn1::single(v, tag::SEQUENCE)?)?);
         }
         oid::ISSUER_ALT_NAME | oid::SUBJECT_DIRECTORY_ATTRS => {}
         _ => {
@@ -597,14 +597,14 @@ pub fn scan_keys(der: &[u8]) -> Result<CertKeys, CertError> {
     field("subjectUniqueID", t.optional(tag::context_primitive(2)))?;
     let mut ski = None;
     if let Some(e) = field("extensions", t.optional(tag::context_constructed(3)))? {
-        let mut list = Reader::new(field("extensions", der::single(e.value, tag::SEQUENCE))?);
+        let mut list = Reader::new(field("extensions", asn1::single(e.value, tag::SEQUENCE))?);
         while !list.is_empty() {
             let mut x = Reader::new(field("extension", list.value(tag::SEQUENCE))?);
             if field("extension", x.value(tag::OID))? == oid::SKI {
                 field("extension", x.optional(tag::BOOLEAN))?;
                 let v = field("extension", x.value(tag::OCTET_STRING))?;
                 ski = Some(
-                    field("subjectKeyIdentifier", der::single(v, tag::OCTET_STRING))?.to_vec(),
+                    field("subjectKeyIdentifier", asn1::single(v, tag::OCTET_STRING))?.to_vec(),
                 );
                 break;
             }

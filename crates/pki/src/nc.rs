@@ -12,7 +12,7 @@ use crate::name::{email_addresses, NormName};
 
 /// Most name-to-subtree comparisons one certificate may require; beyond this the certificate is
 /// refused rather than checked (crafted certificates could otherwise demand billions).
-pub const MAX_COMPARISONS: usize = 1 << 20;
+pub const MAX_COMPARISONS: usize = crate::budget::LIMITS.name_comparisons;
 
 /// A name of a certificate that a constraint refuses.
 #[derive(Debug, Clone, PartialEq, Eq)]
