@@ -47,7 +47,13 @@ pub enum GeneralName {
     /// 4 or 16 address bytes (SAN) or 8 or 32 address+mask bytes (name constraints).
     Ip(Vec<u8>),
     Directory(NormName),
-    /// otherName, x400Address, ediPartyName, registeredID: carried but not compared.
+    /// otherName (`[0]`): its type-id and the DER of the value inside `[0] EXPLICIT` (for
+    /// example the FASC-N of a PIV certificate). Not compared by name constraints.
+    OtherName {
+        type_id: ObjectIdentifier,
+        value: Vec<u8>,
+    },
+    /// x400Address, ediPartyName, registeredID: carried but not compared.
     Other(u8),
 }
 
@@ -71,7 +77,17 @@ pub fn parse_general_name(t: asn1::Tlv<'_>) -> Result<GeneralName, DerError> {
             r.finish()?;
             GeneralName::Directory(NormName::from_der(n.raw)?)
         }
-        0xa0 | 0xa3 | 0xa5 | 0x88 => GeneralName::Other(t.tag & 0x1f),
+        0xa0 => {
+            // OtherName ::= SEQUENCE { type-id OBJECT IDENTIFIER, value [0] EXPLICIT ANY }
+            let mut r = Reader::new(t.value);
+            let type_id = to_oid(r.value(tag::OID)?)?;
+            let mut explicit = Reader::new(r.value(tag::context_constructed(0))?);
+            r.finish()?;
+            let value = explicit.read_any()?.raw.to_vec();
+            explicit.finish()?;
+            GeneralName::OtherName { type_id, value }
+        }
+        0xa3 | 0xa5 | 0x88 => GeneralName::Other(t.tag & 0x1f),
         _ => return Err(DerError::BadValue("GeneralName (unknown choice)")),
     })
 }
@@ -233,6 +249,54 @@ fn range_of(base: &[u8], part: &[u8]) -> Range<usize> {
     start..start + part.len()
 }
 
+/// The fields of a TBSCertificate (RFC 5280 §4.1) located but not yet interpreted: the one
+/// walk of its layout, shared by the full parse ([`Cert::from_der`]) and the load-time key scan
+/// ([`scan_keys`]).
+struct TbsFields<'a> {
+    version: Option<asn1::Tlv<'a>>,
+    /// The serialNumber INTEGER's contents.
+    serial: &'a [u8],
+    signature: asn1::Tlv<'a>,
+    issuer: asn1::Tlv<'a>,
+    /// The Validity SEQUENCE's contents.
+    validity: &'a [u8],
+    subject: asn1::Tlv<'a>,
+    spki: asn1::Tlv<'a>,
+    /// The contents of the Extensions SEQUENCE inside `[3]`.
+    extensions: Option<&'a [u8]>,
+}
+
+impl<'a> TbsFields<'a> {
+    /// Reads the contents of a TBSCertificate SEQUENCE.
+    fn read(tbs: &'a [u8]) -> Result<TbsFields<'a>, CertError> {
+        let mut t = Reader::new(tbs);
+        let version = field("version", t.optional(tag::context_constructed(0)))?;
+        let serial = field("serialNumber", t.value(tag::INTEGER))?;
+        let signature = field("signature", t.read(tag::SEQUENCE))?;
+        let issuer = field("issuer", t.read(tag::SEQUENCE))?;
+        let validity = field("validity", t.value(tag::SEQUENCE))?;
+        let subject = field("subject", t.read(tag::SEQUENCE))?;
+        let spki = field("subjectPublicKeyInfo", t.read(tag::SEQUENCE))?;
+        field("issuerUniqueID", t.optional(tag::context_primitive(1)))?;
+        field("subjectUniqueID", t.optional(tag::context_primitive(2)))?;
+        let extensions = match field("extensions", t.optional(tag::context_constructed(3)))? {
+            Some(e) => Some(field("extensions", asn1::single(e.value, tag::SEQUENCE))?),
+            None => None,
+        };
+        field("tbsCertificate", t.finish())?;
+        Ok(TbsFields {
+            version,
+            serial,
+            signature,
+            issuer,
+            validity,
+            subject,
+            spki,
+            extensions,
+        })
+    }
+}
+
 impl Cert {
     /// Parses a DER certificate.
     pub fn from_der(der: impl Into<Arc<[u8]>>) -> Result<Cert, CertError> {
@@ -246,8 +310,17 @@ impl Cert {
         } = asn1::signed(d, "Certificate", "tbsCertificate")
             .map_err(|(field, source)| CertError::Field { field, source })?;
 
-        let mut t = Reader::new(tbs.value);
-        let version = match field("version", t.optional(tag::context_constructed(0)))? {
+        let TbsFields {
+            version,
+            serial,
+            signature: inner_alg,
+            issuer,
+            validity,
+            subject,
+            spki,
+            extensions,
+        } = TbsFields::read(tbs.value)?;
+        let version = match version {
             Some(v) => field(
                 "version",
                 asn1::small_uint(field("version", asn1::single(v.value, tag::INTEGER))?),
@@ -257,28 +330,20 @@ impl Cert {
         if version > 2 {
             return Err(CertError::Version(version + 1));
         }
-        let serial = field("serialNumber", t.value(tag::INTEGER))?;
         if serial.is_empty() {
             return Err(CertError::Field {
                 field: "serialNumber",
                 source: DerError::BadValue("empty INTEGER"),
             });
         }
-        let inner_alg = field("signature", t.read(tag::SEQUENCE))?;
-        let issuer = field("issuer", t.read(tag::SEQUENCE))?;
-        let mut validity = Reader::new(field("validity", t.value(tag::SEQUENCE))?);
+        let mut validity = Reader::new(validity);
         let nb = field("notBefore", validity.read_any())?;
         let na = field("notAfter", validity.read_any())?;
         field("validity", validity.finish())?;
-        let subject = field("subject", t.read(tag::SEQUENCE))?;
-        let spki = field("subjectPublicKeyInfo", t.read(tag::SEQUENCE))?;
-        field("issuerUniqueID", t.optional(tag::context_primitive(1)))?;
-        field("subjectUniqueID", t.optional(tag::context_primitive(2)))?;
-        let mut ext = Extensions::default();
-        if let Some(e) = field("extensions", t.optional(tag::context_constructed(3)))? {
-            ext = parse_extensions(field("extensions", asn1::single(e.value, tag::SEQUENCE))?)?;
-        }
-        field("tbsCertificate", t.finish())?;
+        let ext = match extensions {
+            Some(list) => parse_extensions(list)?,
+            None => Extensions::default(),
+        };
 
         Ok(Cert {
             version,
@@ -350,6 +415,27 @@ impl Cert {
     /// Contents of the subject RDNSequence.
     pub fn subject_rdns(&self) -> &[u8] {
         asn1::single(self.subject_der(), tag::SEQUENCE).unwrap_or(&[])
+    }
+    /// The URIs among the fullName forms of the cRLDistributionPoints extension (RFC 5280
+    /// §4.2.1.13), in the order of the certificate, whatever their scheme.
+    pub fn crl_distribution_uris(&self) -> impl Iterator<Item = &str> {
+        self.ext
+            .crl_distribution_points
+            .iter()
+            .flatten()
+            .filter_map(|dp| match &dp.name {
+                Some(DistributionPointName::FullName(names)) => Some(names),
+                _ => None,
+            })
+            .flatten()
+            .filter_map(|n| match n {
+                GeneralName::Uri(u) => Some(u.as_str()),
+                _ => None,
+            })
+    }
+    /// The subjectAltName entries (empty without the extension).
+    pub fn subject_alt_names(&self) -> &[GeneralName] {
+        self.ext.subject_alt_names.as_deref().unwrap_or(&[])
     }
 }
 
@@ -585,19 +671,11 @@ pub fn scan_keys(der: &[u8]) -> Result<CertKeys, CertError> {
     let cert = field("Certificate", outer.value(tag::SEQUENCE))?;
     field("Certificate", outer.finish())?;
     let mut c = Reader::new(cert);
-    let mut t = Reader::new(field("tbsCertificate", c.value(tag::SEQUENCE))?);
-    field("version", t.optional(tag::context_constructed(0)))?;
-    field("serialNumber", t.read(tag::INTEGER))?;
-    field("signature", t.read(tag::SEQUENCE))?;
-    field("issuer", t.read(tag::SEQUENCE))?;
-    field("validity", t.read(tag::SEQUENCE))?;
-    let subject = field("subject", t.read(tag::SEQUENCE))?;
-    field("subjectPublicKeyInfo", t.read(tag::SEQUENCE))?;
-    field("issuerUniqueID", t.optional(tag::context_primitive(1)))?;
-    field("subjectUniqueID", t.optional(tag::context_primitive(2)))?;
+    let tbs = TbsFields::read(field("tbsCertificate", c.value(tag::SEQUENCE))?)?;
+    let subject = tbs.subject;
     let mut ski = None;
-    if let Some(e) = field("extensions", t.optional(tag::context_constructed(3)))? {
-        let mut list = Reader::new(field("extensions", asn1::single(e.value, tag::SEQUENCE))?);
+    if let Some(exts) = tbs.extensions {
+        let mut list = Reader::new(exts);
         while !list.is_empty() {
             let mut x = Reader::new(field("extension", list.value(tag::SEQUENCE))?);
             if field("extension", x.value(tag::OID))? == oid::SKI {
@@ -692,5 +770,59 @@ mod tests {
             assert!(Cert::from_der(der[..cut].to_vec()).is_err(), "cut at {cut}");
             assert!(scan_keys(&der[..cut]).is_err(), "cut at {cut}");
         }
+    }
+
+    #[test]
+    fn other_names_and_distribution_point_uris_are_kept() {
+        use crate::issue::{CertificateBuilder, KeyAlgorithm, KeyPair};
+        let k = KeyPair::generate(KeyAlgorithm::P256).unwrap();
+        let fascn = [0x5a; 25];
+        let der = CertificateBuilder::new("CN=Names,O=pivgate,C=US", k.spki_der())
+            .unwrap()
+            .end_entity()
+            .san_fascn(&fascn)
+            .unwrap()
+            .san_uri("urn:uuid:00112233-4455-6677-8899-aabbccddeeff")
+            .unwrap()
+            .crl_distribution_point("http://crl.example/ca.crl")
+            .crl_distribution_point("ldap://ldap.example/cn=CA")
+            .self_signed(&k)
+            .unwrap();
+        let cert = Cert::from_der(der).unwrap();
+        let mut octet_string = vec![tag::OCTET_STRING, 25];
+        octet_string.extend_from_slice(&fascn);
+        assert_eq!(
+            cert.subject_alt_names(),
+            &[
+                GeneralName::OtherName {
+                    type_id: ObjectIdentifier::new_unwrap("2.16.840.1.101.3.6.6"),
+                    value: octet_string,
+                },
+                GeneralName::Uri("urn:uuid:00112233-4455-6677-8899-aabbccddeeff".into()),
+            ]
+        );
+        assert_eq!(
+            cert.crl_distribution_uris().collect::<Vec<_>>(),
+            ["http://crl.example/ca.crl", "ldap://ldap.example/cn=CA"]
+        );
+    }
+
+    #[test]
+    fn a_malformed_other_name_is_refused() {
+        // [0] { OID 2.5.4.3, [0] { NULL } } and then the same with trailing data after the value.
+        let good = [
+            0xa0, 0x09, 0x06, 0x03, 0x55, 0x04, 0x03, 0xa0, 0x02, 0x05, 0x00,
+        ];
+        let mut r = Reader::new(&good);
+        let parsed = parse_general_name(r.read_any().unwrap());
+        assert!(
+            matches!(parsed, Ok(GeneralName::OtherName { .. })),
+            "{parsed:?}"
+        );
+        let bad = [
+            0xa0, 0x0b, 0x06, 0x03, 0x55, 0x04, 0x03, 0xa0, 0x04, 0x05, 0x00, 0x05, 0x00,
+        ];
+        let mut r = Reader::new(&bad);
+        assert!(parse_general_name(r.read_any().unwrap()).is_err());
     }
 }

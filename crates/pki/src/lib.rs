@@ -21,6 +21,7 @@ pub mod name;
 pub mod nc;
 pub mod options;
 pub mod path;
+pub mod pem;
 pub mod policy;
 pub mod revocation;
 pub mod rules;

@@ -19,22 +19,20 @@ pub mod oids;
 
 pub use chuid_verify::{verify_chuid, verify_chuid_cached, ChuidVerifyError, VerifiedChuid};
 
-use crate::cert::key_usage;
+use crate::asn1;
+use crate::cert::{key_usage, Cert, GeneralName};
 use crate::crl::CrlSet;
 use crate::policy::ANY_POLICY;
 use crate::store::TrustStore;
 use crate::time::Time;
 use crate::validate::{validate, ValidatedPath, ValidationError, ValidationOptions};
 use const_oid::ObjectIdentifier;
-use der::Decode;
 use piv::chuid::{uuid_urn, Chuid};
 use piv::fascn::{Fascn, FascnError};
 use serde::{Deserialize, Serialize};
 use std::fmt;
 use std::str::FromStr;
 use thiserror::Error;
-use x509_cert::ext::pkix::name::GeneralName;
-use x509_cert::ext::pkix::SubjectAltName;
 
 /// Which FIPS 201 certificate profile a leaf must satisfy.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
@@ -271,19 +269,15 @@ pub fn validate_profile_cached(
 /// identifiers) and returns its card identifiers. Path validation is not
 /// repeated here.
 pub fn check_leaf(leaf_der: &[u8], profile: CertProfile) -> Result<CertCardIds, ProfileError> {
-    let parsed =
-        crate::cert::Cert::from_der(leaf_der.to_vec()).map_err(|e| ProfileError::Unparsable {
-            subject: "(end entity)".into(),
-            profile,
-            reason: e.to_string(),
-        })?;
+    let parsed = Cert::from_der(leaf_der.to_vec()).map_err(|e| ProfileError::Unparsable {
+        subject: "(end entity)".into(),
+        profile,
+        reason: e.to_string(),
+    })?;
     check_parsed(&parsed, profile)
 }
 
-fn check_parsed(
-    parsed: &crate::cert::Cert,
-    profile: CertProfile,
-) -> Result<CertCardIds, ProfileError> {
+fn check_parsed(parsed: &Cert, profile: CertProfile) -> Result<CertCardIds, ProfileError> {
     let subject = parsed.subject_display();
     if profile != CertProfile::None {
         check_digital_signature(parsed, subject, profile)?;
@@ -291,7 +285,7 @@ fn check_parsed(
     if let Some(eku) = profile.required_eku() {
         check_eku_present(parsed, subject, profile, eku)?;
     }
-    let identity = match card_identity_of(parsed.der(), subject) {
+    let identity = match card_ids_of(parsed) {
         Ok(id) => id,
         // Generic validation does not judge PIV identifiers it was not asked about.
         Err(_) if profile == CertProfile::None => CertCardIds::default(),
@@ -309,7 +303,7 @@ fn check_parsed(
 /// FIPS 201-3 §4.2.2 / the FPKI common profile: authentication and signing
 /// keys are used for digital signatures.
 fn check_digital_signature(
-    c: &crate::cert::Cert,
+    c: &Cert,
     subject: &str,
     profile: CertProfile,
 ) -> Result<(), ProfileError> {
@@ -325,7 +319,7 @@ fn check_digital_signature(
 /// The card authentication and content signer profiles require the EKU to
 /// be present (RFC 5280 validation only checks it when the extension exists).
 fn check_eku_present(
-    c: &crate::cert::Cert,
+    c: &Cert,
     subject: &str,
     profile: CertProfile,
     eku: ObjectIdentifier,
@@ -343,97 +337,52 @@ fn check_eku_present(
 /// Extracts the FASC-N (otherName 2.16.840.1.101.3.6.6, an OCTET STRING)
 /// and the card UUID (`urn:uuid:` URI) from a certificate's subjectAltName.
 pub fn card_identity(cert_der: &[u8]) -> Result<CertCardIds, ProfileError> {
-    let parsed =
-        crate::cert::Cert::from_der(cert_der.to_vec()).map_err(|e| ProfileError::Unparsable {
-            subject: "(certificate)".into(),
-            profile: CertProfile::None,
-            reason: e.to_string(),
-        })?;
-    card_identity_of(parsed.der(), parsed.subject_display())
-}
-
-/// DER of `2.5.29.17` (id-ce-subjectAltName) without tag and length.
-const OID_SAN: &[u8] = &[0x55, 0x1d, 0x11];
-
-/// The extnValue contents of the subjectAltName extension, found by walking
-/// the certificate with the bounds-checked cursor (no full re-parse).
-fn san_extension(cert_der: &[u8]) -> Result<Option<&[u8]>, crate::asn1::DerError> {
-    use crate::asn1::{single, tag, Reader};
-    let mut cert = Reader::new(single(cert_der, tag::SEQUENCE)?);
-    let mut tbs = Reader::new(cert.value(tag::SEQUENCE)?);
-    tbs.optional(tag::context_constructed(0))?; // version
-    tbs.value(tag::INTEGER)?; // serialNumber
-    for _ in 0..5 {
-        // signature, issuer, validity, subject, subjectPublicKeyInfo
-        tbs.value(tag::SEQUENCE)?;
-    }
-    tbs.optional(tag::context_primitive(1))?; // issuerUniqueID
-    tbs.optional(tag::context_primitive(2))?; // subjectUniqueID
-    let Some(exts) = tbs.optional(tag::context_constructed(3))? else {
-        return Ok(None);
-    };
-    let mut list = Reader::new(single(exts.value, tag::SEQUENCE)?);
-    while !list.is_empty() {
-        let mut ext = Reader::new(list.value(tag::SEQUENCE)?);
-        let oid = ext.value(tag::OID)?;
-        ext.optional(tag::BOOLEAN)?;
-        let value = ext.value(tag::OCTET_STRING)?;
-        if oid == OID_SAN {
-            return Ok(Some(value));
-        }
-    }
-    Ok(None)
-}
-
-fn card_identity_of(cert_der: &[u8], subject: &str) -> Result<CertCardIds, ProfileError> {
-    let mut id = CertCardIds::default();
-    let unparsable = |reason: String| ProfileError::Unparsable {
-        subject: subject.to_string(),
+    let parsed = Cert::from_der(cert_der.to_vec()).map_err(|e| ProfileError::Unparsable {
+        subject: "(certificate)".into(),
         profile: CertProfile::None,
-        reason,
-    };
-    let Some(san) = san_extension(cert_der).map_err(|e| unparsable(e.to_string()))? else {
-        return Ok(id);
-    };
-    let san =
-        SubjectAltName::from_der(san).map_err(|e| unparsable(format!("subjectAltName: {e}")))?;
-    for name in &san.0 {
+        reason: e.to_string(),
+    })?;
+    card_ids_of(&parsed)
+}
+
+/// The card identifiers among the subjectAltName entries of a parsed certificate.
+fn card_ids_of(cert: &Cert) -> Result<CertCardIds, ProfileError> {
+    let subject = cert.subject_display();
+    let mut id = CertCardIds::default();
+    for name in cert.subject_alt_names() {
         match name {
-            GeneralName::OtherName(on) if on.type_id == oids::PIV_FASCN => {
+            GeneralName::OtherName { type_id, value } if *type_id == oids::PIV_FASCN => {
                 if id.fascn_raw.is_some() {
                     return Err(ProfileError::Ambiguous {
                         subject: subject.to_string(),
                         what: "FASC-N",
                     });
                 }
-                let raw = on
-                    .value
-                    .decode_as::<der::asn1::OctetString>()
-                    .map_err(|e| ProfileError::Unparsable {
+                let raw = asn1::single(value, asn1::tag::OCTET_STRING).map_err(|e| {
+                    ProfileError::Unparsable {
                         subject: subject.to_string(),
                         profile: CertProfile::None,
                         reason: format!("FASC-N otherName is not an OCTET STRING: {e}"),
-                    })?;
-                let f = Fascn::decode(raw.as_bytes()).map_err(|error| ProfileError::BadFascn {
+                    }
+                })?;
+                let f = Fascn::decode(raw).map_err(|error| ProfileError::BadFascn {
                     subject: subject.to_string(),
                     error,
                 })?;
                 id.fascn = Some(f);
-                id.fascn_raw = Some(raw.as_bytes().to_vec());
+                id.fascn_raw = Some(raw.to_vec());
             }
-            GeneralName::UniformResourceIdentifier(u) => {
-                let s = u.as_str();
+            GeneralName::Uri(s)
                 if s.get(..9)
-                    .is_some_and(|p| p.eq_ignore_ascii_case("urn:uuid:"))
-                {
-                    if id.uuid.is_some() {
-                        return Err(ProfileError::Ambiguous {
-                            subject: subject.to_string(),
-                            what: "card UUID",
-                        });
-                    }
-                    id.uuid = piv::chuid::parse_uuid(s);
+                    .is_some_and(|p| p.eq_ignore_ascii_case("urn:uuid:")) =>
+            {
+                if id.uuid.is_some() {
+                    return Err(ProfileError::Ambiguous {
+                        subject: subject.to_string(),
+                        what: "card UUID",
+                    });
                 }
+                id.uuid = piv::chuid::parse_uuid(s);
             }
             _ => {}
         }
