@@ -501,7 +501,7 @@ fn verification_key(
     out
 }
 
-/// [`verify`], remembering successful verifications (see [`VerifiedCache`]). The algorithm
+/// [`verify`], remembering successful verifications (see `VerifiedCache`). The algorithm
 /// policy is checked on every call, so a cached success never bypasses it.
 pub fn verify_cached(
     alg: &SignatureAlgorithm,
