@@ -115,11 +115,13 @@ impl<'a> Reader<'a> {
         self.pos
     }
 
+    #[inline]
     pub fn peek_tag(&self) -> Option<u8> {
         self.data.get(self.pos).copied()
     }
 
     /// Reads the next element of any tag.
+    #[inline]
     pub fn read_any(&mut self) -> Result<Tlv<'a>, DerError> {
         let start = self.pos;
         let tag = *self.data.get(self.pos).ok_or(DerError::Truncated)?;
@@ -130,20 +132,10 @@ impl<'a> Reader<'a> {
         let mut p = self.pos + 2;
         let len = if first < 0x80 {
             first as usize
-        } else if first == 0x80 {
-            return Err(DerError::IndefiniteLength);
         } else {
-            let n = (first & 0x7f) as usize;
-            if n > 4 {
-                return Err(DerError::BadLength);
-            }
-            let bytes = self.data.get(p..p + n).ok_or(DerError::Truncated)?;
+            let (len, n) = long_length(first, self.data.get(p..).unwrap_or(&[]))?;
             p += n;
-            // X.690 §10.1: the fewest octets; a length below 128 uses the short form.
-            if bytes[0] == 0 || (n == 1 && bytes[0] < 0x80) {
-                return Err(DerError::NonMinimalLength);
-            }
-            bytes.iter().fold(0usize, |acc, b| (acc << 8) | *b as usize)
+            len
         };
         let end = p.checked_add(len).ok_or(DerError::BadLength)?;
         if end > self.data.len() {
@@ -158,6 +150,7 @@ impl<'a> Reader<'a> {
     }
 
     /// Reads the next element and requires its tag.
+    #[inline]
     pub fn read(&mut self, expected: u8) -> Result<Tlv<'a>, DerError> {
         match self.peek_tag() {
             None => Err(DerError::Truncated),
@@ -167,11 +160,13 @@ impl<'a> Reader<'a> {
     }
 
     /// Reads the contents of the next element, requiring its tag.
+    #[inline]
     pub fn value(&mut self, expected: u8) -> Result<&'a [u8], DerError> {
         Ok(self.read(expected)?.value)
     }
 
     /// Reads the next element only if it carries `tag`.
+    #[inline]
     pub fn optional(&mut self, tag: u8) -> Result<Option<Tlv<'a>>, DerError> {
         if self.peek_tag() == Some(tag) {
             self.read_any().map(Some)
@@ -188,6 +183,30 @@ impl<'a> Reader<'a> {
             Err(DerError::TrailingData)
         }
     }
+}
+
+/// Decodes a long-form length whose first octet is `first` (0x80 or more) from the octets that
+/// follow it; returns the length and how many octets it took. Only definite lengths of up to
+/// four octets in their shortest form are DER (X.690 §10.1): indefinite lengths, long forms
+/// for lengths below 128 and leading zero octets are refused. Out of line (most elements use
+/// the short form) so that the reading methods stay small enough to inline.
+#[cold]
+fn long_length(first: u8, rest: &[u8]) -> Result<(usize, usize), DerError> {
+    if first == 0x80 {
+        return Err(DerError::IndefiniteLength);
+    }
+    let n = (first & 0x7f) as usize;
+    if n > 4 {
+        return Err(DerError::BadLength);
+    }
+    let bytes = rest.get(..n).ok_or(DerError::Truncated)?;
+    if bytes[0] == 0 || (n == 1 && bytes[0] < 0x80) {
+        return Err(DerError::NonMinimalLength);
+    }
+    Ok((
+        bytes.iter().fold(0usize, |acc, b| (acc << 8) | *b as usize),
+        n,
+    ))
 }
 
 /// The signed envelope of a certificate or CRL (RFC 5280 §4.1 and §5.1):

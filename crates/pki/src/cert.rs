@@ -268,6 +268,7 @@ struct TbsFields<'a> {
 
 impl<'a> TbsFields<'a> {
     /// Reads the contents of a TBSCertificate SEQUENCE.
+    #[inline]
     fn read(tbs: &'a [u8]) -> Result<TbsFields<'a>, CertError> {
         let mut t = Reader::new(tbs);
         let version = field("version", t.optional(tag::context_constructed(0)))?;

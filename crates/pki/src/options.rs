@@ -103,7 +103,12 @@ impl Hash for ValidationOptions {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::cache::fingerprint;
+
+    fn fingerprint(o: &ValidationOptions) -> u64 {
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        o.hash(&mut h);
+        h.finish()
+    }
 
     #[test]
     fn defaults_follow_rfc_5280_and_fail_closed() {
