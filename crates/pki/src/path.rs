@@ -423,3 +423,71 @@ impl ValidatedPath {
         self.valid_until
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn no_path(s: &str) -> ValidationError {
+        ValidationError::NoPath {
+            subject: s.into(),
+            issuer: "CN=I".into(),
+        }
+    }
+
+    fn bad_signature(s: &str) -> ValidationError {
+        ValidationError::BadSignature {
+            subject: s.into(),
+            issuer: "CN=I".into(),
+        }
+    }
+
+    fn expired(s: &str) -> ValidationError {
+        ValidationError::Expired {
+            subject: s.into(),
+            not_after: Time(0),
+            time: Time(1),
+        }
+    }
+
+    fn best(errors: Vec<(usize, ValidationError)>) -> ValidationError {
+        let mut b = Best::default();
+        for (depth, e) in errors {
+            b.record(depth, e);
+        }
+        b.error.unwrap()
+    }
+
+    #[test]
+    fn the_reported_error_is_from_the_furthest_stage() {
+        // Among incomplete paths the longest wins, whatever went wrong on it.
+        assert_eq!(
+            best(vec![(1, bad_signature("a")), (3, no_path("b"))]),
+            no_path("b")
+        );
+        // At equal length, an issuer that does not verify beats one not found.
+        assert_eq!(
+            best(vec![(2, no_path("a")), (2, bad_signature("b"))]),
+            bad_signature("b")
+        );
+        assert_eq!(
+            best(vec![(2, bad_signature("a")), (2, no_path("b"))]),
+            bad_signature("a")
+        );
+        // A complete path's error beats any incomplete one.
+        assert_eq!(
+            best(vec![(1, expired("a")), (5, bad_signature("b"))]),
+            expired("a")
+        );
+        // Running out of budget beats everything; ties keep the first error.
+        let work = ValidationError::WorkLimitExceeded {
+            subject: "w".into(),
+            tried: 2000,
+        };
+        assert_eq!(best(vec![(4, expired("a")), (0, work.clone())]), work);
+        assert_eq!(
+            best(vec![(2, expired("a")), (2, expired("b"))]),
+            expired("a")
+        );
+    }
+}
