@@ -826,4 +826,27 @@ mod tests {
         let mut r = Reader::new(&bad);
         assert!(parse_general_name(r.read_any().unwrap()).is_err());
     }
+
+    #[test]
+    fn a_certificate_with_a_padded_length_is_malformed() {
+        use crate::issue::{CertificateBuilder, KeyAlgorithm, KeyPair};
+        let k = KeyPair::generate(KeyAlgorithm::P256).unwrap();
+        let der = CertificateBuilder::new("CN=Padded,O=pivgate,C=US", k.spki_der())
+            .unwrap()
+            .self_signed(&k)
+            .unwrap();
+        assert_eq!(&der[..2], &[0x30, 0x82], "a two-octet outer length");
+        // The same length in three octets, the first zero: BER, not DER.
+        let mut padded = vec![0x30, 0x83, 0x00];
+        padded.extend_from_slice(&der[2..]);
+        let err = Cert::from_der(padded.clone()).unwrap_err();
+        assert!(err.to_string().contains("shortest form"), "{err}");
+        assert!(scan_keys(&padded).is_err());
+        // And an indefinite length with end-of-contents octets.
+        let mut indefinite = vec![0x30, 0x80];
+        indefinite.extend_from_slice(&der[4..]);
+        indefinite.extend_from_slice(&[0, 0]);
+        let err = Cert::from_der(indefinite).unwrap_err();
+        assert!(err.to_string().contains("indefinite"), "{err}");
+    }
 }
