@@ -10,7 +10,7 @@ use crate::refusal::{KeyRole, Refusal};
 use crate::transaction::{
     CardIdentity, Mechanism, Outcome, PathTaken, StageName, StageTimer, Transaction,
 };
-use crate::verify::{self, CardCert, Profile};
+use crate::verify::{self, CardCert, CertProfile};
 use arc_swap::ArcSwap;
 use host::client::{Piv, PivError};
 use host::{Channel, Transport};
@@ -269,7 +269,7 @@ impl Authenticator {
         let scope = verify::scope(
             &store,
             &crls,
-            Profile::CardAuth,
+            CertProfile::CardAuth,
             now,
             &self.settings.revocation,
         );
@@ -313,7 +313,7 @@ impl Authenticator {
         }
 
         let (cert_der, chuid) = self.read(ch, run, TAG_CERT_9E, KeyRole::CardAuthentication)?;
-        let cert = self.validate(run, &store, &crls, &cert_der, Profile::CardAuth, now)?;
+        let cert = self.validate(run, &store, &crls, &cert_der, CertProfile::CardAuth, now)?;
         run.lap(StageName::Validate, ch);
         let signed = match early {
             Some(s) if verify::piv_algorithm(&cert.key) == Some(s.alg) => s,
@@ -372,7 +372,7 @@ impl Authenticator {
         }
         run.lap(StageName::Challenge, ch);
         let (cert_der, chuid) = self.read(ch, run, TAG_CERT_9A, KeyRole::PivAuthentication)?;
-        let cert = self.validate(run, &store, &crls, &cert_der, Profile::PivAuth, now)?;
+        let cert = self.validate(run, &store, &crls, &cert_der, CertProfile::PivAuth, now)?;
         run.lap(StageName::Validate, ch);
         let signed = self.challenge(ch, run, KEY_9A, &cert.key)?;
         run.lap(StageName::Challenge, ch);
@@ -447,7 +447,7 @@ impl Authenticator {
         store: &TrustStore,
         crls: &CrlSet,
         der: &[u8],
-        profile: Profile,
+        profile: CertProfile,
         now: Time,
     ) -> Result<Arc<CardCert>, Refusal> {
         let r = run.compute(|| {

@@ -158,7 +158,7 @@ impl Refusal {
     /// Every code a refusal can carry: this crate's and the `pki` codes of
     /// certificate, CHUID and binding failures.
     pub fn all_codes() -> impl Iterator<Item = &'static str> {
-        CODES.iter().chain(PKI_CODES).copied()
+        CODES.iter().chain(pki::fips201::ERROR_CODES).copied()
     }
 
     /// A refusal as stored: `code` is matched against the known codes (an
@@ -171,28 +171,6 @@ impl Refusal {
             code,
             reason: reason.into(),
         }
-    }
-}
-
-/// Placeholder until the pki errors carry their own codes.
-const PKI_CODES: &[&str] = &["certificate-invalid", "chuid-invalid", "binding-mismatch"];
-
-trait PkiCode {
-    fn code(&self) -> &'static str;
-}
-impl PkiCode for Fips201Error {
-    fn code(&self) -> &'static str {
-        "certificate-invalid"
-    }
-}
-impl PkiCode for ChuidVerifyError {
-    fn code(&self) -> &'static str {
-        "chuid-invalid"
-    }
-}
-impl PkiCode for BindingError {
-    fn code(&self) -> &'static str {
-        "binding-mismatch"
     }
 }
 

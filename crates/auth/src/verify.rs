@@ -15,7 +15,7 @@ use pki::time::Time;
 use pki::validate::{RevocationPolicy, ValidationOptions};
 use std::sync::Arc;
 
-pub use pki::fips201::Profile;
+pub use pki::fips201::CertProfile;
 
 /// A certificate that validated, with what the mechanisms need from it.
 #[derive(Debug, Clone)]
@@ -32,7 +32,7 @@ pub struct CardCert {
 pub fn scope(
     store: &TrustStore,
     crls: &CrlSet,
-    profile: Profile,
+    profile: CertProfile,
     now: Time,
     revocation: &RevocationPolicy,
 ) -> Scope {
@@ -128,7 +128,7 @@ pub fn identity_of(der: &[u8]) -> Option<CardIdentity> {
     Some(identity(&cert, &ids))
 }
 
-fn identity(cert: &Cert, ids: &fips201::CardIdentity) -> CardIdentity {
+fn identity(cert: &Cert, ids: &fips201::CertCardIds) -> CardIdentity {
     CardIdentity {
         fascn: ids.fascn.clone(),
         uuid: ids.uuid.map(piv::chuid::CardUuid),
@@ -154,7 +154,7 @@ pub fn certificate(
     store: &TrustStore,
     crls: &CrlSet,
     der: &[u8],
-    profile: Profile,
+    profile: CertProfile,
     now: Time,
     revocation: &RevocationPolicy,
 ) -> Result<CardCert, Refusal> {

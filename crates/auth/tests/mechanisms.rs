@@ -268,6 +268,7 @@ fn revoked_certificate_is_refused_after_the_crl_refresh() {
     authn.set_crls(pki.crl_set().unwrap());
     let t = authn.authenticate(&mut transport(image(&creds)), Mechanism::PkiCak, None, None);
     assert!(refused(&t).contains("revoked"), "{t:?}");
+    assert_eq!(common::refusal_code(&t), "certificate-revoked");
 }
 
 #[test]
@@ -351,6 +352,11 @@ fn chuid_and_certificate_of_different_cards_are_refused() {
     let t = authenticator().authenticate(&mut transport(img), Mechanism::PkiCak, None, None);
     let r = refused(&t);
     assert!(r.contains("UUID") || r.contains("FASC-N"), "{r}");
+    assert!(
+        common::refusal_code(&t).starts_with("binding-"),
+        "{}",
+        common::refusal_code(&t)
+    );
 }
 
 #[test]
@@ -415,6 +421,7 @@ fn chuid_mechanism_checks_the_issuer_signature() {
     img.put_object(DataObject::Chuid, chuid.encode());
     let t = authn.authenticate(&mut transport(img), Mechanism::Chuid, None, None);
     assert!(refused(&t).contains("altered after signing"), "{t:?}");
+    assert_eq!(common::refusal_code(&t), "chuid-digest-mismatch");
 }
 
 #[test]

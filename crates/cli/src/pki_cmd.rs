@@ -8,7 +8,7 @@ use const_oid::ObjectIdentifier;
 use pki::crl::CrlSet;
 use pki::fetch::{fetch_for_path, CrlFetcher, FetchConfig};
 use pki::fips201::{
-    check_bindings, validate_profile, verify_chuid, Fips201Error, PivValidated, Profile,
+    check_bindings, validate_profile, verify_chuid, CertProfile, Fips201Error, PivValidated,
 };
 use pki::input::{read_bounded, InputKind};
 use pki::issue::{CardOptions, CrlReason, KeyAlgorithm, TestPki, TestPkiOptions};
@@ -75,13 +75,13 @@ impl From<RevocationArg> for RevocationCheck {
     }
 }
 
-impl From<ProfileArg> for Profile {
-    fn from(p: ProfileArg) -> Profile {
+impl From<ProfileArg> for CertProfile {
+    fn from(p: ProfileArg) -> CertProfile {
         match p {
-            ProfileArg::None => Profile::None,
-            ProfileArg::PivAuth => Profile::PivAuth,
-            ProfileArg::CardAuth => Profile::CardAuth,
-            ProfileArg::ContentSigner => Profile::ContentSigner,
+            ProfileArg::None => CertProfile::None,
+            ProfileArg::PivAuth => CertProfile::PivAuth,
+            ProfileArg::CardAuth => CertProfile::CardAuth,
+            ProfileArg::ContentSigner => CertProfile::ContentSigner,
         }
     }
 }

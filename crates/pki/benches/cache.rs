@@ -55,7 +55,7 @@ fn bench_cache(c: &mut Criterion) {
 /// chain of three with two CRLs), and CHUID signature verification.
 fn bench_fips201(c: &mut Criterion) {
     use pki::crl::CrlSet;
-    use pki::fips201::{validate_profile, validate_profile_cached, verify_chuid, Profile};
+    use pki::fips201::{validate_profile, validate_profile_cached, verify_chuid, CertProfile};
     use pki::store::TrustStore;
     use pki::validate::{validate, ValidationOptions};
 
@@ -71,7 +71,7 @@ fn bench_fips201(c: &mut Criterion) {
         cb.add_der(crl).expect("CRL");
     }
     let crls = cb.build();
-    let opts = Profile::CardAuth.options(&ValidationOptions::default());
+    let opts = CertProfile::CardAuth.options(&ValidationOptions::default());
 
     let mut g = c.benchmark_group("fips201");
     g.bench_function("validate (RFC 5280 only, card-auth options)", |b| {
@@ -85,7 +85,7 @@ fn bench_fips201(c: &mut Criterion) {
                 &[],
                 &crls,
                 &opts,
-                Profile::CardAuth,
+                CertProfile::CardAuth,
             )
             .expect("valid")
         })
@@ -100,7 +100,7 @@ fn bench_fips201(c: &mut Criterion) {
                 &[],
                 &crls,
                 &opts,
-                Profile::CardAuth,
+                CertProfile::CardAuth,
             )
             .expect("valid")
         })

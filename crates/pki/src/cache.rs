@@ -3,8 +3,8 @@
 //!
 //! An entry is keyed by the SHA-256 of the leaf certificate DER and a
 //! [`Scope`]: the trust store id, the CRL set id and a fingerprint of the
-//! other validation inputs (profile, policies, required EKU, revocation and
-//! algorithm policy). It lives until the earliest of the validated path's
+//! other validation inputs (the profile and every field of the options but
+//! the time, through the options' own `Hash`). It lives until the earliest of the validated path's
 //! `valid_until` (certificate notAfter and CRL nextUpdate) and the configured
 //! TTL. A lookup naming another trust store or CRL set than the cache holds
 //! misses; the first insert for a new (store, CRL set) pair drops every
@@ -20,6 +20,8 @@ use std::collections::HashMap;
 use std::hash::{BuildHasher, Hash, Hasher};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, RwLock};
+
+use crate::options::ValidationOptions;
 
 const SHARDS: usize = 16;
 /// How many replaced (store, CRL set) generations are remembered.
@@ -39,13 +41,14 @@ pub struct Scope {
 }
 
 impl Scope {
-    /// The scope of a validation against `store` and `crls` with `opts`
-    /// under `profile` (see [`options_fingerprint`]).
+    /// The scope of a validation against `store` and `crls` with `opts` under `profile`
+    /// (anything hashable that selects further checks, such as a certificate profile); see
+    /// [`options_fingerprint`].
     pub fn for_validation(
         store: &crate::store::TrustStore,
         crls: &crate::crl::CrlSet,
-        opts: &crate::validate::ValidationOptions,
-        profile: crate::fips201::Profile,
+        opts: &ValidationOptions,
+        profile: impl Hash,
     ) -> Scope {
         Scope {
             store_id: store.id(),
@@ -55,30 +58,10 @@ impl Scope {
     }
 }
 
-/// A fingerprint of every validation input except the time: profile,
-/// initial policy settings, required EKU, revocation and algorithm policy,
-/// maximum depth.
-pub fn options_fingerprint(
-    opts: &crate::validate::ValidationOptions,
-    profile: crate::fips201::Profile,
-) -> u64 {
-    use crate::validate::RevocationMode;
-    let mode: u8 = match opts.revocation.mode {
-        RevocationMode::Require => 0,
-        RevocationMode::BestEffort => 1,
-        RevocationMode::Off => 2,
-    };
-    fingerprint(&(
-        profile,
-        &opts.initial_policy_set,
-        opts.initial_explicit_policy,
-        opts.initial_policy_mapping_inhibit,
-        opts.initial_any_policy_inhibit,
-        opts.required_eku,
-        (mode, opts.revocation.grace),
-        (opts.algorithms.allow_sha1, opts.algorithms.min_rsa_bits),
-        opts.max_depth,
-    ))
+/// A fingerprint of every validation input except the time: `profile` and every field of the
+/// options but [`ValidationOptions::time`] (through its `Hash`, which cannot leave a field out).
+pub fn options_fingerprint(opts: &ValidationOptions, profile: impl Hash) -> u64 {
+    fingerprint(&(profile, opts))
 }
 
 /// Hashes the inputs of a validation (profile, options without time) into a
@@ -505,29 +488,34 @@ mod tests {
 
     #[test]
     fn options_fingerprint_ignores_time_only() {
-        use crate::fips201::Profile;
-        use crate::validate::ValidationOptions;
+        use crate::options::{RevocationMode, ValidationOptions};
         let a = ValidationOptions::default();
         let mut b = a.clone();
         b.time = crate::time::Time(a.time.0 + 1000);
         assert_eq!(
-            options_fingerprint(&a, Profile::PivAuth),
-            options_fingerprint(&b, Profile::PivAuth)
+            options_fingerprint(&a, "piv-auth"),
+            options_fingerprint(&b, "piv-auth")
         );
         assert_ne!(
-            options_fingerprint(&a, Profile::PivAuth),
-            options_fingerprint(&a, Profile::CardAuth)
+            options_fingerprint(&a, "piv-auth"),
+            options_fingerprint(&a, "card-auth")
         );
         b.initial_explicit_policy = true;
         assert_ne!(
-            options_fingerprint(&a, Profile::PivAuth),
-            options_fingerprint(&b, Profile::PivAuth)
+            options_fingerprint(&a, "piv-auth"),
+            options_fingerprint(&b, "piv-auth")
         );
         b.initial_explicit_policy = false;
-        b.revocation.mode = crate::validate::RevocationMode::Off;
+        b.revocation.mode = RevocationMode::Off;
         assert_ne!(
-            options_fingerprint(&a, Profile::PivAuth),
-            options_fingerprint(&b, Profile::PivAuth)
+            options_fingerprint(&a, "piv-auth"),
+            options_fingerprint(&b, "piv-auth")
+        );
+        b.revocation.mode = a.revocation.mode;
+        b.leaf_key_usage = Some(crate::cert::key_usage::DIGITAL_SIGNATURE);
+        assert_ne!(
+            options_fingerprint(&a, "piv-auth"),
+            options_fingerprint(&b, "piv-auth")
         );
     }
 

@@ -1,10 +1,10 @@
 //! A fully parsed X.509 certificate (RFC 5280 §4.1) with the extensions path validation uses.
 //!
-//! Parsing walks the DER with the bounds-checked cursor of [`crate::der`]; the TBS bytes are kept
+//! Parsing walks the DER with the bounds-checked cursor of [`crate::asn1`]; the TBS bytes are kept
 //! as they were signed. Unrecognised non-critical extensions are ignored; unrecognised critical
 //! ones are recorded so validation can refuse the certificate (RFC 5280 §4.2).
 
-use crate::der::{self, tag, DerError, Reader};
+use crate::asn1::{self, tag, DerError, Reader};
 use crate::name::{self, NormName};
 use crate::sig::{PublicKey, SignatureAlgorithm};
 use crate::time::Time;
@@ -47,12 +47,18 @@ pub enum GeneralName {
     /// 4 or 16 address bytes (SAN) or 8 or 32 address+mask bytes (name constraints).
     Ip(Vec<u8>),
     Directory(NormName),
-    /// otherName, x400Address, ediPartyName, registeredID: carried but not compared.
+    /// otherName (`[0]`): its type-id and the DER of the value inside `[0] EXPLICIT` (for
+    /// example the FASC-N of a PIV certificate). Not compared by name constraints.
+    OtherName {
+        type_id: ObjectIdentifier,
+        value: Vec<u8>,
+    },
+    /// x400Address, ediPartyName, registeredID: carried but not compared.
     Other(u8),
 }
 
 /// Parses one GeneralName element.
-pub fn parse_general_name(t: der::Tlv<'_>) -> Result<GeneralName, DerError> {
+pub fn parse_general_name(t: asn1::Tlv<'_>) -> Result<GeneralName, DerError> {
     let ia5 = |v: &[u8]| -> Result<String, DerError> {
         if v.is_ascii() {
             Ok(String::from_utf8_lossy(v).into_owned())
@@ -71,7 +77,17 @@ pub fn parse_general_name(t: der::Tlv<'_>) -> Result<GeneralName, DerError> {
             r.finish()?;
             GeneralName::Directory(NormName::from_der(n.raw)?)
         }
-        0xa0 | 0xa3 | 0xa5 | 0x88 => GeneralName::Other(t.tag & 0x1f),
+        0xa0 => {
+            // OtherName ::= SEQUENCE { type-id OBJECT IDENTIFIER, value [0] EXPLICIT ANY }
+            let mut r = Reader::new(t.value);
+            let type_id = to_oid(r.value(tag::OID)?)?;
+            let mut explicit = Reader::new(r.value(tag::context_constructed(0))?);
+            r.finish()?;
+            let value = explicit.read_any()?.raw.to_vec();
+            explicit.finish()?;
+            GeneralName::OtherName { type_id, value }
+        }
+        0xa3 | 0xa5 | 0x88 => GeneralName::Other(t.tag & 0x1f),
         _ => return Err(DerError::BadValue("GeneralName (unknown choice)")),
     })
 }
@@ -222,7 +238,7 @@ pub(crate) mod oid {
 
 /// Most policies (and policy mappings) one certificate may carry. Real CA certificates carry a
 /// handful; the bound keeps policy processing, which compares policies pairwise, cheap.
-pub const MAX_POLICIES: usize = 256;
+pub const MAX_POLICIES: usize = crate::budget::LIMITS.policies_per_certificate;
 
 fn to_oid(bytes: &[u8]) -> Result<ObjectIdentifier, DerError> {
     ObjectIdentifier::from_bytes(bytes).map_err(|_| DerError::BadValue("OBJECT IDENTIFIER"))
@@ -233,52 +249,102 @@ fn range_of(base: &[u8], part: &[u8]) -> Range<usize> {
     start..start + part.len()
 }
 
+/// The fields of a TBSCertificate (RFC 5280 §4.1) located but not yet interpreted: the one
+/// walk of its layout, shared by the full parse ([`Cert::from_der`]) and the load-time key scan
+/// ([`scan_keys`]).
+struct TbsFields<'a> {
+    version: Option<asn1::Tlv<'a>>,
+    /// The serialNumber INTEGER's contents.
+    serial: &'a [u8],
+    signature: asn1::Tlv<'a>,
+    issuer: asn1::Tlv<'a>,
+    /// The Validity SEQUENCE's contents.
+    validity: &'a [u8],
+    subject: asn1::Tlv<'a>,
+    spki: asn1::Tlv<'a>,
+    /// The contents of the Extensions SEQUENCE inside `[3]`.
+    extensions: Option<&'a [u8]>,
+}
+
+impl<'a> TbsFields<'a> {
+    /// Reads the contents of a TBSCertificate SEQUENCE.
+    #[inline]
+    fn read(tbs: &'a [u8]) -> Result<TbsFields<'a>, CertError> {
+        let mut t = Reader::new(tbs);
+        let version = field("version", t.optional(tag::context_constructed(0)))?;
+        let serial = field("serialNumber", t.value(tag::INTEGER))?;
+        let signature = field("signature", t.read(tag::SEQUENCE))?;
+        let issuer = field("issuer", t.read(tag::SEQUENCE))?;
+        let validity = field("validity", t.value(tag::SEQUENCE))?;
+        let subject = field("subject", t.read(tag::SEQUENCE))?;
+        let spki = field("subjectPublicKeyInfo", t.read(tag::SEQUENCE))?;
+        field("issuerUniqueID", t.optional(tag::context_primitive(1)))?;
+        field("subjectUniqueID", t.optional(tag::context_primitive(2)))?;
+        let extensions = match field("extensions", t.optional(tag::context_constructed(3)))? {
+            Some(e) => Some(field("extensions", asn1::single(e.value, tag::SEQUENCE))?),
+            None => None,
+        };
+        field("tbsCertificate", t.finish())?;
+        Ok(TbsFields {
+            version,
+            serial,
+            signature,
+            issuer,
+            validity,
+            subject,
+            spki,
+            extensions,
+        })
+    }
+}
+
 impl Cert {
     /// Parses a DER certificate.
     pub fn from_der(der: impl Into<Arc<[u8]>>) -> Result<Cert, CertError> {
         let der: Arc<[u8]> = der.into();
         let d: &[u8] = &der;
-        let der::Signed {
+        let asn1::Signed {
             tbs,
             algorithm: outer_alg,
             signature: sig,
             signature_encoding_ok,
-        } = der::signed(d, "Certificate", "tbsCertificate")
+        } = asn1::signed(d, "Certificate", "tbsCertificate")
             .map_err(|(field, source)| CertError::Field { field, source })?;
 
-        let mut t = Reader::new(tbs.value);
-        let version = match field("version", t.optional(tag::context_constructed(0)))? {
+        let TbsFields {
+            version,
+            serial,
+            signature: inner_alg,
+            issuer,
+            validity,
+            subject,
+            spki,
+            extensions,
+        } = TbsFields::read(tbs.value)?;
+        let version = match version {
             Some(v) => field(
                 "version",
-                der::small_uint(field("version", der::single(v.value, tag::INTEGER))?),
+                asn1::small_uint(field("version", asn1::single(v.value, tag::INTEGER))?),
             )?,
             None => 0,
         };
         if version > 2 {
             return Err(CertError::Version(version + 1));
         }
-        let serial = field("serialNumber", t.value(tag::INTEGER))?;
         if serial.is_empty() {
             return Err(CertError::Field {
                 field: "serialNumber",
                 source: DerError::BadValue("empty INTEGER"),
             });
         }
-        let inner_alg = field("signature", t.read(tag::SEQUENCE))?;
-        let issuer = field("issuer", t.read(tag::SEQUENCE))?;
-        let mut validity = Reader::new(field("validity", t.value(tag::SEQUENCE))?);
+        let mut validity = Reader::new(validity);
         let nb = field("notBefore", validity.read_any())?;
         let na = field("notAfter", validity.read_any())?;
         field("validity", validity.finish())?;
-        let subject = field("subject", t.read(tag::SEQUENCE))?;
-        let spki = field("subjectPublicKeyInfo", t.read(tag::SEQUENCE))?;
-        field("issuerUniqueID", t.optional(tag::context_primitive(1)))?;
-        field("subjectUniqueID", t.optional(tag::context_primitive(2)))?;
-        let mut ext = Extensions::default();
-        if let Some(e) = field("extensions", t.optional(tag::context_constructed(3)))? {
-            ext = parse_extensions(field("extensions", der::single(e.value, tag::SEQUENCE))?)?;
-        }
-        field("tbsCertificate", t.finish())?;
+        let ext = match extensions {
+            Some(list) => parse_extensions(list)?,
+            None => Extensions::default(),
+        };
 
         Ok(Cert {
             version,
@@ -298,7 +364,7 @@ impl Cert {
             ext,
             tbs: range_of(d, tbs.raw),
             signature: range_of(d, sig),
-            serial: range_of(d, der::canonical_integer(serial)),
+            serial: range_of(d, asn1::canonical_integer(serial)),
             issuer_der: range_of(d, issuer.raw),
             subject_der: range_of(d, subject.raw),
             spki: range_of(d, spki.raw),
@@ -349,7 +415,28 @@ impl Cert {
     }
     /// Contents of the subject RDNSequence.
     pub fn subject_rdns(&self) -> &[u8] {
-        der::single(self.subject_der(), tag::SEQUENCE).unwrap_or(&[])
+        asn1::single(self.subject_der(), tag::SEQUENCE).unwrap_or(&[])
+    }
+    /// The URIs among the fullName forms of the cRLDistributionPoints extension (RFC 5280
+    /// §4.2.1.13), in the order of the certificate, whatever their scheme.
+    pub fn crl_distribution_uris(&self) -> impl Iterator<Item = &str> {
+        self.ext
+            .crl_distribution_points
+            .iter()
+            .flatten()
+            .filter_map(|dp| match &dp.name {
+                Some(DistributionPointName::FullName(names)) => Some(names),
+                _ => None,
+            })
+            .flatten()
+            .filter_map(|n| match n {
+                GeneralName::Uri(u) => Some(u.as_str()),
+                _ => None,
+            })
+    }
+    /// The subjectAltName entries (empty without the extension).
+    pub fn subject_alt_names(&self) -> &[GeneralName] {
+        self.ext.subject_alt_names.as_deref().unwrap_or(&[])
     }
 }
 
@@ -361,7 +448,7 @@ fn parse_extensions(list: &[u8]) -> Result<Extensions, CertError> {
         let mut e = Reader::new(field("extension", r.value(tag::SEQUENCE))?);
         let id = field("extension", e.value(tag::OID))?;
         let critical = match field("extension", e.optional(tag::BOOLEAN))? {
-            Some(b) => field("extension", der::boolean(b.value))?,
+            Some(b) => field("extension", asn1::boolean(b.value))?,
             None => false,
         };
         let value = field("extension", e.value(tag::OCTET_STRING))?;
@@ -406,23 +493,23 @@ fn parse_one_extension(
 ) -> Result<(), DerError> {
     match id {
         oid::BASIC_CONSTRAINTS => {
-            let mut r = Reader::new(der::single(v, tag::SEQUENCE)?);
+            let mut r = Reader::new(asn1::single(v, tag::SEQUENCE)?);
             let ca = match r.optional(tag::BOOLEAN)? {
-                Some(b) => der::boolean(b.value)?,
+                Some(b) => asn1::boolean(b.value)?,
                 None => false,
             };
             let len = match r.optional(tag::INTEGER)? {
-                Some(i) => Some(der::small_uint(i.value)?),
+                Some(i) => Some(asn1::small_uint(i.value)?),
                 None => None,
             };
             r.finish()?;
             ext.basic_constraints = Some((ca, len));
         }
         oid::KEY_USAGE => {
-            ext.key_usage = Some(bits_to_mask(der::single(v, tag::BIT_STRING)?)?);
+            ext.key_usage = Some(bits_to_mask(asn1::single(v, tag::BIT_STRING)?)?);
         }
         oid::EKU => {
-            let mut r = Reader::new(der::single(v, tag::SEQUENCE)?);
+            let mut r = Reader::new(asn1::single(v, tag::SEQUENCE)?);
             let mut out = Vec::new();
             while !r.is_empty() {
                 out.push(to_oid(r.value(tag::OID)?)?);
@@ -430,7 +517,7 @@ fn parse_one_extension(
             ext.ext_key_usage = Some(out);
         }
         oid::CERT_POLICIES => {
-            let mut r = Reader::new(der::single(v, tag::SEQUENCE)?);
+            let mut r = Reader::new(asn1::single(v, tag::SEQUENCE)?);
             let mut out: Vec<ObjectIdentifier> = Vec::new();
             while !r.is_empty() {
                 let mut p = Reader::new(r.value(tag::SEQUENCE)?);
@@ -455,7 +542,7 @@ fn parse_one_extension(
             ext.policies = Some(out);
         }
         oid::POLICY_MAPPINGS => {
-            let mut r = Reader::new(der::single(v, tag::SEQUENCE)?);
+            let mut r = Reader::new(asn1::single(v, tag::SEQUENCE)?);
             let mut out = Vec::new();
             while !r.is_empty() {
                 let mut m = Reader::new(r.value(tag::SEQUENCE)?);
@@ -470,13 +557,13 @@ fn parse_one_extension(
             ext.policy_mappings = Some(out);
         }
         oid::POLICY_CONSTRAINTS => {
-            let mut r = Reader::new(der::single(v, tag::SEQUENCE)?);
+            let mut r = Reader::new(asn1::single(v, tag::SEQUENCE)?);
             let req = match r.optional(tag::context_primitive(0))? {
-                Some(t) => Some(der::small_uint(t.value)?),
+                Some(t) => Some(asn1::small_uint(t.value)?),
                 None => None,
             };
             let inh = match r.optional(tag::context_primitive(1))? {
-                Some(t) => Some(der::small_uint(t.value)?),
+                Some(t) => Some(asn1::small_uint(t.value)?),
                 None => None,
             };
             r.finish()?;
@@ -486,10 +573,10 @@ fn parse_one_extension(
             ext.policy_constraints = Some((req, inh));
         }
         oid::INHIBIT_ANY_POLICY => {
-            ext.inhibit_any_policy = Some(der::small_uint(der::single(v, tag::INTEGER)?)?);
+            ext.inhibit_any_policy = Some(asn1::small_uint(asn1::single(v, tag::INTEGER)?)?);
         }
         oid::NAME_CONSTRAINTS => {
-            let mut r = Reader::new(der::single(v, tag::SEQUENCE)?);
+            let mut r = Reader::new(asn1::single(v, tag::SEQUENCE)?);
             let mut subtrees = |t: u8| -> Result<Option<Vec<GeneralName>>, DerError> {
                 let Some(s) = r.optional(t)? else {
                     return Ok(None);
@@ -518,13 +605,13 @@ fn parse_one_extension(
             });
         }
         oid::SAN => {
-            ext.subject_alt_names = Some(parse_general_names(der::single(v, tag::SEQUENCE)?)?);
+            ext.subject_alt_names = Some(parse_general_names(asn1::single(v, tag::SEQUENCE)?)?);
         }
         oid::SKI => {
-            ext.subject_key_id = Some(der::single(v, tag::OCTET_STRING)?.to_vec());
+            ext.subject_key_id = Some(asn1::single(v, tag::OCTET_STRING)?.to_vec());
         }
         oid::AKI => {
-            let mut r = Reader::new(der::single(v, tag::SEQUENCE)?);
+            let mut r = Reader::new(asn1::single(v, tag::SEQUENCE)?);
             ext.authority_key_id = r
                 .optional(tag::context_primitive(0))?
                 .map(|k| k.value.to_vec());
@@ -533,7 +620,7 @@ fn parse_one_extension(
             r.finish()?;
         }
         oid::CRL_DP => {
-            ext.crl_distribution_points = Some(parse_crl_dps(der::single(v, tag::SEQUENCE)?)?);
+            ext.crl_distribution_points = Some(parse_crl_dps(asn1::single(v, tag::SEQUENCE)?)?);
         }
         oid::ISSUER_ALT_NAME | oid::SUBJECT_DIRECTORY_ATTRS => {}
         _ => {
@@ -585,26 +672,18 @@ pub fn scan_keys(der: &[u8]) -> Result<CertKeys, CertError> {
     let cert = field("Certificate", outer.value(tag::SEQUENCE))?;
     field("Certificate", outer.finish())?;
     let mut c = Reader::new(cert);
-    let mut t = Reader::new(field("tbsCertificate", c.value(tag::SEQUENCE))?);
-    field("version", t.optional(tag::context_constructed(0)))?;
-    field("serialNumber", t.read(tag::INTEGER))?;
-    field("signature", t.read(tag::SEQUENCE))?;
-    field("issuer", t.read(tag::SEQUENCE))?;
-    field("validity", t.read(tag::SEQUENCE))?;
-    let subject = field("subject", t.read(tag::SEQUENCE))?;
-    field("subjectPublicKeyInfo", t.read(tag::SEQUENCE))?;
-    field("issuerUniqueID", t.optional(tag::context_primitive(1)))?;
-    field("subjectUniqueID", t.optional(tag::context_primitive(2)))?;
+    let tbs = TbsFields::read(field("tbsCertificate", c.value(tag::SEQUENCE))?)?;
+    let subject = tbs.subject;
     let mut ski = None;
-    if let Some(e) = field("extensions", t.optional(tag::context_constructed(3)))? {
-        let mut list = Reader::new(field("extensions", der::single(e.value, tag::SEQUENCE))?);
+    if let Some(exts) = tbs.extensions {
+        let mut list = Reader::new(exts);
         while !list.is_empty() {
             let mut x = Reader::new(field("extension", list.value(tag::SEQUENCE))?);
             if field("extension", x.value(tag::OID))? == oid::SKI {
                 field("extension", x.optional(tag::BOOLEAN))?;
                 let v = field("extension", x.value(tag::OCTET_STRING))?;
                 ski = Some(
-                    field("subjectKeyIdentifier", der::single(v, tag::OCTET_STRING))?.to_vec(),
+                    field("subjectKeyIdentifier", asn1::single(v, tag::OCTET_STRING))?.to_vec(),
                 );
                 break;
             }
@@ -692,5 +771,82 @@ mod tests {
             assert!(Cert::from_der(der[..cut].to_vec()).is_err(), "cut at {cut}");
             assert!(scan_keys(&der[..cut]).is_err(), "cut at {cut}");
         }
+    }
+
+    #[test]
+    fn other_names_and_distribution_point_uris_are_kept() {
+        use crate::issue::{CertificateBuilder, KeyAlgorithm, KeyPair};
+        let k = KeyPair::generate(KeyAlgorithm::P256).unwrap();
+        let fascn = [0x5a; 25];
+        let der = CertificateBuilder::new("CN=Names,O=pivgate,C=US", k.spki_der())
+            .unwrap()
+            .end_entity()
+            .san_fascn(&fascn)
+            .unwrap()
+            .san_uri("urn:uuid:00112233-4455-6677-8899-aabbccddeeff")
+            .unwrap()
+            .crl_distribution_point("http://crl.example/ca.crl")
+            .crl_distribution_point("ldap://ldap.example/cn=CA")
+            .self_signed(&k)
+            .unwrap();
+        let cert = Cert::from_der(der).unwrap();
+        let mut octet_string = vec![tag::OCTET_STRING, 25];
+        octet_string.extend_from_slice(&fascn);
+        assert_eq!(
+            cert.subject_alt_names(),
+            &[
+                GeneralName::OtherName {
+                    type_id: ObjectIdentifier::new_unwrap("2.16.840.1.101.3.6.6"),
+                    value: octet_string,
+                },
+                GeneralName::Uri("urn:uuid:00112233-4455-6677-8899-aabbccddeeff".into()),
+            ]
+        );
+        assert_eq!(
+            cert.crl_distribution_uris().collect::<Vec<_>>(),
+            ["http://crl.example/ca.crl", "ldap://ldap.example/cn=CA"]
+        );
+    }
+
+    #[test]
+    fn a_malformed_other_name_is_refused() {
+        // [0] { OID 2.5.4.3, [0] { NULL } } and then the same with trailing data after the value.
+        let good = [
+            0xa0, 0x09, 0x06, 0x03, 0x55, 0x04, 0x03, 0xa0, 0x02, 0x05, 0x00,
+        ];
+        let mut r = Reader::new(&good);
+        let parsed = parse_general_name(r.read_any().unwrap());
+        assert!(
+            matches!(parsed, Ok(GeneralName::OtherName { .. })),
+            "{parsed:?}"
+        );
+        let bad = [
+            0xa0, 0x0b, 0x06, 0x03, 0x55, 0x04, 0x03, 0xa0, 0x04, 0x05, 0x00, 0x05, 0x00,
+        ];
+        let mut r = Reader::new(&bad);
+        assert!(parse_general_name(r.read_any().unwrap()).is_err());
+    }
+
+    #[test]
+    fn a_certificate_with_a_padded_length_is_malformed() {
+        use crate::issue::{CertificateBuilder, KeyAlgorithm, KeyPair};
+        let k = KeyPair::generate(KeyAlgorithm::P256).unwrap();
+        let der = CertificateBuilder::new("CN=Padded,O=pivgate,C=US", k.spki_der())
+            .unwrap()
+            .self_signed(&k)
+            .unwrap();
+        assert_eq!(&der[..2], &[0x30, 0x82], "a two-octet outer length");
+        // The same length in three octets, the first zero: BER, not DER.
+        let mut padded = vec![0x30, 0x83, 0x00];
+        padded.extend_from_slice(&der[2..]);
+        let err = Cert::from_der(padded.clone()).unwrap_err();
+        assert!(err.to_string().contains("shortest form"), "{err}");
+        assert!(scan_keys(&padded).is_err());
+        // And an indefinite length with end-of-contents octets.
+        let mut indefinite = vec![0x30, 0x80];
+        indefinite.extend_from_slice(&der[4..]);
+        indefinite.extend_from_slice(&[0, 0]);
+        let err = Cert::from_der(indefinite).unwrap_err();
+        assert!(err.to_string().contains("indefinite"), "{err}");
     }
 }

@@ -5,10 +5,10 @@
 //! entries loads in linear time and each lookup is O(1). Indirect CRLs are supported: the
 //! certificateIssuer entry extension switches the issuer for that entry and the following ones.
 
+use crate::asn1::{self, tag, DerError, Reader};
 use crate::cert::{
     parse_dp_name, parse_general_names, parse_reason_flags, DistributionPointName, GeneralName,
 };
-use crate::der::{self, tag, DerError, Reader};
 use crate::name::{self, NormName};
 use crate::sig::SignatureAlgorithm;
 use crate::time::Time;
@@ -203,17 +203,17 @@ impl Crl {
             });
         }
         let d: &[u8] = &der;
-        let der::Signed {
+        let asn1::Signed {
             tbs,
             algorithm: outer_alg,
             signature: sig,
             signature_encoding_ok,
-        } = der::signed(d, "CertificateList", "tbsCertList")
+        } = asn1::signed(d, "CertificateList", "tbsCertList")
             .map_err(|(field, source)| CrlError::Malformed { field, source })?;
 
         let mut t = Reader::new(tbs.value);
         if let Some(v) = field("version", t.optional(tag::INTEGER))? {
-            if field("version", der::small_uint(v.value))? > 1 {
+            if field("version", asn1::small_uint(v.value))? > 1 {
                 return Err(CrlError::Malformed {
                     field: "version",
                     source: DerError::BadValue("CRL version"),
@@ -259,7 +259,10 @@ impl Crl {
             der: der.clone(),
         };
         if let Some(e) = exts {
-            crl.parse_extensions(field("crlExtensions", der::single(e.value, tag::SEQUENCE))?)?;
+            crl.parse_extensions(field(
+                "crlExtensions",
+                asn1::single(e.value, tag::SEQUENCE),
+            )?)?;
         }
         if let Some(list) = revoked {
             crl.parse_entries(d, list.value)?;
@@ -273,24 +276,24 @@ impl Crl {
             let mut e = Reader::new(field("extension", r.value(tag::SEQUENCE))?);
             let id = field("extension", e.value(tag::OID))?;
             let critical = match field("extension", e.optional(tag::BOOLEAN))? {
-                Some(b) => field("extension", der::boolean(b.value))?,
+                Some(b) => field("extension", asn1::boolean(b.value))?,
                 None => false,
             };
             let v = field("extension", e.value(tag::OCTET_STRING))?;
             match id {
                 oid::CRL_NUMBER => {
-                    let n = field("cRLNumber", der::single(v, tag::INTEGER))?;
-                    self.crl_number = Some(der::strip_leading_zeros(n).to_vec());
+                    let n = field("cRLNumber", asn1::single(v, tag::INTEGER))?;
+                    self.crl_number = Some(asn1::strip_leading_zeros(n).to_vec());
                 }
                 oid::DELTA_INDICATOR => {
-                    let n = field("deltaCRLIndicator", der::single(v, tag::INTEGER))?;
-                    self.delta_base = Some(der::strip_leading_zeros(n).to_vec());
+                    let n = field("deltaCRLIndicator", asn1::single(v, tag::INTEGER))?;
+                    self.delta_base = Some(asn1::strip_leading_zeros(n).to_vec());
                 }
                 oid::IDP => self.idp = Some(field("issuingDistributionPoint", parse_idp(v))?),
                 oid::AKI => {
                     let mut a = Reader::new(field(
                         "authorityKeyIdentifier",
-                        der::single(v, tag::SEQUENCE),
+                        asn1::single(v, tag::SEQUENCE),
                     )?);
                     self.authority_key_id = field(
                         "authorityKeyIdentifier",
@@ -328,13 +331,13 @@ impl Crl {
                     let mut one = Reader::new(field("crlEntryExtension", x.value(tag::SEQUENCE))?);
                     let id = field("crlEntryExtension", one.value(tag::OID))?;
                     let critical = match field("crlEntryExtension", one.optional(tag::BOOLEAN))? {
-                        Some(b) => field("crlEntryExtension", der::boolean(b.value))?,
+                        Some(b) => field("crlEntryExtension", asn1::boolean(b.value))?,
                         None => false,
                     };
                     let v = field("crlEntryExtension", one.value(tag::OCTET_STRING))?;
                     match id {
                         oid::REASON => {
-                            let code = field("reasonCode", der::single(v, tag::ENUMERATED))?;
+                            let code = field("reasonCode", asn1::single(v, tag::ENUMERATED))?;
                             match code {
                                 [c] => reason = Some(Reason::from_code(*c)),
                                 _ => {
@@ -349,7 +352,7 @@ impl Crl {
                         oid::CERTIFICATE_ISSUER if indirect => {
                             let names = field(
                                 "certificateIssuer",
-                                der::single(v, tag::SEQUENCE).and_then(parse_general_names),
+                                asn1::single(v, tag::SEQUENCE).and_then(parse_general_names),
                             )?;
                             let dn = names.into_iter().find_map(|n| match n {
                                 GeneralName::Directory(d) => Some(d),
@@ -374,7 +377,7 @@ impl Crl {
             }
             field("revokedCertificate", e.finish())?;
             let idx = self.entries.len() as u32;
-            let serial = der::canonical_integer(serial);
+            let serial = asn1::canonical_integer(serial);
             let h = self.key(current_issuer, serial);
             pairs.push((h, idx));
             self.entries.push(Revoked {
@@ -438,7 +441,7 @@ impl Crl {
 
     /// Looks up a certificate by its issuer and serial (INTEGER contents); O(1) expected.
     pub fn lookup(&self, cert_issuer: &NormName, serial: &[u8]) -> Option<&Revoked> {
-        let serial = der::canonical_integer(serial);
+        let serial = asn1::canonical_integer(serial);
         for (gi, g) in self.issuers.iter().enumerate() {
             if g != cert_issuer {
                 continue;
@@ -489,25 +492,25 @@ impl Crl {
 }
 
 fn parse_idp(v: &[u8]) -> Result<IssuingDistributionPoint, DerError> {
-    let mut r = Reader::new(der::single(v, tag::SEQUENCE)?);
+    let mut r = Reader::new(asn1::single(v, tag::SEQUENCE)?);
     let mut idp = IssuingDistributionPoint::default();
     if let Some(n) = r.optional(tag::context_constructed(0))? {
         idp.name = Some(parse_dp_name(n.value)?);
     }
     if let Some(b) = r.optional(tag::context_primitive(1))? {
-        idp.only_user_certs = der::boolean(b.value)?;
+        idp.only_user_certs = asn1::boolean(b.value)?;
     }
     if let Some(b) = r.optional(tag::context_primitive(2))? {
-        idp.only_ca_certs = der::boolean(b.value)?;
+        idp.only_ca_certs = asn1::boolean(b.value)?;
     }
     if let Some(b) = r.optional(tag::context_primitive(3))? {
         idp.only_some_reasons = Some(parse_reason_flags(b.value)?);
     }
     if let Some(b) = r.optional(tag::context_primitive(4))? {
-        idp.indirect = der::boolean(b.value)?;
+        idp.indirect = asn1::boolean(b.value)?;
     }
     if let Some(b) = r.optional(tag::context_primitive(5))? {
-        idp.only_attribute_certs = der::boolean(b.value)?;
+        idp.only_attribute_certs = asn1::boolean(b.value)?;
     }
     r.finish()?;
     Ok(idp)
@@ -751,7 +754,7 @@ mod tests {
             let found = crl
                 .lookup(&issuer, &b)
                 .unwrap_or_else(|| panic!("serial {s} not found"));
-            assert_eq!(crl.serial_of(found), der::canonical_integer(&b));
+            assert_eq!(crl.serial_of(found), asn1::canonical_integer(&b));
         }
         for s in 1001u32..3000 {
             assert!(crl.lookup(&issuer, &s.to_be_bytes()).is_none());

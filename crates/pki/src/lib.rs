@@ -5,26 +5,59 @@
 //! [`validate::validate`] builds a path through them and applies RFC 5280 §6.1 (signatures,
 //! validity, basic constraints, key usage, name constraints, the certificate policy tree) and
 //! §6.3 revocation, failing closed when revocation data is missing or stale. All untrusted DER
-//! goes through the bounds-checked cursor in [`der`]. Correctness is checked against NIST PKITS
+//! goes through the bounds-checked cursor in [`asn1`]. Correctness is checked against NIST PKITS
 //! (`tests/pkits.rs`).
 //!
-//! [`trust::TrustConfig`] says where trust comes from (anchors, untrusted intermediates, CRLs,
-//! revocation policy, CRL downloads) for the command line and the service alike, and loads it
-//! strictly; every file is read through [`input::read_bounded`] (regular files only, capped by
-//! kind). [`fetch::fetch_for_path`] downloads CRLs only for a path already found to an anchor.
+//! # Module map
+//!
+//! | module | owns |
+//! |---|---|
+//! | [`validate`] | the entry point [`validate::validate`]; re-exports the options, result and error types |
+//! | [`options`] | [`options::ValidationOptions`] (RFC 5280 §6.1.1 inputs, local policy), revocation policy; `Hash` over all but the time |
+//! | [`error`] | [`error::ValidationError`] with its stable `code()` and `rank()`, typed revocation problems |
+//! | [`path`] | path building (issuer candidates, reachability pruning, choosing the error to report), [`path::ValidatedPath`] |
+//! | [`rules`] | the §6.1 rules, one function per rule named after its section, and signature checks |
+//! | [`revocation`] | §6.3 CRL checking: scope, freshness, CRL signer paths, delta CRLs |
+//! | [`budget`] | every work limit of parsing and validation |
+//! | [`policy`] | the valid policy tree (§6.1.2 (a), §6.1.3 (d)-(f), §6.1.4 (a)-(b)) |
+//! | [`nc`] | name constraints matching (§4.2.1.10) |
+//! | [`cert`] | the one parse of a certificate into [`cert::Cert`] (extensions, subjectAltName with otherName, CRL distribution points) and the load-time key scan |
+//! | [`crl`] | CRL parsing and [`crl::CrlSet`], indexed by issuer and serial |
+//! | [`name`] | normalised distinguished names for matching, display names |
+//! | [`sig`] | signature algorithms, public keys, the algorithm policy, verification with aws-lc |
+//! | [`time`] | UTCTime / GeneralizedTime and [`time::Time`] |
+//! | [`asn1`] | the bounds-checked DER reader for untrusted input (strict lengths, X.690 §10.1) |
+//! | [`pem`] | PEM through `pem-rfc7468` (the store's bundle loader has its own tuned scanner) |
+//! | [`store`] | [`store::TrustStore`]: loading anchors and intermediates, the subject and key-id index |
+//! | [`cache`] | [`cache::ValidationCache`]: results keyed by leaf digest, store/CRL ids and an options fingerprint |
+//! | [`fetch`] | downloading CRLs from the distribution points over HTTP, only for a path already found to an anchor ([`fetch::fetch_for_path`]) |
+//! | [`trust`] | [`trust::TrustConfig`]: where trust comes from (anchors, untrusted intermediates, CRLs, revocation policy, CRL downloads), for the command line and the service alike, loaded strictly |
+//! | [`input`] | [`input::read_bounded`]: every input file is a regular file read with a cap by kind |
+//! | [`fips201`] | FIPS 201 certificate profiles ([`fips201::CertProfile`]), card identifiers ([`fips201::CertCardIds`]), CHUID signatures, card/certificate bindings |
+//! | [`issue`] | a test PKI: certificates, CRLs, cards and CHUIDs for tests, benchmarks and demos |
+//!
+//! Dependencies point one way: `validate` → `path` → (`rules`, `revocation`) → (`options`,
+//! `error`, `budget`, `cert`, `crl`, …); `revocation` reaches path building only through a
+//! small trait for CRL-signer paths; `fips201` → `cache` → `options`.
 
+pub mod asn1;
+pub mod budget;
 pub mod cache;
 pub mod cert;
 pub mod crl;
-pub mod der;
+pub mod error;
 pub mod fetch;
 pub mod fips201;
 pub mod input;
 pub mod issue;
 pub mod name;
 pub mod nc;
+pub mod options;
 pub mod path;
+pub mod pem;
 pub mod policy;
+pub mod revocation;
+pub mod rules;
 pub mod sig;
 pub mod store;
 pub mod time;

@@ -6,7 +6,7 @@
 //! collapsed; attributes inside a multi-valued RDN are sorted. The normalised encoding is used
 //! directly as a hash-map key by the trust store and the CRL index.
 
-use crate::der::{tag, DerError, Reader};
+use crate::asn1::{tag, DerError, Reader};
 use std::fmt;
 
 /// DER contents of the emailAddress attribute OID (1.2.840.113549.1.9.1).
@@ -72,7 +72,7 @@ fn push_u32(out: &mut Vec<u8>, n: usize) {
     out.extend_from_slice(&(n as u32).to_be_bytes());
 }
 
-fn push_atv(enc: &mut Vec<u8>, oid: &[u8], value: crate::der::Tlv<'_>) {
+fn push_atv(enc: &mut Vec<u8>, oid: &[u8], value: crate::asn1::Tlv<'_>) {
     push_u32(enc, oid.len());
     enc.extend_from_slice(oid);
     match decode_string(value.tag, value.value) {

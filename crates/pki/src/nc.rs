@@ -12,7 +12,7 @@ use crate::name::{email_addresses, NormName};
 
 /// Most name-to-subtree comparisons one certificate may require; beyond this the certificate is
 /// refused rather than checked (crafted certificates could otherwise demand billions).
-pub const MAX_COMPARISONS: usize = 1 << 20;
+pub const MAX_COMPARISONS: usize = crate::budget::LIMITS.name_comparisons;
 
 /// A name of a certificate that a constraint refuses.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -43,6 +43,7 @@ fn describe(n: &GeneralName, subject_display: &str) -> String {
         GeneralName::Uri(s) => format!("URI {s}"),
         GeneralName::Ip(b) => format!("IP address {}", ip_text(b)),
         GeneralName::Directory(_) => format!("directory name {subject_display}"),
+        GeneralName::OtherName { .. } => "a name of form [0]".to_string(),
         GeneralName::Other(t) => format!("a name of form [{t}]"),
     }
 }
@@ -70,7 +71,7 @@ fn same_form(a: &GeneralName, b: &GeneralName) -> bool {
 /// constraints (RFC 5280 §6.1.3 (b) and (c)).
 pub fn check(names: &[GeneralName], nc: &NameConstraints, display: &str) -> Result<(), Violation> {
     for name in names {
-        if let GeneralName::Other(_) = name {
+        if let GeneralName::Other(_) | GeneralName::OtherName { .. } = name {
             // A form this crate cannot compare: any constraint on it refuses the certificate
             // (RFC 5280 §4.2.1.10: process the constraint or reject).
             let constrained = |list: &Option<Vec<GeneralName>>| {

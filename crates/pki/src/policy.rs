@@ -12,7 +12,7 @@ use const_oid::ObjectIdentifier;
 pub const ANY_POLICY: ObjectIdentifier = ObjectIdentifier::new_unwrap("2.5.29.32.0");
 
 /// Largest number of nodes the tree may hold before processing is refused.
-pub const MAX_NODES: usize = 10_000;
+pub const MAX_NODES: usize = crate::budget::LIMITS.policy_nodes;
 
 #[derive(Clone, Debug)]
 struct Node {

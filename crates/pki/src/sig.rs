@@ -4,7 +4,7 @@
 //! with SHA-1/256/384/512, ECDSA P-256/P-384 with SHA-256/384/512. Which of them a validation
 //! accepts is decided by [`AlgorithmPolicy`].
 
-use crate::der::{self, tag, DerError, Reader};
+use crate::asn1::{self, tag, DerError, Reader};
 use aws_lc_rs::signature::{self, RsaParameters, RsaPssSaltLength, VerificationAlgorithm};
 use std::fmt;
 use thiserror::Error;
@@ -105,7 +105,7 @@ fn oid_text(oid: &[u8]) -> String {
 impl SignatureAlgorithm {
     /// Parses an AlgorithmIdentifier (the whole SEQUENCE).
     pub fn from_der(alg_id: &[u8]) -> Result<SignatureAlgorithm, DerError> {
-        let mut r = Reader::new(der::single(alg_id, tag::SEQUENCE)?);
+        let mut r = Reader::new(asn1::single(alg_id, tag::SEQUENCE)?);
         let oid = r.value(tag::OID)?;
         let params = if r.is_empty() {
             None
@@ -174,12 +174,12 @@ fn parse_pss_params(params: Option<&[u8]>) -> Result<SignatureAlgorithm, DerErro
             salt_len,
         });
     };
-    let mut r = Reader::new(der::single(raw, tag::SEQUENCE)?);
+    let mut r = Reader::new(asn1::single(raw, tag::SEQUENCE)?);
     if let Some(h) = r.optional(tag::context_constructed(0))? {
         hash = hash_alg(h.value)?;
     }
     if let Some(m) = r.optional(tag::context_constructed(1))? {
-        let mut a = Reader::new(der::single(m.value, tag::SEQUENCE)?);
+        let mut a = Reader::new(asn1::single(m.value, tag::SEQUENCE)?);
         if a.value(tag::OID)? != OID_MGF1 {
             return Err(DerError::BadValue(
                 "RSA-PSS mask generation function (only MGF1 is defined)",
@@ -189,11 +189,11 @@ fn parse_pss_params(params: Option<&[u8]>) -> Result<SignatureAlgorithm, DerErro
         a.finish()?;
     }
     if let Some(s) = r.optional(tag::context_constructed(2))? {
-        let v = der::small_uint(der::single(s.value, tag::INTEGER)?)?;
+        let v = asn1::small_uint(asn1::single(s.value, tag::INTEGER)?)?;
         salt_len = u16::try_from(v).map_err(|_| DerError::BadValue("RSA-PSS salt length"))?;
     }
     if let Some(t) = r.optional(tag::context_constructed(3))? {
-        if der::small_uint(der::single(t.value, tag::INTEGER)?)? != 1 {
+        if asn1::small_uint(asn1::single(t.value, tag::INTEGER)?)? != 1 {
             return Err(DerError::BadValue("RSA-PSS trailer field (must be 1)"));
         }
     }
@@ -206,7 +206,7 @@ fn parse_pss_params(params: Option<&[u8]>) -> Result<SignatureAlgorithm, DerErro
 }
 
 fn hash_alg(alg_id: &[u8]) -> Result<Hash, DerError> {
-    let mut r = Reader::new(der::single(alg_id, tag::SEQUENCE)?);
+    let mut r = Reader::new(asn1::single(alg_id, tag::SEQUENCE)?);
     let oid = r.value(tag::OID)?;
     if !r.is_empty() {
         let p = r.read(tag::NULL)?;
@@ -219,7 +219,7 @@ fn hash_alg(alg_id: &[u8]) -> Result<Hash, DerError> {
 }
 
 /// Which signature algorithms and key sizes a validation accepts.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct AlgorithmPolicy {
     /// Accept SHA-1 based signatures.
     pub allow_sha1: bool,
@@ -274,7 +274,7 @@ pub enum PublicKey {
 impl PublicKey {
     /// Parses the whole SubjectPublicKeyInfo SEQUENCE.
     pub fn from_spki(spki: &[u8]) -> Result<PublicKey, DerError> {
-        let mut r = Reader::new(der::single(spki, tag::SEQUENCE)?);
+        let mut r = Reader::new(asn1::single(spki, tag::SEQUENCE)?);
         let mut alg = Reader::new(r.value(tag::SEQUENCE)?);
         let oid = alg.value(tag::OID)?;
         let params = if alg.is_empty() {
@@ -285,10 +285,10 @@ impl PublicKey {
         alg.finish()?;
         let key = r.value(tag::BIT_STRING)?;
         r.finish()?;
-        let key = der::bit_string_bytes(key)?;
+        let key = asn1::bit_string_bytes(key)?;
         if oid == OID_RSA_ENCRYPTION {
-            let mut k = Reader::new(der::single(key, tag::SEQUENCE)?);
-            let n = der::strip_leading_zeros(k.value(tag::INTEGER)?);
+            let mut k = Reader::new(asn1::single(key, tag::SEQUENCE)?);
+            let n = asn1::strip_leading_zeros(k.value(tag::INTEGER)?);
             let _e = k.value(tag::INTEGER)?;
             k.finish()?;
             let bits = match n.first() {
@@ -501,7 +501,7 @@ fn verification_key(
     out
 }
 
-/// [`verify`], remembering successful verifications (see [`VerifiedCache`]). The algorithm
+/// [`verify`], remembering successful verifications (see `VerifiedCache`). The algorithm
 /// policy is checked on every call, so a cached success never bypasses it.
 pub fn verify_cached(
     alg: &SignatureAlgorithm,

@@ -7,8 +7,8 @@
 //! path needs it. [`SharedTrustStore`] swaps whole snapshots atomically so a reload never
 //! disturbs validations already running on the previous one.
 
+use crate::asn1::{tag, DerError, Prehashed, Reader};
 use crate::cert::{self, Cert, CertError};
-use crate::der::{tag, DerError, Prehashed, Reader};
 use crate::input::{self, InputError, InputKind};
 use crate::name::NormName;
 use arc_swap::ArcSwap;
@@ -522,7 +522,7 @@ fn pkcs7_certificates(content_info: &[u8]) -> Result<Vec<Arc<[u8]>>, DerError> {
         ));
     }
     let explicit = ci.value(tag::context_constructed(0))?;
-    let mut sd = Reader::new(crate::der::single(explicit, tag::SEQUENCE)?);
+    let mut sd = Reader::new(crate::asn1::single(explicit, tag::SEQUENCE)?);
     sd.value(tag::INTEGER)?;
     sd.value(tag::SET)?;
     sd.value(tag::SEQUENCE)?;

@@ -80,8 +80,8 @@ impl Time {
     /// Parses a DER `Time` element (UTCTime or GeneralizedTime) given its tag and contents.
     pub fn from_der_tagged(tag: u8, v: &[u8]) -> Result<Time, TimeError> {
         match tag {
-            crate::der::tag::UTC_TIME => Time::from_utc_time(v),
-            crate::der::tag::GENERALIZED_TIME => Time::from_generalized_time(v),
+            crate::asn1::tag::UTC_TIME => Time::from_utc_time(v),
+            crate::asn1::tag::GENERALIZED_TIME => Time::from_generalized_time(v),
             _ => Err(err("Time", "expected UTCTime or GeneralizedTime")),
         }
     }

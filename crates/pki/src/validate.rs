@@ -1,218 +1,18 @@
-//! RFC 5280 §6.1 certification path validation: options, the result, the error type, and each
-//! rule as a small function named after its section.
+//! Certification path validation (RFC 5280 §6), the entry point: [`validate`] parses the end
+//! entity, builds a path to a trust anchor ([`crate::path`]), applies the §6.1 rules
+//! ([`crate::rules`]) and §6.3 revocation ([`crate::revocation`]).
+//!
+//! The types a caller needs are re-exported here: the options ([`crate::options`]), the result
+//! ([`ValidatedPath`]) and the error ([`crate::error`]).
 
-use crate::cert::{key_usage, Cert, CertError, NameConstraints};
-use crate::crl::{CrlSet, Reason};
+use crate::cert::Cert;
+use crate::crl::CrlSet;
+pub use crate::error::{Rank, RevocationGap, RevocationProblem, ValidationError};
+pub use crate::options::{AlgorithmPolicy, RevocationMode, RevocationPolicy, ValidationOptions};
 use crate::path::Ctx;
-use crate::policy::{PolicyTree, ANY_POLICY};
-pub use crate::sig::AlgorithmPolicy;
-use crate::sig::SignatureError;
+pub use crate::path::ValidatedPath;
 use crate::store::TrustStore;
-use crate::time::Time;
-use const_oid::ObjectIdentifier;
 use std::sync::Arc;
-use thiserror::Error;
-
-/// How revocation data is required.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
-pub enum RevocationMode {
-    /// Every certificate below the anchor needs current revocation data covering all reasons;
-    /// missing or stale data fails the validation (fail closed).
-    #[default]
-    Require,
-    /// Use whatever CRLs are available; a revoked certificate fails, missing data does not.
-    BestEffort,
-    /// No revocation checking.
-    Off,
-}
-
-/// Revocation checking settings.
-#[derive(Clone, Debug, PartialEq, Eq, Default)]
-pub struct RevocationPolicy {
-    pub mode: RevocationMode,
-    /// How long after its nextUpdate a CRL is still accepted.
-    pub grace: std::time::Duration,
-}
-
-/// The inputs of RFC 5280 §6.1.1 and local policy.
-#[derive(Clone, Debug)]
-pub struct ValidationOptions {
-    /// The time at which the path must be valid.
-    pub time: Time,
-    /// user-initial-policy-set (default: anyPolicy).
-    pub initial_policy_set: Vec<ObjectIdentifier>,
-    pub initial_explicit_policy: bool,
-    pub initial_policy_mapping_inhibit: bool,
-    pub initial_any_policy_inhibit: bool,
-    /// An extended key usage the end-entity certificate must allow when it has the extension.
-    pub required_eku: Option<ObjectIdentifier>,
-    /// Key usage bits ([`crate::cert::key_usage`]) the end-entity certificate must assert when
-    /// it has the keyUsage extension, e.g. `DIGITAL_SIGNATURE` for PIV authentication.
-    pub leaf_key_usage: Option<u16>,
-    pub revocation: RevocationPolicy,
-    pub algorithms: AlgorithmPolicy,
-    /// Largest number of certificates in a path, trust anchor excluded.
-    pub max_depth: usize,
-}
-
-impl Default for ValidationOptions {
-    fn default() -> Self {
-        ValidationOptions {
-            time: Time::now(),
-            initial_policy_set: vec![ANY_POLICY],
-            initial_explicit_policy: false,
-            initial_policy_mapping_inhibit: false,
-            initial_any_policy_inhibit: false,
-            required_eku: None,
-            leaf_key_usage: None,
-            revocation: RevocationPolicy::default(),
-            algorithms: AlgorithmPolicy::default(),
-            max_depth: 8,
-        }
-    }
-}
-
-/// A valid certification path.
-#[derive(Clone, Debug)]
-pub struct ValidatedPath {
-    pub(crate) chain: Vec<Arc<Cert>>,
-    pub(crate) authorities_policies: Vec<ObjectIdentifier>,
-    pub(crate) user_policies: Vec<ObjectIdentifier>,
-    pub(crate) valid_until: Time,
-}
-
-impl ValidatedPath {
-    /// The certificates, end entity first and trust anchor last.
-    pub fn chain(&self) -> &[Arc<Cert>] {
-        &self.chain
-    }
-    pub fn leaf(&self) -> &Arc<Cert> {
-        &self.chain[0]
-    }
-    pub fn leaf_der(&self) -> &[u8] {
-        self.chain[0].der()
-    }
-    pub fn anchor(&self) -> &Arc<Cert> {
-        self.chain.last().expect("a path has an anchor")
-    }
-    /// The policies of the valid policy tree before intersection with the user-initial-policy-set
-    /// (anyPolicy appears explicitly when present).
-    pub fn authorities_constrained_policy_set(&self) -> &[ObjectIdentifier] {
-        &self.authorities_policies
-    }
-    /// RFC 5280 §6.1.6 user-constrained-policy-set.
-    pub fn user_constrained_policy_set(&self) -> &[ObjectIdentifier] {
-        &self.user_policies
-    }
-    /// Earliest notAfter on the path and nextUpdate of the CRLs used: the result may be cached
-    /// until then.
-    pub fn valid_until(&self) -> Time {
-        self.valid_until
-    }
-}
-
-/// Why a path is not valid. Every variant names the certificate concerned.
-#[derive(Debug, Clone, PartialEq, Eq, Error)]
-pub enum ValidationError {
-    #[error("certificate {subject} is malformed: {error}")]
-    Malformed { subject: String, error: CertError },
-    #[error("the signature on certificate {subject} does not verify with the key of {issuer}")]
-    BadSignature { subject: String, issuer: String },
-    #[error("certificate {subject} uses {detail}, which the algorithm policy refuses")]
-    WeakAlgorithm { subject: String, detail: String },
-    #[error("certificate {subject} uses an unsupported signature: {detail}")]
-    UnsupportedAlgorithm { subject: String, detail: String },
-    #[error("certificate {subject} has different signature algorithms inside and outside the signed part")]
-    AlgorithmMismatch { subject: String },
-    #[error("certificate {subject} expired at {not_after} (validation time {time})")]
-    Expired {
-        subject: String,
-        not_after: Time,
-        time: Time,
-    },
-    #[error("certificate {subject} is not valid before {not_before} (validation time {time})")]
-    NotYetValid {
-        subject: String,
-        not_before: Time,
-        time: Time,
-    },
-    #[error("certificate {subject} issues other certificates but is not a CA certificate (basicConstraints cA is not set)")]
-    NotACa { subject: String },
-    #[error("certificate {subject} exceeds the path length allowed by a CA above it")]
-    PathLengthExceeded { subject: String },
-    #[error("certificate {subject} lacks the key usage {required}")]
-    KeyUsage {
-        subject: String,
-        required: &'static str,
-    },
-    #[error("certificate {subject} does not allow the extended key usage {required}")]
-    EkuMissing { subject: String, required: String },
-    #[error("certificate {subject}: {name} is {} the name constraints of {constrained_by}", if *excluded { "excluded by" } else { "not permitted by" })]
-    NameConstraints {
-        subject: String,
-        name: String,
-        constrained_by: String,
-        excluded: bool,
-    },
-    #[error("no acceptable certificate policy at certificate {subject}: the path does not assert a policy the validation requires")]
-    NoAcceptablePolicy { subject: String },
-    #[error("certificate {subject} maps a policy to or from anyPolicy, which RFC 5280 forbids")]
-    AnyPolicyMapping { subject: String },
-    #[error("certificate {subject} has too many policies to process")]
-    PolicyTreeTooLarge { subject: String },
-    #[error("certificate {subject} has a critical extension {oid} that is not understood")]
-    UnknownCriticalExtension { subject: String, oid: String },
-    #[error("certificate {subject} was revoked at {date} (reason: {reason})")]
-    Revoked {
-        subject: String,
-        reason: String,
-        date: Time,
-    },
-    #[error("no usable revocation information for certificate {subject}: {detail}")]
-    RevocationUnavailable { subject: String, detail: String },
-    #[error("the revocation information for certificate {subject} is stale (CRL nextUpdate {next_update}, validation time {time})")]
-    RevocationStale {
-        subject: String,
-        next_update: Time,
-        time: Time,
-    },
-    #[error("no path to a trust anchor: the issuer {issuer} of certificate {subject} is not in the trust store or among the supplied certificates")]
-    NoPath { subject: String, issuer: String },
-    #[error("certificate {subject} was signed by a key of {issuer} that none of the {count} known certificates of that name holds (re-keyed CA or missing intermediate)")]
-    IssuerKeyMismatch {
-        subject: String,
-        issuer: String,
-        count: usize,
-    },
-    #[error("the path from certificate {subject} would be longer than the maximum of {max} certificates")]
-    DepthExceeded { subject: String, max: usize },
-    #[error(
-        "path building for certificate {subject} gave up after trying {tried} candidate issuers"
-    )]
-    WorkLimitExceeded { subject: String, tried: usize },
-}
-
-impl ValidationError {
-    pub(crate) fn from_signature(subject: &Cert, issuer: &Cert, e: SignatureError) -> Self {
-        let subject_s = subject.subject_display().to_string();
-        match e {
-            SignatureError::Invalid => ValidationError::BadSignature {
-                subject: subject_s,
-                issuer: issuer.subject_display().to_string(),
-            },
-            SignatureError::Weak(detail) => ValidationError::WeakAlgorithm {
-                subject: subject_s,
-                detail,
-            },
-            SignatureError::Unsupported(detail) | SignatureError::BadKey(detail) => {
-                ValidationError::UnsupportedAlgorithm {
-                    subject: subject_s,
-                    detail,
-                }
-            }
-        }
-    }
-}
 
 /// Validates `leaf_der` against `store`, offering `intermediates` (untrusted) in addition to the
 /// store's own intermediates, with revocation data from `crls`.
@@ -229,370 +29,6 @@ pub fn validate(
     })?;
     let ctx = Ctx::new(store, intermediates, crls);
     ctx.find_path(opts, Arc::new(leaf), 0)
-}
-
-/// The state carried across the certificates of a path (RFC 5280 §6.1.2).
-pub(crate) struct State<'p> {
-    pub tree: PolicyTree,
-    pub explicit_policy: usize,
-    pub inhibit_any_policy: usize,
-    pub policy_mapping: usize,
-    pub max_path_length: usize,
-    pub constraints: Vec<(&'p NameConstraints, &'p str)>,
-}
-
-impl<'p> State<'p> {
-    /// §6.1.2 initialisation for a path of `n` certificates.
-    pub fn new(opts: &ValidationOptions, n: usize) -> Self {
-        State {
-            tree: PolicyTree::new(),
-            explicit_policy: if opts.initial_explicit_policy {
-                0
-            } else {
-                n + 1
-            },
-            inhibit_any_policy: if opts.initial_any_policy_inhibit {
-                0
-            } else {
-                n + 1
-            },
-            policy_mapping: if opts.initial_policy_mapping_inhibit {
-                0
-            } else {
-                n + 1
-            },
-            max_path_length: n,
-            constraints: Vec::new(),
-        }
-    }
-}
-
-fn subject(c: &Cert) -> String {
-    c.subject_display().to_string()
-}
-
-/// §6.1.3 (a)(2): the certificate validity period includes the validation time.
-pub(crate) fn check_validity(c: &Cert, time: Time) -> Result<(), ValidationError> {
-    if time < c.not_before {
-        return Err(ValidationError::NotYetValid {
-            subject: subject(c),
-            not_before: c.not_before,
-            time,
-        });
-    }
-    if time > c.not_after {
-        return Err(ValidationError::Expired {
-            subject: subject(c),
-            not_after: c.not_after,
-            time,
-        });
-    }
-    Ok(())
-}
-
-/// §6.1.3 (b)-(c): subject names within every permitted subtree and outside every excluded
-/// one; skipped for self-issued certificates other than the last.
-pub(crate) fn check_name_constraints(
-    c: &Cert,
-    state: &State<'_>,
-    last: bool,
-) -> Result<(), ValidationError> {
-    if state.constraints.is_empty() || (!last && c.is_self_issued()) {
-        return Ok(());
-    }
-    let names = crate::nc::names_of(c);
-    // Bound the comparisons (names x subtrees over the path), as crafted certificates could
-    // otherwise demand billions.
-    let subtrees: usize = state
-        .constraints
-        .iter()
-        .map(|(nc, _)| {
-            nc.permitted.as_ref().map_or(0, Vec::len) + nc.excluded.as_ref().map_or(0, Vec::len)
-        })
-        .sum();
-    if names.len().saturating_mul(subtrees) > crate::nc::MAX_COMPARISONS {
-        return Err(ValidationError::NameConstraints {
-            subject: subject(c),
-            name: format!("{} names", names.len()),
-            constrained_by: format!("{subtrees} subtrees (too many comparisons to check)"),
-            excluded: false,
-        });
-    }
-    for (nc, by) in &state.constraints {
-        crate::nc::check(&names, nc, c.subject_display()).map_err(|v| {
-            ValidationError::NameConstraints {
-                subject: subject(c),
-                name: v.name,
-                constrained_by: by.to_string(),
-                excluded: v.excluded,
-            }
-        })?;
-    }
-    Ok(())
-}
-
-/// §6.1.3 (d)-(f): extend the valid policy tree with certificate `i` of `n`.
-pub(crate) fn process_policies(
-    c: &Cert,
-    state: &mut State<'_>,
-    i: usize,
-    n: usize,
-) -> Result<(), ValidationError> {
-    match &c.ext.policies {
-        Some(policies) => {
-            let any_allowed = state.inhibit_any_policy > 0 || (i < n && c.is_self_issued());
-            state
-                .tree
-                .process_certificate(policies, any_allowed)
-                .map_err(|_| ValidationError::PolicyTreeTooLarge {
-                    subject: subject(c),
-                })?;
-        }
-        None => state.tree.set_null(),
-    }
-    if state.explicit_policy == 0 && state.tree.is_null() {
-        return Err(ValidationError::NoAcceptablePolicy {
-            subject: subject(c),
-        });
-    }
-    Ok(())
-}
-
-/// §6.1.4 (a)-(b): policy mappings (none to or from anyPolicy).
-pub(crate) fn process_policy_mappings(
-    c: &Cert,
-    state: &mut State<'_>,
-) -> Result<(), ValidationError> {
-    let Some(mappings) = &c.ext.policy_mappings else {
-        return Ok(());
-    };
-    if mappings
-        .iter()
-        .any(|(a, b)| *a == ANY_POLICY || *b == ANY_POLICY)
-    {
-        return Err(ValidationError::AnyPolicyMapping {
-            subject: subject(c),
-        });
-    }
-    state
-        .tree
-        .apply_mappings(mappings, state.policy_mapping > 0)
-        .map_err(|_| ValidationError::PolicyTreeTooLarge {
-            subject: subject(c),
-        })
-}
-
-/// §6.1.4 (h)-(j): policy counters.
-pub(crate) fn update_policy_counters(c: &Cert, state: &mut State<'_>) {
-    if !c.is_self_issued() {
-        for v in [
-            &mut state.explicit_policy,
-            &mut state.policy_mapping,
-            &mut state.inhibit_any_policy,
-        ] {
-            *v = v.saturating_sub(1);
-        }
-    }
-    if let Some((require, inhibit)) = c.ext.policy_constraints {
-        if let Some(r) = require {
-            state.explicit_policy = state.explicit_policy.min(r as usize);
-        }
-        if let Some(m) = inhibit {
-            state.policy_mapping = state.policy_mapping.min(m as usize);
-        }
-    }
-    if let Some(v) = c.ext.inhibit_any_policy {
-        state.inhibit_any_policy = state.inhibit_any_policy.min(v as usize);
-    }
-}
-
-/// §6.1.4 (k): an intermediate must be a version 3 CA certificate.
-pub(crate) fn check_is_ca(c: &Cert) -> Result<(), ValidationError> {
-    if c.version == 2 && c.is_ca() {
-        Ok(())
-    } else {
-        Err(ValidationError::NotACa {
-            subject: subject(c),
-        })
-    }
-}
-
-/// §6.1.4 (l)-(m): path length constraints (self-issued certificates are not counted).
-pub(crate) fn check_path_length(c: &Cert, state: &mut State<'_>) -> Result<(), ValidationError> {
-    if !c.is_self_issued() {
-        if state.max_path_length == 0 {
-            return Err(ValidationError::PathLengthExceeded {
-                subject: subject(c),
-            });
-        }
-        state.max_path_length -= 1;
-    }
-    if let Some((_, Some(len))) = c.ext.basic_constraints {
-        state.max_path_length = state.max_path_length.min(len as usize);
-    }
-    Ok(())
-}
-
-/// §6.1.4 (n): a CA key that signs certificates must allow keyCertSign.
-pub(crate) fn check_key_cert_sign(c: &Cert) -> Result<(), ValidationError> {
-    match c.ext.key_usage {
-        Some(ku) if ku & key_usage::KEY_CERT_SIGN == 0 => Err(ValidationError::KeyUsage {
-            subject: subject(c),
-            required: "keyCertSign",
-        }),
-        _ => Ok(()),
-    }
-}
-
-/// §6.1.4 (o) and §6.1.5 (f): no critical extension left unprocessed.
-pub(crate) fn check_critical_extensions(c: &Cert) -> Result<(), ValidationError> {
-    match c.ext.unknown_critical.first() {
-        Some(oid) => Err(ValidationError::UnknownCriticalExtension {
-            subject: subject(c),
-            oid: oid.to_string(),
-        }),
-        None => Ok(()),
-    }
-}
-
-/// Local policy (RFC 5280 §4.2.1.3): the end entity's keyUsage, when present, asserts the bits
-/// a profile requires.
-pub(crate) fn check_leaf_key_usage(c: &Cert, required: Option<u16>) -> Result<(), ValidationError> {
-    let (Some(req), Some(ku)) = (required, c.ext.key_usage) else {
-        return Ok(());
-    };
-    if ku & req == req {
-        return Ok(());
-    }
-    let names = [
-        (key_usage::DIGITAL_SIGNATURE, "digitalSignature"),
-        (key_usage::NON_REPUDIATION, "nonRepudiation"),
-        (key_usage::KEY_ENCIPHERMENT, "keyEncipherment"),
-        (key_usage::DATA_ENCIPHERMENT, "dataEncipherment"),
-        (key_usage::KEY_AGREEMENT, "keyAgreement"),
-        (key_usage::KEY_CERT_SIGN, "keyCertSign"),
-        (key_usage::CRL_SIGN, "cRLSign"),
-    ];
-    let missing = names
-        .iter()
-        .find(|(bit, _)| req & bit != 0 && ku & bit == 0);
-    Err(ValidationError::KeyUsage {
-        subject: subject(c),
-        required: missing.map_or("a required key usage", |(_, n)| n),
-    })
-}
-
-/// Local policy: the end entity's extendedKeyUsage, when present, allows the required purpose.
-pub(crate) fn check_eku(
-    c: &Cert,
-    required: Option<&ObjectIdentifier>,
-) -> Result<(), ValidationError> {
-    const ANY_EKU: ObjectIdentifier = ObjectIdentifier::new_unwrap("2.5.29.37.0");
-    let (Some(req), Some(list)) = (required, &c.ext.ext_key_usage) else {
-        return Ok(());
-    };
-    if list.contains(req) || list.contains(&ANY_EKU) {
-        Ok(())
-    } else {
-        Err(ValidationError::EkuMissing {
-            subject: subject(c),
-            required: req.to_string(),
-        })
-    }
-}
-
-/// Runs §6.1.3-§6.1.5 over `path` (end entity first, anchor excluded). Signatures have been
-/// verified while the path was built. Returns (authorities-constrained, user-constrained)
-/// policy sets.
-pub(crate) fn check_path(
-    path: &[Arc<Cert>],
-    opts: &ValidationOptions,
-) -> Result<(Vec<ObjectIdentifier>, Vec<ObjectIdentifier>), ValidationError> {
-    let n = path.len();
-    let mut state = State::new(opts, n);
-    for (idx, c) in path.iter().rev().enumerate() {
-        let i = idx + 1;
-        let last = i == n;
-        check_validity(c, opts.time)?;
-        check_name_constraints(c, &state, last)?;
-        process_policies(c, &mut state, i, n)?;
-        if last {
-            break;
-        }
-        process_policy_mappings(c, &mut state)?;
-        if let Some(nc) = &c.ext.name_constraints {
-            state.constraints.push((nc, c.subject_display()));
-        }
-        update_policy_counters(c, &mut state);
-        check_is_ca(c)?;
-        check_path_length(c, &mut state)?;
-        check_key_cert_sign(c)?;
-        check_critical_extensions(c)?;
-    }
-    let leaf = &path[0];
-    wrap_up(leaf, &mut state, opts)
-}
-
-/// §6.1.5: wrap-up procedure for the end entity.
-fn wrap_up(
-    leaf: &Cert,
-    state: &mut State<'_>,
-    opts: &ValidationOptions,
-) -> Result<(Vec<ObjectIdentifier>, Vec<ObjectIdentifier>), ValidationError> {
-    state.explicit_policy = state.explicit_policy.saturating_sub(1);
-    if let Some((Some(0), _)) = leaf.ext.policy_constraints {
-        state.explicit_policy = 0;
-    }
-    check_critical_extensions(leaf)?;
-    check_eku(leaf, opts.required_eku.as_ref())?;
-    check_leaf_key_usage(leaf, opts.leaf_key_usage)?;
-    let authorities = state.tree.leaf_policies();
-    state.tree.intersect(&opts.initial_policy_set);
-    let user = state.tree.leaf_policies();
-    if state.explicit_policy == 0 && state.tree.is_null() {
-        return Err(ValidationError::NoAcceptablePolicy {
-            subject: subject(leaf),
-        });
-    }
-    Ok((authorities, user))
-}
-
-/// Verifies the signature on `c` with `issuer`'s key (RFC 5280 §6.1.3 (a)(1)), including the
-/// requirement that the inner and outer algorithm identifiers agree.
-pub(crate) fn check_signature(
-    c: &Cert,
-    issuer: &Cert,
-    opts: &ValidationOptions,
-) -> Result<(), ValidationError> {
-    if !c.algorithms_match {
-        return Err(ValidationError::AlgorithmMismatch {
-            subject: subject(c),
-        });
-    }
-    if !c.signature_encoding_ok {
-        return Err(ValidationError::from_signature(
-            c,
-            issuer,
-            SignatureError::Invalid,
-        ));
-    }
-    c.verified_by
-        .verify(
-            &c.signature_algorithm,
-            &issuer.public_key,
-            c.tbs(),
-            c.signature(),
-            &opts.algorithms,
-        )
-        .map_err(|e| ValidationError::from_signature(c, issuer, e))
-}
-
-pub(crate) fn revoked_error(c: &Cert, reason: Option<Reason>, date: Time) -> ValidationError {
-    ValidationError::Revoked {
-        subject: subject(c),
-        reason: reason.map_or("unspecified".to_string(), |r| r.to_string()),
-        date,
-    }
 }
 
 #[cfg(test)]
@@ -612,18 +48,6 @@ mod tests {
     }
 
     #[test]
-    fn defaults_follow_rfc_5280_and_fail_closed() {
-        let o = ValidationOptions::default();
-        assert_eq!(o.initial_policy_set, vec![ANY_POLICY]);
-        assert!(!o.initial_explicit_policy);
-        assert!(!o.initial_policy_mapping_inhibit);
-        assert!(!o.initial_any_policy_inhibit);
-        assert_eq!(o.revocation.mode, RevocationMode::Require);
-        assert_eq!(o.algorithms, AlgorithmPolicy::default());
-        assert_eq!(o.max_depth, 8);
-    }
-
-    #[test]
     fn garbage_leaf_is_a_malformed_error_not_a_panic() {
         let store = TrustStore::default();
         let crls = CrlSet::empty();
@@ -639,5 +63,282 @@ mod tests {
             assert!(matches!(err, ValidationError::Malformed { .. }), "{err}");
             assert!(err.to_string().contains("malformed"), "{err}");
         }
+    }
+}
+
+#[cfg(test)]
+mod end_to_end {
+    use crate::crl::CrlSet;
+    use crate::issue::{now, CertificateBuilder, CrlBuilder, KeyAlgorithm, KeyPair};
+    use crate::store::TrustStore;
+    use crate::time::Time;
+    use crate::validate::{
+        validate, RevocationMode, RevocationPolicy, ValidationError, ValidationOptions,
+    };
+    use const_oid::ObjectIdentifier;
+
+    struct Pki {
+        root: Vec<u8>,
+        root_key: KeyPair,
+        inter: Vec<u8>,
+        inter_key: KeyPair,
+        leaf: Vec<u8>,
+        t: i64,
+    }
+
+    const LEAF_SERIAL: u64 = 0x4242;
+
+    fn pki(eku: Option<ObjectIdentifier>) -> Pki {
+        let t = now();
+        let root_key = KeyPair::generate(KeyAlgorithm::P256).unwrap();
+        let inter_key = KeyPair::generate(KeyAlgorithm::P256).unwrap();
+        let leaf_key = KeyPair::generate(KeyAlgorithm::P256).unwrap();
+        let root = CertificateBuilder::new("CN=Unit Root,O=pivgate,C=US", root_key.spki_der())
+            .unwrap()
+            .ca(None)
+            .self_signed(&root_key)
+            .unwrap();
+        let inter = CertificateBuilder::new("CN=Unit CA,O=pivgate,C=US", inter_key.spki_der())
+            .unwrap()
+            .ca(Some(0))
+            .sign(&root, &root_key)
+            .unwrap();
+        let mut leaf = CertificateBuilder::new("CN=Unit Leaf,O=pivgate,C=US", leaf_key.spki_der())
+            .unwrap()
+            .end_entity()
+            .serial(LEAF_SERIAL)
+            .validity(t - 3600, t + 30 * 86_400);
+        if let Some(e) = eku {
+            leaf = leaf.extended_key_usage(&[e]);
+        }
+        let leaf = leaf.sign(&inter, &inter_key).unwrap();
+        Pki {
+            root,
+            root_key,
+            inter,
+            inter_key,
+            leaf,
+            t,
+        }
+    }
+
+    fn store(p: &Pki) -> TrustStore {
+        let mut b = TrustStore::builder();
+        b.add_anchor_der(p.root.clone());
+        b.build()
+    }
+
+    /// CRLs from the root and the CA, valid from `this` to `next`, optionally revoking the leaf.
+    fn crls(p: &Pki, this: i64, next: i64, revoke_leaf: bool) -> CrlSet {
+        let root_crl = CrlBuilder::new()
+            .update_times(this, Some(next))
+            .crl_number(1)
+            .sign(&p.root, &p.root_key)
+            .unwrap();
+        let mut ca_crl = CrlBuilder::new()
+            .update_times(this, Some(next))
+            .crl_number(1);
+        if revoke_leaf {
+            ca_crl = ca_crl.revoke(&LEAF_SERIAL.to_be_bytes(), this, None);
+        }
+        let ca_crl = ca_crl.sign(&p.inter, &p.inter_key).unwrap();
+        let mut b = CrlSet::builder();
+        b.add_der(root_crl).unwrap();
+        b.add_der(ca_crl).unwrap();
+        b.build()
+    }
+
+    fn opts(t: i64) -> ValidationOptions {
+        ValidationOptions {
+            time: Time(t),
+            ..ValidationOptions::default()
+        }
+    }
+
+    #[test]
+    fn valid_path_reports_chain_and_valid_until() {
+        let p = pki(None);
+        let set = crls(&p, p.t - 60, p.t + 86_400, false);
+        let path = validate(&store(&p), &p.leaf, &[&p.inter], &set, &opts(p.t)).unwrap();
+        let subjects: Vec<&str> = path.chain().iter().map(|c| c.subject_display()).collect();
+        assert_eq!(
+            subjects,
+            [
+                "O=pivgate, CN=Unit Leaf",
+                "O=pivgate, CN=Unit CA",
+                "O=pivgate, CN=Unit Root"
+            ]
+            .map(|s| format!("C=US, {s}"))
+        );
+        assert_eq!(path.leaf_der(), &p.leaf[..]);
+        // The CRLs expire before any certificate does.
+        assert_eq!(path.valid_until(), Time(p.t + 86_400));
+        assert_eq!(
+            path.user_constrained_policy_set(),
+            &[] as &[ObjectIdentifier]
+        );
+    }
+
+    #[test]
+    fn a_revoked_leaf_is_refused_with_its_name() {
+        let p = pki(None);
+        let set = crls(&p, p.t - 60, p.t + 86_400, true);
+        let err = validate(&store(&p), &p.leaf, &[&p.inter], &set, &opts(p.t)).unwrap_err();
+        match &err {
+            ValidationError::Revoked { subject, .. } => assert!(subject.contains("Unit Leaf")),
+            other => panic!("expected Revoked, got {other}"),
+        }
+        // Even best effort refuses a certificate known to be revoked.
+        let mut o = opts(p.t);
+        o.revocation.mode = RevocationMode::BestEffort;
+        assert!(matches!(
+            validate(&store(&p), &p.leaf, &[&p.inter], &set, &o),
+            Err(ValidationError::Revoked { .. })
+        ));
+    }
+
+    #[test]
+    fn missing_revocation_data_fails_closed_by_default() {
+        let p = pki(None);
+        let err = validate(
+            &store(&p),
+            &p.leaf,
+            &[&p.inter],
+            &CrlSet::empty(),
+            &opts(p.t),
+        )
+        .unwrap_err();
+        assert!(
+            matches!(err, ValidationError::RevocationUnavailable { .. }),
+            "{err}"
+        );
+        assert!(err.to_string().contains("Unit"), "{err}");
+        for mode in [RevocationMode::BestEffort, RevocationMode::Off] {
+            let mut o = opts(p.t);
+            o.revocation.mode = mode;
+            validate(&store(&p), &p.leaf, &[&p.inter], &CrlSet::empty(), &o).unwrap();
+        }
+    }
+
+    #[test]
+    fn stale_crls_fail_unless_within_the_grace_period() {
+        let p = pki(None);
+        let set = crls(&p, p.t - 7200, p.t - 3600, false);
+        let err = validate(&store(&p), &p.leaf, &[&p.inter], &set, &opts(p.t)).unwrap_err();
+        assert!(
+            matches!(err, ValidationError::RevocationStale { .. }),
+            "{err}"
+        );
+        let mut o = opts(p.t);
+        o.revocation = RevocationPolicy {
+            mode: RevocationMode::Require,
+            grace: std::time::Duration::from_secs(7200),
+        };
+        validate(&store(&p), &p.leaf, &[&p.inter], &set, &o).unwrap();
+    }
+
+    #[test]
+    fn required_extended_key_usage() {
+        let piv_auth = ObjectIdentifier::new_unwrap("2.16.840.1.101.3.6.8");
+        let client_auth = ObjectIdentifier::new_unwrap("1.3.6.1.5.5.7.3.2");
+        let p = pki(Some(client_auth));
+        let set = crls(&p, p.t - 60, p.t + 86_400, false);
+        let mut o = opts(p.t);
+        o.required_eku = Some(client_auth);
+        validate(&store(&p), &p.leaf, &[&p.inter], &set, &o).unwrap();
+        o.required_eku = Some(piv_auth);
+        let err = validate(&store(&p), &p.leaf, &[&p.inter], &set, &o).unwrap_err();
+        assert!(matches!(err, ValidationError::EkuMissing { .. }), "{err}");
+    }
+
+    #[test]
+    fn expired_and_not_yet_valid_name_the_dates() {
+        let p = pki(None);
+        let set = crls(&p, p.t - 60, p.t + 400 * 86_400, false);
+        let err = validate(
+            &store(&p),
+            &p.leaf,
+            &[&p.inter],
+            &set,
+            &opts(p.t + 60 * 86_400),
+        )
+        .unwrap_err();
+        assert!(matches!(err, ValidationError::Expired { .. }), "{err}");
+        let err = validate(&store(&p), &p.leaf, &[&p.inter], &set, &opts(p.t - 7200)).unwrap_err();
+        assert!(matches!(err, ValidationError::NotYetValid { .. }), "{err}");
+    }
+
+    #[test]
+    fn a_missing_intermediate_is_no_path_and_depth_is_bounded() {
+        let p = pki(None);
+        let set = crls(&p, p.t - 60, p.t + 86_400, false);
+        let err = validate(&store(&p), &p.leaf, &[], &set, &opts(p.t)).unwrap_err();
+        assert!(matches!(err, ValidationError::NoPath { .. }), "{err}");
+        let mut o = opts(p.t);
+        o.max_depth = 1;
+        o.revocation.mode = RevocationMode::Off;
+        let err = validate(&store(&p), &p.leaf, &[&p.inter], &set, &o).unwrap_err();
+        assert!(
+            matches!(err, ValidationError::DepthExceeded { .. }),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn a_tampered_leaf_is_a_bad_signature() {
+        let p = pki(None);
+        let set = crls(&p, p.t - 60, p.t + 86_400, false);
+        let mut leaf = p.leaf.clone();
+        let n = leaf.len();
+        leaf[n - 5] ^= 0x01;
+        let err = validate(&store(&p), &leaf, &[&p.inter], &set, &opts(p.t)).unwrap_err();
+        assert!(matches!(err, ValidationError::BadSignature { .. }), "{err}");
+    }
+
+    #[test]
+    fn required_leaf_key_usage() {
+        use crate::cert::key_usage;
+        use crate::issue::KeyUsages;
+        let p = pki(None);
+        let set = crls(&p, p.t - 60, p.t + 86_400, false);
+        let k = KeyPair::generate(KeyAlgorithm::P256).unwrap();
+        let leaf = |ku: KeyUsages| {
+            CertificateBuilder::new("CN=KU Leaf,O=pivgate,C=US", k.spki_der())
+                .unwrap()
+                .end_entity()
+                .key_usage(ku)
+                .sign(&p.inter, &p.inter_key)
+                .unwrap()
+        };
+        let mut o = opts(p.t);
+        o.leaf_key_usage = Some(key_usage::DIGITAL_SIGNATURE);
+        let signing = leaf(KeyUsages::DigitalSignature);
+        validate(&store(&p), &signing, &[&p.inter], &set, &o).unwrap();
+        let agreement = leaf(KeyUsages::KeyAgreement);
+        let err = validate(&store(&p), &agreement, &[&p.inter], &set, &o).unwrap_err();
+        assert!(
+            matches!(
+                err,
+                ValidationError::KeyUsage {
+                    required: "digitalSignature",
+                    ..
+                }
+            ),
+            "{err}"
+        );
+        // Without the extension the key is unrestricted (RFC 5280 §4.2.1.3).
+        validate(&store(&p), &p.leaf, &[&p.inter], &set, &o).unwrap();
+    }
+
+    #[test]
+    fn best_effort_still_honours_a_revocation_in_a_stale_crl() {
+        let p = pki(None);
+        let stale = crls(&p, p.t - 7200, p.t - 3600, true);
+        let mut o = opts(p.t);
+        o.revocation.mode = RevocationMode::BestEffort;
+        let err = validate(&store(&p), &p.leaf, &[&p.inter], &stale, &o).unwrap_err();
+        assert!(matches!(err, ValidationError::Revoked { .. }), "{err}");
+        let stale_clean = crls(&p, p.t - 7200, p.t - 3600, false);
+        validate(&store(&p), &p.leaf, &[&p.inter], &stale_clean, &o).unwrap();
     }
 }

@@ -6,7 +6,7 @@
 
 use pki::cache::{CacheConfig, Scope, ValidationCache};
 use pki::crl::CrlSet;
-use pki::fips201::{validate_profile_cached, Profile};
+use pki::fips201::{validate_profile_cached, CertProfile};
 use pki::issue::{CardOptions, TestPki, TestPkiOptions};
 use pki::store::TrustStore;
 use pki::validate::ValidationOptions;
@@ -67,17 +67,32 @@ fn cache_hits_do_not_allocate() {
     let crls = c.build();
     let opts = ValidationOptions::default();
     let cache = ValidationCache::new(CacheConfig::default());
-    let first =
-        validate_profile_cached(&cache, &store, &leaf, &[], &crls, &opts, Profile::CardAuth)
-            .unwrap();
+    let first = validate_profile_cached(
+        &cache,
+        &store,
+        &leaf,
+        &[],
+        &crls,
+        &opts,
+        CertProfile::CardAuth,
+    )
+    .unwrap();
 
     let (hit, n) = allocations_during(|| {
-        validate_profile_cached(&cache, &store, &leaf, &[], &crls, &opts, Profile::CardAuth)
+        validate_profile_cached(
+            &cache,
+            &store,
+            &leaf,
+            &[],
+            &crls,
+            &opts,
+            CertProfile::CardAuth,
+        )
     });
     assert!(std::sync::Arc::ptr_eq(&first, &hit.unwrap()));
     assert_eq!(n, 0, "the cached validation allocated {n} time(s)");
 
-    let scope = Scope::for_validation(&store, &crls, &opts, Profile::CardAuth);
+    let scope = Scope::for_validation(&store, &crls, &opts, CertProfile::CardAuth);
     let (v, n) = allocations_during(|| cache.get(&leaf, &scope, opts.time.0));
     assert!(v.is_some());
     assert_eq!(n, 0);

@@ -6,7 +6,7 @@ use pki::cache::{fingerprint, CacheConfig, Scope, ValidationCache};
 use pki::crl::CrlSet;
 use pki::fips201::{
     card_identity, check_bindings, oids, validate_profile, validate_profile_cached, verify_chuid,
-    verify_chuid_cached, BindingError, ChuidVerifyError, Fips201Error, PivValidated, Profile,
+    verify_chuid_cached, BindingError, CertProfile, ChuidVerifyError, Fips201Error, PivValidated,
     ProfileError,
 };
 use pki::issue::{
@@ -38,7 +38,7 @@ fn setup() -> (TestPki, CardCredentials) {
     (pki, card)
 }
 
-fn check(pki: &TestPki, cert: &[u8], profile: Profile) -> Result<PivValidated, Fips201Error> {
+fn check(pki: &TestPki, cert: &[u8], profile: CertProfile) -> Result<PivValidated, Fips201Error> {
     validate_profile(
         &store_of(pki),
         cert,
@@ -53,7 +53,7 @@ fn check(pki: &TestPki, cert: &[u8], profile: Profile) -> Result<PivValidated, F
 fn every_slot_validates_with_its_profile() {
     let (pki, card) = setup();
     let cert = |slot| card.slot(slot).unwrap().certificate.clone();
-    let v = check(&pki, &cert(0x9A), Profile::PivAuth).unwrap();
+    let v = check(&pki, &cert(0x9A), CertProfile::PivAuth).unwrap();
     assert_eq!(v.path.chain().len(), 3);
     assert_eq!(v.identity.fascn.as_ref(), Some(&card.fascn));
     assert_eq!(v.identity.uuid, Some(card.uuid));
@@ -61,11 +61,11 @@ fn every_slot_validates_with_its_profile() {
         .path
         .user_constrained_policy_set()
         .contains(&oids::FPKI_COMMON_AUTHENTICATION));
-    let v = check(&pki, &cert(0x9E), Profile::CardAuth).unwrap();
+    let v = check(&pki, &cert(0x9E), CertProfile::CardAuth).unwrap();
     assert_eq!(v.identity.uuid, Some(card.uuid));
-    check(&pki, &cert(0x9C), Profile::None).unwrap();
-    check(&pki, &cert(0x9D), Profile::None).unwrap();
-    check(&pki, pki.content_signer_der(), Profile::ContentSigner).unwrap();
+    check(&pki, &cert(0x9C), CertProfile::None).unwrap();
+    check(&pki, &cert(0x9D), CertProfile::None).unwrap();
+    check(&pki, pki.content_signer_der(), CertProfile::ContentSigner).unwrap();
 }
 
 #[test]
@@ -75,14 +75,14 @@ fn wrong_profile_is_refused() {
     let cak = &card.slot(0x9E).unwrap().certificate;
     // 9A does not assert the card-auth policy.
     assert!(matches!(
-        check(&pki, auth, Profile::CardAuth),
+        check(&pki, auth, CertProfile::CardAuth),
         Err(Fips201Error::Path(
             ValidationError::NoAcceptablePolicy { .. }
         ))
     ));
     // 9E does not assert the PIV authentication policy.
     assert!(matches!(
-        check(&pki, cak, Profile::PivAuth),
+        check(&pki, cak, CertProfile::PivAuth),
         Err(Fips201Error::Path(
             ValidationError::NoAcceptablePolicy { .. }
         ))
@@ -99,7 +99,7 @@ fn wrong_profile_is_refused() {
         &[],
         &crls_of(&pki),
         &opts,
-        Profile::PivAuth,
+        CertProfile::PivAuth,
     );
     assert!(
         matches!(r, Err(Fips201Error::Profile(ProfileError::KeyUsage { .. }))),
@@ -116,7 +116,7 @@ fn wrong_profile_is_refused() {
         &[],
         &crls_of(&pki),
         &opts,
-        Profile::PivAuth,
+        CertProfile::PivAuth,
     );
     assert!(matches!(
         r,
@@ -146,7 +146,7 @@ fn card_auth_without_the_eku_fails() {
             .san_uuid(&card.uuid)
             .unwrap()
     });
-    let r = check(&pki, &no_eku, Profile::CardAuth);
+    let r = check(&pki, &no_eku, CertProfile::CardAuth);
     assert!(
         matches!(
             r,
@@ -161,7 +161,7 @@ fn card_auth_without_the_eku_fails() {
             .policies(&[oids::FPKI_COMMON_AUTHENTICATION])
     });
     assert!(matches!(
-        check(&pki, &no_san, Profile::PivAuth),
+        check(&pki, &no_san, CertProfile::PivAuth),
         Err(Fips201Error::Profile(ProfileError::NoCardIdentifier { .. }))
     ));
     // A corrupt FASC-N in the SAN is reported, not accepted.
@@ -174,12 +174,12 @@ fn card_auth_without_the_eku_fails() {
             .unwrap()
     });
     assert!(matches!(
-        check(&pki, &bad_fascn, Profile::PivAuth),
+        check(&pki, &bad_fascn, CertProfile::PivAuth),
         Err(Fips201Error::Profile(ProfileError::BadFascn { .. }))
     ));
     assert!(card_identity(&bad_fascn).is_err());
     // Generic validation is not about PIV identifiers: it passes, naming no card.
-    let v = check(&pki, &bad_fascn, Profile::None).unwrap();
+    let v = check(&pki, &bad_fascn, CertProfile::None).unwrap();
     assert_eq!(v.identity, Default::default());
 }
 
@@ -188,7 +188,7 @@ fn revoked_certificate_fails() {
     let (mut pki, card) = setup();
     let auth = card.slot(0x9A).unwrap().certificate.clone();
     pki.revoke(&auth, Some(CrlReason::KeyCompromise)).unwrap();
-    let r = check(&pki, &auth, Profile::PivAuth);
+    let r = check(&pki, &auth, CertProfile::PivAuth);
     assert!(
         matches!(r, Err(Fips201Error::Path(ValidationError::Revoked { .. }))),
         "{r:?}"
@@ -206,7 +206,7 @@ fn chuid_signature_verifies_and_tampering_is_detected() {
     assert_eq!(v.signer.path.chain().len(), 3);
     // Options prepared for authentication certificates do not leak into
     // the signer's validation.
-    let cak_opts = Profile::CardAuth.options(&opts);
+    let cak_opts = CertProfile::CardAuth.options(&opts);
     verify_chuid(&store, &card.chuid, &[], &crls, &cak_opts).unwrap();
     // Also inside the 53 container, as read from the card.
     let n = card.chuid.len();
@@ -288,7 +288,7 @@ fn bindings_between_certificate_and_chuid() {
     let v = check(
         &pki,
         &card.slot(0x9E).unwrap().certificate,
-        Profile::CardAuth,
+        CertProfile::CardAuth,
     )
     .unwrap();
     check_bindings(&v, &chuid).unwrap();
@@ -319,7 +319,7 @@ fn cache_serves_repeat_validations_and_drops_them_on_crl_change() {
     let auth = card.slot(0x9A).unwrap().certificate.clone();
     let cache: ValidationCache<Arc<PivValidated>> = ValidationCache::new(CacheConfig::default());
     let opts = ValidationOptions::default();
-    let fp = fingerprint(&(Profile::PivAuth, "default options"));
+    let fp = fingerprint(&(CertProfile::PivAuth, "default options"));
     let mut validations = 0;
     let mut run = |crls: &CrlSet| {
         let scope = Scope {
@@ -329,7 +329,7 @@ fn cache_serves_repeat_validations_and_drops_them_on_crl_change() {
         };
         cache.get_or_insert_with(&auth, &scope, opts.time.0, || {
             validations += 1;
-            validate_profile(&store, &auth, &[], crls, &opts, Profile::PivAuth).map(|v| {
+            validate_profile(&store, &auth, &[], crls, &opts, CertProfile::PivAuth).map(|v| {
                 let until = v.path.valid_until().0;
                 (Arc::new(v), until)
             })
@@ -359,17 +359,76 @@ fn cached_validation_helper() {
     let cache = ValidationCache::new(CacheConfig::default());
     let opts = ValidationOptions::default();
     let cak = &card.slot(0x9E).unwrap().certificate;
-    let a =
-        validate_profile_cached(&cache, &store, cak, &[], &crls, &opts, Profile::CardAuth).unwrap();
-    let b =
-        validate_profile_cached(&cache, &store, cak, &[], &crls, &opts, Profile::CardAuth).unwrap();
+    let a = validate_profile_cached(
+        &cache,
+        &store,
+        cak,
+        &[],
+        &crls,
+        &opts,
+        CertProfile::CardAuth,
+    )
+    .unwrap();
+    let b = validate_profile_cached(
+        &cache,
+        &store,
+        cak,
+        &[],
+        &crls,
+        &opts,
+        CertProfile::CardAuth,
+    )
+    .unwrap();
     assert!(Arc::ptr_eq(&a, &b));
     assert_eq!(cache.stats().hits, 1);
     // Another profile is a different scope, and its failure is not cached.
     assert!(
-        validate_profile_cached(&cache, &store, cak, &[], &crls, &opts, Profile::PivAuth).is_err()
+        validate_profile_cached(&cache, &store, cak, &[], &crls, &opts, CertProfile::PivAuth)
+            .is_err()
     );
     assert_eq!(cache.len(), 1);
+}
+
+#[test]
+fn validations_differing_only_in_leaf_key_usage_do_not_share_a_cache_entry() {
+    let (pki, card) = setup();
+    let store = store_of(&pki);
+    let crls = crls_of(&pki);
+    let cache = ValidationCache::new(CacheConfig::default());
+    let cak = &card.slot(0x9E).unwrap().certificate;
+    let any = ValidationOptions::default();
+    validate_profile_cached(&cache, &store, cak, &[], &crls, &any, CertProfile::CardAuth).unwrap();
+    assert_eq!(cache.len(), 1);
+    // The card authentication key signs; it does not agree keys.
+    let agreement = ValidationOptions {
+        leaf_key_usage: Some(pki::cert::key_usage::KEY_AGREEMENT),
+        ..any.clone()
+    };
+    let err = validate_profile_cached(
+        &cache,
+        &store,
+        cak,
+        &[],
+        &crls,
+        &agreement,
+        CertProfile::CardAuth,
+    )
+    .unwrap_err();
+    assert!(
+        matches!(
+            err,
+            Fips201Error::Path(ValidationError::KeyUsage {
+                required: "keyAgreement",
+                ..
+            })
+        ),
+        "{err}"
+    );
+    assert_eq!(cache.stats().hits, 0);
+    assert_ne!(
+        Scope::for_validation(&store, &crls, &any, CertProfile::CardAuth),
+        Scope::for_validation(&store, &crls, &agreement, CertProfile::CardAuth)
+    );
 }
 
 #[test]
@@ -393,13 +452,13 @@ fn rsa_and_p384_cards_validate_and_their_chuids_verify() {
         check(
             &pki,
             &card.slot(0x9A).unwrap().certificate,
-            Profile::PivAuth,
+            CertProfile::PivAuth,
         )
         .unwrap();
         check(
             &pki,
             &card.slot(0x9E).unwrap().certificate,
-            Profile::CardAuth,
+            CertProfile::CardAuth,
         )
         .unwrap();
         let v = verify_chuid(

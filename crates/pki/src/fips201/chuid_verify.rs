@@ -6,7 +6,7 @@
 //! in the SignedData, and that certificate must validate under the
 //! content-signer profile.
 
-use super::{validate_profile, Fips201Error, PivValidated, Profile};
+use super::{validate_profile, CertProfile, Fips201Error, PivValidated};
 use crate::crl::CrlSet;
 use crate::sig::{self, Hash, PublicKey, SignatureAlgorithm, SignatureError};
 use crate::store::TrustStore;
@@ -65,6 +65,32 @@ pub enum ChuidVerifyError {
     },
     #[error("the CHUID signer certificate is not acceptable: {0}")]
     Signer(Fips201Error),
+}
+
+impl ChuidVerifyError {
+    /// A stable, kebab-case machine code for the kind of failure (never changed once
+    /// published). A signer certificate that fails validation is `chuid-signer-invalid`; its
+    /// own code is that of the [`Fips201Error`] inside.
+    pub fn code(&self) -> &'static str {
+        use ChuidVerifyError::*;
+        match self {
+            Decode(_) => "chuid-undecodable",
+            Unsigned => "chuid-unsigned",
+            Malformed(_) => "chuid-signature-malformed",
+            WrongContentType { .. } => "chuid-signature-wrong-content-type",
+            EmbeddedContent => "chuid-signature-embedded-content",
+            SignerCount(_) => "chuid-signature-signer-count",
+            NoSignedAttributes => "chuid-signature-no-signed-attributes",
+            MissingAttribute(_) => "chuid-signature-attribute-missing",
+            ContentTypeMismatch { .. } => "chuid-signature-content-type-mismatch",
+            UnsupportedDigest(_) => "chuid-signature-digest-unsupported",
+            DigestMismatch => "chuid-digest-mismatch",
+            SignerCertificateMissing => "chuid-signer-certificate-missing",
+            BadSignature { .. } => "chuid-signature-invalid",
+            Algorithm { .. } => "chuid-signature-algorithm-refused",
+            Signer(_) => "chuid-signer-invalid",
+        }
+    }
 }
 
 /// A CHUID whose issuer signature verified.
@@ -170,7 +196,7 @@ fn signer_algorithm(si: &SignerInfo, hash: Hash) -> Result<SignatureAlgorithm, C
 
 /// Verifies the issuer signature of a CHUID as read from the card (with or
 /// without the `53` container) and validates the content signer with
-/// [`Profile::ContentSigner`]: the time, revocation, algorithm and depth
+/// [`CertProfile::ContentSigner`]: the time, revocation, algorithm and depth
 /// settings of `opts` apply; its policy set and EKU are replaced by the
 /// content-signer profile's. `extra_certs` are untrusted certificates that
 /// may help build the signer's path (they are offered as intermediates, and
@@ -269,7 +295,7 @@ pub fn verify_chuid(
         &intermediates,
         crls,
         &signer_opts,
-        Profile::ContentSigner,
+        CertProfile::ContentSigner,
     )
     .map_err(ChuidVerifyError::Signer)?;
     Ok(VerifiedChuid { chuid, signer })
@@ -288,7 +314,7 @@ pub fn verify_chuid_cached(
     crls: &CrlSet,
     opts: &ValidationOptions,
 ) -> Result<std::sync::Arc<VerifiedChuid>, ChuidVerifyError> {
-    let scope = crate::cache::Scope::for_validation(store, crls, opts, Profile::ContentSigner);
+    let scope = crate::cache::Scope::for_validation(store, crls, opts, CertProfile::ContentSigner);
     cache.get_or_insert_with(chuid_bytes, &scope, opts.time.0, || {
         let v = verify_chuid(store, chuid_bytes, extra_certs, crls, opts)?;
         let until = v

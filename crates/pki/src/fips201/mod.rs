@@ -5,9 +5,9 @@
 //!
 //! ```no_run
 //! # use pki::{store::TrustStore, crl::CrlSet, validate::ValidationOptions};
-//! # use pki::fips201::{validate_profile, Profile};
+//! # use pki::fips201::{validate_profile, CertProfile};
 //! # fn f(store: &TrustStore, leaf: &[u8], crls: &CrlSet) {
-//! let v = validate_profile(store, leaf, &[], crls, &ValidationOptions::default(), Profile::CardAuth);
+//! let v = validate_profile(store, leaf, &[], crls, &ValidationOptions::default(), CertProfile::CardAuth);
 //! if let Ok(v) = v {
 //!     println!("card {:?}", v.identity.uuid_urn());
 //! }
@@ -19,27 +19,25 @@ pub mod oids;
 
 pub use chuid_verify::{verify_chuid, verify_chuid_cached, ChuidVerifyError, VerifiedChuid};
 
-use crate::cert::key_usage;
+use crate::asn1;
+use crate::cert::{key_usage, Cert, GeneralName};
 use crate::crl::CrlSet;
 use crate::policy::ANY_POLICY;
 use crate::store::TrustStore;
 use crate::time::Time;
 use crate::validate::{validate, ValidatedPath, ValidationError, ValidationOptions};
 use const_oid::ObjectIdentifier;
-use der::Decode;
 use piv::chuid::{uuid_urn, Chuid};
 use piv::fascn::{Fascn, FascnError};
 use serde::{Deserialize, Serialize};
 use std::fmt;
 use std::str::FromStr;
 use thiserror::Error;
-use x509_cert::ext::pkix::name::GeneralName;
-use x509_cert::ext::pkix::SubjectAltName;
 
 /// Which FIPS 201 certificate profile a leaf must satisfy.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
-pub enum Profile {
+pub enum CertProfile {
     /// Generic RFC 5280 validation only.
     #[default]
     None,
@@ -57,23 +55,23 @@ pub enum Profile {
     ContentSigner,
 }
 
-impl Profile {
+impl CertProfile {
     pub fn name(self) -> &'static str {
         match self {
-            Profile::None => "none",
-            Profile::PivAuth => "piv-auth",
-            Profile::CardAuth => "card-auth",
-            Profile::ContentSigner => "content-signer",
+            CertProfile::None => "none",
+            CertProfile::PivAuth => "piv-auth",
+            CertProfile::CardAuth => "card-auth",
+            CertProfile::ContentSigner => "content-signer",
         }
     }
 
     /// The certificate policies the profile accepts (PIV and PIV-I).
     pub fn policies(self) -> &'static [ObjectIdentifier] {
         match self {
-            Profile::None => &[],
-            Profile::PivAuth => &[oids::FPKI_COMMON_AUTHENTICATION, oids::PIVI_HARDWARE],
-            Profile::CardAuth => &[oids::FPKI_COMMON_CARD_AUTH, oids::PIVI_CARD_AUTH],
-            Profile::ContentSigner => &[
+            CertProfile::None => &[],
+            CertProfile::PivAuth => &[oids::FPKI_COMMON_AUTHENTICATION, oids::PIVI_HARDWARE],
+            CertProfile::CardAuth => &[oids::FPKI_COMMON_CARD_AUTH, oids::PIVI_CARD_AUTH],
+            CertProfile::ContentSigner => &[
                 oids::FPKI_COMMON_PIV_CONTENT_SIGNING,
                 oids::PIVI_CONTENT_SIGNING,
             ],
@@ -83,15 +81,15 @@ impl Profile {
     /// The extended key usage the leaf must carry.
     pub fn required_eku(self) -> Option<ObjectIdentifier> {
         match self {
-            Profile::CardAuth => Some(oids::EKU_PIV_CARD_AUTH),
-            Profile::ContentSigner => Some(oids::EKU_PIV_CONTENT_SIGNING),
+            CertProfile::CardAuth => Some(oids::EKU_PIV_CARD_AUTH),
+            CertProfile::ContentSigner => Some(oids::EKU_PIV_CONTENT_SIGNING),
             _ => None,
         }
     }
 
     /// Whether the subjectAltName must name the card (FASC-N or UUID).
     pub fn requires_card_identifier(self) -> bool {
-        matches!(self, Profile::PivAuth | Profile::CardAuth)
+        matches!(self, CertProfile::PivAuth | CertProfile::CardAuth)
     }
 
     /// The validation options for this profile: unless `base` already names
@@ -100,7 +98,7 @@ impl Profile {
     /// required; the profile's EKU becomes the required EKU.
     pub fn options(self, base: &ValidationOptions) -> ValidationOptions {
         let mut o = base.clone();
-        if self == Profile::None {
+        if self == CertProfile::None {
             return o;
         }
         let configured = !(o.initial_policy_set.is_empty() || o.initial_policy_set == [ANY_POLICY]);
@@ -115,20 +113,20 @@ impl Profile {
     }
 }
 
-impl fmt::Display for Profile {
+impl fmt::Display for CertProfile {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.name())
     }
 }
 
-impl FromStr for Profile {
+impl FromStr for CertProfile {
     type Err = String;
-    fn from_str(s: &str) -> Result<Profile, String> {
+    fn from_str(s: &str) -> Result<CertProfile, String> {
         match s {
-            "none" => Ok(Profile::None),
-            "piv-auth" | "pivauth" | "9a" | "9A" => Ok(Profile::PivAuth),
-            "card-auth" | "cardauth" | "9e" | "9E" => Ok(Profile::CardAuth),
-            "content-signer" | "contentsigner" => Ok(Profile::ContentSigner),
+            "none" => Ok(CertProfile::None),
+            "piv-auth" | "pivauth" | "9a" | "9A" => Ok(CertProfile::PivAuth),
+            "card-auth" | "cardauth" | "9e" | "9E" => Ok(CertProfile::CardAuth),
+            "content-signer" | "contentsigner" => Ok(CertProfile::ContentSigner),
             _ => Err(format!(
                 "unknown profile {s:?} (use none, piv-auth, card-auth or content-signer)"
             )),
@@ -138,7 +136,7 @@ impl FromStr for Profile {
 
 /// The card identifiers a certificate's subjectAltName carries.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct CardIdentity {
+pub struct CertCardIds {
     /// The FASC-N otherName, decoded (parity and LRC checked).
     pub fascn: Option<Fascn>,
     /// The FASC-N as encoded in the certificate (25 bytes).
@@ -147,7 +145,7 @@ pub struct CardIdentity {
     pub uuid: Option<[u8; 16]>,
 }
 
-impl CardIdentity {
+impl CertCardIds {
     pub fn uuid_urn(&self) -> Option<String> {
         self.uuid.as_ref().map(uuid_urn)
     }
@@ -159,23 +157,44 @@ pub enum ProfileError {
     #[error("certificate {subject} cannot be parsed for the {profile} profile checks: {reason}")]
     Unparsable {
         subject: String,
-        profile: Profile,
+        profile: CertProfile,
         reason: String,
     },
     #[error("certificate {subject} does not allow digitalSignature, which the {profile} profile requires")]
-    KeyUsage { subject: String, profile: Profile },
+    KeyUsage {
+        subject: String,
+        profile: CertProfile,
+    },
     #[error("certificate {subject} lacks the extended key usage {eku}, which the {profile} profile requires")]
     EkuMissing {
         subject: String,
-        profile: Profile,
+        profile: CertProfile,
         eku: String,
     },
     #[error("certificate {subject} names no card (no FASC-N otherName and no urn:uuid URI in subjectAltName), which the {profile} profile requires")]
-    NoCardIdentifier { subject: String, profile: Profile },
+    NoCardIdentifier {
+        subject: String,
+        profile: CertProfile,
+    },
     #[error("certificate {subject} carries a FASC-N that is corrupt: {error}")]
     BadFascn { subject: String, error: FascnError },
     #[error("certificate {subject} carries more than one {what} in subjectAltName")]
     Ambiguous { subject: String, what: &'static str },
+}
+
+impl ProfileError {
+    /// A stable, kebab-case machine code for the kind of failure (never changed once
+    /// published).
+    pub fn code(&self) -> &'static str {
+        match self {
+            ProfileError::Unparsable { .. } => "profile-certificate-unparsable",
+            ProfileError::KeyUsage { .. } => "profile-key-usage-missing",
+            ProfileError::EkuMissing { .. } => "profile-extended-key-usage-missing",
+            ProfileError::NoCardIdentifier { .. } => "profile-no-card-identifier",
+            ProfileError::BadFascn { .. } => "profile-fascn-corrupt",
+            ProfileError::Ambiguous { .. } => "profile-card-identifier-ambiguous",
+        }
+    }
 }
 
 /// Why a FIPS 201 validation failed: the RFC 5280 path, or the profile.
@@ -187,23 +206,106 @@ pub enum Fips201Error {
     Profile(#[from] ProfileError),
 }
 
+/// Every published machine code of the pki errors (path, revocation, profile, binding,
+/// CHUID signature), in declaration order. Codes are stored by event logs and counted by metrics:
+/// this list may grow, but an entry must never change.
+pub const ERROR_CODES: &[&str] = &[
+    "certificate-malformed",
+    "certificate-signature-invalid",
+    "algorithm-refused",
+    "algorithm-unsupported",
+    "algorithm-mismatch",
+    "certificate-expired",
+    "certificate-not-yet-valid",
+    "issuer-not-ca",
+    "path-length-exceeded",
+    "key-usage-missing",
+    "extended-key-usage-missing",
+    "name-constraints-violated",
+    "no-acceptable-policy",
+    "any-policy-mapping",
+    "policy-tree-too-large",
+    "unknown-critical-extension",
+    "certificate-revoked",
+    "revocation-unavailable",
+    "revocation-stale",
+    "no-path-to-anchor",
+    "issuer-key-mismatch",
+    "path-too-long",
+    "work-limit-exceeded",
+    "crl-not-indirect",
+    "crl-not-from-issuer",
+    "crl-other-distribution-point",
+    "crl-only-end-entities",
+    "crl-only-cas",
+    "crl-only-attribute-certificates",
+    "crl-not-yet-valid",
+    "crl-expired",
+    "crl-unknown-critical-extension",
+    "crl-algorithm-mismatch",
+    "crl-other-key",
+    "crl-signature-malformed",
+    "crl-signature-invalid",
+    "crl-signer-lacks-crl-sign",
+    "crl-signer-search-exhausted",
+    "crl-signer-nested-too-deeply",
+    "crl-signer-other-anchor",
+    "crl-signer-invalid",
+    "crl-signer-not-found",
+    "profile-certificate-unparsable",
+    "profile-key-usage-missing",
+    "profile-extended-key-usage-missing",
+    "profile-no-card-identifier",
+    "profile-fascn-corrupt",
+    "profile-card-identifier-ambiguous",
+    "binding-uuid-mismatch",
+    "binding-fascn-mismatch",
+    "binding-nothing-to-compare",
+    "binding-certificate-outlives-card",
+    "chuid-undecodable",
+    "chuid-unsigned",
+    "chuid-signature-malformed",
+    "chuid-signature-wrong-content-type",
+    "chuid-signature-embedded-content",
+    "chuid-signature-signer-count",
+    "chuid-signature-no-signed-attributes",
+    "chuid-signature-attribute-missing",
+    "chuid-signature-content-type-mismatch",
+    "chuid-signature-digest-unsupported",
+    "chuid-digest-mismatch",
+    "chuid-signer-certificate-missing",
+    "chuid-signature-invalid",
+    "chuid-signature-algorithm-refused",
+    "chuid-signer-invalid",
+];
+
+impl Fips201Error {
+    /// The machine code of the underlying path or profile error.
+    pub fn code(&self) -> &'static str {
+        match self {
+            Fips201Error::Path(e) => e.code(),
+            Fips201Error::Profile(e) => e.code(),
+        }
+    }
+}
+
 /// A path valid under a profile, with the card identifiers of the leaf.
 #[derive(Debug, Clone)]
 pub struct PivValidated {
     pub path: ValidatedPath,
-    pub profile: Profile,
-    pub identity: CardIdentity,
+    pub profile: CertProfile,
+    pub identity: CertCardIds,
 }
 
 /// Validates `leaf_der` with the options of `profile` (see
-/// [`Profile::options`]), then checks the leaf against the profile.
+/// [`CertProfile::options`]), then checks the leaf against the profile.
 pub fn validate_profile(
     store: &TrustStore,
     leaf_der: &[u8],
     intermediates: &[&[u8]],
     crls: &CrlSet,
     base: &ValidationOptions,
-    profile: Profile,
+    profile: CertProfile,
 ) -> Result<PivValidated, Fips201Error> {
     let opts = profile.options(base);
     let path = validate(store, leaf_der, intermediates, crls, &opts)?;
@@ -226,7 +328,7 @@ pub fn validate_profile_cached(
     intermediates: &[&[u8]],
     crls: &CrlSet,
     opts: &ValidationOptions,
-    profile: Profile,
+    profile: CertProfile,
 ) -> Result<std::sync::Arc<PivValidated>, Fips201Error> {
     let scope = crate::cache::Scope::for_validation(store, crls, opts, profile);
     cache.get_or_insert_with(leaf_der, &scope, opts.time.0, || {
@@ -239,31 +341,27 @@ pub fn validate_profile_cached(
 /// Checks the leaf against `profile` (key usage, EKU presence, card
 /// identifiers) and returns its card identifiers. Path validation is not
 /// repeated here.
-pub fn check_leaf(leaf_der: &[u8], profile: Profile) -> Result<CardIdentity, ProfileError> {
-    let parsed =
-        crate::cert::Cert::from_der(leaf_der.to_vec()).map_err(|e| ProfileError::Unparsable {
-            subject: "(end entity)".into(),
-            profile,
-            reason: e.to_string(),
-        })?;
+pub fn check_leaf(leaf_der: &[u8], profile: CertProfile) -> Result<CertCardIds, ProfileError> {
+    let parsed = Cert::from_der(leaf_der.to_vec()).map_err(|e| ProfileError::Unparsable {
+        subject: "(end entity)".into(),
+        profile,
+        reason: e.to_string(),
+    })?;
     check_parsed(&parsed, profile)
 }
 
-fn check_parsed(
-    parsed: &crate::cert::Cert,
-    profile: Profile,
-) -> Result<CardIdentity, ProfileError> {
+fn check_parsed(parsed: &Cert, profile: CertProfile) -> Result<CertCardIds, ProfileError> {
     let subject = parsed.subject_display();
-    if profile != Profile::None {
+    if profile != CertProfile::None {
         check_digital_signature(parsed, subject, profile)?;
     }
     if let Some(eku) = profile.required_eku() {
         check_eku_present(parsed, subject, profile, eku)?;
     }
-    let identity = match card_identity_of(parsed.der(), subject) {
+    let identity = match card_ids_of(parsed) {
         Ok(id) => id,
         // Generic validation does not judge PIV identifiers it was not asked about.
-        Err(_) if profile == Profile::None => CardIdentity::default(),
+        Err(_) if profile == CertProfile::None => CertCardIds::default(),
         Err(e) => return Err(e),
     };
     if profile.requires_card_identifier() && identity.fascn.is_none() && identity.uuid.is_none() {
@@ -278,9 +376,9 @@ fn check_parsed(
 /// FIPS 201-3 §4.2.2 / the FPKI common profile: authentication and signing
 /// keys are used for digital signatures.
 fn check_digital_signature(
-    c: &crate::cert::Cert,
+    c: &Cert,
     subject: &str,
-    profile: Profile,
+    profile: CertProfile,
 ) -> Result<(), ProfileError> {
     match c.ext.key_usage {
         Some(ku) if ku & key_usage::DIGITAL_SIGNATURE != 0 => Ok(()),
@@ -294,9 +392,9 @@ fn check_digital_signature(
 /// The card authentication and content signer profiles require the EKU to
 /// be present (RFC 5280 validation only checks it when the extension exists).
 fn check_eku_present(
-    c: &crate::cert::Cert,
+    c: &Cert,
     subject: &str,
-    profile: Profile,
+    profile: CertProfile,
     eku: ObjectIdentifier,
 ) -> Result<(), ProfileError> {
     match &c.ext.ext_key_usage {
@@ -311,98 +409,53 @@ fn check_eku_present(
 
 /// Extracts the FASC-N (otherName 2.16.840.1.101.3.6.6, an OCTET STRING)
 /// and the card UUID (`urn:uuid:` URI) from a certificate's subjectAltName.
-pub fn card_identity(cert_der: &[u8]) -> Result<CardIdentity, ProfileError> {
-    let parsed =
-        crate::cert::Cert::from_der(cert_der.to_vec()).map_err(|e| ProfileError::Unparsable {
-            subject: "(certificate)".into(),
-            profile: Profile::None,
-            reason: e.to_string(),
-        })?;
-    card_identity_of(parsed.der(), parsed.subject_display())
+pub fn card_identity(cert_der: &[u8]) -> Result<CertCardIds, ProfileError> {
+    let parsed = Cert::from_der(cert_der.to_vec()).map_err(|e| ProfileError::Unparsable {
+        subject: "(certificate)".into(),
+        profile: CertProfile::None,
+        reason: e.to_string(),
+    })?;
+    card_ids_of(&parsed)
 }
 
-/// DER of `2.5.29.17` (id-ce-subjectAltName) without tag and length.
-const OID_SAN: &[u8] = &[0x55, 0x1d, 0x11];
-
-/// The extnValue contents of the subjectAltName extension, found by walking
-/// the certificate with the bounds-checked cursor (no full re-parse).
-fn san_extension(cert_der: &[u8]) -> Result<Option<&[u8]>, crate::der::DerError> {
-    use crate::der::{single, tag, Reader};
-    let mut cert = Reader::new(single(cert_der, tag::SEQUENCE)?);
-    let mut tbs = Reader::new(cert.value(tag::SEQUENCE)?);
-    tbs.optional(tag::context_constructed(0))?; // version
-    tbs.value(tag::INTEGER)?; // serialNumber
-    for _ in 0..5 {
-        // signature, issuer, validity, subject, subjectPublicKeyInfo
-        tbs.value(tag::SEQUENCE)?;
-    }
-    tbs.optional(tag::context_primitive(1))?; // issuerUniqueID
-    tbs.optional(tag::context_primitive(2))?; // subjectUniqueID
-    let Some(exts) = tbs.optional(tag::context_constructed(3))? else {
-        return Ok(None);
-    };
-    let mut list = Reader::new(single(exts.value, tag::SEQUENCE)?);
-    while !list.is_empty() {
-        let mut ext = Reader::new(list.value(tag::SEQUENCE)?);
-        let oid = ext.value(tag::OID)?;
-        ext.optional(tag::BOOLEAN)?;
-        let value = ext.value(tag::OCTET_STRING)?;
-        if oid == OID_SAN {
-            return Ok(Some(value));
-        }
-    }
-    Ok(None)
-}
-
-fn card_identity_of(cert_der: &[u8], subject: &str) -> Result<CardIdentity, ProfileError> {
-    let mut id = CardIdentity::default();
-    let unparsable = |reason: String| ProfileError::Unparsable {
-        subject: subject.to_string(),
-        profile: Profile::None,
-        reason,
-    };
-    let Some(san) = san_extension(cert_der).map_err(|e| unparsable(e.to_string()))? else {
-        return Ok(id);
-    };
-    let san =
-        SubjectAltName::from_der(san).map_err(|e| unparsable(format!("subjectAltName: {e}")))?;
-    for name in &san.0 {
+/// The card identifiers among the subjectAltName entries of a parsed certificate.
+fn card_ids_of(cert: &Cert) -> Result<CertCardIds, ProfileError> {
+    let subject = cert.subject_display();
+    let mut id = CertCardIds::default();
+    for name in cert.subject_alt_names() {
         match name {
-            GeneralName::OtherName(on) if on.type_id == oids::PIV_FASCN => {
+            GeneralName::OtherName { type_id, value } if *type_id == oids::PIV_FASCN => {
                 if id.fascn_raw.is_some() {
                     return Err(ProfileError::Ambiguous {
                         subject: subject.to_string(),
                         what: "FASC-N",
                     });
                 }
-                let raw = on
-                    .value
-                    .decode_as::<der::asn1::OctetString>()
-                    .map_err(|e| ProfileError::Unparsable {
+                let raw = asn1::single(value, asn1::tag::OCTET_STRING).map_err(|e| {
+                    ProfileError::Unparsable {
                         subject: subject.to_string(),
-                        profile: Profile::None,
+                        profile: CertProfile::None,
                         reason: format!("FASC-N otherName is not an OCTET STRING: {e}"),
-                    })?;
-                let f = Fascn::decode(raw.as_bytes()).map_err(|error| ProfileError::BadFascn {
+                    }
+                })?;
+                let f = Fascn::decode(raw).map_err(|error| ProfileError::BadFascn {
                     subject: subject.to_string(),
                     error,
                 })?;
                 id.fascn = Some(f);
-                id.fascn_raw = Some(raw.as_bytes().to_vec());
+                id.fascn_raw = Some(raw.to_vec());
             }
-            GeneralName::UniformResourceIdentifier(u) => {
-                let s = u.as_str();
+            GeneralName::Uri(s)
                 if s.get(..9)
-                    .is_some_and(|p| p.eq_ignore_ascii_case("urn:uuid:"))
-                {
-                    if id.uuid.is_some() {
-                        return Err(ProfileError::Ambiguous {
-                            subject: subject.to_string(),
-                            what: "card UUID",
-                        });
-                    }
-                    id.uuid = piv::chuid::parse_uuid(s);
+                    .is_some_and(|p| p.eq_ignore_ascii_case("urn:uuid:")) =>
+            {
+                if id.uuid.is_some() {
+                    return Err(ProfileError::Ambiguous {
+                        subject: subject.to_string(),
+                        what: "card UUID",
+                    });
                 }
+                id.uuid = piv::chuid::parse_uuid(s);
             }
             _ => {}
         }
@@ -429,6 +482,19 @@ pub enum BindingError {
         not_after: Time,
         card_expires: String,
     },
+}
+
+impl BindingError {
+    /// A stable, kebab-case machine code for the kind of mismatch (never changed once
+    /// published).
+    pub fn code(&self) -> &'static str {
+        match self {
+            BindingError::UuidMismatch { .. } => "binding-uuid-mismatch",
+            BindingError::FascnMismatch { .. } => "binding-fascn-mismatch",
+            BindingError::NothingToCompare { .. } => "binding-nothing-to-compare",
+            BindingError::OutlivesCard { .. } => "binding-certificate-outlives-card",
+        }
+    }
 }
 
 /// Checks that a validated certificate belongs to the card whose CHUID was
@@ -466,4 +532,128 @@ pub fn check_bindings(v: &PivValidated, chuid: &Chuid) -> Result<(), BindingErro
         });
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod codes {
+    use super::*;
+    use crate::error::tests::{every_revocation_problem, every_validation_error};
+
+    fn s() -> String {
+        "CN=x".to_string()
+    }
+
+    fn every_profile_error() -> Vec<ProfileError> {
+        let profile = CertProfile::PivAuth;
+        vec![
+            ProfileError::Unparsable {
+                subject: s(),
+                profile,
+                reason: s(),
+            },
+            ProfileError::KeyUsage {
+                subject: s(),
+                profile,
+            },
+            ProfileError::EkuMissing {
+                subject: s(),
+                profile,
+                eku: s(),
+            },
+            ProfileError::NoCardIdentifier {
+                subject: s(),
+                profile,
+            },
+            ProfileError::BadFascn {
+                subject: s(),
+                error: FascnError::WrongLength(3),
+            },
+            ProfileError::Ambiguous {
+                subject: s(),
+                what: "FASC-N",
+            },
+        ]
+    }
+
+    fn every_binding_error() -> Vec<BindingError> {
+        vec![
+            BindingError::UuidMismatch {
+                subject: s(),
+                cert: s(),
+                chuid: s(),
+            },
+            BindingError::FascnMismatch { subject: s() },
+            BindingError::NothingToCompare { subject: s() },
+            BindingError::OutlivesCard {
+                subject: s(),
+                not_after: Time(0),
+                card_expires: s(),
+            },
+        ]
+    }
+
+    fn every_chuid_error() -> Vec<ChuidVerifyError> {
+        use ChuidVerifyError::*;
+        vec![
+            Decode(piv::chuid::ChuidError::Duplicate(0x30)),
+            Unsigned,
+            Malformed(s()),
+            WrongContentType { found: s() },
+            EmbeddedContent,
+            SignerCount(2),
+            NoSignedAttributes,
+            MissingAttribute("messageDigest"),
+            ContentTypeMismatch { found: s() },
+            UnsupportedDigest(s()),
+            DigestMismatch,
+            SignerCertificateMissing,
+            BadSignature { signer: s() },
+            Algorithm {
+                signer: s(),
+                error: crate::sig::SignatureError::Invalid,
+            },
+            Signer(Fips201Error::Profile(ProfileError::KeyUsage {
+                subject: s(),
+                profile: CertProfile::ContentSigner,
+            })),
+        ]
+    }
+
+
+    #[test]
+    fn every_error_has_a_unique_published_code() {
+        let mut codes: Vec<&'static str> = Vec::new();
+        codes.extend(every_validation_error().iter().map(|e| e.code()));
+        codes.extend(every_revocation_problem().iter().map(|e| e.code()));
+        codes.extend(every_profile_error().iter().map(|e| e.code()));
+        codes.extend(every_binding_error().iter().map(|e| e.code()));
+        codes.extend(every_chuid_error().iter().map(|e| e.code()));
+        assert_eq!(
+            codes, ERROR_CODES,
+            "a code changed, or a variant was added without one"
+        );
+        let mut unique = codes.clone();
+        unique.sort_unstable();
+        unique.dedup();
+        assert_eq!(unique.len(), codes.len(), "duplicate codes: {codes:?}");
+        for c in &codes {
+            assert!(
+                !c.is_empty()
+                    && c.split('-').all(|w| !w.is_empty()
+                        && w.bytes()
+                            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit())),
+                "{c} is not kebab-case"
+            );
+        }
+    }
+
+    #[test]
+    fn fips201_errors_carry_the_code_of_their_cause() {
+        for e in every_validation_error() {
+            assert_eq!(Fips201Error::Path(e.clone()).code(), e.code());
+        }
+        for e in every_profile_error() {
+            assert_eq!(Fips201Error::Profile(e.clone()).code(), e.code());
+        }
+    }
 }

@@ -66,35 +66,12 @@ pub enum IssueError {
 }
 
 /// Encodes DER as PEM with the given label (`CERTIFICATE`, `X509 CRL`,
-/// `PRIVATE KEY`).
+/// `PRIVATE KEY`); see [`crate::pem::encode`].
 pub fn pem_encode(label: &str, der: &[u8]) -> String {
-    use base64::Engine;
-    let b64 = base64::engine::general_purpose::STANDARD.encode(der);
-    let mut out = String::with_capacity(b64.len() + b64.len() / 64 + 64);
-    out.push_str("-----BEGIN ");
-    out.push_str(label);
-    out.push_str("-----\n");
-    for chunk in b64.as_bytes().chunks(64) {
-        out.push_str(std::str::from_utf8(chunk).unwrap_or_default());
-        out.push('\n');
-    }
-    out.push_str("-----END ");
-    out.push_str(label);
-    out.push_str("-----\n");
-    out
+    crate::pem::encode(label, der)
 }
 
-/// Decodes the first PEM block with `label` in `text`.
+/// Decodes the first PEM block with `label` in `text`; see [`crate::pem::decode`].
 pub fn pem_decode(label: &str, text: &[u8]) -> Option<Vec<u8>> {
-    use base64::Engine;
-    let text = std::str::from_utf8(text).ok()?;
-    let begin = format!("-----BEGIN {label}-----");
-    let end = format!("-----END {label}-----");
-    let start = text.find(&begin)? + begin.len();
-    let stop = start + text[start..].find(&end)?;
-    let b64: String = text[start..stop]
-        .chars()
-        .filter(|c| !c.is_whitespace())
-        .collect();
-    base64::engine::general_purpose::STANDARD.decode(b64).ok()
+    crate::pem::decode(label, text).ok()
 }

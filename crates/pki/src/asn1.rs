@@ -1,8 +1,11 @@
-//! A bounds-checked DER cursor for untrusted input.
+//! The project's own ASN.1 DER reader: a bounds-checked cursor for untrusted input (not to be
+//! confused with the `der` crate, which the issuance code uses to *write* structures).
 //!
 //! Every read either returns a slice inside the input or a [`DerError`]; nothing here can index
 //! out of bounds, recurse, or allocate in proportion to a length field. Only single-byte tags
-//! (tag numbers below 31) and definite lengths are accepted, as DER requires for X.509.
+//! (tag numbers below 31) and definite lengths in their shortest form are accepted, as DER
+//! requires (X.690 §10.1): indefinite lengths, long forms for lengths below 128 and lengths
+//! with leading zero octets are refused.
 
 use thiserror::Error;
 
@@ -70,6 +73,8 @@ pub enum DerError {
     HighTagNumber,
     #[error("indefinite-length encoding is not allowed in DER")]
     IndefiniteLength,
+    #[error("a DER length is not in its shortest form")]
+    NonMinimalLength,
     #[error("unexpected data after the end of a DER element")]
     TrailingData,
     #[error("invalid {0}")]
@@ -110,11 +115,13 @@ impl<'a> Reader<'a> {
         self.pos
     }
 
+    #[inline]
     pub fn peek_tag(&self) -> Option<u8> {
         self.data.get(self.pos).copied()
     }
 
     /// Reads the next element of any tag.
+    #[inline]
     pub fn read_any(&mut self) -> Result<Tlv<'a>, DerError> {
         let start = self.pos;
         let tag = *self.data.get(self.pos).ok_or(DerError::Truncated)?;
@@ -125,16 +132,10 @@ impl<'a> Reader<'a> {
         let mut p = self.pos + 2;
         let len = if first < 0x80 {
             first as usize
-        } else if first == 0x80 {
-            return Err(DerError::IndefiniteLength);
         } else {
-            let n = (first & 0x7f) as usize;
-            if n > 4 {
-                return Err(DerError::BadLength);
-            }
-            let bytes = self.data.get(p..p + n).ok_or(DerError::Truncated)?;
+            let (len, n) = long_length(first, self.data.get(p..).unwrap_or(&[]))?;
             p += n;
-            bytes.iter().fold(0usize, |acc, b| (acc << 8) | *b as usize)
+            len
         };
         let end = p.checked_add(len).ok_or(DerError::BadLength)?;
         if end > self.data.len() {
@@ -149,6 +150,7 @@ impl<'a> Reader<'a> {
     }
 
     /// Reads the next element and requires its tag.
+    #[inline]
     pub fn read(&mut self, expected: u8) -> Result<Tlv<'a>, DerError> {
         match self.peek_tag() {
             None => Err(DerError::Truncated),
@@ -158,11 +160,13 @@ impl<'a> Reader<'a> {
     }
 
     /// Reads the contents of the next element, requiring its tag.
+    #[inline]
     pub fn value(&mut self, expected: u8) -> Result<&'a [u8], DerError> {
         Ok(self.read(expected)?.value)
     }
 
     /// Reads the next element only if it carries `tag`.
+    #[inline]
     pub fn optional(&mut self, tag: u8) -> Result<Option<Tlv<'a>>, DerError> {
         if self.peek_tag() == Some(tag) {
             self.read_any().map(Some)
@@ -179,6 +183,30 @@ impl<'a> Reader<'a> {
             Err(DerError::TrailingData)
         }
     }
+}
+
+/// Decodes a long-form length whose first octet is `first` (0x80 or more) from the octets that
+/// follow it; returns the length and how many octets it took. Only definite lengths of up to
+/// four octets in their shortest form are DER (X.690 §10.1): indefinite lengths, long forms
+/// for lengths below 128 and leading zero octets are refused. Out of line (most elements use
+/// the short form) so that the reading methods stay small enough to inline.
+#[cold]
+fn long_length(first: u8, rest: &[u8]) -> Result<(usize, usize), DerError> {
+    if first == 0x80 {
+        return Err(DerError::IndefiniteLength);
+    }
+    let n = (first & 0x7f) as usize;
+    if n > 4 {
+        return Err(DerError::BadLength);
+    }
+    let bytes = rest.get(..n).ok_or(DerError::Truncated)?;
+    if bytes[0] == 0 || (n == 1 && bytes[0] < 0x80) {
+        return Err(DerError::NonMinimalLength);
+    }
+    Ok((
+        bytes.iter().fold(0usize, |acc, b| (acc << 8) | *b as usize),
+        n,
+    ))
 }
 
 /// The signed envelope of a certificate or CRL (RFC 5280 §4.1 and §5.1):
@@ -342,6 +370,59 @@ mod tests {
                 found: 0x02
             }
         );
+    }
+
+    #[test]
+    fn rejects_lengths_that_are_not_in_shortest_form() {
+        // A length below 128 in the long form.
+        assert_eq!(
+            Reader::new(&[0x04, 0x81, 0x01, 0xaa])
+                .read_any()
+                .unwrap_err(),
+            DerError::NonMinimalLength
+        );
+        assert_eq!(
+            Reader::new(&[0x04, 0x81, 0x7f]).read_any().unwrap_err(),
+            DerError::NonMinimalLength
+        );
+        // Leading zero length octets.
+        assert_eq!(
+            Reader::new(&[0x04, 0x82, 0x00, 0x01, 0xaa])
+                .read_any()
+                .unwrap_err(),
+            DerError::NonMinimalLength
+        );
+        let mut padded = vec![0x04, 0x82, 0x00, 0x80];
+        padded.extend([0u8; 0x80]);
+        assert_eq!(
+            Reader::new(&padded).read_any().unwrap_err(),
+            DerError::NonMinimalLength
+        );
+        // The shortest forms are accepted at each boundary.
+        let mut long = vec![0x04, 0x81, 0x80];
+        long.extend([0u8; 0x80]);
+        assert_eq!(Reader::new(&long).read_any().unwrap().value.len(), 0x80);
+        let mut longer = vec![0x04, 0x82, 0x01, 0x00];
+        longer.extend([0u8; 0x100]);
+        assert_eq!(Reader::new(&longer).read_any().unwrap().value.len(), 0x100);
+        assert_eq!(
+            Reader::new(&[0x04, 0x01, 0xaa]).read_any().unwrap().value,
+            &[0xaa]
+        );
+    }
+
+    #[test]
+    fn rejects_indefinite_lengths_inside_a_structure() {
+        // SEQUENCE { OCTET STRING (indefinite) ... end-of-contents }
+        let data = [0x30, 0x06, 0x24, 0x80, 0x04, 0x00, 0x00, 0x00];
+        let mut outer = Reader::new(&data);
+        let seq = outer.read(tag::SEQUENCE).unwrap();
+        assert_eq!(
+            Reader::new(seq.value).read_any().unwrap_err(),
+            DerError::IndefiniteLength
+        );
+        // And a certificate encoded that way is refused before any field is used.
+        assert!(single(&[0x30, 0x80, 0x00, 0x00], tag::SEQUENCE).is_err());
     }
 
     #[test]

@@ -1,0 +1,70 @@
+//! Every work limit of parsing and validation in one place.
+//!
+//! Untrusted certificates can be crafted to make a validator do unbounded work: meshes of
+//! cross-certificates, thousands of CAs with one name, policy trees that explode, name
+//! constraints compared against thousands of names. Each such dimension has one bound here, so
+//! a reviewer can see every limit at once and a crafted input ends in an error, not a hang.
+
+use std::cell::Cell;
+
+/// The work limits. [`LIMITS`] holds the values in force.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Budget {
+    /// Most candidate issuers tried for one validation, CRL signer candidates included.
+    pub candidates: usize,
+    /// Deepest nesting of CRL-signer path validations (a CRL signer whose own CRL has another
+    /// signer, and so on).
+    pub signer_nesting: u8,
+    /// Most issuer names the reachability pre-pass explores before it stops pruning.
+    pub reach_names: usize,
+    /// Most nodes of the valid policy tree (RFC 5280 §6.1.2 (a)).
+    pub policy_nodes: usize,
+    /// Most policies (and policy mappings) one certificate may carry.
+    pub policies_per_certificate: usize,
+    /// Most name-to-subtree comparisons name constraints may demand for one certificate.
+    pub name_comparisons: usize,
+}
+
+/// The limits in force.
+pub const LIMITS: Budget = Budget {
+    candidates: 2_000,
+    signer_nesting: 4,
+    reach_names: 20_000,
+    policy_nodes: 10_000,
+    policies_per_certificate: 256,
+    name_comparisons: 1 << 20,
+};
+
+/// Work spent so far by one validation, against [`LIMITS`].
+#[derive(Debug, Default)]
+pub(crate) struct Spent {
+    candidates: Cell<usize>,
+}
+
+impl Spent {
+    /// Counts one more candidate issuer (or CRL signer). `Err` carries how many were tried
+    /// when the budget is exhausted.
+    pub fn candidate(&self) -> Result<(), usize> {
+        let tried = self.candidates.get();
+        if tried >= LIMITS.candidates {
+            return Err(tried);
+        }
+        self.candidates.set(tried + 1);
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn candidates_stop_at_the_limit() {
+        let spent = Spent::default();
+        for _ in 0..LIMITS.candidates {
+            spent.candidate().unwrap();
+        }
+        assert_eq!(spent.candidate(), Err(LIMITS.candidates));
+        assert_eq!(spent.candidate(), Err(LIMITS.candidates));
+    }
+}

@@ -1,0 +1,484 @@
+//! Certificate revocation checking with CRLs (RFC 5280 §6.3), for each certificate of a
+//! complete candidate path.
+//!
+//! A certificate's distribution points (or its issuer, when it names none) select the CRLs;
+//! each CRL must cover the certificate (§6.3.3 (b), (d)), be current (§6.3.3 (a)), carry no
+//! unknown critical extension, and be signed by a certificate that may sign CRLs and whose own
+//! path leads to the same trust anchor (§6.3.3 (f)-(g)). Delta CRLs (§5.2.4) are applied when
+//! a usable one exists. Why no CRL could be relied on is kept as typed
+//! [`RevocationProblem`]s.
+
+use crate::budget::{Spent, LIMITS};
+use crate::cert::{key_usage, Cert, DistributionPoint, DistributionPointName, GeneralName};
+use crate::crl::{self, Crl, CrlSet, Reason, ALL_REASONS};
+use crate::error::{RevocationGap, RevocationProblem, ValidationError};
+use crate::name::NormName;
+use crate::options::{RevocationMode, ValidationOptions};
+use crate::store::Entry;
+use crate::time::Time;
+use std::cell::RefCell;
+use std::sync::Arc;
+
+/// What revocation checking needs from path building: the CRLs, the certificates known by
+/// name, the work budget they share, and the paths of CRL signers.
+pub(crate) trait Paths {
+    fn crls(&self) -> &CrlSet;
+    /// Certificates named `name` (trust anchors first, then other store entries and the
+    /// offered certificates).
+    fn by_subject(&self, name: &NormName) -> Vec<&Entry>;
+    fn spent(&self) -> &Spent;
+    /// CRL signer certificates whose own path is being validated (breaks signer cycles).
+    fn signers_in_progress(&self) -> &RefCell<Vec<Arc<[u8]>>>;
+    /// Validates a CRL signer's own path (nested `level` deep) and returns its trust anchor.
+    fn signer_anchor(
+        &self,
+        opts: &ValidationOptions,
+        signer: Arc<Cert>,
+        level: u8,
+    ) -> Result<Arc<Cert>, ValidationError>;
+}
+
+/// One certificate of a complete candidate path, with what lies above it.
+#[derive(Clone, Copy)]
+pub(crate) struct Link<'p> {
+    pub cert: &'p Cert,
+    pub issuer: &'p Arc<Cert>,
+    /// The certificates above `cert` on the path, trust anchor excluded.
+    pub above: &'p [Arc<Cert>],
+    pub anchor: &'p Arc<Cert>,
+    /// How deeply CRL-signer validations are nested at this point.
+    pub level: u8,
+}
+
+fn subject(c: &Cert) -> String {
+    c.subject_display().to_string()
+}
+
+fn revoked(c: &Cert, reason: Option<Reason>, date: Time) -> ValidationError {
+    ValidationError::Revoked {
+        subject: subject(c),
+        reason: reason.unwrap_or(Reason::Unspecified),
+        date,
+    }
+}
+
+/// RFC 5280 §6.3: the revocation status of `link.cert`. Returns the earliest nextUpdate of the
+/// CRLs relied on.
+pub(crate) fn check(
+    paths: &impl Paths,
+    opts: &ValidationOptions,
+    link: Link<'_>,
+) -> Result<Option<Time>, ValidationError> {
+    let c = link.cert;
+    let time = opts.time;
+    let grace = i64::try_from(opts.revocation.grace.as_secs()).unwrap_or(i64::MAX);
+    let default_dp = [DistributionPoint {
+        name: None,
+        reasons: None,
+        crl_issuer: None,
+    }];
+    let dps = c
+        .ext
+        .crl_distribution_points
+        .as_deref()
+        .unwrap_or(&default_dp);
+    let mut reasons_mask = 0u16;
+    let mut earliest: Option<Time> = None;
+    let mut problems: Vec<RevocationProblem> = Vec::new();
+    let mut stale: Option<Time> = None;
+    for dp in dps {
+        let issuer_names: Vec<NormName> = match &dp.crl_issuer {
+            Some(names) => names
+                .iter()
+                .filter_map(|n| match n {
+                    GeneralName::Directory(d) => Some(d.clone()),
+                    _ => None,
+                })
+                .collect(),
+            None => vec![c.issuer.clone()],
+        };
+        for name in &issuer_names {
+            for crl in paths.crls().by_issuer(name) {
+                if reasons_mask == ALL_REASONS {
+                    break;
+                }
+                if crl.is_delta() {
+                    continue;
+                }
+                let interim = match crl_scope(c, dp, crl) {
+                    Ok(m) => m,
+                    Err(why) => {
+                        problems.push(why);
+                        continue;
+                    }
+                };
+                if interim & !reasons_mask == 0 {
+                    continue;
+                }
+                if let Err(why) = crl_fresh(crl, time, grace) {
+                    if let Some(nu) = crl.next_update.filter(|nu| *nu < time) {
+                        stale = Some(stale.map_or(nu, |s: Time| s.max(nu)));
+                    }
+                    problems.push(why);
+                    if opts.revocation.mode == RevocationMode::BestEffort {
+                        // An old CRL cannot vouch for a certificate, but a revocation it
+                        // records (other than a hold) is permanent.
+                        revoked_in_stale_crl(paths, opts, crl, link)?;
+                    }
+                    continue;
+                }
+                if crl.unknown_critical {
+                    problems.push(RevocationProblem::UnknownCriticalExtension {
+                        crl: crl.issuer_display(),
+                    });
+                    continue;
+                }
+                if let Err(why) = check_crl_signer(paths, opts, crl, link) {
+                    problems.extend(why);
+                    continue;
+                }
+                let delta = find_delta(paths, opts, crl, dp, link, grace);
+                let mut entry = None;
+                let mut removed = false;
+                if let Some(d) = &delta {
+                    if let Some(e) = d.lookup(&c.issuer, c.serial()) {
+                        if e.reason == Some(Reason::RemoveFromCrl) {
+                            removed = true;
+                        } else {
+                            entry = Some((e.reason, e.date));
+                        }
+                    }
+                }
+                if entry.is_none() && !removed {
+                    if let Some(e) = crl.lookup(&c.issuer, c.serial()) {
+                        if e.reason != Some(Reason::RemoveFromCrl) {
+                            entry = Some((e.reason, e.date));
+                        }
+                    }
+                }
+                if let Some((reason, date)) = entry {
+                    return Err(revoked(c, reason, date));
+                }
+                reasons_mask |= interim;
+                for nu in [crl.next_update, delta.as_ref().and_then(|d| d.next_update)]
+                    .into_iter()
+                    .flatten()
+                {
+                    earliest = Some(earliest.map_or(nu, |e: Time| e.min(nu)));
+                }
+            }
+        }
+        if reasons_mask == ALL_REASONS {
+            break;
+        }
+    }
+    if reasons_mask == ALL_REASONS || opts.revocation.mode == RevocationMode::BestEffort {
+        return Ok(earliest);
+    }
+    let subject = subject(c);
+    if let Some(next_update) = stale {
+        return Err(ValidationError::RevocationStale {
+            subject,
+            next_update,
+            time,
+        });
+    }
+    let detail = if problems.is_empty() {
+        RevocationGap::NoCrl {
+            issuer: c.issuer_display(),
+        }
+    } else if reasons_mask != 0 {
+        RevocationGap::PartialReasons(problems)
+    } else {
+        RevocationGap::Unusable(problems)
+    };
+    Err(ValidationError::RevocationUnavailable { subject, detail })
+}
+
+/// Best effort: refuses `link.cert` when a stale but authentic CRL revokes it for good.
+fn revoked_in_stale_crl(
+    paths: &impl Paths,
+    opts: &ValidationOptions,
+    crl: &Crl,
+    link: Link<'_>,
+) -> Result<(), ValidationError> {
+    let c = link.cert;
+    if crl.this_update > opts.time || crl.unknown_critical {
+        return Ok(());
+    }
+    let Some(e) = crl.lookup(&c.issuer, c.serial()) else {
+        return Ok(());
+    };
+    if matches!(
+        e.reason,
+        Some(Reason::CertificateHold | Reason::RemoveFromCrl)
+    ) {
+        return Ok(());
+    }
+    if check_crl_signer(paths, opts, crl, link).is_err() {
+        return Ok(());
+    }
+    Err(revoked(c, e.reason, e.date))
+}
+
+/// RFC 5280 §6.3.3 (f)-(g): find a certificate for the CRL issuer whose key verifies the
+/// CRL, that may sign CRLs, and whose own path leads to the same trust anchor.
+fn check_crl_signer(
+    paths: &impl Paths,
+    opts: &ValidationOptions,
+    crl: &Crl,
+    link: Link<'_>,
+) -> Result<(), Vec<RevocationProblem>> {
+    if !crl.algorithms_match {
+        return Err(vec![RevocationProblem::AlgorithmMismatch {
+            crl: crl.issuer_display(),
+        }]);
+    }
+    // Candidates: the certificate issuer, the rest of the path and the anchor (already
+    // validated), then any other certificate with the CRL issuer's name.
+    let mut trusted: Vec<&Arc<Cert>> = vec![link.issuer];
+    trusted.extend(link.above.iter());
+    trusted.push(link.anchor);
+    let mut problems: Vec<RevocationProblem> = Vec::new();
+    let mut seen: Vec<Arc<[u8]>> = Vec::new();
+    for cand in trusted.into_iter().filter(|c| c.subject == crl.issuer) {
+        if seen.iter().any(|s| **s == *cand.der()) {
+            continue;
+        }
+        seen.push(cand.der_arc().clone());
+        match crl_signed_by(crl, cand, opts) {
+            Ok(()) => return Ok(()),
+            Err(why) => problems.push(why),
+        }
+    }
+    for entry in paths.by_subject(&crl.issuer) {
+        if seen.iter().any(|s| **s == *entry.der()) {
+            continue;
+        }
+        // Signer candidates count against the same work bound as issuer candidates.
+        if let Err(tried) = paths.spent().candidate() {
+            problems.push(RevocationProblem::SignerSearchExhausted {
+                crl: crl.issuer_display(),
+                tried,
+            });
+            break;
+        }
+        let Ok(cand) = entry.cert() else { continue };
+        seen.push(cand.der_arc().clone());
+        if let Err(why) = crl_signed_by(crl, cand, opts) {
+            problems.push(why);
+            continue;
+        }
+        if entry.is_anchor() {
+            return Ok(());
+        }
+        if paths
+            .signers_in_progress()
+            .borrow()
+            .iter()
+            .any(|s| **s == *cand.der())
+        {
+            // This certificate's own path is being validated further up: the CRL it signed
+            // is what that validation is consulting.
+            return Ok(());
+        }
+        if link.level >= LIMITS.signer_nesting {
+            problems.push(RevocationProblem::SignerNestedTooDeeply {
+                signer: subject(cand),
+            });
+            continue;
+        }
+        paths
+            .signers_in_progress()
+            .borrow_mut()
+            .push(cand.der_arc().clone());
+        let mut signer_opts = opts.clone();
+        signer_opts.initial_policy_set = vec![crate::policy::ANY_POLICY];
+        signer_opts.initial_explicit_policy = false;
+        signer_opts.initial_policy_mapping_inhibit = false;
+        signer_opts.initial_any_policy_inhibit = false;
+        signer_opts.required_eku = None;
+        let result = paths.signer_anchor(&signer_opts, cand.clone(), link.level + 1);
+        paths.signers_in_progress().borrow_mut().pop();
+        match result {
+            Ok(a) if a.der() == link.anchor.der() => return Ok(()),
+            Ok(_) => problems.push(RevocationProblem::SignerOtherAnchor {
+                signer: subject(cand),
+            }),
+            Err(e) => problems.push(RevocationProblem::SignerInvalid {
+                signer: subject(cand),
+                error: Box::new(e),
+            }),
+        }
+    }
+    if problems.is_empty() {
+        problems.push(RevocationProblem::NoSigner {
+            crl: crl.issuer_display(),
+        });
+    }
+    Err(problems)
+}
+
+/// A usable delta CRL for the complete CRL `base` (RFC 5280 §5.2.4, §6.3.3 (c)).
+fn find_delta(
+    paths: &impl Paths,
+    opts: &ValidationOptions,
+    base: &Crl,
+    dp: &DistributionPoint,
+    link: Link<'_>,
+    grace: i64,
+) -> Option<Arc<Crl>> {
+    let base_number = base.crl_number.as_deref()?;
+    let mut best: Option<Arc<Crl>> = None;
+    for d in paths.crls().by_issuer(&base.issuer) {
+        let Some(delta_base) = d.delta_base.as_deref() else {
+            continue;
+        };
+        let Some(number) = d.crl_number.as_deref() else {
+            continue;
+        };
+        if d.idp != base.idp || crl_scope(link.cert, dp, d).is_err() {
+            continue;
+        }
+        if crl::cmp_crl_number(delta_base, base_number).is_gt()
+            || crl::cmp_crl_number(number, base_number).is_le()
+        {
+            continue;
+        }
+        if crl_fresh(d, opts.time, grace).is_err() || d.unknown_critical {
+            continue;
+        }
+        if check_crl_signer(paths, opts, d, link).is_err() {
+            continue;
+        }
+        let newer = best.as_ref().is_none_or(|b| {
+            crl::cmp_crl_number(number, b.crl_number.as_deref().unwrap_or(&[])).is_gt()
+        });
+        if newer {
+            best = Some(d.clone());
+        }
+    }
+    best
+}
+
+/// The CRL signature verifies with `signer`'s key and `signer` may sign CRLs (keyUsage cRLSign).
+fn crl_signed_by(
+    crl: &Crl,
+    signer: &Cert,
+    opts: &ValidationOptions,
+) -> Result<(), RevocationProblem> {
+    if let (Some(a), Some(s)) = (&crl.authority_key_id, &signer.ext.subject_key_id) {
+        if a != s {
+            return Err(RevocationProblem::OtherKey {
+                crl: crl.issuer_display(),
+            });
+        }
+    }
+    if !crl.signature_encoding_ok {
+        return Err(RevocationProblem::MalformedSignature {
+            crl: crl.issuer_display(),
+        });
+    }
+    crl.verified_by
+        .verify(
+            &crl.signature_algorithm,
+            &signer.public_key,
+            crl.tbs(),
+            crl.signature(),
+            &opts.algorithms,
+        )
+        .map_err(|error| RevocationProblem::BadSignature {
+            crl: crl.issuer_display(),
+            signer: subject(signer),
+            error,
+        })?;
+    if let Some(ku) = signer.ext.key_usage {
+        if ku & key_usage::CRL_SIGN == 0 {
+            return Err(RevocationProblem::SignerLacksCrlSign {
+                signer: subject(signer),
+            });
+        }
+    }
+    Ok(())
+}
+
+/// RFC 5280 §6.3.3 (b) and (d): whether `crl` covers `c` through distribution point `dp`;
+/// returns the interim reasons mask.
+fn crl_scope(c: &Cert, dp: &DistributionPoint, crl: &Crl) -> Result<u16, RevocationProblem> {
+    let idp = crl.idp.as_ref();
+    let who = || crl.issuer_display();
+    if dp.crl_issuer.is_some() {
+        if !idp.is_some_and(|i| i.indirect) && crl.issuer != c.issuer {
+            return Err(RevocationProblem::NotIndirect { crl: who() });
+        }
+    } else if crl.issuer != c.issuer {
+        return Err(RevocationProblem::NotFromIssuer { crl: who() });
+    }
+    if let Some(idp) = idp {
+        if let Some(idp_name) = &idp.name {
+            let idp_names = resolve_dp_name(idp_name, &crl.issuer);
+            let dp_names: Vec<GeneralName> = match (&dp.name, &dp.crl_issuer) {
+                (Some(n), _) => {
+                    let base = dp
+                        .crl_issuer
+                        .as_ref()
+                        .and_then(|g| {
+                            g.iter().find_map(|n| match n {
+                                GeneralName::Directory(d) => Some(d.clone()),
+                                _ => None,
+                            })
+                        })
+                        .unwrap_or_else(|| c.issuer.clone());
+                    resolve_dp_name(n, &base)
+                }
+                (None, Some(issuers)) => issuers.clone(),
+                (None, None) => vec![GeneralName::Directory(c.issuer.clone())],
+            };
+            if !idp_names.iter().any(|a| dp_names.contains(a)) {
+                return Err(RevocationProblem::OtherDistributionPoint { crl: who() });
+            }
+        }
+        if idp.only_user_certs && c.is_ca() {
+            return Err(RevocationProblem::OnlyEndEntities { crl: who() });
+        }
+        if idp.only_ca_certs && !c.is_ca() {
+            return Err(RevocationProblem::OnlyCas { crl: who() });
+        }
+        if idp.only_attribute_certs {
+            return Err(RevocationProblem::OnlyAttributeCertificates { crl: who() });
+        }
+    }
+    let dp_reasons = dp.reasons.unwrap_or(ALL_REASONS);
+    let idp_reasons = idp.and_then(|i| i.only_some_reasons).unwrap_or(ALL_REASONS);
+    Ok(dp_reasons & idp_reasons & ALL_REASONS)
+}
+
+fn resolve_dp_name(n: &DistributionPointName, issuer: &NormName) -> Vec<GeneralName> {
+    match n {
+        DistributionPointName::FullName(names) => names.clone(),
+        DistributionPointName::RelativeToIssuer(rdn) => issuer
+            .with_rdn(rdn)
+            .map(GeneralName::Directory)
+            .into_iter()
+            .collect(),
+    }
+}
+
+/// RFC 5280 §6.3.3 (a): the CRL is current (thisUpdate passed, nextUpdate plus grace not).
+fn crl_fresh(crl: &Crl, time: Time, grace: i64) -> Result<(), RevocationProblem> {
+    if crl.this_update > time {
+        return Err(RevocationProblem::NotYetValid {
+            crl: crl.issuer_display(),
+            this_update: crl.this_update,
+        });
+    }
+    if let Some(nu) = crl.next_update {
+        if nu.plus_secs(grace) < time {
+            return Err(RevocationProblem::Expired {
+                crl: crl.issuer_display(),
+                next_update: nu,
+            });
+        }
+    }
+    Ok(())
+}

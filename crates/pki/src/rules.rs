@@ -1,0 +1,368 @@
+//! The rules of RFC 5280 §6.1 (basic path processing), one function per rule named after its
+//! section, run over a path that path building ([`crate::path`]) has found and whose
+//! signatures it has verified.
+
+use crate::cert::{key_usage, Cert, NameConstraints};
+use crate::error::ValidationError;
+use crate::options::ValidationOptions;
+use crate::policy::{PolicyTree, ANY_POLICY};
+use crate::sig::SignatureError;
+use crate::time::Time;
+use const_oid::ObjectIdentifier;
+use std::sync::Arc;
+
+/// The state carried across the certificates of a path (RFC 5280 §6.1.2).
+pub(crate) struct State<'p> {
+    pub tree: PolicyTree,
+    pub explicit_policy: usize,
+    pub inhibit_any_policy: usize,
+    pub policy_mapping: usize,
+    pub max_path_length: usize,
+    pub constraints: Vec<(&'p NameConstraints, &'p str)>,
+}
+
+impl<'p> State<'p> {
+    /// §6.1.2 initialisation for a path of `n` certificates.
+    pub fn new(opts: &ValidationOptions, n: usize) -> Self {
+        State {
+            tree: PolicyTree::new(),
+            explicit_policy: if opts.initial_explicit_policy {
+                0
+            } else {
+                n + 1
+            },
+            inhibit_any_policy: if opts.initial_any_policy_inhibit {
+                0
+            } else {
+                n + 1
+            },
+            policy_mapping: if opts.initial_policy_mapping_inhibit {
+                0
+            } else {
+                n + 1
+            },
+            max_path_length: n,
+            constraints: Vec::new(),
+        }
+    }
+}
+
+fn subject(c: &Cert) -> String {
+    c.subject_display().to_string()
+}
+
+/// §6.1.3 (a)(2): the certificate validity period includes the validation time.
+pub(crate) fn check_validity(c: &Cert, time: Time) -> Result<(), ValidationError> {
+    if time < c.not_before {
+        return Err(ValidationError::NotYetValid {
+            subject: subject(c),
+            not_before: c.not_before,
+            time,
+        });
+    }
+    if time > c.not_after {
+        return Err(ValidationError::Expired {
+            subject: subject(c),
+            not_after: c.not_after,
+            time,
+        });
+    }
+    Ok(())
+}
+
+/// §6.1.3 (b)-(c): subject names within every permitted subtree and outside every excluded
+/// one; skipped for self-issued certificates other than the last.
+pub(crate) fn check_name_constraints(
+    c: &Cert,
+    state: &State<'_>,
+    last: bool,
+) -> Result<(), ValidationError> {
+    if state.constraints.is_empty() || (!last && c.is_self_issued()) {
+        return Ok(());
+    }
+    let names = crate::nc::names_of(c);
+    // Bound the comparisons (names x subtrees over the path), as crafted certificates could
+    // otherwise demand billions.
+    let subtrees: usize = state
+        .constraints
+        .iter()
+        .map(|(nc, _)| {
+            nc.permitted.as_ref().map_or(0, Vec::len) + nc.excluded.as_ref().map_or(0, Vec::len)
+        })
+        .sum();
+    if names.len().saturating_mul(subtrees) > crate::budget::LIMITS.name_comparisons {
+        return Err(ValidationError::NameConstraints {
+            subject: subject(c),
+            name: format!("{} names", names.len()),
+            constrained_by: format!("{subtrees} subtrees (too many comparisons to check)"),
+            excluded: false,
+        });
+    }
+    for (nc, by) in &state.constraints {
+        crate::nc::check(&names, nc, c.subject_display()).map_err(|v| {
+            ValidationError::NameConstraints {
+                subject: subject(c),
+                name: v.name,
+                constrained_by: by.to_string(),
+                excluded: v.excluded,
+            }
+        })?;
+    }
+    Ok(())
+}
+
+/// §6.1.3 (d)-(f): extend the valid policy tree with certificate `i` of `n`.
+pub(crate) fn process_policies(
+    c: &Cert,
+    state: &mut State<'_>,
+    i: usize,
+    n: usize,
+) -> Result<(), ValidationError> {
+    match &c.ext.policies {
+        Some(policies) => {
+            let any_allowed = state.inhibit_any_policy > 0 || (i < n && c.is_self_issued());
+            state
+                .tree
+                .process_certificate(policies, any_allowed)
+                .map_err(|_| ValidationError::PolicyTreeTooLarge {
+                    subject: subject(c),
+                })?;
+        }
+        None => state.tree.set_null(),
+    }
+    if state.explicit_policy == 0 && state.tree.is_null() {
+        return Err(ValidationError::NoAcceptablePolicy {
+            subject: subject(c),
+        });
+    }
+    Ok(())
+}
+
+/// §6.1.4 (a)-(b): policy mappings (none to or from anyPolicy).
+pub(crate) fn process_policy_mappings(
+    c: &Cert,
+    state: &mut State<'_>,
+) -> Result<(), ValidationError> {
+    let Some(mappings) = &c.ext.policy_mappings else {
+        return Ok(());
+    };
+    if mappings
+        .iter()
+        .any(|(a, b)| *a == ANY_POLICY || *b == ANY_POLICY)
+    {
+        return Err(ValidationError::AnyPolicyMapping {
+            subject: subject(c),
+        });
+    }
+    state
+        .tree
+        .apply_mappings(mappings, state.policy_mapping > 0)
+        .map_err(|_| ValidationError::PolicyTreeTooLarge {
+            subject: subject(c),
+        })
+}
+
+/// §6.1.4 (h)-(j): policy counters.
+pub(crate) fn update_policy_counters(c: &Cert, state: &mut State<'_>) {
+    if !c.is_self_issued() {
+        for v in [
+            &mut state.explicit_policy,
+            &mut state.policy_mapping,
+            &mut state.inhibit_any_policy,
+        ] {
+            *v = v.saturating_sub(1);
+        }
+    }
+    if let Some((require, inhibit)) = c.ext.policy_constraints {
+        if let Some(r) = require {
+            state.explicit_policy = state.explicit_policy.min(r as usize);
+        }
+        if let Some(m) = inhibit {
+            state.policy_mapping = state.policy_mapping.min(m as usize);
+        }
+    }
+    if let Some(v) = c.ext.inhibit_any_policy {
+        state.inhibit_any_policy = state.inhibit_any_policy.min(v as usize);
+    }
+}
+
+/// §6.1.4 (k): an intermediate must be a version 3 CA certificate.
+pub(crate) fn check_is_ca(c: &Cert) -> Result<(), ValidationError> {
+    if c.version == 2 && c.is_ca() {
+        Ok(())
+    } else {
+        Err(ValidationError::NotACa {
+            subject: subject(c),
+        })
+    }
+}
+
+/// §6.1.4 (l)-(m): path length constraints (self-issued certificates are not counted).
+pub(crate) fn check_path_length(c: &Cert, state: &mut State<'_>) -> Result<(), ValidationError> {
+    if !c.is_self_issued() {
+        if state.max_path_length == 0 {
+            return Err(ValidationError::PathLengthExceeded {
+                subject: subject(c),
+            });
+        }
+        state.max_path_length -= 1;
+    }
+    if let Some((_, Some(len))) = c.ext.basic_constraints {
+        state.max_path_length = state.max_path_length.min(len as usize);
+    }
+    Ok(())
+}
+
+/// §6.1.4 (n): a CA key that signs certificates must allow keyCertSign.
+pub(crate) fn check_key_cert_sign(c: &Cert) -> Result<(), ValidationError> {
+    match c.ext.key_usage {
+        Some(ku) if ku & key_usage::KEY_CERT_SIGN == 0 => Err(ValidationError::KeyUsage {
+            subject: subject(c),
+            required: "keyCertSign",
+        }),
+        _ => Ok(()),
+    }
+}
+
+/// §6.1.4 (o) and §6.1.5 (f): no critical extension left unprocessed.
+pub(crate) fn check_critical_extensions(c: &Cert) -> Result<(), ValidationError> {
+    match c.ext.unknown_critical.first() {
+        Some(oid) => Err(ValidationError::UnknownCriticalExtension {
+            subject: subject(c),
+            oid: oid.to_string(),
+        }),
+        None => Ok(()),
+    }
+}
+
+/// Local policy (RFC 5280 §4.2.1.3): the end entity's keyUsage, when present, asserts the bits
+/// a profile requires.
+pub(crate) fn check_leaf_key_usage(c: &Cert, required: Option<u16>) -> Result<(), ValidationError> {
+    let (Some(req), Some(ku)) = (required, c.ext.key_usage) else {
+        return Ok(());
+    };
+    if ku & req == req {
+        return Ok(());
+    }
+    let names = [
+        (key_usage::DIGITAL_SIGNATURE, "digitalSignature"),
+        (key_usage::NON_REPUDIATION, "nonRepudiation"),
+        (key_usage::KEY_ENCIPHERMENT, "keyEncipherment"),
+        (key_usage::DATA_ENCIPHERMENT, "dataEncipherment"),
+        (key_usage::KEY_AGREEMENT, "keyAgreement"),
+        (key_usage::KEY_CERT_SIGN, "keyCertSign"),
+        (key_usage::CRL_SIGN, "cRLSign"),
+    ];
+    let missing = names
+        .iter()
+        .find(|(bit, _)| req & bit != 0 && ku & bit == 0);
+    Err(ValidationError::KeyUsage {
+        subject: subject(c),
+        required: missing.map_or("a required key usage", |(_, n)| n),
+    })
+}
+
+/// Local policy: the end entity's extendedKeyUsage, when present, allows the required purpose.
+pub(crate) fn check_eku(
+    c: &Cert,
+    required: Option<&ObjectIdentifier>,
+) -> Result<(), ValidationError> {
+    const ANY_EKU: ObjectIdentifier = ObjectIdentifier::new_unwrap("2.5.29.37.0");
+    let (Some(req), Some(list)) = (required, &c.ext.ext_key_usage) else {
+        return Ok(());
+    };
+    if list.contains(req) || list.contains(&ANY_EKU) {
+        Ok(())
+    } else {
+        Err(ValidationError::EkuMissing {
+            subject: subject(c),
+            required: req.to_string(),
+        })
+    }
+}
+
+/// Runs §6.1.3-§6.1.5 over `path` (end entity first, anchor excluded). Signatures have been
+/// verified while the path was built. Returns (authorities-constrained, user-constrained)
+/// policy sets.
+pub(crate) fn check_path(
+    path: &[Arc<Cert>],
+    opts: &ValidationOptions,
+) -> Result<(Vec<ObjectIdentifier>, Vec<ObjectIdentifier>), ValidationError> {
+    let n = path.len();
+    let mut state = State::new(opts, n);
+    for (idx, c) in path.iter().rev().enumerate() {
+        let i = idx + 1;
+        let last = i == n;
+        check_validity(c, opts.time)?;
+        check_name_constraints(c, &state, last)?;
+        process_policies(c, &mut state, i, n)?;
+        if last {
+            break;
+        }
+        process_policy_mappings(c, &mut state)?;
+        if let Some(nc) = &c.ext.name_constraints {
+            state.constraints.push((nc, c.subject_display()));
+        }
+        update_policy_counters(c, &mut state);
+        check_is_ca(c)?;
+        check_path_length(c, &mut state)?;
+        check_key_cert_sign(c)?;
+        check_critical_extensions(c)?;
+    }
+    let leaf = &path[0];
+    wrap_up(leaf, &mut state, opts)
+}
+
+/// §6.1.5: wrap-up procedure for the end entity.
+fn wrap_up(
+    leaf: &Cert,
+    state: &mut State<'_>,
+    opts: &ValidationOptions,
+) -> Result<(Vec<ObjectIdentifier>, Vec<ObjectIdentifier>), ValidationError> {
+    state.explicit_policy = state.explicit_policy.saturating_sub(1);
+    if let Some((Some(0), _)) = leaf.ext.policy_constraints {
+        state.explicit_policy = 0;
+    }
+    check_critical_extensions(leaf)?;
+    check_eku(leaf, opts.required_eku.as_ref())?;
+    check_leaf_key_usage(leaf, opts.leaf_key_usage)?;
+    let authorities = state.tree.leaf_policies();
+    state.tree.intersect(&opts.initial_policy_set);
+    let user = state.tree.leaf_policies();
+    if state.explicit_policy == 0 && state.tree.is_null() {
+        return Err(ValidationError::NoAcceptablePolicy {
+            subject: subject(leaf),
+        });
+    }
+    Ok((authorities, user))
+}
+
+/// Verifies the signature on `c` with `issuer`'s key (RFC 5280 §6.1.3 (a)(1)), including the
+/// requirement that the inner and outer algorithm identifiers agree.
+pub(crate) fn check_signature(
+    c: &Cert,
+    issuer: &Cert,
+    opts: &ValidationOptions,
+) -> Result<(), ValidationError> {
+    if !c.algorithms_match {
+        return Err(ValidationError::AlgorithmMismatch {
+            subject: subject(c),
+        });
+    }
+    if !c.signature_encoding_ok {
+        return Err(ValidationError::from_signature(
+            c,
+            issuer,
+            SignatureError::Invalid,
+        ));
+    }
+    c.verified_by
+        .verify(
+            &c.signature_algorithm,
+            &issuer.public_key,
+            c.tbs(),
+            c.signature(),
+            &opts.algorithms,
+        )
+        .map_err(|e| ValidationError::from_signature(c, issuer, e))
+}
