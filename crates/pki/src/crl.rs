@@ -621,25 +621,14 @@ impl CrlSetBuilder {
 
     fn add_file_data(&mut self, path: &Path, data: Vec<u8>) -> Result<usize, CrlError> {
         if memchr::memmem::find(&data, b"-----BEGIN X509 CRL-----").is_some() {
-            let mut n = 0;
-            let mut rest = &data[..];
-            while let Some(s) = memchr::memmem::find(rest, b"-----BEGIN X509 CRL-----") {
-                let body = &rest[s + 24..];
-                let e = memchr::memmem::find(body, b"-----END X509 CRL-----").ok_or_else(|| {
-                    CrlError::BadFile {
-                        origin: path.display().to_string(),
-                        reason: "PEM CRL without END line".into(),
-                    }
+            let blocks =
+                crate::pem::decode_all("X509 CRL", &data).map_err(|e| CrlError::BadFile {
+                    origin: path.display().to_string(),
+                    reason: e.to_string(),
                 })?;
-                let der = crate::store::base64_decode_lenient(&body[..e]).ok_or_else(|| {
-                    CrlError::BadFile {
-                        origin: path.display().to_string(),
-                        reason: "invalid base64 in a PEM CRL".into(),
-                    }
-                })?;
+            let n = blocks.len();
+            for der in blocks {
                 self.add_der(der)?;
-                n += 1;
-                rest = &body[e..];
             }
             Ok(n)
         } else if data.first() == Some(&tag::SEQUENCE) {

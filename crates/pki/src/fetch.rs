@@ -16,20 +16,16 @@
 //! timeout to every tap. The last good copy stays available through
 //! [`CrlFetcher::cached`] for grace-period decisions.
 
-use crate::crl::CrlSet;
+use crate::cert::Cert;
+use crate::crl::{Crl, CrlSet};
 use crate::store::TrustStore;
 use crate::validate::{validate, RevocationMode, ValidationOptions};
-use der::Decode;
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
 use std::io::Read;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use thiserror::Error;
-use x509_cert::crl::CertificateList;
-use x509_cert::ext::pkix::name::{DistributionPointName, GeneralName};
-use x509_cert::ext::pkix::CrlDistributionPoints;
-use x509_cert::Certificate;
 
 /// Why a CRL could not be fetched.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
@@ -166,34 +162,21 @@ impl std::fmt::Debug for CrlFetcher {
 /// The `http://` URIs of a certificate's CRL distribution points (fullName
 /// URIs; other forms are ignored).
 pub fn distribution_points(cert_der: &[u8]) -> Result<Vec<String>, FetchError> {
-    let cert =
-        Certificate::from_der(cert_der).map_err(|e| FetchError::BadCertificate(e.to_string()))?;
-    let mut out = Vec::new();
-    for ext in cert.tbs_certificate.extensions.iter().flatten() {
-        if ext.extn_id != const_oid::db::rfc5280::ID_CE_CRL_DISTRIBUTION_POINTS {
-            continue;
-        }
-        let dps = CrlDistributionPoints::from_der(ext.extn_value.as_bytes())
-            .map_err(|e| FetchError::BadCertificate(format!("cRLDistributionPoints: {e}")))?;
-        for dp in dps.0 {
-            if let Some(DistributionPointName::FullName(names)) = dp.distribution_point {
-                for n in names {
-                    if let GeneralName::UniformResourceIdentifier(u) = n {
-                        let u = u.as_str().to_string();
-                        if u.to_ascii_lowercase().starts_with("http://") {
-                            out.push(u);
-                        }
-                    }
-                }
-            }
-        }
-    }
-    Ok(out)
+    let cert = Cert::from_der(cert_der).map_err(|e| FetchError::BadCertificate(e.to_string()))?;
+    Ok(http_distribution_points(&cert))
+}
+
+/// The `http://` CRL distribution point URIs of a parsed certificate.
+fn http_distribution_points(cert: &Cert) -> Vec<String> {
+    cert.crl_distribution_uris()
+        .filter(|u| u.to_ascii_lowercase().starts_with("http://"))
+        .map(str::to_string)
+        .collect()
 }
 
 fn subject_of(cert_der: &[u8]) -> String {
-    Certificate::from_der(cert_der)
-        .map(|c| c.tbs_certificate.subject.to_string())
+    Cert::from_der(cert_der)
+        .map(|c| c.subject_display().to_string())
         .unwrap_or_else(|_| "(unparsable)".into())
 }
 
@@ -207,15 +190,12 @@ fn parse_body(url: &str, body: Vec<u8>) -> Result<(Vec<u8>, Option<i64>), FetchE
     } else {
         body
     };
-    let crl = CertificateList::from_der(&der).map_err(|e| FetchError::NotACrl {
+    let crl = Crl::from_der(der).map_err(|e| FetchError::NotACrl {
         url: url.to_string(),
         reason: e.to_string(),
     })?;
-    let next = crl
-        .tbs_cert_list
-        .next_update
-        .map(|t| t.to_unix_duration().as_secs() as i64);
-    Ok((der, next))
+    let next = crl.next_update.map(|t| t.0);
+    Ok((crl.der().to_vec(), next))
 }
 
 impl CrlFetcher {
