@@ -425,8 +425,23 @@ impl SqlEntity for Credential {
     }
     fn from_row(r: &AnyRow) -> Result<Self, StoreError> {
         const K: &str = "credential";
+        // Borrowed column values: no allocation for the identifiers.
+        fn ident<T: std::str::FromStr>(
+            r: &AnyRow,
+            i: usize,
+            field: &'static str,
+        ) -> Result<Option<T>, StoreError>
+        where
+            T::Err: fmt::Display,
+        {
+            r.try_get::<Option<&str>, _>(i)?
+                .map(|v| parse_col(K, field, v))
+                .transpose()
+        }
         let reason = || -> Result<String, StoreError> {
-            Ok(r.try_get::<Option<String>, _>(10)?.unwrap_or_default())
+            Ok(r.try_get::<Option<&str>, _>(10)?
+                .unwrap_or_default()
+                .to_string())
         };
         let state = match r.try_get::<&str, _>(9)? {
             "active" => CredentialState::Active,
@@ -440,10 +455,10 @@ impl SqlEntity for Credential {
         Ok(Credential {
             id: CredentialId(r.try_get(0)?),
             cardholder: CardholderId(r.try_get(1)?),
-            card_uuid: opt_parse(K, "card_uuid", r.try_get(2)?)?,
-            fasc_n: opt_parse(K, "fasc_n", r.try_get(3)?)?,
-            cert_sha256: opt_parse(K, "cert_sha256", r.try_get(4)?)?,
-            spki_sha256: opt_parse(K, "spki_sha256", r.try_get(5)?)?,
+            card_uuid: ident(r, 2, "card_uuid")?,
+            fasc_n: ident(r, 3, "fasc_n")?,
+            cert_sha256: ident(r, 4, "cert_sha256")?,
+            spki_sha256: ident(r, 5, "spki_sha256")?,
             expires_at: opt_ts(K, "expires_at", r.try_get(6)?)?,
             enrolled_at: ts_from_db(K, "enrolled_at", r.try_get(7)?)?,
             enrolled_by: r.try_get(8)?,

@@ -123,9 +123,16 @@ impl TempCluster {
         } else {
             None
         };
+        // The service user must be able to reach the directory: under root,
+        // use /tmp rather than a $TMPDIR that may sit in root's home.
+        let base = if run_as.is_some() && Path::new("/tmp").is_dir() {
+            PathBuf::from("/tmp")
+        } else {
+            std::env::temp_dir()
+        };
         let dir = tempfile::Builder::new()
             .prefix("pivgate-pg-")
-            .tempdir()
+            .tempdir_in(base)
             .map_err(|source| ClusterError::Io {
                 step: "create the cluster directory",
                 source,
