@@ -807,3 +807,92 @@ impl DaysForTest for Days {
             .join(",")
     }
 }
+
+/// Entities with ids drawn from small ranges, so references dangle and
+/// identifiers collide often.
+fn arb_entities() -> impl Strategy<Value = Entities> {
+    let ids = || proptest::collection::vec(0i64..6, 0..6);
+    (
+        ids(),
+        proptest::collection::vec((0i64..6, 0i64..3, arb_mechanism(), any::<bool>()), 0..6),
+        ids(),
+        proptest::collection::vec((0i64..6, 0i64..6, 0u8..4), 0..8),
+        proptest::collection::vec((0i64..4, 0i64..4, ids(), ids()), 0..4),
+        proptest::collection::vec((0i64..4, 0usize..4), 0..4),
+        proptest::collection::vec((0i64..4, proptest::option::of(0i64..3), 0i16..3), 0..4),
+    )
+        .prop_map(
+            |(sites, doors, holders, creds, groups, schedules, holidays)| {
+                const WINDOWS: [&str; 4] = [
+                    "mon-fri 07:00-19:00",
+                    "daily 22:00-06:00",
+                    "sat,sun 00:00-24:00",
+                    "wed 12:00-12:01",
+                ];
+                Entities {
+                    sites: sites
+                        .into_iter()
+                        .map(|id| Site {
+                            id: SiteId(id % 3),
+                            name: format!("site {id}"),
+                            time_zone: if id == 5 { "Nowhere/City" } else { NY }.into(),
+                        })
+                        .collect(),
+                    doors: doors
+                        .into_iter()
+                        .map(|(id, site, mechanism, low)| {
+                            let mut d = door(id, "d", mechanism);
+                            d.site = SiteId(site);
+                            d.allow_low_assurance = low;
+                            d.passback =
+                                [Passback::None, Passback::In, Passback::Out][id as usize % 3];
+                            d
+                        })
+                        .collect(),
+                    readers: vec![],
+                    cardholders: holders.into_iter().map(|id| holder(id, "h")).collect(),
+                    credentials: creds
+                        .into_iter()
+                        .map(|(id, h, n)| credential(id, h, n))
+                        .collect(),
+                    groups: groups
+                        .into_iter()
+                        .map(|(id, s, doors, holders)| group(id, s, &doors, &holders))
+                        .collect(),
+                    schedules: schedules
+                        .into_iter()
+                        .map(|(id, w)| schedule(id, "s", &[WINDOWS[w]], &["09:00-10:00"]))
+                        .collect(),
+                    holidays: holidays
+                        .into_iter()
+                        .map(|(id, site, d)| Holiday {
+                            id: HolidayId(id),
+                            site: site.map(SiteId),
+                            date: date(2026, 11, 23 + d as i8),
+                            name: "h".into(),
+                        })
+                        .collect(),
+                }
+            },
+        )
+}
+
+proptest! {
+    #[test]
+    fn build_never_panics_and_a_built_snapshot_decides(
+        e in arb_entities(),
+        reqs in proptest::collection::vec(arb_request(), 1..8),
+        t in arb_time(),
+    ) {
+        match AccessSnapshot::build(e) {
+            Err(err) => prop_assert!(!err.to_string().is_empty()),
+            Ok(s) => {
+                let mut state = PassbackState::new();
+                for r in &reqs {
+                    let d = s.decide_and_record(r, &mut state, t);
+                    prop_assert!(d.is_granted() || d.refusal().is_some());
+                }
+            }
+        }
+    }
+}

@@ -306,3 +306,72 @@ pub struct ApiToken {
     pub token_hash: String,
     pub created_at: Timestamp,
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use access::{Refusal, SiteId, Verdict};
+
+    #[test]
+    fn tap_event_carries_the_decision() {
+        let t: Timestamp = "2026-11-23T15:00:00Z".parse().unwrap();
+        let refused = Decision {
+            door: DoorId(3),
+            site: Some(SiteId(1)),
+            credential: Some(CredentialId(9)),
+            cardholder: Some(CardholderId(4)),
+            verdict: Verdict::Refused(Refusal::OutsideSchedule {
+                schedules: vec!["weekdays 07-19".into()],
+            }),
+            passback: None,
+        };
+        let e = NewEvent::tap(t, Some(ReaderId(7)), &refused, serde_json::json!({"x": 1}));
+        assert_eq!(e.kind, EventKind::Tap);
+        assert_eq!(e.result, Some(EventResult::Refused));
+        assert_eq!(e.code.as_deref(), Some("outside-schedule"));
+        assert_eq!(
+            e.reason.as_deref(),
+            Some("outside schedule `weekdays 07-19`")
+        );
+        assert_eq!((e.door, e.reader), (Some(DoorId(3)), Some(ReaderId(7))));
+        assert_eq!(e.cardholder, Some(CardholderId(4)));
+        assert_eq!(e.credential, Some(CredentialId(9)));
+
+        let granted = Decision {
+            verdict: Verdict::Granted {
+                group: access::GroupId(1),
+                schedule: access::ScheduleId(2),
+            },
+            ..refused
+        };
+        let e = NewEvent::tap(t, None, &granted, serde_json::Value::Null);
+        assert_eq!(e.result, Some(EventResult::Granted));
+        assert_eq!(e.code.as_deref(), Some("granted"));
+        assert_eq!(e.reason, None);
+    }
+
+    #[test]
+    fn text_enums_name_the_choices() {
+        assert_eq!(
+            "door-command".parse::<EventKind>(),
+            Ok(EventKind::DoorCommand)
+        );
+        let e = "root".parse::<Role>().unwrap_err();
+        assert!(e.contains("`viewer`") && e.contains("`admin`"), "{e}");
+        assert_eq!(
+            serde_json::to_string(&EventResult::Refused).unwrap(),
+            "\"refused\""
+        );
+    }
+
+    #[test]
+    fn query_limits() {
+        let q = EventQuery::default();
+        assert_eq!(q.effective_limit(), 100);
+        let q = EventQuery {
+            limit: 5000,
+            ..EventQuery::default()
+        };
+        assert_eq!(q.effective_limit(), 1000);
+    }
+}
