@@ -9,7 +9,7 @@ PACKAGES=(
   pcscd vsmartcard-vpcd libpcsclite-dev pkg-config pcsc-tools
   opensc yubico-piv-tool python3-pyscard
   openssl libssl-dev gnutls-bin libgnutls28-dev python3-cryptography
-  build-essential hyperfine
+  build-essential hyperfine postgresql
 )
 
 missing=()

@@ -1,0 +1,33 @@
+//! The door-access domain and the access decision, sans-I/O.
+//!
+//! Sites, doors, readers, cardholders, credentials, access groups, weekly
+//! schedules and holidays are plain values ([`model`]). They are indexed once
+//! into an immutable [`AccessSnapshot`] (linear time; share it through an
+//! `Arc` and swap a new one in on change), and [`AccessSnapshot::decide`]
+//! answers one tap — an authenticated card identity at a door — with a
+//! [`Decision`]: granted, or refused by a typed [`Refusal`] that has a stable
+//! kebab-case code and a sentence naming the rule. Nothing here reads a
+//! clock, a file, a database or a socket: the time is an argument, and the
+//! anti-passback state is passed in and the change to it handed back.
+//!
+//! Time zones come from [`jiff`], with the IANA time-zone database compiled
+//! into the binary (`tzdb-bundle-always`, no system zoneinfo): a site's
+//! schedule means the same on every machine, and resolving a zone reads no
+//! file. jiff was chosen over `chrono` + `chrono-tz` because one well-kept
+//! crate covers civil times, zone conversion with DST gaps and folds, and
+//! serde, where the chrono pair needs two crates and a generated database.
+
+pub mod decide;
+pub mod model;
+pub mod schedule;
+pub mod snapshot;
+
+pub use decide::{
+    Decision, Identity, PassbackState, PassbackUpdate, Presence, Refusal, Request, Verdict,
+};
+pub use model::*;
+pub use schedule::{Days, TimeRange, Window, WindowSet};
+pub use snapshot::{time_zone, AccessSnapshot, BuildError, Entities};
+
+/// Re-exported so callers name the same time types.
+pub use jiff;

@@ -1,0 +1,272 @@
+//! Event-log commit latency and events per second through group commit, and
+//! loading 10,000 credentials into a snapshot: SQLite (WAL,
+//! `synchronous=FULL`) and PostgreSQL (a temporary cluster with `fsync=on`)
+//! side by side.
+//!
+//! `cargo bench -p eventlog --bench commit` (`-- --quick` for fewer events).
+//! Latency is from submitting an event to its durable acknowledgement.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use access::jiff::Timestamp;
+use access::*;
+use eventlog::testing::{in_ci, TempCluster};
+use eventlog::*;
+use serde_json::json;
+
+const CREDENTIALS: usize = 10_000;
+
+fn entities() -> Entities {
+    let t0: Timestamp = "2026-01-01T00:00:00Z".parse().unwrap();
+    let mut e = Entities {
+        sites: vec![Site {
+            id: SiteId(1),
+            name: "HQ".into(),
+            time_zone: "America/New_York".into(),
+        }],
+        ..Entities::default()
+    };
+    for d in 1..=8 {
+        e.doors.push(Door {
+            id: DoorId(d),
+            site: SiteId(1),
+            name: format!("door {d}"),
+            mechanism: Mechanism::PkiCak,
+            allow_low_assurance: false,
+            passback: Passback::None,
+            mode: DoorMode::Normal,
+        });
+    }
+    e.schedules.push(Schedule {
+        id: ScheduleId(1),
+        name: "always".into(),
+        windows: vec!["daily 00:00-24:00".parse().unwrap()],
+        holiday_windows: vec![],
+    });
+    for i in 0..CREDENTIALS {
+        let id = i as i64 + 1;
+        e.cardholders.push(Cardholder {
+            id: CardholderId(id),
+            name: format!("person {i}"),
+            status: CardholderStatus::Active,
+            valid_from: None,
+            valid_until: None,
+        });
+        let mut b = [0u8; 32];
+        b[..8].copy_from_slice(&(i as u64).to_be_bytes());
+        let mut u = [0u8; 16];
+        u[..8].copy_from_slice(&(i as u64).to_be_bytes());
+        e.credentials.push(Credential {
+            id: CredentialId(id),
+            cardholder: CardholderId(id),
+            card_uuid: Some(CardUuid(u)),
+            fasc_n: None,
+            cert_sha256: Some(Sha256(b)),
+            spki_sha256: None,
+            expires_at: Some("2031-01-01T00:00:00Z".parse().unwrap()),
+            enrolled_at: t0,
+            enrolled_by: "bench".into(),
+            state: CredentialState::Active,
+        });
+    }
+    e.groups.push(AccessGroup {
+        id: GroupId(1),
+        name: "everyone".into(),
+        schedule: ScheduleId(1),
+        doors: (1..=8).map(DoorId).collect(),
+        cardholders: (1..=CREDENTIALS as i64).map(CardholderId).collect(),
+    });
+    e
+}
+
+/// A tap event carrying a transaction the size the service stores.
+fn tap(i: usize) -> NewEvent {
+    NewEvent {
+        time: Timestamp::now(),
+        kind: EventKind::Tap,
+        door: Some(DoorId((i % 8) as i64 + 1)),
+        reader: Some(ReaderId((i % 8) as i64 + 1)),
+        cardholder: Some(CardholderId((i % CREDENTIALS) as i64 + 1)),
+        credential: Some(CredentialId((i % CREDENTIALS) as i64 + 1)),
+        result: Some(EventResult::Granted),
+        code: Some("granted".into()),
+        reason: None,
+        actor: None,
+        data: Some(json!({
+            "mechanism": "pki-cak",
+            "assurance": "some",
+            "path": "fast",
+            "stages": [
+                {"name": "detect", "wall_us": 12, "apdus": 0, "bytes_out": 0, "bytes_in": 0},
+                {"name": "select", "wall_us": 180, "apdus": 1, "bytes_out": 15, "bytes_in": 22},
+                {"name": "challenge", "wall_us": 820, "apdus": 1, "bytes_out": 48, "bytes_in": 124},
+                {"name": "verify", "wall_us": 4, "apdus": 0, "bytes_out": 0, "bytes_in": 0},
+                {"name": "decide", "wall_us": 1, "apdus": 0, "bytes_out": 0, "bytes_in": 0}
+            ],
+            "card": {
+                "uuid": "urn:uuid:3a4f9c10-0001-4b6e-8f00-aabbccddeeff",
+                "cert_sha256": "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08",
+                "expires": "2031-01-01T00:00:00Z",
+                "key_algorithm": "P-256"
+            },
+            "outcome": {"result": "granted"},
+            "host_compute_us": 620
+        })),
+    }
+}
+
+struct Row {
+    backend: String,
+    concurrency: usize,
+    events: usize,
+    per_s: f64,
+    p50_ms: f64,
+    p99_ms: f64,
+    avg_batch: f64,
+}
+
+fn pct(sorted: &[Duration], p: f64) -> f64 {
+    let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
+    sorted[i].as_secs_f64() * 1e3
+}
+
+async fn run(
+    name: &str,
+    store: Arc<dyn Store>,
+    quick: bool,
+    rows: &mut Vec<Row>,
+    loads: &mut Vec<String>,
+) {
+    let t = Instant::now();
+    store.import_entities(&entities()).await.unwrap();
+    let import = t.elapsed();
+    let (mut times, mut reads, mut builds) = (Vec::new(), Vec::new(), Vec::new());
+    for _ in 0..5 {
+        let t = Instant::now();
+        let e = store.load_entities().await.unwrap();
+        let read = t.elapsed();
+        let snap = AccessSnapshot::build(e).unwrap();
+        times.push(t.elapsed());
+        reads.push(read);
+        builds.push(t.elapsed() - read);
+        assert_eq!(snap.credentials().len(), CREDENTIALS);
+    }
+    for v in [&mut times, &mut reads, &mut builds] {
+        v.sort();
+    }
+    let ms = |d: Duration| d.as_secs_f64() * 1e3;
+    loads.push(format!(
+        "| {name} | {:.1} | {:.1} | {:.1} | {:.1} | {:.0} |",
+        ms(times[2]),
+        ms(times[0]),
+        ms(reads[2]),
+        ms(builds[2]),
+        ms(import)
+    ));
+
+    let (log, writer) = EventLog::start(store.clone(), 0);
+    for &concurrency in &[1usize, 8, 64, 256] {
+        let per_task = match (quick, concurrency) {
+            (true, 1) => 50,
+            (true, _) => (2000 / concurrency).max(5),
+            (false, 1) => 300,
+            (false, _) => (10_000 / concurrency).max(20),
+        };
+        let before = log.stats();
+        let start = Instant::now();
+        let mut tasks = tokio::task::JoinSet::new();
+        for t in 0..concurrency {
+            let log = log.clone();
+            tasks.spawn(async move {
+                let mut lat = Vec::with_capacity(per_task);
+                for k in 0..per_task {
+                    let e = tap(t * per_task + k);
+                    let s = Instant::now();
+                    log.append(e).await.unwrap();
+                    lat.push(s.elapsed());
+                }
+                lat
+            });
+        }
+        let mut lat = Vec::new();
+        while let Some(r) = tasks.join_next().await {
+            lat.extend(r.unwrap());
+        }
+        let wall = start.elapsed();
+        let after = log.stats();
+        lat.sort();
+        let n = lat.len();
+        rows.push(Row {
+            backend: name.to_string(),
+            concurrency,
+            events: n,
+            per_s: n as f64 / wall.as_secs_f64(),
+            p50_ms: pct(&lat, 0.5),
+            p99_ms: pct(&lat, 0.99),
+            avg_batch: (after.events - before.events) as f64
+                / (after.commits - before.commits).max(1) as f64,
+        });
+    }
+    drop(log);
+    writer.await.unwrap();
+}
+
+fn main() {
+    let quick = std::env::args().any(|a| a == "--quick");
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let mut rows = Vec::new();
+        let mut loads = Vec::new();
+
+        let dir = tempfile::tempdir().unwrap();
+        let sqlite = SqlStore::open_data_dir(dir.path()).await.unwrap();
+        run(
+            "SQLite (WAL, synchronous=FULL)",
+            Arc::new(sqlite.clone()),
+            quick,
+            &mut rows,
+            &mut loads,
+        )
+        .await;
+        sqlite.close().await;
+
+        match TempCluster::start(true) {
+            Ok(pg) => {
+                let store = SqlStore::connect(pg.url()).await.unwrap();
+                let name = format!(
+                    "PostgreSQL {} (fsync=on, Unix socket)",
+                    pg.version()
+                        .rsplit(' ')
+                        .next()
+                        .and_then(|v| v.split('-').next())
+                        .unwrap_or("")
+                );
+                run(&name, Arc::new(store.clone()), quick, &mut rows, &mut loads).await;
+                store.close().await;
+            }
+            Err(e) if in_ci() => panic!("PostgreSQL is required in CI: {e}"),
+            Err(e) => eprintln!("PostgreSQL skipped: {e}"),
+        }
+
+        println!("\nLoad 10,000 credentials into an AccessSnapshot (ms, of 5 runs; import = seeding them in one transaction)\n");
+        println!("| backend | load median | load best | read rows (median) | index (median) | import |");
+        println!("|---|---|---|---|---|---|");
+        for l in &loads {
+            println!("{l}");
+        }
+        println!("\nEvent append through group commit (latency = submit to durable acknowledgement)\n");
+        println!("| backend | concurrent submitters | events | events/s | p50 ms | p99 ms | events per commit |");
+        println!("|---|---|---|---|---|---|---|");
+        for r in &rows {
+            println!(
+                "| {} | {} | {} | {:.0} | {:.2} | {:.2} | {:.1} |",
+                r.backend, r.concurrency, r.events, r.per_s, r.p50_ms, r.p99_ms, r.avg_batch
+            );
+        }
+    });
+}

@@ -1,0 +1,704 @@
+//! The store on SQLite (always) and PostgreSQL (a temporary cluster; with
+//! CI=true a machine without PostgreSQL fails these tests).
+
+use std::collections::HashSet;
+use std::sync::Arc;
+
+use access::jiff::civil::date;
+use access::jiff::Timestamp;
+use access::*;
+use eventlog::testing::postgres_or_skip;
+use eventlog::*;
+use serde_json::json;
+
+fn ts(s: &str) -> Timestamp {
+    s.parse().unwrap()
+}
+
+/// Runs scenario `$name` on a fresh SQLite database and a fresh PostgreSQL one.
+macro_rules! on_both {
+    ($name:ident) => {
+        mod $name {
+            use super::*;
+
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn sqlite() {
+                let dir = tempfile::tempdir().unwrap();
+                let store = SqlStore::open_data_dir(&dir.path().join("data"))
+                    .await
+                    .unwrap();
+                assert_eq!(store.backend(), Backend::Sqlite);
+                super::$name(Arc::new(store)).await;
+            }
+
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn postgres() {
+                let Some(pg) = postgres_or_skip(concat!(stringify!($name), "::postgres")) else {
+                    return;
+                };
+                let store = SqlStore::connect(pg.url()).await.unwrap();
+                assert_eq!(store.backend(), Backend::Postgres);
+                super::$name(Arc::new(store.clone())).await;
+                store.close().await;
+            }
+        }
+    };
+}
+
+on_both!(crud_and_snapshot);
+on_both!(events_filters_and_paging);
+on_both!(group_commit);
+on_both!(tokens);
+
+fn site(name: &str, tz: &str) -> Site {
+    Site {
+        id: SiteId(0),
+        name: name.into(),
+        time_zone: tz.into(),
+    }
+}
+
+fn door(site: SiteId, name: &str) -> Door {
+    Door {
+        id: DoorId(0),
+        site,
+        name: name.into(),
+        mechanism: Mechanism::PkiCak,
+        allow_low_assurance: false,
+        passback: Passback::None,
+        mode: DoorMode::Normal,
+    }
+}
+
+fn credential(holder: CardholderId, n: u8) -> Credential {
+    Credential {
+        id: CredentialId(0),
+        cardholder: holder,
+        card_uuid: Some(CardUuid([n; 16])),
+        fasc_n: Some(FascN([n; 25])),
+        cert_sha256: Some(Sha256([n; 32])),
+        spki_sha256: Some(Sha256([n ^ 0xff; 32])),
+        expires_at: Some(ts("2030-01-01T00:00:00Z")),
+        enrolled_at: ts("2026-11-01T09:30:00.123456Z"),
+        enrolled_by: "admin-token".into(),
+        state: CredentialState::Active,
+    }
+}
+
+async fn crud_and_snapshot(store: Arc<dyn Store>) {
+    // Sites: a bad time zone is refused with the field named.
+    let err = store
+        .create_site(site("Nowhere", "Mars/Base"))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(
+            err,
+            StoreError::Invalid {
+                field: "time_zone",
+                ..
+            }
+        ),
+        "{err}"
+    );
+    let hq = store
+        .create_site(site("HQ", "America/New_York"))
+        .await
+        .unwrap();
+    assert_eq!(hq.id, SiteId(1));
+    let annex = store
+        .create_site(site("Annex", "Europe/Paris"))
+        .await
+        .unwrap();
+    assert_eq!(store.get_site(hq.id).await.unwrap(), hq);
+    let err = store.create_site(site("HQ", "UTC")).await.unwrap_err();
+    assert!(
+        matches!(err, StoreError::Conflict { kind: "site", .. }),
+        "{err}"
+    );
+
+    // Doors.
+    let front = store.create_door(door(hq.id, "Front")).await.unwrap();
+    let mut lab = door(hq.id, "Lab");
+    lab.mechanism = Mechanism::PkiAuth;
+    lab.passback = Passback::In;
+    let lab = store.create_door(lab).await.unwrap();
+    let mut legacy = door(annex.id, "Legacy");
+    legacy.mechanism = Mechanism::Chuid;
+    let err = store.create_door(legacy.clone()).await.unwrap_err();
+    assert!(
+        matches!(
+            err,
+            StoreError::Invalid {
+                field: "mechanism",
+                ..
+            }
+        ),
+        "{err}"
+    );
+    legacy.allow_low_assurance = true;
+    let legacy = store.create_door(legacy).await.unwrap();
+    let err = store
+        .create_door(door(SiteId(99), "Ghost"))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(err, StoreError::Reference { kind: "door", .. }),
+        "{err}"
+    );
+    assert_eq!(store.get_door(lab.id).await.unwrap(), lab);
+    let mut locked = front.clone();
+    locked.mode = DoorMode::Locked;
+    store.update_door(&locked).await.unwrap();
+    assert_eq!(
+        store.get_door(front.id).await.unwrap().mode,
+        DoorMode::Locked
+    );
+    store.update_door(&front).await.unwrap();
+    let mut ghost = front.clone();
+    ghost.id = DoorId(404);
+    assert!(matches!(
+        store.update_door(&ghost).await.unwrap_err(),
+        StoreError::NotFound { kind: "door", .. }
+    ));
+
+    // Readers.
+    let reader = store
+        .create_reader(Reader {
+            id: ReaderId(0),
+            door: front.id,
+            name: "front reader".into(),
+            connection: "Virtual PCD 00 00".into(),
+        })
+        .await
+        .unwrap();
+    let err = store
+        .create_reader(Reader {
+            id: ReaderId(0),
+            door: lab.id,
+            name: "twin".into(),
+            connection: "Virtual PCD 00 00".into(),
+        })
+        .await
+        .unwrap_err();
+    assert!(matches!(err, StoreError::Conflict { .. }), "{err}");
+
+    // Cardholders.
+    let ada = store
+        .create_cardholder(Cardholder {
+            id: CardholderId(0),
+            name: "Ada".into(),
+            status: CardholderStatus::Active,
+            valid_from: Some(ts("2026-01-01T00:00:00Z")),
+            valid_until: None,
+        })
+        .await
+        .unwrap();
+    let bob = store
+        .create_cardholder(Cardholder {
+            id: CardholderId(0),
+            name: "Bob".into(),
+            status: CardholderStatus::Suspended {
+                reason: "badge audit".into(),
+            },
+            valid_from: None,
+            valid_until: Some(ts("2027-06-30T00:00:00Z")),
+        })
+        .await
+        .unwrap();
+    assert_eq!(store.get_cardholder(bob.id).await.unwrap(), bob);
+
+    // Credentials.
+    let c1 = store
+        .create_credential(credential(ada.id, 1))
+        .await
+        .unwrap();
+    assert_eq!(store.get_credential(c1.id).await.unwrap(), c1);
+    let mut dup = credential(bob.id, 2);
+    dup.card_uuid = c1.card_uuid;
+    let err = store.create_credential(dup).await.unwrap_err();
+    assert!(
+        matches!(
+            err,
+            StoreError::Conflict {
+                kind: "credential",
+                ..
+            }
+        ),
+        "{err}"
+    );
+    let mut bare = credential(bob.id, 3);
+    bare.card_uuid = None;
+    bare.fasc_n = None;
+    bare.cert_sha256 = None;
+    bare.spki_sha256 = None;
+    assert!(matches!(
+        store.create_credential(bare).await.unwrap_err(),
+        StoreError::Invalid { .. }
+    ));
+    let mut revoked = credential(bob.id, 4);
+    revoked.state = CredentialState::Revoked {
+        reason: "key compromise".into(),
+        at: Some(ts("2026-06-01T12:00:00Z")),
+    };
+    revoked.expires_at = None;
+    let c2 = store.create_credential(revoked).await.unwrap();
+    assert_eq!(store.get_credential(c2.id).await.unwrap(), c2);
+    let mut suspended = c1.clone();
+    suspended.state = CredentialState::Suspended {
+        reason: "reported lost".into(),
+    };
+    store.update_credential(&suspended).await.unwrap();
+    assert_eq!(store.get_credential(c1.id).await.unwrap(), suspended);
+    store.update_credential(&c1).await.unwrap();
+
+    // Schedules, groups, holidays.
+    let weekdays = store
+        .create_schedule(Schedule {
+            id: ScheduleId(0),
+            name: "weekdays 07-19".into(),
+            windows: vec![
+                "mon-fri 07:00-19:00".parse().unwrap(),
+                "fri 22:00-06:00".parse().unwrap(),
+            ],
+            holiday_windows: vec!["09:00-12:00".parse().unwrap()],
+        })
+        .await
+        .unwrap();
+    assert_eq!(store.get_schedule(weekdays.id).await.unwrap(), weekdays);
+    let always = store
+        .create_schedule(Schedule {
+            id: ScheduleId(0),
+            name: "always".into(),
+            windows: vec!["daily 00:00-24:00".parse().unwrap()],
+            holiday_windows: vec![],
+        })
+        .await
+        .unwrap();
+    let staff = store
+        .create_group(AccessGroup {
+            id: GroupId(0),
+            name: "staff".into(),
+            schedule: weekdays.id,
+            doors: vec![front.id, lab.id, front.id],
+            cardholders: vec![ada.id, bob.id],
+        })
+        .await
+        .unwrap();
+    let got = store.get_group(staff.id).await.unwrap();
+    assert_eq!(got.doors, vec![front.id, lab.id]);
+    assert_eq!(got.cardholders, vec![ada.id, bob.id]);
+    let err = store
+        .create_group(AccessGroup {
+            id: GroupId(0),
+            name: "ghosts".into(),
+            schedule: always.id,
+            doors: vec![DoorId(404)],
+            cardholders: vec![],
+        })
+        .await
+        .unwrap_err();
+    assert!(matches!(err, StoreError::Reference { .. }), "{err}");
+    let mut legacy_group = AccessGroup {
+        id: GroupId(0),
+        name: "legacy".into(),
+        schedule: always.id,
+        doors: vec![legacy.id],
+        cardholders: vec![bob.id],
+    };
+    legacy_group = store.create_group(legacy_group).await.unwrap();
+    legacy_group.cardholders = vec![ada.id];
+    store.update_group(&legacy_group).await.unwrap();
+    assert_eq!(
+        store.get_group(legacy_group.id).await.unwrap(),
+        legacy_group
+    );
+
+    let xmas = store
+        .create_holiday(Holiday {
+            id: HolidayId(0),
+            site: None,
+            date: date(2026, 12, 25),
+            name: "Christmas Day".into(),
+        })
+        .await
+        .unwrap();
+    let closure = store
+        .create_holiday(Holiday {
+            id: HolidayId(0),
+            site: Some(annex.id),
+            date: date(2026, 12, 1),
+            name: "Annex closure".into(),
+        })
+        .await
+        .unwrap();
+    assert_eq!(store.get_holiday(closure.id).await.unwrap(), closure);
+
+    // Everything loads back, in id order.
+    let e = store.load_entities().await.unwrap();
+    assert_eq!(e.sites, vec![hq.clone(), annex.clone()]);
+    assert_eq!(e.doors, vec![front.clone(), lab.clone(), legacy.clone()]);
+    assert_eq!(e.readers, vec![reader.clone()]);
+    assert_eq!(e.cardholders, vec![ada.clone(), bob.clone()]);
+    assert_eq!(e.credentials, vec![c1.clone(), c2.clone()]);
+    assert_eq!(e.schedules, vec![weekdays.clone(), always.clone()]);
+    assert_eq!(e.holidays, vec![xmas.clone(), closure.clone()]);
+    assert_eq!(e.groups.len(), 2);
+    assert_eq!(store.list_doors().await.unwrap().len(), 3);
+    assert_eq!(store.list_groups().await.unwrap(), e.groups);
+
+    // The snapshot decides from what was stored.
+    let snap = store.load_snapshot().await.unwrap();
+    let req = |door: DoorId, n: u8| Request {
+        door,
+        identity: Identity {
+            cert_sha256: Some(Sha256([n; 32])),
+            ..Identity::default()
+        },
+        mechanism: Mechanism::PkiCak,
+        assurance: Assurance::Some,
+    };
+    let monday_10 = ts("2026-11-23T15:00:00Z");
+    let d = snap.decide(&req(front.id, 1), &PassbackState::new(), monday_10);
+    assert!(d.is_granted(), "{d:?}");
+    let d = snap.decide(&req(front.id, 4), &PassbackState::new(), monday_10);
+    assert_eq!(d.code(), "credential-revoked");
+    let d = snap.decide(
+        &req(front.id, 1),
+        &PassbackState::new(),
+        ts("2026-12-25T15:00:00Z"),
+    );
+    assert_eq!(d.code(), "granted", "holiday window 09:00-12:00 opens");
+
+    // References hold: a site with doors, a door with a reader, a cardholder
+    // with credentials, a schedule used by a group cannot go.
+    for err in [
+        store.delete_site(hq.id).await.unwrap_err(),
+        store.delete_door(front.id).await.unwrap_err(),
+        store.delete_cardholder(ada.id).await.unwrap_err(),
+        store.delete_schedule(always.id).await.unwrap_err(),
+    ] {
+        assert!(matches!(err, StoreError::Reference { .. }), "{err}");
+    }
+    store.delete_reader(reader.id).await.unwrap();
+    assert!(matches!(
+        store.get_reader(reader.id).await.unwrap_err(),
+        StoreError::NotFound { kind: "reader", .. }
+    ));
+    assert!(matches!(
+        store.delete_reader(reader.id).await.unwrap_err(),
+        StoreError::NotFound { .. }
+    ));
+    // Deleting a door takes it out of its groups.
+    store.delete_door(front.id).await.unwrap();
+    assert_eq!(store.get_group(staff.id).await.unwrap().doors, vec![lab.id]);
+    store.delete_credential(c1.id).await.unwrap();
+    store.delete_group(staff.id).await.unwrap();
+    store.delete_holiday(xmas.id).await.unwrap();
+    assert_eq!(store.list_holidays().await.unwrap(), vec![closure]);
+    assert_eq!(store.list_credentials().await.unwrap(), vec![c2]);
+    // Ids are not reused.
+    let again = store.create_door(door(hq.id, "Front")).await.unwrap();
+    assert_eq!(again.id, DoorId(legacy.id.0 + 1));
+
+    // Import keeps ids and later creates continue after them.
+    let mut imported = Entities::default();
+    let mut s = site("Imported", "UTC");
+    s.id = SiteId(50);
+    imported.sites.push(s);
+    store.import_entities(&imported).await.unwrap();
+    assert_eq!(store.get_site(SiteId(50)).await.unwrap().name, "Imported");
+    let next = store.create_site(site("After", "UTC")).await.unwrap();
+    assert_eq!(next.id, SiteId(51));
+}
+
+fn tap(time: &str, door: i64, holder: Option<i64>, granted: bool) -> NewEvent {
+    NewEvent {
+        time: ts(time),
+        kind: EventKind::Tap,
+        door: Some(DoorId(door)),
+        reader: Some(ReaderId(door * 10)),
+        cardholder: holder.map(CardholderId),
+        credential: holder.map(|h| CredentialId(h + 100)),
+        result: Some(if granted {
+            EventResult::Granted
+        } else {
+            EventResult::Refused
+        }),
+        code: Some(if granted { "granted" } else { "not-enrolled" }.into()),
+        reason: (!granted).then(|| "not enrolled: no credential has card UUID …".into()),
+        actor: None,
+        data: Some(json!({"mechanism": "pki-cak", "stages": [{"name": "select", "wall_us": 130}]})),
+    }
+}
+
+async fn events_filters_and_paging(store: Arc<dyn Store>) {
+    let ids = store
+        .append_events(&[
+            tap("2026-11-23T10:00:00Z", 1, Some(1), true),
+            tap("2026-11-23T10:01:00Z", 1, None, false),
+            tap("2026-11-23T10:02:00Z", 2, Some(2), true),
+        ])
+        .await
+        .unwrap();
+    assert_eq!(ids, vec![EventId(1), EventId(2), EventId(3)]);
+    let more = store
+        .append_events(&[
+            NewEvent::admin(
+                ts("2026-11-23T11:00:00Z"),
+                "ops-admin",
+                "door.update",
+                "door 1 `Front` set to locked".into(),
+                json!({"id": 1, "mode": "locked"}),
+            ),
+            NewEvent::door_command(
+                ts("2026-11-23T11:05:00Z"),
+                "ops",
+                DoorId(2),
+                "unlock-momentary",
+                "door 2 unlocked for 5 s".into(),
+            ),
+            tap("2026-11-23T12:00:00Z", 1, Some(1), true),
+        ])
+        .await
+        .unwrap();
+    assert_eq!(more, vec![EventId(4), EventId(5), EventId(6)]);
+    assert!(store.append_events(&[]).await.unwrap().is_empty());
+
+    let all = store.query_events(&EventQuery::default()).await.unwrap();
+    assert_eq!(all.events.len(), 6);
+    assert_eq!(all.next, None);
+    assert_eq!(
+        all.events[0].event,
+        tap("2026-11-23T10:00:00Z", 1, Some(1), true)
+    );
+    assert_eq!(all.events[3].event.actor.as_deref(), Some("ops-admin"));
+    assert_eq!(
+        all.events[3].event.data,
+        Some(json!({"id": 1, "mode": "locked"}))
+    );
+    assert_eq!(all.events[4].event.kind, EventKind::DoorCommand);
+
+    let ids_of = |p: &EventPage| p.events.iter().map(|e| e.id.0).collect::<Vec<_>>();
+    let q = |f: fn(&mut EventQuery)| {
+        let mut q = EventQuery::default();
+        f(&mut q);
+        q
+    };
+    let page = store
+        .query_events(&q(|q| q.door = Some(DoorId(1))))
+        .await
+        .unwrap();
+    assert_eq!(ids_of(&page), vec![1, 2, 6]);
+    let page = store
+        .query_events(&q(|q| q.cardholder = Some(CardholderId(2))))
+        .await
+        .unwrap();
+    assert_eq!(ids_of(&page), vec![3]);
+    let page = store
+        .query_events(&q(|q| q.result = Some(EventResult::Refused)))
+        .await
+        .unwrap();
+    assert_eq!(ids_of(&page), vec![2]);
+    let page = store
+        .query_events(&q(|q| q.kind = Some(EventKind::Admin)))
+        .await
+        .unwrap();
+    assert_eq!(ids_of(&page), vec![4]);
+    let page = store
+        .query_events(&q(|q| {
+            q.since = Some(ts("2026-11-23T10:01:00Z"));
+            q.until = Some(ts("2026-11-23T12:00:00Z"));
+        }))
+        .await
+        .unwrap();
+    assert_eq!(ids_of(&page), vec![2, 3, 4, 5]);
+    let page = store
+        .query_events(&q(|q| {
+            q.door = Some(DoorId(1));
+            q.result = Some(EventResult::Granted);
+        }))
+        .await
+        .unwrap();
+    assert_eq!(ids_of(&page), vec![1, 6]);
+
+    // Forward paging by two.
+    let mut q = EventQuery {
+        limit: 2,
+        ..EventQuery::default()
+    };
+    let mut seen = Vec::new();
+    loop {
+        let page = store.query_events(&q).await.unwrap();
+        seen.extend(ids_of(&page));
+        match page.next {
+            Some(c) => q.cursor = Some(c),
+            None => break,
+        }
+    }
+    assert_eq!(seen, vec![1, 2, 3, 4, 5, 6]);
+    // Backward, newest first, with a filter.
+    let mut q = EventQuery {
+        limit: 2,
+        direction: Direction::Backward,
+        kind: Some(EventKind::Tap),
+        ..EventQuery::default()
+    };
+    let page = store.query_events(&q).await.unwrap();
+    assert_eq!(ids_of(&page), vec![6, 3]);
+    assert_eq!(page.next, Some(EventId(3)));
+    q.cursor = page.next;
+    let page = store.query_events(&q).await.unwrap();
+    assert_eq!(ids_of(&page), vec![2, 1]);
+    assert_eq!(page.next, None, "nothing older than event 1");
+    // Limits are bounded.
+    let page = store
+        .query_events(&EventQuery {
+            limit: 1_000_000,
+            ..EventQuery::default()
+        })
+        .await
+        .unwrap();
+    assert_eq!(page.events.len(), 6);
+}
+
+async fn group_commit(store: Arc<dyn Store>) {
+    const N: usize = 400;
+    let (log, writer) = EventLog::start(store.clone(), 64);
+    let mut tasks = tokio::task::JoinSet::new();
+    for i in 0..N {
+        let log = log.clone();
+        tasks.spawn(async move {
+            let e = tap(
+                "2026-11-23T10:00:00Z",
+                (i % 8) as i64 + 1,
+                Some(i as i64),
+                i % 3 != 0,
+            );
+            log.append(e).await
+        });
+    }
+    let mut ids = HashSet::new();
+    while let Some(r) = tasks.join_next().await {
+        let id = r.unwrap().expect("durably appended");
+        assert!(ids.insert(id), "id {id} given twice");
+    }
+    assert_eq!(ids.len(), N);
+    let stats = log.stats();
+    assert_eq!(stats.events, N as u64);
+    assert_eq!(stats.failed_commits, 0);
+    assert!(stats.largest_batch <= 64);
+    assert!(
+        stats.commits < N as u64,
+        "concurrent submissions should share commits: {stats:?}"
+    );
+    // Every acknowledged event is readable, once, in id order.
+    let mut q = EventQuery {
+        limit: 1000,
+        ..EventQuery::default()
+    };
+    let page = store.query_events(&q).await.unwrap();
+    let stored: Vec<EventId> = page.events.iter().map(|e| e.id).collect();
+    assert_eq!(stored.len(), N);
+    assert!(stored.windows(2).all(|w| w[0] < w[1]));
+    assert_eq!(stored.iter().copied().collect::<HashSet<_>>(), ids);
+    q.result = Some(EventResult::Refused);
+    assert_eq!(
+        store.query_events(&q).await.unwrap().events.len(),
+        (0..N).filter(|i| i % 3 == 0).count()
+    );
+    // The writer stops once every handle is gone.
+    drop(log);
+    writer.await.unwrap();
+}
+
+async fn tokens(store: Arc<dyn Store>) {
+    let t = ApiToken {
+        name: "ops".into(),
+        role: Role::Operator,
+        token_hash: "ab".repeat(32),
+        created_at: ts("2026-11-23T09:00:00Z"),
+    };
+    store.create_token(&t).await.unwrap();
+    assert_eq!(
+        store.token_by_hash(&t.token_hash).await.unwrap(),
+        Some(t.clone())
+    );
+    assert_eq!(store.token_by_hash("00").await.unwrap(), None);
+    let err = store.create_token(&t).await.unwrap_err();
+    assert!(matches!(err, StoreError::Conflict { .. }), "{err}");
+    let admin = ApiToken {
+        name: "admin".into(),
+        role: Role::Admin,
+        token_hash: "cd".repeat(32),
+        created_at: ts("2026-11-23T09:01:00Z"),
+    };
+    store.create_token(&admin).await.unwrap();
+    assert_eq!(store.list_tokens().await.unwrap(), vec![admin, t.clone()]);
+    store.delete_token("ops").await.unwrap();
+    assert!(matches!(
+        store.delete_token("ops").await.unwrap_err(),
+        StoreError::NotFound { .. }
+    ));
+    assert!(Role::Admin.includes(Role::Operator));
+    assert!(!Role::Viewer.includes(Role::Operator));
+}
+
+#[tokio::test]
+async fn sqlite_is_durable_and_reopens() {
+    use sqlx::Row;
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("nested").join("data");
+    {
+        let store = SqlStore::open_data_dir(&data).await.unwrap();
+        let mut conn = store.pool().acquire().await.unwrap();
+        let mode: String = sqlx::query("PRAGMA journal_mode")
+            .fetch_one(&mut *conn)
+            .await
+            .unwrap()
+            .try_get(0)
+            .unwrap();
+        assert_eq!(mode, "wal");
+        let sync: i64 = sqlx::query("PRAGMA synchronous")
+            .fetch_one(&mut *conn)
+            .await
+            .unwrap()
+            .try_get(0)
+            .unwrap();
+        assert_eq!(sync, 2, "synchronous=FULL");
+        let fk: i64 = sqlx::query("PRAGMA foreign_keys")
+            .fetch_one(&mut *conn)
+            .await
+            .unwrap()
+            .try_get(0)
+            .unwrap();
+        assert_eq!(fk, 1);
+        drop(conn);
+        store
+            .append_events(&[tap("2026-11-23T10:00:00Z", 1, Some(1), true)])
+            .await
+            .unwrap();
+        store.close().await;
+    }
+    assert!(data.join("pivgate.db").exists());
+    // Reopening runs the migrations again (a no-op) and keeps the events.
+    let store = SqlStore::open_data_dir(&data).await.unwrap();
+    let page = store.query_events(&EventQuery::default()).await.unwrap();
+    assert_eq!(page.events.len(), 1);
+    let ids = store
+        .append_events(&[tap("2026-11-23T10:00:01Z", 1, Some(1), true)])
+        .await
+        .unwrap();
+    assert_eq!(ids, vec![EventId(2)]);
+}
+
+#[tokio::test]
+async fn bad_urls_and_directories_are_named() {
+    let err = SqlStore::connect("mysql://localhost/x").await.unwrap_err();
+    assert!(err.to_string().contains("mysql://localhost/x"), "{err}");
+    let file = tempfile::NamedTempFile::new().unwrap();
+    let err = SqlStore::open_data_dir(&file.path().join("sub"))
+        .await
+        .unwrap_err();
+    assert!(matches!(err, StoreError::DataDir { .. }), "{err}");
+}
