@@ -12,7 +12,7 @@ use crate::transaction::{
 use crate::verify::{self, CardCert, Profile};
 use arc_swap::ArcSwap;
 use host::client::{Piv, PivError};
-use host::{Channel, Transport, TransportError};
+use host::{Channel, Transport, TransportError, TransportExt};
 use piv::chuid::Chuid;
 use pki::cache::{CacheConfig, ValidationCache};
 use pki::crl::CrlSet;
@@ -187,7 +187,7 @@ impl Authenticator {
     /// Runs one transaction. `detect` is the time the reader took to notice
     /// the card, when the caller measured it. For PKI-AUTH the PIN is asked
     /// for before the card is touched, so PIN entry is not card time.
-    pub fn authenticate<T: Transport>(
+    pub fn authenticate<T: Transport + ?Sized>(
         &self,
         transport: &mut T,
         mechanism: Mechanism,
@@ -214,7 +214,7 @@ impl Authenticator {
         if let Some(d) = detect {
             run.timer.push(StageName::Detect, d, Default::default());
         }
-        let result = transport.transaction(|ch| {
+        let result = transport.with_transaction(|ch| {
             Ok(match mechanism {
                 Mechanism::PkiCak => self.pki_cak(ch, &mut run),
                 Mechanism::PkiAuth => self.pki_auth(ch, &mut run, pin.as_deref()),

@@ -86,7 +86,12 @@ pub fn run(args: DemoArgs) -> Result<ExitCode> {
     let crls = pki.crl_set().context("loading the test PKI's CRLs")?;
     let authn = Authenticator::new(pki.trust_store(), crls, Settings::default());
     if args.pcsc {
+        #[cfg(feature = "pcsc-demo")]
         return crate::demo_pcsc::run(&args_common(&args), &cards_for_pcsc(&cards), &authn);
+        #[cfg(not(feature = "pcsc-demo"))]
+        anyhow::bail!(
+            "this pivgate was built without the pcsc-demo feature: --pcsc is not available"
+        );
     }
 
     let mut rows = Vec::new();
@@ -162,11 +167,13 @@ pub(crate) fn run_taps(
     Ok((rows, full))
 }
 
+#[cfg(feature = "pcsc-demo")]
 pub(crate) struct Common {
     pub taps: u32,
     pub json: bool,
 }
 
+#[cfg(feature = "pcsc-demo")]
 fn args_common(a: &DemoArgs) -> Common {
     Common {
         taps: a.taps,
@@ -174,6 +181,7 @@ fn args_common(a: &DemoArgs) -> Common {
     }
 }
 
+#[cfg(feature = "pcsc-demo")]
 fn cards_for_pcsc(cards: &[DemoCard]) -> Vec<(&'static str, &CardCredentials, Vec<Profile>)> {
     cards
         .iter()
