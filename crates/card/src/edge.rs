@@ -10,7 +10,7 @@
 
 use crate::command::{Command, ImportMaterial, VerifyAction};
 use crate::crypto::{self, ct_eq, CryptoError, PrivateKey};
-use crate::image::{is_well_formed_pin, CardImage, KeyOrigin, PinPolicy, Secret};
+use crate::image::{is_well_formed_pin, CardImage, KeyOrigin, PinPolicy, PinValue, Secret};
 use iso7816::chain::CompleteData;
 use iso7816::response::with_sw;
 use iso7816::{Chained, Chainer, ResponseChunker, StatusWord};
@@ -18,6 +18,7 @@ use piv::aid::{selects_piv, ApplicationProperties};
 use piv::{ins, Access, Algorithm, DataObject, DynAuth, KeyRef, PinRef};
 use std::collections::HashMap;
 use std::sync::Arc;
+use zeroize::Zeroizing;
 
 /// Largest command data a chain may assemble.
 pub const MAX_CHAIN_LEN: usize = 16 * 1024;
@@ -52,7 +53,8 @@ const fn atr() -> [u8; 21] {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum MgmtPending {
     /// The card sent an encrypted witness; the host must return it decrypted.
-    Witness(Vec<u8>),
+    /// (Whoever learns it passes the step without the key: wiped on drop.)
+    Witness(Zeroizing<Vec<u8>>),
     /// The card sent a challenge; the host must return it encrypted.
     Challenge(Vec<u8>),
 }
@@ -349,14 +351,7 @@ impl Card {
             }
             return Ok(Vec::new());
         }
-        let used: usize = self
-            .image
-            .objects
-            .iter()
-            .filter(|(t, _)| **t != object.tag())
-            .map(|(_, v)| v.len())
-            .sum();
-        if used + value.len() > MAX_STORAGE {
+        if self.image.storage_used_except(object) + value.len() > MAX_STORAGE {
             return Err(StatusWord::NOT_ENOUGH_MEMORY);
         }
         self.image_mut().put_object(object, value.to_vec());
@@ -420,7 +415,7 @@ impl Card {
         if !is_well_formed_pin(value) {
             return Err(StatusWord::INCORRECT_DATA);
         }
-        if ct_eq(&secret.value, value) {
+        if secret.value.matches(value) {
             if secret.retries_left != secret.retries_max {
                 let s = self.secret_mut(which);
                 s.retries_left = s.retries_max;
@@ -437,9 +432,9 @@ impl Card {
         if self.secret(which).is_blocked() {
             return Err(StatusWord::AUTH_METHOD_BLOCKED);
         }
-        if !is_well_formed_pin(new) {
+        let Some(new) = PinValue::from_padded(new) else {
             return Err(StatusWord::INCORRECT_DATA);
-        }
+        };
         if let Err(sw) = self.check_secret(which, old) {
             if which == PinRef::Pin && sw != StatusWord::INCORRECT_DATA {
                 self.volatile.pin_verified = false;
@@ -448,7 +443,7 @@ impl Card {
             return Err(sw);
         }
         let s = self.secret_mut(which);
-        s.value.copy_from_slice(new);
+        s.value = new;
         s.retries_left = s.retries_max;
         s.is_default = false;
         Ok(Vec::new())
@@ -458,12 +453,12 @@ impl Card {
         if self.image.puk.is_blocked() {
             return Err(StatusWord::AUTH_METHOD_BLOCKED);
         }
-        if !is_well_formed_pin(new_pin) {
+        let Some(new_pin) = PinValue::from_padded(new_pin) else {
             return Err(StatusWord::INCORRECT_DATA);
-        }
+        };
         self.check_secret(PinRef::Puk, puk)?;
         let pin = &mut self.image_mut().pin;
-        pin.value.copy_from_slice(new_pin);
+        pin.value = new_pin;
         pin.retries_left = pin.retries_max;
         pin.is_default = false;
         self.volatile.pin_verified = false;
@@ -509,7 +504,7 @@ impl Card {
             // Step 1 of mutual authentication: send an encrypted witness.
             (Some([]), None, None) => {
                 self.volatile.mgmt_authenticated = false;
-                let witness = self.random_block(bs)?;
+                let witness = Zeroizing::new(self.random_block(bs)?);
                 let out = DynAuth {
                     witness: Some(&enc(&witness)?),
                     ..Default::default()

@@ -35,6 +35,7 @@ pub mod command;
 pub mod crypto;
 pub mod edge;
 pub mod image;
+pub mod lock;
 pub mod profile;
 pub mod runner;
 pub mod vpcd;

@@ -9,6 +9,7 @@ use iso7816::{chain, tlv, Command};
 use piv::{ApplicationProperties, CertContainer, DynAuth, PIV_AID};
 use std::io::Read;
 use thiserror::Error;
+use zeroize::Zeroizing;
 
 /// The largest object the client accepts from a card: SP 800-73-4 containers
 /// are at most a few KiB; a card that sends more is refused.
@@ -65,12 +66,13 @@ fn split(mut raw: Vec<u8>) -> Result<Response, PivError> {
     Ok(Response { data: raw, sw })
 }
 
-fn command(cla: u8, ins: u8, p1: u8, p2: u8, data: &[u8], le: Option<usize>) -> Vec<u8> {
+/// The encoded command, wiped when dropped: VERIFY carries the PIN.
+fn command(cla: u8, ins: u8, p1: u8, p2: u8, data: &[u8], le: Option<usize>) -> Zeroizing<Vec<u8>> {
     let c = Command::new(cla, ins, p1, p2, data);
-    match le {
+    Zeroizing::new(match le {
         Some(le) => c.with_le(le).to_bytes(),
         None => c.to_bytes(),
-    }
+    })
 }
 
 /// Sends one command, handling command chaining (data over 255 bytes on a
@@ -99,7 +101,7 @@ pub fn exchange(
                 Some(le) if i == last => part.with_le(le),
                 _ => part,
             };
-            let resp = split(ch.transmit(&part.to_bytes())?)?;
+            let resp = split(ch.transmit(&Zeroizing::new(part.to_bytes()))?)?;
             if i < last && resp.sw != 0x9000 {
                 return Ok(resp);
             }
@@ -203,7 +205,7 @@ impl<'a> Piv<'a> {
     /// VERIFY the card-application PIN (key reference 80).
     pub fn verify_pin(&mut self, pin: &[u8]) -> Result<(), PivError> {
         let block = pin_block(pin)?;
-        let r = exchange(self.ch, 0x00, 0x20, 0x00, 0x80, &block, false)?;
+        let r = exchange(self.ch, 0x00, 0x20, 0x00, 0x80, &block[..], false)?;
         pin_status(r.sw, "VERIFY")
     }
 
@@ -272,12 +274,13 @@ fn pin_status(sw: u16, what: &'static str) -> Result<(), PivError> {
     }
 }
 
-/// The 8-byte PIN block: 6 to 8 ASCII digits padded with FF.
-pub fn pin_block(pin: &[u8]) -> Result<[u8; 8], PivError> {
+/// The 8-byte PIN block: 6 to 8 ASCII digits padded with FF, wiped when
+/// dropped.
+pub fn pin_block(pin: &[u8]) -> Result<Zeroizing<[u8; 8]>, PivError> {
     if !(6..=8).contains(&pin.len()) || !pin.iter().all(u8::is_ascii_digit) {
         return Err(PivError::BadPinFormat);
     }
-    let mut b = [0xFF; 8];
+    let mut b = Zeroizing::new([0xFF; 8]);
     b[..pin.len()].copy_from_slice(pin);
     Ok(b)
 }
