@@ -26,15 +26,7 @@ fn median(mut v: Vec<f64>) -> f64 {
 }
 
 fn image(creds: &CardCredentials) -> CardImage {
-    let mut image = CardImage::new_blank(Some(1));
-    let slots = creds.slots.iter();
-    image
-        .personalise(
-            slots.map(|s| (s.slot, &s.private_key_pkcs8[..], &s.certificate[..])),
-            &creds.chuid,
-        )
-        .expect("personalise");
-    image
+    creds.card_image(Some(1)).expect("personalise")
 }
 
 /// Median wall ms and host-compute ms over `taps` taps.
