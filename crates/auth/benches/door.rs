@@ -10,7 +10,7 @@
 //! scripts/setup.sh). Prints a table; nothing is asserted.
 
 use auth::{Authenticator, Mechanism, Settings, Transaction};
-use card::{vpcd, Card, CardImage, Profile, Runner};
+use card::{vpcd, Card, CardImage, Runner, TimingProfile};
 use host::Readers;
 use pki::issue::{CardCredentials, CardOptions, KeyAlgorithm, TestPki, TestPkiOptions};
 use std::process::Command;
@@ -115,7 +115,7 @@ fn main() {
             })
             .expect("card");
         let bg = vpcd::Background::spawn(
-            Runner::new(Card::new(image(&creds)), None, Profile::Instant),
+            Runner::new(Card::new(image(&creds)), None, TimingProfile::Instant),
             testbed::VPCD_ADDR,
         );
         testbed::wait_for_card(testbed::VPCD_READER, Duration::from_secs(10)).expect("card");

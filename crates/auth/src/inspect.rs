@@ -4,7 +4,7 @@
 //! report says what the card claims.
 
 use crate::verify::key_name;
-use host::client::{Piv, PivError};
+use host::client::{ClientError as PivError, Piv};
 use host::Channel;
 use piv::chuid::Chuid;
 use piv::fascn::Fascn;

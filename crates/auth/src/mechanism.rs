@@ -11,7 +11,7 @@ use crate::transaction::{
 };
 use crate::verify::{self, CardCert, Profile};
 use arc_swap::ArcSwap;
-use host::client::{Piv, PivError};
+use host::client::{ClientError as PivError, Piv};
 use host::{Channel, Transport, TransportError, TransportExt};
 use piv::chuid::Chuid;
 use pki::cache::{CacheConfig, ValidationCache};

@@ -3,7 +3,7 @@
 
 use anyhow::{bail, Context};
 use card::image::{CardImage, ImageLock, DEFAULT_MGMT_KEY, DEFAULT_PIN, DEFAULT_PUK};
-use card::{vpcd, Card, Profile, Runner};
+use card::{vpcd, Card, Runner, TimingProfile};
 use clap::{Args, Subcommand};
 use piv::{Algorithm, KeyRef};
 use pki::issue::{CardCredentials, TestPki};
@@ -80,7 +80,7 @@ pub struct RunArgs {
     vpcd: String,
     /// Timing profile: instant, contactless, seed-rsa2048, seed-p256.
     #[arg(long, default_value = "instant")]
-    profile: Profile,
+    profile: TimingProfile,
 }
 
 #[derive(Args)]

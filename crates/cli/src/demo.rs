@@ -5,7 +5,7 @@ use crate::personalise::personalise;
 use crate::render::{self, ms, REFERENCE, REFERENCE_ECC_SAVING_MS, REFERENCE_TOTAL_MS};
 use anyhow::{Context, Result};
 use auth::{Authenticator, Mechanism, PathTaken, Settings, StageName, Transaction};
-use card::profile::Profile;
+use card::profile::TimingProfile as Profile;
 use card::Card;
 use clap::Args;
 use host::InProcess;

@@ -6,7 +6,7 @@ use crate::demo::{comparison, run_taps, table, taps_for, Common};
 use crate::personalise::personalise;
 use anyhow::{Context, Result};
 use auth::{Authenticator, Mechanism, Transaction};
-use card::profile::Profile;
+use card::profile::TimingProfile as Profile;
 use card::runner::Runner;
 use card::vpcd;
 use card::Card;

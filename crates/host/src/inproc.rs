@@ -7,7 +7,7 @@
 //! door measurements.
 
 use crate::transport::{Channel, Traffic, Transport, TransportError};
-use card::profile::Profile;
+use card::profile::TimingProfile;
 use card::runner::Runner;
 use card::Card;
 
@@ -22,11 +22,11 @@ pub struct InProcess {
 impl InProcess {
     /// A powered card with instant timing and no storage.
     pub fn new(card: Card) -> Self {
-        Self::with_runner(Runner::new(card, None, Profile::Instant))
+        Self::with_runner(Runner::new(card, None, TimingProfile::Instant))
     }
 
     /// A powered card with `profile` timing and no storage.
-    pub fn with_profile(card: Card, profile: Profile) -> Self {
+    pub fn with_profile(card: Card, profile: TimingProfile) -> Self {
         Self::with_runner(Runner::new(card, None, profile))
     }
 
