@@ -8,7 +8,7 @@
 //! the caller stores the image *before* sending the answer and calls
 //! [`Card::rollback`] if that fails.
 
-use crate::command::{Command, ImportMaterial, VerifyAction};
+use crate::command::{AuthKey, Command, ImportMaterial, MetadataRef, UserSlot, VerifyAction};
 use crate::crypto::{self, ct_eq, CryptoError, PrivateKey};
 use crate::image::{is_well_formed_pin, CardImage, KeyOrigin, PinPolicy, PinValue, Secret};
 use iso7816::chain::CompleteData;
@@ -242,7 +242,7 @@ impl Card {
         if !matches!(
             command,
             Command::GeneralAuthenticate {
-                key: KeyRef::Management,
+                key: AuthKey::Management,
                 ..
             }
         ) {
@@ -270,13 +270,10 @@ impl Card {
                 algorithm,
                 key,
                 template,
-            } => {
-                if key == KeyRef::Management {
-                    self.mgmt_authenticate(algorithm, template)
-                } else {
-                    self.private_key_operation(algorithm, key, template)
-                }
-            }
+            } => match key {
+                AuthKey::Management => self.mgmt_authenticate(algorithm, template),
+                AuthKey::Slot(slot) => self.private_key_operation(algorithm, slot, template),
+            },
             Command::GenerateKeyPair {
                 key,
                 algorithm,
@@ -612,7 +609,8 @@ impl Card {
         }
     }
 
-    fn private_key_operation(&mut self, alg: Algorithm, slot: KeyRef, t: DynAuth<'_>) -> Outcome {
+    fn private_key_operation(&mut self, alg: Algorithm, slot: UserSlot, t: DynAuth<'_>) -> Outcome {
+        let slot = slot.key_ref();
         let key = self.key(slot)?;
         if key.algorithm() != alg {
             return Err(StatusWord::INCORRECT_P1P2);
@@ -664,15 +662,15 @@ impl Card {
         Ok(public.encode())
     }
 
-    fn generate(&mut self, slot: KeyRef, alg: Algorithm, policy: PinPolicy) -> Outcome {
+    fn generate(&mut self, slot: UserSlot, alg: Algorithm, policy: PinPolicy) -> Outcome {
         self.require_mgmt()?;
         let der = crypto::generate_pkcs8(alg).map_err(|_| StatusWord::UNKNOWN)?;
-        self.install_key(slot, &der, KeyOrigin::Generated, policy)
+        self.install_key(slot.key_ref(), &der, KeyOrigin::Generated, policy)
     }
 
     fn import(
         &mut self,
-        slot: KeyRef,
+        slot: UserSlot,
         alg: Algorithm,
         material: ImportMaterial<'_>,
         policy: PinPolicy,
@@ -685,30 +683,32 @@ impl Card {
             ImportMaterial::Ec { scalar } => crypto::ec_pkcs8_from_scalar(alg, scalar),
         }
         .map_err(|_| StatusWord::INCORRECT_DATA)?;
-        self.install_key(slot, &der, KeyOrigin::Imported, policy)
+        self.install_key(slot.key_ref(), &der, KeyOrigin::Imported, policy)
             .map(|_| Vec::new())
     }
 
     // ---- Yubico-compatible extensions --------------------------------------
 
-    fn metadata(&mut self, reference: u8) -> Outcome {
+    fn metadata(&mut self, reference: MetadataRef) -> Outcome {
         let mut out = Vec::new();
         let push = |out: &mut Vec<u8>, tag: u32, v: &[u8]| iso7816::tlv::push(out, tag, v);
-        if let Some(which) = PinRef::from_byte(reference) {
-            let s = self.secret(which);
-            push(&mut out, 0x01, &[0xFF]);
-            push(&mut out, 0x05, &[u8::from(s.is_default)]);
-            push(&mut out, 0x06, &[s.retries_max, s.retries_left]);
-            return Ok(out);
-        }
-        let slot = KeyRef::from_byte(reference).ok_or(StatusWord::REFERENCED_DATA_NOT_FOUND)?;
-        if slot == KeyRef::Management {
-            let m = &self.image.management_key;
-            push(&mut out, 0x01, &[m.algorithm.id()]);
-            push(&mut out, 0x02, &[0x00, 0x01]);
-            push(&mut out, 0x05, &[u8::from(m.is_default)]);
-            return Ok(out);
-        }
+        let slot = match reference {
+            MetadataRef::Secret(which) => {
+                let s = self.secret(which);
+                push(&mut out, 0x01, &[0xFF]);
+                push(&mut out, 0x05, &[u8::from(s.is_default)]);
+                push(&mut out, 0x06, &[s.retries_max, s.retries_left]);
+                return Ok(out);
+            }
+            MetadataRef::ManagementKey => {
+                let m = &self.image.management_key;
+                push(&mut out, 0x01, &[m.algorithm.id()]);
+                push(&mut out, 0x02, &[0x00, 0x01]);
+                push(&mut out, 0x05, &[u8::from(m.is_default)]);
+                return Ok(out);
+            }
+            MetadataRef::Key(slot) => slot,
+        };
         let (alg, origin, policy) = self.key_facts(slot)?;
         let public = self
             .key(slot)?
@@ -756,7 +756,8 @@ impl Card {
 
     /// ATTEST: a certificate for a key generated on this card, signed by
     /// the attestation key in F9 (free access, like the devices it imitates).
-    fn attest(&mut self, slot: KeyRef) -> Outcome {
+    fn attest(&mut self, slot: UserSlot) -> Outcome {
+        let slot = slot.key_ref();
         let (alg, origin, policy) = self.key_facts(slot)?;
         if origin != KeyOrigin::Generated {
             // Only keys generated on the card can be vouched for.
