@@ -67,7 +67,9 @@ impl Traffic {
         }
     }
 
-    pub(crate) fn record(&mut self, sent: usize, received: usize) {
+    /// Counts one exchange of `sent` command bytes and `received` answer
+    /// bytes (for transports).
+    pub fn record(&mut self, sent: usize, received: usize) {
         self.apdus += 1;
         self.bytes_out += sent as u64;
         self.bytes_in += received as u64;
