@@ -1028,6 +1028,27 @@ mod tests {
     }
 
     #[test]
+    fn secrets_never_show_in_debug_output() {
+        let mut img = CardImage::new_blank(Some(1));
+        img.set_pin("24681357").unwrap();
+        img.set_puk("97531864").unwrap();
+        img.set_management_key(Algorithm::Aes128, &[0xA5; 16])
+            .unwrap();
+        img.generate_key(KeyRef::PivAuth, Algorithm::EccP256)
+            .unwrap();
+        let debug = format!("{img:?} {:?}", img.pin.value);
+        for secret in ["24681357", "97531864", "a5a5", "A5A5", "165, 165"] {
+            assert!(!debug.contains(secret), "{secret} in {debug}");
+        }
+        assert_eq!(&*img.pin.value.digits(), "24681357");
+        assert!(img.pin.value.matches(b"24681357"));
+        assert!(!img.pin.value.matches(b"24681358"));
+        assert!(PinValue::from_padded(b"123456\xFF\xFF").is_some());
+        assert!(PinValue::from_padded(b"12345\xFF\xFF\xFF").is_none());
+        assert!(PinValue::from_digits("1234567890").is_err());
+    }
+
+    #[test]
     fn blank_card_has_the_documented_defaults() {
         let img = CardImage::new_blank(None);
         assert!((10_000_000..100_000_000).contains(&img.serial));
