@@ -10,7 +10,7 @@
 //! scripts/setup.sh). Prints a table; nothing is asserted.
 
 use auth::{Authenticator, Mechanism, Settings, Transaction};
-use card::{vpcd, Card, CardImage, Profile, Runner};
+use card::{vpcd, Card, CardImage, Runner, TimingProfile};
 use host::Readers;
 use pki::issue::{CardCredentials, CardOptions, KeyAlgorithm, TestPki, TestPkiOptions};
 use std::process::Command;
@@ -26,15 +26,7 @@ fn median(mut v: Vec<f64>) -> f64 {
 }
 
 fn image(creds: &CardCredentials) -> CardImage {
-    let mut image = CardImage::new_blank(Some(1));
-    let slots = creds.slots.iter();
-    image
-        .personalise(
-            slots.map(|s| (s.slot, &s.private_key_pkcs8[..], &s.certificate[..])),
-            &creds.chuid,
-        )
-        .expect("personalise");
-    image
+    creds.card_image(Some(1)).expect("personalise")
 }
 
 /// Median wall ms and host-compute ms over `taps` taps.
@@ -123,7 +115,7 @@ fn main() {
             })
             .expect("card");
         let bg = vpcd::Background::spawn(
-            Runner::new(Card::new(image(&creds)), None, Profile::Instant),
+            Runner::new(Card::new(image(&creds)), None, TimingProfile::Instant),
             testbed::VPCD_ADDR,
         );
         testbed::wait_for_card(testbed::VPCD_READER, Duration::from_secs(10)).expect("card");

@@ -4,7 +4,7 @@
 //! report says what the card claims.
 
 use crate::verify::key_name;
-use host::client::{Piv, PivError};
+use host::client::{ClientError, Piv};
 use host::Channel;
 use piv::chuid::Chuid;
 use piv::fascn::Fascn;
@@ -59,7 +59,7 @@ const SLOTS: [(u8, u32, &str); 4] = [
 ];
 
 /// Reads the PIV application's identifiers and certificates.
-pub fn read_card(ch: &mut dyn Channel) -> Result<CardReport, PivError> {
+pub fn read_card(ch: &mut dyn Channel) -> Result<CardReport, ClientError> {
     let mut piv = Piv::new(ch);
     let app = piv.select()?;
     let mut report = CardReport {
@@ -95,8 +95,8 @@ pub fn read_card(ch: &mut dyn Channel) -> Result<CardReport, PivError> {
             }
             Err(e) => report.problems.push(format!("CHUID: {e}")),
         },
-        Err(PivError::NotFound(_)) => {}
-        Err(e @ (PivError::Transport(_) | PivError::NoPivApplet(_))) => return Err(e),
+        Err(ClientError::NotFound(_)) => {}
+        Err(e @ (ClientError::Transport(_) | ClientError::NoPivApplet(_))) => return Err(e),
         Err(e) => report.problems.push(format!("CHUID: {e}")),
     }
     for (slot, tag, purpose) in SLOTS {
@@ -126,8 +126,8 @@ pub fn read_card(ch: &mut dyn Channel) -> Result<CardReport, PivError> {
                     .problems
                     .push(format!("slot {slot:02X} certificate: {e}")),
             },
-            Err(PivError::NotFound(_)) => {}
-            Err(e @ PivError::Transport(_)) => return Err(e),
+            Err(ClientError::NotFound(_)) => {}
+            Err(e @ ClientError::Transport(_)) => return Err(e),
             Err(e) => report
                 .problems
                 .push(format!("slot {slot:02X} certificate: {e}")),
@@ -135,7 +135,7 @@ pub fn read_card(ch: &mut dyn Channel) -> Result<CardReport, PivError> {
     }
     report.pin_retries = match piv.pin_retries() {
         Ok(r) => r,
-        Err(PivError::PinBlocked) => Some(0),
+        Err(ClientError::PinBlocked) => Some(0),
         Err(_) => None,
     };
     Ok(report)

@@ -12,8 +12,8 @@ use crate::transaction::{
 };
 use crate::verify::{self, CardCert, CertProfile};
 use arc_swap::ArcSwap;
-use host::client::{Piv, PivError};
-use host::{Channel, Transport};
+use host::client::{ClientError, Piv};
+use host::{Channel, Transport, TransportExt};
 use piv::chuid::Chuid;
 use pki::cache::{CacheConfig, ValidationCache};
 use pki::crl::CrlSet;
@@ -187,7 +187,7 @@ impl Authenticator {
     /// Runs one transaction. `detect` is the time the reader took to notice
     /// the card, when the caller measured it. For PKI-AUTH the PIN is asked
     /// for before the card is touched, so PIN entry is not card time.
-    pub fn authenticate<T: Transport>(
+    pub fn authenticate<T: Transport + ?Sized>(
         &self,
         transport: &mut T,
         mechanism: Mechanism,
@@ -217,7 +217,7 @@ impl Authenticator {
         if let Some(d) = detect {
             run.timer.push(StageName::Detect, d, Default::default());
         }
-        let result = transport.transaction(|ch| {
+        let result = transport.with_transaction(|ch| {
             Ok(match mechanism {
                 Mechanism::PkiCak => self.pki_cak(ch, &mut run),
                 Mechanism::PkiAuth => self.pki_auth(ch, &mut run, pin.as_deref()),
@@ -307,7 +307,7 @@ impl Authenticator {
                     });
                 }
                 // Not a P-256 key (or no key): the full path finds out which.
-                Err(PivError::Status { .. }) => run.lap(StageName::Challenge, ch),
+                Err(ClientError::Status { .. }) => run.lap(StageName::Challenge, ch),
                 Err(e) => return Err(e.into()),
             }
         }
@@ -359,15 +359,15 @@ impl Authenticator {
         let pin = pin.ok_or_else(|| Refusal::PinUnavailable("PKI-AUTH needs a PIN".into()))?;
         match Piv::new(ch).verify_pin(pin.as_bytes()) {
             Ok(()) => {}
-            Err(PivError::WrongPin { retries }) => {
+            Err(ClientError::WrongPin { retries }) => {
                 run.pin_retries = Some(retries);
                 return Err(Refusal::WrongPin { retries });
             }
-            Err(PivError::PinBlocked) => {
+            Err(ClientError::PinBlocked) => {
                 run.pin_retries = Some(0);
                 return Err(Refusal::PinBlocked);
             }
-            Err(PivError::BadPinFormat) => return Err(Refusal::PinFormat),
+            Err(ClientError::BadPinFormat) => return Err(Refusal::PinFormat),
             Err(e) => return Err(e.into()),
         }
         run.lap(StageName::Challenge, ch);
@@ -393,7 +393,7 @@ impl Authenticator {
         let now = self.now();
         let raw = match Piv::new(ch).get_data(TAG_CHUID) {
             Ok(r) => r,
-            Err(PivError::NotFound(_)) => return Err(Refusal::NoChuid),
+            Err(ClientError::NotFound(_)) => return Err(Refusal::NoChuid),
             Err(e) => return Err(e.into()),
         };
         run.lap(StageName::Read, ch);
@@ -422,7 +422,7 @@ impl Authenticator {
         let mut piv = Piv::new(ch);
         let cert = match piv.read_certificate(tag) {
             Ok(c) => c,
-            Err(PivError::NotFound(_)) => return Err(Refusal::NoCertificate(role)),
+            Err(ClientError::NotFound(_)) => return Err(Refusal::NoCertificate(role)),
             Err(e) => return Err(e.into()),
         };
         let chuid = if self.settings.read_chuid {
@@ -431,7 +431,7 @@ impl Authenticator {
                     run.compute(|| Chuid::decode(&raw))
                         .map_err(Refusal::ChuidMalformed)?,
                 ),
-                Err(PivError::NotFound(_)) => None,
+                Err(ClientError::NotFound(_)) => None,
                 Err(e) => return Err(e.into()),
             }
         } else {
@@ -492,7 +492,7 @@ impl Authenticator {
             .ok_or(Refusal::UnsupportedKeySize)?;
         let signature = match Piv::new(ch).sign(alg, key, &input) {
             Ok(s) => s,
-            Err(PivError::SecurityStatus) => return Err(Refusal::KeyRefused),
+            Err(ClientError::SecurityStatus) => return Err(Refusal::KeyRefused),
             Err(e) => return Err(e.into()),
         };
         Ok(Signed {

@@ -11,7 +11,7 @@
 //! Serialised, a refusal is `{ "code": …, "reason": … }`. Read back (from an
 //! event log), it becomes [`Refusal::Recorded`], which keeps both.
 
-use host::client::PivError;
+use host::client::ClientError;
 use host::TransportError;
 use piv::chuid::ChuidError;
 use pki::fips201::{BindingError, ChuidVerifyError, Fips201Error};
@@ -51,7 +51,7 @@ pub enum Refusal {
     Reader(Arc<TransportError>),
     /// The card answered something a PIV card must not.
     #[error("the card misbehaved: {0}")]
-    Card(Arc<PivError>),
+    Card(Arc<ClientError>),
     /// The card holds no certificate for the key the mechanism uses.
     #[error("the card has no {0} certificate")]
     NoCertificate(KeyRole),
@@ -174,10 +174,10 @@ impl Refusal {
     }
 }
 
-impl From<PivError> for Refusal {
-    fn from(e: PivError) -> Self {
+impl From<ClientError> for Refusal {
+    fn from(e: ClientError) -> Self {
         match e {
-            PivError::Transport(t) => t.into(),
+            ClientError::Transport(t) => t.into(),
             other => Refusal::Card(Arc::new(other)),
         }
     }
@@ -251,7 +251,7 @@ mod tests {
         let samples = [
             Refusal::CardRemoved,
             Refusal::Reader(Arc::new(TransportError::NoReaders)),
-            Refusal::Card(Arc::new(PivError::PinBlocked)),
+            Refusal::Card(Arc::new(ClientError::PinBlocked)),
             Refusal::NoCertificate(KeyRole::CardAuthentication),
             Refusal::NoChuid,
             Refusal::SignatureMismatch(KeyRole::PivAuthentication),
@@ -295,7 +295,7 @@ mod tests {
 
     #[test]
     fn a_removed_card_is_told_apart_from_other_reader_errors() {
-        let removed: Refusal = PivError::Transport(TransportError::CardRemoved).into();
+        let removed: Refusal = ClientError::Transport(TransportError::CardRemoved).into();
         assert_eq!(removed.code(), "card-removed");
         let reader: Refusal = TransportError::NoService.into();
         assert_eq!(reader.code(), "reader-error");

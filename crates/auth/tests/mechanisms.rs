@@ -184,10 +184,10 @@ impl Channel for Replay {
 }
 
 impl Transport for Replay {
-    fn transaction<R>(
+    fn transaction(
         &mut self,
-        f: impl FnOnce(&mut dyn Channel) -> Result<R, TransportError>,
-    ) -> Result<R, TransportError> {
+        f: &mut dyn FnMut(&mut dyn Channel) -> Result<(), TransportError>,
+    ) -> Result<(), TransportError> {
         f(self)
     }
     fn reconnect(&mut self, reset: bool) -> Result<(), TransportError> {
@@ -455,10 +455,10 @@ impl Channel for Garbage {
 }
 
 impl Transport for Garbage {
-    fn transaction<R>(
+    fn transaction(
         &mut self,
-        f: impl FnOnce(&mut dyn Channel) -> Result<R, TransportError>,
-    ) -> Result<R, TransportError> {
+        f: &mut dyn FnMut(&mut dyn Channel) -> Result<(), TransportError>,
+    ) -> Result<(), TransportError> {
         f(self)
     }
     fn reconnect(&mut self, _: bool) -> Result<(), TransportError> {

@@ -11,7 +11,7 @@ mod common;
 use common::{granted, refused};
 
 use auth::{Authenticator, FixedPin, Mechanism, PathTaken, Settings};
-use card::profile::Profile;
+use card::profile::TimingProfile;
 use card::runner::Runner;
 use card::{vpcd, Card, CardImage};
 use host::{PcscTransport, Readers};
@@ -36,7 +36,7 @@ struct InReader {
 
 impl InReader {
     /// A software card with a timing profile.
-    fn card(image: CardImage, profile: Profile) -> Self {
+    fn card(image: CardImage, profile: TimingProfile) -> Self {
         let bg = vpcd::Background::spawn(Runner::new(Card::new(image), None, profile), VPCD_ADDR);
         testbed::wait_for_card(VPCD_READER, WAIT).expect("card appears in the vpcd reader");
         InReader {
@@ -171,7 +171,7 @@ fn connect() -> PcscTransport {
 fn every_mechanism_grants_a_genuine_card_through_pcscd() {
     let Some(bed) = bed() else { return };
     for creds in [&bed.p256, &bed.rsa] {
-        let _card = InReader::card(image(creds), Profile::Instant);
+        let _card = InReader::card(image(creds), TimingProfile::Instant);
         let mut t = connect();
         let authn = common::authenticator(&bed.pki);
         let first = authn.authenticate(&mut t, Mechanism::PkiCak, None, None);
@@ -199,7 +199,7 @@ fn every_mechanism_grants_a_genuine_card_through_pcscd() {
 #[test]
 fn pin_failures_report_tries_left_then_block() {
     let Some(bed) = bed() else { return };
-    let _card = InReader::card(image(&bed.p256), Profile::Instant);
+    let _card = InReader::card(image(&bed.p256), TimingProfile::Instant);
     let mut t = connect();
     let authn = common::authenticator(&bed.pki);
     let wrong = |t: &mut PcscTransport| {
@@ -293,7 +293,7 @@ fn each_bad_card_is_refused_with_its_reason() {
         ),
     ];
     for (what, img, authn, words) in cases {
-        let _card = InReader::card(img, Profile::Instant);
+        let _card = InReader::card(img, TimingProfile::Instant);
         let mut t = connect();
         let r = refused(&authn.authenticate(&mut t, Mechanism::PkiCak, None, None));
         assert!(
@@ -304,7 +304,7 @@ fn each_bad_card_is_refused_with_its_reason() {
 
     // Revoked: granted, then refused once the CRLs are refreshed.
     let authn = common::authenticator(&bed.pki);
-    let _card = InReader::card(image(&bed.p256), Profile::Instant);
+    let _card = InReader::card(image(&bed.p256), TimingProfile::Instant);
     let mut t = connect();
     granted(&authn.authenticate(&mut t, Mechanism::PkiCak, None, None));
     bed.pki

@@ -4,7 +4,7 @@
 //! `cargo bench -p card --bench card`
 
 use card::image::CardImage;
-use card::{vpcd, Card, Profile, Runner};
+use card::{vpcd, Card, Runner, TimingProfile};
 use criterion::{black_box, criterion_group, criterion_main, Criterion};
 use iso7816::Command;
 use piv::{Algorithm, KeyRef};
@@ -83,7 +83,7 @@ fn pcsc_round_trip(c: &mut Criterion) {
     };
     let thread = std::thread::spawn(move || {
         let card = Card::new(CardImage::new_blank(Some(2)));
-        let mut runner = Runner::new(card, None, Profile::Instant);
+        let mut runner = Runner::new(card, None, TimingProfile::Instant);
         let _ = vpcd::run(&mut runner, &opts);
     });
     let ready = testbed::wait_for_card(testbed::VPCD_READER, Duration::from_secs(20));

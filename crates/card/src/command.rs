@@ -10,6 +10,54 @@ use piv::{ins, Algorithm, DataObject, DynAuth, KeyRef, PinRef};
 /// Largest data object PUT DATA accepts.
 pub const MAX_OBJECT_LEN: usize = 16 * 1024;
 
+/// An asymmetric key slot a command may create, replace or use for the
+/// card holder: 9A, 9C, 9D, 9E or 82-95 — never the management key (9B)
+/// nor the attestation key (F9), which only the card itself uses. Only
+/// [`UserSlot::from_byte`] makes one, so a command holding a `UserSlot`
+/// cannot name another key.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct UserSlot(KeyRef);
+
+impl UserSlot {
+    /// The slot with key reference `b`, if it is a user slot.
+    pub fn from_byte(b: u8) -> Option<Self> {
+        KeyRef::from_byte(b)
+            .filter(|k| k.is_asymmetric_slot() && *k != KeyRef::Attestation)
+            .map(UserSlot)
+    }
+
+    /// The key reference.
+    pub fn key_ref(self) -> KeyRef {
+        self.0
+    }
+}
+
+impl From<UserSlot> for KeyRef {
+    fn from(s: UserSlot) -> KeyRef {
+        s.0
+    }
+}
+
+/// The key GENERAL AUTHENTICATE works with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AuthKey {
+    /// The management key (9B), with a symmetric algorithm.
+    Management,
+    /// A user slot's private key, with an asymmetric algorithm.
+    Slot(UserSlot),
+}
+
+/// What GET METADATA may describe.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MetadataRef {
+    /// The PIN (80) or the PUK (81).
+    Secret(PinRef),
+    /// The management key (9B).
+    ManagementKey,
+    /// A private key, including the attestation key (F9).
+    Key(KeyRef),
+}
+
 /// What VERIFY is asked to do.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum VerifyAction<'a> {
@@ -64,25 +112,25 @@ pub enum Command<'a> {
     },
     GeneralAuthenticate {
         algorithm: Algorithm,
-        key: KeyRef,
+        key: AuthKey,
         template: DynAuth<'a>,
     },
     GenerateKeyPair {
-        key: KeyRef,
+        key: UserSlot,
         algorithm: Algorithm,
         pin_policy: PinPolicy,
     },
     GetVersion,
     GetSerial,
     GetMetadata {
-        reference: u8,
+        reference: MetadataRef,
     },
     SetManagementKey {
         algorithm: Algorithm,
         key: &'a [u8],
     },
     ImportKey {
-        key: KeyRef,
+        key: UserSlot,
         algorithm: Algorithm,
         material: ImportMaterial<'a>,
         pin_policy: PinPolicy,
@@ -93,7 +141,7 @@ pub enum Command<'a> {
     },
     Reset,
     Attest {
-        key: KeyRef,
+        key: UserSlot,
     },
 }
 
@@ -275,13 +323,11 @@ fn decode_reset_retry(p1: u8, p2: u8, data: &[u8]) -> Result<Command<'_>, Status
 
 fn decode_general_authenticate(p1: u8, p2: u8, data: &[u8]) -> Result<Command<'_>, StatusWord> {
     let algorithm = Algorithm::from_id(p1).ok_or(StatusWord::INCORRECT_P1P2)?;
-    let key = KeyRef::from_byte(p2).ok_or(StatusWord::INCORRECT_P1P2)?;
-    if key == KeyRef::Attestation {
-        return Err(StatusWord::INCORRECT_P1P2);
-    }
-    if (key == KeyRef::Management) != algorithm.is_symmetric() {
-        return Err(StatusWord::INCORRECT_P1P2);
-    }
+    let key = match p2 {
+        0x9B if algorithm.is_symmetric() => AuthKey::Management,
+        _ if algorithm.is_symmetric() => return Err(StatusWord::INCORRECT_P1P2),
+        _ => AuthKey::Slot(UserSlot::from_byte(p2).ok_or(StatusWord::INCORRECT_P1P2)?),
+    };
     let template = DynAuth::decode(data).map_err(bad_data)?;
     Ok(Command::GeneralAuthenticate {
         algorithm,
@@ -290,10 +336,8 @@ fn decode_general_authenticate(p1: u8, p2: u8, data: &[u8]) -> Result<Command<'_
     })
 }
 
-fn asymmetric_slot(p2: u8) -> Result<KeyRef, StatusWord> {
-    KeyRef::from_byte(p2)
-        .filter(|k| k.is_asymmetric_slot() && *k != KeyRef::Attestation)
-        .ok_or(StatusWord::INCORRECT_P1P2)
+fn asymmetric_slot(p2: u8) -> Result<UserSlot, StatusWord> {
+    UserSlot::from_byte(p2).ok_or(StatusWord::INCORRECT_P1P2)
 }
 
 fn asymmetric_algorithm(id: u8) -> Result<Algorithm, StatusWord> {
@@ -339,10 +383,13 @@ fn decode_metadata(p1: u8, p2: u8, data: &[u8]) -> Result<Command<'_>, StatusWor
         return Err(StatusWord::INCORRECT_P1P2);
     }
     no_data(data)?;
-    if PinRef::from_byte(p2).is_none() && KeyRef::from_byte(p2).is_none() {
-        return Err(StatusWord::REFERENCED_DATA_NOT_FOUND);
-    }
-    Ok(Command::GetMetadata { reference: p2 })
+    let reference = match (PinRef::from_byte(p2), KeyRef::from_byte(p2)) {
+        (Some(which), _) => MetadataRef::Secret(which),
+        (None, Some(KeyRef::Management)) => MetadataRef::ManagementKey,
+        (None, Some(key)) => MetadataRef::Key(key),
+        (None, None) => return Err(StatusWord::REFERENCED_DATA_NOT_FOUND),
+    };
+    Ok(Command::GetMetadata { reference })
 }
 
 fn decode_set_mgmt(p1: u8, p2: u8, data: &[u8]) -> Result<Command<'_>, StatusWord> {
@@ -427,7 +474,7 @@ mod tests {
         assert_eq!(
             Command::decode(0x47, 0, 0x9A, &[0xAC, 3, 0x80, 1, 0x11]).unwrap(),
             Command::GenerateKeyPair {
-                key: KeyRef::PivAuth,
+                key: UserSlot::from_byte(0x9A).unwrap(),
                 algorithm: Algorithm::EccP256,
                 pin_policy: PinPolicy::Default
             }
@@ -437,6 +484,46 @@ mod tests {
             Command::Verify {
                 action: VerifyAction::Reset
             }
+        );
+    }
+
+    #[test]
+    fn key_references_are_narrowed_per_command() {
+        for b in [0x9A, 0x9C, 0x9D, 0x9E, 0x82, 0x95] {
+            assert_eq!(UserSlot::from_byte(b).unwrap().key_ref().byte(), b);
+        }
+        for b in [0x9B, 0xF9, 0x80, 0x81, 0x96, 0x00] {
+            assert_eq!(UserSlot::from_byte(b), None, "{b:02X}");
+        }
+        let ga = |alg, key| Command::decode(0x87, alg, key, &[0x7C, 2, 0x81, 0]);
+        assert!(matches!(
+            ga(0x0A, 0x9B),
+            Ok(Command::GeneralAuthenticate {
+                key: AuthKey::Management,
+                ..
+            })
+        ));
+        assert!(matches!(
+            ga(0x11, 0x9E),
+            Ok(Command::GeneralAuthenticate { key: AuthKey::Slot(s), .. }) if s.key_ref() == KeyRef::CardAuth
+        ));
+        for (alg, key) in [(0x11, 0xF9), (0x11, 0x9B), (0x0A, 0x9A)] {
+            assert_eq!(ga(alg, key).unwrap_err(), StatusWord::INCORRECT_P1P2);
+        }
+        for (p2, want) in [
+            (0x80, MetadataRef::Secret(PinRef::Pin)),
+            (0x81, MetadataRef::Secret(PinRef::Puk)),
+            (0x9B, MetadataRef::ManagementKey),
+            (0xF9, MetadataRef::Key(KeyRef::Attestation)),
+        ] {
+            assert_eq!(
+                Command::decode(0xF7, 0, p2, &[]).unwrap(),
+                Command::GetMetadata { reference: want }
+            );
+        }
+        assert_eq!(
+            Command::decode(0xF9, 0xF9, 0, &[]).unwrap_err(),
+            StatusWord::INCORRECT_P1P2
         );
     }
 

@@ -8,9 +8,9 @@
 //! the caller stores the image *before* sending the answer and calls
 //! [`Card::rollback`] if that fails.
 
-use crate::command::{Command, ImportMaterial, VerifyAction};
+use crate::command::{AuthKey, Command, ImportMaterial, MetadataRef, UserSlot, VerifyAction};
 use crate::crypto::{self, ct_eq, CryptoError, PrivateKey};
-use crate::image::{is_well_formed_pin, CardImage, KeyOrigin, PinPolicy, Secret};
+use crate::image::{is_well_formed_pin, CardImage, KeyOrigin, PinPolicy, PinValue, Secret};
 use iso7816::chain::CompleteData;
 use iso7816::response::with_sw;
 use iso7816::{Chained, Chainer, ResponseChunker, StatusWord};
@@ -18,6 +18,7 @@ use piv::aid::{selects_piv, ApplicationProperties};
 use piv::{ins, Access, Algorithm, DataObject, DynAuth, KeyRef, PinRef};
 use std::collections::HashMap;
 use std::sync::Arc;
+use zeroize::Zeroizing;
 
 /// Largest command data a chain may assemble.
 pub const MAX_CHAIN_LEN: usize = 16 * 1024;
@@ -52,7 +53,8 @@ const fn atr() -> [u8; 21] {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum MgmtPending {
     /// The card sent an encrypted witness; the host must return it decrypted.
-    Witness(Vec<u8>),
+    /// (Whoever learns it passes the step without the key: wiped on drop.)
+    Witness(Zeroizing<Vec<u8>>),
     /// The card sent a challenge; the host must return it encrypted.
     Challenge(Vec<u8>),
 }
@@ -240,7 +242,7 @@ impl Card {
         if !matches!(
             command,
             Command::GeneralAuthenticate {
-                key: KeyRef::Management,
+                key: AuthKey::Management,
                 ..
             }
         ) {
@@ -268,13 +270,10 @@ impl Card {
                 algorithm,
                 key,
                 template,
-            } => {
-                if key == KeyRef::Management {
-                    self.mgmt_authenticate(algorithm, template)
-                } else {
-                    self.private_key_operation(algorithm, key, template)
-                }
-            }
+            } => match key {
+                AuthKey::Management => self.mgmt_authenticate(algorithm, template),
+                AuthKey::Slot(slot) => self.private_key_operation(algorithm, slot, template),
+            },
             Command::GenerateKeyPair {
                 key,
                 algorithm,
@@ -349,14 +348,7 @@ impl Card {
             }
             return Ok(Vec::new());
         }
-        let used: usize = self
-            .image
-            .objects
-            .iter()
-            .filter(|(t, _)| **t != object.tag())
-            .map(|(_, v)| v.len())
-            .sum();
-        if used + value.len() > MAX_STORAGE {
+        if self.image.storage_used_except(object) + value.len() > MAX_STORAGE {
             return Err(StatusWord::NOT_ENOUGH_MEMORY);
         }
         self.image_mut().put_object(object, value.to_vec());
@@ -420,7 +412,7 @@ impl Card {
         if !is_well_formed_pin(value) {
             return Err(StatusWord::INCORRECT_DATA);
         }
-        if ct_eq(&secret.value, value) {
+        if secret.value.matches(value) {
             if secret.retries_left != secret.retries_max {
                 let s = self.secret_mut(which);
                 s.retries_left = s.retries_max;
@@ -437,9 +429,9 @@ impl Card {
         if self.secret(which).is_blocked() {
             return Err(StatusWord::AUTH_METHOD_BLOCKED);
         }
-        if !is_well_formed_pin(new) {
+        let Some(new) = PinValue::from_padded(new) else {
             return Err(StatusWord::INCORRECT_DATA);
-        }
+        };
         if let Err(sw) = self.check_secret(which, old) {
             if which == PinRef::Pin && sw != StatusWord::INCORRECT_DATA {
                 self.volatile.pin_verified = false;
@@ -448,7 +440,7 @@ impl Card {
             return Err(sw);
         }
         let s = self.secret_mut(which);
-        s.value.copy_from_slice(new);
+        s.value = new;
         s.retries_left = s.retries_max;
         s.is_default = false;
         Ok(Vec::new())
@@ -458,12 +450,12 @@ impl Card {
         if self.image.puk.is_blocked() {
             return Err(StatusWord::AUTH_METHOD_BLOCKED);
         }
-        if !is_well_formed_pin(new_pin) {
+        let Some(new_pin) = PinValue::from_padded(new_pin) else {
             return Err(StatusWord::INCORRECT_DATA);
-        }
+        };
         self.check_secret(PinRef::Puk, puk)?;
         let pin = &mut self.image_mut().pin;
-        pin.value.copy_from_slice(new_pin);
+        pin.value = new_pin;
         pin.retries_left = pin.retries_max;
         pin.is_default = false;
         self.volatile.pin_verified = false;
@@ -509,7 +501,7 @@ impl Card {
             // Step 1 of mutual authentication: send an encrypted witness.
             (Some([]), None, None) => {
                 self.volatile.mgmt_authenticated = false;
-                let witness = self.random_block(bs)?;
+                let witness = Zeroizing::new(self.random_block(bs)?);
                 let out = DynAuth {
                     witness: Some(&enc(&witness)?),
                     ..Default::default()
@@ -617,7 +609,8 @@ impl Card {
         }
     }
 
-    fn private_key_operation(&mut self, alg: Algorithm, slot: KeyRef, t: DynAuth<'_>) -> Outcome {
+    fn private_key_operation(&mut self, alg: Algorithm, slot: UserSlot, t: DynAuth<'_>) -> Outcome {
+        let slot = slot.key_ref();
         let key = self.key(slot)?;
         if key.algorithm() != alg {
             return Err(StatusWord::INCORRECT_P1P2);
@@ -669,15 +662,15 @@ impl Card {
         Ok(public.encode())
     }
 
-    fn generate(&mut self, slot: KeyRef, alg: Algorithm, policy: PinPolicy) -> Outcome {
+    fn generate(&mut self, slot: UserSlot, alg: Algorithm, policy: PinPolicy) -> Outcome {
         self.require_mgmt()?;
         let der = crypto::generate_pkcs8(alg).map_err(|_| StatusWord::UNKNOWN)?;
-        self.install_key(slot, &der, KeyOrigin::Generated, policy)
+        self.install_key(slot.key_ref(), &der, KeyOrigin::Generated, policy)
     }
 
     fn import(
         &mut self,
-        slot: KeyRef,
+        slot: UserSlot,
         alg: Algorithm,
         material: ImportMaterial<'_>,
         policy: PinPolicy,
@@ -690,30 +683,32 @@ impl Card {
             ImportMaterial::Ec { scalar } => crypto::ec_pkcs8_from_scalar(alg, scalar),
         }
         .map_err(|_| StatusWord::INCORRECT_DATA)?;
-        self.install_key(slot, &der, KeyOrigin::Imported, policy)
+        self.install_key(slot.key_ref(), &der, KeyOrigin::Imported, policy)
             .map(|_| Vec::new())
     }
 
     // ---- Yubico-compatible extensions --------------------------------------
 
-    fn metadata(&mut self, reference: u8) -> Outcome {
+    fn metadata(&mut self, reference: MetadataRef) -> Outcome {
         let mut out = Vec::new();
         let push = |out: &mut Vec<u8>, tag: u32, v: &[u8]| iso7816::tlv::push(out, tag, v);
-        if let Some(which) = PinRef::from_byte(reference) {
-            let s = self.secret(which);
-            push(&mut out, 0x01, &[0xFF]);
-            push(&mut out, 0x05, &[u8::from(s.is_default)]);
-            push(&mut out, 0x06, &[s.retries_max, s.retries_left]);
-            return Ok(out);
-        }
-        let slot = KeyRef::from_byte(reference).ok_or(StatusWord::REFERENCED_DATA_NOT_FOUND)?;
-        if slot == KeyRef::Management {
-            let m = &self.image.management_key;
-            push(&mut out, 0x01, &[m.algorithm.id()]);
-            push(&mut out, 0x02, &[0x00, 0x01]);
-            push(&mut out, 0x05, &[u8::from(m.is_default)]);
-            return Ok(out);
-        }
+        let slot = match reference {
+            MetadataRef::Secret(which) => {
+                let s = self.secret(which);
+                push(&mut out, 0x01, &[0xFF]);
+                push(&mut out, 0x05, &[u8::from(s.is_default)]);
+                push(&mut out, 0x06, &[s.retries_max, s.retries_left]);
+                return Ok(out);
+            }
+            MetadataRef::ManagementKey => {
+                let m = &self.image.management_key;
+                push(&mut out, 0x01, &[m.algorithm.id()]);
+                push(&mut out, 0x02, &[0x00, 0x01]);
+                push(&mut out, 0x05, &[u8::from(m.is_default)]);
+                return Ok(out);
+            }
+            MetadataRef::Key(slot) => slot,
+        };
         let (alg, origin, policy) = self.key_facts(slot)?;
         let public = self
             .key(slot)?
@@ -761,7 +756,8 @@ impl Card {
 
     /// ATTEST: a certificate for a key generated on this card, signed by
     /// the attestation key in F9 (free access, like the devices it imitates).
-    fn attest(&mut self, slot: KeyRef) -> Outcome {
+    fn attest(&mut self, slot: UserSlot) -> Outcome {
+        let slot = slot.key_ref();
         let (alg, origin, policy) = self.key_facts(slot)?;
         if origin != KeyOrigin::Generated {
             // Only keys generated on the card can be vouched for.

@@ -7,10 +7,12 @@ use crate::crypto::{self, BlockCipher, CryptoError, PrivateKey};
 use piv::{Algorithm, CertContainer, DataObject, KeyRef, PublicKeyTemplate};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
-use std::io::Write;
+use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 use thiserror::Error;
 use zeroize::Zeroizing;
+
+pub use crate::lock::ImageLock;
 
 /// The format identifier written into every image file.
 pub const FORMAT: &str = "pivgate-card-image/1";
@@ -26,6 +28,12 @@ pub const DEFAULT_MGMT_KEY: [u8; 24] = [
 pub const DEFAULT_RETRIES: u8 = 3;
 /// The version a card reports to GET VERSION by default.
 pub const DEFAULT_VERSION: [u8; 3] = [5, 7, 1];
+/// The largest image file [`CardImage::load`] reads: the card's data-object
+/// storage ([`crate::edge::MAX_STORAGE`]) twice over for hex, plus room for
+/// every key slot holding an RSA-4096 key and the JSON around it.
+pub const MAX_IMAGE_FILE: u64 = 2 * crate::edge::MAX_STORAGE as u64 + 1024 * 1024;
+/// The largest key or certificate file [`read_der_or_pem`] reads.
+pub const MAX_INPUT_FILE: u64 = 1024 * 1024;
 
 /// Why an image could not be loaded, saved or changed.
 #[derive(Debug, Error)]
@@ -39,6 +47,14 @@ pub enum ImageError {
     },
     #[error("card image {path} already exists (use --force to overwrite)")]
     Exists { path: PathBuf },
+    #[error("card image {path} is in use by another process ({holder}); stop it first")]
+    Locked { path: PathBuf, holder: String },
+    #[error("cannot read {what} {path}: {reason}")]
+    BadFile {
+        what: &'static str,
+        path: PathBuf,
+        reason: String,
+    },
     #[error("card image is not valid JSON: {0}")]
     Json(#[from] serde_json::Error),
     #[error("card image is invalid: {0}")]
@@ -122,11 +138,69 @@ impl std::fmt::Debug for SlotKey {
     }
 }
 
+/// A PIN or PUK value as the card stores and compares it: 6 to 8 ASCII
+/// digits padded with `FF` to 8 bytes. Wiped from memory when dropped;
+/// `Debug` never shows it.
+#[derive(Clone, PartialEq, Eq)]
+pub struct PinValue(Zeroizing<[u8; 8]>);
+
+impl std::fmt::Debug for PinValue {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("PinValue(..)")
+    }
+}
+
+impl PinValue {
+    /// From 6 to 8 ASCII digits.
+    pub fn from_digits(digits: &str) -> Result<Self, ImageError> {
+        let b = digits.as_bytes();
+        if !(6..=8).contains(&b.len()) || !b.iter().all(u8::is_ascii_digit) {
+            return Err(invalid("PIN and PUK must be 6 to 8 digits"));
+        }
+        let mut out = Zeroizing::new([0xFF; 8]);
+        out[..b.len()].copy_from_slice(b);
+        Ok(PinValue(out))
+    }
+
+    /// From the 8-byte padded form a host sends (VERIFY, CHANGE REFERENCE
+    /// DATA, RESET RETRY COUNTER); `None` unless [`is_well_formed_pin`].
+    pub fn from_padded(value: &[u8]) -> Option<Self> {
+        if !is_well_formed_pin(value) {
+            return None;
+        }
+        let mut out = Zeroizing::new([0xFF; 8]);
+        out.copy_from_slice(value);
+        Some(PinValue(out))
+    }
+
+    /// The 8-byte padded value.
+    pub fn padded(&self) -> &[u8; 8] {
+        &self.0
+    }
+
+    /// The digits without padding.
+    pub fn digits(&self) -> Zeroizing<String> {
+        let mut s = Zeroizing::new(String::with_capacity(8));
+        s.extend(
+            self.0
+                .iter()
+                .take_while(|&&b| b != 0xFF)
+                .map(|&b| b as char),
+        );
+        s
+    }
+
+    /// Compares with a candidate in constant time (for equal lengths).
+    pub fn matches(&self, candidate: &[u8]) -> bool {
+        crypto::ct_eq(&self.0[..], candidate)
+    }
+}
+
 /// A PIN or PUK with its retry counter.
 #[derive(Clone, PartialEq, Eq)]
 pub struct Secret {
-    /// The 8-byte reference value (digits padded with `FF`).
-    pub value: [u8; 8],
+    /// The reference value.
+    pub value: PinValue,
     pub retries_max: u8,
     pub retries_left: u8,
     /// Still the factory value (reported by GET METADATA).
@@ -146,7 +220,7 @@ impl std::fmt::Debug for Secret {
 impl Secret {
     fn new(digits: &str, retries: u8, is_default: bool) -> Result<Self, ImageError> {
         Ok(Secret {
-            value: pad_pin(digits)?,
+            value: PinValue::from_digits(digits)?,
             retries_max: retries,
             retries_left: retries,
             is_default,
@@ -158,17 +232,6 @@ impl Secret {
     }
 }
 
-/// Pads a 6-8 digit PIN to the 8-byte PIV reference value.
-pub fn pad_pin(digits: &str) -> Result<[u8; 8], ImageError> {
-    let b = digits.as_bytes();
-    if !(6..=8).contains(&b.len()) || !b.iter().all(u8::is_ascii_digit) {
-        return Err(invalid("PIN and PUK must be 6 to 8 digits"));
-    }
-    let mut out = [0xFF; 8];
-    out[..b.len()].copy_from_slice(b);
-    Ok(out)
-}
-
 /// Checks the PIV format of an 8-byte reference value: 6-8 ASCII digits
 /// then `FF` padding.
 pub fn is_well_formed_pin(value: &[u8]) -> bool {
@@ -177,14 +240,6 @@ pub fn is_well_formed_pin(value: &[u8]) -> bool {
     }
     let digits = value.iter().take_while(|b| b.is_ascii_digit()).count();
     (6..=8).contains(&digits) && value[digits..].iter().all(|&b| b == 0xFF)
-}
-
-fn unpad_pin(value: &[u8; 8]) -> String {
-    value
-        .iter()
-        .take_while(|&&b| b != 0xFF)
-        .map(|&b| b as char)
-        .collect()
 }
 
 /// The management key (9B).
@@ -240,13 +295,13 @@ impl CardImage {
             serial,
             version: DEFAULT_VERSION,
             pin: Secret {
-                value: *b"123456\xFF\xFF",
+                value: PinValue(Zeroizing::new(*b"123456\xFF\xFF")),
                 retries_max: DEFAULT_RETRIES,
                 retries_left: DEFAULT_RETRIES,
                 is_default: true,
             },
             puk: Secret {
-                value: *b"12345678",
+                value: PinValue(Zeroizing::new(*b"12345678")),
                 retries_max: DEFAULT_RETRIES,
                 retries_left: DEFAULT_RETRIES,
                 is_default: true,
@@ -361,8 +416,32 @@ impl CardImage {
                 "certificate must be DER (starting with a SEQUENCE)",
             ));
         }
-        self.put_object(object, CertContainer::new(der.to_vec()).encode());
+        let container = CertContainer::new(der.to_vec()).encode();
+        // The same limits a host meets writing the container with PUT DATA.
+        if container.len() > crate::command::MAX_OBJECT_LEN {
+            return Err(invalid(format!(
+                "the certificate is {} bytes; a slot's certificate container holds at most {} bytes",
+                der.len(),
+                crate::command::MAX_OBJECT_LEN
+            )));
+        }
+        if self.storage_used_except(object) + container.len() > crate::edge::MAX_STORAGE {
+            return Err(invalid(format!(
+                "the card's {} bytes of object storage are full",
+                crate::edge::MAX_STORAGE
+            )));
+        }
+        self.put_object(object, container);
         Ok(())
+    }
+
+    /// Bytes of data-object storage used by every object but `object`.
+    pub fn storage_used_except(&self, object: DataObject) -> usize {
+        self.objects
+            .iter()
+            .filter(|(t, _)| **t != object.tag())
+            .map(|(_, v)| v.len())
+            .sum()
     }
 
     /// Personalises the card: for each `(key reference, PKCS#8 private key,
@@ -421,11 +500,20 @@ impl CardImage {
 
     // ---- file format -----------------------------------------------------
 
-    /// Serialises the image to its JSON file format.
-    pub fn to_json(&self) -> String {
+    /// Serialises the image to its JSON file format, in a buffer that is
+    /// wiped when dropped (it holds every secret of the card).
+    pub fn to_json(&self) -> Zeroizing<String> {
         let file = ImageFile::from(self);
+        // Measure first so the buffer is allocated once: growing it would
+        // leave copies of the secrets in freed memory.
+        let mut counter = CountingSink(0);
         // Serialising plain strings, numbers and maps cannot fail.
-        serde_json::to_string_pretty(&file).unwrap_or_default()
+        let _ = serde_json::to_writer_pretty(&mut counter, &file);
+        let mut out = Zeroizing::new(Vec::with_capacity(counter.0));
+        let _ = serde_json::to_writer_pretty(&mut *out, &file);
+        // serde_json writes UTF-8; the conversion takes the buffer as it is.
+        let bytes = std::mem::take(&mut *out);
+        Zeroizing::new(String::from_utf8(bytes).unwrap_or_default())
     }
 
     /// Parses and validates an image from JSON.
@@ -434,18 +522,31 @@ impl CardImage {
         file.into_image()
     }
 
-    /// Loads an image file.
+    /// Loads an image file: a regular file of at most [`MAX_IMAGE_FILE`]
+    /// bytes (a FIFO or a device is refused without blocking).
     pub fn load(path: &Path) -> Result<Self, ImageError> {
-        let json = std::fs::read_to_string(path).map_err(|source| ImageError::Io {
-            action: "read",
+        let bytes = read_regular_file(path, "card image", MAX_IMAGE_FILE)?;
+        let json = std::str::from_utf8(&bytes).map_err(|_| ImageError::BadFile {
+            what: "card image",
             path: path.to_owned(),
-            source,
+            reason: "not UTF-8 text".into(),
         })?;
-        Self::from_json(&json)
+        Self::from_json(json)
     }
 
-    /// Writes the image atomically: temporary file (mode 0600) in the same
-    /// directory, fsync, rename over `path`, fsync the directory.
+    /// Locks the image at `path` for this process (see [`ImageLock`]),
+    /// removes temporary files a crashed save left beside it, and loads it.
+    /// `holder` names the program in the lock file, for the message another
+    /// process gets.
+    pub fn load_locked(path: &Path, holder: &str) -> Result<(Self, ImageLock), ImageError> {
+        let lock = ImageLock::acquire(path, holder)?;
+        let image = Self::load(path)?;
+        Ok((image, lock))
+    }
+
+    /// Writes the image atomically: a temporary file with an unpredictable
+    /// name, created exclusively (mode 0600, never through a symbolic link)
+    /// in the same directory, fsync, rename over `path`, fsync the directory.
     pub fn save(&self, path: &Path) -> Result<(), ImageError> {
         write_atomically(path, self.to_json().as_bytes())
     }
@@ -462,6 +563,19 @@ impl CardImage {
     }
 }
 
+/// Counts what a serialiser writes.
+struct CountingSink(usize);
+
+impl Write for CountingSink {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0 += buf.len();
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
 fn random_serial() -> u32 {
     let mut b = [0u8; 4];
     // A failing system RNG leaves a fixed but valid serial.
@@ -469,13 +583,17 @@ fn random_serial() -> u32 {
     (u32::from_be_bytes(b) % 90_000_000) + 10_000_000
 }
 
-/// Writes `bytes` to `path` atomically with mode 0600.
-pub fn write_atomically(path: &Path, bytes: &[u8]) -> Result<(), ImageError> {
-    let io = |action, source| ImageError::Io {
-        action,
-        path: path.to_owned(),
-        source,
-    };
+/// The prefix of the temporary files a save of `path` creates, inside
+/// `path`'s directory: `.NAME.tmp-`.
+pub(crate) fn temporary_prefix(name: &std::ffi::OsStr) -> std::ffi::OsString {
+    let mut prefix = std::ffi::OsString::from(".");
+    prefix.push(name);
+    prefix.push(".tmp-");
+    prefix
+}
+
+/// The directory and file name of `path`.
+pub(crate) fn split_path(path: &Path) -> Result<(PathBuf, std::ffi::OsString), ImageError> {
     let dir = match path.parent() {
         Some(d) if !d.as_os_str().is_empty() => d.to_owned(),
         _ => PathBuf::from("."),
@@ -483,22 +601,71 @@ pub fn write_atomically(path: &Path, bytes: &[u8]) -> Result<(), ImageError> {
     let name = path
         .file_name()
         .ok_or_else(|| invalid(format!("{} is not a file path", path.display())))?;
-    let mut tmp_name = std::ffi::OsString::from(".");
-    tmp_name.push(name);
-    tmp_name.push(format!(".tmp-{}", std::process::id()));
+    Ok((dir, name.to_owned()))
+}
+
+/// Writes `bytes` to `path` atomically with mode 0600, through a temporary
+/// file with an unpredictable name created exclusively and without
+/// following symbolic links.
+pub fn write_atomically(path: &Path, bytes: &[u8]) -> Result<(), ImageError> {
+    let io = |action, source| ImageError::Io {
+        action,
+        path: path.to_owned(),
+        source,
+    };
+    let (dir, name) = split_path(path)?;
+    let mut random = [0u8; 12];
+    crypto::random(&mut random)?;
+    let mut tmp_name = temporary_prefix(&name);
+    tmp_name.push(hex::encode(random));
     let tmp = dir.join(tmp_name);
+    let mut f = open_private(&tmp).map_err(|e| io("create", e))?;
     let result = (|| {
-        let mut f = open_private(&tmp).map_err(|e| io("create", e))?;
         f.write_all(bytes).map_err(|e| io("write", e))?;
         f.sync_all().map_err(|e| io("sync", e))?;
-        drop(f);
         std::fs::rename(&tmp, path).map_err(|e| io("replace", e))?;
         sync_dir(&dir).map_err(|e| io("sync directory of", e))
     })();
+    drop(f);
     if result.is_err() {
         let _ = std::fs::remove_file(&tmp);
     }
     result
+}
+
+/// Removes the temporary files that saves of `path` left behind when their
+/// process died between creating and renaming them. Only safe while no
+/// other process may be saving `path` (under its [`ImageLock`]).
+pub fn remove_stale_temporaries(path: &Path) -> Result<usize, ImageError> {
+    let (dir, name) = split_path(path)?;
+    let prefix = temporary_prefix(&name);
+    let prefix = prefix.as_encoded_bytes();
+    let entries = match std::fs::read_dir(&dir) {
+        Ok(e) => e,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(0),
+        Err(source) => {
+            return Err(ImageError::Io {
+                action: "list the directory of",
+                path: path.to_owned(),
+                source,
+            })
+        }
+    };
+    let mut removed = 0;
+    for entry in entries.flatten() {
+        let file = entry.file_name();
+        let bytes = file.as_encoded_bytes();
+        if bytes.len() > prefix.len() && bytes.starts_with(prefix) {
+            // A temporary is never a directory; leave anything else alone.
+            let is_file = entry
+                .file_type()
+                .is_ok_and(|t| t.is_file() || t.is_symlink());
+            if is_file && std::fs::remove_file(entry.path()).is_ok() {
+                removed += 1;
+            }
+        }
+    }
+    Ok(removed)
 }
 
 #[cfg(unix)]
@@ -506,15 +673,18 @@ fn open_private(path: &Path) -> std::io::Result<std::fs::File> {
     use std::os::unix::fs::OpenOptionsExt;
     std::fs::OpenOptions::new()
         .write(true)
-        .create(true)
-        .truncate(true)
+        .create_new(true)
         .mode(0o600)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
         .open(path)
 }
 
 #[cfg(not(unix))]
 fn open_private(path: &Path) -> std::io::Result<std::fs::File> {
-    std::fs::File::create(path)
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(path)
 }
 
 #[cfg(unix)]
@@ -527,15 +697,75 @@ fn sync_dir(_dir: &Path) -> std::io::Result<()> {
     Ok(())
 }
 
-/// Reads a DER file, or the first PEM block labelled `label` (e.g.
-/// `PRIVATE KEY`, `CERTIFICATE`) of a text file.
-pub fn read_der_or_pem(path: &Path, label: &str) -> Result<Zeroizing<Vec<u8>>, ImageError> {
-    use base64::Engine;
-    let bytes = Zeroizing::new(std::fs::read(path).map_err(|source| ImageError::Io {
-        action: "read",
+/// Reads `path` into a buffer wiped on drop, refusing anything but a
+/// regular file (a FIFO, a device or a directory is refused without
+/// blocking) and files larger than `max` bytes. `what` names the file in
+/// messages ("certificate", "card image").
+pub fn read_regular_file(
+    path: &Path,
+    what: &'static str,
+    max: u64,
+) -> Result<Zeroizing<Vec<u8>>, ImageError> {
+    let bad = |reason: String| ImageError::BadFile {
+        what,
         path: path.to_owned(),
-        source,
-    })?);
+        reason,
+    };
+    let mut f = open_for_reading(path).map_err(|e| bad(e.to_string()))?;
+    let meta = f.metadata().map_err(|e| bad(e.to_string()))?;
+    if !meta.is_file() {
+        return Err(bad("not a regular file".into()));
+    }
+    if meta.len() > max {
+        return Err(bad(format!(
+            "{} bytes, more than the {max} bytes allowed",
+            meta.len()
+        )));
+    }
+    // One allocation of the announced size (plus one byte to see the end);
+    // a file that grows past `max` meanwhile is refused.
+    let mut out = Zeroizing::new(Vec::with_capacity(meta.len() as usize + 1));
+    (&mut f)
+        .take(max + 1)
+        .read_to_end(&mut out)
+        .map_err(|e| bad(e.to_string()))?;
+    if out.len() as u64 > max {
+        return Err(bad(format!("more than the {max} bytes allowed")));
+    }
+    Ok(out)
+}
+
+#[cfg(unix)]
+fn open_for_reading(path: &Path) -> std::io::Result<std::fs::File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    // Non-blocking so that opening a FIFO returns at once; reads of a
+    // regular file are not affected.
+    std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK | libc::O_CLOEXEC)
+        .open(path)
+}
+
+#[cfg(not(unix))]
+fn open_for_reading(path: &Path) -> std::io::Result<std::fs::File> {
+    std::fs::File::open(path)
+}
+
+/// Reads a DER file, or the first PEM block labelled `label` (e.g.
+/// `PRIVATE KEY`, `CERTIFICATE`) of a text file. `what` names the file in
+/// messages; files over [`MAX_INPUT_FILE`] bytes are refused.
+pub fn read_der_or_pem(
+    path: &Path,
+    label: &str,
+    what: &'static str,
+) -> Result<Zeroizing<Vec<u8>>, ImageError> {
+    use base64::Engine;
+    let bytes = read_regular_file(path, what, MAX_INPUT_FILE)?;
+    let bad = |reason: String| ImageError::BadFile {
+        what,
+        path: path.to_owned(),
+        reason,
+    };
     let text = match std::str::from_utf8(&bytes) {
         Ok(t) if t.contains("-----BEGIN") => t,
         _ => return Ok(bytes),
@@ -546,18 +776,13 @@ pub fn read_der_or_pem(path: &Path, label: &str) -> Result<Zeroizing<Vec<u8>>, I
         .split_once(&begin)
         .and_then(|(_, rest)| rest.split_once(&end))
         .map(|(body, _)| body)
-        .ok_or_else(|| invalid(format!("{} has no {begin} ... {end} block", path.display())))?;
+        .ok_or_else(|| bad(format!("no {begin} ... {end} block")))?;
     let b64: Zeroizing<String> =
         Zeroizing::new(body.chars().filter(|c| !c.is_whitespace()).collect());
     base64::engine::general_purpose::STANDARD
         .decode(b64.as_bytes())
         .map(Zeroizing::new)
-        .map_err(|_| {
-            invalid(format!(
-                "{} has invalid base64 in its PEM block",
-                path.display()
-            ))
-        })
+        .map_err(|_| bad("invalid base64 in its PEM block".into()))
 }
 
 // ---- JSON representation ---------------------------------------------------
@@ -580,7 +805,7 @@ struct ImageFile {
 #[derive(Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct SecretFile {
-    value: String,
+    value: Zeroizing<String>,
     retries_max: u8,
     retries_left: u8,
     is_default: bool,
@@ -590,7 +815,7 @@ struct SecretFile {
 #[serde(deny_unknown_fields)]
 struct MgmtFile {
     algorithm: String,
-    key: String,
+    key: Zeroizing<String>,
     is_default: bool,
 }
 
@@ -598,7 +823,7 @@ struct MgmtFile {
 #[serde(deny_unknown_fields)]
 struct KeyFile {
     algorithm: String,
-    pkcs8: String,
+    pkcs8: Zeroizing<String>,
     origin: KeyOrigin,
     pin_policy: PinPolicy,
 }
@@ -627,7 +852,7 @@ fn alg_from_name(s: &str) -> Result<Algorithm, ImageError> {
 impl From<&CardImage> for ImageFile {
     fn from(img: &CardImage) -> Self {
         let secret = |s: &Secret| SecretFile {
-            value: unpad_pin(&s.value),
+            value: s.value.digits(),
             retries_max: s.retries_max,
             retries_left: s.retries_left,
             is_default: s.is_default,
@@ -640,7 +865,7 @@ impl From<&CardImage> for ImageFile {
             puk: secret(&img.puk),
             management_key: MgmtFile {
                 algorithm: alg_name(img.management_key.algorithm),
-                key: hex::encode(&*img.management_key.key),
+                key: Zeroizing::new(hex::encode(&*img.management_key.key)),
                 is_default: img.management_key.is_default,
             },
             keys: img
@@ -651,7 +876,7 @@ impl From<&CardImage> for ImageFile {
                         format!("{:02X}", slot.byte()),
                         KeyFile {
                             algorithm: alg_name(k.algorithm),
-                            pkcs8: hex::encode(&*k.pkcs8),
+                            pkcs8: Zeroizing::new(hex::encode(&*k.pkcs8)),
                             origin: k.origin,
                             pin_policy: k.pin_policy,
                         },
@@ -679,8 +904,10 @@ impl ImageFile {
         let pin = secret_from_file(&self.pin, "pin")?;
         let puk = secret_from_file(&self.puk, "puk")?;
         let mgmt_alg = alg_from_name(&self.management_key.algorithm)?;
-        let mgmt_key = hex::decode(&self.management_key.key)
-            .map_err(|_| invalid("management_key.key is not hex"))?;
+        let mgmt_key = Zeroizing::new(
+            hex::decode(&*self.management_key.key)
+                .map_err(|_| invalid("management_key.key is not hex"))?,
+        );
         BlockCipher::new(mgmt_alg, &mgmt_key)
             .map_err(|e| invalid(format!("management_key: {e}")))?;
         let mut keys = BTreeMap::new();
@@ -691,7 +918,7 @@ impl ImageFile {
                 .filter(|s| s.is_asymmetric_slot())
                 .ok_or_else(|| invalid(format!("keys: {slot_name:?} is not a key slot")))?;
             let der = Zeroizing::new(
-                hex::decode(&k.pkcs8)
+                hex::decode(&*k.pkcs8)
                     .map_err(|_| invalid(format!("keys.{slot_name}.pkcs8 is not hex")))?,
             );
             let parsed = PrivateKey::from_pkcs8(&der)
@@ -735,7 +962,7 @@ impl ImageFile {
             puk,
             management_key: ManagementKey {
                 algorithm: mgmt_alg,
-                key: Zeroizing::new(mgmt_key),
+                key: mgmt_key,
                 is_default: self.management_key.is_default,
             },
             keys,
@@ -754,8 +981,8 @@ fn parse_version(s: &str) -> Result<[u8; 3], ImageError> {
 }
 
 fn secret_from_file(f: &SecretFile, what: &str) -> Result<Secret, ImageError> {
-    let value =
-        pad_pin(&f.value).map_err(|_| invalid(format!("{what}.value must be 6 to 8 digits")))?;
+    let value = PinValue::from_digits(&f.value)
+        .map_err(|_| invalid(format!("{what}.value must be 6 to 8 digits")))?;
     if !(1..=15).contains(&f.retries_max) || f.retries_left > f.retries_max {
         return Err(invalid(format!(
             "{what}: retries must satisfy 0 <= retries_left <= retries_max <= 15, retries_max >= 1"
@@ -801,11 +1028,32 @@ mod tests {
     }
 
     #[test]
+    fn secrets_never_show_in_debug_output() {
+        let mut img = CardImage::new_blank(Some(1));
+        img.set_pin("24681357").unwrap();
+        img.set_puk("97531864").unwrap();
+        img.set_management_key(Algorithm::Aes128, &[0xA5; 16])
+            .unwrap();
+        img.generate_key(KeyRef::PivAuth, Algorithm::EccP256)
+            .unwrap();
+        let debug = format!("{img:?} {:?}", img.pin.value);
+        for secret in ["24681357", "97531864", "a5a5", "A5A5", "165, 165"] {
+            assert!(!debug.contains(secret), "{secret} in {debug}");
+        }
+        assert_eq!(&*img.pin.value.digits(), "24681357");
+        assert!(img.pin.value.matches(b"24681357"));
+        assert!(!img.pin.value.matches(b"24681358"));
+        assert!(PinValue::from_padded(b"123456\xFF\xFF").is_some());
+        assert!(PinValue::from_padded(b"12345\xFF\xFF\xFF").is_none());
+        assert!(PinValue::from_digits("1234567890").is_err());
+    }
+
+    #[test]
     fn blank_card_has_the_documented_defaults() {
         let img = CardImage::new_blank(None);
         assert!((10_000_000..100_000_000).contains(&img.serial));
-        assert_eq!(&img.pin.value, b"123456\xFF\xFF");
-        assert_eq!(&img.puk.value, b"12345678");
+        assert_eq!(img.pin.value.padded(), b"123456\xFF\xFF");
+        assert_eq!(img.puk.value.padded(), b"12345678");
         assert_eq!(img.management_key.algorithm, Algorithm::TripleDes);
         assert_eq!(&*img.management_key.key, &DEFAULT_MGMT_KEY);
         assert_eq!((img.pin.retries_left, img.puk.retries_left), (3, 3));
@@ -823,7 +1071,7 @@ mod tests {
             ("\"7E\"", "\"7D\"", "not a PIV data object"),
         ] {
             let bad = good.replacen(from, to, 1);
-            assert_ne!(bad, good, "{from} not found");
+            assert_ne!(bad, *good, "{from} not found");
             let err = CardImage::from_json(&bad).unwrap_err().to_string();
             assert!(err.contains(needle), "{err}");
         }
@@ -839,7 +1087,7 @@ mod tests {
         let der = dir.path().join("a.der");
         std::fs::write(&der, [0x30, 0x00]).unwrap();
         assert_eq!(
-            &*read_der_or_pem(&der, "CERTIFICATE").unwrap(),
+            &*read_der_or_pem(&der, "CERTIFICATE", "certificate").unwrap(),
             &[0x30, 0x00]
         );
         let pem = dir.path().join("a.pem");
@@ -849,10 +1097,10 @@ mod tests {
         )
         .unwrap();
         assert_eq!(
-            &*read_der_or_pem(&pem, "CERTIFICATE").unwrap(),
+            &*read_der_or_pem(&pem, "CERTIFICATE", "certificate").unwrap(),
             &[0x30, 0x00]
         );
-        assert!(read_der_or_pem(&pem, "PRIVATE KEY").is_err());
+        assert!(read_der_or_pem(&pem, "PRIVATE KEY", "private key").is_err());
     }
 
     #[test]

@@ -1,7 +1,7 @@
 //! The software PIV card: a sans-I/O card edge implementing the NIST
 //! SP 800-73-4 PIV card application (plus the Yubico-compatible vendor
 //! commands clients probe), its persistent [`image::CardImage`], timing
-//! [`profile::Profile`]s, and a [`vpcd`] connector that puts the card behind
+//! [`profile::TimingProfile`]s, and a [`vpcd`] connector that puts the card behind
 //! a real PC/SC reader.
 //!
 //! The image file format is documented in `IMAGE.md` (module
@@ -12,7 +12,7 @@
 //!   with backoff and stops on a shutdown flag.
 //! - [`runner::Runner`]: one exchange = process, store the image if it
 //!   changed (answer `6581` if that fails), then wait out the timing
-//!   [`Profile`]. In-process transports use it too.
+//!   [`TimingProfile`]. In-process transports use it too.
 //! - [`Card`]: the sans-I/O edge. ISO 7816 parsing, class check, GET
 //!   RESPONSE, chaining, then a typed [`command::Command`], then action.
 //!   Persistent state is the [`CardImage`]; volatile state is [`Volatile`].
@@ -35,6 +35,7 @@ pub mod command;
 pub mod crypto;
 pub mod edge;
 pub mod image;
+pub mod lock;
 pub mod profile;
 pub mod runner;
 pub mod vpcd;
@@ -45,5 +46,5 @@ pub use image::CardImage;
 // only depend on this crate.
 pub use iso7816;
 pub use piv;
-pub use profile::Profile;
+pub use profile::TimingProfile;
 pub use runner::Runner;

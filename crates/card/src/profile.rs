@@ -38,7 +38,7 @@ use std::time::Duration;
 
 /// A timing profile.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum Profile {
+pub enum TimingProfile {
     #[default]
     Instant,
     Contactless,
@@ -49,13 +49,13 @@ pub enum Profile {
 /// Bit rate of the contactless profile.
 pub const CONTACTLESS_BITS_PER_SECOND: u64 = 106_000;
 
-impl Profile {
+impl TimingProfile {
     /// All profiles, for help texts.
-    pub const ALL: [Profile; 4] = [
-        Profile::Instant,
-        Profile::Contactless,
-        Profile::SeedRsa2048,
-        Profile::SeedP256,
+    pub const ALL: [TimingProfile; 4] = [
+        TimingProfile::Instant,
+        TimingProfile::Contactless,
+        TimingProfile::SeedRsa2048,
+        TimingProfile::SeedP256,
     ];
 
     pub fn from_name(name: &str) -> Option<Self> {
@@ -64,10 +64,10 @@ impl Profile {
 
     pub fn name(self) -> &'static str {
         match self {
-            Profile::Instant => "instant",
-            Profile::Contactless => "contactless",
-            Profile::SeedRsa2048 => "seed-rsa2048",
-            Profile::SeedP256 => "seed-p256",
+            TimingProfile::Instant => "instant",
+            TimingProfile::Contactless => "contactless",
+            TimingProfile::SeedRsa2048 => "seed-rsa2048",
+            TimingProfile::SeedP256 => "seed-p256",
         }
     }
 
@@ -75,18 +75,20 @@ impl Profile {
     /// SW1 SW2) should take.
     pub fn exchange_time(self, command: &[u8], response: &[u8]) -> Duration {
         match self {
-            Profile::Instant => Duration::ZERO,
-            Profile::Contactless => transfer_time(command.len() + response.len()),
-            Profile::SeedRsa2048 | Profile::SeedP256 => seed_processing_time(command, response),
+            TimingProfile::Instant => Duration::ZERO,
+            TimingProfile::Contactless => transfer_time(command.len() + response.len()),
+            TimingProfile::SeedRsa2048 | TimingProfile::SeedP256 => {
+                seed_processing_time(command, response)
+            }
         }
     }
 }
 
-impl std::str::FromStr for Profile {
+impl std::str::FromStr for TimingProfile {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, String> {
-        Profile::from_name(s).ok_or_else(|| {
-            let names: Vec<&str> = Profile::ALL.iter().map(|p| p.name()).collect();
+        TimingProfile::from_name(s).ok_or_else(|| {
+            let names: Vec<&str> = TimingProfile::ALL.iter().map(|p| p.name()).collect();
             format!(
                 "unknown profile {s:?}; expected one of {}",
                 names.join(", ")
@@ -95,7 +97,7 @@ impl std::str::FromStr for Profile {
     }
 }
 
-impl std::fmt::Display for Profile {
+impl std::fmt::Display for TimingProfile {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(self.name())
     }
@@ -163,8 +165,8 @@ mod tests {
         let chained = [0x10, 0x87, 7, 0x9E, 1, 0];
         let ga = |alg| [0, 0x87, alg, 0x9E, 1, 0];
         for (profile, alg, total) in [
-            (Profile::SeedRsa2048, 7, 1367),
-            (Profile::SeedP256, 0x11, 267),
+            (TimingProfile::SeedRsa2048, 7, 1367),
+            (TimingProfile::SeedP256, 0x11, 267),
         ] {
             let t = profile.exchange_time(&select, OK)
                 + profile.exchange_time(&chuid, OK)
@@ -175,7 +177,7 @@ mod tests {
             assert_eq!(t, Duration::from_millis(total), "{profile}");
         }
         assert_eq!(
-            Profile::SeedP256.exchange_time(&ga(7), &[0x6A, 0x80]),
+            TimingProfile::SeedP256.exchange_time(&ga(7), &[0x6A, 0x80]),
             ms(10)
         );
     }
@@ -183,15 +185,24 @@ mod tests {
     #[test]
     fn contactless_charges_bytes_and_instant_nothing() {
         assert_eq!(
-            Profile::Instant.exchange_time(&[0; 300], &[0; 300]),
+            TimingProfile::Instant.exchange_time(&[0; 300], &[0; 300]),
             Duration::ZERO
         );
         // 265 bytes = 2120 bits at 106 kbit/s = 20 ms.
-        assert_eq!(Profile::Contactless.exchange_time(&[0; 263], OK), ms(20));
-        assert_eq!("seed-p256".parse::<Profile>().unwrap(), Profile::SeedP256);
-        assert!("fast".parse::<Profile>().unwrap_err().contains("instant"));
-        for p in Profile::ALL {
-            assert_eq!(Profile::from_name(p.name()), Some(p));
+        assert_eq!(
+            TimingProfile::Contactless.exchange_time(&[0; 263], OK),
+            ms(20)
+        );
+        assert_eq!(
+            "seed-p256".parse::<TimingProfile>().unwrap(),
+            TimingProfile::SeedP256
+        );
+        assert!("fast"
+            .parse::<TimingProfile>()
+            .unwrap_err()
+            .contains("instant"));
+        for p in TimingProfile::ALL {
+            assert_eq!(TimingProfile::from_name(p.name()), Some(p));
         }
     }
 }

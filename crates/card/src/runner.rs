@@ -1,8 +1,8 @@
 //! Puts a [`Card`] behind a transport: persists image changes before the
-//! answer leaves the card, and applies a timing [`Profile`].
+//! answer leaves the card, and applies a timing [`TimingProfile`].
 
 use crate::edge::Card;
-use crate::profile::Profile;
+use crate::profile::TimingProfile;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 pub struct Runner {
     card: Card,
     image_path: Option<PathBuf>,
-    profile: Profile,
+    profile: TimingProfile,
 }
 
 impl Runner {
@@ -21,7 +21,7 @@ impl Runner {
     /// first random draw of a process collects CPU-jitter entropy (tens of
     /// milliseconds), which would otherwise land in the first GENERAL
     /// AUTHENTICATE the card answers and be billed to the `challenge` stage.
-    pub fn new(card: Card, image_path: Option<PathBuf>, profile: Profile) -> Self {
+    pub fn new(card: Card, image_path: Option<PathBuf>, profile: TimingProfile) -> Self {
         crate::crypto::warm_up();
         Runner {
             card,
@@ -34,7 +34,7 @@ impl Runner {
         &self.card
     }
 
-    pub fn profile(&self) -> Profile {
+    pub fn profile(&self) -> TimingProfile {
         self.profile
     }
 
@@ -103,7 +103,7 @@ mod tests {
         let path = dir.path().join("card.json");
         let image = CardImage::new_blank(Some(7));
         image.save(&path).unwrap();
-        let mut r = Runner::new(Card::new(image), Some(path.clone()), Profile::Instant);
+        let mut r = Runner::new(Card::new(image), Some(path.clone()), TimingProfile::Instant);
         r.transmit(&[0, 0xA4, 4, 0, 5, 0xA0, 0, 0, 3, 8]);
         let wrong = [
             0, 0x20, 0, 0x80, 8, b'0', b'0', b'0', b'0', b'0', b'0', 0xFF, 0xFF,
@@ -115,7 +115,7 @@ mod tests {
         let mut r = Runner::new(
             Card::new(CardImage::load(&path).unwrap()),
             Some(dir.path().join("missing-dir").join("card.json")),
-            Profile::Instant,
+            TimingProfile::Instant,
         );
         r.transmit(&[0, 0xA4, 4, 0, 5, 0xA0, 0, 0, 3, 8]);
         assert_eq!(r.transmit(&wrong), vec![0x65, 0x81]);

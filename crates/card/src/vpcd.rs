@@ -289,7 +289,7 @@ impl FrameReader {
 mod tests {
     use super::*;
     use crate::image::CardImage;
-    use crate::profile::Profile;
+    use crate::profile::TimingProfile;
     use crate::Card;
     use std::net::TcpListener;
 
@@ -321,7 +321,7 @@ mod tests {
             let mut runner = Runner::new(
                 Card::new(CardImage::new_blank(Some(9))),
                 None,
-                Profile::Instant,
+                TimingProfile::Instant,
             );
             run(&mut runner, &opts)
         });

@@ -6,7 +6,7 @@
 //! in scripts/setup.sh. Set PIVGATE_SKIP_PCSC=1 to skip them elsewhere.
 
 use card::image::CardImage;
-use card::{vpcd, Card, Profile, Runner};
+use card::{vpcd, Card, Runner, TimingProfile};
 use iso7816::StatusWord;
 use piv::{Algorithm, KeyRef};
 use std::path::{Path, PathBuf};
@@ -27,7 +27,7 @@ impl RunningCard {
         let runner = Runner::new(
             Card::new(image),
             Some(image_path.to_owned()),
-            Profile::Instant,
+            TimingProfile::Instant,
         );
         let bg = vpcd::Background::spawn(runner, testbed::VPCD_ADDR);
         testbed::wait_for_card(VPCD_READER, CARD_TIMEOUT).expect("card appears in the vpcd reader");

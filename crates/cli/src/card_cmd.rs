@@ -2,8 +2,8 @@
 //! software PIV cards. The card itself lives in the `card` crate.
 
 use anyhow::{bail, Context};
-use card::image::CardImage;
-use card::{vpcd, Card, Profile, Runner};
+use card::image::{CardImage, ImageLock, DEFAULT_MGMT_KEY, DEFAULT_PIN, DEFAULT_PUK};
+use card::{vpcd, Card, Runner, TimingProfile};
 use clap::{Args, Subcommand};
 use piv::{Algorithm, KeyRef};
 use pki::issue::{CardCredentials, TestPki};
@@ -11,12 +11,13 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
+use zeroize::Zeroizing;
 
 #[derive(Subcommand)]
 pub enum CardCommand {
     /// Create a blank card image (PIN 123456, PUK 12345678, default 3DES
     /// management key, retries 3/3).
-    New(NewArgs),
+    New(Box<NewArgs>),
     /// Run a card image behind the vpcd virtual reader until SIGINT/SIGTERM.
     Run(RunArgs),
     /// Show what a card image holds.
@@ -51,6 +52,20 @@ pub struct NewArgs {
     /// Personalise the card from credentials made by `pivgate pki issue-card`.
     #[arg(long, value_name = "DIR")]
     credentials: Option<PathBuf>,
+    /// The card's PIN, 6 to 8 digits (default 123456).
+    #[arg(long, env = "PIVGATE_CARD_PIN", hide_env_values = true)]
+    pin: Option<Zeroizing<String>>,
+    /// The card's PUK, 6 to 8 digits (default 12345678).
+    #[arg(long, env = "PIVGATE_CARD_PUK", hide_env_values = true)]
+    puk: Option<Zeroizing<String>>,
+    /// The management key in hex (16, 24 or 32 bytes), or `random` for a new
+    /// random key printed once. Default: the published 3DES key.
+    #[arg(long, env = "PIVGATE_CARD_MANAGEMENT_KEY", hide_env_values = true)]
+    management_key: Option<Zeroizing<String>>,
+    /// The management key's algorithm: 3des, aes128, aes192 or aes256
+    /// (default: AES of the key's length; 3DES needs saying).
+    #[arg(long, value_name = "ALG", requires = "management_key")]
+    management_key_algorithm: Option<String>,
     #[command(flatten)]
     spec: crate::pki_cmd::CardSpec,
 }
@@ -65,7 +80,7 @@ pub struct RunArgs {
     vpcd: String,
     /// Timing profile: instant, contactless, seed-rsa2048, seed-p256.
     #[arg(long, default_value = "instant")]
-    profile: Profile,
+    profile: TimingProfile,
 }
 
 #[derive(Args)]
@@ -119,7 +134,7 @@ pub fn run(cmd: CardCommand) -> anyhow::Result<ExitCode> {
     }
 }
 
-fn new(a: NewArgs) -> anyhow::Result<ExitCode> {
+fn new(a: Box<NewArgs>) -> anyhow::Result<ExitCode> {
     if a.pki.is_none() && !a.spec.is_default() {
         bail!("--alg, --fascn, --uuid, --expires and --name describe a card issued with --pki; add --pki DIR");
     }
@@ -135,12 +150,19 @@ fn new(a: NewArgs) -> anyhow::Result<ExitCode> {
         ),
         (None, None) => None,
     };
+    // Held until the image is written: a card running this image (with
+    // --force) must not be overwritten behind its back.
+    let _lock = ImageLock::acquire(&a.out, "pivgate card new")?;
     let mut image = match &creds {
         Some(c) => crate::personalise::personalise(c, a.serial)?,
         None => CardImage::new_blank(a.serial),
     };
     if a.attestation {
         image.install_attestation(Algorithm::EccP256)?;
+    }
+    let new_management_key = set_credentials(&mut image, &a)?;
+    if creds.is_some() {
+        warn_about_defaults(&image);
     }
     if let Some(c) = &creds {
         println!(
@@ -161,11 +183,93 @@ fn new(a: NewArgs) -> anyhow::Result<ExitCode> {
         a.out.display(),
         image.serial
     );
+    if let Some(key) = new_management_key {
+        println!(
+            "management key ({}, shown once, keep it secret): {}",
+            image.management_key.algorithm.name(),
+            key.as_str()
+        );
+    }
     Ok(ExitCode::SUCCESS)
 }
 
+/// Applies --pin, --puk and --management-key; returns the management key
+/// in hex when it was generated here (to show it once).
+fn set_credentials(
+    image: &mut CardImage,
+    a: &NewArgs,
+) -> anyhow::Result<Option<Zeroizing<String>>> {
+    if let Some(pin) = &a.pin {
+        image.set_pin(pin).context("--pin")?;
+    }
+    if let Some(puk) = &a.puk {
+        image.set_puk(puk).context("--puk")?;
+    }
+    let Some(given) = &a.management_key else {
+        return Ok(None);
+    };
+    let generated = given.as_str() == "random";
+    let key = if generated {
+        let len = match &a.management_key_algorithm {
+            Some(alg) => parse_management_algorithm(alg)?.key_len().unwrap_or(24),
+            None => 24,
+        };
+        let mut key = Zeroizing::new(vec![0u8; len]);
+        card::crypto::random(&mut key).context("generating a management key")?;
+        key
+    } else {
+        Zeroizing::new(
+            hex::decode(given.trim())
+                .ok()
+                .context("--management-key must be hex (16, 24 or 32 bytes) or `random`")?,
+        )
+    };
+    let alg = match &a.management_key_algorithm {
+        Some(alg) => parse_management_algorithm(alg)?,
+        None => match key.len() {
+            16 => Algorithm::Aes128,
+            24 => Algorithm::Aes192,
+            32 => Algorithm::Aes256,
+            n => bail!("--management-key is {n} bytes; AES keys are 16, 24 or 32 bytes"),
+        },
+    };
+    image
+        .set_management_key(alg, &key)
+        .context("--management-key")?;
+    Ok(generated.then(|| Zeroizing::new(hex::encode(&*key))))
+}
+
+fn parse_management_algorithm(s: &str) -> anyhow::Result<Algorithm> {
+    Ok(match s.to_ascii_lowercase().replace('-', "").as_str() {
+        "3des" | "tdes" => Algorithm::TripleDes,
+        "aes128" => Algorithm::Aes128,
+        "aes192" => Algorithm::Aes192,
+        "aes256" => Algorithm::Aes256,
+        _ => bail!("unknown management key algorithm {s:?}: use 3des, aes128, aes192 or aes256"),
+    })
+}
+
+/// A personalised card that keeps a factory secret can be used or
+/// rewritten by anyone at a reader: say so.
+fn warn_about_defaults(image: &CardImage) {
+    if image.pin.is_default {
+        eprintln!("warning: the card keeps the default PIN {DEFAULT_PIN}; set one with --pin");
+    }
+    if image.puk.is_default {
+        eprintln!("warning: the card keeps the default PUK {DEFAULT_PUK}; set one with --puk");
+    }
+    if image.management_key.is_default {
+        eprintln!(
+            "warning: the card keeps the published management key {}; anyone at a reader can \
+             replace its keys and certificates: set one with --management-key (or `random`)",
+            hex::encode(DEFAULT_MGMT_KEY)
+        );
+    }
+}
+
 fn run_card(a: RunArgs) -> anyhow::Result<ExitCode> {
-    let image = CardImage::load(&a.image)?;
+    // Held for the card's whole life: one process counts the PIN tries.
+    let (image, _lock) = CardImage::load_locked(&a.image, "pivgate card run")?;
     let opts = vpcd::Options {
         addr: a.vpcd.clone(),
         shutdown: Arc::new(AtomicBool::new(false)),
@@ -260,9 +364,9 @@ fn parse_algorithm(s: &str) -> anyhow::Result<Algorithm> {
 }
 
 fn import_key(a: ImportKeyArgs) -> anyhow::Result<ExitCode> {
-    let mut img = CardImage::load(&a.image)?;
     let slot = parse_slot(&a.slot)?;
-    let der = card::image::read_der_or_pem(&a.key, "PRIVATE KEY")?;
+    let der = card::image::read_der_or_pem(&a.key, "PRIVATE KEY", "private key")?;
+    let (mut img, _lock) = CardImage::load_locked(&a.image, "pivgate card import-key")?;
     let alg = img.import_key(slot, &der)?;
     img.save(&a.image)?;
     println!("imported {} key into slot {:02X}", alg.name(), slot.byte());
@@ -270,19 +374,27 @@ fn import_key(a: ImportKeyArgs) -> anyhow::Result<ExitCode> {
 }
 
 fn generate(a: GenerateArgs) -> anyhow::Result<ExitCode> {
-    let mut img = CardImage::load(&a.image)?;
     let slot = parse_slot(&a.slot)?;
-    let public = img.generate_key(slot, parse_algorithm(&a.algorithm)?)?;
+    let alg = parse_algorithm(&a.algorithm)?;
+    let (mut img, _lock) = CardImage::load_locked(&a.image, "pivgate card generate")?;
+    let public = img.generate_key(slot, alg)?;
     img.save(&a.image)?;
     println!("{}", hex::encode(public.encode()));
     Ok(ExitCode::SUCCESS)
 }
 
 fn put_cert(a: PutCertArgs) -> anyhow::Result<ExitCode> {
-    let mut img = CardImage::load(&a.image)?;
     let slot = parse_slot(&a.slot)?;
-    let der = card::image::read_der_or_pem(&a.cert, "CERTIFICATE")?;
-    img.put_certificate(slot, &der)?;
+    let der = card::image::read_der_or_pem(&a.cert, "CERTIFICATE", "certificate")?;
+    pki::cert::Cert::from_der(der.to_vec()).with_context(|| {
+        format!(
+            "certificate {} is not an X.509 certificate",
+            a.cert.display()
+        )
+    })?;
+    let (mut img, _lock) = CardImage::load_locked(&a.image, "pivgate card put-cert")?;
+    img.put_certificate(slot, &der)
+        .with_context(|| format!("certificate {}", a.cert.display()))?;
     img.save(&a.image)?;
     println!(
         "stored certificate ({} bytes) for slot {:02X}",

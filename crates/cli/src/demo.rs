@@ -6,7 +6,7 @@ use crate::render::{comparison, table, Row};
 use anyhow::{Context, Result};
 use auth::measure::tap_series;
 use auth::{Authenticator, Mechanism, Settings};
-use card::profile::Profile;
+use card::profile::TimingProfile;
 use card::Card;
 use clap::Args;
 use host::InProcess;
@@ -32,11 +32,20 @@ pub struct DemoArgs {
     json: bool,
 }
 
+/// Where the demo's cards are tapped.
+enum Door {
+    /// Straight onto the software card, in this process.
+    InProcess,
+    /// Behind the vpcd reader, through pcscd.
+    #[cfg(feature = "pcsc-demo")]
+    Pcsc(crate::demo_pcsc::PcscDoor),
+}
+
 /// A demo card and the timing profiles it is tapped under.
 struct DemoCard {
     name: &'static str,
     creds: CardCredentials,
-    profiles: Vec<Profile>,
+    profiles: Vec<TimingProfile>,
 }
 
 pub fn run(args: DemoArgs) -> Result<ExitCode> {
@@ -53,8 +62,12 @@ pub fn run(args: DemoArgs) -> Result<ExitCode> {
     .context("creating the test PKI")?;
     let mut cards = Vec::new();
     for (name, alg, seed) in [
-        ("RSA-2048", KeyAlgorithm::Rsa2048, Profile::SeedRsa2048),
-        ("P-256", KeyAlgorithm::P256, Profile::SeedP256),
+        (
+            "RSA-2048",
+            KeyAlgorithm::Rsa2048,
+            TimingProfile::SeedRsa2048,
+        ),
+        ("P-256", KeyAlgorithm::P256, TimingProfile::SeedP256),
     ] {
         eprintln!("  issuing a {name} card (9A, 9C, 9D, 9E certificates and a signed CHUID)");
         let creds = pki
@@ -64,7 +77,7 @@ pub fn run(args: DemoArgs) -> Result<ExitCode> {
                 ..CardOptions::default()
             })
             .with_context(|| format!("issuing the {name} card"))?;
-        let mut profiles = vec![Profile::Instant, Profile::Contactless];
+        let mut profiles = vec![TimingProfile::Instant, TimingProfile::Contactless];
         if !args.quick {
             profiles.push(seed);
         }
@@ -77,17 +90,24 @@ pub fn run(args: DemoArgs) -> Result<ExitCode> {
     let crls = pki.crl_set().context("loading the test PKI's CRLs")?;
     let authn = Authenticator::new(pki.trust_store(), crls, Settings::default());
     // One door for every card: through pcscd + vpcd, or in-process.
-    let mut pcsc = if args.pcsc {
-        Some(crate::demo_pcsc::PcscDoor::open()?)
+    let mut door = if args.pcsc {
+        #[cfg(feature = "pcsc-demo")]
+        {
+            Door::Pcsc(crate::demo_pcsc::PcscDoor::open()?)
+        }
+        #[cfg(not(feature = "pcsc-demo"))]
+        anyhow::bail!(
+            "this pivgate was built without the pcsc-demo feature: --pcsc is not available"
+        );
     } else {
-        None
+        Door::InProcess
     };
     let mut rows = Vec::new();
     let mut all = Vec::new();
     for c in &cards {
         for &profile in &c.profiles {
             let n = taps_for(args.taps, profile);
-            let where_ = if pcsc.is_some() {
+            let where_ = if args.pcsc {
                 "behind the vpcd reader"
             } else {
                 "in-process"
@@ -98,9 +118,10 @@ pub fn run(args: DemoArgs) -> Result<ExitCode> {
                 profile.name(),
             );
             let image = || personalise(&c.creds, Some(1));
-            let series = match &mut pcsc {
-                Some(door) => door.series(image()?, profile, &authn, n)?,
-                None => tap_series(&authn, n, |authn| {
+            let series = match &mut door {
+                #[cfg(feature = "pcsc-demo")]
+                Door::Pcsc(door) => door.series(image()?, profile, &authn, n)?,
+                Door::InProcess => tap_series(&authn, n, |authn| {
                     let mut t =
                         InProcess::with_profile(Card::new(image()?), profile).named("in-process");
                     anyhow::Ok(authn.authenticate(&mut t, Mechanism::PkiCak, None, None))
@@ -127,9 +148,9 @@ pub fn run(args: DemoArgs) -> Result<ExitCode> {
 }
 
 /// Seed profiles take seconds per tap: fewer of them.
-fn taps_for(taps: u32, profile: Profile) -> usize {
+fn taps_for(taps: u32, profile: TimingProfile) -> usize {
     match profile {
-        Profile::SeedRsa2048 | Profile::SeedP256 => taps.min(3) as usize,
+        TimingProfile::SeedRsa2048 | TimingProfile::SeedP256 => taps.min(3) as usize,
         _ => taps as usize,
     }
 }

@@ -5,7 +5,7 @@
 use anyhow::{Context, Result};
 use auth::measure::{tap_series, TapSeries};
 use auth::{Authenticator, Mechanism};
-use card::profile::Profile;
+use card::profile::TimingProfile;
 use card::runner::Runner;
 use card::vpcd;
 use card::{Card, CardImage};
@@ -18,7 +18,7 @@ use testbed::VPCD_READER;
 struct VirtualCard(Option<vpcd::Background>);
 
 impl VirtualCard {
-    fn start(card: Card, profile: Profile) -> Self {
+    fn start(card: Card, profile: TimingProfile) -> Self {
         VirtualCard(Some(vpcd::Background::spawn(
             Runner::new(card, None, profile),
             vpcd::DEFAULT_ADDR,
@@ -62,7 +62,7 @@ impl PcscDoor {
     pub(crate) fn series(
         &mut self,
         image: CardImage,
-        profile: Profile,
+        profile: TimingProfile,
         authn: &Authenticator,
         n: usize,
     ) -> Result<TapSeries> {

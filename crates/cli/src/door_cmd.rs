@@ -4,7 +4,7 @@ use crate::render;
 use anyhow::{Context, Result};
 use auth::{Authenticator, Mechanism, Settings, StdinPin};
 use clap::{Args, ValueEnum};
-use host::{Readers, Transport};
+use host::{Readers, Transport, TransportExt};
 use pki::time::Time;
 use pki::trust::{RevocationCheck, RevocationConfig};
 use std::process::ExitCode;
@@ -80,7 +80,7 @@ pub fn read(args: ReadArgs) -> Result<ExitCode> {
     let (mut t, _) = wait_and_connect(args.reader.as_deref(), args.wait)?;
     let reader = t.reader().to_string();
     let report = t
-        .transaction(|ch| Ok(auth::inspect::read_card(ch)))
+        .with_transaction(|ch| Ok(auth::inspect::read_card(ch)))
         .context("reading the card")?
         .context("reading the card")?;
     if args.json {

@@ -6,7 +6,7 @@ use auth::measure::{
     self, REFERENCE_DOOR, REFERENCE_ECC_SAVING_MS, REFERENCE_MODULE_MS, REFERENCE_TOTAL_MS,
 };
 use auth::transaction::{totals, Outcome, Stage, StageName, Transaction};
-use card::profile::Profile;
+use card::profile::TimingProfile;
 use std::fmt::Write as _;
 
 pub fn ms(us: u64) -> String {
@@ -192,7 +192,7 @@ pub fn card_report(reader: &str, r: &auth::inspect::CardReport) -> String {
 /// One row of the demo's result table: the median of a series of taps.
 pub struct Row {
     pub card: &'static str,
-    pub profile: Profile,
+    pub profile: TimingProfile,
     pub kind: &'static str,
     pub median: Transaction,
     pub taps: usize,
@@ -203,7 +203,7 @@ impl Row {
     /// a refused tap (the demo's cards are all genuine).
     pub fn from_series(
         card: &'static str,
-        profile: Profile,
+        profile: TimingProfile,
         series: &measure::TapSeries,
     ) -> anyhow::Result<Vec<Row>> {
         let mut rows = Vec::new();
@@ -231,7 +231,10 @@ impl Row {
     }
 
     fn seeded(&self) -> bool {
-        matches!(self.profile, Profile::SeedRsa2048 | Profile::SeedP256)
+        matches!(
+            self.profile,
+            TimingProfile::SeedRsa2048 | TimingProfile::SeedP256
+        )
     }
 }
 
@@ -343,7 +346,7 @@ pub fn comparison(rows: &[Row]) -> String {
     }
     let worst_instant = rows
         .iter()
-        .filter(|r| r.profile == Profile::Instant)
+        .filter(|r| r.profile == TimingProfile::Instant)
         .map(|r| r.median.host_compute_us)
         .max();
     if let Some(worst) = worst_instant {
@@ -355,10 +358,10 @@ pub fn comparison(rows: &[Row]) -> String {
     }
     for r in rows
         .iter()
-        .filter(|r| r.profile == Profile::Contactless && r.kind == "fast path")
+        .filter(|r| r.profile == TimingProfile::Contactless && r.kind == "fast path")
     {
         if let Some(full) = rows.iter().find(|f| {
-            f.card == r.card && f.profile == Profile::Contactless && f.kind == "full read"
+            f.card == r.card && f.profile == TimingProfile::Contactless && f.kind == "full read"
         }) {
             let (a, b) = (full.median.total(), r.median.total());
             let _ = writeln!(

@@ -27,6 +27,45 @@ fn s(p: &Path) -> &str {
     p.to_str().unwrap()
 }
 
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+/// A self-signed DER certificate for `key` (PEM), made by openssl, with
+/// `extra` arguments (e.g. extensions).
+fn self_signed(key: &Path, out: &Path, extra: &[&str]) {
+    let o = Command::new("openssl")
+        .args([
+            "req",
+            "-new",
+            "-x509",
+            "-key",
+            s(key),
+            "-subj",
+            "/CN=pivgate test",
+        ])
+        .args(["-days", "30", "-outform", "DER", "-out", s(out)])
+        .args(extra)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+}
+
+fn ec_key(out: &Path) {
+    let o = Command::new("openssl")
+        .args([
+            "genpkey",
+            "-algorithm",
+            "EC",
+            "-pkeyopt",
+            "ec_paramgen_curve:P-256",
+        ])
+        .args(["-out", s(out)])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+}
+
 #[test]
 fn new_creates_a_private_blank_card_and_refuses_to_overwrite() {
     let dir = tempfile::tempdir().unwrap();
@@ -111,7 +150,7 @@ fn personalisation_commands_update_the_image() {
     .contains("P-384"));
 
     let cert = dir.path().join("cert.der");
-    std::fs::write(&cert, [0x30, 0x03, 0x02, 0x01, 0x00]).unwrap();
+    self_signed(&key, &cert, &[]);
     ok(&[
         "card",
         "put-cert",
@@ -206,4 +245,260 @@ fn run_serves_vpcd_persists_and_stops_on_sigterm() {
         std::thread::sleep(Duration::from_millis(20));
     };
     assert!(status.success(), "exit status {status}");
+}
+
+#[test]
+fn put_cert_parses_the_certificate_caps_its_size_and_names_the_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("card.json");
+    ok(&["card", "new", "--out", s(&path)]);
+    let before = std::fs::read(&path).unwrap();
+    let put = |cert: &Path| {
+        pivgate(&[
+            "card",
+            "put-cert",
+            "--image",
+            s(&path),
+            "--slot",
+            "9a",
+            "--cert",
+            s(cert),
+        ])
+    };
+
+    // Anything starting with 0x30 used to be stored.
+    let garbage = dir.path().join("garbage.der");
+    std::fs::write(&garbage, [0x30, 0x03, 0x02, 0x01, 0x00]).unwrap();
+    let o = put(&garbage);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains(&format!(
+            "certificate {} is not an X.509 certificate",
+            s(&garbage)
+        )),
+        "{}",
+        stderr(&o)
+    );
+
+    // A real certificate too large for the slot's container.
+    let key = dir.path().join("key.pem");
+    ec_key(&key);
+    let names: Vec<String> = (0..400)
+        .map(|i| format!("DNS:door-{i:04}.building-with-a-long-name.example.com"))
+        .collect();
+    let san = format!("subjectAltName={}", names.join(","));
+    let big = dir.path().join("big.der");
+    self_signed(&key, &big, &["-addext", &san]);
+    assert!(std::fs::metadata(&big).unwrap().len() > 16 * 1024);
+    let o = put(&big);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("at most 16384 bytes"), "{}", stderr(&o));
+    assert!(stderr(&o).contains(s(&big)), "{}", stderr(&o));
+
+    // A file past the read limit is refused before it is read whole.
+    let huge = dir.path().join("huge.der");
+    let f = std::fs::File::create(&huge).unwrap();
+    f.set_len(300 * 1024 * 1024).unwrap();
+    let o = put(&huge);
+    assert!(
+        stderr(&o).contains(&format!("cannot read certificate {}", s(&huge))),
+        "{}",
+        stderr(&o)
+    );
+    // A missing certificate is reported as the certificate, not the image.
+    let missing = dir.path().join("missing.der");
+    let o = put(&missing);
+    assert!(
+        stderr(&o).contains(&format!("cannot read certificate {}", s(&missing))),
+        "{}",
+        stderr(&o)
+    );
+    assert_eq!(std::fs::read(&path).unwrap(), before, "image unchanged");
+
+    let good = dir.path().join("good.der");
+    self_signed(&key, &good, &[]);
+    assert!(ok(&[
+        "card",
+        "put-cert",
+        "--image",
+        s(&path),
+        "--slot",
+        "9a",
+        "--cert",
+        s(&good)
+    ])
+    .contains("stored certificate"));
+}
+
+/// Starts `pivgate card run` on `image` against a local vpcd listener and
+/// waits until the card has connected (so it holds the image).
+fn start_card(image: &Path) -> (std::process::Child, std::net::TcpStream) {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap().to_string();
+    let child = Command::new(env!("CARGO_BIN_EXE_pivgate"))
+        .args(["card", "run", "--image", s(image), "--vpcd", &addr])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let (vpcd, _) = listener.accept().unwrap();
+    (child, vpcd)
+}
+
+#[test]
+fn one_process_at_a_time_changes_a_card_image() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("card.json");
+    ok(&["card", "new", "--out", s(&path), "--serial", "5"]);
+    let (mut first, _vpcd) = start_card(&path);
+    let holder = format!("pid {}: pivgate card run", first.id());
+
+    // A second running card on the same image refuses at once.
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap().to_string();
+    let second = pivgate(&["card", "run", "--image", s(&path), "--vpcd", &addr]);
+    assert_eq!(second.status.code(), Some(2));
+    assert!(
+        stderr(&second).contains("in use by another process"),
+        "{}",
+        stderr(&second)
+    );
+    assert!(stderr(&second).contains(&holder), "{}", stderr(&second));
+
+    // So do offline edits while the card runs.
+    let key = dir.path().join("key.pem");
+    ec_key(&key);
+    let cert = dir.path().join("cert.der");
+    self_signed(&key, &cert, &[]);
+    for args in [
+        vec![
+            "card",
+            "generate",
+            "--image",
+            s(&path),
+            "--slot",
+            "9a",
+            "--algorithm",
+            "p256",
+        ],
+        vec![
+            "card",
+            "import-key",
+            "--image",
+            s(&path),
+            "--slot",
+            "9a",
+            "--key",
+            s(&key),
+        ],
+        vec![
+            "card",
+            "put-cert",
+            "--image",
+            s(&path),
+            "--slot",
+            "9a",
+            "--cert",
+            s(&cert),
+        ],
+        vec!["card", "new", "--out", s(&path), "--force"],
+    ] {
+        let o = pivgate(&args);
+        assert_eq!(o.status.code(), Some(2), "{args:?}");
+        assert!(stderr(&o).contains(&holder), "{args:?}: {}", stderr(&o));
+    }
+    // Reading is not changing.
+    assert!(ok(&["card", "info", "--image", s(&path)]).contains("serial:          5"));
+
+    first.kill().unwrap();
+    first.wait().unwrap();
+    // A dead holder holds nothing.
+    ok(&[
+        "card",
+        "generate",
+        "--image",
+        s(&path),
+        "--slot",
+        "9a",
+        "--algorithm",
+        "p256",
+    ]);
+}
+
+#[test]
+fn new_with_a_pki_sets_pin_puk_and_management_key_or_warns() {
+    let dir = tempfile::tempdir().unwrap();
+    let pki = dir.path().join("pki");
+    ok(&["pki", "init", "--dir", s(&pki)]);
+
+    let kept = dir.path().join("kept.json");
+    let o = pivgate(&["card", "new", "--out", s(&kept), "--pki", s(&pki)]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    for what in ["default PIN", "default PUK", "published management key"] {
+        assert!(stderr(&o).contains(what), "{what}: {}", stderr(&o));
+    }
+
+    let set = dir.path().join("set.json");
+    let o = pivgate(&[
+        "card",
+        "new",
+        "--out",
+        s(&set),
+        "--pki",
+        s(&pki),
+        "--pin",
+        "24681357",
+        "--puk",
+        "97531864",
+        "--management-key",
+        "random",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(!stderr(&o).contains("warning"), "{}", stderr(&o));
+    let out = String::from_utf8_lossy(&o.stdout).into_owned();
+    let key = out
+        .lines()
+        .find_map(|l| l.strip_prefix("management key (AES-192, shown once, keep it secret): "))
+        .unwrap_or_else(|| panic!("no management key in {out}"));
+    assert_eq!(key.len(), 48);
+    let json: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&set).unwrap()).unwrap();
+    assert_eq!(json["pin"]["value"], "24681357");
+    assert_eq!(json["pin"]["is_default"], false);
+    assert_eq!(json["puk"]["value"], "97531864");
+    assert_eq!(json["management_key"]["algorithm"], "AES-192");
+    assert_eq!(json["management_key"]["key"], key);
+    assert_eq!(json["management_key"]["is_default"], false);
+    assert!(
+        json["objects"]["5FC102"].is_string(),
+        "personalised: CHUID present"
+    );
+
+    let given = dir.path().join("given.json");
+    ok(&[
+        "card",
+        "new",
+        "--out",
+        s(&given),
+        "--management-key",
+        "000102030405060708090a0b0c0d0e0f",
+    ]);
+    let json: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&given).unwrap()).unwrap();
+    assert_eq!(json["management_key"]["algorithm"], "AES-128");
+
+    for bad in [
+        vec!["--pin", "12ab56"],
+        vec!["--puk", "123"],
+        vec!["--management-key", "0102"],
+        vec!["--management-key", "zz"],
+    ] {
+        let out = dir.path().join("bad.json");
+        let mut args = vec!["card", "new", "--out", s(&out)];
+        args.extend(bad.iter().copied());
+        let o = pivgate(&args);
+        assert_eq!(o.status.code(), Some(2), "{bad:?}");
+        assert!(stderr(&o).contains(bad[0]), "{bad:?}: {}", stderr(&o));
+        assert!(!out.exists());
+    }
 }

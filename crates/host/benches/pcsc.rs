@@ -7,7 +7,7 @@
 //! Run: `cargo bench -p host --bench pcsc` (root; pcscd and vsmartcard-vpcd
 //! installed by scripts/setup.sh). Prints a table; nothing is asserted.
 
-use card::{vpcd, Card, CardImage, Profile, Runner};
+use card::{vpcd, Card, CardImage, Runner, TimingProfile};
 use host::client::{exchange, Piv};
 use host::{Channel, Readers};
 use std::ffi::CString;
@@ -77,7 +77,7 @@ fn main() {
         Runner::new(
             Card::new(CardImage::new_blank(Some(1))),
             None,
-            Profile::Instant,
+            TimingProfile::Instant,
         ),
         testbed::VPCD_ADDR,
     );

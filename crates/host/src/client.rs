@@ -1,7 +1,7 @@
 //! Typed PIV operations over any [`Channel`].
 //!
 //! Everything the card sends back is untrusted: lengths are checked, `61xx`
-//! chains and object sizes are bounded, and every failure is a [`PivError`]
+//! chains and object sizes are bounded, and every failure is a [`ClientError`]
 //! that says what the card did wrong.
 
 use crate::transport::{Channel, TransportError};
@@ -9,6 +9,7 @@ use iso7816::{chain, tlv, Command};
 use piv::{ApplicationProperties, CertContainer, DynAuth, PIV_AID};
 use std::io::Read;
 use thiserror::Error;
+use zeroize::Zeroizing;
 
 /// The largest object the client accepts from a card: SP 800-73-4 containers
 /// are at most a few KiB; a card that sends more is refused.
@@ -18,7 +19,7 @@ const MAX_GET_RESPONSE: usize = 200;
 
 /// Why a PIV operation failed.
 #[derive(Debug, Error)]
-pub enum PivError {
+pub enum ClientError {
     #[error(transparent)]
     Transport(#[from] TransportError),
     #[error("the card has no PIV application (SELECT answered {0:04X})")]
@@ -56,7 +57,7 @@ impl Response {
     }
 }
 
-fn split(mut raw: Vec<u8>) -> Result<Response, PivError> {
+fn split(mut raw: Vec<u8>) -> Result<Response, ClientError> {
     if raw.len() < 2 {
         return Err(TransportError::ShortResponse(raw.len()).into());
     }
@@ -65,12 +66,13 @@ fn split(mut raw: Vec<u8>) -> Result<Response, PivError> {
     Ok(Response { data: raw, sw })
 }
 
-fn command(cla: u8, ins: u8, p1: u8, p2: u8, data: &[u8], le: Option<usize>) -> Vec<u8> {
+/// The encoded command, wiped when dropped: VERIFY carries the PIN.
+fn command(cla: u8, ins: u8, p1: u8, p2: u8, data: &[u8], le: Option<usize>) -> Zeroizing<Vec<u8>> {
     let c = Command::new(cla, ins, p1, p2, data);
-    match le {
+    Zeroizing::new(match le {
         Some(le) => c.with_le(le).to_bytes(),
         None => c.to_bytes(),
-    }
+    })
 }
 
 /// Sends one command, handling command chaining (data over 255 bytes on a
@@ -83,7 +85,7 @@ pub fn exchange(
     p2: u8,
     data: &[u8],
     want_data: bool,
-) -> Result<Response, PivError> {
+) -> Result<Response, ClientError> {
     // A card that takes extended APDUs returns a whole object in one
     // answer; otherwise short Le = 00 asks for up to 256 bytes and longer
     // answers come as 61xx.
@@ -99,13 +101,13 @@ pub fn exchange(
                 Some(le) if i == last => part.with_le(le),
                 _ => part,
             };
-            let resp = split(ch.transmit(&part.to_bytes())?)?;
+            let resp = split(ch.transmit(&Zeroizing::new(part.to_bytes()))?)?;
             if i < last && resp.sw != 0x9000 {
                 return Ok(resp);
             }
             r = Some(resp);
         }
-        r.ok_or(PivError::Malformed {
+        r.ok_or(ClientError::Malformed {
             what: "command chaining",
             detail: "nothing to send".into(),
         })?
@@ -119,7 +121,7 @@ pub fn exchange(
     while resp.sw & 0xFF00 == 0x6100 {
         n += 1;
         if n > MAX_GET_RESPONSE {
-            return Err(PivError::EndlessResponse);
+            return Err(ClientError::EndlessResponse);
         }
         let le = match resp.sw as u8 {
             0 => 256,
@@ -128,7 +130,7 @@ pub fn exchange(
         resp = split(ch.transmit(&command(0x00, 0xC0, 0, 0, &[], Some(le)))?)?;
         out.extend_from_slice(&resp.data);
         if out.len() > MAX_OBJECT {
-            return Err(PivError::TooLarge);
+            return Err(ClientError::TooLarge);
         }
     }
     Ok(Response {
@@ -153,39 +155,39 @@ impl<'a> Piv<'a> {
 
     /// SELECT the PIV application; returns its application property
     /// template (empty when the card answers no data).
-    pub fn select(&mut self) -> Result<Option<ApplicationProperties>, PivError> {
+    pub fn select(&mut self) -> Result<Option<ApplicationProperties>, ClientError> {
         let r = exchange(self.ch, 0x00, 0xA4, 0x04, 0x00, &PIV_AID, true)?;
         if !r.ok() {
-            return Err(PivError::NoPivApplet(r.sw));
+            return Err(ClientError::NoPivApplet(r.sw));
         }
         if r.data.is_empty() {
             return Ok(None);
         }
         ApplicationProperties::decode(&r.data)
             .map(Some)
-            .map_err(|e| PivError::Malformed {
+            .map_err(|e| ClientError::Malformed {
                 what: "SELECT",
                 detail: e.to_string(),
             })
     }
 
     /// GET DATA: the contents of the data object's `53` template.
-    pub fn get_data(&mut self, tag: u32) -> Result<Vec<u8>, PivError> {
+    pub fn get_data(&mut self, tag: u32) -> Result<Vec<u8>, ClientError> {
         let mut tagged = Vec::with_capacity(5);
         tlv::push(&mut tagged, 0x5C, &tag_bytes(tag));
         let r = exchange(self.ch, 0x00, 0xCB, 0x3F, 0xFF, &tagged, true)?;
         match r.sw {
             0x9000 => {}
-            0x6A82 => return Err(PivError::NotFound(tag)),
-            0x6982 => return Err(PivError::SecurityStatus),
+            0x6A82 => return Err(ClientError::NotFound(tag)),
+            0x6982 => return Err(ClientError::SecurityStatus),
             sw => {
-                return Err(PivError::Status {
+                return Err(ClientError::Status {
                     what: "GET DATA",
                     sw,
                 })
             }
         }
-        let v = tlv::parse_single(&r.data, 0x53).map_err(|e| PivError::Malformed {
+        let v = tlv::parse_single(&r.data, 0x53).map_err(|e| ClientError::Malformed {
             what: "GET DATA",
             detail: e.to_string(),
         })?;
@@ -195,55 +197,60 @@ impl<'a> Piv<'a> {
     /// Reads a certificate container (SP 800-73-4 Part 1 Table 15: 70 cert,
     /// 71 CertInfo, FE LRC) and returns the DER certificate, inflating a
     /// gzip-compressed one (with the same size bound).
-    pub fn read_certificate(&mut self, tag: u32) -> Result<Vec<u8>, PivError> {
+    pub fn read_certificate(&mut self, tag: u32) -> Result<Vec<u8>, ClientError> {
         let obj = self.get_data(tag)?;
         decode_cert_container(&obj)
     }
 
     /// VERIFY the card-application PIN (key reference 80).
-    pub fn verify_pin(&mut self, pin: &[u8]) -> Result<(), PivError> {
+    pub fn verify_pin(&mut self, pin: &[u8]) -> Result<(), ClientError> {
         let block = pin_block(pin)?;
-        let r = exchange(self.ch, 0x00, 0x20, 0x00, 0x80, &block, false)?;
+        let r = exchange(self.ch, 0x00, 0x20, 0x00, 0x80, &block[..], false)?;
         pin_status(r.sw, "VERIFY")
     }
 
     /// The PIN's remaining tries (VERIFY without data), or `Ok(None)` when
     /// the PIN is already verified.
-    pub fn pin_retries(&mut self) -> Result<Option<u8>, PivError> {
+    pub fn pin_retries(&mut self) -> Result<Option<u8>, ClientError> {
         let r = exchange(self.ch, 0x00, 0x20, 0x00, 0x80, &[], false)?;
         match r.sw {
             0x9000 => Ok(None),
             sw if sw & 0xFFF0 == 0x63C0 => Ok(Some((sw & 0x0F) as u8)),
-            0x6983 => Err(PivError::PinBlocked),
-            sw => Err(PivError::Status { what: "VERIFY", sw }),
+            0x6983 => Err(ClientError::PinBlocked),
+            sw => Err(ClientError::Status { what: "VERIFY", sw }),
         }
     }
 
     /// GENERAL AUTHENTICATE with a challenge (tag 81) and an empty response
     /// (tag 82): the card's private-key operation in slot `key` with
     /// algorithm `alg`. Returns the contents of the 82 tag.
-    pub fn sign(&mut self, alg: u8, key: u8, input: &[u8]) -> Result<Vec<u8>, PivError> {
+    pub fn sign(&mut self, alg: u8, key: u8, input: &[u8]) -> Result<Vec<u8>, ClientError> {
         self.general_authenticate(alg, key, &piv::auth::sign_request(input))
     }
 
     /// GENERAL AUTHENTICATE for ECDH (tag 85 with the peer's point).
-    pub fn ecdh(&mut self, alg: u8, key: u8, peer_point: &[u8]) -> Result<Vec<u8>, PivError> {
+    pub fn ecdh(&mut self, alg: u8, key: u8, peer_point: &[u8]) -> Result<Vec<u8>, ClientError> {
         self.general_authenticate(alg, key, &piv::auth::ecdh_request(peer_point))
     }
 
-    fn general_authenticate(&mut self, alg: u8, key: u8, body: &[u8]) -> Result<Vec<u8>, PivError> {
+    fn general_authenticate(
+        &mut self,
+        alg: u8,
+        key: u8,
+        body: &[u8],
+    ) -> Result<Vec<u8>, ClientError> {
         let r = exchange(self.ch, 0x00, 0x87, alg, key, body, true)?;
         match r.sw {
             0x9000 => {}
-            0x6982 => return Err(PivError::SecurityStatus),
+            0x6982 => return Err(ClientError::SecurityStatus),
             sw => {
-                return Err(PivError::Status {
+                return Err(ClientError::Status {
                     what: "GENERAL AUTHENTICATE",
                     sw,
                 })
             }
         }
-        let malformed = |detail: String| PivError::Malformed {
+        let malformed = |detail: String| ClientError::Malformed {
             what: "GENERAL AUTHENTICATE",
             detail,
         };
@@ -261,23 +268,24 @@ fn tag_bytes(tag: u32) -> Vec<u8> {
     v
 }
 
-fn pin_status(sw: u16, what: &'static str) -> Result<(), PivError> {
+fn pin_status(sw: u16, what: &'static str) -> Result<(), ClientError> {
     match sw {
         0x9000 => Ok(()),
-        sw if sw & 0xFFF0 == 0x63C0 => Err(PivError::WrongPin {
+        sw if sw & 0xFFF0 == 0x63C0 => Err(ClientError::WrongPin {
             retries: (sw & 0x0F) as u8,
         }),
-        0x6983 => Err(PivError::PinBlocked),
-        sw => Err(PivError::Status { what, sw }),
+        0x6983 => Err(ClientError::PinBlocked),
+        sw => Err(ClientError::Status { what, sw }),
     }
 }
 
-/// The 8-byte PIN block: 6 to 8 ASCII digits padded with FF.
-pub fn pin_block(pin: &[u8]) -> Result<[u8; 8], PivError> {
+/// The 8-byte PIN block: 6 to 8 ASCII digits padded with FF, wiped when
+/// dropped.
+pub fn pin_block(pin: &[u8]) -> Result<Zeroizing<[u8; 8]>, ClientError> {
     if !(6..=8).contains(&pin.len()) || !pin.iter().all(u8::is_ascii_digit) {
-        return Err(PivError::BadPinFormat);
+        return Err(ClientError::BadPinFormat);
     }
-    let mut b = [0xFF; 8];
+    let mut b = Zeroizing::new([0xFF; 8]);
     b[..pin.len()].copy_from_slice(pin);
     Ok(b)
 }
@@ -285,8 +293,8 @@ pub fn pin_block(pin: &[u8]) -> Result<[u8; 8], PivError> {
 /// Decodes a certificate container into the DER certificate, inflating a
 /// gzip-compressed one with a bound so a malicious card cannot make the
 /// host allocate without limit.
-pub fn decode_cert_container(obj: &[u8]) -> Result<Vec<u8>, PivError> {
-    let c = CertContainer::decode(obj).map_err(|e| PivError::Malformed {
+pub fn decode_cert_container(obj: &[u8]) -> Result<Vec<u8>, ClientError> {
+    let c = CertContainer::decode(obj).map_err(|e| ClientError::Malformed {
         what: "certificate container",
         detail: e.to_string(),
     })?;
@@ -297,12 +305,12 @@ pub fn decode_cert_container(obj: &[u8]) -> Result<Vec<u8>, PivError> {
     flate2::read::GzDecoder::new(&c.certificate[..])
         .take(MAX_OBJECT as u64 + 1)
         .read_to_end(&mut out)
-        .map_err(|e| PivError::Malformed {
+        .map_err(|e| ClientError::Malformed {
             what: "certificate container",
             detail: format!("compressed certificate does not inflate: {e}"),
         })?;
     if out.len() > MAX_OBJECT {
-        return Err(PivError::TooLarge);
+        return Err(ClientError::TooLarge);
     }
     Ok(out)
 }
@@ -363,7 +371,7 @@ mod tests {
         s.answers = std::iter::repeat_n(vec![0x61, 0x00], 500).collect();
         assert!(matches!(
             exchange(&mut s, 0, 0xCB, 0x3F, 0xFF, &[], true),
-            Err(PivError::EndlessResponse)
+            Err(ClientError::EndlessResponse)
         ));
         let mut big = vec![0u8; 256];
         big.extend_from_slice(&[0x61, 0x00]);
@@ -371,7 +379,7 @@ mod tests {
         s.answers = std::iter::repeat_n(big, 150).collect();
         assert!(matches!(
             exchange(&mut s, 0, 0xCB, 0x3F, 0xFF, &[], true),
-            Err(PivError::TooLarge)
+            Err(ClientError::TooLarge)
         ));
     }
 
@@ -381,22 +389,22 @@ mod tests {
         let mut piv = Piv::new(&mut s);
         assert!(matches!(
             piv.verify_pin(b"111111"),
-            Err(PivError::WrongPin { retries: 2 })
+            Err(ClientError::WrongPin { retries: 2 })
         ));
         assert!(matches!(
             piv.verify_pin(b"111111"),
-            Err(PivError::PinBlocked)
+            Err(ClientError::PinBlocked)
         ));
         assert!(matches!(
             piv.verify_pin(b"12a456"),
-            Err(PivError::BadPinFormat)
+            Err(ClientError::BadPinFormat)
         ));
 
         let mut s = script(&[&[0x53, 0x05, 0x70, 0x09, 0x90, 0x00]]);
         let mut piv = Piv::new(&mut s);
         assert!(matches!(
             piv.read_certificate(0x5FC101),
-            Err(PivError::Malformed { .. })
+            Err(ClientError::Malformed { .. })
         ));
     }
 
@@ -417,7 +425,7 @@ mod tests {
         tlv::push(&mut obj, 0x71, &[0x01]);
         assert!(matches!(
             decode_cert_container(&obj),
-            Err(PivError::TooLarge)
+            Err(ClientError::TooLarge)
         ));
     }
 }

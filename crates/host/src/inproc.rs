@@ -7,7 +7,7 @@
 //! door measurements.
 
 use crate::transport::{Channel, Traffic, Transport, TransportError};
-use card::profile::Profile;
+use card::profile::TimingProfile;
 use card::runner::Runner;
 use card::Card;
 
@@ -22,11 +22,11 @@ pub struct InProcess {
 impl InProcess {
     /// A powered card with instant timing and no storage.
     pub fn new(card: Card) -> Self {
-        Self::with_runner(Runner::new(card, None, Profile::Instant))
+        Self::with_runner(Runner::new(card, None, TimingProfile::Instant))
     }
 
     /// A powered card with `profile` timing and no storage.
-    pub fn with_profile(card: Card, profile: Profile) -> Self {
+    pub fn with_profile(card: Card, profile: TimingProfile) -> Self {
         Self::with_runner(Runner::new(card, None, profile))
     }
 
@@ -85,10 +85,10 @@ impl Channel for InProcess {
 }
 
 impl Transport for InProcess {
-    fn transaction<R>(
+    fn transaction(
         &mut self,
-        f: impl FnOnce(&mut dyn Channel) -> Result<R, TransportError>,
-    ) -> Result<R, TransportError> {
+        f: &mut dyn FnMut(&mut dyn Channel) -> Result<(), TransportError>,
+    ) -> Result<(), TransportError> {
         f(self)
     }
 
@@ -115,13 +115,14 @@ impl Transport for InProcess {
 mod tests {
     use super::*;
     use crate::client::Piv;
+    use crate::transport::TransportExt;
     use card::CardImage;
 
     #[test]
     fn selects_and_reports_pin_state_through_the_client() {
         let mut t = InProcess::new(Card::new(CardImage::new_blank(Some(7))));
         let info = t
-            .transaction(|ch| {
+            .with_transaction(|ch| {
                 let mut piv = Piv::new(ch);
                 let info = piv
                     .select()
@@ -140,5 +141,27 @@ mod tests {
             t.transmit(&[0, 0xA4, 4, 0]),
             Err(TransportError::CardRemoved)
         ));
+    }
+
+    #[test]
+    fn readers_of_any_kind_sit_behind_one_dyn_transport() {
+        let mut readers: Vec<Box<dyn Transport>> = vec![
+            Box::new(InProcess::new(Card::new(CardImage::new_blank(Some(1)))).named("a")),
+            Box::new(InProcess::new(Card::new(CardImage::new_blank(Some(2)))).named("b")),
+        ];
+        for t in &mut readers {
+            let sw = t
+                .with_transaction(|ch| {
+                    let r = ch.transmit(&[0, 0xA4, 4, 0, 5, 0xA0, 0, 0, 3, 8])?;
+                    Ok(r[r.len() - 2..].to_vec())
+                })
+                .unwrap();
+            assert_eq!(sw, [0x90, 0x00], "{}", t.reader());
+            // An operation's error comes back unchanged.
+            let err = t
+                .with_transaction(|_| Err::<(), _>(TransportError::CardReset))
+                .unwrap_err();
+            assert!(matches!(err, TransportError::CardReset));
+        }
     }
 }

@@ -1,12 +1,21 @@
 //! The host side of PIV: talk to a card through any PC/SC reader, or
-//! in-process straight onto the software card, through one [`Transport`]
-//! trait; typed PIV operations sit on top in [`client`].
+//! in-process straight onto the software card, through one object-safe
+//! [`Transport`] trait; typed PIV operations sit on top in [`client`].
+//!
+//! Transports are cargo features, so a program pulls in only the readers
+//! it uses: `pcsc` (PC/SC through pcsc-lite, [`PcscTransport`]) and
+//! `inproc` (the software card of the `card` crate in this process,
+//! [`InProcess`]). Without either, the crate is the client and the trait.
 
 pub mod client;
+#[cfg(feature = "inproc")]
 pub mod inproc;
+#[cfg(feature = "pcsc")]
 pub mod pcsc_transport;
 pub mod transport;
 
+#[cfg(feature = "inproc")]
 pub use inproc::InProcess;
+#[cfg(feature = "pcsc")]
 pub use pcsc_transport::{PcscTransport, Readers};
-pub use transport::{Channel, Traffic, Transport, TransportError};
+pub use transport::{Channel, Traffic, Transport, TransportError, TransportExt};

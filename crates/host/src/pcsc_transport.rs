@@ -246,10 +246,10 @@ impl Channel for PcscTransport {
 }
 
 impl Transport for PcscTransport {
-    fn transaction<R>(
+    fn transaction(
         &mut self,
-        f: impl FnOnce(&mut dyn Channel) -> Result<R, TransportError>,
-    ) -> Result<R, TransportError> {
+        f: &mut dyn FnMut(&mut dyn Channel) -> Result<(), TransportError>,
+    ) -> Result<(), TransportError> {
         // A card reset since the last exchange (another application, or the
         // card left and came back) invalidates the handle: reconnect once
         // and begin again. Costs nothing when the card was not reset.
@@ -271,9 +271,9 @@ impl Transport for PcscTransport {
         // Ending fails when the card went away meanwhile; the operation's
         // own error (if any) is the one worth reporting.
         let ended = tx.end(Disposition::LeaveCard).map_err(|(_, e)| e);
-        let r = out?;
+        out?;
         ended?;
-        Ok(r)
+        Ok(())
     }
 
     fn reconnect(&mut self, reset: bool) -> Result<(), TransportError> {

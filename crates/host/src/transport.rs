@@ -8,7 +8,11 @@ use std::time::Duration;
 use thiserror::Error;
 
 /// Why an exchange with the card failed.
+///
+/// Non-exhaustive: transports over other links (OSDP transparent mode, a
+/// remote reader over the network) add their own ways to fail.
 #[derive(Debug, Error)]
+#[non_exhaustive]
 pub enum TransportError {
     #[error("no PC/SC service is running (is pcscd started?)")]
     NoService,
@@ -32,6 +36,14 @@ pub enum TransportError {
     CommandTooLong(usize),
     #[error("PC/SC error: {0}")]
     Pcsc(String),
+    /// The link between host and reader failed (a network connection to a
+    /// remote reader, a serial line to an OSDP reader).
+    #[error("link to reader {reader:?} failed: {detail}")]
+    Link { reader: String, detail: String },
+    /// The reader or the far end of the link broke its protocol (a frame
+    /// that does not parse, an answer to a question not asked).
+    #[error("reader {reader:?} broke the protocol: {detail}")]
+    Protocol { reader: String, detail: String },
 }
 
 /// Counters a transport keeps: what crossed the wire, both ways.
@@ -55,7 +67,9 @@ impl Traffic {
         }
     }
 
-    pub(crate) fn record(&mut self, sent: usize, received: usize) {
+    /// Counts one exchange of `sent` command bytes and `received` answer
+    /// bytes (for transports).
+    pub fn record(&mut self, sent: usize, received: usize) {
         self.apdus += 1;
         self.bytes_out += sent as u64;
         self.bytes_in += received as u64;
@@ -77,14 +91,19 @@ pub trait Channel {
 }
 
 /// A card reachable through some reader.
+///
+/// The trait is object-safe: readers of different kinds (PC/SC, in-process,
+/// and later remote ones) can sit behind one `Box<dyn Transport>`. Use
+/// [`TransportExt::with_transaction`] to run an operation that returns a
+/// value.
 pub trait Transport: Channel {
     /// Runs `f` with exclusive access to the card (a PC/SC transaction), so
     /// no other application can interleave commands (and PIN state) between
-    /// the steps of one operation.
-    fn transaction<R>(
+    /// the steps of one operation. `f` is called exactly once.
+    fn transaction(
         &mut self,
-        f: impl FnOnce(&mut dyn Channel) -> Result<R, TransportError>,
-    ) -> Result<R, TransportError>;
+        f: &mut dyn FnMut(&mut dyn Channel) -> Result<(), TransportError>,
+    ) -> Result<(), TransportError>;
 
     /// Reconnects after a reset or a removal; `reset` asks for a warm reset
     /// of the card (volatile state such as a verified PIN is lost).
@@ -96,3 +115,30 @@ pub trait Transport: Channel {
     /// The reader's name, for messages.
     fn reader(&self) -> &str;
 }
+
+/// Value-returning convenience over [`Transport::transaction`], for every
+/// transport including `dyn Transport`.
+pub trait TransportExt: Transport {
+    /// Runs `f` inside one transaction and returns what it returned.
+    fn with_transaction<R>(
+        &mut self,
+        f: impl FnOnce(&mut dyn Channel) -> Result<R, TransportError>,
+    ) -> Result<R, TransportError> {
+        let mut f = Some(f);
+        let mut out = None;
+        self.transaction(&mut |ch| {
+            // `transaction` calls its closure once; a second call finds
+            // nothing left to run.
+            if let Some(f) = f.take() {
+                out = Some(f(ch)?);
+            }
+            Ok(())
+        })?;
+        out.ok_or_else(|| TransportError::Protocol {
+            reader: self.reader().to_string(),
+            detail: "the transaction ended without running the operation".into(),
+        })
+    }
+}
+
+impl<T: Transport + ?Sized> TransportExt for T {}

@@ -7,15 +7,7 @@ use pki::issue::{CardCredentials, TestPki};
 
 /// A blank card personalised with `creds`.
 pub fn image(creds: &CardCredentials, serial: u32) -> CardImage {
-    let mut image = CardImage::new_blank(Some(serial));
-    let slots = creds.slots.iter();
-    image
-        .personalise(
-            slots.map(|s| (s.slot, &s.private_key_pkcs8[..], &s.certificate[..])),
-            &creds.chuid,
-        )
-        .expect("personalise");
-    image
+    creds.card_image(Some(serial)).expect("personalise")
 }
 
 /// An authenticator trusting `pki`, with its current CRLs.

@@ -619,7 +619,6 @@ mod codes {
         ]
     }
 
-
     #[test]
     fn every_error_has_a_unique_published_code() {
         let mut codes: Vec<&'static str> = Vec::new();

@@ -22,6 +22,8 @@
 //! ```
 
 mod builder;
+#[cfg(feature = "card")]
+mod card_image;
 mod chuid_sign;
 mod keys;
 mod testpki;
