@@ -1,35 +1,13 @@
 //! End-to-end tests of `pivgate card ...`.
 
+mod util;
+
 use std::io::{Read, Write};
 use std::net::TcpListener;
 use std::path::Path;
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
-
-fn pivgate(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_pivgate"))
-        .args(args)
-        .output()
-        .expect("pivgate runs")
-}
-
-fn ok(args: &[&str]) -> String {
-    let out = pivgate(args);
-    assert!(
-        out.status.success(),
-        "pivgate {args:?} failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).unwrap()
-}
-
-fn s(p: &Path) -> &str {
-    p.to_str().unwrap()
-}
-
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
-}
+use util::{ok, pivgate, s, stderr};
 
 /// A self-signed DER certificate for `key` (PEM), made by openssl, with
 /// `extra` arguments (e.g. extensions).

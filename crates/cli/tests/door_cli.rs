@@ -4,44 +4,14 @@
 //!
 //! Needs root and the packages of scripts/setup.sh.
 
-use std::io::Write;
+mod util;
+
 use std::path::Path;
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Child, Command, Stdio};
 use std::time::Duration;
+use util::{ok, pivgate_with_stdin, BIN};
 
-const BIN: &str = env!("CARGO_BIN_EXE_pivgate");
 const WAIT: Duration = Duration::from_secs(20);
-
-fn pivgate(args: &[&str], stdin: Option<&str>) -> Output {
-    let mut child = Command::new(BIN)
-        .args(args)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("pivgate runs");
-    if let Some(input) = stdin {
-        child
-            .stdin
-            .take()
-            .unwrap()
-            .write_all(input.as_bytes())
-            .unwrap();
-    }
-    drop(child.stdin.take());
-    child.wait_with_output().unwrap()
-}
-
-fn ok(args: &[&str]) -> String {
-    let out = pivgate(args, None);
-    assert!(
-        out.status.success(),
-        "pivgate {args:?} failed: {}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).unwrap()
-}
 
 /// `pivgate card run` as a child process; stopped with SIGTERM on drop.
 struct CardProcess(Child);
@@ -130,7 +100,7 @@ fn read_and_auth_a_personalised_card_through_pcscd() {
         let mut args = vec!["auth", "--mechanism", mech, "--json"];
         args.extend_from_slice(&trust);
         args.extend_from_slice(extra);
-        let out = pivgate(&args, stdin);
+        let out = pivgate_with_stdin(&args, stdin);
         let tx: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
             panic!(
                 "{mech}: no JSON ({e}): {}{}",
@@ -152,9 +122,11 @@ fn read_and_auth_a_personalised_card_through_pcscd() {
     let (code, tx) = auth("pki-auth", &["--pin-stdin"], Some("654321\n"));
     assert_eq!(code, Some(1), "{tx}");
     assert_eq!(tx["pin_retries"], 2);
+    assert_eq!(tx["outcome"]["result"], "refused", "{tx}");
+    assert_eq!(tx["outcome"]["code"], "wrong-pin", "{tx}");
 
     // Trusting another PKI: refused, exit 1, with a reason.
-    let out = pivgate(
+    let out = pivgate_with_stdin(
         &[
             "auth",
             "--mechanism",
@@ -172,7 +144,7 @@ fn read_and_auth_a_personalised_card_through_pcscd() {
     assert!(String::from_utf8_lossy(&out.stdout).contains("REFUSED"));
 
     // Usage errors: exit 2.
-    let out = pivgate(
+    let out = pivgate_with_stdin(
         &[
             "auth",
             "--mechanism",

@@ -1,30 +1,10 @@
 //! End-to-end tests of `pivgate pki ...` through the real binary.
 
+mod util;
+
 use std::path::Path;
 use std::process::{Command, Output};
-
-fn pivgate(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_pivgate"))
-        .args(args)
-        .output()
-        .expect("run pivgate")
-}
-
-fn code(o: &Output) -> i32 {
-    o.status.code().expect("exit code")
-}
-
-fn text(o: &Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
-}
-
-fn s(p: &Path) -> &str {
-    p.to_str().unwrap()
-}
+use util::{code, pivgate, s, text};
 
 /// Creates a PKI and one card; returns (pki dir, card dir).
 fn setup(root: &Path) -> (std::path::PathBuf, std::path::PathBuf) {
