@@ -759,7 +759,6 @@ pub fn read_der_or_pem(
     label: &str,
     what: &'static str,
 ) -> Result<Zeroizing<Vec<u8>>, ImageError> {
-    use base64::Engine;
     let bytes = read_regular_file(path, what, MAX_INPUT_FILE)?;
     let bad = |reason: String| ImageError::BadFile {
         what,
@@ -772,17 +771,17 @@ pub fn read_der_or_pem(
     };
     let begin = format!("-----BEGIN {label}-----");
     let end = format!("-----END {label}-----");
-    let body = text
-        .split_once(&begin)
-        .and_then(|(_, rest)| rest.split_once(&end))
-        .map(|(body, _)| body)
+    // The first block of `label`, from its BEGIN line to the end of its END
+    // line; text around it (explanations, other blocks) is skipped.
+    let block = text
+        .find(&begin)
+        .map(|start| &text[start..])
+        .and_then(|from| from.find(&end).map(|stop| &from[..stop + end.len()]))
         .ok_or_else(|| bad(format!("no {begin} ... {end} block")))?;
-    let b64: Zeroizing<String> =
-        Zeroizing::new(body.chars().filter(|c| !c.is_whitespace()).collect());
-    base64::engine::general_purpose::STANDARD
-        .decode(b64.as_bytes())
-        .map(Zeroizing::new)
-        .map_err(|_| bad("invalid base64 in its PEM block".into()))
+    // RFC 7468 decoding; the result goes straight into a wiped buffer.
+    pem_rfc7468::decode_vec(block.as_bytes())
+        .map(|(_, der)| Zeroizing::new(der))
+        .map_err(|e| bad(format!("its {label} PEM block is malformed: {e}")))
 }
 
 // ---- JSON representation ---------------------------------------------------
@@ -1101,6 +1100,17 @@ mod tests {
             &[0x30, 0x00]
         );
         assert!(read_der_or_pem(&pem, "PRIVATE KEY", "private key").is_err());
+        // Damaged base64 is refused with the file and the label named.
+        std::fs::write(
+            &pem,
+            "-----BEGIN CERTIFICATE-----\nM!A=\n-----END CERTIFICATE-----\n",
+        )
+        .unwrap();
+        let err = read_der_or_pem(&pem, "CERTIFICATE", "certificate")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("a.pem"), "{err}");
+        assert!(err.contains("CERTIFICATE PEM block is malformed"), "{err}");
     }
 
     #[test]
