@@ -370,8 +370,8 @@ pub fn run(cmd: PkiCommand) -> anyhow::Result<ExitCode> {
 fn read_certificate(path: &Path) -> anyhow::Result<Vec<u8>> {
     let data = read_bounded(path, InputKind::Certificate)?;
     let der = if data.trim_ascii_start().starts_with(b"-----BEGIN") {
-        pki::issue::pem_decode("CERTIFICATE", &data)
-            .with_context(|| format!("{}: no PEM CERTIFICATE block", path.display()))?
+        pki::pem::decode("CERTIFICATE", &data)
+            .with_context(|| format!("{} is not a PEM or DER certificate", path.display()))?
     } else {
         data
     };

@@ -183,9 +183,9 @@ fn subject_of(cert_der: &[u8]) -> String {
 /// Parses a downloaded body (DER, or PEM `X509 CRL`) and reads nextUpdate.
 fn parse_body(url: &str, body: Vec<u8>) -> Result<(Vec<u8>, Option<i64>), FetchError> {
     let der = if body.starts_with(b"-----BEGIN") {
-        crate::issue::pem_decode("X509 CRL", &body).ok_or_else(|| FetchError::NotACrl {
+        crate::pem::decode("X509 CRL", &body).map_err(|e| FetchError::NotACrl {
             url: url.to_string(),
-            reason: "PEM without an X509 CRL block".into(),
+            reason: e.to_string(),
         })?
     } else {
         body
