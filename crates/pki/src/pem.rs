@@ -63,13 +63,16 @@ impl Iterator for Blocks<'_> {
     fn next(&mut self) -> Option<Self::Item> {
         let start = memchr::memmem::find(self.rest, &self.begin)?;
         let from_begin = &self.rest[start..];
-        let Some(end) = memchr::memmem::find(from_begin, &self.end) else {
+        // The END line is looked for after the whole BEGIN line.
+        let after_begin = &from_begin[self.begin.len()..];
+        let Some(end) = memchr::memmem::find(after_begin, &self.end) else {
             self.rest = &[];
             return Some(Err(PemError::Unterminated(self.label.to_string())));
         };
-        let block = &from_begin[..end + self.end.len()];
-        self.rest = &from_begin[end + self.end.len()..];
-        Some(match pem_rfc7468::decode_vec(block) {
+        let block_len = self.begin.len() + end + self.end.len();
+        let block = &from_begin[..block_len];
+        self.rest = &from_begin[block_len..];
+        Some(match decode_block(block, &self.begin, &self.end) {
             Ok((label, der)) if label == self.label => Ok(der),
             Ok((other, _)) => Err(PemError::Malformed {
                 label: self.label.to_string(),
@@ -81,6 +84,42 @@ impl Iterator for Blocks<'_> {
             }),
         })
     }
+}
+
+/// Decodes one block (`begin` line to `end` line) with the RFC 7468 decoder, returning its
+/// label and contents. The strict grammar wants base64 lines of exactly 64 characters; a block
+/// wrapped at another width (76 columns, one long line: RFC 7468 §3 asks parsers to accept
+/// these) is decoded again with its base64 rewrapped at 64, so only the fallback pays a copy.
+fn decode_block(
+    block: &[u8],
+    begin: &[u8],
+    end: &[u8],
+) -> Result<(String, Vec<u8>), pem_rfc7468::Error> {
+    let owned = |(label, der): (&str, Vec<u8>)| (label.to_string(), der);
+    let strict = pem_rfc7468::decode_vec(block);
+    let Err(pem_rfc7468::Error::Base64(_)) = strict else {
+        return strict.map(owned);
+    };
+    let body = match block.get(begin.len()..block.len().saturating_sub(end.len())) {
+        // Encapsulated headers (RFC 1421) are not base64: the strict error stands.
+        Some(body) if !body.contains(&b':') => body,
+        _ => return strict.map(owned),
+    };
+    let b64: Vec<u8> = body
+        .iter()
+        .copied()
+        .filter(|b| !b.is_ascii_whitespace())
+        .collect();
+    let mut canonical = Vec::with_capacity(begin.len() + end.len() + b64.len() * 65 / 64 + 3);
+    canonical.extend_from_slice(begin);
+    canonical.push(b'\n');
+    for line in b64.chunks(64) {
+        canonical.extend_from_slice(line);
+        canonical.push(b'\n');
+    }
+    canonical.extend_from_slice(end);
+    canonical.push(b'\n');
+    pem_rfc7468::decode_vec(&canonical).map(owned)
 }
 
 #[cfg(test)]
@@ -104,6 +143,45 @@ mod tests {
             decode_all("X509 CRL", text.as_bytes()).unwrap(),
             vec![der.clone(), der]
         );
+    }
+
+    #[test]
+    fn blocks_wrapped_at_other_widths_decode() {
+        let der: Vec<u8> = (0..=255u8).cycle().take(700).collect();
+        let b64: String = encode("X509 CRL", &der)
+            .lines()
+            .filter(|l| !l.starts_with("-----"))
+            .collect();
+        let wrap = |width: usize| {
+            let lines: Vec<&str> = b64
+                .as_bytes()
+                .chunks(width)
+                .map(|c| std::str::from_utf8(c).unwrap())
+                .collect();
+            format!(
+                "-----BEGIN X509 CRL-----\r\n{}\r\n-----END X509 CRL-----\r\n",
+                lines.join("\r\n")
+            )
+        };
+        for width in [76, 60, 1000] {
+            assert_eq!(
+                decode("X509 CRL", wrap(width).as_bytes()).unwrap(),
+                der,
+                "{width}"
+            );
+        }
+        // Rewrapping does not make bad base64 good, nor read headers as base64.
+        let bad = wrap(76).replacen('A', "!", 1);
+        assert!(matches!(
+            decode("X509 CRL", bad.as_bytes()),
+            Err(PemError::Malformed { .. })
+        ));
+        let headers = format!(
+            "-----BEGIN X509 CRL-----\nProc-Type: 4,ENCRYPTED\n\n{b64}\n-----END X509 CRL-----\n"
+        );
+        assert!(decode("X509 CRL", headers.as_bytes()).is_err());
+        // BEGIN and END lines that overlap are not a block.
+        assert!(decode("X", b"-----BEGIN X-----END X-----").is_err());
     }
 
     #[test]
