@@ -776,11 +776,38 @@ pub fn read_der_or_pem(
     let block = text
         .find(&begin)
         .map(|start| &text[start..])
-        .and_then(|from| from.find(&end).map(|stop| &from[..stop + end.len()]))
+        .and_then(|from| {
+            let stop = from[begin.len()..].find(&end)?;
+            Some(&from[..begin.len() + stop + end.len()])
+        })
         .ok_or_else(|| bad(format!("no {begin} ... {end} block")))?;
-    // RFC 7468 decoding; the result goes straight into a wiped buffer.
-    pem_rfc7468::decode_vec(block.as_bytes())
-        .map(|(_, der)| Zeroizing::new(der))
+    // RFC 7468 decoding; the result goes straight into a wiped buffer. The
+    // strict grammar wants 64-character lines: a block wrapped at another
+    // width (which RFC 7468 §3 asks parsers to accept) is decoded again with
+    // its base64 rewrapped, in wiped buffers too.
+    let strict = pem_rfc7468::decode_vec(block.as_bytes());
+    let decoded = match strict {
+        Err(pem_rfc7468::Error::Base64(_)) if !block.contains(':') => {
+            let body = &block[begin.len()..block.len() - end.len()];
+            let b64: Zeroizing<Vec<u8>> =
+                Zeroizing::new(body.bytes().filter(|b| !b.is_ascii_whitespace()).collect());
+            let mut canonical = Zeroizing::new(Vec::with_capacity(
+                begin.len() + end.len() + b64.len() * 65 / 64 + 3,
+            ));
+            canonical.extend_from_slice(begin.as_bytes());
+            canonical.push(b'\n');
+            for line in b64.chunks(64) {
+                canonical.extend_from_slice(line);
+                canonical.push(b'\n');
+            }
+            canonical.extend_from_slice(end.as_bytes());
+            canonical.push(b'\n');
+            pem_rfc7468::decode_vec(&canonical).map(|(_, der)| der)
+        }
+        other => other.map(|(_, der)| der),
+    };
+    decoded
+        .map(Zeroizing::new)
         .map_err(|e| bad(format!("its {label} PEM block is malformed: {e}")))
 }
 
@@ -1111,6 +1138,31 @@ mod tests {
             .to_string();
         assert!(err.contains("a.pem"), "{err}");
         assert!(err.contains("CERTIFICATE PEM block is malformed"), "{err}");
+        // Base64 wrapped at another width than 64 (here 76, with CRLF).
+        let der: Vec<u8> = (0..=255u8).cycle().take(300).collect();
+        let b64: String =
+            pem_rfc7468::encode_string("PRIVATE KEY", pem_rfc7468::LineEnding::LF, &der)
+                .unwrap()
+                .lines()
+                .filter(|l| !l.starts_with("-----"))
+                .collect();
+        let lines: Vec<&str> = b64
+            .as_bytes()
+            .chunks(76)
+            .map(|c| std::str::from_utf8(c).unwrap())
+            .collect();
+        std::fs::write(
+            &pem,
+            format!(
+                "-----BEGIN PRIVATE KEY-----\r\n{}\r\n-----END PRIVATE KEY-----\r\n",
+                lines.join("\r\n")
+            ),
+        )
+        .unwrap();
+        assert_eq!(
+            &*read_der_or_pem(&pem, "PRIVATE KEY", "private key").unwrap(),
+            &der[..]
+        );
     }
 
     #[test]
