@@ -86,9 +86,12 @@ impl Drop for ImageLock {
     }
 }
 
-/// `.NAME.lock` beside the image `NAME`.
+/// `.NAME.lock` beside the image `NAME`. A symbolic link to an image is
+/// followed first, so that the link and the image share one lock.
 pub fn lock_path(image: &Path) -> Result<PathBuf, ImageError> {
-    let (dir, name) = split_path(image)?;
+    // A new image (nothing to resolve yet) is locked under its own name.
+    let resolved = std::fs::canonicalize(image).unwrap_or_else(|_| image.to_owned());
+    let (dir, name) = split_path(&resolved)?;
     let mut lock = std::ffi::OsString::from(".");
     lock.push(name);
     lock.push(".lock");
@@ -159,6 +162,19 @@ mod tests {
         let text = std::fs::read_to_string(lock_path(&image).unwrap()).unwrap();
         assert!(text.contains("put-cert"), "{text}");
         assert_eq!(CardImage::load(&image).unwrap().serial, 1);
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn a_symbolic_link_to_a_locked_image_is_locked_too() {
+        let dir = tempfile::tempdir().unwrap();
+        let image = dir.path().join("card.json");
+        CardImage::new_blank(Some(1)).save(&image).unwrap();
+        let link = dir.path().join("other-name.json");
+        std::os::unix::fs::symlink(&image, &link).unwrap();
+        let _held = ImageLock::acquire(&image, "pivgate card run").unwrap();
+        let err = ImageLock::acquire(&link, "pivgate card put-cert").unwrap_err();
+        assert!(matches!(err, ImageError::Locked { .. }), "{err}");
     }
 
     #[test]
