@@ -531,7 +531,16 @@ impl CardImage {
             path: path.to_owned(),
             reason: "not UTF-8 text".into(),
         })?;
-        Self::from_json(json)
+        // Name the file: the parser's messages only name the field.
+        Self::from_json(json).map_err(|e| ImageError::BadFile {
+            what: "card image",
+            path: path.to_owned(),
+            reason: match e {
+                ImageError::Json(e) => format!("not valid JSON: {e}"),
+                ImageError::Invalid(m) => format!("invalid: {m}"),
+                other => other.to_string(),
+            },
+        })
     }
 
     /// Locks the image at `path` for this process (see [`ImageLock`]),
@@ -1105,6 +1114,17 @@ mod tests {
             CardImage::from_json("{"),
             Err(ImageError::Json(_))
         ));
+        // Loaded from a file, the message names the file and the field.
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("card.json");
+        std::fs::write(&path, good.replacen("\"123456\"", "\"12a456\"", 1)).unwrap();
+        let err = CardImage::load(&path).unwrap_err().to_string();
+        assert!(err.contains(&*path.to_string_lossy()), "{err}");
+        assert!(err.contains("pin.value"), "{err}");
+        std::fs::write(&path, "{").unwrap();
+        let err = CardImage::load(&path).unwrap_err().to_string();
+        assert!(err.contains(&*path.to_string_lossy()), "{err}");
+        assert!(err.contains("not valid JSON"), "{err}");
     }
 
     #[test]

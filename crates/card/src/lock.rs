@@ -37,7 +37,7 @@ impl ImageLock {
         let path = lock_path(image)?;
         let io = |action, source| ImageError::Io {
             action,
-            path: path.clone(),
+            path: image.to_owned(),
             source,
         };
         let mut file = open_lock_file(&path).map_err(|e| io("open the lock file of", e))?;
