@@ -69,8 +69,42 @@ fn main() -> ExitCode {
     match result {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("error: {e:#}");
+            eprintln!("error: {}", report(&e));
             ExitCode::from(2)
         }
+    }
+}
+
+/// The error and its causes, `: `-separated like `{:#}`, leaving out a cause
+/// whose text the message already carries (many errors print their source).
+fn report(e: &anyhow::Error) -> String {
+    let mut text = e.to_string();
+    for cause in e.chain().skip(1) {
+        let cause = cause.to_string();
+        if !text.contains(&cause) {
+            text.push_str(": ");
+            text.push_str(&cause);
+        }
+    }
+    text
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn a_cause_already_in_the_message_is_printed_once() {
+        let io = std::io::Error::new(std::io::ErrorKind::NotFound, "no such file");
+        let e = anyhow::Error::new(card::image::ImageError::Io {
+            action: "read",
+            path: "card.json".into(),
+            source: io,
+        })
+        .context("loading the card");
+        assert_eq!(
+            super::report(&e),
+            "loading the card: cannot read card image card.json: no such file"
+        );
+        let e = anyhow::anyhow!("inner").context("outer");
+        assert_eq!(super::report(&e), "outer: inner");
     }
 }
