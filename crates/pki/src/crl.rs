@@ -651,7 +651,7 @@ impl CrlSetBuilder {
                 .push(i as u32);
         }
         CrlSet {
-            id: crate::store::next_id(),
+            id: crate::snapshot::next_id(),
             crls: self.crls,
             by_issuer,
         }

@@ -59,6 +59,7 @@ pub mod policy;
 pub mod revocation;
 pub mod rules;
 pub mod sig;
+mod snapshot;
 pub mod store;
 pub mod time;
 pub mod trust;

@@ -16,7 +16,6 @@ use std::collections::hash_map::RandomState;
 use std::collections::HashMap;
 use std::hash::{BuildHasher, Hasher};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 use thiserror::Error;
 
@@ -38,13 +37,6 @@ pub enum StoreError {
     BadFile { origin: String, reason: String },
     #[error(transparent)]
     Input(#[from] InputError),
-}
-
-static NEXT_ID: AtomicU64 = AtomicU64::new(1);
-
-/// A unique id for caches keyed by snapshot (trust stores and CRL sets share the counter).
-pub(crate) fn next_id() -> u64 {
-    NEXT_ID.fetch_add(1, Ordering::Relaxed)
 }
 
 /// One certificate held by a store (or offered for one validation).
@@ -266,6 +258,16 @@ impl TrustStoreBuilder {
                 );
                 continue;
             }
+            if is_pem_without_certificates(&data) {
+                // Certificate directories often keep CRLs or keys beside the
+                // certificates (OpenSSL's hashed directories); given alone,
+                // such a file is an error.
+                tracing::warn!(
+                    "skipping {}: PEM without a certificate (a CRL or a key?)",
+                    f.display()
+                );
+                continue;
+            }
             total += self.add_bytes(&data, &f.display().to_string(), anchor)?;
         }
         Ok(total)
@@ -374,7 +376,7 @@ impl TrustStoreBuilder {
         }
         let anchors = entries.iter().filter(|e| e.anchor).count();
         Ok(TrustStore {
-            id: next_id(),
+            id: crate::snapshot::next_id(),
             rejected: candidates - entries.len(),
             entries,
             by_subject,
@@ -420,6 +422,22 @@ fn malformed(
 }
 
 /// Whether a file is PEM or DER at all (as opposed to, say, a README in a directory).
+/// PEM text none of whose blocks can hold a certificate (CERTIFICATE,
+/// X509 CERTIFICATE, PKCS7, CMS).
+fn is_pem_without_certificates(data: &[u8]) -> bool {
+    if memchr::memmem::find(data, b"-----BEGIN ").is_none() {
+        return false;
+    }
+    ![
+        &b"-----BEGIN CERTIFICATE-----"[..],
+        b"-----BEGIN X509 CERTIFICATE-----",
+        b"-----BEGIN PKCS7-----",
+        b"-----BEGIN CMS-----",
+    ]
+    .iter()
+    .any(|label| memchr::memmem::find(data, label).is_some())
+}
+
 fn looks_like_certificates(data: &[u8]) -> bool {
     data.first() == Some(&tag::SEQUENCE) || memchr::memmem::find(data, b"-----BEGIN ").is_some()
 }
@@ -881,6 +899,10 @@ mod tests {
         std::fs::write(dir.path().join("README"), "not a certificate").unwrap();
         let p7_pem = crate::issue::pem_encode("PKCS7", &p7c(&[&b]));
         std::fs::write(dir.path().join("b.p7b"), p7_pem).unwrap();
+        // A CRL kept beside the certificates (as in hashed directories) is
+        // skipped in a directory, and an error when given alone.
+        let crl_pem = crate::issue::pem_encode("X509 CRL", b"\x30\x03\x02\x01\x00");
+        std::fs::write(dir.path().join("ca.r0"), &crl_pem).unwrap();
 
         let mut builder = TrustStore::builder();
         assert_eq!(builder.add_anchors_from_path(dir.path()).unwrap(), 7);
@@ -904,6 +926,10 @@ mod tests {
             .add_anchors_from_path(dir.path().join("README"))
             .unwrap_err();
         assert!(err.to_string().contains("README"), "{err}");
+        let err = TrustStore::builder()
+            .add_anchors_from_path(dir.path().join("ca.r0"))
+            .unwrap_err();
+        assert!(err.to_string().contains("ca.r0"), "{err}");
     }
 
     #[test]
