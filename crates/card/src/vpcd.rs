@@ -15,6 +15,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use thiserror::Error;
+use zeroize::Zeroizing;
 
 /// The default vpcd address (reader "Virtual PCD 00 00").
 pub const DEFAULT_ADDR: &str = "127.0.0.1:35963";
@@ -200,7 +201,7 @@ fn send(stream: &mut TcpStream, payload: &[u8]) -> io::Result<()> {
             "response longer than 65535 bytes",
         )
     })?;
-    let mut frame = Vec::with_capacity(payload.len() + 2);
+    let mut frame = Zeroizing::new(Vec::with_capacity(payload.len() + 2));
     frame.extend_from_slice(&len.to_be_bytes());
     frame.extend_from_slice(payload);
     stream.write_all(&frame)
@@ -208,7 +209,8 @@ fn send(stream: &mut TcpStream, payload: &[u8]) -> io::Result<()> {
 
 /// What the frame reader saw.
 enum Next {
-    Frame(Vec<u8>, Instant),
+    /// A whole message; wiped when dropped (a VERIFY carries the PIN).
+    Frame(Zeroizing<Vec<u8>>, Instant),
     /// Read timeout with no complete frame.
     Idle,
     /// The peer closed between messages.
@@ -218,7 +220,8 @@ enum Next {
 /// Accumulates bytes into length-prefixed frames across read timeouts.
 #[derive(Default)]
 struct FrameReader {
-    buf: Vec<u8>,
+    /// Bytes read and not yet framed; wiped when dropped.
+    buf: Zeroizing<Vec<u8>>,
     /// When the first byte of the frame being assembled arrived.
     started: Option<Instant>,
 }
@@ -231,8 +234,8 @@ impl FrameReader {
             if let Some((frame, at)) = self.take_frame() {
                 return Ok(Next::Frame(frame, at));
             }
-            let mut chunk = [0u8; 4096];
-            match stream.read(&mut chunk) {
+            let mut chunk = Zeroizing::new([0u8; 4096]);
+            match stream.read(&mut chunk[..]) {
                 Ok(0) => {
                     return if self.buf.is_empty() {
                         Ok(Next::Closed)
@@ -267,7 +270,7 @@ impl FrameReader {
         }
     }
 
-    fn take_frame(&mut self) -> Option<(Vec<u8>, Instant)> {
+    fn take_frame(&mut self) -> Option<(Zeroizing<Vec<u8>>, Instant)> {
         let len = match self.buf.as_slice() {
             [hi, lo, ..] => usize::from(u16::from_be_bytes([*hi, *lo])),
             _ => return None,
@@ -275,8 +278,15 @@ impl FrameReader {
         if self.buf.len() < 2 + len {
             return None;
         }
-        let frame = self.buf[2..2 + len].to_vec();
+        let frame = Zeroizing::new(self.buf[2..2 + len].to_vec());
+        let before = self.buf.len();
         self.buf.drain(..2 + len);
+        // The bytes the drain moved past the end stay in the allocation:
+        // wipe them (they may hold a PIN).
+        let moved = before - self.buf.len();
+        for b in self.buf.spare_capacity_mut().iter_mut().take(moved) {
+            b.write(0);
+        }
         let arrived = self.started.take().unwrap_or_else(Instant::now);
         if !self.buf.is_empty() {
             self.started = Some(Instant::now());
