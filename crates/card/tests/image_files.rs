@@ -4,6 +4,7 @@
 
 use card::image::{CardImage, ImageLock};
 use piv::{Algorithm, KeyRef};
+use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::Duration;
@@ -29,9 +30,15 @@ fn killed_saves_leave_an_intact_image_and_no_temporary_after_the_next_lock() {
         // The child: save for ever, changing the image each time.
         let path = Path::new(&path);
         let mut image = CardImage::load(path).unwrap();
+        let mut first = true;
         loop {
             image.serial = image.serial % 1000 + 1;
             image.save(path).unwrap();
+            if first {
+                // Tell the parent the loop is running.
+                println!("saving");
+                first = false;
+            }
         }
     }
     let dir = tempfile::tempdir().unwrap();
@@ -46,19 +53,32 @@ fn killed_saves_leave_an_intact_image_and_no_temporary_after_the_next_lock() {
     image.save(&path).unwrap();
     let exe = std::env::current_exe().unwrap();
     let (mut kills, mut left) = (0, 0);
-    for i in 0..80u64 {
+    // At least 80 kills, and on until one has left a temporary behind (a
+    // slow machine only makes each save, and so the window, longer).
+    for i in 0..400u64 {
+        if i >= 80 && left > 0 {
+            break;
+        }
         let mut child = Command::new(&exe)
             .args([
                 "--exact",
                 "killed_saves_leave_an_intact_image_and_no_temporary_after_the_next_lock",
                 "--nocapture",
+                "--quiet",
             ])
             .env(SAVE_LOOP, &path)
-            .stdout(Stdio::null())
+            .stdout(Stdio::piped())
             .stderr(Stdio::null())
             .spawn()
             .unwrap();
-        std::thread::sleep(Duration::from_millis(20 + (i * 7) % 23));
+        // Wait until the child is in its save loop, then kill it at a
+        // varying moment of a save.
+        let mut out = BufReader::new(child.stdout.take().unwrap());
+        let mut line = String::new();
+        while out.read_line(&mut line).unwrap() > 0 && !line.contains("saving") {
+            line.clear();
+        }
+        std::thread::sleep(Duration::from_millis(1 + (i * 7) % 13));
         child.kill().unwrap(); // SIGKILL
         child.wait().unwrap();
         kills += 1;
