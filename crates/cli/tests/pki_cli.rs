@@ -780,7 +780,11 @@ fn fetch_crls_downloads_nothing_for_an_untrusted_certificate() {
     );
     assert_eq!(code(&o), 1, "{}", text(&o));
     assert!(text(&o).starts_with("INVALID"), "{}", text(&o));
-    assert!(took < std::time::Duration::from_secs(1), "took {took:?}");
+    // Nothing is fetched for a certificate without a path, so the command
+    // returns at once (well within a second on an idle machine; the bound
+    // leaves room for a loaded one and is far below the silent server's
+    // 12 URLs x the download timeout).
+    assert!(took < std::time::Duration::from_secs(5), "took {took:?}");
     assert_eq!(connections.load(Ordering::SeqCst), 0);
 }
 

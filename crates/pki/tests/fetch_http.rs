@@ -376,7 +376,8 @@ fn the_total_time_budget_bounds_a_path_of_silent_servers() {
         &ValidationOptions::default(),
     );
     let took = start.elapsed();
-    assert!(took < Duration::from_millis(1800), "took {took:?}");
+    // Without the total budget: 12 URLs x 400 ms. The margin is for a loaded machine.
+    assert!(took < Duration::from_millis(3000), "took {took:?}");
     assert!(took >= Duration::from_millis(900), "took {took:?}");
     assert!(server.count() <= 4, "{} requests", server.count());
     assert_eq!(out.crls.len(), 0);
