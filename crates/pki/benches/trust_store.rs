@@ -112,7 +112,13 @@ fn fastest_store_peer(row: &Row) -> Option<Duration> {
         .min()
 }
 
-fn measure(label: String, path: &Path, size: usize, c_peers: &Result<PathBuf, String>) -> Row {
+fn measure(
+    label: String,
+    path: &Path,
+    size: usize,
+    c_peers: &Result<PathBuf, String>,
+    go_peer: &Result<PathBuf, String>,
+) -> Row {
     let (pivgate, store) = median_of(iterations(size, false), || pivgate_load(path));
     assert_eq!(
         store.len(),
@@ -131,6 +137,13 @@ fn measure(label: String, path: &Path, size: usize, c_peers: &Result<PathBuf, St
         ("OpenSSL X509_STORE", c_peer("openssl-load")),
         ("GnuTLS trust_list", c_peer("gnutls-load")),
         ("Python ssl", peers::run_py_peer(&["ssl-load", p, &n])),
+        (
+            "Go crypto/x509 CertPool",
+            match go_peer {
+                Ok(bin) => peers::run_peer(bin, &["go-load", p, &n]),
+                Err(why) => PeerResult::Unavailable(why.clone()),
+            },
+        ),
         (
             "Python cryptography",
             peers::run_py_peer(&["cryptography-load", p, &n]),
@@ -223,6 +236,7 @@ fn main() {
         return;
     }
     let c_peers = peers::build_c_peers();
+    let go_peer = peers::build_go_peer();
     let mut rows = Vec::new();
     let dir = cert_dir();
     rows.push(measure(
@@ -230,10 +244,17 @@ fn main() {
         &dir,
         DIR_FILES,
         &c_peers,
+        &go_peer,
     ));
     for size in sizes() {
         let path = bundle(size);
-        rows.push(measure(format!("bundle of {size}"), &path, size, &c_peers));
+        rows.push(measure(
+            format!("bundle of {size}"),
+            &path,
+            size,
+            &c_peers,
+            &go_peer,
+        ));
     }
     println!();
     println!("Trust store load + index, median wall time (peer/pivgate ratio in parentheses)");

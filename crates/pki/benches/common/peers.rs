@@ -1,4 +1,4 @@
-//! Running the peer programs in `bench/peers/` (OpenSSL, GnuTLS, Python) on
+//! Running the peer programs in `bench/peers/` (OpenSSL, GnuTLS, Python, Go) on
 //! the same files as pivgate, and the shared bench helpers (data directory,
 //! medians, table formatting).
 #![allow(dead_code)]
@@ -145,6 +145,28 @@ pub fn build_c_peers() -> Result<PathBuf, String> {
     } else {
         Err(format!(
             "cc failed: {}",
+            String::from_utf8_lossy(&result.stderr).trim()
+        ))
+    }
+}
+
+/// Build `bench/peers/go_peers.go` (standard library only) with `go build`.
+pub fn build_go_peer() -> Result<PathBuf, String> {
+    let src = repo_root().join("bench/peers/go_peers.go");
+    let out = data_root().join("go_peers");
+    let result = Command::new("go")
+        .arg("build")
+        .arg("-o")
+        .arg(&out)
+        .arg(&src)
+        .env("GO111MODULE", "off")
+        .output()
+        .map_err(|e| format!("cannot run go: {e}"))?;
+    if result.status.success() {
+        Ok(out)
+    } else {
+        Err(format!(
+            "go build failed: {}",
             String::from_utf8_lossy(&result.stderr).trim()
         ))
     }
