@@ -7,4 +7,5 @@
 //! the service with PC/SC readers.
 
 pub mod config;
+pub mod door;
 pub mod init;
