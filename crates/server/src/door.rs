@@ -238,6 +238,11 @@ impl Controller {
         self.snapshot.store(Arc::new(snapshot));
     }
 
+    /// How long a grant or a momentary unlock releases the lock.
+    pub fn unlock_duration(&self) -> Duration {
+        self.unlock
+    }
+
     pub fn log(&self) -> &EventLog {
         &self.log
     }
@@ -381,7 +386,12 @@ impl Controller {
 
     /// A momentary unlock commanded by `actor` (an API token name): the
     /// command event is committed, then the lock released.
-    pub async fn unlock(&self, door: DoorId, actor: &str) -> Result<EventId, CommandError> {
+    pub async fn unlock(
+        &self,
+        door: DoorId,
+        actor: &str,
+        why: Option<&str>,
+    ) -> Result<EventId, CommandError> {
         let snapshot = self.snapshot.load_full();
         let d = snapshot.door(door).ok_or(CommandError::UnknownDoor(door))?;
         let event = NewEvent::door_command(
@@ -389,11 +399,18 @@ impl Controller {
             actor,
             door,
             "unlock",
-            format!(
-                "momentary unlock of `{}` for {} ms by {actor}",
-                d.name,
-                self.unlock.as_millis()
-            ),
+            match why {
+                Some(w) => format!(
+                    "momentary unlock of `{}` for {} ms by {actor}: {w}",
+                    d.name,
+                    self.unlock.as_millis()
+                ),
+                None => format!(
+                    "momentary unlock of `{}` for {} ms by {actor}",
+                    d.name,
+                    self.unlock.as_millis()
+                ),
+            },
         );
         let id = self.log.append(event).await?;
         self.output.momentary_unlock(door, self.unlock)?;

@@ -8,4 +8,8 @@
 
 pub mod config;
 pub mod door;
+pub mod http;
 pub mod init;
+pub mod readers;
+pub mod service;
+pub mod token;

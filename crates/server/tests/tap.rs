@@ -369,8 +369,11 @@ fn a_tap_whose_event_cannot_be_committed_does_not_open() {
 fn momentary_unlock_command_is_logged_first() {
     let s = site();
     let id =
-        s.rt.block_on(s.controller.unlock(DoorId(1), "ops-token"))
-            .unwrap();
+        s.rt.block_on(
+            s.controller
+                .unlock(DoorId(1), "ops-token", Some("delivery")),
+        )
+        .unwrap();
     assert!(id.0 > 0);
     let releases = s.output.releases();
     assert_eq!(releases.len(), 1);
@@ -379,5 +382,10 @@ fn momentary_unlock_command_is_logged_first() {
             .unwrap();
     assert_eq!(page.events[0].event.actor.as_deref(), Some("ops-token"));
     assert_eq!(page.events[0].event.kind, eventlog::EventKind::DoorCommand);
-    assert!(s.rt.block_on(s.controller.unlock(DoorId(9), "x")).is_err());
+    let reason = page.events[0].event.reason.as_deref().unwrap();
+    assert!(reason.ends_with("by ops-token: delivery"), "{reason}");
+    assert!(s
+        .rt
+        .block_on(s.controller.unlock(DoorId(9), "x", None))
+        .is_err());
 }
