@@ -179,10 +179,10 @@ impl Default for Config {
 /// Why a configuration cannot be used.
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
-    #[error("cannot read the configuration file {path}: {source}")]
+    #[error("cannot read the configuration file {path}: {error}", path = path.display())]
     Read {
         path: PathBuf,
-        source: std::io::Error,
+        error: std::io::Error,
     },
     /// The file is not valid TOML, or a key is unknown or has the wrong type.
     #[error("{}", parse_message(path, *line, *column, key.as_deref(), message))]
@@ -231,9 +231,9 @@ impl Config {
     /// Reads and checks `path`; relative paths in it are resolved against
     /// the file's directory.
     pub fn load(path: &Path) -> Result<Config, ConfigError> {
-        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+        let text = std::fs::read_to_string(path).map_err(|error| ConfigError::Read {
             path: path.to_owned(),
-            source,
+            error,
         })?;
         let mut c = Config::parse(&text, path)?;
         let base = path

@@ -16,15 +16,21 @@ pub const DEFAULT_READER: &str = "Virtual PCD 00 00";
 pub enum InitError {
     #[error("{0} already exists; choose another directory or remove it")]
     Exists(PathBuf),
-    #[error("cannot write {path}: {source}")]
+    #[error("cannot write {path}: {error}", path = path.display())]
     Io {
         path: PathBuf,
-        source: std::io::Error,
+        error: std::io::Error,
     },
     #[error("test PKI: {0}")]
-    Pki(#[from] pki::issue::IssueError),
-    #[error("the written configuration does not load: {0}")]
+    Pki(pki::issue::IssueError),
+    #[error(transparent)]
     Config(#[from] ConfigError),
+}
+
+impl From<pki::issue::IssueError> for InitError {
+    fn from(e: pki::issue::IssueError) -> Self {
+        InitError::Pki(e)
+    }
 }
 
 /// What `init` wrote.
@@ -51,15 +57,15 @@ pub fn init(dir: &Path, time_zone: &str) -> Result<Initialised, InitError> {
         key: "seed.site.time_zone".into(),
         problem,
     })?;
-    std::fs::create_dir_all(dir).map_err(|source| InitError::Io {
+    std::fs::create_dir_all(dir).map_err(|error| InitError::Io {
         path: dir.to_owned(),
-        source,
+        error,
     })?;
     TestPki::init(&pki_dir, TestPkiOptions::default())?;
-    std::fs::write(&config, init_template(DEFAULT_READER, time_zone)).map_err(|source| {
+    std::fs::write(&config, init_template(DEFAULT_READER, time_zone)).map_err(|error| {
         InitError::Io {
             path: config.clone(),
-            source,
+            error,
         }
     })?;
     let c = Config::load(&config)?;

@@ -34,26 +34,38 @@ pub enum ServeError {
     #[error(transparent)]
     Config(#[from] ConfigError),
     /// The trust configuration names files that cannot be used.
-    #[error("`{key}`: {source}")]
+    #[error("`{key}`: {error}")]
     Trust {
         key: &'static str,
-        source: TrustError,
+        error: TrustError,
     },
     #[error("database: {0}")]
-    Store(#[from] StoreError),
+    Store(StoreError),
     #[error("`seed`: {0}")]
     Seed(String),
-    #[error("`http.listen`: cannot listen on {addr}: {source}")]
+    #[error("`http.listen`: cannot listen on {addr}: {error}")]
     Bind {
         addr: SocketAddr,
-        source: std::io::Error,
+        error: std::io::Error,
     },
     #[error("`http.tls_cert`: TLS is not available in this build yet; remove `http.tls_cert` and `http.tls_key` and listen on a loopback address")]
     TlsUnsupported,
     #[error("cannot start the async runtime: {0}")]
     Runtime(std::io::Error),
     #[error("the loading task failed: {0}")]
-    Join(#[from] tokio::task::JoinError),
+    Join(tokio::task::JoinError),
+}
+
+impl From<StoreError> for ServeError {
+    fn from(e: StoreError) -> Self {
+        ServeError::Store(e)
+    }
+}
+
+impl From<tokio::task::JoinError> for ServeError {
+    fn from(e: tokio::task::JoinError) -> Self {
+        ServeError::Join(e)
+    }
 }
 
 impl ServeError {
@@ -68,7 +80,7 @@ impl ServeError {
             TrustError::Crls(_) => "trust.crls",
             TrustError::Certificates(_) | TrustError::Unparsable { .. } => "trust",
         };
-        ServeError::Trust { key, source }
+        ServeError::Trust { key, error: source }
     }
 }
 
@@ -144,13 +156,13 @@ impl Service {
         }
         let listener = TcpListener::bind(config.http.listen)
             .await
-            .map_err(|source| ServeError::Bind {
+            .map_err(|error| ServeError::Bind {
                 addr: config.http.listen,
-                source,
+                error,
             })?;
-        let addr = listener.local_addr().map_err(|source| ServeError::Bind {
+        let addr = listener.local_addr().map_err(|error| ServeError::Bind {
             addr: config.http.listen,
-            source,
+            error,
         })?;
         let state = Arc::new(AppState {
             loaded: OnceLock::new(),
