@@ -47,6 +47,9 @@ enum Command {
     /// Run the door service: reader watchers, the access decision, the
     /// durable event log and the HTTP API. Stops on SIGTERM or SIGINT.
     Serve(serve_cmd::ServeArgs),
+    /// Enroll the card in a PC/SC reader after a full validation (PKI-CAK,
+    /// and the CHUID's signature and binding). Exit 0 enrolled, 1 refused.
+    Enroll(serve_cmd::EnrollArgs),
     /// API bearer tokens.
     #[command(subcommand)]
     Token(serve_cmd::TokenCommand),
@@ -78,6 +81,7 @@ fn main() -> ExitCode {
         Command::Init(a) => serve_cmd::init(a),
         Command::Serve(a) => serve_cmd::serve(a),
         Command::Token(c) => serve_cmd::token(c),
+        Command::Enroll(a) => serve_cmd::enroll(a),
     };
     match result {
         Ok(code) => code,

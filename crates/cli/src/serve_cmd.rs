@@ -123,3 +123,98 @@ pub fn token(c: TokenCommand) -> anyhow::Result<ExitCode> {
         result
     })
 }
+
+#[derive(Args)]
+pub struct EnrollArgs {
+    /// PC/SC reader holding the card (e.g. "Virtual PCD 00 00").
+    #[arg(long)]
+    reader: String,
+    /// Cardholder name; created when no cardholder has it.
+    #[arg(long)]
+    cardholder: String,
+    /// Access group to add the cardholder to.
+    #[arg(long)]
+    group: Option<String>,
+    /// Seconds to wait for a card in the reader.
+    #[arg(long, default_value_t = 30)]
+    wait: u64,
+    #[arg(long, env = "PIVGATE_CONFIG")]
+    config: Option<PathBuf>,
+}
+
+/// Exit 0 enrolled, 1 refused (the card did not validate, or is enrolled
+/// already), 2 usage or I/O error.
+pub fn enroll(a: EnrollArgs) -> anyhow::Result<ExitCode> {
+    use server::enroll::{register, validate_card, EnrollError};
+    let config = server::service::resolve_config(a.config.as_deref())?;
+    let trust = config
+        .trust
+        .as_ref()
+        .context("`trust.anchors` is not configured: nothing to validate the card against")?
+        .load()
+        .context("`trust`")?;
+    let authn = server::enroll::enrollment_authenticator(trust);
+    let readers = host::Readers::establish().context("connecting to the PC/SC service")?;
+    readers
+        .wait_for_card(
+            Some(&a.reader),
+            Some(std::time::Duration::from_secs(a.wait)),
+        )
+        .with_context(|| format!("waiting for a card in `{}`", a.reader))?;
+    let mut transport = readers.connect(&a.reader)?;
+    let validated = match validate_card(&authn, &mut transport) {
+        Ok(t) => t,
+        Err(e @ EnrollError::Refused { .. }) => {
+            eprintln!("not enrolled: {e}");
+            return Ok(ExitCode::from(1));
+        }
+        Err(e) => return Err(e.into()),
+    };
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("starting the async runtime")?;
+    rt.block_on(async move {
+        let store = server::service::open_store(&config).await?;
+        let result = register(
+            &store,
+            &validated,
+            &a.cardholder,
+            a.group.as_deref(),
+            "pivgate enroll",
+            access::jiff::Timestamp::now(),
+        )
+        .await;
+        store.close().await;
+        match result {
+            Ok(e) => {
+                println!(
+                    "enrolled credential {} for `{}`{}{}",
+                    e.credential.id,
+                    e.cardholder.name,
+                    if e.new_cardholder {
+                        " (new cardholder)"
+                    } else {
+                        ""
+                    },
+                    e.group
+                        .map(|g| format!(", group `{}`", g.name))
+                        .unwrap_or_default()
+                );
+                if let Some(u) = e.credential.card_uuid {
+                    println!("  card UUID {u}");
+                }
+                if let Some(h) = e.credential.cert_sha256 {
+                    println!("  card authentication certificate SHA-256 {h}");
+                }
+                println!("a running `pivgate serve` applies it at its next start");
+                Ok(ExitCode::SUCCESS)
+            }
+            Err(e @ (EnrollError::AlreadyEnrolled { .. } | EnrollError::NoIdentifier)) => {
+                eprintln!("not enrolled: {e}");
+                Ok(ExitCode::from(1))
+            }
+            Err(e) => Err(e.into()),
+        }
+    })
+}

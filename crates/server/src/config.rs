@@ -127,6 +127,19 @@ pub struct Seed {
     pub readers: BTreeMap<String, String>,
     #[serde(default)]
     pub schedules: Vec<SeedSchedule>,
+    /// Access groups (cardholders join them at enrollment: `--group`).
+    #[serde(default)]
+    pub groups: Vec<SeedGroup>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SeedGroup {
+    pub name: String,
+    /// The name of one of `seed.schedules`.
+    pub schedule: String,
+    /// Names of `seed.doors`.
+    pub doors: Vec<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -429,11 +442,51 @@ impl Seed {
                 holiday_windows: Vec::new(),
             });
         }
+        let mut groups = Vec::new();
+        for (i, g) in self.groups.iter().enumerate() {
+            if self.groups[..i].iter().any(|o| o.name == g.name) {
+                return Err((
+                    format!("seed.groups[{i}].name"),
+                    format!("group `{}` is named twice", g.name),
+                ));
+            }
+            let Some(s) = schedules.iter().find(|s| s.name == g.schedule) else {
+                return Err((
+                    format!("seed.groups[{i}].schedule"),
+                    format!(
+                        "schedule `{}` is not among seed.schedules ({})",
+                        g.schedule,
+                        names(self.schedules.iter().map(|s| s.name.as_str()))
+                    ),
+                ));
+            };
+            let mut door_ids = Vec::new();
+            for (j, name) in g.doors.iter().enumerate() {
+                let Some(d) = doors.iter().find(|d| &d.name == name) else {
+                    return Err((
+                        format!("seed.groups[{i}].doors[{j}]"),
+                        format!(
+                            "door `{name}` is not among seed.doors ({})",
+                            names(self.doors.iter().map(|d| d.name.as_str()))
+                        ),
+                    ));
+                };
+                door_ids.push(d.id);
+            }
+            groups.push(access::AccessGroup {
+                id: access::GroupId(i as i64 + 1),
+                name: g.name.clone(),
+                schedule: s.id,
+                doors: door_ids,
+                cardholders: Vec::new(),
+            });
+        }
         let e = Entities {
             sites: vec![site],
             doors,
             readers,
             schedules,
+            groups,
             ..Entities::default()
         };
         access::AccessSnapshot::build(e.clone())
@@ -554,6 +607,17 @@ windows = ["mon-sun 00:00-24:00"]
 name = "weekdays 07-19"
 windows = ["mon-fri 07:00-19:00"]
 
+# Enroll a card into a group: pivgate enroll --reader R --cardholder NAME --group staff
+[[seed.groups]]
+name = "staff"
+schedule = "always"
+doors = ["Front door", "Server room"]
+
+[[seed.groups]]
+name = "day shift"
+schedule = "weekdays 07-19"
+doors = ["Front door"]
+
 # PC/SC reader name = door name
 [seed.readers]
 "{reader}" = "Front door"
@@ -591,6 +655,9 @@ mod tests {
         assert_eq!(e.readers[0].connection, "Virtual PCD 00 00");
         assert_eq!(e.readers[0].door, e.doors[0].id);
         assert_eq!(e.schedules.len(), 2);
+        assert_eq!(e.groups.len(), 2);
+        assert_eq!(e.groups[0].doors, [e.doors[0].id, e.doors[1].id]);
+        assert_eq!(e.groups[1].schedule, e.schedules[1].id);
     }
 
     #[test]
@@ -662,6 +729,17 @@ mod tests {
         ))
         .unwrap_err();
         assert_eq!(e.key(), Some("seed.doors[1].name"), "{e}");
+        let e = parse(&format!(
+            "{site}[[seed.groups]]\nname = \"g\"\nschedule = \"never\"\ndoors = []\n"
+        ))
+        .unwrap_err();
+        assert_eq!(e.key(), Some("seed.groups[0].schedule"), "{e}");
+        let e = parse(&format!(
+            "{site}[[seed.schedules]]\nname = \"a\"\nwindows = []\n[[seed.groups]]\nname = \"g\"\nschedule = \"a\"\ndoors = [\"Back\"]\n"
+        ))
+        .unwrap_err();
+        assert_eq!(e.key(), Some("seed.groups[0].doors[0]"), "{e}");
+        assert!(e.to_string().contains("door `Back`"), "{e}");
     }
 
     #[test]

@@ -8,6 +8,7 @@
 
 pub mod config;
 pub mod door;
+pub mod enroll;
 pub mod http;
 pub mod init;
 pub mod readers;
