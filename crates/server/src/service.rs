@@ -84,13 +84,29 @@ impl ServeError {
     }
 }
 
-/// Opens the database the configuration names: PostgreSQL when
-/// `database_url` is set, else SQLite in the data directory.
-pub async fn open_store(config: &Config) -> Result<SqlStore, StoreError> {
-    match &config.database_url {
-        Some(url) => SqlStore::connect(url).await,
-        None => SqlStore::open_data_dir(&config.data_dir).await,
+/// Opens the database the configuration names (PostgreSQL when
+/// `database_url` is set, else SQLite in the data directory), and writes
+/// the configuration's seed into it when it holds no site yet.
+pub async fn open_store(config: &Config) -> Result<SqlStore, ServeError> {
+    let store = match &config.database_url {
+        Some(url) => SqlStore::connect(url).await?,
+        None => SqlStore::open_data_dir(&config.data_dir).await?,
+    };
+    if let Some(seed) = &config.seed {
+        if store.list_sites().await?.is_empty() {
+            let e = seed
+                .entities()
+                .map_err(|(key, problem)| ServeError::Seed(format!("`{key}`: {problem}")))?;
+            store.import_entities(&e).await?;
+            tracing::info!(
+                doors = e.doors.len(),
+                readers = e.readers.len(),
+                groups = e.groups.len(),
+                "seeded an empty database from the configuration"
+            );
+        }
     }
+    Ok(store)
 }
 
 /// How long each part of start-up took.
@@ -211,19 +227,6 @@ impl Service {
         let t = Instant::now();
         let sql = open_store(config).await?;
         let store: Arc<dyn Store> = Arc::new(sql.clone());
-        if let Some(seed) = &config.seed {
-            if store.list_sites().await?.is_empty() {
-                let e = seed
-                    .entities()
-                    .map_err(|(key, problem)| ServeError::Seed(format!("`{key}`: {problem}")))?;
-                store.import_entities(&e).await?;
-                tracing::info!(
-                    doors = e.doors.len(),
-                    readers = e.readers.len(),
-                    "seeded an empty database from the configuration"
-                );
-            }
-        }
         let snapshot = store.load_snapshot().await?;
         let database = t.elapsed();
         let (trust, trust_time) = trust.await?;
