@@ -238,7 +238,7 @@ fn granted_tap_is_committed_then_opens_the_door() {
 
 fn granted_tap_is_committed_then_opens_the_door_on(s: &Site_) {
     let before = s.output.releases().len();
-    let r = tap(&s, &s.alice, FRONT, None);
+    let r = tap(s, &s.alice, FRONT, None);
     assert!(r.granted(), "{:?} {:?}", r.code(), r.reason());
     assert_eq!(r.code(), "granted");
     assert!(r.opened);
@@ -252,7 +252,7 @@ fn granted_tap_is_committed_then_opens_the_door_on(s: &Site_) {
     let last = releases.last().unwrap();
     assert_eq!(last.door, DoorId(1));
     assert_eq!(last.closes - last.opened, Duration::from_millis(3000));
-    let e = stored(&s, &r);
+    let e = stored(s, &r);
     assert_eq!(e.event.result, Some(EventResult::Granted));
     assert_eq!(e.event.cardholder, Some(CardholderId(1)));
     assert_eq!(e.event.reader, Some(FRONT));
@@ -261,7 +261,7 @@ fn granted_tap_is_committed_then_opens_the_door_on(s: &Site_) {
     assert_eq!(t.stages.last().unwrap().name, StageName::Decide);
     assert!(t.outcome.granted());
     // A repeat tap (fast path) is granted the same way.
-    let r2 = tap(&s, &s.alice, FRONT, None);
+    let r2 = tap(s, &s.alice, FRONT, None);
     assert!(r2.granted(), "{:?}", r2.reason());
     assert_eq!(r2.transaction.path, auth::PathTaken::Fast);
     assert!(r2.event.as_ref().unwrap() > r.event.as_ref().unwrap());
@@ -274,7 +274,7 @@ fn card_not_enrolled_is_refused_and_recorded() {
 
 fn card_not_enrolled_is_refused_and_recorded_on(s: &Site_) {
     let before = s.output.releases().len();
-    let r = tap(&s, &s.bob, FRONT, None);
+    let r = tap(s, &s.bob, FRONT, None);
     assert!(!r.granted() && !r.opened);
     assert_eq!(r.code(), "not-enrolled");
     assert!(
@@ -282,7 +282,7 @@ fn card_not_enrolled_is_refused_and_recorded_on(s: &Site_) {
         "{:?}",
         r.reason()
     );
-    let e = stored(&s, &r);
+    let e = stored(s, &r);
     assert_eq!(e.event.result, Some(EventResult::Refused));
     assert_eq!(e.event.code.as_deref(), Some("not-enrolled"));
     assert_eq!(s.output.releases().len(), before);
@@ -294,7 +294,7 @@ fn outside_schedule_names_the_schedule() {
 }
 
 fn outside_schedule_names_the_schedule_on(s: &Site_) {
-    let r = tap(&s, &s.dave, FRONT, None);
+    let r = tap(s, &s.dave, FRONT, None);
     assert_eq!(r.code(), "outside-schedule");
     assert!(
         r.reason().unwrap().contains("weekdays 07-19"),
@@ -303,7 +303,7 @@ fn outside_schedule_names_the_schedule_on(s: &Site_) {
     );
     assert!(!r.opened);
     assert_eq!(
-        stored(&s, &r).event.code.as_deref(),
+        stored(s, &r).event.code.as_deref(),
         Some("outside-schedule")
     );
 }
@@ -315,13 +315,13 @@ fn revoked_after_crl_refresh_is_refused_by_authentication() {
 
 fn revoked_after_crl_refresh_is_refused_by_authentication_on(s: &mut Site_) {
     let before = s.output.releases().len();
-    assert!(tap(&s, &s.alice, FRONT, None).granted());
+    assert!(tap(s, &s.alice, FRONT, None).granted());
     let cak = s.alice.slot(0x9E).unwrap().certificate.clone();
     s.pki.revoke(&cak, None).unwrap();
     s.controller
         .authenticator()
         .set_crls(s.pki.crl_set().unwrap());
-    let r = tap(&s, &s.alice, FRONT, None);
+    let r = tap(s, &s.alice, FRONT, None);
     assert!(!r.granted() && !r.opened);
     assert!(
         r.decision.is_none(),
@@ -329,7 +329,7 @@ fn revoked_after_crl_refresh_is_refused_by_authentication_on(s: &mut Site_) {
     );
     assert!(r.code().contains("revoked"), "{}", r.code());
     assert!(r.reason().unwrap().contains("revoked"), "{:?}", r.reason());
-    let e = stored(&s, &r);
+    let e = stored(s, &r);
     assert_eq!(e.event.result, Some(EventResult::Refused));
     assert_eq!(e.event.code.as_deref(), Some(r.code()));
     assert_eq!(e.event.door, Some(DoorId(1)));
@@ -346,18 +346,18 @@ fn card_and_pin_at_a_pki_auth_door() {
 }
 
 fn card_and_pin_at_a_pki_auth_door_on(s: &Site_) {
-    let r = tap(&s, &s.alice, SERVER_ROOM, Some("123456"));
+    let r = tap(s, &s.alice, SERVER_ROOM, Some("123456"));
     assert!(r.granted(), "{:?} {:?}", r.code(), r.reason());
     assert_eq!(r.transaction.mechanism, auth::Mechanism::PkiAuth);
     assert_eq!(r.output_error, None);
     assert_eq!(s.output.releases()[0].door, DoorId(2));
 
-    let r = tap(&s, &s.alice, SERVER_ROOM, Some("999999"));
+    let r = tap(s, &s.alice, SERVER_ROOM, Some("999999"));
     assert_eq!(r.code(), "wrong-pin");
     assert!(!r.opened);
-    assert_eq!(stored(&s, &r).event.code.as_deref(), Some("wrong-pin"));
+    assert_eq!(stored(s, &r).event.code.as_deref(), Some("wrong-pin"));
 
-    let r = tap(&s, &s.alice, SERVER_ROOM, None);
+    let r = tap(s, &s.alice, SERVER_ROOM, None);
     assert_eq!(r.code(), "pin-unavailable");
     assert_eq!(s.output.releases().len(), 1);
 }
