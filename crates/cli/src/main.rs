@@ -45,7 +45,8 @@ enum Command {
     /// one command.
     Init(serve_cmd::InitArgs),
     /// Run the door service: reader watchers, the access decision, the
-    /// durable event log and the HTTP API. Stops on SIGTERM or SIGINT.
+    /// durable event log and the HTTP API. Stops on SIGTERM or SIGINT;
+    /// SIGHUP reloads the access data (after `pivgate enroll`).
     Serve(serve_cmd::ServeArgs),
     /// Enroll the card in a PC/SC reader after a full validation (PKI-CAK,
     /// and the CHUID's signature and binding). Exit 0 enrolled, 1 refused.

@@ -207,7 +207,7 @@ pub fn enroll(a: EnrollArgs) -> anyhow::Result<ExitCode> {
                 if let Some(h) = e.credential.cert_sha256 {
                     println!("  card authentication certificate SHA-256 {h}");
                 }
-                println!("a running `pivgate serve` applies it at its next start");
+                println!("a running `pivgate serve` applies it on SIGHUP or at its next start");
                 Ok(ExitCode::SUCCESS)
             }
             Err(e @ (EnrollError::AlreadyEnrolled { .. } | EnrollError::NoIdentifier)) => {

@@ -293,6 +293,17 @@ impl Service {
         self.state.loaded().expect("a started service is loaded")
     }
 
+    /// Reads every entity again and swaps the new snapshot in (taps in
+    /// flight finish on the old one); `pivgate serve` does this on SIGHUP.
+    pub async fn reload(&self) -> Result<(), ServeError> {
+        let l = self.loaded();
+        let snapshot = l.store.load_snapshot().await?;
+        let credentials = snapshot.credentials().len();
+        l.controller.set_snapshot(snapshot);
+        tracing::info!(credentials, "access data reloaded");
+        Ok(())
+    }
+
     /// Stops accepting requests, finishes those in flight, stops the reader
     /// threads, commits every submitted event and closes the database.
     pub async fn shutdown(self) -> Result<(), ServeError> {
@@ -348,7 +359,8 @@ pub async fn shutdown_signal() {
 }
 
 /// `pivgate serve`: loads `config` (embedded defaults when `None`), runs
-/// until SIGTERM or SIGINT, then shuts down gracefully. `on_ready` is told
+/// until SIGTERM or SIGINT (SIGHUP reloads the access data), then shuts
+/// down gracefully. `on_ready` is told
 /// the address once ready.
 pub fn run(config: Option<PathBuf>, on_ready: impl FnOnce(&Service)) -> Result<(), ServeError> {
     let config = resolve_config(config.as_deref())?;
@@ -360,7 +372,20 @@ pub fn run(config: Option<PathBuf>, on_ready: impl FnOnce(&Service)) -> Result<(
     rt.block_on(async move {
         let service = Service::start(config, None).await?;
         on_ready(&service);
-        shutdown_signal().await;
+        let mut hangup = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup())
+            .map_err(ServeError::Runtime)?;
+        let stop = shutdown_signal();
+        tokio::pin!(stop);
+        loop {
+            tokio::select! {
+                _ = &mut stop => break,
+                _ = hangup.recv() => {
+                    if let Err(e) = service.reload().await {
+                        tracing::error!(error = %e, "reload failed; the previous access data stays");
+                    }
+                }
+            }
+        }
         tracing::info!("shutting down");
         service.shutdown().await
     })
