@@ -310,3 +310,83 @@ fn bad_configurations_stop_start_up_naming_the_key() {
     let e = String::from_utf8(out.stderr).unwrap();
     assert!(e.contains("/nonexistent/pivgate.toml"), "{e}");
 }
+
+/// Door commands are committed before they are acknowledged: SIGKILL the
+/// service while eight clients send momentary unlocks; after a restart every
+/// acknowledged command is in the log exactly once.
+#[test]
+fn acknowledged_commands_survive_sigkill() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = init_site(dir.path());
+    let operator = token(&config, "operator", "guard");
+    let s = serve(&config);
+    let base = s.base.clone();
+    let stop_at = Instant::now() + Duration::from_millis(400);
+    let clients: Vec<_> = (0..8)
+        .map(|c| {
+            let (base, operator) = (base.clone(), operator.clone());
+            std::thread::spawn(move || {
+                let mut acked = Vec::new();
+                for i in 0.. {
+                    let reason = format!("c{c}-{i}");
+                    let r = ureq::post(&format!("{base}/api/v1/doors/1/unlock"))
+                        .timeout(Duration::from_secs(5))
+                        .set("Authorization", &format!("Bearer {operator}"))
+                        .send_string(&format!(r#"{{"reason":"{reason}"}}"#));
+                    match r {
+                        Ok(resp) if resp.status() == 200 => acked.push(reason),
+                        _ => break,
+                    }
+                }
+                acked
+            })
+        })
+        .collect();
+    std::thread::sleep(stop_at.saturating_duration_since(Instant::now()));
+    let mut s = s;
+    s.child.kill().unwrap();
+    s.child.wait().unwrap();
+    let acked: Vec<String> = clients
+        .into_iter()
+        .flat_map(|c| c.join().unwrap())
+        .collect();
+    assert!(
+        acked.len() >= 8,
+        "only {} commands acknowledged",
+        acked.len()
+    );
+
+    let s = serve(&config);
+    let mut seen = std::collections::HashMap::<String, usize>::new();
+    let mut cursor = 0i64;
+    loop {
+        let (st, page) = call(
+            "GET",
+            &format!(
+                "{}/api/v1/events?kind=door-command&limit=1000&cursor={cursor}",
+                s.base
+            ),
+            Some(&operator),
+            None,
+        );
+        assert_eq!(st, 200);
+        for e in page["events"].as_array().unwrap() {
+            let reason = e["reason"].as_str().unwrap();
+            let tag = reason.rsplit(": ").next().unwrap().to_string();
+            *seen.entry(tag).or_default() += 1;
+        }
+        match page["next"].as_i64() {
+            Some(n) => cursor = n,
+            None => break,
+        }
+    }
+    for a in &acked {
+        assert_eq!(seen.get(a), Some(&1), "acknowledged command {a}");
+    }
+    assert!(seen.values().all(|&n| n == 1), "a command recorded twice");
+    eprintln!(
+        "{} commands acknowledged before SIGKILL, {} in the log after restart",
+        acked.len(),
+        seen.len()
+    );
+}
