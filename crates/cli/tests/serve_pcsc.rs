@@ -150,5 +150,16 @@ fn enroll_then_serve_taps_the_card_in_the_reader() {
         .collect();
     assert_eq!(stages.last(), Some(&"decide"), "{stages:?}");
     remove(c);
-    drop(serve);
+
+    // SIGTERM stops the reader thread waiting in the reader, and the service.
+    let mut serve = serve;
+    // SAFETY: sends a signal to the child this test started.
+    #[allow(unsafe_code)]
+    unsafe {
+        libc::kill(serve.0.id() as i32, libc::SIGTERM);
+    }
+    let t = Instant::now();
+    let status = serve.0.wait().unwrap();
+    assert!(status.success(), "{status:?}");
+    assert!(t.elapsed() < Duration::from_secs(5), "{:?}", t.elapsed());
 }

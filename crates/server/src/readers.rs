@@ -28,8 +28,8 @@ pub fn is_pcsc(connection: &str) -> bool {
 /// The running reader threads.
 pub struct ReaderThreads {
     stop: Arc<AtomicBool>,
-    contexts: Vec<Context>,
-    threads: Vec<JoinHandle<()>>,
+    /// Each thread with the context its waits run in.
+    threads: Vec<(Context, JoinHandle<()>)>,
 }
 
 impl ReaderThreads {
@@ -45,11 +45,22 @@ impl ReaderThreads {
     /// Stops every thread (a tap in progress finishes first) and waits.
     pub fn stop(self) {
         self.stop.store(true, Ordering::SeqCst);
-        for c in &self.contexts {
+        // `SCardCancel` ends only a wait already in progress: a thread that
+        // was between two waits (e.g. finishing a tap) sees the stop flag
+        // before its next wait, or enters the wait just after the cancel.
+        // Cancel again until each thread has ended.
+        for (c, t) in self.threads {
             let _ = c.cancel();
-        }
-        for t in self.threads {
-            let _ = t.join();
+            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+            while !t.is_finished() && std::time::Instant::now() < deadline {
+                std::thread::sleep(std::time::Duration::from_millis(5));
+                let _ = c.cancel();
+            }
+            if t.is_finished() {
+                let _ = t.join();
+            } else {
+                tracing::error!("a reader thread did not stop; leaving it");
+            }
         }
     }
 }
@@ -59,7 +70,6 @@ pub fn start(controller: Arc<Controller>) -> ReaderThreads {
     let stop = Arc::new(AtomicBool::new(false));
     let mut out = ReaderThreads {
         stop: stop.clone(),
-        contexts: Vec::new(),
         threads: Vec::new(),
     };
     let snapshot = controller.snapshot();
@@ -103,14 +113,14 @@ pub fn start(controller: Arc<Controller>) -> ReaderThreads {
                 continue;
             }
         };
-        out.contexts.push(ctx.clone());
+        let waits = ctx.clone();
         let controller = controller.clone();
         let stop = stop.clone();
         let spawned = std::thread::Builder::new()
             .name(format!("reader-{}", id.0))
             .spawn(move || watch(ctx, cname, name, id, controller, stop));
         match spawned {
-            Ok(t) => out.threads.push(t),
+            Ok(t) => out.threads.push((waits, t)),
             Err(e) => tracing::error!(error = %e, "cannot start a reader thread"),
         }
     }
@@ -144,6 +154,7 @@ fn watch(
             Ok(()) => {}
             Err(pcsc::Error::Cancelled) => break,
             Err(pcsc::Error::UnknownReader) | Err(pcsc::Error::ReaderUnavailable) => {
+                present = false;
                 if !missing {
                     tracing::warn!(reader = %name, "reader is not connected; waiting for it");
                     missing = true;
@@ -165,6 +176,7 @@ fn watch(
                 tracing::warn!(reader = %name, "reader is not connected; waiting for it");
                 missing = true;
             }
+            present = false;
             // Only a plug-and-play change can bring it back.
             if wait_for_plug_and_play(&ctx).is_err() {
                 break;
