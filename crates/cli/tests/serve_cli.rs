@@ -139,6 +139,38 @@ fn serve_answers_health_and_enforces_token_roles() {
         assert_eq!(st, 200, "{body}");
     }
 
+    // The seeded entities, read-only for viewers.
+    let (st, doors) = call("GET", &url("/api/v1/doors"), Some(&viewer), None);
+    assert_eq!(st, 200, "{doors}");
+    let names: Vec<&str> = doors["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| d["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["Front door", "Server room"]);
+    let (st, door) = call("GET", &url("/api/v1/doors/2"), Some(&viewer), None);
+    assert_eq!((st, door["mechanism"].as_str()), (200, Some("pki-auth")));
+    assert_eq!(
+        call("GET", &url("/api/v1/doors/7"), Some(&viewer), None).0,
+        404
+    );
+    assert_eq!(call("GET", &url("/api/v1/groups"), None, None).0, 401);
+    let (_, groups) = call("GET", &url("/api/v1/groups"), Some(&viewer), None);
+    assert_eq!(groups["items"][0]["name"], "staff");
+    for path in [
+        "sites",
+        "readers",
+        "cardholders",
+        "credentials",
+        "schedules",
+        "holidays",
+    ] {
+        let (st, body) = call("GET", &url(&format!("/api/v1/{path}")), Some(&viewer), None);
+        assert_eq!(st, 200, "{path}: {body}");
+        assert!(body["items"].is_array(), "{path}: {body}");
+    }
+
     // Door commands need an operator.
     let unlock = url("/api/v1/doors/1/unlock");
     let (st, body) = call("POST", &unlock, Some(&viewer), None);

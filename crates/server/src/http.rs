@@ -1,5 +1,9 @@
 //! The HTTP API (`axum`, JSON under `/api/v1`).
 //!
+//! Routes: `GET /healthz`, `GET /readyz`; viewer: `GET /api/v1/events`,
+//! `GET /api/v1/{sites,doors,readers,cardholders,credentials,groups,schedules,holidays}`,
+//! `GET /api/v1/doors/{id}`; operator: `POST /api/v1/doors/{id}/unlock`.
+//!
 //! `/healthz` (the process answers) and `/readyz` (everything is loaded) need
 //! no token. Every other route needs `Authorization: Bearer <token>` of a
 //! token created with `pivgate token create`: no token or an unknown one is
@@ -88,6 +92,15 @@ fn loaded(state: &AppState) -> AppResult<&Loaded> {
 pub fn router(state: Arc<AppState>) -> Router {
     let viewer = Router::new()
         .route("/api/v1/events", get(events))
+        .route("/api/v1/sites", get(list_sites))
+        .route("/api/v1/doors", get(list_doors))
+        .route("/api/v1/doors/{id}", get(get_door))
+        .route("/api/v1/readers", get(list_readers))
+        .route("/api/v1/cardholders", get(list_cardholders))
+        .route("/api/v1/credentials", get(list_credentials))
+        .route("/api/v1/groups", get(list_groups))
+        .route("/api/v1/schedules", get(list_schedules))
+        .route("/api/v1/holidays", get(list_holidays))
         .route_layer(middleware::from_fn_with_state(
             (state.clone(), Role::Viewer),
             require,
@@ -276,6 +289,54 @@ async fn events(
     Ok(Json(page))
 }
 
+macro_rules! list {
+    ($name:ident, $method:ident) => {
+        /// Every entity of the kind, as stored (viewer).
+        async fn $name(State(state): State<Arc<AppState>>) -> AppResult<Json<serde_json::Value>> {
+            let l = loaded(&state)?;
+            let items = l.store.$method().await.map_err(ApiError::internal)?;
+            Ok(Json(json!({ "items": items })))
+        }
+    };
+}
+
+list!(list_sites, list_sites);
+list!(list_doors, list_doors);
+list!(list_readers, list_readers);
+list!(list_cardholders, list_cardholders);
+list!(list_credentials, list_credentials);
+list!(list_groups, list_groups);
+list!(list_schedules, list_schedules);
+list!(list_holidays, list_holidays);
+
+fn door_id(id: &str) -> AppResult<DoorId> {
+    id.parse::<i64>().map(DoorId).map_err(|e| {
+        ApiError::field(
+            StatusCode::BAD_REQUEST,
+            "id",
+            format!("path parameter `id`: `{id}` is not a door id: {e}"),
+        )
+    })
+}
+
+/// `GET /api/v1/doors/{id}` (viewer).
+async fn get_door(
+    State(state): State<Arc<AppState>>,
+    Path(id): Path<String>,
+) -> AppResult<Json<access::Door>> {
+    let door = door_id(&id)?;
+    let l = loaded(&state)?;
+    match l.store.get_door(door).await {
+        Ok(d) => Ok(Json(d)),
+        Err(eventlog::StoreError::NotFound { .. }) => Err(ApiError::field(
+            StatusCode::NOT_FOUND,
+            "id",
+            format!("door {door} does not exist"),
+        )),
+        Err(e) => Err(ApiError::internal(e)),
+    }
+}
+
 /// The body of a door command (optional).
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -331,13 +392,7 @@ async fn unlock(
     Path(id): Path<String>,
     body: Bytes,
 ) -> AppResult<Json<serde_json::Value>> {
-    let door = id.parse::<i64>().map(DoorId).map_err(|e| {
-        ApiError::field(
-            StatusCode::BAD_REQUEST,
-            "id",
-            format!("path parameter `id`: `{id}` is not a door id: {e}"),
-        )
-    })?;
+    let door = door_id(&id)?;
     let body: CommandBody = json_body(&body)?;
     if let Some(r) = &body.reason {
         if r.len() > 1000 {
