@@ -71,8 +71,8 @@ pub fn serve(a: ServeArgs) -> anyhow::Result<ExitCode> {
     server::service::run(a.config, |s| {
         let t = s.loaded().times;
         println!(
-            "pivgate serving http://{} (ready in {:.1} ms: {} trust anchors, {} credentials)",
-            s.addr(),
+            "pivgate serving {} (ready in {:.1} ms: {} trust anchors, {} credentials)",
+            s.url(),
             t.ready_us as f64 / 1000.0,
             t.anchors,
             t.credentials

@@ -25,7 +25,6 @@ use axum::{Extension, Json, Router};
 use eventlog::{ApiToken, Direction, EventId, EventKind, EventQuery, EventResult, Role};
 use serde::Deserialize;
 use serde_json::json;
-use tokio::net::TcpListener;
 use tokio::sync::watch;
 
 use crate::door::CommandError;
@@ -122,11 +121,15 @@ pub fn router(state: Arc<AppState>) -> Router {
 
 /// Serves `router(state)` on `listener` until `stop` turns true, then
 /// finishes the requests in flight.
-pub async fn serve(
-    listener: TcpListener,
+pub async fn serve<L>(
+    listener: L,
     state: Arc<AppState>,
     mut stop: watch::Receiver<bool>,
-) -> std::io::Result<()> {
+) -> std::io::Result<()>
+where
+    L: axum::serve::Listener,
+    L::Addr: std::fmt::Debug,
+{
     axum::serve(listener, router(state))
         .with_graceful_shutdown(async move {
             let _ = stop.wait_for(|s| *s).await;

@@ -18,7 +18,8 @@
 //! - [`readers`]: one blocking thread per PC/SC reader bound to a door,
 //!   event-driven (`SCardGetStatusChange`).
 //! - [`http`]: the axum API with bearer-token roles; [`token`]: token
-//!   generation and hashing.
+//!   generation and hashing; [`tls`]: rustls when a certificate is
+//!   configured (without one the API listens on loopback only).
 //! - [`service`]: start-up (linear, trust loading overlapped with the
 //!   database), readiness, reload, graceful shutdown.
 
@@ -29,4 +30,5 @@ pub mod http;
 pub mod init;
 pub mod readers;
 pub mod service;
+pub mod tls;
 pub mod token;

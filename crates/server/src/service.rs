@@ -48,8 +48,8 @@ pub enum ServeError {
         addr: SocketAddr,
         error: std::io::Error,
     },
-    #[error("`http.tls_cert`: TLS is not available in this build yet; remove `http.tls_cert` and `http.tls_key` and listen on a loopback address")]
-    TlsUnsupported,
+    #[error(transparent)]
+    Tls(#[from] crate::tls::TlsError),
     #[error("cannot start the async runtime: {0}")]
     Runtime(std::io::Error),
     #[error("the loading task failed: {0}")]
@@ -145,6 +145,7 @@ impl AppState {
 /// A started service.
 pub struct Service {
     addr: SocketAddr,
+    https: bool,
     state: Arc<AppState>,
     stop: watch::Sender<bool>,
     http: JoinHandle<std::io::Result<()>>,
@@ -167,9 +168,11 @@ impl Service {
         output: Option<Arc<dyn DoorOutput>>,
     ) -> Result<Service, ServeError> {
         let started = Instant::now();
-        if config.http.tls() {
-            return Err(ServeError::TlsUnsupported);
-        }
+        let tls = match (&config.http.tls_cert, &config.http.tls_key) {
+            (Some(c), Some(k)) => Some(crate::tls::server_config(c, k)?),
+            _ => None,
+        };
+        let https = tls.is_some();
         let listener = TcpListener::bind(config.http.listen)
             .await
             .map_err(|error| ServeError::Bind {
@@ -184,7 +187,18 @@ impl Service {
             loaded: OnceLock::new(),
         });
         let (stop, stopped) = watch::channel(false);
-        let http = tokio::spawn(http::serve(listener, state.clone(), stopped));
+        let http = match tls {
+            Some(tls) => {
+                let listener = crate::tls::TlsListener::new(listener, tls).map_err(|error| {
+                    ServeError::Bind {
+                        addr: config.http.listen,
+                        error,
+                    }
+                })?;
+                tokio::spawn(http::serve(listener, state.clone(), stopped))
+            }
+            None => tokio::spawn(http::serve(listener, state.clone(), stopped)),
+        };
         match Self::load(&config, output, started).await {
             Ok((loaded, writer, readers, sql)) => {
                 tracing::info!(
@@ -197,6 +211,7 @@ impl Service {
                 let _ = state.loaded.set(loaded);
                 Ok(Service {
                     addr,
+                    https,
                     state,
                     stop,
                     http,
@@ -287,6 +302,12 @@ impl Service {
     /// The address the API listens on.
     pub fn addr(&self) -> SocketAddr {
         self.addr
+    }
+
+    /// The API's base URL (`https://` when TLS is configured).
+    pub fn url(&self) -> String {
+        let scheme = if self.https { "https" } else { "http" };
+        format!("{scheme}://{}", self.addr)
     }
 
     pub fn loaded(&self) -> &Loaded {
