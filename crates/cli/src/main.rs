@@ -12,6 +12,7 @@ mod door_cmd;
 mod personalise;
 mod pki_cmd;
 mod render;
+mod serve_cmd;
 
 /// PIV / PKI smart-card authentication for physical access control.
 #[derive(Parser)]
@@ -40,6 +41,19 @@ enum Command {
     /// daemon, no hardware) or through pcscd (--pcsc), and print each
     /// stage's time beside the reference door figures.
     Demo(demo::DemoArgs),
+    /// Write a commented `pivgate.toml` and a test PKI: a working site in
+    /// one command.
+    Init(serve_cmd::InitArgs),
+    /// Run the door service: reader watchers, the access decision, the
+    /// durable event log and the HTTP API. Stops on SIGTERM or SIGINT;
+    /// SIGHUP reloads the access data (after `pivgate enroll`).
+    Serve(serve_cmd::ServeArgs),
+    /// Enroll the card in a PC/SC reader after a full validation (PKI-CAK,
+    /// and the CHUID's signature and binding). Exit 0 enrolled, 1 refused.
+    Enroll(serve_cmd::EnrollArgs),
+    /// API bearer tokens.
+    #[command(subcommand)]
+    Token(serve_cmd::TokenCommand),
 }
 
 fn main() -> ExitCode {
@@ -65,6 +79,10 @@ fn main() -> ExitCode {
         Command::Read(a) => door_cmd::read(a),
         Command::Auth(a) => door_cmd::authenticate(a),
         Command::Demo(a) => demo::run(a),
+        Command::Init(a) => serve_cmd::init(a),
+        Command::Serve(a) => serve_cmd::serve(a),
+        Command::Token(c) => serve_cmd::token(c),
+        Command::Enroll(a) => serve_cmd::enroll(a),
     };
     match result {
         Ok(code) => code,

@@ -1,0 +1,220 @@
+//! `pivgate init`, `pivgate serve` and `pivgate token`: argument parsing and
+//! printing over the `server` crate.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::Context;
+use clap::{Args, Subcommand};
+use eventlog::Role;
+
+#[derive(Args)]
+pub struct InitArgs {
+    /// Directory to write `pivgate.toml` and the test PKI (`pki/`) into.
+    #[arg(default_value = ".")]
+    dir: PathBuf,
+    /// IANA time zone of the seeded site.
+    #[arg(long, default_value = "UTC")]
+    time_zone: String,
+}
+
+#[derive(Args)]
+pub struct ServeArgs {
+    /// Configuration file; default: `pivgate.toml` in the working directory
+    /// when present, else the embedded defaults.
+    #[arg(long, env = "PIVGATE_CONFIG")]
+    config: Option<PathBuf>,
+}
+
+#[derive(Subcommand)]
+pub enum TokenCommand {
+    /// Create an API token; it is printed once and stored only as a hash.
+    Create {
+        /// viewer (read), operator (also door commands), admin (everything).
+        #[arg(long)]
+        role: Role,
+        /// A name for the token (shown in the event log of its changes).
+        #[arg(long)]
+        name: Option<String>,
+        #[arg(long, env = "PIVGATE_CONFIG")]
+        config: Option<PathBuf>,
+    },
+    /// List tokens (names and roles; the secrets are not stored).
+    List {
+        #[arg(long, env = "PIVGATE_CONFIG")]
+        config: Option<PathBuf>,
+    },
+    /// Delete a token by name.
+    Delete {
+        name: String,
+        #[arg(long, env = "PIVGATE_CONFIG")]
+        config: Option<PathBuf>,
+    },
+}
+
+pub fn init(a: InitArgs) -> anyhow::Result<ExitCode> {
+    let done = server::init::init(&a.dir, &a.time_zone)?;
+    println!("wrote {}", done.config.display());
+    println!("wrote a test PKI in {}", done.pki_dir.display());
+    println!("data will be kept in {}", done.data_dir.display());
+    println!();
+    println!("next:");
+    println!("  pivgate serve --config {}", done.config.display());
+    println!(
+        "  pivgate token create --role admin --config {}",
+        done.config.display()
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+pub fn serve(a: ServeArgs) -> anyhow::Result<ExitCode> {
+    server::service::run(a.config, |s| {
+        let t = s.loaded().times;
+        println!(
+            "pivgate serving {} (ready in {:.1} ms: {} trust anchors, {} credentials)",
+            s.url(),
+            t.ready_us as f64 / 1000.0,
+            t.anchors,
+            t.credentials
+        );
+    })?;
+    Ok(ExitCode::SUCCESS)
+}
+
+pub fn token(c: TokenCommand) -> anyhow::Result<ExitCode> {
+    let config = match &c {
+        TokenCommand::Create { config, .. }
+        | TokenCommand::List { config }
+        | TokenCommand::Delete { config, .. } => config.clone(),
+    };
+    let config = server::service::resolve_config(config.as_deref())?;
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("starting the async runtime")?;
+    rt.block_on(async move {
+        let store = server::service::open_store(&config).await?;
+        let result = match c {
+            TokenCommand::Create { role, name, .. } => {
+                let name = match name {
+                    Some(n) => n,
+                    None => format!("{role}-{}", &server::token::generate()?[4..12]),
+                };
+                let text = server::token::create(&store, &name, role).await?;
+                eprintln!("token `{name}` (role {role}); shown once, store it now:");
+                println!("{text}");
+                Ok(ExitCode::SUCCESS)
+            }
+            TokenCommand::List { .. } => {
+                use eventlog::Store;
+                for t in store.list_tokens().await? {
+                    println!("{}\t{}\t{}", t.name, t.role, t.created_at);
+                }
+                Ok(ExitCode::SUCCESS)
+            }
+            TokenCommand::Delete { name, .. } => {
+                use eventlog::Store;
+                store.delete_token(&name).await?;
+                println!("deleted token `{name}`");
+                Ok(ExitCode::SUCCESS)
+            }
+        };
+        store.close().await;
+        result
+    })
+}
+
+#[derive(Args)]
+pub struct EnrollArgs {
+    /// PC/SC reader holding the card (e.g. "Virtual PCD 00 00").
+    #[arg(long)]
+    reader: String,
+    /// Cardholder name; created when no cardholder has it.
+    #[arg(long)]
+    cardholder: String,
+    /// Access group to add the cardholder to.
+    #[arg(long)]
+    group: Option<String>,
+    /// Seconds to wait for a card in the reader.
+    #[arg(long, default_value_t = 30)]
+    wait: u64,
+    #[arg(long, env = "PIVGATE_CONFIG")]
+    config: Option<PathBuf>,
+}
+
+/// Exit 0 enrolled, 1 refused (the card did not validate, or is enrolled
+/// already), 2 usage or I/O error.
+pub fn enroll(a: EnrollArgs) -> anyhow::Result<ExitCode> {
+    use server::enroll::{register, validate_card, EnrollError};
+    let config = server::service::resolve_config(a.config.as_deref())?;
+    let trust = config
+        .trust
+        .as_ref()
+        .context("`trust.anchors` is not configured: nothing to validate the card against")?
+        .load()
+        .context("`trust`")?;
+    let authn = server::enroll::enrollment_authenticator(trust);
+    let readers = host::Readers::establish().context("connecting to the PC/SC service")?;
+    readers
+        .wait_for_card(
+            Some(&a.reader),
+            Some(std::time::Duration::from_secs(a.wait)),
+        )
+        .with_context(|| format!("waiting for a card in `{}`", a.reader))?;
+    let mut transport = readers.connect(&a.reader)?;
+    let validated = match validate_card(&authn, &mut transport) {
+        Ok(t) => t,
+        Err(e @ EnrollError::Refused { .. }) => {
+            eprintln!("not enrolled: {e}");
+            return Ok(ExitCode::from(1));
+        }
+        Err(e) => return Err(e.into()),
+    };
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("starting the async runtime")?;
+    rt.block_on(async move {
+        let store = server::service::open_store(&config).await?;
+        let result = register(
+            &store,
+            &validated,
+            &a.cardholder,
+            a.group.as_deref(),
+            "pivgate enroll",
+            access::jiff::Timestamp::now(),
+        )
+        .await;
+        store.close().await;
+        match result {
+            Ok(e) => {
+                println!(
+                    "enrolled credential {} for `{}`{}{}",
+                    e.credential.id,
+                    e.cardholder.name,
+                    if e.new_cardholder {
+                        " (new cardholder)"
+                    } else {
+                        ""
+                    },
+                    e.group
+                        .map(|g| format!(", group `{}`", g.name))
+                        .unwrap_or_default()
+                );
+                if let Some(u) = e.credential.card_uuid {
+                    println!("  card UUID {u}");
+                }
+                if let Some(h) = e.credential.cert_sha256 {
+                    println!("  card authentication certificate SHA-256 {h}");
+                }
+                println!("a running `pivgate serve` applies it on SIGHUP or at its next start");
+                Ok(ExitCode::SUCCESS)
+            }
+            Err(e @ (EnrollError::AlreadyEnrolled { .. } | EnrollError::NoIdentifier)) => {
+                eprintln!("not enrolled: {e}");
+                Ok(ExitCode::from(1))
+            }
+            Err(e) => Err(e.into()),
+        }
+    })
+}

@@ -1,0 +1,165 @@
+//! The door service through pcscd + vpcd: `pivgate enroll` registers the
+//! software card in the virtual reader, and `pivgate serve` watching that
+//! reader taps it when it is inserted, records the grant and serves it over
+//! the API.
+//!
+//! Needs root and the packages of scripts/setup.sh.
+
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+const BIN: &str = env!("CARGO_BIN_EXE_pivgate");
+const WAIT: Duration = Duration::from_secs(20);
+
+struct Process(Child);
+
+impl Drop for Process {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn run(args: &[&str]) -> std::process::Output {
+    Command::new(BIN).args(args).output().unwrap()
+}
+
+fn ok(args: &[&str]) -> String {
+    let out = run(args);
+    assert!(
+        out.status.success(),
+        "pivgate {args:?}: {}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+fn card(image: &Path) -> Process {
+    let child = Command::new(BIN)
+        .args(["card", "run", "--image", image.to_str().unwrap()])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    testbed::wait_for_card(testbed::VPCD_READER, WAIT).expect("card appears in the reader");
+    Process(child)
+}
+
+fn remove(c: Process) {
+    drop(c);
+    let _ = testbed::wait_for_card_removed(testbed::VPCD_READER, WAIT);
+}
+
+#[test]
+fn enroll_then_serve_taps_the_card_in_the_reader() {
+    if std::env::var_os("PIVGATE_SKIP_PCSC").is_some() {
+        eprintln!("PIVGATE_SKIP_PCSC set: skipping");
+        return;
+    }
+    let _lock = testbed::lock_vpcd();
+    let _pcscd = testbed::Pcscd::ensure_started().expect("pcscd starts (root, pcscd installed)");
+    testbed::wait_for_reader(testbed::VPCD_READER, WAIT).expect("vpcd reader");
+    let dir = tempfile::tempdir().unwrap();
+    let site = dir.path().join("site");
+    ok(&["init", site.to_str().unwrap()]);
+    let config = site.join("pivgate.toml");
+    let text = std::fs::read_to_string(&config)
+        .unwrap()
+        .replace("127.0.0.1:8080", "127.0.0.1:0");
+    std::fs::write(&config, text).unwrap();
+    let config = config.to_str().unwrap();
+    let image = dir.path().join("card.json");
+    ok(&[
+        "card",
+        "new",
+        "--pki",
+        site.join("pki").to_str().unwrap(),
+        "--out",
+        image.to_str().unwrap(),
+    ]);
+    let viewer = ok(&["token", "create", "--role", "viewer", "--config", config]);
+    let viewer = viewer.trim();
+
+    // Enroll: validated and registered; a second time refused (exit 1).
+    let c = card(&image);
+    let enroll = [
+        "enroll",
+        "--reader",
+        testbed::VPCD_READER,
+        "--cardholder",
+        "Alice",
+        "--group",
+        "staff",
+        "--wait",
+        "10",
+        "--config",
+        config,
+    ];
+    let out = ok(&enroll);
+    assert!(out.contains("enrolled credential 1 for `Alice`"), "{out}");
+    let again = run(&enroll);
+    assert_eq!(again.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&again.stderr).contains("already enrolled"));
+    remove(c);
+
+    // Serve, then insert the card: the reader thread taps it.
+    let mut serve = Command::new(BIN)
+        .args(["serve", "--config", config])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(serve.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let serve = Process(serve);
+    let base = line
+        .split_whitespace()
+        .find(|w| w.starts_with("http://"))
+        .unwrap_or_else(|| panic!("{line:?}"))
+        .to_string();
+    let c = card(&image);
+    // The tap runs in the service; wait for its event to be served.
+    let deadline = Instant::now() + WAIT;
+    let tap = loop {
+        let text = ureq::get(&format!("{base}/api/v1/events?kind=tap"))
+            .set("Authorization", &format!("Bearer {viewer}"))
+            .call()
+            .unwrap()
+            .into_string()
+            .unwrap();
+        let page: serde_json::Value = serde_json::from_str(&text).unwrap();
+        if let Some(e) = page["events"].as_array().and_then(|a| a.first()).cloned() {
+            break e;
+        }
+        assert!(Instant::now() < deadline, "no tap recorded");
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert_eq!(tap["result"], "granted", "{tap}");
+    assert_eq!(tap["cardholder"], 1);
+    assert_eq!(tap["door"], 1);
+    let stages: Vec<&str> = tap["data"]["stages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(stages.last(), Some(&"decide"), "{stages:?}");
+    remove(c);
+
+    // SIGTERM stops the reader thread waiting in the reader, and the service.
+    let mut serve = serve;
+    // SAFETY: sends a signal to the child this test started.
+    #[allow(unsafe_code)]
+    unsafe {
+        libc::kill(serve.0.id() as i32, libc::SIGTERM);
+    }
+    let t = Instant::now();
+    let status = serve.0.wait().unwrap();
+    assert!(status.success(), "{status:?}");
+    assert!(t.elapsed() < Duration::from_secs(5), "{:?}", t.elapsed());
+}

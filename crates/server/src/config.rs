@@ -1,0 +1,769 @@
+//! The service configuration: `pivgate.toml`.
+//!
+//! Every table refuses unknown keys, and every error names the file, the
+//! line and column, the key and what is wrong with it. Relative paths in a
+//! configuration file are taken relative to the file's directory; without a
+//! file (embedded defaults) relative to the working directory.
+//!
+//! Where entities live: the database is the one source of truth for sites,
+//! doors, readers, cardholders, credentials, groups, schedules and holidays
+//! (managed through the API and `pivgate enroll`). The configuration may
+//! *seed* a site, its doors, the PC/SC reader bindings and schedules: the seed
+//! is written to the database on the first start, when the database holds no
+//! site, and is ignored afterwards (a changed seed does not overwrite what was
+//! managed through the API since). Server settings (data directory, database,
+//! HTTP, trust, door output) are read from the file on every start.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+
+use access::{Entities, Mechanism, Passback, Window};
+use pki::trust::TrustConfig;
+use serde::{Deserialize, Serialize};
+
+/// The file name `pivgate init` writes and `pivgate serve` looks for.
+pub const CONFIG_FILE: &str = "pivgate.toml";
+/// The data directory when none is configured.
+pub const DEFAULT_DATA_DIR: &str = "pivgate-data";
+/// The HTTP listen address when none is configured.
+pub const DEFAULT_LISTEN: &str = "127.0.0.1:8080";
+
+/// The whole configuration.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Config {
+    /// Holds the SQLite database (`pivgate.db`) and downloaded CRLs.
+    #[serde(default = "default_data_dir")]
+    pub data_dir: PathBuf,
+    /// `postgres://…` to keep entities and events in PostgreSQL instead of
+    /// the SQLite file in the data directory.
+    #[serde(default)]
+    pub database_url: Option<String>,
+    #[serde(default)]
+    pub http: HttpConfig,
+    /// Trust anchors, intermediates, CRLs and revocation policy. Without
+    /// anchors every tap is refused (nothing can be validated).
+    #[serde(default)]
+    pub trust: Option<TrustConfig>,
+    #[serde(default)]
+    pub output: OutputConfig,
+    /// Written to an empty database on the first start.
+    #[serde(default)]
+    pub seed: Option<Seed>,
+}
+
+fn default_data_dir() -> PathBuf {
+    PathBuf::from(DEFAULT_DATA_DIR)
+}
+
+/// The HTTP API.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HttpConfig {
+    /// Address and port; without TLS only a loopback address is accepted.
+    #[serde(default = "default_listen")]
+    pub listen: SocketAddr,
+    /// PEM certificate chain for TLS (with `tls_key`).
+    #[serde(default)]
+    pub tls_cert: Option<PathBuf>,
+    /// PEM private key for TLS (with `tls_cert`).
+    #[serde(default)]
+    pub tls_key: Option<PathBuf>,
+}
+
+fn default_listen() -> SocketAddr {
+    DEFAULT_LISTEN.parse().expect("constant address")
+}
+
+impl Default for HttpConfig {
+    fn default() -> Self {
+        HttpConfig {
+            listen: default_listen(),
+            tls_cert: None,
+            tls_key: None,
+        }
+    }
+}
+
+impl HttpConfig {
+    /// Whether TLS is configured.
+    pub fn tls(&self) -> bool {
+        self.tls_cert.is_some()
+    }
+}
+
+/// The door output (the lock).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct OutputConfig {
+    /// How long a granted tap or a momentary unlock releases the lock, ms.
+    #[serde(default = "default_unlock_ms")]
+    pub unlock_ms: u64,
+}
+
+fn default_unlock_ms() -> u64 {
+    5000
+}
+
+impl Default for OutputConfig {
+    fn default() -> Self {
+        OutputConfig {
+            unlock_ms: default_unlock_ms(),
+        }
+    }
+}
+
+/// A site, its doors, reader bindings and schedules for an empty database.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Seed {
+    pub site: SeedSite,
+    #[serde(default)]
+    pub doors: Vec<SeedDoor>,
+    /// PC/SC reader name → door name.
+    #[serde(default)]
+    pub readers: BTreeMap<String, String>,
+    #[serde(default)]
+    pub schedules: Vec<SeedSchedule>,
+    /// Access groups (cardholders join them at enrollment: `--group`).
+    #[serde(default)]
+    pub groups: Vec<SeedGroup>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SeedGroup {
+    pub name: String,
+    /// The name of one of `seed.schedules`.
+    pub schedule: String,
+    /// Names of `seed.doors`.
+    pub doors: Vec<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SeedSite {
+    pub name: String,
+    /// IANA time zone, e.g. `Europe/Berlin`.
+    pub time_zone: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SeedDoor {
+    pub name: String,
+    /// `pki-cak` (default), `pki-auth` (card + PIN) or `chuid`.
+    #[serde(default = "default_mechanism")]
+    pub mechanism: Mechanism,
+    /// Required for a `chuid` door: CHUID is clonable (low assurance).
+    #[serde(default)]
+    pub allow_low_assurance: bool,
+    #[serde(default)]
+    pub passback: Passback,
+}
+
+fn default_mechanism() -> Mechanism {
+    Mechanism::PkiCak
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SeedSchedule {
+    pub name: String,
+    /// Weekly windows, e.g. `mon-fri 07:00-19:00`.
+    pub windows: Vec<String>,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            data_dir: default_data_dir(),
+            database_url: None,
+            http: HttpConfig::default(),
+            trust: None,
+            output: OutputConfig::default(),
+            seed: None,
+        }
+    }
+}
+
+/// Why a configuration cannot be used.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("cannot read the configuration file {path}: {error}", path = path.display())]
+    Read {
+        path: PathBuf,
+        error: std::io::Error,
+    },
+    /// The file is not valid TOML, or a key is unknown or has the wrong type.
+    #[error("{}", parse_message(path, *line, *column, key.as_deref(), message))]
+    Parse {
+        path: PathBuf,
+        line: usize,
+        column: usize,
+        /// The dotted key the error is at, when it could be told.
+        key: Option<String>,
+        message: String,
+    },
+    /// A value that parsed but cannot be used.
+    #[error("{path}: `{key}`: {problem}", path = path.display())]
+    Invalid {
+        path: PathBuf,
+        key: String,
+        problem: String,
+    },
+}
+
+fn parse_message(
+    path: &Path,
+    line: usize,
+    column: usize,
+    key: Option<&str>,
+    message: &str,
+) -> String {
+    match key {
+        Some(k) => format!("{}:{line}:{column}: `{k}`: {message}", path.display()),
+        None => format!("{}:{line}:{column}: {message}", path.display()),
+    }
+}
+
+impl ConfigError {
+    /// The key the error names, if any.
+    pub fn key(&self) -> Option<&str> {
+        match self {
+            ConfigError::Parse { key, .. } => key.as_deref(),
+            ConfigError::Invalid { key, .. } => Some(key),
+            ConfigError::Read { .. } => None,
+        }
+    }
+}
+
+impl Config {
+    /// Reads and checks `path`; relative paths in it are resolved against
+    /// the file's directory.
+    pub fn load(path: &Path) -> Result<Config, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|error| ConfigError::Read {
+            path: path.to_owned(),
+            error,
+        })?;
+        let mut c = Config::parse(&text, path)?;
+        let base = path
+            .parent()
+            .filter(|p| !p.as_os_str().is_empty())
+            .unwrap_or(Path::new("."));
+        c.resolve_paths(base);
+        c.check(path)?;
+        Ok(c)
+    }
+
+    /// Parses `text` (`origin` names it in errors) without resolving paths
+    /// or checking values.
+    pub fn parse(text: &str, origin: &Path) -> Result<Config, ConfigError> {
+        toml::from_str(text).map_err(|e| {
+            let (line, column, key) = match e.span() {
+                Some(span) => locate(text, span.start),
+                None => (1, 1, None),
+            };
+            ConfigError::Parse {
+                path: origin.to_owned(),
+                line,
+                column,
+                key,
+                message: e.message().trim().to_string(),
+            }
+        })
+    }
+
+    /// The embedded defaults, checked.
+    pub fn defaults() -> Config {
+        Config::default()
+    }
+
+    fn resolve_paths(&mut self, base: &Path) {
+        let fix = |p: &mut PathBuf| {
+            if p.is_relative() {
+                *p = base.join(&*p);
+            }
+        };
+        fix(&mut self.data_dir);
+        if let Some(p) = &mut self.http.tls_cert {
+            fix(p);
+        }
+        if let Some(p) = &mut self.http.tls_key {
+            fix(p);
+        }
+        if let Some(t) = &mut self.trust {
+            t.anchors.iter_mut().for_each(fix);
+            t.intermediates.iter_mut().for_each(fix);
+            t.crls.iter_mut().for_each(fix);
+        }
+    }
+
+    /// Checks what types alone cannot: the listen address against TLS, the
+    /// database URL, the seed's names, time zone and windows.
+    pub fn check(&self, origin: &Path) -> Result<(), ConfigError> {
+        let invalid = |key: &str, problem: String| ConfigError::Invalid {
+            path: origin.to_owned(),
+            key: key.to_string(),
+            problem,
+        };
+        match (&self.http.tls_cert, &self.http.tls_key) {
+            (Some(_), None) => {
+                return Err(invalid(
+                    "http.tls_key",
+                    "missing: `http.tls_cert` is set, so the private key is needed too".into(),
+                ))
+            }
+            (None, Some(_)) => {
+                return Err(invalid(
+                    "http.tls_cert",
+                    "missing: `http.tls_key` is set, so the certificate is needed too".into(),
+                ))
+            }
+            _ => {}
+        }
+        if !self.http.tls() && !self.http.listen.ip().is_loopback() {
+            return Err(invalid(
+                "http.listen",
+                format!(
+                    "{} is not a loopback address; without TLS (`http.tls_cert` and `http.tls_key`) the API listens on loopback only, e.g. 127.0.0.1:{}",
+                    self.http.listen,
+                    self.http.listen.port()
+                ),
+            ));
+        }
+        if let Some(url) = &self.database_url {
+            if !(url.starts_with("postgres://") || url.starts_with("postgresql://")) {
+                return Err(invalid(
+                    "database_url",
+                    format!("`{url}` is not a postgres:// URL (leave it out for SQLite in the data directory)"),
+                ));
+            }
+        }
+        if let Some(t) = &self.trust {
+            if t.anchors.is_empty() {
+                return Err(invalid(
+                    "trust.anchors",
+                    "empty: name at least one file or directory of trust anchor certificates"
+                        .into(),
+                ));
+            }
+        }
+        if self.output.unlock_ms == 0 || self.output.unlock_ms > 3_600_000 {
+            return Err(invalid(
+                "output.unlock_ms",
+                format!("{} is out of range (1 to 3600000)", self.output.unlock_ms),
+            ));
+        }
+        if let Some(seed) = &self.seed {
+            seed.entities()
+                .map_err(|(key, problem)| invalid(&key, problem))?;
+        }
+        Ok(())
+    }
+}
+
+impl Seed {
+    /// The seed as entities with ids from 1, checked: the time zone exists,
+    /// door names are unique, every reader names a door, windows parse.
+    /// On error: the key and the problem.
+    pub fn entities(&self) -> Result<Entities, (String, String)> {
+        use access::{Door, DoorId, Reader, ReaderId, Schedule, ScheduleId, Site, SiteId};
+        access::time_zone(&self.site.time_zone)
+            .map_err(|e| ("seed.site.time_zone".to_string(), e))?;
+        let site = Site {
+            id: SiteId(1),
+            name: self.site.name.clone(),
+            time_zone: self.site.time_zone.clone(),
+        };
+        let mut doors = Vec::new();
+        for (i, d) in self.doors.iter().enumerate() {
+            if d.name.trim().is_empty() {
+                return Err((format!("seed.doors[{i}].name"), "empty".into()));
+            }
+            if self.doors[..i].iter().any(|o| o.name == d.name) {
+                return Err((
+                    format!("seed.doors[{i}].name"),
+                    format!("door `{}` is named twice", d.name),
+                ));
+            }
+            if d.mechanism == Mechanism::Chuid && !d.allow_low_assurance {
+                return Err((
+                    format!("seed.doors[{i}].allow_low_assurance"),
+                    format!(
+                        "door `{}` requires `chuid`, which is clonable (low assurance): set allow_low_assurance = true to accept that",
+                        d.name
+                    ),
+                ));
+            }
+            doors.push(Door {
+                id: DoorId(i as i64 + 1),
+                site: site.id,
+                name: d.name.clone(),
+                mechanism: d.mechanism,
+                allow_low_assurance: d.allow_low_assurance,
+                passback: d.passback,
+                mode: Default::default(),
+            });
+        }
+        let mut readers = Vec::new();
+        for (name, door) in &self.readers {
+            let Some(d) = doors.iter().find(|d| &d.name == door) else {
+                return Err((
+                    format!("seed.readers.\"{name}\""),
+                    format!(
+                        "door `{door}` is not among seed.doors ({})",
+                        names(self.doors.iter().map(|d| d.name.as_str()))
+                    ),
+                ));
+            };
+            readers.push(Reader {
+                id: ReaderId(readers.len() as i64 + 1),
+                door: d.id,
+                name: name.clone(),
+                connection: name.clone(),
+            });
+        }
+        let mut schedules = Vec::new();
+        for (i, s) in self.schedules.iter().enumerate() {
+            let mut windows = Vec::new();
+            for (j, w) in s.windows.iter().enumerate() {
+                let w: Window = w.parse().map_err(|e: access::ParseError| {
+                    (format!("seed.schedules[{i}].windows[{j}]"), e.to_string())
+                })?;
+                windows.push(w);
+            }
+            schedules.push(Schedule {
+                id: ScheduleId(i as i64 + 1),
+                name: s.name.clone(),
+                windows,
+                holiday_windows: Vec::new(),
+            });
+        }
+        let mut groups = Vec::new();
+        for (i, g) in self.groups.iter().enumerate() {
+            if self.groups[..i].iter().any(|o| o.name == g.name) {
+                return Err((
+                    format!("seed.groups[{i}].name"),
+                    format!("group `{}` is named twice", g.name),
+                ));
+            }
+            let Some(s) = schedules.iter().find(|s| s.name == g.schedule) else {
+                return Err((
+                    format!("seed.groups[{i}].schedule"),
+                    format!(
+                        "schedule `{}` is not among seed.schedules ({})",
+                        g.schedule,
+                        names(self.schedules.iter().map(|s| s.name.as_str()))
+                    ),
+                ));
+            };
+            let mut door_ids = Vec::new();
+            for (j, name) in g.doors.iter().enumerate() {
+                let Some(d) = doors.iter().find(|d| &d.name == name) else {
+                    return Err((
+                        format!("seed.groups[{i}].doors[{j}]"),
+                        format!(
+                            "door `{name}` is not among seed.doors ({})",
+                            names(self.doors.iter().map(|d| d.name.as_str()))
+                        ),
+                    ));
+                };
+                door_ids.push(d.id);
+            }
+            groups.push(access::AccessGroup {
+                id: access::GroupId(i as i64 + 1),
+                name: g.name.clone(),
+                schedule: s.id,
+                doors: door_ids,
+                cardholders: Vec::new(),
+            });
+        }
+        let e = Entities {
+            sites: vec![site],
+            doors,
+            readers,
+            schedules,
+            groups,
+            ..Entities::default()
+        };
+        access::AccessSnapshot::build(e.clone())
+            .map_err(|e| ("seed".to_string(), e.to_string()))?;
+        Ok(e)
+    }
+}
+
+fn names<'a>(it: impl Iterator<Item = &'a str>) -> String {
+    let v: Vec<String> = it.map(|n| format!("`{n}`")).collect();
+    if v.is_empty() {
+        "there are none".into()
+    } else {
+        v.join(", ")
+    }
+}
+
+/// Line and column (1-based) of byte `offset` in `text`, and the dotted key
+/// the position belongs to: the table header in effect and the key written
+/// on that line.
+fn locate(text: &str, offset: usize) -> (usize, usize, Option<String>) {
+    let offset = offset.min(text.len());
+    let before = &text[..offset];
+    let line = before.matches('\n').count() + 1;
+    let line_start = before.rfind('\n').map_or(0, |i| i + 1);
+    let column = text[line_start..offset].chars().count() + 1;
+    let mut table: Option<String> = None;
+    for l in text[..line_start].lines() {
+        let t = l.trim();
+        if let Some(h) = t.strip_prefix("[[").and_then(|r| r.split("]]").next()) {
+            table = Some(h.trim().to_string());
+        } else if let Some(h) = t.strip_prefix('[').and_then(|r| r.split(']').next()) {
+            table = Some(h.trim().to_string());
+        }
+    }
+    let this_line = text[line_start..].lines().next().unwrap_or("");
+    let t = this_line.trim();
+    let key = if t.starts_with('[') {
+        t.trim_start_matches('[')
+            .split(']')
+            .next()
+            .map(|h| h.trim().to_string())
+    } else {
+        t.split_once('=').map(|(k, _)| {
+            let k = k.trim().to_string();
+            match &table {
+                Some(tb) => format!("{tb}.{k}"),
+                None => k,
+            }
+        })
+    };
+    (line, column, key.filter(|k| !k.is_empty()))
+}
+
+impl fmt::Display for Config {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match toml::to_string(self) {
+            Ok(s) => f.write_str(&s),
+            Err(_) => Err(fmt::Error),
+        }
+    }
+}
+
+/// The commented configuration `pivgate init` writes: a test PKI under
+/// `pki/`, SQLite in `pivgate-data/`, one site with a PKI-CAK front door
+/// on the virtual reader and a card + PIN server room.
+pub fn init_template(reader: &str, time_zone: &str) -> String {
+    format!(
+        r#"# pivgate door service configuration (`pivgate serve --config pivgate.toml`).
+# Unknown keys are refused. Relative paths are relative to this file.
+
+# SQLite database (pivgate.db) and downloaded CRLs live here.
+data_dir = "pivgate-data"
+# Keep entities and events in PostgreSQL instead:
+# database_url = "postgres://pivgate@localhost/pivgate"
+
+[http]
+# Without TLS the API listens on a loopback address only.
+listen = "127.0.0.1:8080"
+# tls_cert = "tls/cert.pem"
+# tls_key = "tls/key.pem"
+
+# Trust: the test PKI written next to this file by `pivgate init`.
+# Replace with your PIV issuers' roots (PEM, DER, .p7b or directories).
+[trust]
+anchors = ["pki/root.pem"]
+intermediates = ["pki/intermediate.pem"]
+crls = ["pki/root.crl.pem", "pki/intermediate.crl.pem"]
+
+[trust.revocation]
+# require (default): refuse when CRLs are missing or stale; best-effort; off.
+mode = "require"
+grace_secs = 0
+
+[output]
+# How long a granted tap or a momentary unlock releases the lock.
+unlock_ms = 5000
+
+# Written to the database on the first start only; afterwards manage
+# sites, doors and readers through the API.
+[seed.site]
+name = "Main site"
+time_zone = "{time_zone}"
+
+[[seed.doors]]
+name = "Front door"
+mechanism = "pki-cak"     # card authentication key, no PIN
+
+[[seed.doors]]
+name = "Server room"
+mechanism = "pki-auth"    # card + PIN
+
+[[seed.schedules]]
+name = "always"
+windows = ["mon-sun 00:00-24:00"]
+
+[[seed.schedules]]
+name = "weekdays 07-19"
+windows = ["mon-fri 07:00-19:00"]
+
+# Enroll a card into a group: pivgate enroll --reader R --cardholder NAME --group staff
+[[seed.groups]]
+name = "staff"
+schedule = "always"
+doors = ["Front door", "Server room"]
+
+[[seed.groups]]
+name = "day shift"
+schedule = "weekdays 07-19"
+doors = ["Front door"]
+
+# PC/SC reader name = door name
+[seed.readers]
+"{reader}" = "Front door"
+"#
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(text: &str) -> Result<Config, ConfigError> {
+        let c = Config::parse(text, Path::new("t.toml"))?;
+        c.check(Path::new("t.toml"))?;
+        Ok(c)
+    }
+
+    #[test]
+    fn defaults_without_a_file() {
+        let c = parse("").unwrap();
+        assert_eq!(c, Config::defaults());
+        assert_eq!(c.data_dir, PathBuf::from("pivgate-data"));
+        assert_eq!(c.http.listen.to_string(), "127.0.0.1:8080");
+        assert!(c.database_url.is_none() && c.trust.is_none() && c.seed.is_none());
+    }
+
+    #[test]
+    fn the_init_template_parses_and_seeds() {
+        let c = parse(&init_template("Virtual PCD 00 00", "Europe/Berlin")).unwrap();
+        let t = c.trust.as_ref().unwrap();
+        assert_eq!(t.anchors, [PathBuf::from("pki/root.pem")]);
+        let e = c.seed.as_ref().unwrap().entities().unwrap();
+        assert_eq!(e.doors.len(), 2);
+        assert_eq!(e.doors[1].mechanism, Mechanism::PkiAuth);
+        assert_eq!(e.readers[0].connection, "Virtual PCD 00 00");
+        assert_eq!(e.readers[0].door, e.doors[0].id);
+        assert_eq!(e.schedules.len(), 2);
+        assert_eq!(e.groups.len(), 2);
+        assert_eq!(e.groups[0].doors, [e.doors[0].id, e.doors[1].id]);
+        assert_eq!(e.groups[1].schedule, e.schedules[1].id);
+    }
+
+    #[test]
+    fn unknown_key_is_named_with_its_line() {
+        let e =
+            parse("data_dir = \"d\"\n[http]\nlisten = \"127.0.0.1:1\"\nport = 8080\n").unwrap_err();
+        let msg = e.to_string();
+        assert_eq!(e.key(), Some("http.port"), "{msg}");
+        assert!(
+            msg.starts_with("t.toml:4:1: `http.port`: unknown field `port`"),
+            "{msg}"
+        );
+        let e = parse("[trust]\nanchors = [\"a\"]\nanchor = [\"b\"]\n").unwrap_err();
+        assert_eq!(e.key(), Some("trust.anchor"), "{e}");
+        let e = parse("[seed.site]\nname = \"x\"\ntime_zone = \"UTC\"\ncolour = 1\n").unwrap_err();
+        assert!(e.to_string().contains("unknown field `colour`"), "{e}");
+    }
+
+    #[test]
+    fn wrong_type_is_named_with_its_line() {
+        let e = parse("[output]\nunlock_ms = \"five\"\n").unwrap_err();
+        let msg = e.to_string();
+        assert_eq!(e.key(), Some("output.unlock_ms"), "{msg}");
+        assert!(msg.contains("t.toml:2:"), "{msg}");
+        assert!(msg.contains("invalid type"), "{msg}");
+        let e = parse("[http]\nlisten = \"localhost\"\n").unwrap_err();
+        assert_eq!(e.key(), Some("http.listen"), "{e}");
+        let e = parse("[[seed.doors]]\nname = \"a\"\nmechanism = \"face\"\n").unwrap_err();
+        assert_eq!(e.key(), Some("seed.doors.mechanism"), "{e}");
+        assert!(e.to_string().contains("pki-cak"), "{e}");
+        let e = parse("data_dir = [\n").unwrap_err();
+        assert!(matches!(e, ConfigError::Parse { line: 1 | 2, .. }), "{e}");
+    }
+
+    #[test]
+    fn values_that_cannot_be_used_are_named() {
+        let e = parse("[http]\nlisten = \"0.0.0.0:8080\"\n").unwrap_err();
+        assert_eq!(e.key(), Some("http.listen"));
+        assert!(e.to_string().contains("loopback"), "{e}");
+        // With TLS any address is fine.
+        parse("[http]\nlisten = \"0.0.0.0:8443\"\ntls_cert = \"c\"\ntls_key = \"k\"\n").unwrap();
+        let e = parse("[http]\ntls_cert = \"c\"\n").unwrap_err();
+        assert_eq!(e.key(), Some("http.tls_key"));
+        let e = parse("database_url = \"mysql://x\"\n").unwrap_err();
+        assert_eq!(e.key(), Some("database_url"));
+        parse("database_url = \"postgres://u@h/db\"\n").unwrap();
+        let e = parse("[trust]\nanchors = []\n").unwrap_err();
+        assert_eq!(e.key(), Some("trust.anchors"));
+        let e = parse("[output]\nunlock_ms = 0\n").unwrap_err();
+        assert_eq!(e.key(), Some("output.unlock_ms"));
+        let site = "[seed.site]\nname = \"s\"\ntime_zone = \"Europe/Berlin\"\n";
+        let e = parse("[seed.site]\nname = \"s\"\ntime_zone = \"Mars/Olympus\"\n").unwrap_err();
+        assert_eq!(e.key(), Some("seed.site.time_zone"), "{e}");
+        let e = parse(&format!("{site}[seed.readers]\n\"R1\" = \"Nowhere\"\n")).unwrap_err();
+        assert_eq!(e.key(), Some("seed.readers.\"R1\""), "{e}");
+        assert!(e.to_string().contains("door `Nowhere`"), "{e}");
+        let e = parse(&format!(
+            "{site}[[seed.doors]]\nname = \"Old\"\nmechanism = \"chuid\"\n"
+        ))
+        .unwrap_err();
+        assert_eq!(e.key(), Some("seed.doors[0].allow_low_assurance"), "{e}");
+        let e = parse(&format!(
+            "{site}[[seed.schedules]]\nname = \"x\"\nwindows = [\"mon-fri 7-19\"]\n"
+        ))
+        .unwrap_err();
+        assert_eq!(e.key(), Some("seed.schedules[0].windows[0]"), "{e}");
+        let e = parse(&format!(
+            "{site}[[seed.doors]]\nname = \"A\"\n[[seed.doors]]\nname = \"A\"\n"
+        ))
+        .unwrap_err();
+        assert_eq!(e.key(), Some("seed.doors[1].name"), "{e}");
+        let e = parse(&format!(
+            "{site}[[seed.groups]]\nname = \"g\"\nschedule = \"never\"\ndoors = []\n"
+        ))
+        .unwrap_err();
+        assert_eq!(e.key(), Some("seed.groups[0].schedule"), "{e}");
+        let e = parse(&format!(
+            "{site}[[seed.schedules]]\nname = \"a\"\nwindows = []\n[[seed.groups]]\nname = \"g\"\nschedule = \"a\"\ndoors = [\"Back\"]\n"
+        ))
+        .unwrap_err();
+        assert_eq!(e.key(), Some("seed.groups[0].doors[0]"), "{e}");
+        assert!(e.to_string().contains("door `Back`"), "{e}");
+    }
+
+    #[test]
+    fn missing_file_is_named() {
+        let e = Config::load(Path::new("/nonexistent/pivgate.toml")).unwrap_err();
+        assert!(matches!(e, ConfigError::Read { .. }));
+        assert!(e.to_string().contains("/nonexistent/pivgate.toml"), "{e}");
+    }
+
+    #[test]
+    fn relative_paths_follow_the_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("pivgate.toml");
+        std::fs::write(
+            &p,
+            "data_dir = \"d\"\n[trust]\nanchors = [\"pki/root.pem\", \"/abs.pem\"]\n",
+        )
+        .unwrap();
+        let c = Config::load(&p).unwrap();
+        assert_eq!(c.data_dir, dir.path().join("d"));
+        let t = c.trust.unwrap();
+        assert_eq!(
+            t.anchors,
+            [dir.path().join("pki/root.pem"), PathBuf::from("/abs.pem")]
+        );
+    }
+}

@@ -1,0 +1,485 @@
+//! The tap pipeline: authenticate the card with the door's mechanism, decide
+//! access, commit the event durably, then signal the door.
+//!
+//! [`Controller`] is the one value a process needs for every door: the
+//! shared [`auth::Authenticator`], the current [`access::AccessSnapshot`]
+//! (swapped whole on change, a tap never waits for a reload), the group-commit
+//! [`EventLog`], the anti-passback state and a [`DoorOutput`]. A tap is
+//! blocking (card I/O): reader threads call [`Controller::tap`] directly;
+//! async code calls it through `spawn_blocking`.
+//!
+//! Order of a tap, each step timed into the [`Transaction`]:
+//! `detect … verify` (the authenticator) → `decide` (the access decision) →
+//! `signal` (the event appended and durably committed, then the lock
+//! released for a grant). An access event is committed before the door is
+//! signalled: a door never opens for a tap the log does not hold. The event
+//! stores the transaction up to `decide` (its own commit cannot be inside
+//! it); the [`TapResult`] carries the whole table including `signal`.
+
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use access::jiff::Timestamp;
+use access::{
+    AccessSnapshot, Decision, DoorId, DoorMode, Identity, PassbackState, ReaderId, Request,
+};
+use arc_swap::ArcSwap;
+use auth::{Authenticator, Outcome, PinSource, Stage, StageName, Transaction};
+use eventlog::{EventId, EventLog, NewEvent, StoreError};
+use host::Transport;
+
+/// Why the lock output could not be driven.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("door output for door {door}: {problem}")]
+pub struct OutputError {
+    pub door: DoorId,
+    pub problem: String,
+}
+
+/// The lock of each door. Implementations must return quickly (they run at
+/// the end of a tap): schedule the relock rather than sleeping.
+pub trait DoorOutput: Send + Sync {
+    /// Releases the lock of `door` for `duration`, then locks it again.
+    fn momentary_unlock(&self, door: DoorId, duration: Duration) -> Result<(), OutputError>;
+}
+
+/// One thing a simulated output did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Release {
+    pub door: DoorId,
+    /// When the lock opened.
+    pub opened: Instant,
+    /// When it locks again.
+    pub closes: Instant,
+}
+
+/// A door output that drives no hardware: it records each release (open
+/// and close instants), for tests, the demo and doors without a controller
+/// link yet.
+#[derive(Debug, Default)]
+pub struct SimulatedOutput {
+    releases: Mutex<Vec<Release>>,
+}
+
+impl SimulatedOutput {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Every release so far, oldest first.
+    pub fn releases(&self) -> Vec<Release> {
+        self.releases
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    /// Whether `door` is unlocked at `at`.
+    pub fn is_open(&self, door: DoorId, at: Instant) -> bool {
+        self.releases
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .iter()
+            .any(|r| r.door == door && r.opened <= at && at < r.closes)
+    }
+}
+
+impl DoorOutput for SimulatedOutput {
+    fn momentary_unlock(&self, door: DoorId, duration: Duration) -> Result<(), OutputError> {
+        let opened = Instant::now();
+        self.releases
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(Release {
+                door,
+                opened,
+                closes: opened + duration,
+            });
+        tracing::info!(
+            door = door.0,
+            ms = duration.as_millis() as u64,
+            "lock released"
+        );
+        Ok(())
+    }
+}
+
+/// Why a tap could not be run at all (nothing was recorded).
+#[derive(Debug, thiserror::Error)]
+pub enum TapError {
+    #[error("reader {0} is not bound to a door")]
+    UnknownReader(ReaderId),
+    #[error("reader {reader} is bound to door {door}, which does not exist")]
+    UnknownDoor { reader: ReaderId, door: DoorId },
+}
+
+/// What one tap did.
+#[derive(Debug)]
+pub struct TapResult {
+    pub door: DoorId,
+    pub reader: ReaderId,
+    /// The authentication transaction with `decide` and `signal` added.
+    pub transaction: Transaction,
+    /// The access decision; `None` when authentication refused the card.
+    pub decision: Option<Decision>,
+    /// The event's id once committed, or why it could not be committed (the
+    /// door is then not opened).
+    pub event: Result<EventId, Arc<StoreError>>,
+    /// Whether the lock was released.
+    pub opened: bool,
+    /// Why the lock could not be released after a committed grant.
+    pub output_error: Option<OutputError>,
+}
+
+impl TapResult {
+    /// Authenticated, allowed, recorded.
+    pub fn granted(&self) -> bool {
+        self.event.is_ok()
+            && self.transaction.outcome.granted()
+            && self.decision.as_ref().is_some_and(Decision::is_granted)
+    }
+
+    /// `granted`, the refusal code of the authenticator or of the decision,
+    /// or `event-not-committed`.
+    pub fn code(&self) -> &str {
+        if let Outcome::Refused(r) = &self.transaction.outcome {
+            return r.code();
+        }
+        match &self.decision {
+            Some(d) if !d.is_granted() => d.code(),
+            _ if self.event.is_err() => "event-not-committed",
+            Some(d) => d.code(),
+            None => "granted",
+        }
+    }
+
+    /// The sentence for a refusal.
+    pub fn reason(&self) -> Option<String> {
+        if let Outcome::Refused(r) = &self.transaction.outcome {
+            return Some(r.to_string());
+        }
+        if let Some(r) = self.decision.as_ref().and_then(Decision::refusal) {
+            return Some(r.to_string());
+        }
+        match &self.event {
+            Err(e) => Some(format!(
+                "the event could not be recorded, so the door stayed shut: {e}"
+            )),
+            Ok(_) => None,
+        }
+    }
+}
+
+/// Where the current time comes from (tests fix it).
+pub type Clock = Arc<dyn Fn() -> Timestamp + Send + Sync>;
+
+/// Every door of the process: authenticate → decide → commit → signal.
+pub struct Controller {
+    authenticator: Arc<Authenticator>,
+    snapshot: ArcSwap<AccessSnapshot>,
+    log: EventLog,
+    output: Arc<dyn DoorOutput>,
+    passback: Mutex<PassbackState>,
+    runtime: tokio::runtime::Handle,
+    unlock: Duration,
+    clock: Clock,
+}
+
+impl std::fmt::Debug for Controller {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Controller")
+            .field("snapshot", &self.snapshot.load())
+            .field("log", &self.log)
+            .field("unlock", &self.unlock)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Controller {
+    /// `runtime` runs the event log's writer; [`tap`](Self::tap) must be
+    /// called from outside it (a reader thread, or `spawn_blocking`).
+    pub fn new(
+        authenticator: Arc<Authenticator>,
+        snapshot: AccessSnapshot,
+        log: EventLog,
+        output: Arc<dyn DoorOutput>,
+        runtime: tokio::runtime::Handle,
+        unlock: Duration,
+    ) -> Self {
+        Controller {
+            authenticator,
+            snapshot: ArcSwap::from_pointee(snapshot),
+            log,
+            output,
+            passback: Mutex::new(PassbackState::new()),
+            runtime,
+            unlock,
+            clock: Arc::new(Timestamp::now),
+        }
+    }
+
+    /// Decides at the times `clock` gives instead of the system clock.
+    pub fn with_clock(mut self, clock: Clock) -> Self {
+        self.clock = clock;
+        self
+    }
+
+    pub fn authenticator(&self) -> &Arc<Authenticator> {
+        &self.authenticator
+    }
+
+    /// The current snapshot.
+    pub fn snapshot(&self) -> Arc<AccessSnapshot> {
+        self.snapshot.load_full()
+    }
+
+    /// Swaps in a new snapshot; taps in flight finish on the old one.
+    pub fn set_snapshot(&self, snapshot: AccessSnapshot) {
+        self.snapshot.store(Arc::new(snapshot));
+    }
+
+    /// How long a grant or a momentary unlock releases the lock.
+    pub fn unlock_duration(&self) -> Duration {
+        self.unlock
+    }
+
+    pub fn log(&self) -> &EventLog {
+        &self.log
+    }
+
+    /// Runs one tap of the card behind `transport` at `reader`. `pin` is
+    /// asked for at doors that require PKI-AUTH; `detect` is how long the
+    /// reader took to notice the card, when measured.
+    pub fn tap(
+        &self,
+        transport: &mut dyn Transport,
+        reader: ReaderId,
+        pin: Option<&mut dyn PinSource>,
+        detect: Option<Duration>,
+    ) -> Result<TapResult, TapError> {
+        let snapshot = self.snapshot.load_full();
+        let bound = snapshot
+            .reader(reader)
+            .ok_or(TapError::UnknownReader(reader))?;
+        let door = snapshot.door(bound.door).ok_or(TapError::UnknownDoor {
+            reader,
+            door: bound.door,
+        })?;
+        let door_id = door.id;
+        let mechanism = auth_mechanism(door.mechanism);
+        let mut transaction = self
+            .authenticator
+            .authenticate(transport, mechanism, pin, detect);
+        let now = (self.clock)();
+
+        let (decision, event, previous) = match &transaction.outcome {
+            Outcome::Refused(r) => {
+                let event = NewEvent::refused_tap(
+                    now,
+                    door_id,
+                    Some(reader),
+                    r.code(),
+                    r.to_string(),
+                    serde_json::to_value(&transaction).unwrap_or_default(),
+                );
+                (None, event, None)
+            }
+            Outcome::Granted => {
+                let started = Instant::now();
+                let request = Request {
+                    door: door_id,
+                    identity: identity(&transaction),
+                    mechanism: access_mechanism(transaction.mechanism),
+                    assurance: access_assurance(transaction.assurance),
+                };
+                // The presence change is applied at once (a second tap of
+                // the same card sees it) and undone if the event is lost.
+                let (decision, previous) = {
+                    let mut pb = self.passback.lock().unwrap_or_else(|p| p.into_inner());
+                    let d = snapshot.decide(&request, &pb, now);
+                    let previous = d.passback.as_ref().map(|u| {
+                        let before = pb.get(u.site, u.cardholder);
+                        pb.apply(u);
+                        (u.site, u.cardholder, before)
+                    });
+                    (d, previous)
+                };
+                push_stage(&mut transaction, StageName::Decide, started.elapsed());
+                let event = NewEvent::tap(
+                    now,
+                    Some(reader),
+                    &decision,
+                    serde_json::to_value(&transaction).unwrap_or_default(),
+                );
+                (Some(decision), event, previous)
+            }
+        };
+        let started = Instant::now();
+        let committed = self.runtime.block_on(self.log.append(event));
+        if let (Err(_), Some((site, cardholder, before))) = (&committed, previous) {
+            let mut pb = self.passback.lock().unwrap_or_else(|p| p.into_inner());
+            match before {
+                Some(presence) => pb.apply(&access::PassbackUpdate {
+                    site,
+                    cardholder,
+                    presence,
+                }),
+                None => pb.forget(site, cardholder),
+            }
+        }
+        Ok(self.finish(
+            transaction,
+            door_id,
+            door.mode,
+            reader,
+            decision,
+            committed,
+            started,
+        ))
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn finish(
+        &self,
+        mut transaction: Transaction,
+        door: DoorId,
+        mode: DoorMode,
+        reader: ReaderId,
+        decision: Option<Decision>,
+        committed: Result<EventId, StoreError>,
+        signal_started: Instant,
+    ) -> TapResult {
+        let event = committed.map_err(Arc::new);
+        let grant = event.is_ok()
+            && transaction.outcome.granted()
+            && decision.as_ref().is_some_and(Decision::is_granted)
+            && mode != DoorMode::Locked;
+        let mut output_error = None;
+        let mut opened = false;
+        if grant {
+            match self.output.momentary_unlock(door, self.unlock) {
+                Ok(()) => opened = true,
+                Err(e) => {
+                    tracing::error!(error = %e, "door output failed after a granted tap");
+                    output_error = Some(e);
+                }
+            }
+        }
+        if let Err(e) = &event {
+            tracing::error!(error = %e, door = door.0, "tap event not committed; door not opened");
+        }
+        push_stage(
+            &mut transaction,
+            StageName::Signal,
+            signal_started.elapsed(),
+        );
+        TapResult {
+            door,
+            reader,
+            transaction,
+            decision,
+            event,
+            opened,
+            output_error,
+        }
+    }
+
+    /// A momentary unlock commanded by `actor` (an API token name): the
+    /// command event is committed, then the lock released.
+    pub async fn unlock(
+        &self,
+        door: DoorId,
+        actor: &str,
+        why: Option<&str>,
+    ) -> Result<EventId, CommandError> {
+        let snapshot = self.snapshot.load_full();
+        let d = snapshot.door(door).ok_or(CommandError::UnknownDoor(door))?;
+        let event = NewEvent::door_command(
+            (self.clock)(),
+            actor,
+            door,
+            "unlock",
+            match why {
+                Some(w) => format!(
+                    "momentary unlock of `{}` for {} ms by {actor}: {w}",
+                    d.name,
+                    self.unlock.as_millis()
+                ),
+                None => format!(
+                    "momentary unlock of `{}` for {} ms by {actor}",
+                    d.name,
+                    self.unlock.as_millis()
+                ),
+            },
+        );
+        let id = self.log.append(event).await?;
+        self.output.momentary_unlock(door, self.unlock)?;
+        Ok(id)
+    }
+}
+
+/// Why a door command was not carried out.
+#[derive(Debug, thiserror::Error)]
+pub enum CommandError {
+    #[error("door {0} does not exist")]
+    UnknownDoor(DoorId),
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error(transparent)]
+    Output(#[from] OutputError),
+}
+
+fn push_stage(t: &mut Transaction, name: StageName, wall: Duration) {
+    t.stages.push(Stage {
+        name,
+        wall_us: wall.as_micros() as u64,
+        apdus: 0,
+        bytes_out: 0,
+        bytes_in: 0,
+    });
+}
+
+/// The identifiers an authenticated card presented, as the decision reads them.
+pub fn identity(t: &Transaction) -> Identity {
+    let c = &t.card;
+    Identity {
+        card_uuid: c.uuid.map(|u| access::CardUuid(u.0)),
+        fasc_n: c
+            .fascn
+            .as_ref()
+            .and_then(|f| f.encode().ok())
+            .map(access::FascN),
+        // Credentials are enrolled with the card authentication
+        // certificate: another slot's certificate (PKI-AUTH) is not compared.
+        cert_sha256: match t.mechanism {
+            auth::Mechanism::PkiCak => c.cert_sha256.as_deref().and_then(|h| h.parse().ok()),
+            _ => None,
+        },
+        spki_sha256: None,
+    }
+}
+
+/// The authentication mechanism a door requires.
+pub fn auth_mechanism(m: access::Mechanism) -> auth::Mechanism {
+    match m {
+        access::Mechanism::PkiCak => auth::Mechanism::PkiCak,
+        access::Mechanism::PkiAuth => auth::Mechanism::PkiAuth,
+        access::Mechanism::Chuid => auth::Mechanism::Chuid,
+    }
+}
+
+fn access_mechanism(m: auth::Mechanism) -> access::Mechanism {
+    match m {
+        auth::Mechanism::PkiCak => access::Mechanism::PkiCak,
+        auth::Mechanism::PkiAuth => access::Mechanism::PkiAuth,
+        auth::Mechanism::Chuid => access::Mechanism::Chuid,
+    }
+}
+
+fn access_assurance(a: auth::Assurance) -> access::Assurance {
+    match a {
+        auth::Assurance::Low => access::Assurance::Low,
+        auth::Assurance::Some => access::Assurance::Some,
+        auth::Assurance::VeryHigh => access::Assurance::VeryHigh,
+    }
+}

@@ -1,0 +1,413 @@
+//! The running service: `pivgate serve`.
+//!
+//! Start-up is linear and overlapped where it can be: the HTTP listener is
+//! bound first (so `/healthz` answers and a port in use fails at once), then
+//! the trust configuration is loaded on a blocking thread while the
+//! database is opened, migrated, seeded on first start and read into the
+//! access snapshot. Then the authenticator (crypto library and random
+//! generator initialised before the first card), the group-commit event
+//! log, the [`Controller`] and one thread per PC/SC reader bound to a door.
+//! `/readyz` answers 200 from then on.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::{Arc, OnceLock};
+use std::time::{Duration, Instant};
+
+use auth::{Authenticator, Settings};
+use eventlog::{SqlStore, Store, StoreError};
+use pki::crl::CrlSet;
+use pki::store::TrustStore;
+use pki::trust::TrustError;
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+
+use crate::config::{Config, ConfigError};
+use crate::door::{Controller, DoorOutput, SimulatedOutput};
+use crate::http;
+use crate::readers::{self, ReaderThreads};
+
+/// Why the service did not start.
+#[derive(Debug, thiserror::Error)]
+pub enum ServeError {
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    /// The trust configuration names files that cannot be used.
+    #[error("`{key}`: {error}")]
+    Trust {
+        key: &'static str,
+        error: TrustError,
+    },
+    #[error("database: {0}")]
+    Store(StoreError),
+    #[error("`seed`: {0}")]
+    Seed(String),
+    #[error("`http.listen`: cannot listen on {addr}: {error}")]
+    Bind {
+        addr: SocketAddr,
+        error: std::io::Error,
+    },
+    #[error(transparent)]
+    Tls(#[from] crate::tls::TlsError),
+    #[error("cannot start the async runtime: {0}")]
+    Runtime(std::io::Error),
+    #[error("the loading task failed: {0}")]
+    Join(tokio::task::JoinError),
+}
+
+impl From<StoreError> for ServeError {
+    fn from(e: StoreError) -> Self {
+        ServeError::Store(e)
+    }
+}
+
+impl From<tokio::task::JoinError> for ServeError {
+    fn from(e: tokio::task::JoinError) -> Self {
+        ServeError::Join(e)
+    }
+}
+
+impl ServeError {
+    fn trust(source: TrustError) -> Self {
+        let key = match &source {
+            TrustError::NoAnchors | TrustError::Anchors(_) => "trust.anchors",
+            TrustError::Intermediates(_) => "trust.intermediates",
+            TrustError::NoCertificates { role, .. } if role.starts_with("inter") => {
+                "trust.intermediates"
+            }
+            TrustError::NoCertificates { .. } => "trust.anchors",
+            TrustError::Crls(_) => "trust.crls",
+            TrustError::Certificates(_) | TrustError::Unparsable { .. } => "trust",
+        };
+        ServeError::Trust { key, error: source }
+    }
+}
+
+/// Opens the database the configuration names (PostgreSQL when
+/// `database_url` is set, else SQLite in the data directory), and writes
+/// the configuration's seed into it when it holds no site yet.
+pub async fn open_store(config: &Config) -> Result<SqlStore, ServeError> {
+    let store = match &config.database_url {
+        Some(url) => SqlStore::connect(url).await?,
+        None => SqlStore::open_data_dir(&config.data_dir).await?,
+    };
+    if let Some(seed) = &config.seed {
+        if store.list_sites().await?.is_empty() {
+            let e = seed
+                .entities()
+                .map_err(|(key, problem)| ServeError::Seed(format!("`{key}`: {problem}")))?;
+            store.import_entities(&e).await?;
+            tracing::info!(
+                doors = e.doors.len(),
+                readers = e.readers.len(),
+                groups = e.groups.len(),
+                "seeded an empty database from the configuration"
+            );
+        }
+    }
+    Ok(store)
+}
+
+/// How long each part of start-up took.
+#[derive(Debug, Clone, Copy, Default, serde::Serialize)]
+pub struct StartupTimes {
+    /// Trust anchors, intermediates and CRLs read and indexed (overlapped
+    /// with the database).
+    pub trust_us: u64,
+    /// Database opened, migrated, seeded and read into the snapshot.
+    pub database_us: u64,
+    /// From the start of [`Service::start`] to ready.
+    pub ready_us: u64,
+    pub anchors: usize,
+    pub credentials: usize,
+}
+
+/// What the HTTP handlers reach once everything is loaded.
+pub struct Loaded {
+    pub store: Arc<dyn Store>,
+    pub controller: Arc<Controller>,
+    pub times: StartupTimes,
+}
+
+/// State shared with the HTTP handlers.
+pub struct AppState {
+    loaded: OnceLock<Loaded>,
+}
+
+impl AppState {
+    /// Everything, once start-up has finished.
+    pub fn loaded(&self) -> Option<&Loaded> {
+        self.loaded.get()
+    }
+}
+
+/// A started service.
+pub struct Service {
+    addr: SocketAddr,
+    https: bool,
+    state: Arc<AppState>,
+    stop: watch::Sender<bool>,
+    http: JoinHandle<std::io::Result<()>>,
+    writer: JoinHandle<()>,
+    readers: ReaderThreads,
+    sql: SqlStore,
+}
+
+impl std::fmt::Debug for Service {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Service").field("addr", &self.addr).finish()
+    }
+}
+
+impl Service {
+    /// Starts everything and returns once ready. `output` drives the locks
+    /// (the simulated output when `None`).
+    pub async fn start(
+        config: Config,
+        output: Option<Arc<dyn DoorOutput>>,
+    ) -> Result<Service, ServeError> {
+        let started = Instant::now();
+        let tls = match (&config.http.tls_cert, &config.http.tls_key) {
+            (Some(c), Some(k)) => Some(crate::tls::server_config(c, k)?),
+            _ => None,
+        };
+        let https = tls.is_some();
+        let listener = TcpListener::bind(config.http.listen)
+            .await
+            .map_err(|error| ServeError::Bind {
+                addr: config.http.listen,
+                error,
+            })?;
+        let addr = listener.local_addr().map_err(|error| ServeError::Bind {
+            addr: config.http.listen,
+            error,
+        })?;
+        let state = Arc::new(AppState {
+            loaded: OnceLock::new(),
+        });
+        let (stop, stopped) = watch::channel(false);
+        let http = match tls {
+            Some(tls) => {
+                let listener = crate::tls::TlsListener::new(listener, tls).map_err(|error| {
+                    ServeError::Bind {
+                        addr: config.http.listen,
+                        error,
+                    }
+                })?;
+                tokio::spawn(http::serve(listener, state.clone(), stopped))
+            }
+            None => tokio::spawn(http::serve(listener, state.clone(), stopped)),
+        };
+        match Self::load(&config, output, started).await {
+            Ok((loaded, writer, readers, sql)) => {
+                tracing::info!(
+                    %addr,
+                    ready_ms = loaded.times.ready_us as f64 / 1000.0,
+                    anchors = loaded.times.anchors,
+                    credentials = loaded.times.credentials,
+                    "ready"
+                );
+                let _ = state.loaded.set(loaded);
+                Ok(Service {
+                    addr,
+                    https,
+                    state,
+                    stop,
+                    http,
+                    writer,
+                    readers,
+                    sql,
+                })
+            }
+            Err(e) => {
+                let _ = stop.send(true);
+                let _ = http.await;
+                Err(e)
+            }
+        }
+    }
+
+    async fn load(
+        config: &Config,
+        output: Option<Arc<dyn DoorOutput>>,
+        started: Instant,
+    ) -> Result<(Loaded, JoinHandle<()>, ReaderThreads, SqlStore), ServeError> {
+        let trust_config = config.trust.clone();
+        let trust = tokio::task::spawn_blocking(move || {
+            let t = Instant::now();
+            let loaded = trust_config.map(|c| c.load()).transpose();
+            (loaded, t.elapsed())
+        });
+        let t = Instant::now();
+        let sql = open_store(config).await?;
+        let store: Arc<dyn Store> = Arc::new(sql.clone());
+        let snapshot = store.load_snapshot().await?;
+        let database = t.elapsed();
+        let (trust, trust_time) = trust.await?;
+        let trust = trust.map_err(ServeError::trust)?;
+        let (store_, crls, revocation) = match trust {
+            Some(t) => (t.store, t.crls, t.revocation),
+            None => {
+                tracing::warn!(
+                    "no trust anchors configured (`trust.anchors`): every card will be refused"
+                );
+                (
+                    TrustStore::builder().build(),
+                    CrlSet::builder().build(),
+                    Default::default(),
+                )
+            }
+        };
+        let anchors = store_.anchor_count();
+        let authenticator = Arc::new(Authenticator::new(
+            store_,
+            crls,
+            Settings {
+                revocation,
+                ..Settings::default()
+            },
+        ));
+        let (log, writer) = eventlog::EventLog::start(store.clone(), 0);
+        let output = output.unwrap_or_else(|| Arc::new(SimulatedOutput::new()));
+        let credentials = snapshot.credentials().len();
+        let controller = Arc::new(Controller::new(
+            authenticator,
+            snapshot,
+            log,
+            output,
+            tokio::runtime::Handle::current(),
+            Duration::from_millis(config.output.unlock_ms),
+        ));
+        let readers = readers::start(controller.clone());
+        let times = StartupTimes {
+            trust_us: trust_time.as_micros() as u64,
+            database_us: database.as_micros() as u64,
+            ready_us: started.elapsed().as_micros() as u64,
+            anchors,
+            credentials,
+        };
+        Ok((
+            Loaded {
+                store,
+                controller,
+                times,
+            },
+            writer,
+            readers,
+            sql,
+        ))
+    }
+
+    /// The address the API listens on.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// The API's base URL (`https://` when TLS is configured).
+    pub fn url(&self) -> String {
+        let scheme = if self.https { "https" } else { "http" };
+        format!("{scheme}://{}", self.addr)
+    }
+
+    pub fn loaded(&self) -> &Loaded {
+        self.state.loaded().expect("a started service is loaded")
+    }
+
+    /// Reads every entity again and swaps the new snapshot in (taps in
+    /// flight finish on the old one); `pivgate serve` does this on SIGHUP.
+    pub async fn reload(&self) -> Result<(), ServeError> {
+        let l = self.loaded();
+        let snapshot = l.store.load_snapshot().await?;
+        let credentials = snapshot.credentials().len();
+        l.controller.set_snapshot(snapshot);
+        tracing::info!(credentials, "access data reloaded");
+        Ok(())
+    }
+
+    /// Stops accepting requests, finishes those in flight, stops the reader
+    /// threads, commits every submitted event and closes the database.
+    pub async fn shutdown(self) -> Result<(), ServeError> {
+        let _ = self.stop.send(true);
+        let http = self.http.await?;
+        // Reader threads finish their tap (committing its event) and stop.
+        let readers = self.readers;
+        tokio::task::spawn_blocking(move || readers.stop()).await?;
+        // The last handle of the event log goes with the state: the writer
+        // commits what was submitted, then ends.
+        drop(self.state);
+        self.writer.await?;
+        self.sql.close().await;
+        if let Err(e) = http {
+            tracing::error!(error = %e, "HTTP server stopped with an error");
+        }
+        Ok(())
+    }
+}
+
+/// The configuration to use: `path` when given, else `pivgate.toml` in the
+/// working directory when there is one, else the embedded defaults.
+pub fn resolve_config(path: Option<&std::path::Path>) -> Result<Config, ConfigError> {
+    match path {
+        Some(p) => Config::load(p),
+        None => {
+            let here = std::path::Path::new(crate::config::CONFIG_FILE);
+            if here.exists() {
+                Config::load(here)
+            } else {
+                let c = Config::defaults();
+                c.check(std::path::Path::new("(embedded defaults)"))?;
+                Ok(c)
+            }
+        }
+    }
+}
+
+/// Resolves on SIGTERM or SIGINT.
+pub async fn shutdown_signal() {
+    use tokio::signal::unix::{signal, SignalKind};
+    let mut term = match signal(SignalKind::terminate()) {
+        Ok(s) => s,
+        Err(e) => {
+            tracing::error!(error = %e, "cannot watch SIGTERM");
+            return std::future::pending().await;
+        }
+    };
+    tokio::select! {
+        _ = term.recv() => {}
+        _ = tokio::signal::ctrl_c() => {}
+    }
+}
+
+/// `pivgate serve`: loads `config` (embedded defaults when `None`), runs
+/// until SIGTERM or SIGINT (SIGHUP reloads the access data), then shuts
+/// down gracefully. `on_ready` is told
+/// the address once ready.
+pub fn run(config: Option<PathBuf>, on_ready: impl FnOnce(&Service)) -> Result<(), ServeError> {
+    let config = resolve_config(config.as_deref())?;
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .map_err(ServeError::Runtime)?;
+    rt.block_on(async move {
+        let service = Service::start(config, None).await?;
+        on_ready(&service);
+        let mut hangup = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup())
+            .map_err(ServeError::Runtime)?;
+        let stop = shutdown_signal();
+        tokio::pin!(stop);
+        loop {
+            tokio::select! {
+                _ = &mut stop => break,
+                _ = hangup.recv() => {
+                    if let Err(e) = service.reload().await {
+                        tracing::error!(error = %e, "reload failed; the previous access data stays");
+                    }
+                }
+            }
+        }
+        tracing::info!("shutting down");
+        service.shutdown().await
+    })
+}
