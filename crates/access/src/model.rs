@@ -143,13 +143,6 @@ bytes_type!(
     "SHA-256 digest"
 );
 bytes_type!(
-    /// The card UUID (the CHUID's GUID, FIPS 201 §4.2.1), written in the
-    /// canonical 8-4-4-4-12 form; parsing also takes `urn:uuid:` and plain hex.
-    CardUuid,
-    16,
-    "card UUID"
-);
-bytes_type!(
     /// The 25-byte FASC-N as encoded on the card, written as 50 hex digits.
     FascN,
     25,
@@ -182,98 +175,8 @@ impl FromStr for FascN {
     }
 }
 
-impl fmt::Display for CardUuid {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let h = hex::encode(self.0);
-        write!(
-            f,
-            "{}-{}-{}-{}-{}",
-            &h[0..8],
-            &h[8..12],
-            &h[12..16],
-            &h[16..20],
-            &h[20..32]
-        )
-    }
-}
-
-impl FromStr for CardUuid {
-    type Err = ParseError;
-    fn from_str(s: &str) -> Result<Self, ParseError> {
-        let body = s
-            .strip_prefix("urn:uuid:")
-            .or_else(|| s.strip_prefix("URN:UUID:"))
-            .unwrap_or(s);
-        parse_hex("card UUID", body).map(CardUuid)
-    }
-}
-
-/// How a card was (or must be) authenticated, NIST SP 800-116r1 §6.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum Mechanism {
-    /// Card authentication key, no PIN: one strong factor.
-    PkiCak,
-    /// PIV authentication key after the PIN: two factors.
-    PkiAuth,
-    /// The signed CHUID only: clonable, low assurance.
-    Chuid,
-}
-
-impl Mechanism {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Mechanism::PkiCak => "pki-cak",
-            Mechanism::PkiAuth => "pki-auth",
-            Mechanism::Chuid => "chuid",
-        }
-    }
-
-    /// Strength order: CHUID < PKI-CAK < PKI-AUTH.
-    pub fn rank(self) -> u8 {
-        match self {
-            Mechanism::Chuid => 0,
-            Mechanism::PkiCak => 1,
-            Mechanism::PkiAuth => 2,
-        }
-    }
-
-    /// Whether a tap made with `self` meets a door that requires `required`.
-    pub fn satisfies(self, required: Mechanism) -> bool {
-        self.rank() >= required.rank()
-    }
-}
-
-impl fmt::Display for Mechanism {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-impl FromStr for Mechanism {
-    type Err = ParseError;
-    fn from_str(s: &str) -> Result<Self, ParseError> {
-        match s {
-            "pki-cak" => Ok(Mechanism::PkiCak),
-            "pki-auth" => Ok(Mechanism::PkiAuth),
-            "chuid" => Ok(Mechanism::Chuid),
-            _ => Err(ParseError::new(
-                "mechanism",
-                "expected `pki-cak`, `pki-auth` or `chuid`",
-                s,
-            )),
-        }
-    }
-}
-
-/// The assurance a tap gives (SP 800-116r1 §6), as the authenticator reports it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum Assurance {
-    Low,
-    Some,
-    VeryHigh,
-}
+pub use piv::chuid::CardUuid;
+pub use piv::mechanism::{Assurance, Mechanism};
 
 /// The direction a door counts for anti-passback.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
@@ -326,7 +229,6 @@ macro_rules! str_enum {
 
 str_enum!(Passback, "anti-passback direction", "none" => Passback::None, "in" => Passback::In, "out" => Passback::Out);
 str_enum!(DoorMode, "door mode", "normal" => DoorMode::Normal, "unlocked" => DoorMode::Unlocked, "locked" => DoorMode::Locked);
-str_enum!(Assurance, "assurance", "low" => Assurance::Low, "some" => Assurance::Some, "very-high" => Assurance::VeryHigh);
 
 /// A place with one clock: its doors' schedules run in its IANA time zone.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -459,21 +361,6 @@ pub struct Holiday {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn card_uuid_forms() {
-        let u: CardUuid = "urn:uuid:3a4f9c10-0001-4b6e-8f00-aabbccddeeff"
-            .parse()
-            .unwrap();
-        assert_eq!(u.to_string(), "3a4f9c10-0001-4b6e-8f00-aabbccddeeff");
-        let plain: CardUuid = "3a4f9c1000014b6e8f00aabbccddeeff".parse().unwrap();
-        assert_eq!(u, plain);
-        let e = "3a4f".parse::<CardUuid>().unwrap_err();
-        assert!(e.to_string().contains("expected 32 hex digits"), "{e}");
-        assert!("zz4f9c1000014b6e8f00aabbccddeeff"
-            .parse::<CardUuid>()
-            .is_err());
-    }
 
     #[test]
     fn digest_serde_round_trip() {

@@ -79,29 +79,7 @@ pub struct Stage {
     pub bytes_in: u64,
 }
 
-/// The assurance a mechanism gives (SP 800-116r1 §6).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum Assurance {
-    /// CHUID: the signed identifier can be copied to another card.
-    Low,
-    /// PKI-CAK: the card proves possession of its card authentication key.
-    Some,
-    /// PKI-AUTH: possession of the PIV authentication key after the PIN.
-    VeryHigh,
-}
-
-impl Assurance {
-    pub fn describe(self) -> &'static str {
-        match self {
-            Assurance::Low => "low assurance: clonable, removed as a mechanism in FIPS 201-3",
-            Assurance::Some => {
-                "some confidence: one factor (card possession, proven by a private key)"
-            }
-            Assurance::VeryHigh => "very high confidence: two factors (card key + PIN)",
-        }
-    }
-}
+pub use piv::mechanism::{Assurance, Mechanism};
 
 /// The outcome of a transaction. Serialised as `{"result": "granted"}` or
 /// `{"result": "refused", "code": …, "reason": …}`.
@@ -250,36 +228,6 @@ mod tests {
         assert_eq!(stages[2].bytes_in, 130);
         let tot = totals(&stages);
         assert_eq!((tot.apdus, tot.bytes_out, tot.bytes_in), (5, 90, 950));
-    }
-}
-
-/// Which authentication mechanism ran.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum Mechanism {
-    /// PKI-CAK: card authentication key 9E, no PIN, works contactless.
-    PkiCak,
-    /// PKI-AUTH: PIV authentication key 9A after the PIN.
-    PkiAuth,
-    /// CHUID: the issuer-signed identifier only (legacy).
-    Chuid,
-}
-
-impl Mechanism {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Mechanism::PkiCak => "pki-cak",
-            Mechanism::PkiAuth => "pki-auth",
-            Mechanism::Chuid => "chuid",
-        }
-    }
-
-    pub fn assurance(self) -> Assurance {
-        match self {
-            Mechanism::PkiCak => Assurance::Some,
-            Mechanism::PkiAuth => Assurance::VeryHigh,
-            Mechanism::Chuid => Assurance::Low,
-        }
     }
 }
 

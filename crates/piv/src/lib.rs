@@ -16,6 +16,7 @@ pub mod discovery;
 pub mod error;
 pub mod fascn;
 pub mod keys;
+pub mod mechanism;
 pub mod objects;
 pub mod pubkey;
 
@@ -24,6 +25,7 @@ pub use auth::DynAuth;
 pub use container::CertContainer;
 pub use error::PivError;
 pub use keys::{Algorithm, KeyRef, PinRef};
+pub use mechanism::{Assurance, Mechanism};
 pub use objects::{Access, DataObject};
 pub use pubkey::PublicKeyTemplate;
 

@@ -266,7 +266,7 @@ impl Controller {
             door: bound.door,
         })?;
         let door_id = door.id;
-        let mechanism = auth_mechanism(door.mechanism);
+        let mechanism = door.mechanism;
         let mut transaction = self
             .authenticator
             .authenticate(transport, mechanism, pin, detect);
@@ -289,8 +289,8 @@ impl Controller {
                 let request = Request {
                     door: door_id,
                     identity: identity(&transaction),
-                    mechanism: access_mechanism(transaction.mechanism),
-                    assurance: access_assurance(transaction.assurance),
+                    mechanism: transaction.mechanism,
+                    assurance: transaction.assurance,
                 };
                 // The presence change is applied at once (a second tap of
                 // the same card sees it) and undone if the event is lost.
@@ -443,7 +443,7 @@ fn push_stage(t: &mut Transaction, name: StageName, wall: Duration) {
 pub fn identity(t: &Transaction) -> Identity {
     let c = &t.card;
     Identity {
-        card_uuid: c.uuid.map(|u| access::CardUuid(u.0)),
+        card_uuid: c.uuid,
         fasc_n: c
             .fascn
             .as_ref()
@@ -456,30 +456,5 @@ pub fn identity(t: &Transaction) -> Identity {
             _ => None,
         },
         spki_sha256: None,
-    }
-}
-
-/// The authentication mechanism a door requires.
-pub fn auth_mechanism(m: access::Mechanism) -> auth::Mechanism {
-    match m {
-        access::Mechanism::PkiCak => auth::Mechanism::PkiCak,
-        access::Mechanism::PkiAuth => auth::Mechanism::PkiAuth,
-        access::Mechanism::Chuid => auth::Mechanism::Chuid,
-    }
-}
-
-fn access_mechanism(m: auth::Mechanism) -> access::Mechanism {
-    match m {
-        auth::Mechanism::PkiCak => access::Mechanism::PkiCak,
-        auth::Mechanism::PkiAuth => access::Mechanism::PkiAuth,
-        auth::Mechanism::Chuid => access::Mechanism::Chuid,
-    }
-}
-
-fn access_assurance(a: auth::Assurance) -> access::Assurance {
-    match a {
-        auth::Assurance::Low => access::Assurance::Low,
-        auth::Assurance::Some => access::Assurance::Some,
-        auth::Assurance::VeryHigh => access::Assurance::VeryHigh,
     }
 }
