@@ -6,47 +6,10 @@
 
 mod util;
 
-use std::path::Path;
-use std::process::{Child, Command, Stdio};
 use std::time::Duration;
-use util::{ok, pivgate_with_stdin, BIN};
+use util::{ok, pivgate_with_stdin, CardProcess};
 
 const WAIT: Duration = Duration::from_secs(20);
-
-/// `pivgate card run` as a child process; stopped with SIGTERM on drop.
-struct CardProcess(Child);
-
-impl CardProcess {
-    fn start(image: &Path) -> Self {
-        let child = Command::new(BIN)
-            .args(["card", "run", "--image", image.to_str().unwrap()])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("card run starts");
-        testbed::wait_for_card(testbed::VPCD_READER, WAIT).expect("card appears in the reader");
-        CardProcess(child)
-    }
-
-    /// SIGTERM, and the exit status.
-    fn stop(mut self) -> std::process::ExitStatus {
-        let pid = self.0.id().to_string();
-        Command::new("kill")
-            .args(["-TERM", &pid])
-            .status()
-            .expect("kill runs");
-        let status = self.0.wait().unwrap();
-        let _ = testbed::wait_for_card_removed(testbed::VPCD_READER, WAIT);
-        status
-    }
-}
-
-impl Drop for CardProcess {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
 
 #[test]
 fn read_and_auth_a_personalised_card_through_pcscd() {

@@ -5,53 +5,15 @@
 //!
 //! Needs root and the packages of scripts/setup.sh.
 
+mod util;
+
 use std::io::{BufRead, BufReader};
-use std::path::Path;
-use std::process::{Child, Command, Stdio};
+
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
+use util::{ok, pivgate as run, CardProcess, Running, BIN, CARD_WAIT};
 
-const BIN: &str = env!("CARGO_BIN_EXE_pivgate");
-const WAIT: Duration = Duration::from_secs(20);
-
-struct Process(Child);
-
-impl Drop for Process {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-fn run(args: &[&str]) -> std::process::Output {
-    Command::new(BIN).args(args).output().unwrap()
-}
-
-fn ok(args: &[&str]) -> String {
-    let out = run(args);
-    assert!(
-        out.status.success(),
-        "pivgate {args:?}: {}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).unwrap()
-}
-
-fn card(image: &Path) -> Process {
-    let child = Command::new(BIN)
-        .args(["card", "run", "--image", image.to_str().unwrap()])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    testbed::wait_for_card(testbed::VPCD_READER, WAIT).expect("card appears in the reader");
-    Process(child)
-}
-
-fn remove(c: Process) {
-    drop(c);
-    let _ = testbed::wait_for_card_removed(testbed::VPCD_READER, WAIT);
-}
+const WAIT: Duration = CARD_WAIT;
 
 #[test]
 fn enroll_then_serve_taps_the_card_in_the_reader() {
@@ -84,7 +46,7 @@ fn enroll_then_serve_taps_the_card_in_the_reader() {
     let viewer = viewer.trim();
 
     // Enroll: validated and registered; a second time refused (exit 1).
-    let c = card(&image);
+    let c = CardProcess::start(&image);
     let enroll = [
         "enroll",
         "--reader",
@@ -103,7 +65,7 @@ fn enroll_then_serve_taps_the_card_in_the_reader() {
     let again = run(&enroll);
     assert_eq!(again.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&again.stderr).contains("already enrolled"));
-    remove(c);
+    c.remove();
 
     // Serve, then insert the card: the reader thread taps it.
     let mut serve = Command::new(BIN)
@@ -116,13 +78,13 @@ fn enroll_then_serve_taps_the_card_in_the_reader() {
     BufReader::new(serve.stdout.take().unwrap())
         .read_line(&mut line)
         .unwrap();
-    let serve = Process(serve);
+    let serve = Running(serve);
     let base = line
         .split_whitespace()
         .find(|w| w.starts_with("http://"))
         .unwrap_or_else(|| panic!("{line:?}"))
         .to_string();
-    let c = card(&image);
+    let c = CardProcess::start(&image);
     // The tap runs in the service; wait for its event to be served.
     let deadline = Instant::now() + WAIT;
     let tap = loop {
@@ -149,7 +111,7 @@ fn enroll_then_serve_taps_the_card_in_the_reader() {
         .map(|s| s["name"].as_str().unwrap())
         .collect();
     assert_eq!(stages.last(), Some(&"decide"), "{stages:?}");
-    remove(c);
+    c.remove();
 
     // SIGTERM stops the reader thread waiting in the reader, and the service.
     let mut serve = serve;

@@ -4,7 +4,8 @@
 
 use std::io::Write;
 use std::path::Path;
-use std::process::{Command, Output, Stdio};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::Duration;
 
 /// The binary under test.
 pub const BIN: &str = env!("CARGO_BIN_EXE_pivgate");
@@ -68,4 +69,53 @@ pub fn stderr(o: &Output) -> String {
 /// A path as the `&str` an argument list needs.
 pub fn s(p: &Path) -> &str {
     p.to_str().expect("UTF-8 path")
+}
+
+/// How long the PC/SC tests wait for a card to appear or go.
+pub const CARD_WAIT: Duration = Duration::from_secs(20);
+
+/// A child process, killed (and reaped) when dropped.
+pub struct Running(pub Child);
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// `pivgate card run` serving `image` behind the vpcd reader (needs pcscd).
+pub struct CardProcess(Running);
+
+impl CardProcess {
+    /// Starts the card and waits until the reader sees it.
+    pub fn start(image: &Path) -> Self {
+        let child = Command::new(BIN)
+            .args(["card", "run", "--image", s(image)])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("card run starts");
+        testbed::wait_for_card(testbed::VPCD_READER, CARD_WAIT)
+            .expect("card appears in the reader");
+        CardProcess(Running(child))
+    }
+
+    /// SIGTERM; returns the exit status once the card has left the reader.
+    pub fn stop(mut self) -> std::process::ExitStatus {
+        let pid = self.0 .0.id().to_string();
+        Command::new("kill")
+            .args(["-TERM", &pid])
+            .status()
+            .expect("kill runs");
+        let status = self.0 .0.wait().expect("card process ends");
+        let _ = testbed::wait_for_card_removed(testbed::VPCD_READER, CARD_WAIT);
+        status
+    }
+
+    /// Kills the card and waits until the reader has seen it go.
+    pub fn remove(self) {
+        drop(self);
+        let _ = testbed::wait_for_card_removed(testbed::VPCD_READER, CARD_WAIT);
+    }
 }
