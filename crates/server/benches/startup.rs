@@ -1,7 +1,8 @@
-//! Start-up cost: the service becomes ready with 10,000 trust anchors and
-//! 10,000 enrolled credentials on SQLite, and every part stays linear.
-//! Prints the figures; the 200 ms budget is asserted in optimised builds
-//! (`cargo test --release -p server --test startup -- --nocapture`).
+//! Start to ready: the service with 10,000 trust anchors and 10,000
+//! enrolled credentials on SQLite, beside 1,000 anchors to show the trust
+//! loading stays linear. `cargo bench -p server --bench startup` prints the
+//! best of three starts against the 200 ms budget; `cargo test --benches`
+//! runs a small smoke pass.
 
 use std::path::Path;
 
@@ -91,11 +92,12 @@ async fn ready_in(dir: &Path, anchors: usize) -> server::service::StartupTimes {
     t
 }
 
-#[test]
-fn ready_with_10k_anchors_and_10k_credentials() {
+fn main() {
+    let full = std::env::args().any(|a| a == "--bench");
+    let n = if full { N } else { 100 };
     let dir = tempfile::tempdir().unwrap();
-    write_bundle(&dir.path().join(format!("bundle-{N}.pem")), N);
-    write_bundle(&dir.path().join(format!("bundle-{}.pem", N / 10)), N / 10);
+    write_bundle(&dir.path().join(format!("bundle-{n}.pem")), n);
+    write_bundle(&dir.path().join(format!("bundle-{}.pem", n / 10)), n / 10);
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -105,20 +107,20 @@ fn ready_with_10k_anchors_and_10k_credentials() {
         let store = SqlStore::open_data_dir(&dir.path().join("data"))
             .await
             .unwrap();
-        store.import_entities(&entities(N)).await.unwrap();
+        store.import_entities(&entities(n)).await.unwrap();
         store.close().await;
         // Warm the page cache and the process once; then measure.
-        ready_in(dir.path(), N).await;
+        ready_in(dir.path(), n).await;
         let mut best = None::<server::service::StartupTimes>;
         for _ in 0..3 {
-            let t = ready_in(dir.path(), N).await;
-            assert_eq!((t.anchors, t.credentials), (N, N));
+            let t = ready_in(dir.path(), n).await;
+            assert_eq!((t.anchors, t.credentials), (n, n));
             if best.is_none_or(|b| t.ready_us < b.ready_us) {
                 best = Some(t);
             }
         }
         let t = best.unwrap();
-        let small = ready_in(dir.path(), N / 10).await;
+        let small = ready_in(dir.path(), n / 10).await;
         println!(
             "ready in {:.1} ms with {} anchors and {} credentials (trust {:.1} ms, database {:.1} ms, overlapped); {:.1} ms with {} anchors",
             t.ready_us as f64 / 1e3,
@@ -129,16 +131,13 @@ fn ready_with_10k_anchors_and_10k_credentials() {
             small.ready_us as f64 / 1e3,
             small.anchors,
         );
-        // Linear: ten times the anchors costs at most about ten times the
-        // trust loading (plus noise).
-        assert!(
-            t.trust_us <= 15 * small.trust_us.max(1000),
-            "trust loading not linear: {} µs for {N}, {} µs for {}",
-            t.trust_us,
-            small.trust_us,
-            N / 10
+        println!(
+            "trust loading for 10x the anchors: {:.1}x the time (linear: about 10x)",
+            t.trust_us as f64 / small.trust_us.max(1) as f64
         );
-        let budget_us = if cfg!(debug_assertions) { 3_000_000 } else { 200_000 };
-        assert!(t.ready_us < budget_us, "{} µs", t.ready_us);
+        if full {
+            let verdict = if t.ready_us <= 200_000 { "met" } else { "MISSED" };
+            println!("start to ready: budget <= 200 ms: {verdict}");
+        }
     });
 }
