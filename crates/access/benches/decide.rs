@@ -10,107 +10,20 @@ use criterion::{criterion_group, criterion_main, BatchSize, Criterion, Throughpu
 const CREDENTIALS: usize = 10_000;
 const DOORS: i64 = 8;
 
-fn sha(i: usize, salt: u8) -> Sha256 {
-    let mut b = [salt; 32];
-    b[..8].copy_from_slice(&(i as u64).to_be_bytes());
-    Sha256(b)
-}
-
 fn entities() -> Entities {
-    let t0: Timestamp = "2026-01-01T00:00:00Z".parse().unwrap();
-    let mut e = Entities {
-        sites: vec![Site {
-            id: SiteId(1),
-            name: "HQ".into(),
-            time_zone: "America/New_York".into(),
-        }],
-        ..Entities::default()
-    };
-    for d in 1..=DOORS {
-        e.doors.push(Door {
-            id: DoorId(d),
-            site: SiteId(1),
-            name: format!("door {d}"),
-            mechanism: Mechanism::PkiCak,
-            allow_low_assurance: false,
-            passback: if d == 1 { Passback::In } else { Passback::None },
-            mode: DoorMode::Normal,
-        });
-    }
-    e.schedules.push(Schedule {
-        id: ScheduleId(1),
-        name: "always".into(),
-        windows: vec!["daily 00:00-24:00".parse().unwrap()],
-        holiday_windows: vec!["00:00-24:00".parse().unwrap()],
-    });
-    e.schedules.push(Schedule {
-        id: ScheduleId(2),
-        name: "weekdays 07-19".into(),
-        windows: vec!["mon-fri 07:00-19:00".parse().unwrap()],
-        holiday_windows: vec![],
-    });
-    for i in 0..CREDENTIALS {
-        e.cardholders.push(Cardholder {
-            id: CardholderId(i as i64),
-            name: format!("person {i}"),
-            status: CardholderStatus::Active,
-            valid_from: None,
-            valid_until: None,
-        });
-        let mut uuid = [0u8; 16];
-        uuid[..8].copy_from_slice(&(i as u64).to_be_bytes());
-        e.credentials.push(Credential {
-            id: CredentialId(i as i64),
-            cardholder: CardholderId(i as i64),
-            card_uuid: Some(CardUuid(uuid)),
-            fasc_n: None,
-            cert_sha256: Some(sha(i, 0xc0)),
-            spki_sha256: Some(sha(i, 0x5b)),
-            expires_at: Some("2031-01-01T00:00:00Z".parse().unwrap()),
-            enrolled_at: t0,
-            enrolled_by: "bench".into(),
-            state: CredentialState::Active,
-        });
-    }
-    for g in 0..10i64 {
-        e.groups.push(AccessGroup {
-            id: GroupId(g),
-            name: format!("group {g}"),
-            schedule: ScheduleId(1 + g % 2),
-            doors: (1..=DOORS)
-                .collect::<Vec<_>>()
-                .into_iter()
-                .map(DoorId)
-                .collect(),
-            cardholders: (0..CREDENTIALS as i64)
-                .filter(|c| c % 10 == g)
-                .map(CardholderId)
-                .collect(),
-        });
-    }
-    for y in 2026..2031 {
-        e.holidays.push(Holiday {
-            id: HolidayId(y as i64),
-            site: None,
-            date: access::jiff::civil::date(y, 12, 25),
-            name: "Christmas Day".into(),
-        });
-    }
-    e
+    access::synthetic::site(CREDENTIALS, DOORS)
 }
 
 fn requests() -> Vec<Request> {
     (0..1000)
         .map(|k| {
             let i = (k * 7919) % CREDENTIALS;
-            let mut uuid = [0u8; 16];
-            uuid[..8].copy_from_slice(&(i as u64).to_be_bytes());
             Request {
                 door: DoorId(2 + (k as i64 % (DOORS - 1))),
                 identity: Identity {
-                    card_uuid: Some(CardUuid(uuid)),
+                    card_uuid: Some(access::synthetic::card_uuid(i)),
                     fasc_n: None,
-                    cert_sha256: Some(sha(i, 0xc0)),
+                    cert_sha256: Some(access::synthetic::cert_sha256(i)),
                     spki_sha256: None,
                 },
                 mechanism: Mechanism::PkiCak,

@@ -21,6 +21,7 @@ pub mod decide;
 pub mod model;
 pub mod schedule;
 pub mod snapshot;
+pub mod synthetic;
 
 pub use decide::{
     Decision, Identity, PassbackState, PassbackUpdate, Presence, Refusal, Request, Verdict,

@@ -18,66 +18,7 @@ use serde_json::json;
 const CREDENTIALS: usize = 10_000;
 
 fn entities() -> Entities {
-    let t0: Timestamp = "2026-01-01T00:00:00Z".parse().unwrap();
-    let mut e = Entities {
-        sites: vec![Site {
-            id: SiteId(1),
-            name: "HQ".into(),
-            time_zone: "America/New_York".into(),
-        }],
-        ..Entities::default()
-    };
-    for d in 1..=8 {
-        e.doors.push(Door {
-            id: DoorId(d),
-            site: SiteId(1),
-            name: format!("door {d}"),
-            mechanism: Mechanism::PkiCak,
-            allow_low_assurance: false,
-            passback: Passback::None,
-            mode: DoorMode::Normal,
-        });
-    }
-    e.schedules.push(Schedule {
-        id: ScheduleId(1),
-        name: "always".into(),
-        windows: vec!["daily 00:00-24:00".parse().unwrap()],
-        holiday_windows: vec![],
-    });
-    for i in 0..CREDENTIALS {
-        let id = i as i64 + 1;
-        e.cardholders.push(Cardholder {
-            id: CardholderId(id),
-            name: format!("person {i}"),
-            status: CardholderStatus::Active,
-            valid_from: None,
-            valid_until: None,
-        });
-        let mut b = [0u8; 32];
-        b[..8].copy_from_slice(&(i as u64).to_be_bytes());
-        let mut u = [0u8; 16];
-        u[..8].copy_from_slice(&(i as u64).to_be_bytes());
-        e.credentials.push(Credential {
-            id: CredentialId(id),
-            cardholder: CardholderId(id),
-            card_uuid: Some(CardUuid(u)),
-            fasc_n: None,
-            cert_sha256: Some(Sha256(b)),
-            spki_sha256: None,
-            expires_at: Some("2031-01-01T00:00:00Z".parse().unwrap()),
-            enrolled_at: t0,
-            enrolled_by: "bench".into(),
-            state: CredentialState::Active,
-        });
-    }
-    e.groups.push(AccessGroup {
-        id: GroupId(1),
-        name: "everyone".into(),
-        schedule: ScheduleId(1),
-        doors: (1..=8).map(DoorId).collect(),
-        cardholders: (1..=CREDENTIALS as i64).map(CardholderId).collect(),
-    });
-    e
+    access::synthetic::site(CREDENTIALS, 8)
 }
 
 /// A tap event carrying a transaction the size the service stores.

@@ -6,8 +6,6 @@
 
 use std::path::Path;
 
-use access::jiff::Timestamp;
-use access::*;
 use eventlog::{SqlStore, Store};
 use pki::issue::{pem_encode, CertificateBuilder, KeyAlgorithm, KeyPair};
 use server::config::Config;
@@ -30,53 +28,6 @@ fn write_bundle(path: &Path, n: usize) {
         pem.push_str(&pem_encode("CERTIFICATE", &der));
     }
     std::fs::write(path, pem).unwrap();
-}
-
-fn entities(n: usize) -> Entities {
-    let mut e = Entities {
-        sites: vec![Site {
-            id: SiteId(1),
-            name: "HQ".into(),
-            time_zone: "America/New_York".into(),
-        }],
-        doors: vec![Door {
-            id: DoorId(1),
-            site: SiteId(1),
-            name: "door".into(),
-            mechanism: Mechanism::PkiCak,
-            allow_low_assurance: false,
-            passback: Passback::None,
-            mode: DoorMode::Normal,
-        }],
-        ..Entities::default()
-    };
-    for i in 0..n {
-        let id = i as i64 + 1;
-        e.cardholders.push(Cardholder {
-            id: CardholderId(id),
-            name: format!("person {i}"),
-            status: CardholderStatus::Active,
-            valid_from: None,
-            valid_until: None,
-        });
-        let mut b = [0u8; 32];
-        b[..8].copy_from_slice(&(i as u64).to_be_bytes());
-        let mut u = [0u8; 16];
-        u[..8].copy_from_slice(&(i as u64).to_be_bytes());
-        e.credentials.push(Credential {
-            id: CredentialId(id),
-            cardholder: CardholderId(id),
-            card_uuid: Some(CardUuid(u)),
-            fasc_n: None,
-            cert_sha256: Some(Sha256(b)),
-            spki_sha256: None,
-            expires_at: None,
-            enrolled_at: Timestamp::UNIX_EPOCH,
-            enrolled_by: "test".into(),
-            state: CredentialState::Active,
-        });
-    }
-    e
 }
 
 async fn ready_in(dir: &Path, anchors: usize) -> server::service::StartupTimes {
@@ -107,7 +58,10 @@ fn main() {
         let store = SqlStore::open_data_dir(&dir.path().join("data"))
             .await
             .unwrap();
-        store.import_entities(&entities(n)).await.unwrap();
+        store
+            .import_entities(&access::synthetic::site(n, 1))
+            .await
+            .unwrap();
         store.close().await;
         // Warm the page cache and the process once; then measure.
         ready_in(dir.path(), n).await;
