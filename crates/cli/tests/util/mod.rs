@@ -119,3 +119,16 @@ impl CardProcess {
         let _ = testbed::wait_for_card_removed(testbed::VPCD_READER, CARD_WAIT);
     }
 }
+
+/// The vpcd reader, held for this test: the cross-process reader lock and a
+/// running pcscd. `None` when `PIVGATE_SKIP_PCSC` is set (the caller skips).
+pub fn vpcd_reader() -> Option<(testbed::VpcdLock, testbed::PcscdGuard)> {
+    if std::env::var_os("PIVGATE_SKIP_PCSC").is_some() {
+        eprintln!("PIVGATE_SKIP_PCSC set: skipping");
+        return None;
+    }
+    let lock = testbed::lock_vpcd();
+    let pcscd = testbed::Pcscd::ensure_started().expect("pcscd starts (root, pcscd installed)");
+    testbed::wait_for_reader(testbed::VPCD_READER, CARD_WAIT).expect("vpcd reader");
+    Some((lock, pcscd))
+}
