@@ -1,7 +1,8 @@
 //! The door service through pcscd + vpcd: `pivgate enroll` registers the
 //! software card in the virtual reader, and `pivgate serve` watching that
 //! reader taps it when it is inserted, records the grant and serves it over
-//! the API.
+//! the API. At a card + PIN door the PIN comes from the door's keypad
+//! through the API.
 //!
 //! Needs root and the packages of scripts/setup.sh.
 
@@ -120,4 +121,151 @@ fn enroll_then_serve_taps_the_card_in_the_reader() {
     let status = serve.0.wait().unwrap();
     assert!(status.success(), "{status:?}");
     assert!(t.elapsed() < Duration::from_secs(5), "{:?}", t.elapsed());
+}
+
+/// The first event of `kind=tap` after `after` (an event id), waiting for
+/// the service to record it.
+fn next_tap(base: &str, token: &str, after: i64) -> serde_json::Value {
+    let deadline = Instant::now() + WAIT;
+    loop {
+        let text = ureq::get(&format!("{base}/api/v1/events?kind=tap&cursor={after}"))
+            .set("Authorization", &format!("Bearer {token}"))
+            .call()
+            .unwrap()
+            .into_string()
+            .unwrap();
+        let page: serde_json::Value = serde_json::from_str(&text).unwrap();
+        if let Some(e) = page["events"].as_array().and_then(|a| a.first()).cloned() {
+            return e;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no tap recorded after event {after}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// POSTs `body`; the status and the JSON answer.
+fn post(url: &str, token: &str, body: &str) -> (u16, serde_json::Value) {
+    let r = match ureq::post(url)
+        .set("Authorization", &format!("Bearer {token}"))
+        .set("Content-Type", "application/json")
+        .send_string(body)
+    {
+        Ok(r) => r,
+        Err(ureq::Error::Status(_, r)) => r,
+        Err(e) => panic!("POST {url}: {e}"),
+    };
+    let status = r.status();
+    (
+        status,
+        serde_json::from_str(&r.into_string().unwrap()).unwrap(),
+    )
+}
+
+#[test]
+fn card_and_pin_door_takes_the_pin_from_its_keypad() {
+    let Some(_reader) = util::vpcd_reader() else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let site = dir.path().join("site");
+    ok(&["init", site.to_str().unwrap()]);
+    let config = site.join("pivgate.toml");
+    // The virtual reader is the server room's (card + PIN); a short keypad
+    // timeout so the test of a missing PIN is quick.
+    let text = std::fs::read_to_string(&config)
+        .unwrap()
+        .replace("127.0.0.1:8080", "127.0.0.1:0")
+        .replace("timeout_ms = 20000", "timeout_ms = 1000")
+        .replace(
+            &format!("\"{}\" = \"Front door\"", testbed::VPCD_READER),
+            &format!("\"{}\" = \"Server room\"", testbed::VPCD_READER),
+        );
+    assert!(text.contains("= \"Server room\"\n"), "{text}");
+    std::fs::write(&config, text).unwrap();
+    let config = config.to_str().unwrap();
+    let image = dir.path().join("card.json");
+    ok(&[
+        "card",
+        "new",
+        "--pki",
+        site.join("pki").to_str().unwrap(),
+        "--out",
+        image.to_str().unwrap(),
+    ]);
+    let operator = ok(&["token", "create", "--role", "operator", "--config", config]);
+    let operator = operator.trim();
+    let c = CardProcess::start(&image);
+    ok(&[
+        "enroll",
+        "--reader",
+        testbed::VPCD_READER,
+        "--cardholder",
+        "Alice",
+        "--group",
+        "staff",
+        "--wait",
+        "10",
+        "--config",
+        config,
+    ]);
+    c.remove();
+
+    let mut serve = Command::new(BIN)
+        .args(["serve", "--config", config])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(serve.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let _serve = Running(serve);
+    let base = line
+        .split_whitespace()
+        .find(|w| w.starts_with("http://"))
+        .unwrap_or_else(|| panic!("{line:?}"))
+        .to_string();
+    let keypad = format!("{base}/api/v1/doors/2/keypad");
+
+    // Bad entries are refused with the field named; the front door takes no PIN.
+    let (status, body) = post(&keypad, operator, r#"{"pin": "12ab56"}"#);
+    assert_eq!(
+        (status, &body["field"]),
+        (422, &serde_json::json!("pin")),
+        "{body}"
+    );
+    let front = format!("{base}/api/v1/doors/1/keypad");
+    let (status, body) = post(&front, operator, r#"{"pin": "123456"}"#);
+    assert_eq!(status, 422, "{body}");
+
+    // PIN typed first, then the card: granted with PKI-AUTH.
+    let (status, body) = post(&keypad, operator, r#"{"pin": "123456"}"#);
+    assert_eq!(status, 202, "{body}");
+    let c = CardProcess::start(&image);
+    let tap = next_tap(&base, operator, 0);
+    assert_eq!(tap["result"], "granted", "{tap}");
+    assert_eq!(tap["door"], 2);
+    assert_eq!(tap["data"]["mechanism"], "pki-auth", "{tap}");
+    c.remove();
+
+    // A wrong PIN is the card's refusal; no PIN at all times out.
+    assert_eq!(post(&keypad, operator, r#"{"pin": "654321"}"#).0, 202);
+    let c = CardProcess::start(&image);
+    let first = tap["id"].as_i64().unwrap();
+    let wrong = next_tap(&base, operator, first);
+    assert_eq!(wrong["result"], "refused", "{wrong}");
+    assert_eq!(wrong["code"], "wrong-pin", "{wrong}");
+    c.remove();
+    let c = CardProcess::start(&image);
+    let none = next_tap(&base, operator, wrong["id"].as_i64().unwrap());
+    assert_eq!(none["code"], "pin-unavailable", "{none}");
+    assert!(
+        none["reason"].as_str().unwrap().contains("keypad"),
+        "{none}"
+    );
+    c.remove();
 }

@@ -49,6 +49,8 @@ pub struct Config {
     pub trust: Option<TrustConfig>,
     #[serde(default)]
     pub output: OutputConfig,
+    #[serde(default)]
+    pub keypad: KeypadConfig,
     /// Written to an empty database on the first start.
     #[serde(default)]
     pub seed: Option<Seed>,
@@ -111,6 +113,28 @@ impl Default for OutputConfig {
     fn default() -> Self {
         OutputConfig {
             unlock_ms: default_unlock_ms(),
+        }
+    }
+}
+
+/// PIN entry at card + PIN doors (see [`crate::keypad`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct KeypadConfig {
+    /// How long a tap at a card + PIN door waits for the PIN, and how long
+    /// a PIN typed before the card is kept, ms.
+    #[serde(default = "default_pin_timeout_ms")]
+    pub timeout_ms: u64,
+}
+
+fn default_pin_timeout_ms() -> u64 {
+    crate::keypad::DEFAULT_TIMEOUT.as_millis() as u64
+}
+
+impl Default for KeypadConfig {
+    fn default() -> Self {
+        KeypadConfig {
+            timeout_ms: default_pin_timeout_ms(),
         }
     }
 }
@@ -184,6 +208,7 @@ impl Default for Config {
             http: HttpConfig::default(),
             trust: None,
             output: OutputConfig::default(),
+            keypad: KeypadConfig::default(),
             seed: None,
         }
     }
@@ -355,6 +380,15 @@ impl Config {
             return Err(invalid(
                 "output.unlock_ms",
                 format!("{} is out of range (1 to 3600000)", self.output.unlock_ms),
+            ));
+        }
+        if self.keypad.timeout_ms < 1000 || self.keypad.timeout_ms > 300_000 {
+            return Err(invalid(
+                "keypad.timeout_ms",
+                format!(
+                    "{} is out of range (1000 to 300000)",
+                    self.keypad.timeout_ms
+                ),
             ));
         }
         if let Some(seed) = &self.seed {
@@ -585,6 +619,12 @@ grace_secs = 0
 # How long a granted tap or a momentary unlock releases the lock.
 unlock_ms = 5000
 
+[keypad]
+# Card + PIN doors whose reader has no PIN pad take the PIN from a keypad at
+# the door (POST /api/v1/doors/ID/keypad with an operator token): how long a
+# tap waits for it, and how long a PIN typed before the card is kept.
+timeout_ms = 20000
+
 # Written to the database on the first start only; afterwards manage
 # sites, doors and readers through the API.
 [seed.site]
@@ -706,6 +746,10 @@ mod tests {
         parse("database_url = \"postgres://u@h/db\"\n").unwrap();
         let e = parse("[trust]\nanchors = []\n").unwrap_err();
         assert_eq!(e.key(), Some("trust.anchors"));
+        let e = parse("[keypad]\ntimeout_ms = 10\n").unwrap_err();
+        assert_eq!(e.key(), Some("keypad.timeout_ms"), "{e}");
+        let e = parse("[keypad]\ntimeout = 10\n").unwrap_err();
+        assert!(e.to_string().contains("timeout"), "{e}");
         let e = parse("[output]\nunlock_ms = 0\n").unwrap_err();
         assert_eq!(e.key(), Some("output.unlock_ms"));
         let site = "[seed.site]\nname = \"s\"\ntime_zone = \"Europe/Berlin\"\n";

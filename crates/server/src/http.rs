@@ -2,7 +2,8 @@
 //!
 //! Routes: `GET /healthz`, `GET /readyz`; viewer: `GET /api/v1/events`,
 //! `GET /api/v1/{sites,doors,readers,cardholders,credentials,groups,schedules,holidays}`,
-//! `GET /api/v1/doors/{id}`; operator: `POST /api/v1/doors/{id}/unlock`.
+//! `GET /api/v1/doors/{id}`; operator: `POST /api/v1/doors/{id}/unlock`,
+//! `POST /api/v1/doors/{id}/keypad` (a PIN typed at a card + PIN door).
 //!
 //! `/healthz` (the process answers) and `/readyz` (everything is loaded) need
 //! no token. Every other route needs `Authorization: Bearer <token>` of a
@@ -106,6 +107,7 @@ pub fn router(state: Arc<AppState>) -> Router {
         ));
     let operator = Router::new()
         .route("/api/v1/doors/{id}/unlock", post(unlock))
+        .route("/api/v1/doors/{id}/keypad", post(keypad))
         .route_layer(middleware::from_fn_with_state(
             (state.clone(), Role::Operator),
             require,
@@ -423,5 +425,58 @@ async fn unlock(
             format!("door {d} does not exist"),
         )),
         Err(e) => Err(ApiError::internal(e)),
+    }
+}
+
+/// The body of a keypad entry.
+#[derive(Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct KeypadBody {
+    pin: Option<String>,
+}
+
+/// `POST /api/v1/doors/{id}/keypad` (operator): a PIN typed on the keypad
+/// of a card + PIN door, for the card tapped there next (or already waiting).
+/// 202 with `{"waiting": bool, "expires_ms": n}`. The PIN is never logged.
+async fn keypad(
+    State(state): State<Arc<AppState>>,
+    Path(id): Path<String>,
+    body: Bytes,
+) -> AppResult<Response> {
+    let door = door_id(&id)?;
+    let body: KeypadBody = json_body(&body)?;
+    let pin = zeroize::Zeroizing::new(body.pin.ok_or_else(|| {
+        ApiError::field(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "pin",
+            "body field `pin`: missing",
+        )
+    })?);
+    let l = loaded(&state)?;
+    let snapshot = l.controller.snapshot();
+    let Some(d) = snapshot.door(door) else {
+        return Err(ApiError::field(
+            StatusCode::NOT_FOUND,
+            "id",
+            format!("door {door} does not exist"),
+        ));
+    };
+    if d.mechanism != access::Mechanism::PkiAuth {
+        return Err(ApiError::field(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "id",
+            format!(
+                "door `{}` requires {}, which takes no PIN (only pki-auth doors do)",
+                d.name, d.mechanism
+            ),
+        ));
+    }
+    match l.keypads.enter(door, pin) {
+        Ok(entered) => Ok((StatusCode::ACCEPTED, Json(entered)).into_response()),
+        Err(e) => Err(ApiError::field(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "pin",
+            format!("body field `pin`: {e}"),
+        )),
     }
 }

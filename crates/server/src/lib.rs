@@ -15,6 +15,8 @@
 //!   (simulated for now). Sans-network: it takes any [`host::Transport`], so
 //!   tests drive it with in-process software cards.
 //! - [`enroll`]: full validation of a card, then registration.
+//! - [`keypad`]: PIN entries for card + PIN doors whose reader has no PIN
+//!   pad, sent by a keypad at the door through the API.
 //! - [`readers`]: one blocking thread per PC/SC reader bound to a door,
 //!   event-driven (`SCardGetStatusChange`).
 //! - [`http`]: the axum API with bearer-token roles; [`token`]: token
@@ -28,6 +30,7 @@ pub mod door;
 pub mod enroll;
 pub mod http;
 pub mod init;
+pub mod keypad;
 pub mod readers;
 pub mod service;
 pub mod tls;

@@ -4,7 +4,8 @@
 //! arrive, runs one tap through the [`Controller`], and waits for the card to
 //! leave before the next. A reader that is not connected is reported and
 //! then waited for through PC/SC's plug-and-play notification; a missing
-//! reader or a missing PC/SC service never stops the service.
+//! reader or a missing PC/SC service never stops the service. At a card +
+//! PIN door the PIN comes from the door's keypad ([`crate::keypad`]).
 
 use std::ffi::CString;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -15,6 +16,7 @@ use access::ReaderId;
 use pcsc::{Context, ReaderState, Scope, State};
 
 use crate::door::Controller;
+use crate::keypad::Keypads;
 
 /// Whether a reader's connection string names a PC/SC reader (other
 /// transports are written `scheme:…`, e.g. `osdp:/dev/ttyUSB0#1`).
@@ -66,7 +68,7 @@ impl ReaderThreads {
 }
 
 /// Starts a thread for every PC/SC reader of the controller's snapshot.
-pub fn start(controller: Arc<Controller>) -> ReaderThreads {
+pub fn start(controller: Arc<Controller>, keypads: Arc<Keypads>) -> ReaderThreads {
     let stop = Arc::new(AtomicBool::new(false));
     let mut out = ReaderThreads {
         stop: stop.clone(),
@@ -115,10 +117,11 @@ pub fn start(controller: Arc<Controller>) -> ReaderThreads {
         };
         let waits = ctx.clone();
         let controller = controller.clone();
+        let keypads = keypads.clone();
         let stop = stop.clone();
         let spawned = std::thread::Builder::new()
             .name(format!("reader-{}", id.0))
-            .spawn(move || watch(ctx, cname, name, id, controller, stop));
+            .spawn(move || watch(ctx, cname, name, id, controller, keypads, stop));
         match spawned {
             Ok(t) => out.threads.push((waits, t)),
             Err(e) => tracing::error!(error = %e, "cannot start a reader thread"),
@@ -133,6 +136,7 @@ fn watch(
     name: String,
     id: ReaderId,
     controller: Arc<Controller>,
+    keypads: Arc<Keypads>,
     stop: Arc<AtomicBool>,
 ) {
     let readers = match host::Readers::establish() {
@@ -191,7 +195,7 @@ fn watch(
         if st.contains(State::PRESENT) && !st.contains(State::MUTE) {
             if !present {
                 present = true;
-                tap(&readers, &name, id, &controller);
+                tap(&readers, &name, id, &controller, &keypads);
             }
         } else if st.contains(State::EMPTY) {
             present = false;
@@ -217,7 +221,13 @@ fn wait_for_plug_and_play(ctx: &Context) -> Result<(), ()> {
     }
 }
 
-fn tap(readers: &host::Readers, name: &str, id: ReaderId, controller: &Controller) {
+fn tap(
+    readers: &host::Readers,
+    name: &str,
+    id: ReaderId,
+    controller: &Controller,
+    keypads: &Keypads,
+) {
     let mut transport = match readers.connect(name) {
         Ok(t) => t,
         Err(e) => {
@@ -225,8 +235,11 @@ fn tap(readers: &host::Readers, name: &str, id: ReaderId, controller: &Controlle
             return;
         }
     };
-    // No PIN pad yet: a PKI-AUTH door refuses with `pin-unavailable`.
-    match controller.tap(&mut transport, id, None, None) {
+    // Asked only at card + PIN doors: the door's keypad entry.
+    let door = controller.snapshot().reader(id).map(|r| r.door);
+    let mut pin = door.map(|d| keypads.source(d));
+    let pin = pin.as_mut().map(|p| p as &mut dyn auth::PinSource);
+    match controller.tap(&mut transport, id, pin, None) {
         Ok(r) => {
             let total = r.transaction.total();
             tracing::info!(

@@ -26,6 +26,7 @@ use tokio::task::JoinHandle;
 use crate::config::{Config, ConfigError};
 use crate::door::{Controller, DoorOutput, SimulatedOutput};
 use crate::http;
+use crate::keypad::Keypads;
 use crate::readers::{self, ReaderThreads};
 
 /// Why the service did not start.
@@ -127,6 +128,8 @@ pub struct StartupTimes {
 pub struct Loaded {
     pub store: Arc<dyn Store>,
     pub controller: Arc<Controller>,
+    /// PIN entries of card + PIN doors.
+    pub keypads: Arc<Keypads>,
     pub times: StartupTimes,
 }
 
@@ -279,7 +282,10 @@ impl Service {
             tokio::runtime::Handle::current(),
             Duration::from_millis(config.output.unlock_ms),
         ));
-        let readers = readers::start(controller.clone());
+        let keypads = Arc::new(Keypads::new(Duration::from_millis(
+            config.keypad.timeout_ms,
+        )));
+        let readers = readers::start(controller.clone(), keypads.clone());
         let times = StartupTimes {
             trust_us: trust_time.as_micros() as u64,
             database_us: database.as_micros() as u64,
@@ -291,6 +297,7 @@ impl Service {
             Loaded {
                 store,
                 controller,
+                keypads,
                 times,
             },
             writer,
