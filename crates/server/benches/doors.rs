@@ -1,0 +1,303 @@
+//! Decisions per second across 8 doors, and the latency of one tap with
+//! the decision and its durable event write: in-process software cards
+//! (P-256), the real tap pipeline (authenticate → decide → group commit →
+//! signal), SQLite (WAL, `synchronous=FULL`) and PostgreSQL (a temporary
+//! cluster with `fsync=on`) side by side.
+//!
+//! `cargo bench -p server --bench doors` runs each backend with 1 and 4
+//! readers per door (8 and 32 taps in flight) for a few seconds each and
+//! prints decisions/s against the 5,000/s goal, p50/p99 tap latency and how
+//! many events each commit carried. `cargo test --benches` runs a short
+//! smoke pass. Each reader thread keeps its card in the field and taps it
+//! again and again: after the first (full) read every tap takes the fast
+//! path, as a returning cardholder's does.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Barrier};
+use std::time::{Duration, Instant};
+
+use access::jiff::Timestamp;
+use access::{
+    AccessGroup, Cardholder, CardholderId, CardholderStatus, Credential, CredentialId,
+    CredentialState, Door, DoorId, Entities, GroupId, Mechanism, Reader, ReaderId, Schedule,
+    ScheduleId, Site, SiteId,
+};
+use auth::{Authenticator, Settings};
+use card::Card;
+use eventlog::testing::{in_ci, TempCluster};
+use eventlog::{EventLog, SqlStore, Store};
+use host::InProcess;
+use pki::issue::{CardCredentials, CardOptions, TestPki, TestPkiOptions};
+use server::door::{Controller, SimulatedOutput};
+
+const DOORS: i64 = 8;
+const GOAL_PER_SEC: f64 = 5_000.0;
+
+fn sha256(der: &[u8]) -> access::Sha256 {
+    let d = aws_lc_rs::digest::digest(&aws_lc_rs::digest::SHA256, der);
+    access::Sha256::from_slice(d.as_ref()).expect("32 bytes")
+}
+
+/// One site, 8 PKI-CAK doors with `per_door` readers each, one enrolled
+/// cardholder and card per reader, everyone allowed everywhere always.
+fn entities(cards: &[CardCredentials], per_door: i64) -> Entities {
+    let readers = DOORS * per_door;
+    Entities {
+        sites: vec![Site {
+            id: SiteId(1),
+            name: "Bench site".into(),
+            time_zone: "UTC".into(),
+        }],
+        doors: (1..=DOORS)
+            .map(|d| Door {
+                id: DoorId(d),
+                site: SiteId(1),
+                name: format!("Door {d}"),
+                mechanism: Mechanism::PkiCak,
+                allow_low_assurance: false,
+                passback: Default::default(),
+                mode: Default::default(),
+            })
+            .collect(),
+        readers: (1..=readers)
+            .map(|r| Reader {
+                id: ReaderId(r),
+                door: DoorId((r - 1) % DOORS + 1),
+                name: format!("reader {r}"),
+                connection: format!("sim:{r}"),
+            })
+            .collect(),
+        cardholders: (1..=readers)
+            .map(|i| Cardholder {
+                id: CardholderId(i),
+                name: format!("Cardholder {i}"),
+                status: CardholderStatus::Active,
+                valid_from: None,
+                valid_until: None,
+            })
+            .collect(),
+        credentials: cards
+            .iter()
+            .take(readers as usize)
+            .enumerate()
+            .map(|(i, c)| Credential {
+                id: CredentialId(i as i64 + 1),
+                cardholder: CardholderId(i as i64 + 1),
+                card_uuid: Some(access::CardUuid(c.uuid)),
+                fasc_n: Some(access::FascN(c.fascn.encode().expect("FASC-N"))),
+                cert_sha256: Some(sha256(&c.slot(0x9E).expect("9E").certificate)),
+                spki_sha256: None,
+                expires_at: None,
+                enrolled_at: Timestamp::UNIX_EPOCH,
+                enrolled_by: "bench".into(),
+                state: CredentialState::Active,
+            })
+            .collect(),
+        schedules: vec![Schedule {
+            id: ScheduleId(1),
+            name: "always".into(),
+            windows: vec!["mon-sun 00:00-24:00".parse().expect("window")],
+            holiday_windows: vec![],
+        }],
+        groups: vec![AccessGroup {
+            id: GroupId(1),
+            name: "everyone".into(),
+            schedule: ScheduleId(1),
+            doors: (1..=DOORS).map(DoorId).collect(),
+            cardholders: (1..=readers).map(CardholderId).collect(),
+        }],
+        holidays: vec![],
+    }
+}
+
+struct Run {
+    decisions: usize,
+    elapsed: Duration,
+    latencies_us: Vec<u64>,
+    commits: u64,
+    events: u64,
+    largest_batch: u64,
+}
+
+/// Taps every reader's card in a loop on its own thread for `duration`.
+fn run(
+    pki: &TestPki,
+    cards: &[CardCredentials],
+    store: Arc<dyn Store>,
+    per_door: i64,
+    duration: Duration,
+) -> Run {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("runtime");
+    rt.block_on(store.import_entities(&entities(cards, per_door)))
+        .expect("import");
+    let snapshot = rt.block_on(store.load_snapshot()).expect("snapshot");
+    let (log, writer) = {
+        let _g = rt.enter();
+        EventLog::start(store.clone(), 0)
+    };
+    let authn = Arc::new(Authenticator::new(
+        pki.trust_store(),
+        pki.crl_set().expect("CRLs"),
+        Settings::default(),
+    ));
+    let controller = Arc::new(Controller::new(
+        authn,
+        snapshot,
+        log,
+        Arc::new(SimulatedOutput::new()),
+        rt.handle().clone(),
+        Duration::from_millis(3000),
+    ));
+    let readers = (DOORS * per_door) as usize;
+    let stop = Arc::new(AtomicBool::new(false));
+    let start = Arc::new(Barrier::new(readers + 1));
+    let threads: Vec<_> = (0..readers)
+        .map(|i| {
+            let image = cards[i].card_image(Some(7)).expect("card image");
+            let (controller, stop, start) = (controller.clone(), stop.clone(), start.clone());
+            std::thread::spawn(move || {
+                let mut transport = InProcess::new(Card::new(image));
+                let reader = ReaderId(i as i64 + 1);
+                // The first tap reads the card in full; the rest are repeat taps.
+                let first = controller
+                    .tap(&mut transport, reader, None, None)
+                    .expect("tap");
+                assert!(first.granted(), "{} {:?}", first.code(), first.reason());
+                start.wait();
+                let mut latencies = Vec::with_capacity(65_536);
+                while !stop.load(Ordering::Relaxed) {
+                    let t = Instant::now();
+                    let r = controller
+                        .tap(&mut transport, reader, None, None)
+                        .expect("tap");
+                    latencies.push(t.elapsed().as_micros() as u64);
+                    assert!(r.granted(), "{} {:?}", r.code(), r.reason());
+                }
+                latencies
+            })
+        })
+        .collect();
+    start.wait();
+    let before = controller.log().stats();
+    let t = Instant::now();
+    std::thread::sleep(duration);
+    stop.store(true, Ordering::Relaxed);
+    let mut latencies_us: Vec<u64> = threads
+        .into_iter()
+        .flat_map(|h| h.join().expect("reader thread"))
+        .collect();
+    let elapsed = t.elapsed();
+    let after = controller.log().stats();
+    drop(controller);
+    rt.block_on(writer).expect("writer");
+    latencies_us.sort_unstable();
+    Run {
+        decisions: latencies_us.len(),
+        elapsed,
+        latencies_us,
+        commits: after.commits - before.commits,
+        events: after.events - before.events,
+        largest_batch: after.largest_batch,
+    }
+}
+
+fn percentile(sorted: &[u64], p: f64) -> f64 {
+    if sorted.is_empty() {
+        return 0.0;
+    }
+    let i = ((sorted.len() as f64 * p).ceil() as usize).clamp(1, sorted.len()) - 1;
+    sorted[i] as f64 / 1000.0
+}
+
+fn report(backend: &str, per_door: i64, r: &Run, full: bool) -> f64 {
+    let rate = r.decisions as f64 / r.elapsed.as_secs_f64();
+    println!(
+        "{backend:<10} {:>3} in flight  {:>8.0} decisions/s  p50 {:>6.2} ms  p99 {:>6.2} ms  {:>5.1} events/commit (largest {})",
+        DOORS * per_door,
+        rate,
+        percentile(&r.latencies_us, 0.50),
+        percentile(&r.latencies_us, 0.99),
+        r.events as f64 / r.commits.max(1) as f64,
+        r.largest_batch,
+    );
+    if full {
+        let verdict = if rate >= GOAL_PER_SEC {
+            "met"
+        } else {
+            "MISSED"
+        };
+        println!(
+            "{backend:<10} {:>3} in flight  goal >= {GOAL_PER_SEC:.0} decisions/s: {verdict}",
+            DOORS * per_door
+        );
+    }
+    rate
+}
+
+fn main() {
+    let full = std::env::args().any(|a| a == "--bench");
+    let duration = if full {
+        Duration::from_secs(4)
+    } else {
+        Duration::from_millis(200)
+    };
+    let pki = TestPki::generate(TestPkiOptions::default()).expect("test PKI");
+    let cards: Vec<CardCredentials> = (0..DOORS * 4)
+        .map(|i| {
+            pki.issue_card(&CardOptions {
+                cardholder: format!("Cardholder {}", i + 1),
+                ..CardOptions::default()
+            })
+            .expect("card")
+        })
+        .collect();
+    println!(
+        "8 doors, PKI-CAK, P-256 in-process cards, repeat taps (fast path), {} s per run",
+        duration.as_secs_f64()
+    );
+    let per_doors: &[i64] = if full { &[1, 4] } else { &[4] };
+    for &per_door in per_doors {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let rt = tokio::runtime::Runtime::new().expect("runtime");
+        let sql = rt
+            .block_on(SqlStore::open_data_dir(dir.path()))
+            .expect("SQLite");
+        let r = run(&pki, &cards, Arc::new(sql.clone()), per_door, duration);
+        rt.block_on(sql.close());
+        report("SQLite", per_door, &r, full);
+    }
+    match TempCluster::start(true) {
+        Ok(cluster) => {
+            for &per_door in per_doors {
+                let rt = tokio::runtime::Runtime::new().expect("runtime");
+                let sql = rt
+                    .block_on(SqlStore::connect(cluster.url()))
+                    .expect("PostgreSQL");
+                // Each run starts from an empty database.
+                rt.block_on(sqlx::query("DROP SCHEMA public CASCADE").execute(sql.pool()))
+                    .expect("drop schema");
+                rt.block_on(sqlx::query("CREATE SCHEMA public").execute(sql.pool()))
+                    .expect("create schema");
+                rt.block_on(sql.close());
+                let sql = rt
+                    .block_on(SqlStore::connect(cluster.url()))
+                    .expect("PostgreSQL");
+                let r = run(&pki, &cards, Arc::new(sql.clone()), per_door, duration);
+                rt.block_on(sql.close());
+                let version = cluster.version();
+                let version = version
+                    .rsplit(") ")
+                    .next()
+                    .and_then(|v| v.split_whitespace().next())
+                    .unwrap_or(version);
+                report(&format!("PG {version}"), per_door, &r, full);
+            }
+        }
+        Err(e) if !in_ci() => println!("PostgreSQL: not measured ({e})"),
+        Err(e) => panic!("PostgreSQL is required in CI: {e}"),
+    }
+}
