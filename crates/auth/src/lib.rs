@@ -17,5 +17,5 @@ pub mod verify;
 pub use mechanism::{Authenticator, FixedPin, PinSource, Settings, StdinPin};
 pub use refusal::{KeyRole, Refusal};
 pub use transaction::{
-    Assurance, CardIdentity, Mechanism, Outcome, PathTaken, Stage, StageName, Transaction,
+    Assurance, CardIdentity, Mechanism, Outcome, PathTaken, Stage, StageName, TapId, Transaction,
 };

@@ -132,6 +132,7 @@ mod tests {
             bytes_in: 100,
         };
         Transaction {
+            id: Default::default(),
             mechanism: Mechanism::PkiCak,
             assurance: Assurance::Some,
             path: PathTaken::Full,

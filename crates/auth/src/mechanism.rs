@@ -8,7 +8,7 @@
 use crate::fastpath::{self, Curve};
 use crate::refusal::{KeyRole, Refusal};
 use crate::transaction::{
-    CardIdentity, Mechanism, Outcome, PathTaken, StageName, StageTimer, Transaction,
+    CardIdentity, Mechanism, Outcome, PathTaken, StageName, StageTimer, TapId, Transaction,
 };
 use crate::verify::{self, CardCert, CertProfile};
 use arc_swap::ArcSwap;
@@ -230,6 +230,7 @@ impl Authenticator {
             Err(e) => Outcome::Refused(e.into()),
         };
         Transaction {
+            id: TapId::random(),
             mechanism,
             assurance: mechanism.assurance(),
             path: run.path,
@@ -243,6 +244,7 @@ impl Authenticator {
 
     fn refused_early(&self, mechanism: Mechanism, refusal: Refusal) -> Transaction {
         Transaction {
+            id: TapId::random(),
             mechanism,
             assurance: mechanism.assurance(),
             path: PathTaken::Full,

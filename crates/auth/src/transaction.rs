@@ -229,6 +229,27 @@ mod tests {
         let tot = totals(&stages);
         assert_eq!((tot.apdus, tot.bytes_out, tot.bytes_in), (5, 90, 950));
     }
+
+    #[test]
+    fn tap_ids_are_distinct_and_read_back() {
+        let a = TapId::random();
+        let b = TapId::random();
+        assert_ne!(a, b);
+        assert_ne!(a, TapId::default());
+        let text = serde_json::to_string(&a).unwrap();
+        assert_eq!(text.len(), 34, "{text}");
+        assert_eq!(serde_json::from_str::<TapId>(&text).unwrap(), a);
+        assert_eq!(a.to_string().parse::<TapId>().unwrap(), a);
+        for bad in [
+            "",
+            "00",
+            &"g".repeat(32),
+            &"0".repeat(33),
+            "é0000000000000000000000000000000",
+        ] {
+            assert!(bad.parse::<TapId>().is_err(), "{bad}");
+        }
+    }
 }
 
 /// How the card was recognised.
@@ -260,10 +281,67 @@ pub struct CardIdentity {
     pub key_algorithm: Option<String>,
 }
 
+/// Identifies one tap in logs, events and across links: 128 random bits,
+/// written as 32 lowercase hex digits. Two taps never share one, so a
+/// record of the same tap made twice can be recognised.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub struct TapId(pub [u8; 16]);
+
+impl TapId {
+    /// A fresh identifier from the system random generator (all zeros only
+    /// if the generator fails, in which case the tap's challenge fails too).
+    pub fn random() -> Self {
+        let mut b = [0u8; 16];
+        let _ = aws_lc_rs::rand::fill(&mut b);
+        TapId(b)
+    }
+}
+
+impl std::fmt::Display for TapId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        for b in self.0 {
+            write!(f, "{b:02x}")?;
+        }
+        Ok(())
+    }
+}
+
+impl std::str::FromStr for TapId {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        let bad = || format!("`{s}` is not a tap id (32 hex digits)");
+        if s.len() != 32 || !s.is_ascii() {
+            return Err(bad());
+        }
+        let mut b = [0u8; 16];
+        for (i, out) in b.iter_mut().enumerate() {
+            *out = u8::from_str_radix(&s[2 * i..2 * i + 2], 16).map_err(|_| bad())?;
+        }
+        Ok(TapId(b))
+    }
+}
+
+impl Serialize for TapId {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+impl<'de> Deserialize<'de> for TapId {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = <std::borrow::Cow<'de, str>>::deserialize(d)?;
+        s.parse().map_err(serde::de::Error::custom)
+    }
+}
+
 /// One door transaction, as the CLI prints it and the service stores it
 /// (and reads back: it deserialises from what it serialises to).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Transaction {
+    /// This tap's identifier (transactions recorded before it existed read
+    /// back with zeros).
+    #[serde(default)]
+    pub id: TapId,
     pub mechanism: Mechanism,
     pub assurance: Assurance,
     pub path: PathTaken,

@@ -1,6 +1,8 @@
 //! Durability of taps: a service process tapping in-process cards at full
 //! speed from four threads is killed with SIGKILL; every tap that reached
-//! `signal` (the door opened) is in the log afterwards, and none twice.
+//! `signal` (the door opened) is in the log afterwards, and none twice: each
+//! tap's own identifier (the transaction's random `id`, not the event id the
+//! database assigns) appears exactly once.
 //!
 //! The test re-runs its own binary as the service process (`child_taps`,
 //! enabled by an environment variable), so no tap source has to exist in the
@@ -52,7 +54,8 @@ fn child_taps() {
                 assert!(r.granted(), "{:?}", r.reason());
                 if r.opened {
                     let mut out = std::io::stdout().lock();
-                    writeln!(out, "signalled {}", r.event.as_ref().unwrap()).unwrap();
+                    let event = r.event.as_ref().unwrap();
+                    writeln!(out, "signalled {event} {}", r.transaction.id).unwrap();
                     out.flush().unwrap();
                 }
             })
@@ -107,8 +110,9 @@ fn every_signalled_tap_survives_sigkill_once() {
     let deadline = Instant::now() + Duration::from_secs(60);
     while signalled.len() < 300 && Instant::now() < deadline {
         let Some(Ok(line)) = lines.next() else { break };
-        if let Some(id) = line.strip_prefix("signalled ") {
-            signalled.push(id.parse::<i64>().unwrap());
+        if let Some(rest) = line.strip_prefix("signalled ") {
+            let (event, tap) = rest.split_once(' ').unwrap();
+            signalled.push((event.parse::<i64>().unwrap(), tap.to_string()));
         }
     }
     child.kill().unwrap();
@@ -137,19 +141,29 @@ fn every_signalled_tap_survives_sigkill_once() {
             .unwrap();
             for e in &page.events {
                 assert_eq!(e.event.result, Some(EventResult::Granted));
-                stored.push(e.id.0);
+                let tap = e.event.data.as_ref().unwrap()["id"]
+                    .as_str()
+                    .unwrap()
+                    .to_string();
+                stored.push((e.id.0, tap));
             }
             match page.next {
                 Some(n) => cursor = Some(n),
                 None => break,
             }
         }
-        let distinct: std::collections::HashSet<i64> = stored.iter().copied().collect();
-        assert_eq!(distinct.len(), stored.len(), "an event stored twice");
-        for id in &signalled {
-            assert!(
-                distinct.contains(id),
-                "signalled tap {id} missing after SIGKILL"
+        let mut taps = std::collections::HashMap::new();
+        for (event, tap) in &stored {
+            assert_ne!(tap, &"0".repeat(32), "event {event} has no tap id");
+            if let Some(first) = taps.insert(tap.clone(), *event) {
+                panic!("tap {tap} stored twice: events {first} and {event}");
+            }
+        }
+        for (event, tap) in &signalled {
+            assert_eq!(
+                taps.get(tap),
+                Some(event),
+                "signalled tap {tap} (event {event}) missing after SIGKILL"
             );
         }
         eprintln!(
