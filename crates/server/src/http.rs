@@ -503,8 +503,10 @@ fn parse_json<T: for<'de> Deserialize<'de>>(body: &Bytes) -> AppResult<T> {
             StatusCode::UNPROCESSABLE_ENTITY
         };
         let field = match (path.as_str(), unknown_field(&inner)) {
+            // A syntax error is not at a field.
+            _ if status == StatusCode::BAD_REQUEST => None,
             (_, Some(f)) => Some(f),
-            (".", None) | ("", None) => None,
+            (".", None) | ("", None) | ("?", None) => None,
             (p, None) => Some(p.to_string()),
         };
         ApiError {
@@ -518,10 +520,13 @@ fn parse_json<T: for<'de> Deserialize<'de>>(body: &Bytes) -> AppResult<T> {
     })
 }
 
-/// The field serde names in "unknown field `x`" errors.
+/// The field serde names in "unknown field `x`" and "missing field `x`"
+/// errors.
 fn unknown_field(e: &serde_json::Error) -> Option<String> {
     let s = e.to_string();
-    let rest = s.strip_prefix("unknown field `")?;
+    let rest = s
+        .strip_prefix("unknown field `")
+        .or_else(|| s.strip_prefix("missing field `"))?;
     Some(rest.split('`').next()?.to_string())
 }
 

@@ -814,9 +814,16 @@ async fn apply<E: Entity>(l: &Loaded, token: &ApiToken, change: Change<E>) -> Ap
             }
         }
     }
-    AccessSnapshot::build(entities).map_err(build_error)?;
+    AccessSnapshot::build(entities).map_err(|e| match (&change, e) {
+        // What is removed is still in use: a conflict, not a bad value.
+        (Change::Delete(v), e @ BuildError::Dangling { .. }) => ApiError::new(
+            StatusCode::CONFLICT,
+            format!("{} is still referred to: {e}", v.label()),
+        ),
+        (_, e) => build_error(e),
+    })?;
 
-    let stored = match &change {
+    let written = match &change {
         Change::Create(v) => E::create(store, v.clone()).await.map_err(store_error)?,
         Change::Replace { after, .. } => {
             E::update(store, after).await.map_err(store_error)?;
@@ -826,6 +833,17 @@ async fn apply<E: Entity>(l: &Loaded, token: &ApiToken, change: Change<E>) -> Ap
             E::delete(store, v.id()).await.map_err(store_error)?;
             v.clone()
         }
+    };
+    // As stored (times keep the store's precision).
+    let stored = match &change {
+        Change::Delete(_) => written,
+        _ => match E::get(store, written.id()).await {
+            Ok(v) => v,
+            Err(e) => {
+                undo(store, &change, &written).await;
+                return Err(ApiError::internal(e));
+            }
+        },
     };
 
     // Read back: what taps see from now on.
@@ -846,9 +864,9 @@ async fn apply<E: Entity>(l: &Loaded, token: &ApiToken, change: Change<E>) -> Ap
             format!("{} created by {}", stored.label(), token.name),
             json!({ "after": stored }),
         ),
-        Change::Replace { before, after } => (
-            format!("{} replaced by {}", after.label(), token.name),
-            json!({ "before": before, "after": after }),
+        Change::Replace { before, .. } => (
+            format!("{} replaced by {}", stored.label(), token.name),
+            json!({ "before": before, "after": stored }),
         ),
         Change::Delete(before) => (
             format!("{} deleted by {}", before.label(), token.name),
