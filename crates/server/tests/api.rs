@@ -28,6 +28,7 @@ struct Api {
     operator: String,
     viewer: String,
     output: Arc<SimulatedOutput>,
+    config: Config,
     _dir: tempfile::TempDir,
     /// Dropped last: the database outlives the service.
     _cluster: Option<TempCluster>,
@@ -76,7 +77,7 @@ fn start(pki: Option<&TestPki>, cluster: Option<TempCluster>) -> Api {
         .unwrap();
     let output = Arc::new(SimulatedOutput::new());
     let service = rt
-        .block_on(Service::start(config, Some(output.clone())))
+        .block_on(Service::start(config.clone(), Some(output.clone())))
         .unwrap();
     let store = service.loaded().store.clone();
     let token = |name: &str, role| {
@@ -96,6 +97,7 @@ fn start(pki: Option<&TestPki>, cluster: Option<TempCluster>) -> Api {
         operator,
         viewer,
         output,
+        config,
         _dir: dir,
         _cluster: cluster,
     }
@@ -104,6 +106,23 @@ fn start(pki: Option<&TestPki>, cluster: Option<TempCluster>) -> Api {
 impl Api {
     fn service(&self) -> &Service {
         self.service.as_ref().unwrap()
+    }
+
+    /// Stops the service and starts it again on the same data, with a new
+    /// door output.
+    fn restart(&mut self) {
+        let s = self.service.take().unwrap();
+        self.rt.block_on(s.shutdown()).unwrap();
+        self.output = Arc::new(SimulatedOutput::new());
+        let s = self
+            .rt
+            .block_on(Service::start(
+                self.config.clone(),
+                Some(self.output.clone()),
+            ))
+            .unwrap();
+        self.base = s.url();
+        self.service = Some(s);
     }
 
     /// Status and JSON body (or text, or null when empty) of a request.
@@ -884,4 +903,23 @@ fn a_change_through_the_api_is_seen_by_the_next_tap() {
     let events = api.admin_events();
     assert_eq!(events.len(), 5, "{events:?}");
     assert!(events.iter().all(|(_, actor, _)| actor == "root"));
+}
+
+#[test]
+fn a_stored_door_mode_is_applied_at_start() {
+    let mut api = start(None, None);
+    let (st, v) = api.call(
+        "PUT",
+        "/api/v1/doors/2/mode",
+        Some(&api.operator),
+        Some(r#"{"mode": "unlocked"}"#),
+    );
+    assert_eq!(st, 200, "{v}");
+    assert_eq!(api.output.mode(DoorId(2)), DoorMode::Unlocked);
+    api.restart();
+    assert_eq!(api.output.mode_changes(), [(DoorId(2), DoorMode::Unlocked)]);
+    // Locking it again through a replacement of the whole door (admin)
+    // drives the output too.
+    api.replace("/api/v1/doors/2", |d| d["mode"] = json!("locked"));
+    assert_eq!(api.output.mode(DoorId(2)), DoorMode::Locked);
 }
