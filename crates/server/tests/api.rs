@@ -903,6 +903,20 @@ fn a_change_through_the_api_is_seen_by_the_next_tap() {
     let events = api.admin_events();
     assert_eq!(events.len(), 5, "{events:?}");
     assert!(events.iter().all(|(_, actor, _)| actor == "root"));
+
+    // A cardholder with a credential cannot go; without it, they leave
+    // their groups with them.
+    let (st, v) = api.admin("DELETE", &holder_path, None);
+    assert_eq!(st, 409, "{v}");
+    let (_, creds) = api.admin("GET", "/api/v1/credentials", None);
+    api.delete(&format!("/api/v1/credentials/{}", creds["items"][0]["id"]));
+    api.delete(&holder_path);
+    let (_, staff) = api.admin("GET", "/api/v1/groups/1", None);
+    assert_eq!(staff["cardholders"], json!([]), "{staff}");
+    assert_eq!(tap(&api, &alice).code(), "not-enrolled");
+    let events = api.admin_events();
+    assert_eq!(events.len(), 7, "{events:?}");
+    assert!(events.iter().all(|(_, actor, _)| actor == "root"));
 }
 
 #[test]

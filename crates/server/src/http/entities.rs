@@ -59,6 +59,8 @@ pub(super) trait Entity: Serialize + Clone + Send + Sync + Sized + 'static {
     fn body_id(body: &Self::Body) -> Option<i64>;
     /// Fills the event's door, reader, cardholder and credential columns.
     fn tag(&self, _event: &mut NewEvent) {}
+    /// What the store removes with the entity `id` (group memberships).
+    fn cascade(_e: &mut Entities, _id: i64) {}
 
     fn items(e: &mut Entities) -> &mut Vec<Self>;
     fn create(store: &dyn Store, v: Self) -> StoreFuture<'_, Self>;
@@ -221,6 +223,11 @@ impl Entity for access::Door {
     fn tag(&self, e: &mut NewEvent) {
         e.door = Some(self.id);
     }
+    fn cascade(e: &mut Entities, id: i64) {
+        for g in &mut e.groups {
+            g.doors.retain(|d| d.0 != id);
+        }
+    }
     fn items(e: &mut Entities) -> &mut Vec<Self> {
         &mut e.doors
     }
@@ -355,6 +362,11 @@ impl Entity for access::Cardholder {
     }
     fn tag(&self, e: &mut NewEvent) {
         e.cardholder = Some(self.id);
+    }
+    fn cascade(e: &mut Entities, id: i64) {
+        for g in &mut e.groups {
+            g.cardholders.retain(|c| c.0 != id);
+        }
     }
     fn items(e: &mut Entities) -> &mut Vec<Self> {
         &mut e.cardholders
@@ -811,6 +823,7 @@ async fn apply<E: Entity>(l: &Loaded, token: &ApiToken, change: Change<E>) -> Ap
                 if items.len() == before {
                     return Err(not_found::<E>(v.id()));
                 }
+                E::cascade(&mut entities, v.id());
             }
         }
     }
@@ -1121,8 +1134,10 @@ macro_rules! crud {
                 super::replace::<access::$E>(&state, &token, &id, &body).await
             }
 
-            /// Deletes one (admin). Recorded as an admin event with the
-            /// value removed.
+            /// Deletes one (admin). A door or cardholder also leaves the
+            /// groups that list it; an entity anything else still refers to
+            /// is kept (409). Recorded as an admin event with the value
+            /// removed.
             #[utoipa::path(delete, path = $one_path, tag = $tag, operation_id = $delete_op,
                 security(("bearer" = [])),
                 params(("id" = i64, Path, description = "The id")),
