@@ -463,15 +463,6 @@ fn door_id(id: &str) -> AppResult<DoorId> {
     })
 }
 
-/// The body of a door command (optional).
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct CommandBody {
-    /// Why, for the log.
-    #[serde(default)]
-    reason: Option<String>,
-}
-
 /// Reads an optional JSON body: syntax errors are 400, a wrong or unknown
 /// field 422 naming the field.
 fn json_body<T: for<'de> Deserialize<'de> + Default>(body: &Bytes) -> AppResult<T> {
@@ -551,7 +542,7 @@ async fn unlock(
     body: Bytes,
 ) -> AppResult<Json<serde_json::Value>> {
     let door = door_id(&id)?;
-    let body: CommandBody = json_body(&body)?;
+    let body: schema::UnlockCommand = json_body(&body)?;
     if let Some(r) = &body.reason {
         if r.len() > 1000 {
             return Err(ApiError::field(

@@ -311,9 +311,11 @@ pub struct ModeAnswer {
 }
 
 /// The body of `POST /api/v1/doors/{id}/unlock` (optional).
-#[derive(Debug, Deserialize, ToSchema)]
+#[derive(Debug, Default, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
 pub struct UnlockCommand {
     /// Why, for the log (at most 1000 bytes).
+    #[serde(default)]
     pub reason: Option<String>,
 }
 
