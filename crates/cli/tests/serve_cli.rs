@@ -1,7 +1,8 @@
 //! `pivgate init`, `pivgate token` and `pivgate serve` as processes: a site
 //! written by `init` serves its API on a free loopback port, answers health
 //! and readiness, enforces bearer-token roles, names the field of bad input,
-//! and stops cleanly on SIGTERM. Bad configurations stop start-up with the
+//! serves its OpenAPI document, guards the CRUD routes by role, and stops
+//! cleanly on SIGTERM. Bad configurations stop start-up with the
 //! key named.
 
 use std::io::{BufRead, BufReader};
@@ -273,6 +274,43 @@ fn serve_answers_health_and_enforces_token_roles() {
         None,
     );
     assert_eq!(back["events"][0]["actor"], "root");
+
+    // The OpenAPI document needs no token and describes the CRUD routes;
+    // those need a token (401) of the admin role to change anything (403).
+    let (st, doc) = call("GET", &url("/api/v1/openapi.json"), None, None);
+    assert_eq!(st, 200, "{doc}");
+    assert!(doc["openapi"].as_str().unwrap().starts_with("3."), "{doc}");
+    for path in ["/api/v1/cardholders", "/api/v1/cardholders/{id}"] {
+        assert!(doc["paths"][path].is_object(), "{path} undocumented");
+    }
+    let holders = url("/api/v1/cardholders");
+    let carol = r#"{"name": "Carol", "status": "active"}"#;
+    assert_eq!(call("POST", &holders, None, Some(carol)).0, 401);
+    for t in [&viewer, &operator] {
+        let (st, body) = call("POST", &holders, Some(t), Some(carol));
+        assert_eq!(st, 403, "{body}");
+    }
+    let (st, created) = call("POST", &holders, Some(&admin), Some(carol));
+    assert_eq!(st, 201, "{created}");
+    let one = url(&format!("/api/v1/cardholders/{}", created["id"]));
+    assert_eq!(call("DELETE", &one, Some(&operator), None).0, 403);
+    assert_eq!(call("DELETE", &one, Some(&admin), None).0, 204);
+    let (_, page) = call(
+        "GET",
+        &url("/api/v1/events?kind=admin"),
+        Some(&viewer),
+        None,
+    );
+    let actions: Vec<(&str, &str)> = page["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| (e["code"].as_str().unwrap(), e["actor"].as_str().unwrap()))
+        .collect();
+    assert_eq!(
+        actions,
+        [("cardholder.create", "root"), ("cardholder.delete", "root")]
+    );
 
     // SIGTERM: a clean stop, exit status 0.
     let mut s = s;

@@ -41,6 +41,10 @@ pub struct OutputError {
 pub trait DoorOutput: Send + Sync {
     /// Releases the lock of `door` for `duration`, then locks it again.
     fn momentary_unlock(&self, door: DoorId, duration: Duration) -> Result<(), OutputError>;
+
+    /// Puts `door` in `mode`: `Unlocked` holds the lock released until the
+    /// mode changes again; `Normal` and `Locked` lock it.
+    fn set_mode(&self, door: DoorId, mode: DoorMode) -> Result<(), OutputError>;
 }
 
 /// One thing a simulated output did.
@@ -59,6 +63,7 @@ pub struct Release {
 #[derive(Debug, Default)]
 pub struct SimulatedOutput {
     releases: Mutex<Vec<Release>>,
+    modes: Mutex<Vec<(DoorId, DoorMode)>>,
 }
 
 impl SimulatedOutput {
@@ -74,8 +79,28 @@ impl SimulatedOutput {
             .clone()
     }
 
-    /// Whether `door` is unlocked at `at`.
+    /// Every mode change so far, oldest first.
+    pub fn mode_changes(&self) -> Vec<(DoorId, DoorMode)> {
+        self.modes.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    /// The mode `door` was last put in (`Normal` when never set).
+    pub fn mode(&self, door: DoorId) -> DoorMode {
+        self.modes
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .iter()
+            .rev()
+            .find(|(d, _)| *d == door)
+            .map_or(DoorMode::Normal, |(_, m)| *m)
+    }
+
+    /// Whether `door` is unlocked at `at` (held unlocked by its mode, or
+    /// within a release).
     pub fn is_open(&self, door: DoorId, at: Instant) -> bool {
+        if self.mode(door) == DoorMode::Unlocked {
+            return true;
+        }
         self.releases
             .lock()
             .unwrap_or_else(|p| p.into_inner())
@@ -100,6 +125,15 @@ impl DoorOutput for SimulatedOutput {
             ms = duration.as_millis() as u64,
             "lock released"
         );
+        Ok(())
+    }
+
+    fn set_mode(&self, door: DoorId, mode: DoorMode) -> Result<(), OutputError> {
+        self.modes
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push((door, mode));
+        tracing::info!(door = door.0, mode = mode.as_str(), "door mode set");
         Ok(())
     }
 }
@@ -206,6 +240,12 @@ impl Controller {
         runtime: tokio::runtime::Handle,
         unlock: Duration,
     ) -> Self {
+        // Doors stored in a mode other than normal are put in it now.
+        for d in snapshot.doors() {
+            if d.mode != DoorMode::Normal {
+                drive_mode(&*output, d.id, d.mode);
+            }
+        }
         Controller {
             authenticator,
             snapshot: ArcSwap::from_pointee(snapshot),
@@ -233,9 +273,21 @@ impl Controller {
         self.snapshot.load_full()
     }
 
-    /// Swaps in a new snapshot; taps in flight finish on the old one.
+    /// Swaps in a new snapshot; taps in flight finish on the old one. Doors
+    /// whose mode changed are put in their new mode.
     pub fn set_snapshot(&self, snapshot: AccessSnapshot) {
+        let changed: Vec<(DoorId, DoorMode)> = {
+            let old = self.snapshot.load();
+            snapshot
+                .doors()
+                .filter(|d| old.door(d.id).map_or(DoorMode::Normal, |o| o.mode) != d.mode)
+                .map(|d| (d.id, d.mode))
+                .collect()
+        };
         self.snapshot.store(Arc::new(snapshot));
+        for (door, mode) in changed {
+            drive_mode(&*self.output, door, mode);
+        }
     }
 
     /// How long a grant or a momentary unlock releases the lock.
@@ -356,7 +408,10 @@ impl Controller {
             && mode != DoorMode::Locked;
         let mut output_error = None;
         let mut opened = false;
-        if grant {
+        if grant && mode == DoorMode::Unlocked {
+            // Held unlocked by its mode: a pulse would relock it early.
+            opened = true;
+        } else if grant {
             match self.output.momentary_unlock(door, self.unlock) {
                 Ok(()) => opened = true,
                 Err(e) => {
@@ -413,7 +468,9 @@ impl Controller {
             },
         );
         let id = self.log.append(event).await?;
-        self.output.momentary_unlock(door, self.unlock)?;
+        if d.mode != DoorMode::Unlocked {
+            self.output.momentary_unlock(door, self.unlock)?;
+        }
         Ok(id)
     }
 }
@@ -427,6 +484,12 @@ pub enum CommandError {
     Store(#[from] StoreError),
     #[error(transparent)]
     Output(#[from] OutputError),
+}
+
+fn drive_mode(output: &dyn DoorOutput, door: DoorId, mode: DoorMode) {
+    if let Err(e) = output.set_mode(door, mode) {
+        tracing::error!(error = %e, door = door.0, mode = mode.as_str(), "door output cannot take the mode");
+    }
 }
 
 fn push_stage(t: &mut Transaction, name: StageName, wall: Duration) {

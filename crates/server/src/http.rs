@@ -1,16 +1,36 @@
 //! The HTTP API (`axum`, JSON under `/api/v1`).
 //!
-//! Routes: `GET /healthz`, `GET /readyz`; viewer: `GET /api/v1/events`,
-//! `GET /api/v1/{sites,doors,readers,cardholders,credentials,groups,schedules,holidays}`,
-//! `GET /api/v1/doors/{id}`; operator: `POST /api/v1/doors/{id}/unlock`,
-//! `POST /api/v1/doors/{id}/keypad` (a PIN typed at a card + PIN door).
+//! Routes (role needed in brackets):
+//! - `GET /healthz`, `GET /readyz`, `GET /api/v1/openapi.json` (none);
+//! - `GET /api/v1/events` (viewer): filters and cursor paging;
+//! - for each of `sites`, `doors`, `readers`, `cardholders`, `credentials`,
+//!   `groups`, `schedules`, `holidays`: `GET /api/v1/{kind}` and
+//!   `GET /api/v1/{kind}/{id}` (viewer), `POST /api/v1/{kind}` (create),
+//!   `PUT /api/v1/{kind}/{id}` (replace) and `DELETE /api/v1/{kind}/{id}`
+//!   (admin);
+//! - `POST /api/v1/doors/{id}/unlock` (momentary unlock),
+//!   `PUT /api/v1/doors/{id}/mode` (`normal`, `unlocked`, `locked`) and
+//!   `POST /api/v1/doors/{id}/keypad` (a PIN typed at a card + PIN door)
+//!   (operator);
+//! - `GET /api/v1/tokens` and `DELETE /api/v1/tokens/{name}` (admin); tokens
+//!   are created on the machine only (`pivgate token create`), so a secret
+//!   never crosses the network.
 //!
-//! `/healthz` (the process answers) and `/readyz` (everything is loaded) need
-//! no token. Every other route needs `Authorization: Bearer <token>` of a
-//! token created with `pivgate token create`: no token or an unknown one is
-//! 401, a token whose role is too weak is 403. Bad input is 400 (cannot be
-//! parsed) or 422 (parsed, but a value is wrong), with a JSON body
+//! `/healthz` (the process answers), `/readyz` (everything is loaded) and
+//! the OpenAPI document need no token. Every other route needs
+//! `Authorization: Bearer <token>` of a token created with
+//! `pivgate token create`: no token or an unknown one is 401, a token whose
+//! role is too weak is 403. Bad input is 400 (cannot be parsed) or 422
+//! (parsed, but a value is wrong), with a JSON body
 //! `{"error": sentence, "field": name}` naming the field; never 500.
+//!
+//! Every change (entity, door mode, token) is an event naming the token
+//! that made it, committed before the answer; a change to the access data
+//! is checked against the whole data set first and swapped into the
+//! controller at once, so the next tap sees it. The routes are declared once
+//! ([`define`]), for the router and for [`routes`], which a test checks
+//! against the OpenAPI document ([`openapi`]) generated from the handlers'
+//! annotations.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -18,10 +38,11 @@ use std::sync::Arc;
 use access::DoorId;
 use axum::body::Bytes;
 use axum::extract::{Path, Query, Request, State};
+use axum::handler::Handler;
 use axum::http::{header, HeaderValue, StatusCode};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post};
+use axum::routing::{delete, get, post, put, MethodRouter};
 use axum::{Extension, Json, Router};
 use eventlog::{ApiToken, Direction, EventId, EventKind, EventQuery, EventResult, Role};
 use serde::Deserialize;
@@ -31,6 +52,12 @@ use tokio::sync::watch;
 use crate::door::CommandError;
 use crate::service::{AppState, Loaded};
 use crate::token;
+
+pub mod entities;
+pub mod openapi;
+pub mod schema;
+
+use schema::ErrorBody;
 
 /// An error answer: status, sentence and the field at fault.
 #[derive(Debug)]
@@ -88,37 +115,143 @@ fn loaded(state: &AppState) -> AppResult<&Loaded> {
         .ok_or_else(|| ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "the service is starting"))
 }
 
+/// An HTTP method a route answers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Verb {
+    Get,
+    Post,
+    Put,
+    Delete,
+}
+
+impl Verb {
+    /// Lower case, as the OpenAPI document keys operations.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Verb::Get => "get",
+            Verb::Post => "post",
+            Verb::Put => "put",
+            Verb::Delete => "delete",
+        }
+    }
+}
+
+/// One route the router serves.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Route {
+    pub verb: Verb,
+    /// As axum and OpenAPI write it, e.g. `/api/v1/doors/{id}`.
+    pub path: &'static str,
+    /// The least role a token needs; `None`: no token.
+    pub role: Option<Role>,
+}
+
+/// Where [`define`] puts each route: the router, or a list.
+trait Routes {
+    fn add<H, T>(&mut self, verb: Verb, path: &'static str, role: Option<Role>, handler: H)
+    where
+        H: Handler<T, Arc<AppState>>,
+        T: 'static;
+}
+
+/// Every route, once: the router and the route list both come from here.
+fn define(r: &mut impl Routes) {
+    use entities::{cardholders, credentials, doors, groups, holidays, readers, schedules, sites};
+    use Verb::{Delete, Get, Post, Put};
+    let (viewer, operator, admin) = (Some(Role::Viewer), Some(Role::Operator), Some(Role::Admin));
+
+    r.add(Get, "/healthz", None, healthz);
+    r.add(Get, "/readyz", None, readyz);
+    r.add(Get, "/api/v1/openapi.json", None, openapi::document);
+    r.add(Get, "/api/v1/events", viewer, events);
+
+    macro_rules! crud {
+        ($m:ident, $list:literal, $one:literal) => {
+            r.add(Get, $list, viewer, $m::list);
+            r.add(Post, $list, admin, $m::create);
+            r.add(Get, $one, viewer, $m::get);
+            r.add(Put, $one, admin, $m::replace);
+            r.add(Delete, $one, admin, $m::delete);
+        };
+    }
+    crud!(sites, "/api/v1/sites", "/api/v1/sites/{id}");
+    crud!(doors, "/api/v1/doors", "/api/v1/doors/{id}");
+    crud!(readers, "/api/v1/readers", "/api/v1/readers/{id}");
+    crud!(
+        cardholders,
+        "/api/v1/cardholders",
+        "/api/v1/cardholders/{id}"
+    );
+    crud!(
+        credentials,
+        "/api/v1/credentials",
+        "/api/v1/credentials/{id}"
+    );
+    crud!(groups, "/api/v1/groups", "/api/v1/groups/{id}");
+    crud!(schedules, "/api/v1/schedules", "/api/v1/schedules/{id}");
+    crud!(holidays, "/api/v1/holidays", "/api/v1/holidays/{id}");
+
+    r.add(Post, "/api/v1/doors/{id}/unlock", operator, unlock);
+    r.add(Put, "/api/v1/doors/{id}/mode", operator, door_mode);
+    r.add(Post, "/api/v1/doors/{id}/keypad", operator, keypad);
+
+    r.add(Get, "/api/v1/tokens", admin, list_tokens);
+    r.add(Delete, "/api/v1/tokens/{name}", admin, delete_token);
+}
+
+struct RouterRoutes {
+    state: Arc<AppState>,
+    router: Router<Arc<AppState>>,
+}
+
+impl Routes for RouterRoutes {
+    fn add<H, T>(&mut self, verb: Verb, path: &'static str, role: Option<Role>, handler: H)
+    where
+        H: Handler<T, Arc<AppState>>,
+        T: 'static,
+    {
+        let route: MethodRouter<Arc<AppState>> = match verb {
+            Verb::Get => get(handler),
+            Verb::Post => post(handler),
+            Verb::Put => put(handler),
+            Verb::Delete => delete(handler),
+        };
+        let route = match role {
+            Some(role) => route.route_layer(middleware::from_fn_with_state(
+                (self.state.clone(), role),
+                require,
+            )),
+            None => route,
+        };
+        self.router = std::mem::take(&mut self.router).route(path, route);
+    }
+}
+
+impl Routes for Vec<Route> {
+    fn add<H, T>(&mut self, verb: Verb, path: &'static str, role: Option<Role>, _: H)
+    where
+        H: Handler<T, Arc<AppState>>,
+        T: 'static,
+    {
+        self.push(Route { verb, path, role });
+    }
+}
+
+/// Every route the router serves, with the role it needs.
+pub fn routes() -> Vec<Route> {
+    let mut list = Vec::new();
+    define(&mut list);
+    list
+}
+
 /// The router over `state`.
 pub fn router(state: Arc<AppState>) -> Router {
-    let viewer = Router::new()
-        .route("/api/v1/events", get(events))
-        .route("/api/v1/sites", get(list_sites))
-        .route("/api/v1/doors", get(list_doors))
-        .route("/api/v1/doors/{id}", get(get_door))
-        .route("/api/v1/readers", get(list_readers))
-        .route("/api/v1/cardholders", get(list_cardholders))
-        .route("/api/v1/credentials", get(list_credentials))
-        .route("/api/v1/groups", get(list_groups))
-        .route("/api/v1/schedules", get(list_schedules))
-        .route("/api/v1/holidays", get(list_holidays))
-        .route_layer(middleware::from_fn_with_state(
-            (state.clone(), Role::Viewer),
-            require,
-        ));
-    let operator = Router::new()
-        .route("/api/v1/doors/{id}/unlock", post(unlock))
-        .route("/api/v1/doors/{id}/keypad", post(keypad))
-        .route_layer(middleware::from_fn_with_state(
-            (state.clone(), Role::Operator),
-            require,
-        ));
-    Router::new()
-        .route("/healthz", get(healthz))
-        .route("/readyz", get(readyz))
-        .merge(viewer)
-        .merge(operator)
-        .fallback(not_found)
-        .with_state(state)
+    let mut r = RouterRoutes {
+        state: state.clone(),
+        router: Router::new(),
+    };
+    define(&mut r);
+    r.router.fallback(not_found).with_state(state)
 }
 
 /// Serves `router(state)` on `listener` until `stop` turns true, then
@@ -143,10 +276,19 @@ async fn not_found() -> ApiError {
     ApiError::new(StatusCode::NOT_FOUND, "no such route")
 }
 
+/// The process answers.
+#[utoipa::path(get, path = "/healthz", tag = "service",
+    responses((status = 200, description = "The process answers", body = schema::Health)))]
 async fn healthz() -> Json<serde_json::Value> {
     Json(json!({ "status": "ok" }))
 }
 
+/// Everything is loaded: taps and the API work.
+#[utoipa::path(get, path = "/readyz", tag = "service",
+    responses(
+        (status = 200, description = "Ready, with the start-up times", body = schema::Ready),
+        (status = 503, description = "Still starting", body = schema::Ready),
+    ))]
 async fn readyz(State(state): State<Arc<AppState>>) -> Response {
     match state.loaded() {
         Some(l) => Json(json!({ "status": "ready", "startup": l.times })).into_response(),
@@ -238,6 +380,25 @@ const EVENT_PARAMS: [&str; 9] = [
 /// `GET /api/v1/events`: filters `door`, `cardholder`, `result`, `kind`,
 /// `since`, `until` (RFC 3339); paging `cursor` (the `next` of the previous
 /// page), `direction` (`forward` or `backward`), `limit` (1..=1000).
+#[utoipa::path(get, path = "/api/v1/events", tag = "events",
+    security(("bearer" = [])),
+    params(
+        ("door" = Option<i64>, Query, description = "Only events of this door"),
+        ("cardholder" = Option<i64>, Query, description = "Only events of this cardholder"),
+        ("result" = Option<schema::EventResult>, Query, description = "Only taps with this result"),
+        ("kind" = Option<schema::EventKind>, Query, description = "Only events of this kind"),
+        ("since" = Option<String>, Query, format = DateTime, description = "Events at or after this time (RFC 3339)"),
+        ("until" = Option<String>, Query, format = DateTime, description = "Events before this time (RFC 3339)"),
+        ("cursor" = Option<i64>, Query, description = "The `next` of the previous page"),
+        ("direction" = Option<String>, Query, description = "`forward` (oldest first, the default) or `backward`"),
+        ("limit" = Option<u32>, Query, description = "Events per page, 1 to 1000 (default 100)"),
+    ),
+    responses(
+        (status = 200, description = "One page of events", body = schema::EventPage),
+        (status = 400, description = "A query parameter cannot be parsed or is unknown; `field` names it", body = ErrorBody),
+        (status = 401, description = "No token, or an unknown one", body = ErrorBody),
+        (status = 422, description = "A query parameter is out of range; `field` names it", body = ErrorBody),
+    ))]
 async fn events(
     State(state): State<Arc<AppState>>,
     Query(q): Query<HashMap<String, String>>,
@@ -294,26 +455,6 @@ async fn events(
     Ok(Json(page))
 }
 
-macro_rules! list {
-    ($name:ident, $method:ident) => {
-        /// Every entity of the kind, as stored (viewer).
-        async fn $name(State(state): State<Arc<AppState>>) -> AppResult<Json<serde_json::Value>> {
-            let l = loaded(&state)?;
-            let items = l.store.$method().await.map_err(ApiError::internal)?;
-            Ok(Json(json!({ "items": items })))
-        }
-    };
-}
-
-list!(list_sites, list_sites);
-list!(list_doors, list_doors);
-list!(list_readers, list_readers);
-list!(list_cardholders, list_cardholders);
-list!(list_credentials, list_credentials);
-list!(list_groups, list_groups);
-list!(list_schedules, list_schedules);
-list!(list_holidays, list_holidays);
-
 fn door_id(id: &str) -> AppResult<DoorId> {
     id.parse::<i64>().map(DoorId).map_err(|e| {
         ApiError::field(
@@ -324,39 +465,27 @@ fn door_id(id: &str) -> AppResult<DoorId> {
     })
 }
 
-/// `GET /api/v1/doors/{id}` (viewer).
-async fn get_door(
-    State(state): State<Arc<AppState>>,
-    Path(id): Path<String>,
-) -> AppResult<Json<access::Door>> {
-    let door = door_id(&id)?;
-    let l = loaded(&state)?;
-    match l.store.get_door(door).await {
-        Ok(d) => Ok(Json(d)),
-        Err(eventlog::StoreError::NotFound { .. }) => Err(ApiError::field(
-            StatusCode::NOT_FOUND,
-            "id",
-            format!("door {door} does not exist"),
-        )),
-        Err(e) => Err(ApiError::internal(e)),
-    }
-}
-
-/// The body of a door command (optional).
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct CommandBody {
-    /// Why, for the log.
-    #[serde(default)]
-    reason: Option<String>,
-}
-
 /// Reads an optional JSON body: syntax errors are 400, a wrong or unknown
 /// field 422 naming the field.
 fn json_body<T: for<'de> Deserialize<'de> + Default>(body: &Bytes) -> AppResult<T> {
     if body.iter().all(u8::is_ascii_whitespace) {
         return Ok(T::default());
     }
+    parse_json(body)
+}
+
+/// Reads a JSON body that must be there: an empty one is 400.
+fn json_body_required<T: for<'de> Deserialize<'de>>(body: &Bytes) -> AppResult<T> {
+    if body.iter().all(u8::is_ascii_whitespace) {
+        return Err(ApiError::new(
+            StatusCode::BAD_REQUEST,
+            "body: a JSON object is required",
+        ));
+    }
+    parse_json(body)
+}
+
+fn parse_json<T: for<'de> Deserialize<'de>>(body: &Bytes) -> AppResult<T> {
     let de = &mut serde_json::Deserializer::from_slice(body);
     serde_path_to_error::deserialize(de).map_err(|e| {
         let path = e.path().to_string();
@@ -367,8 +496,10 @@ fn json_body<T: for<'de> Deserialize<'de> + Default>(body: &Bytes) -> AppResult<
             StatusCode::UNPROCESSABLE_ENTITY
         };
         let field = match (path.as_str(), unknown_field(&inner)) {
+            // A syntax error is not at a field.
+            _ if status == StatusCode::BAD_REQUEST => None,
             (_, Some(f)) => Some(f),
-            (".", None) | ("", None) => None,
+            (".", None) | ("", None) | ("?", None) => None,
             (p, None) => Some(p.to_string()),
         };
         ApiError {
@@ -382,15 +513,30 @@ fn json_body<T: for<'de> Deserialize<'de> + Default>(body: &Bytes) -> AppResult<
     })
 }
 
-/// The field serde names in "unknown field `x`" errors.
+/// The field serde names in "unknown field `x`" and "missing field `x`"
+/// errors.
 fn unknown_field(e: &serde_json::Error) -> Option<String> {
     let s = e.to_string();
-    let rest = s.strip_prefix("unknown field `")?;
+    let rest = s
+        .strip_prefix("unknown field `")
+        .or_else(|| s.strip_prefix("missing field `"))?;
     Some(rest.split('`').next()?.to_string())
 }
 
 /// `POST /api/v1/doors/{id}/unlock` (operator): momentary unlock; the
 /// command event (naming the token) is committed before the lock opens.
+#[utoipa::path(post, path = "/api/v1/doors/{id}/unlock", tag = "doors",
+    security(("bearer" = [])),
+    params(("id" = i64, Path, description = "The door")),
+    request_body(content = Option<schema::UnlockCommand>, description = "Optional: why, for the log"),
+    responses(
+        (status = 200, description = "Recorded, then the lock released", body = schema::UnlockAnswer),
+        (status = 400, description = "The body is not JSON, or the id not a number", body = ErrorBody),
+        (status = 401, description = "No token, or an unknown one", body = ErrorBody),
+        (status = 403, description = "The token is a viewer token", body = ErrorBody),
+        (status = 404, description = "No such door", body = ErrorBody),
+        (status = 422, description = "A field is wrong or unknown; `field` names it", body = ErrorBody),
+    ))]
 async fn unlock(
     State(state): State<Arc<AppState>>,
     Extension(token): Extension<ApiToken>,
@@ -398,7 +544,7 @@ async fn unlock(
     body: Bytes,
 ) -> AppResult<Json<serde_json::Value>> {
     let door = door_id(&id)?;
-    let body: CommandBody = json_body(&body)?;
+    let body: schema::UnlockCommand = json_body(&body)?;
     if let Some(r) = &body.reason {
         if r.len() > 1000 {
             return Err(ApiError::field(
@@ -428,23 +574,82 @@ async fn unlock(
     }
 }
 
-/// The body of a keypad entry.
-#[derive(Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct KeypadBody {
-    pin: Option<String>,
+/// `PUT /api/v1/doors/{id}/mode` (operator): puts the door in a mode, kept
+/// on the door; the command event names the token.
+#[utoipa::path(put, path = "/api/v1/doors/{id}/mode", tag = "doors",
+    security(("bearer" = [])),
+    params(("id" = i64, Path, description = "The door")),
+    request_body = schema::ModeCommand,
+    responses(
+        (status = 200, description = "Stored, recorded and applied", body = schema::ModeAnswer),
+        (status = 400, description = "The body is not JSON, or the id not a number", body = ErrorBody),
+        (status = 401, description = "No token, or an unknown one", body = ErrorBody),
+        (status = 403, description = "The token is a viewer token", body = ErrorBody),
+        (status = 404, description = "No such door", body = ErrorBody),
+        (status = 422, description = "A field is wrong or unknown; `field` names it", body = ErrorBody),
+    ))]
+async fn door_mode(
+    State(state): State<Arc<AppState>>,
+    Extension(token): Extension<ApiToken>,
+    Path(id): Path<String>,
+    body: Bytes,
+) -> AppResult<Json<serde_json::Value>> {
+    entities::set_mode(&state, &token, &id, &body).await
+}
+
+/// `GET /api/v1/tokens` (admin): names, roles and creation times; never a
+/// secret or its hash.
+#[utoipa::path(get, path = "/api/v1/tokens", tag = "tokens",
+    security(("bearer" = [])),
+    responses(
+        (status = 200, description = "Every token", body = schema::TokenList),
+        (status = 401, description = "No token, or an unknown one", body = ErrorBody),
+        (status = 403, description = "The token is not an admin token", body = ErrorBody),
+    ))]
+async fn list_tokens(State(state): State<Arc<AppState>>) -> AppResult<Json<serde_json::Value>> {
+    entities::list_tokens(&state).await
+}
+
+/// `DELETE /api/v1/tokens/{name}` (admin): the token stops working at once.
+#[utoipa::path(delete, path = "/api/v1/tokens/{name}", tag = "tokens",
+    security(("bearer" = [])),
+    params(("name" = String, Path, description = "The token's name")),
+    responses(
+        (status = 204, description = "Deleted"),
+        (status = 401, description = "No token, or an unknown one", body = ErrorBody),
+        (status = 403, description = "The token is not an admin token", body = ErrorBody),
+        (status = 404, description = "No such token", body = ErrorBody),
+    ))]
+async fn delete_token(
+    State(state): State<Arc<AppState>>,
+    Extension(token): Extension<ApiToken>,
+    Path(name): Path<String>,
+) -> AppResult<StatusCode> {
+    entities::delete_token(&state, &token, &name).await
 }
 
 /// `POST /api/v1/doors/{id}/keypad` (operator): a PIN typed on the keypad
 /// of a card + PIN door, for the card tapped there next (or already waiting).
-/// 202 with `{"waiting": bool, "expires_ms": n}`. The PIN is never logged.
+/// The PIN is never logged or stored.
+#[utoipa::path(post, path = "/api/v1/doors/{id}/keypad", tag = "doors",
+    security(("bearer" = [])),
+    params(("id" = i64, Path, description = "The door (a pki-auth door)")),
+    request_body = schema::KeypadEntry,
+    responses(
+        (status = 202, description = "Taken for the tap waiting at the door, or kept for the next card", body = crate::keypad::Entered),
+        (status = 400, description = "The body is not JSON, or the id not a number", body = ErrorBody),
+        (status = 401, description = "No token, or an unknown one", body = ErrorBody),
+        (status = 403, description = "The token is a viewer token", body = ErrorBody),
+        (status = 404, description = "No such door", body = ErrorBody),
+        (status = 422, description = "Not 6 to 8 digits, or the door takes no PIN; `field` names it", body = ErrorBody),
+    ))]
 async fn keypad(
     State(state): State<Arc<AppState>>,
     Path(id): Path<String>,
     body: Bytes,
 ) -> AppResult<Response> {
     let door = door_id(&id)?;
-    let body: KeypadBody = json_body(&body)?;
+    let body: schema::KeypadEntry = json_body(&body)?;
     let pin = zeroize::Zeroizing::new(body.pin.ok_or_else(|| {
         ApiError::field(
             StatusCode::UNPROCESSABLE_ENTITY,

@@ -59,7 +59,7 @@ impl std::fmt::Debug for Keypads {
 }
 
 /// What happened to an entry.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, utoipa::ToSchema)]
 pub struct Entered {
     /// A tap was waiting for it; otherwise it is kept for a card that
     /// arrives within the timeout.

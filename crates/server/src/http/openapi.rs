@@ -1,0 +1,200 @@
+//! The OpenAPI document of the API, generated from the handlers'
+//! annotations (`utoipa`) and served at `GET /api/v1/openapi.json`.
+
+use std::sync::OnceLock;
+
+use axum::http::header;
+use axum::response::{IntoResponse, Response};
+use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
+use utoipa::{Modify, OpenApi};
+
+use super::entities::{
+    cardholders, credentials, doors, groups, holidays, readers, schedules, sites,
+};
+use super::schema;
+
+/// The name of the bearer-token security scheme in the document.
+pub const BEARER: &str = "bearer";
+
+struct BearerScheme;
+
+impl Modify for BearerScheme {
+    fn modify(&self, api: &mut utoipa::openapi::OpenApi) {
+        let components = api.components.get_or_insert_with(Default::default);
+        components.add_security_scheme(
+            BEARER,
+            SecurityScheme::Http(
+                HttpBuilder::new()
+                    .scheme(HttpAuthScheme::Bearer)
+                    .bearer_format("pvg_ token from `pivgate token create`")
+                    .description(Some(
+                        "A token created on the service's machine with `pivgate token create --role viewer|operator|admin`.",
+                    ))
+                    .build(),
+            ),
+        );
+    }
+}
+
+#[derive(OpenApi)]
+#[openapi(
+    info(
+        title = "pivgate",
+        description = "The door service: access entities, the event log and door commands. Every route but /healthz, /readyz and this document needs a bearer token; viewers read, operators also command doors, admins also change entities and tokens. Errors are `{\"error\": sentence, \"field\": name}`.",
+    ),
+    modifiers(&BearerScheme),
+    paths(
+        super::healthz,
+        super::readyz,
+        document,
+        super::events,
+        sites::list, sites::get, sites::create, sites::replace, sites::delete,
+        doors::list, doors::get, doors::create, doors::replace, doors::delete,
+        readers::list, readers::get, readers::create, readers::replace, readers::delete,
+        cardholders::list, cardholders::get, cardholders::create, cardholders::replace, cardholders::delete,
+        credentials::list, credentials::get, credentials::create, credentials::replace, credentials::delete,
+        groups::list, groups::get, groups::create, groups::replace, groups::delete,
+        schedules::list, schedules::get, schedules::create, schedules::replace, schedules::delete,
+        holidays::list, holidays::get, holidays::create, holidays::replace, holidays::delete,
+        super::unlock,
+        super::door_mode,
+        super::keypad,
+        super::list_tokens,
+        super::delete_token,
+    ),
+    components(schemas(schema::ErrorBody)),
+    tags(
+        (name = "service", description = "Health and readiness"),
+        (name = "events", description = "The event log: taps, admin changes, door commands"),
+        (name = "sites"), (name = "doors", description = "Doors, and commands to them"),
+        (name = "readers"), (name = "cardholders"), (name = "credentials"),
+        (name = "groups"), (name = "schedules"), (name = "holidays"),
+        (name = "tokens", description = "API tokens (created on the machine with `pivgate token create`)"),
+    )
+)]
+struct ApiDoc;
+
+/// The document as a value.
+pub fn document_value() -> utoipa::openapi::OpenApi {
+    let mut doc = ApiDoc::openapi();
+    doc.info.version = env!("CARGO_PKG_VERSION").to_string();
+    doc
+}
+
+/// The document as JSON text (built once).
+pub fn document_json() -> &'static str {
+    static DOC: OnceLock<String> = OnceLock::new();
+    DOC.get_or_init(|| {
+        document_value()
+            .to_json()
+            .unwrap_or_else(|e| format!("{{\"error\": \"the document cannot be written: {e}\"}}"))
+    })
+}
+
+/// This document.
+#[utoipa::path(get, path = "/api/v1/openapi.json", tag = "service",
+    responses((status = 200, description = "The OpenAPI document of the API", content_type = "application/json")))]
+pub(super) async fn document() -> Response {
+    (
+        [(header::CONTENT_TYPE, "application/json")],
+        document_json(),
+    )
+        .into_response()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::http::routes;
+
+    fn doc() -> serde_json::Value {
+        serde_json::from_str(document_json()).unwrap()
+    }
+
+    /// A route served without its operation in the document (or documented
+    /// without being served) fails here.
+    #[test]
+    fn every_route_is_documented_and_every_operation_served() {
+        let doc = doc();
+        let served = routes();
+        for r in &served {
+            let op = &doc["paths"][r.path][r.verb.as_str()];
+            assert!(
+                op.is_object(),
+                "{} {} is served but not in the OpenAPI document",
+                r.verb.as_str(),
+                r.path
+            );
+            // Routes that need a token say so; the others do not.
+            let secured = op["security"]
+                .as_array()
+                .is_some_and(|s| s.iter().any(|x| x.get(BEARER).is_some()));
+            assert_eq!(
+                secured,
+                r.role.is_some(),
+                "{} {}: security",
+                r.verb.as_str(),
+                r.path
+            );
+            if r.role.is_some() {
+                assert!(
+                    op["responses"]["401"].is_object(),
+                    "{} {}: 401 undocumented",
+                    r.verb.as_str(),
+                    r.path
+                );
+            }
+        }
+        for (path, ops) in doc["paths"].as_object().unwrap() {
+            for verb in ops.as_object().unwrap().keys() {
+                assert!(
+                    served
+                        .iter()
+                        .any(|r| r.path == path && r.verb.as_str() == verb),
+                    "{verb} {path} is documented but not served"
+                );
+            }
+        }
+        // No route is declared twice.
+        for (i, a) in served.iter().enumerate() {
+            assert!(!served[i + 1..]
+                .iter()
+                .any(|b| b.path == a.path && b.verb == a.verb));
+        }
+        assert_eq!(
+            doc["components"]["securitySchemes"][BEARER]["scheme"],
+            "bearer"
+        );
+    }
+
+    #[test]
+    fn bodies_and_answers_have_schemas() {
+        let doc = doc();
+        let schemas = &doc["components"]["schemas"];
+        for name in [
+            "Site",
+            "Door",
+            "Reader",
+            "Cardholder",
+            "Credential",
+            "Group",
+            "Schedule",
+            "Holiday",
+            "EventPage",
+            "ErrorBody",
+            "ModeCommand",
+            "TokenList",
+        ] {
+            assert!(schemas[name].is_object(), "no schema {name}");
+        }
+        assert_eq!(
+            schemas["DoorMode"]["enum"],
+            serde_json::json!(["normal", "unlocked", "locked"])
+        );
+        let put = &doc["paths"]["/api/v1/doors/{id}"]["put"];
+        assert_eq!(
+            put["requestBody"]["content"]["application/json"]["schema"]["$ref"],
+            "#/components/schemas/Door"
+        );
+    }
+}
