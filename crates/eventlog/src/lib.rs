@@ -23,7 +23,8 @@ pub use types::*;
 
 use access::{
     AccessGroup, AccessSnapshot, Cardholder, CardholderId, Credential, CredentialId, Door, DoorId,
-    EnrolledCertificate, Entities, GroupId, Holiday, HolidayId, Reader, ReaderId, Schedule, ScheduleId, Site, SiteId,
+    EnrolledCertificate, Entities, GroupId, Holiday, HolidayId, Reader, ReaderId, Schedule,
+    ScheduleId, Site, SiteId,
 };
 
 /// Storage for entities, tokens and events.

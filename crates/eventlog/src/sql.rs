@@ -905,8 +905,7 @@ impl Store for SqlStore {
                 let text: &str = r.try_get(1)?;
                 Ok(EnrolledCertificate {
                     credential: CredentialId(r.try_get(0)?),
-                    der: hex::decode(text)
-                        .map_err(|e| invalid("credential", "certificate", e))?,
+                    der: hex::decode(text).map_err(|e| invalid("credential", "certificate", e))?,
                 })
             })
             .collect()

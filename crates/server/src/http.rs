@@ -48,7 +48,11 @@ impl ApiError {
         }
     }
 
-    fn field(status: StatusCode, field: impl Into<String>, message: impl Into<String>) -> Self {
+    pub(crate) fn field(
+        status: StatusCode,
+        field: impl Into<String>,
+        message: impl Into<String>,
+    ) -> Self {
         ApiError {
             status,
             message: message.into(),
@@ -56,7 +60,7 @@ impl ApiError {
         }
     }
 
-    fn internal(e: impl std::fmt::Display) -> Self {
+    pub(crate) fn internal(e: impl std::fmt::Display) -> Self {
         tracing::error!(error = %e, "request failed");
         ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, e.to_string())
     }
@@ -79,9 +83,9 @@ impl IntoResponse for ApiError {
     }
 }
 
-type AppResult<T> = Result<T, ApiError>;
+pub(crate) type AppResult<T> = Result<T, ApiError>;
 
-fn loaded(state: &AppState) -> AppResult<&Loaded> {
+pub(crate) fn loaded(state: &AppState) -> AppResult<&Loaded> {
     state
         .loaded()
         .ok_or_else(|| ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "the service is starting"))
@@ -115,6 +119,7 @@ pub fn router(state: Arc<AppState>) -> Router {
         .route("/readyz", get(readyz))
         .merge(viewer)
         .merge(operator)
+        .merge(crate::enroll_api::routes(state.clone()))
         .fallback(not_found)
         .with_state(state)
 }
@@ -157,7 +162,7 @@ async fn readyz(State(state): State<Arc<AppState>>) -> Response {
 }
 
 /// Checks the bearer token and its role; hands the token to the handler.
-async fn require(
+pub(crate) async fn require(
     State((state, role)): State<(Arc<AppState>, Role)>,
     mut req: Request,
     next: Next,
@@ -351,7 +356,7 @@ struct CommandBody {
 
 /// Reads an optional JSON body: syntax errors are 400, a wrong or unknown
 /// field 422 naming the field.
-fn json_body<T: for<'de> Deserialize<'de> + Default>(body: &Bytes) -> AppResult<T> {
+pub(crate) fn json_body<T: for<'de> Deserialize<'de> + Default>(body: &Bytes) -> AppResult<T> {
     if body.iter().all(u8::is_ascii_whitespace) {
         return Ok(T::default());
     }

@@ -1,0 +1,202 @@
+//! `POST /api/v1/credentials/enroll` (admin): enrollment from a card
+//! authentication certificate in PEM.
+//!
+//! Body: `{"cardholder": id, "certificate": "-----BEGIN CERTIFICATE-----…",
+//! "card_uuid"?: "urn:uuid:…", "fasc_n"?: hex}`. The certificate is
+//! validated as enrollment at a reader validates it ([`validate_certificate`]:
+//! FIPS 201 card authentication profile, path to a trust anchor,
+//! revocation under the doors' policy); the card UUID and FASC-N are taken
+//! from its subjectAltName, the body's only where the certificate has none.
+//!
+//! Answers: 201 with the credential; 400 for a body that is not JSON; 422
+//! naming the field for a missing or malformed field (a PEM that is not a
+//! certificate included), and for a certificate that does not validate,
+//! with the refusal's `code` and sentence; 404 for an unknown cardholder;
+//! 409 when the certificate or an identifier is enrolled already. The
+//! enrollment is an admin event naming the token, and the access snapshot
+//! is swapped at once, so the card opens doors from its next tap.
+
+use std::sync::Arc;
+
+use access::jiff::Timestamp;
+use axum::body::Bytes;
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::middleware;
+use axum::response::{IntoResponse, Response};
+use axum::routing::post;
+use axum::{Extension, Json, Router};
+use eventlog::{ApiToken, Role, StoreError};
+use serde::Deserialize;
+use serde_json::json;
+
+use crate::enroll::{register_certificate, validate_certificate, EnrollError};
+use crate::http::{json_body, loaded, require, ApiError};
+use crate::service::AppState;
+
+/// Largest certificate PEM accepted, bytes.
+const MAX_PEM: usize = 64 * 1024;
+
+/// The admin routes of enrollment over `state`.
+pub fn routes(state: Arc<AppState>) -> Router<Arc<AppState>> {
+    Router::new()
+        .route("/api/v1/credentials/enroll", post(enroll))
+        .route_layer(middleware::from_fn_with_state(
+            (state, Role::Admin),
+            require,
+        ))
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct EnrollBody {
+    cardholder: Option<i64>,
+    certificate: Option<String>,
+    #[serde(default)]
+    card_uuid: Option<String>,
+    #[serde(default)]
+    fasc_n: Option<String>,
+}
+
+fn unprocessable(field: &str, message: String) -> ApiError {
+    ApiError::field(StatusCode::UNPROCESSABLE_ENTITY, field, message)
+}
+
+async fn enroll(
+    State(state): State<Arc<AppState>>,
+    Extension(token): Extension<ApiToken>,
+    body: Bytes,
+) -> Result<Response, ApiError> {
+    let body: EnrollBody = json_body(&body)?;
+    let cardholder = body.cardholder.map(access::CardholderId).ok_or_else(|| {
+        unprocessable(
+            "cardholder",
+            "body field `cardholder`: missing (the id of an existing cardholder)".into(),
+        )
+    })?;
+    let pem = body.certificate.ok_or_else(|| {
+        unprocessable(
+            "certificate",
+            "body field `certificate`: missing (a PEM `CERTIFICATE` block)".into(),
+        )
+    })?;
+    if pem.len() > MAX_PEM {
+        return Err(unprocessable(
+            "certificate",
+            format!("body field `certificate`: at most {MAX_PEM} bytes"),
+        ));
+    }
+    let der = pki::pem::decode("CERTIFICATE", pem.as_bytes()).map_err(|e| {
+        unprocessable(
+            "certificate",
+            format!("body field `certificate`: not a PEM certificate: {e}"),
+        )
+    })?;
+    if let Err(e) = pki::cert::Cert::from_der(der.clone()) {
+        return Err(unprocessable(
+            "certificate",
+            format!("body field `certificate`: the certificate cannot be parsed: {e}"),
+        ));
+    }
+    let card_uuid = match body.card_uuid.as_deref() {
+        None => None,
+        Some(u) => Some(u.parse::<access::CardUuid>().map_err(|e| {
+            unprocessable(
+                "card_uuid",
+                format!("body field `card_uuid`: `{u}` is not a card UUID: {e}"),
+            )
+        })?),
+    };
+    let fasc_n = match body.fasc_n.as_deref() {
+        None => None,
+        Some(f) => Some(f.parse::<access::FascN>().map_err(|e| {
+            unprocessable(
+                "fasc_n",
+                format!("body field `fasc_n`: `{f}` is not a FASC-N (25 bytes, hex): {e}"),
+            )
+        })?),
+    };
+    let l = loaded(&state)?;
+    let authenticator = l.controller.authenticator();
+    let (trust, crls) = (authenticator.trust_store(), authenticator.crls());
+    let policy = l.revocation_policy.clone();
+    let now = Timestamp::now();
+    let validated = tokio::task::spawn_blocking(move || {
+        validate_certificate(&trust, &crls, &policy, &der, now)
+    })
+    .await
+    .map_err(ApiError::internal)?;
+    let validated = match validated {
+        Ok(v) => v,
+        Err(EnrollError::Refused { code, reason, .. }) => {
+            return Ok((
+                StatusCode::UNPROCESSABLE_ENTITY,
+                Json(json!({
+                    "error": format!("the certificate did not validate ({code}): {reason}"),
+                    "field": "certificate",
+                    "code": code,
+                    "reason": reason,
+                })),
+            )
+                .into_response())
+        }
+        Err(e) => return Err(ApiError::internal(e)),
+    };
+    let enrolled = register_certificate(
+        &*l.store,
+        &validated,
+        cardholder,
+        card_uuid,
+        fasc_n,
+        &token.name,
+        now,
+    )
+    .await;
+    let enrolled = match enrolled {
+        Ok(e) => e,
+        Err(e @ EnrollError::AlreadyEnrolled { .. })
+        | Err(e @ EnrollError::Store(StoreError::Conflict { .. })) => {
+            return Err(ApiError::field(
+                StatusCode::CONFLICT,
+                "certificate",
+                e.to_string(),
+            ))
+        }
+        Err(e @ EnrollError::UnknownCardholder(_)) => {
+            return Err(ApiError::field(
+                StatusCode::NOT_FOUND,
+                "cardholder",
+                e.to_string(),
+            ))
+        }
+        Err(EnrollError::IdentifierMismatch {
+            field,
+            given,
+            certificate,
+        }) => {
+            return Err(unprocessable(
+                field,
+                format!(
+                    "body field `{field}`: {given} differs from the certificate's subjectAltName ({certificate})"
+                ),
+            ))
+        }
+        Err(e @ EnrollError::NoIdentifier) => {
+            return Err(unprocessable("certificate", e.to_string()))
+        }
+        Err(e) => return Err(ApiError::internal(e)),
+    };
+    let snapshot = l.store.load_snapshot().await.map_err(ApiError::internal)?;
+    l.controller.set_snapshot(snapshot);
+    // The new certificate's distribution points are watched from now on.
+    l.revocation.nudge();
+    Ok((
+        StatusCode::CREATED,
+        Json(json!({
+            "credential": enrolled.credential,
+            "cardholder": enrolled.cardholder,
+            "subject": validated.card.subject,
+        })),
+    )
+        .into_response())
+}
