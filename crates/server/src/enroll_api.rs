@@ -117,6 +117,8 @@ async fn enroll(
         })?),
     };
     let l = loaded(&state)?;
+    // CRLs of a new issuer are fetched first, so revocation can be checked.
+    l.revocation.prefetch(der.clone()).await;
     let authenticator = l.controller.authenticator();
     let (trust, crls) = (authenticator.trust_store(), authenticator.crls());
     let policy = l.revocation_policy.clone();

@@ -271,6 +271,11 @@ pub struct Revocation {
     /// The fetcher's set last merged in (its id).
     merged: Mutex<Option<u64>>,
     report: Mutex<RevalidationReport>,
+    /// One refresh (or enrollment download) at a time, so a failure is
+    /// recorded once.
+    refreshing: tokio::sync::Mutex<()>,
+    /// One re-validation at a time.
+    revalidating: tokio::sync::Mutex<()>,
     wake: Notify,
     clock: Clock,
 }
@@ -326,6 +331,8 @@ impl Revocation {
             points: Mutex::new(HashMap::new()),
             merged: Mutex::new(None),
             report: Mutex::new(report),
+            refreshing: tokio::sync::Mutex::new(()),
+            revalidating: tokio::sync::Mutex::new(()),
             wake: Notify::new(),
             clock: Arc::new(Timestamp::now),
         }
@@ -454,6 +461,7 @@ impl Revocation {
         let Some(fetcher) = &self.fetcher else {
             return Ok(0);
         };
+        let _one = self.refreshing.lock().await;
         let mut failed = 0;
         let mut events = Vec::new();
         for url in urls {
@@ -554,6 +562,7 @@ impl Revocation {
     /// those found revoked or expired (with an event each) and swaps the
     /// reloaded access snapshot into the controller.
     pub async fn revalidate(&self) -> Result<RevalidationReport, StoreError> {
+        let _one = self.revalidating.lock().await;
         let now = (self.clock)();
         let credentials = self.store.list_credentials().await?;
         let certs: HashMap<CredentialId, Vec<u8>> = self
@@ -684,6 +693,56 @@ impl Revocation {
             }
         }
         Ok(report)
+    }
+
+    /// Before `leaf` is validated for enrollment: when a path to a trust
+    /// anchor exists (checked first, without revocation), downloads the CRLs
+    /// of the certificates on it that are not held yet and swaps them in,
+    /// and watches their distribution points from then on. Failures are
+    /// left to the validation that follows (which fails closed).
+    pub async fn prefetch(&self, leaf: Vec<u8>) {
+        let Some(fetcher) = self.fetcher.clone() else {
+            return;
+        };
+        let _one = self.refreshing.lock().await;
+        let trust = self.controller.authenticator().trust_store();
+        let crls = self.controller.authenticator().crls();
+        let opts = pki::validate::ValidationOptions {
+            time: pki::time::Time(unix(Timestamp::now())),
+            revocation: self.policy.clone(),
+            ..Default::default()
+        };
+        let f = fetcher.clone();
+        let fetched = tokio::task::spawn_blocking(move || {
+            let before: BTreeSet<String> = pki::cert::Cert::from_der(leaf.clone())
+                .map(|c| http_points(&c).into_iter().collect())
+                .unwrap_or_default();
+            let held: Vec<Option<FetchedCrl>> = before.iter().map(|u| f.cached(u)).collect();
+            let r = pki::fetch::fetch_for_path(&f, &trust, &leaf, &[], &crls, &opts);
+            for e in &r.errors {
+                tracing::warn!(error = %e, "CRL download before enrollment failed");
+            }
+            // What was downloaded now, with what was held before it.
+            before
+                .into_iter()
+                .zip(held)
+                .filter_map(|(u, h)| f.cached(&u).map(|c| (u, h, c)))
+                .collect::<Vec<_>>()
+        })
+        .await
+        .unwrap_or_default();
+        let now = unix(Timestamp::now());
+        let mut urls = BTreeSet::new();
+        for (url, held, c) in fetched {
+            if held.as_ref().is_none_or(|h| h.der != c.der) {
+                if let Err(e) = save_crl(&self.cache_dir, &c) {
+                    tracing::warn!(url, error = %e, "cannot keep the CRL on disk");
+                }
+            }
+            urls.insert(url);
+        }
+        self.watch(urls, now);
+        self.swap_in(&fetcher);
     }
 
     /// Wakes the background task (e.g. after an enrollment, so the new
