@@ -12,7 +12,8 @@
 //! is written to the database on the first start, when the database holds no
 //! site, and is ignored afterwards (a changed seed does not overwrite what was
 //! managed through the API since). Server settings (data directory, database,
-//! HTTP, trust, door output) are read from the file on every start.
+//! HTTP, trust, revocation, door output) are read from the file on every
+//! start.
 
 use std::collections::BTreeMap;
 use std::fmt;

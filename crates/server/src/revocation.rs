@@ -763,18 +763,16 @@ impl Revocation {
             }
             None => tokio::time::Instant::now(),
         };
-        let mut discovered = false;
         loop {
             if *stop.borrow() {
                 return;
             }
             let now = unix(Timestamp::now());
-            if !discovered || self.fetcher.is_some() {
+            if self.fetcher.is_some() {
+                // Credentials enrolled since (here or by `pivgate enroll`)
+                // bring their distribution points.
                 match self.discover().await {
-                    Ok(urls) => {
-                        self.watch(urls, now);
-                        discovered = true;
-                    }
+                    Ok(urls) => self.watch(urls, now),
                     Err(e) => tracing::error!(error = %e, "cannot read the enrolled certificates"),
                 }
             }
@@ -810,15 +808,18 @@ impl Revocation {
                 .filter(|_| self.fetcher.is_some());
             let mut wake_at = next_revalidation;
             if let Some(t) = next_refresh {
-                let secs = (t - unix(Timestamp::now()))
-                    .max(self.settings.min_refresh_secs.min(1) as i64)
-                    as u64;
+                // At least a second: never a tight loop.
+                let secs = (t - unix(Timestamp::now())).max(1) as u64;
                 wake_at = wake_at.min(tokio::time::Instant::now() + Duration::from_secs(secs));
             }
             tokio::select! {
                 _ = tokio::time::sleep_until(wake_at) => {}
                 _ = self.wake.notified() => {}
-                _ = stop.changed() => {}
+                changed = stop.changed() => {
+                    if changed.is_err() {
+                        return;
+                    }
+                }
             }
         }
     }
@@ -838,5 +839,65 @@ fn revocation_date(r: &Refusal) -> Option<Timestamp> {
             pki::error::ValidationError::Revoked { date, .. },
         )) => Timestamp::from_second(date.0).ok(),
         _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use pki::issue::{CardOptions, TestPki, TestPkiOptions};
+
+    fn parsed(der: &[u8]) -> Arc<Crl> {
+        Arc::new(Crl::from_der(der.to_vec()).unwrap())
+    }
+
+    #[test]
+    fn a_newer_crl_replaces_an_older_one_of_the_same_issuer() {
+        let mut pki = TestPki::generate(TestPkiOptions::default()).unwrap();
+        let card = pki.issue_card(&CardOptions::default()).unwrap();
+        let old = pki.intermediate_crl_der().to_vec();
+        let root = pki.root_crl_der().to_vec();
+        pki.revoke(&card.slot(0x9E).unwrap().certificate, None)
+            .unwrap();
+        let new = pki.intermediate_crl_der().to_vec();
+        let mut b = CrlSet::builder();
+        b.add_der(old.clone()).unwrap();
+        b.add_der(root.clone()).unwrap();
+        let base = b.build();
+
+        // The newer download wins over the configured file, whichever order.
+        let merged = merge(&base, &[parsed(&new)]);
+        let ders: Vec<&[u8]> = merged.crls().iter().map(|c| c.der()).collect();
+        assert_eq!(ders, [new.as_slice(), root.as_slice()]);
+        let mut b = CrlSet::builder();
+        b.add_der(new.clone()).unwrap();
+        let merged = merge(&b.build(), &[parsed(&old), parsed(&root)]);
+        let ders: Vec<&[u8]> = merged.crls().iter().map(|c| c.der()).collect();
+        assert_eq!(ders, [new.as_slice(), root.as_slice()]);
+    }
+
+    #[test]
+    fn the_disk_cache_round_trips_and_skips_damaged_files() {
+        let pki = TestPki::generate(TestPkiOptions::default()).unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let crls = dir.path().join(CRL_DIR);
+        let c = FetchedCrl {
+            url: "http://127.0.0.1:9/intermediate.crl".into(),
+            der: Arc::new(pki.intermediate_crl_der().to_vec()),
+            next_update: Crl::from_der(pki.intermediate_crl_der().to_vec())
+                .unwrap()
+                .next_update
+                .map(|t| t.0),
+            fetched_at: 1_800_000_000,
+        };
+        save_crl(&crls, &c).unwrap();
+        std::fs::write(crls.join("cut.crl"), &pki.root_crl_der()[..40]).unwrap();
+        std::fs::write(crls.join("cut.meta"), "http://127.0.0.1:9/root.crl\n1\n").unwrap();
+        std::fs::write(crls.join("lonely.crl"), pki.root_crl_der()).unwrap();
+        let loaded = load_cache(&crls);
+        assert_eq!(loaded.fetched, [c]);
+        assert_eq!(loaded.parsed.len(), 1);
+        assert_eq!(loaded.skipped, 2);
+        assert_eq!(load_cache(&dir.path().join("absent")).fetched, []);
     }
 }
