@@ -25,6 +25,7 @@ use server::service::Service;
 const READER: &str = "pivgate revocation test reader";
 const FRONT: ReaderId = ReaderId(1);
 const TOKEN: &str = "revocation-test-admin-token";
+const VIEWER: &str = "revocation-test-viewer-token";
 
 /// Path → body.
 type Routes = Arc<Mutex<Vec<(String, Vec<u8>)>>>;
@@ -211,16 +212,30 @@ async fn prepare(s: &Service, name: &str) -> CardholderId {
             })
             .await
             .unwrap();
+        store
+            .create_token(&ApiToken {
+                name: "test-viewer".into(),
+                role: Role::Viewer,
+                token_hash: server::token::hash(VIEWER),
+                created_at: Timestamp::now(),
+            })
+            .await
+            .unwrap();
     }
     h.id
 }
 
 /// `POST /api/v1/credentials/enroll`: status and JSON answer.
 async fn enroll(s: &Service, body: serde_json::Value) -> (u16, serde_json::Value) {
+    enroll_as(s, TOKEN, body).await
+}
+
+async fn enroll_as(s: &Service, token: &str, body: serde_json::Value) -> (u16, serde_json::Value) {
     let url = format!("{}/api/v1/credentials/enroll", s.url());
+    let auth = format!("Bearer {token}");
     tokio::task::spawn_blocking(move || {
         let r = ureq::post(&url)
-            .set("Authorization", &format!("Bearer {TOKEN}"))
+            .set("Authorization", &auth)
             .set("Content-Type", "application/json")
             .send_string(&body.to_string());
         let resp = match r {
@@ -273,6 +288,20 @@ async fn revocation_is_refreshed_kept_on_disk_and_acted_on() {
     assert!(l.revocation.downloads());
     assert_eq!(l.revocation.refresh_now().await.unwrap(), 0);
     let holder = prepare(&s, "Alice").await;
+
+    // Enrollment is for admins.
+    let good = serde_json::json!({
+        "cardholder": holder.0,
+        "certificate": pem_encode("CERTIFICATE", &cak(&alice)),
+    });
+    let (status, body) = enroll_as(&s, VIEWER, good.clone()).await;
+    assert_eq!(status, 403, "{body}");
+    let (status, _) = enroll(
+        &s,
+        serde_json::json!({ "cardholder": 999, "certificate": good["certificate"] }),
+    )
+    .await;
+    assert_eq!(status, 404);
 
     // The API refuses what is not a valid certificate, naming the field or
     // the refusal.
@@ -550,4 +579,117 @@ fn stale_policy_keys_are_checked() {
         let e = parse(extra).unwrap_err();
         assert_eq!(e.key(), Some(key), "{extra}: {e}");
     }
+}
+
+/// Re-validation at a time past the certificate's notAfter: the credential
+/// is suspended, with an event by `pivgate`, and the controller's snapshot
+/// follows; a credential without a stored certificate is only counted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn revalidation_suspends_an_expired_credential() {
+    use access::{Credential, CredentialId};
+    use eventlog::{SqlStore, Store};
+    use server::door::{Controller, SimulatedOutput};
+    use server::revocation::Revocation;
+
+    let dir = tempfile::tempdir().unwrap();
+    let pki = TestPki::generate(TestPkiOptions::default()).unwrap();
+    let carol = card(&pki, "Carol");
+    let store: Arc<dyn Store> = Arc::new(SqlStore::open_data_dir(dir.path()).await.unwrap());
+    let holder = store
+        .create_cardholder(Cardholder {
+            id: CardholderId(0),
+            name: "Carol".into(),
+            status: CardholderStatus::Active,
+            valid_from: None,
+            valid_until: None,
+        })
+        .await
+        .unwrap();
+    let digest = |der: &[u8]| {
+        let d = aws_lc_rs::digest::digest(&aws_lc_rs::digest::SHA256, der);
+        access::Sha256::from_slice(d.as_ref()).unwrap()
+    };
+    let credential = |n: u8, der: &[u8]| Credential {
+        id: CredentialId(0),
+        cardholder: holder.id,
+        card_uuid: Some(access::CardUuid([n; 16])),
+        fasc_n: None,
+        cert_sha256: Some(digest(der)),
+        spki_sha256: None,
+        expires_at: None,
+        enrolled_at: Timestamp::now(),
+        enrolled_by: "test".into(),
+        state: CredentialState::Active,
+    };
+    let with = store
+        .create_credential_with_certificate(credential(1, &cak(&carol)), &cak(&carol))
+        .await
+        .unwrap();
+    let other = card(&pki, "Carol");
+    store
+        .create_credential(credential(2, &cak(&other)))
+        .await
+        .unwrap();
+    let authenticator = Arc::new(auth::Authenticator::new(
+        pki.trust_store(),
+        pki.crl_set().unwrap(),
+        auth::Settings::default(),
+    ));
+    let (log, _writer) = eventlog::EventLog::start(store.clone(), 0);
+    let controller = Arc::new(Controller::new(
+        authenticator,
+        store.load_snapshot().await.unwrap(),
+        log,
+        Arc::new(SimulatedOutput::new()),
+        tokio::runtime::Handle::current(),
+        std::time::Duration::from_secs(1),
+    ));
+    let revocation = |at: Timestamp| {
+        Revocation::new(
+            dir.path(),
+            Arc::new(pki.crl_set().unwrap()),
+            None,
+            Vec::new(),
+            Default::default(),
+            Default::default(),
+            controller.clone(),
+            store.clone(),
+        )
+        .with_clock(Arc::new(move || at))
+    };
+
+    // Today: valid.
+    let report = revocation(Timestamp::now()).revalidate().await.unwrap();
+    assert_eq!(
+        (report.checked, report.ok, report.without_certificate),
+        (1, 1, 1)
+    );
+    // Six years on the certificate has expired.
+    let later = Timestamp::now() + access::jiff::SignedDuration::from_hours(6 * 365 * 24);
+    let r = revocation(later);
+    let report = r.revalidate().await.unwrap();
+    assert_eq!((report.checked, report.expired, report.ok), (1, 1, 0));
+    assert_eq!(report.last_run, Some(later));
+    let state = store.get_credential(with.id).await.unwrap().state;
+    match &state {
+        CredentialState::Suspended { reason } => assert!(reason.contains("expired"), "{reason}"),
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(
+        controller.snapshot().credential(with.id).unwrap().state,
+        state
+    );
+    let page = store
+        .query_events(&EventQuery {
+            kind: Some(EventKind::Admin),
+            ..EventQuery::default()
+        })
+        .await
+        .unwrap();
+    let e = &page.events[0].event;
+    assert_eq!(e.code.as_deref(), Some("credential.suspend"));
+    assert_eq!(e.actor.as_deref(), Some("pivgate"));
+    assert_eq!(e.credential, Some(with.id));
+    // The report is kept for the next start.
+    assert_eq!(revocation(Timestamp::now()).report(), report);
 }
