@@ -56,6 +56,8 @@ pub enum EnrollError {
     UnknownGroup { name: String, known: String },
     #[error("the card authentication certificate read after validation is not the one validated ({0}); present the card again")]
     CertificateChanged(String),
+    #[error("the card authentication certificate could not be read again after validation ({0}); present the card again")]
+    CertificateUnreadable(String),
     #[error("cardholder {0} does not exist")]
     UnknownCardholder(access::CardholderId),
     #[error(
@@ -129,8 +131,8 @@ pub fn validate_card(
     });
     let der = match read {
         Ok(Ok(der)) => der,
-        Ok(Err(e)) => return Err(EnrollError::CertificateChanged(e.to_string())),
-        Err(e) => return Err(EnrollError::CertificateChanged(e.to_string())),
+        Ok(Err(e)) => return Err(EnrollError::CertificateUnreadable(e.to_string())),
+        Err(e) => return Err(EnrollError::CertificateUnreadable(e.to_string())),
     };
     if t.card.cert_sha256.as_deref() != Some(sha256_hex(&der).as_str()) {
         return Err(EnrollError::CertificateChanged(

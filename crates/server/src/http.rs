@@ -83,7 +83,7 @@ impl IntoResponse for ApiError {
     }
 }
 
-pub(crate) type AppResult<T> = Result<T, ApiError>;
+type AppResult<T> = Result<T, ApiError>;
 
 pub(crate) fn loaded(state: &AppState) -> AppResult<&Loaded> {
     state

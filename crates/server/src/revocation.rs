@@ -5,7 +5,9 @@
 //! **CRLs.** The CRLs are fetched (through [`pki::fetch::CrlFetcher`]: plain
 //! HTTP, size and time limits, same-origin redirects, backoff) from the
 //! http:// distribution points of the configured anchors and intermediates
-//! and of the enrolled credentials' certificates. Each is downloaded again
+//! and of the enrolled credentials' certificates (read hourly; those
+//! enrolled through the API are fetched before their validation and
+//! watched at once). Each is downloaded again
 //! once `revocation.refresh_at` of the time from its download to its
 //! nextUpdate has passed, never sooner than `revocation.min_refresh_secs`
 //! after the last attempt; a server that fails is tried again with a
@@ -60,6 +62,8 @@ pub const ACTOR: &str = "pivgate";
 pub const CRL_DIR: &str = "crls";
 /// The file under the data directory holding the last re-validation report.
 pub const REPORT_FILE: &str = "revalidation.json";
+/// How often the enrolled certificates are read for new distribution points.
+const DISCOVERY_INTERVAL: Duration = Duration::from_secs(3600);
 /// The longest delay between two attempts at a failing distribution point.
 const MAX_BACKOFF_SECS: i64 = 900;
 
@@ -745,8 +749,8 @@ impl Revocation {
         self.swap_in(&fetcher);
     }
 
-    /// Wakes the background task (e.g. after an enrollment, so the new
-    /// credential's distribution points are watched).
+    /// Wakes the background task, e.g. after an enrollment added
+    /// distribution points, so it sleeps until the earliest due time.
     pub fn nudge(&self) {
         self.wake.notify_one();
     }
@@ -763,16 +767,23 @@ impl Revocation {
             }
             None => tokio::time::Instant::now(),
         };
+        let mut discovered: Option<tokio::time::Instant> = None;
         loop {
             if *stop.borrow() {
                 return;
             }
             let now = unix(Timestamp::now());
-            if self.fetcher.is_some() {
-                // Credentials enrolled since (here or by `pivgate enroll`)
-                // bring their distribution points.
+            // Credentials enrolled since by `pivgate enroll` bring their
+            // distribution points (those enrolled through the API are
+            // watched at once): looked for hourly, not on every wake.
+            if self.fetcher.is_some()
+                && discovered.is_none_or(|t| t.elapsed() >= DISCOVERY_INTERVAL)
+            {
                 match self.discover().await {
-                    Ok(urls) => self.watch(urls, now),
+                    Ok(urls) => {
+                        self.watch(urls, now);
+                        discovered = Some(tokio::time::Instant::now());
+                    }
                     Err(e) => tracing::error!(error = %e, "cannot read the enrolled certificates"),
                 }
             }
@@ -811,6 +822,9 @@ impl Revocation {
                 // At least a second: never a tight loop.
                 let secs = (t - unix(Timestamp::now())).max(1) as u64;
                 wake_at = wake_at.min(tokio::time::Instant::now() + Duration::from_secs(secs));
+            }
+            if let (Some(t), true) = (discovered, self.fetcher.is_some()) {
+                wake_at = wake_at.min(t + DISCOVERY_INTERVAL);
             }
             tokio::select! {
                 _ = tokio::time::sleep_until(wake_at) => {}
