@@ -324,6 +324,16 @@ pub struct Credential {
     pub state: CredentialState,
 }
 
+/// The card authentication certificate a credential was enrolled with
+/// (DER), kept so the credential can be validated again later (daily
+/// re-validation, NIST SP 800-116 §7.4). Stored beside the credential and
+/// not part of the decision snapshot: a tap matches on the hashes alone.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EnrolledCertificate {
+    pub credential: CredentialId,
+    pub der: Vec<u8>,
+}
+
 /// Cardholders × doors, open when the schedule is.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct AccessGroup {

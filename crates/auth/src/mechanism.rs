@@ -167,6 +167,16 @@ impl Authenticator {
         self.crls.store(Arc::new(crls));
     }
 
+    /// The current CRL set.
+    pub fn crls(&self) -> Arc<CrlSet> {
+        self.crls.load_full()
+    }
+
+    /// The current trust store snapshot.
+    pub fn trust_store(&self) -> Arc<TrustStore> {
+        self.trust.load()
+    }
+
     /// Replaces the trust store; in-flight transactions finish on the old
     /// snapshot.
     pub fn set_trust_store(&self, store: TrustStore) {

@@ -23,7 +23,8 @@ pub use types::*;
 
 use access::{
     AccessGroup, AccessSnapshot, Cardholder, CardholderId, Credential, CredentialId, Door, DoorId,
-    Entities, GroupId, Holiday, HolidayId, Reader, ReaderId, Schedule, ScheduleId, Site, SiteId,
+    EnrolledCertificate, Entities, GroupId, Holiday, HolidayId, Reader, ReaderId, Schedule,
+    ScheduleId, Site, SiteId,
 };
 
 /// Storage for entities, tokens and events.
@@ -65,6 +66,16 @@ pub trait Store: Send + Sync {
     async fn list_credentials(&self) -> Result<Vec<Credential>, StoreError>;
     async fn update_credential(&self, c: &Credential) -> Result<(), StoreError>;
     async fn delete_credential(&self, id: CredentialId) -> Result<(), StoreError>;
+    /// Stores a new credential with the card authentication certificate
+    /// (DER) it was enrolled with, in one transaction.
+    async fn create_credential_with_certificate(
+        &self,
+        c: Credential,
+        certificate: &[u8],
+    ) -> Result<Credential, StoreError>;
+    /// Every stored enrollment certificate, by credential id (credentials
+    /// enrolled without one are left out).
+    async fn credential_certificates(&self) -> Result<Vec<EnrolledCertificate>, StoreError>;
 
     async fn create_schedule(&self, s: Schedule) -> Result<Schedule, StoreError>;
     async fn get_schedule(&self, id: ScheduleId) -> Result<Schedule, StoreError>;

@@ -872,6 +872,45 @@ impl Store for SqlStore {
         self.delete::<Credential>(id.0).await
     }
 
+    async fn create_credential_with_certificate(
+        &self,
+        mut c: Credential,
+        certificate: &[u8],
+    ) -> Result<Credential, StoreError> {
+        c.validate()?;
+        let mut tx = self.pool.begin().await?;
+        let id = next_ids(&mut tx, Credential::KIND, 1).await?;
+        c.set_id(id);
+        c.bind(sqlx::query(&insert_sql::<Credential>()).bind(id))
+            .execute(&mut *tx)
+            .await
+            .map_err(|err| classify(err, Credential::KIND, id))?;
+        sqlx::query("UPDATE credentials SET certificate = $1 WHERE id = $2")
+            .bind(hex::encode(certificate))
+            .bind(id)
+            .execute(&mut *tx)
+            .await?;
+        tx.commit().await?;
+        Ok(c)
+    }
+
+    async fn credential_certificates(&self) -> Result<Vec<EnrolledCertificate>, StoreError> {
+        let rows = sqlx::query(
+            "SELECT id, certificate FROM credentials WHERE certificate IS NOT NULL ORDER BY id",
+        )
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter()
+            .map(|r| {
+                let text: &str = r.try_get(1)?;
+                Ok(EnrolledCertificate {
+                    credential: CredentialId(r.try_get(0)?),
+                    der: hex::decode(text).map_err(|e| invalid("credential", "certificate", e))?,
+                })
+            })
+            .collect()
+    }
+
     async fn create_schedule(&self, s: Schedule) -> Result<Schedule, StoreError> {
         self.insert(s).await
     }

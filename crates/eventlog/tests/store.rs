@@ -49,6 +49,7 @@ on_both!(crud_and_snapshot);
 on_both!(events_filters_and_paging);
 on_both!(group_commit);
 on_both!(tokens);
+on_both!(enrollment_certificates);
 
 fn site(name: &str, tz: &str) -> Site {
     Site {
@@ -610,6 +611,56 @@ async fn group_commit(store: Arc<dyn Store>) {
     // The writer stops once every handle is gone.
     drop(log);
     writer.await.unwrap();
+}
+
+/// The certificate a credential was enrolled with is kept beside it, read
+/// back by id, and goes with the credential; it is not in the snapshot.
+async fn enrollment_certificates(store: Arc<dyn Store>) {
+    let holder = store
+        .create_cardholder(Cardholder {
+            id: CardholderId(0),
+            name: "Ada".into(),
+            status: CardholderStatus::Active,
+            valid_from: None,
+            valid_until: None,
+        })
+        .await
+        .unwrap();
+    let der: Vec<u8> = (0..=255u8).cycle().take(1200).collect();
+    let with = store
+        .create_credential_with_certificate(credential(holder.id, 1), &der)
+        .await
+        .unwrap();
+    let without = store
+        .create_credential(credential(holder.id, 2))
+        .await
+        .unwrap();
+    assert_eq!(
+        store.credential_certificates().await.unwrap(),
+        vec![EnrolledCertificate {
+            credential: with.id,
+            der: der.clone()
+        }]
+    );
+    assert_eq!(store.get_credential(with.id).await.unwrap(), with);
+    // Updating the credential keeps its certificate.
+    let mut revoked = with.clone();
+    revoked.state = CredentialState::Revoked {
+        reason: "re-validation".into(),
+        at: Some(ts("2026-11-23T09:00:00Z")),
+    };
+    store.update_credential(&revoked).await.unwrap();
+    assert_eq!(store.credential_certificates().await.unwrap().len(), 1);
+    // A conflicting credential stores neither.
+    let err = store
+        .create_credential_with_certificate(credential(holder.id, 1), &der)
+        .await
+        .unwrap_err();
+    assert!(matches!(err, StoreError::Conflict { .. }), "{err}");
+    assert_eq!(store.list_credentials().await.unwrap().len(), 2);
+    store.delete_credential(with.id).await.unwrap();
+    assert!(store.credential_certificates().await.unwrap().is_empty());
+    let _ = without;
 }
 
 async fn tokens(store: Arc<dyn Store>) {

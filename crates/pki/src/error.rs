@@ -73,9 +73,11 @@ pub enum ValidationError {
         subject: String,
         detail: RevocationGap,
     },
-    #[error("the revocation information for certificate {subject} is stale (CRL nextUpdate {next_update}, validation time {time})")]
+    /// `issuer` names the CRL issuer of the newest stale CRL.
+    #[error("the revocation information for certificate {subject} is stale: the newest CRL from {issuer} was due to be replaced at {next_update}, {age} before the validation time {time}", age = staleness(*.next_update, *.time))]
     RevocationStale {
         subject: String,
+        issuer: String,
         next_update: Time,
         time: Time,
     },
@@ -93,6 +95,19 @@ pub enum ValidationError {
         "path building for certificate {subject} gave up after trying {tried} candidate issuers"
     )]
     WorkLimitExceeded { subject: String, tried: usize },
+}
+
+/// How long after `due` `now` is, as people say it ("3 h 12 min", "2 days 4 h").
+fn staleness(due: Time, now: Time) -> String {
+    let secs = now.0.saturating_sub(due.0).max(0);
+    let (d, h, m) = (secs / 86_400, secs % 86_400 / 3_600, secs % 3_600 / 60);
+    match (d, h, m) {
+        (0, 0, 0) => format!("{secs} s"),
+        (0, 0, m) => format!("{m} min"),
+        (0, h, m) => format!("{h} h {m} min"),
+        (1, h, _) => format!("1 day {h} h"),
+        (d, h, _) => format!("{d} days {h} h"),
+    }
 }
 
 /// How far path building got when it produced an error, lowest first (see
@@ -394,6 +409,7 @@ pub(crate) mod tests {
             },
             RevocationStale {
                 subject: s(),
+                issuer: s(),
                 next_update: t,
                 time: t,
             },

@@ -239,6 +239,25 @@ impl CrlFetcher {
         self.fetch_url_by(url, now, Instant::now() + self.config.total_timeout)
     }
 
+    /// Downloads the CRL at `url` even when the copy held is still fresh (a
+    /// refresh ahead of nextUpdate); within the backoff of a failure the
+    /// failure is answered, as by [`Self::fetch_url`].
+    pub fn refresh_url(&self, url: &str, now: i64) -> Result<FetchedCrl, FetchError> {
+        self.fetch_url_force(url, now, Instant::now() + self.config.total_timeout, true)
+    }
+
+    /// Holds `crl` (e.g. a copy kept on disk from an earlier run) as the
+    /// last good download of its URL, unless a copy is held already.
+    pub fn insert(&self, crl: FetchedCrl) {
+        let mut slots = self.slots();
+        if slots.contains_key(&crl.url) {
+            return;
+        }
+        slots.insert(crl.url.clone(), Slot::Good(crl));
+        drop(slots);
+        *self.snapshot.lock().unwrap_or_else(|e| e.into_inner()) = None;
+    }
+
     /// [`Self::fetch_url`], downloading only before `deadline`.
     fn fetch_url_by(
         &self,
@@ -246,11 +265,21 @@ impl CrlFetcher {
         now: i64,
         deadline: Instant,
     ) -> Result<FetchedCrl, FetchError> {
+        self.fetch_url_force(url, now, deadline, false)
+    }
+
+    fn fetch_url_force(
+        &self,
+        url: &str,
+        now: i64,
+        deadline: Instant,
+        force: bool,
+    ) -> Result<FetchedCrl, FetchError> {
         if !url.to_ascii_lowercase().starts_with("http://") {
             return Err(FetchError::UnsupportedScheme(url.to_string()));
         }
         match self.slots().get(url) {
-            Some(Slot::Good(c)) if self.fresh(c, now) => return Ok(c.clone()),
+            Some(Slot::Good(c)) if !force && self.fresh(c, now) => return Ok(c.clone()),
             Some(Slot::Failed {
                 reason, retry_at, ..
             }) if now < *retry_at => {

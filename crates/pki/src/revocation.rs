@@ -85,7 +85,7 @@ pub(crate) fn check(
     let mut reasons_mask = 0u16;
     let mut earliest: Option<Time> = None;
     let mut problems: Vec<RevocationProblem> = Vec::new();
-    let mut stale: Option<Time> = None;
+    let mut stale: Option<(Time, String)> = None;
     for dp in dps {
         let issuer_names: Vec<NormName> = match &dp.crl_issuer {
             Some(names) => names
@@ -117,7 +117,9 @@ pub(crate) fn check(
                 }
                 if let Err(why) = crl_fresh(crl, time, grace) {
                     if let Some(nu) = crl.next_update.filter(|nu| *nu < time) {
-                        stale = Some(stale.map_or(nu, |s: Time| s.max(nu)));
+                        if stale.as_ref().is_none_or(|(s, _)| nu > *s) {
+                            stale = Some((nu, crl.issuer_display()));
+                        }
                     }
                     problems.push(why);
                     if opts.revocation.mode == RevocationMode::BestEffort {
@@ -176,9 +178,10 @@ pub(crate) fn check(
         return Ok(earliest);
     }
     let subject = subject(c);
-    if let Some(next_update) = stale {
+    if let Some((next_update, issuer)) = stale {
         return Err(ValidationError::RevocationStale {
             subject,
+            issuer,
             next_update,
             time,
         });

@@ -12,7 +12,8 @@
 //! is written to the database on the first start, when the database holds no
 //! site, and is ignored afterwards (a changed seed does not overwrite what was
 //! managed through the API since). Server settings (data directory, database,
-//! HTTP, trust, door output) are read from the file on every start.
+//! HTTP, trust, revocation, door output) are read from the file on every
+//! start.
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -47,6 +48,10 @@ pub struct Config {
     /// anchors every tap is refused (nothing can be validated).
     #[serde(default)]
     pub trust: Option<TrustConfig>,
+    /// Keeping revocation data current: the stale-data policy, CRL
+    /// refresh timing and the periodic re-validation of credentials.
+    #[serde(default)]
+    pub revocation: RevocationSettings,
     #[serde(default)]
     pub output: OutputConfig,
     #[serde(default)]
@@ -93,6 +98,68 @@ impl HttpConfig {
     /// Whether TLS is configured.
     pub fn tls(&self) -> bool {
         self.tls_cert.is_some()
+    }
+}
+
+/// What a door does when the CRL it needs is past its nextUpdate and no
+/// newer one could be obtained.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum StalePolicy {
+    /// Refuse the card (`revocation-stale`): fail closed.
+    Refuse,
+    /// Accept the stale CRL for `stale_grace_hours` after its nextUpdate.
+    Grace,
+}
+
+/// `[revocation]`: keeping revocation data current.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RevocationSettings {
+    /// `refuse` or `grace`; unset: as `trust.revocation.grace_secs` says
+    /// (0, the default, refuses).
+    #[serde(default)]
+    pub stale: Option<StalePolicy>,
+    /// With `stale = "grace"`: hours a CRL is still accepted after its
+    /// nextUpdate (1 to 720).
+    #[serde(default)]
+    pub stale_grace_hours: Option<u64>,
+    /// A downloaded CRL is fetched again once this fraction of the time
+    /// from its download to its nextUpdate has passed (0.1 to 0.95).
+    #[serde(default = "default_refresh_at")]
+    pub refresh_at: f64,
+    /// Shortest time between two downloads of one CRL, seconds: refreshes
+    /// never come faster than this, whatever nextUpdate says.
+    #[serde(default = "default_min_refresh_secs")]
+    pub min_refresh_secs: u64,
+    /// Hours between two re-validations of every enrolled credential
+    /// against the current trust store and CRLs (NIST SP 800-116 §7.4:
+    /// at least daily).
+    #[serde(default = "default_revalidate_hours")]
+    pub revalidate_hours: u64,
+}
+
+fn default_refresh_at() -> f64 {
+    0.5
+}
+
+fn default_min_refresh_secs() -> u64 {
+    60
+}
+
+fn default_revalidate_hours() -> u64 {
+    24
+}
+
+impl Default for RevocationSettings {
+    fn default() -> Self {
+        RevocationSettings {
+            stale: None,
+            stale_grace_hours: None,
+            refresh_at: default_refresh_at(),
+            min_refresh_secs: default_min_refresh_secs(),
+            revalidate_hours: default_revalidate_hours(),
+        }
     }
 }
 
@@ -207,6 +274,7 @@ impl Default for Config {
             database_url: None,
             http: HttpConfig::default(),
             trust: None,
+            revocation: RevocationSettings::default(),
             output: OutputConfig::default(),
             keypad: KeypadConfig::default(),
             seed: None,
@@ -376,6 +444,8 @@ impl Config {
                 ));
             }
         }
+        self.check_revocation()
+            .map_err(|(key, problem)| invalid(key, problem))?;
         if self.output.unlock_ms == 0 || self.output.unlock_ms > 3_600_000 {
             return Err(invalid(
                 "output.unlock_ms",
@@ -396,6 +466,84 @@ impl Config {
                 .map_err(|(key, problem)| invalid(&key, problem))?;
         }
         Ok(())
+    }
+}
+
+impl Config {
+    fn check_revocation(&self) -> Result<(), (&'static str, String)> {
+        let r = &self.revocation;
+        let trust_grace = self.trust.as_ref().map_or(0, |t| t.revocation.grace_secs);
+        match (r.stale, r.stale_grace_hours) {
+            (Some(StalePolicy::Refuse), Some(_)) | (None, Some(_)) => {
+                return Err((
+                    "revocation.stale_grace_hours",
+                    "applies only with `revocation.stale = \"grace\"`".into(),
+                ))
+            }
+            (Some(StalePolicy::Grace), None) => {
+                return Err((
+                    "revocation.stale_grace_hours",
+                    "missing: `revocation.stale = \"grace\"` needs the number of hours a stale CRL is still accepted".into(),
+                ))
+            }
+            (Some(StalePolicy::Grace), Some(h)) if h == 0 || h > 720 => {
+                return Err((
+                    "revocation.stale_grace_hours",
+                    format!("{h} is out of range (1 to 720)"),
+                ))
+            }
+            (Some(_), _) if trust_grace != 0 => {
+                return Err((
+                    "trust.revocation.grace_secs",
+                    format!(
+                        "{trust_grace} conflicts with `revocation.stale`: set the stale-data policy in one place"
+                    ),
+                ))
+            }
+            _ => {}
+        }
+        if !(0.1..=0.95).contains(&r.refresh_at) {
+            return Err((
+                "revocation.refresh_at",
+                format!("{} is out of range (0.1 to 0.95)", r.refresh_at),
+            ));
+        }
+        if r.min_refresh_secs == 0 || r.min_refresh_secs > 86_400 {
+            return Err((
+                "revocation.min_refresh_secs",
+                format!("{} is out of range (1 to 86400)", r.min_refresh_secs),
+            ));
+        }
+        if r.revalidate_hours == 0 || r.revalidate_hours > 24 {
+            return Err((
+                "revocation.revalidate_hours",
+                format!(
+                    "{} is out of range (1 to 24: credentials are re-validated at least daily)",
+                    r.revalidate_hours
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    /// How revocation is checked at the doors and at enrollment: the mode of
+    /// `trust.revocation`, and the grace period the stale-data policy gives.
+    pub fn revocation_policy(&self) -> pki::validate::RevocationPolicy {
+        let mut p: pki::validate::RevocationPolicy = self
+            .trust
+            .as_ref()
+            .map(|t| t.revocation.into())
+            .unwrap_or_default();
+        match self.revocation.stale {
+            Some(StalePolicy::Refuse) => p.grace = std::time::Duration::ZERO,
+            Some(StalePolicy::Grace) => {
+                p.grace = std::time::Duration::from_secs(
+                    self.revocation.stale_grace_hours.unwrap_or(0) * 3600,
+                )
+            }
+            None => {}
+        }
+        p
     }
 }
 
@@ -613,7 +761,31 @@ crls = ["pki/root.crl.pem", "pki/intermediate.crl.pem"]
 [trust.revocation]
 # require (default): refuse when CRLs are missing or stale; best-effort; off.
 mode = "require"
-grace_secs = 0
+
+# Download CRLs from the http:// distribution points of the anchors,
+# intermediates and enrolled cards in the background (refreshed before
+# their nextUpdate, kept in <data_dir>/crls/ so a restart needs no network).
+# Without this table only the `crls` files above are used.
+# [trust.fetch]
+# timeout_ms = 5000
+# retry_after_secs = 30
+
+[revocation]
+# What a door does when a CRL is past its nextUpdate and no newer one could
+# be downloaded: "refuse" (fail closed, refusal `revocation-stale`) or
+# "grace" (accept it for stale_grace_hours more).
+stale = "refuse"
+# stale = "grace"
+# stale_grace_hours = 24
+# A CRL is downloaded again once this fraction of the time between its
+# download and its nextUpdate has passed, never more often than
+# min_refresh_secs.
+refresh_at = 0.5
+min_refresh_secs = 60
+# Every enrolled credential is validated again against the current trust
+# and CRLs this often (at most 24: NIST SP 800-116 asks for daily); one
+# found revoked or expired is suspended, with an event saying why.
+revalidate_hours = 24
 
 [output]
 # How long a granted tap or a momentary unlock releases the lock.

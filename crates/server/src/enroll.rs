@@ -9,6 +9,14 @@
 //! them to a group, and records an admin event. A card that does not
 //! validate, or whose identifiers are already enrolled, is not registered,
 //! and the error says why.
+//!
+//! The card authentication certificate is stored with the credential, so
+//! the periodic re-validation ([`crate::revocation`]) can check it again
+//! against current trust and CRLs. [`validate_certificate`] and
+//! [`register_certificate`] enroll from a certificate alone (the API's
+//! `POST /api/v1/credentials/enroll`): the same FIPS 201 card
+//! authentication profile, path to an anchor and revocation check, without
+//! a card to challenge.
 
 use access::jiff::Timestamp;
 use access::{
@@ -20,6 +28,9 @@ use host::Transport;
 use pki::trust::Trust;
 
 use crate::door::identity;
+
+/// The PIV data object of the card authentication certificate (SP 800-73-4).
+const TAG_CERT_9E: u32 = 0x5FC101;
 
 /// Why a card was not enrolled.
 #[derive(Debug, thiserror::Error)]
@@ -43,6 +54,20 @@ pub enum EnrollError {
     AmbiguousCardholder { name: String, count: usize },
     #[error("no access group is named `{name}` (groups: {known})")]
     UnknownGroup { name: String, known: String },
+    #[error("the card authentication certificate read after validation is not the one validated ({0}); present the card again")]
+    CertificateChanged(String),
+    #[error("the card authentication certificate could not be read again after validation ({0}); present the card again")]
+    CertificateUnreadable(String),
+    #[error("cardholder {0} does not exist")]
+    UnknownCardholder(access::CardholderId),
+    #[error(
+        "the {field} given ({given}) differs from the certificate's subjectAltName ({certificate})"
+    )]
+    IdentifierMismatch {
+        field: &'static str,
+        given: String,
+        certificate: String,
+    },
     #[error("database: {0}")]
     Store(StoreError),
 }
@@ -67,19 +92,117 @@ pub fn enrollment_authenticator(trust: Trust) -> Authenticator {
     )
 }
 
-/// Runs the full validation of the card behind `transport`.
+/// A card that passed the full validation: the transaction, and the card
+/// authentication certificate it validated.
+#[derive(Debug, Clone)]
+pub struct Validated {
+    pub transaction: Transaction,
+    /// The certificate (DER) whose SHA-256 the transaction holds.
+    pub certificate: Option<Vec<u8>>,
+}
+
+impl std::ops::Deref for Validated {
+    type Target = Transaction;
+    fn deref(&self) -> &Transaction {
+        &self.transaction
+    }
+}
+
+/// Runs the full validation of the card behind `transport`, then reads the
+/// card authentication certificate again to keep it with the credential
+/// (checked to be the one validated).
 pub fn validate_card(
     authenticator: &Authenticator,
     transport: &mut dyn Transport,
-) -> Result<Transaction, EnrollError> {
+) -> Result<Validated, EnrollError> {
+    use host::client::Piv;
+    use host::TransportExt;
     let t = authenticator.authenticate(transport, Mechanism::PkiCak, None, None);
-    match &t.outcome {
-        Outcome::Granted => Ok(t),
-        Outcome::Refused(r) => Err(EnrollError::Refused {
+    if let Outcome::Refused(r) = &t.outcome {
+        return Err(EnrollError::Refused {
             code: r.code().to_string(),
             reason: r.to_string(),
             transaction: Box::new(t),
-        }),
+        });
+    }
+    let read = transport.with_transaction(|ch| {
+        let mut piv = Piv::new(ch);
+        Ok(piv.select().and_then(|_| piv.read_certificate(TAG_CERT_9E)))
+    });
+    let der = match read {
+        Ok(Ok(der)) => der,
+        Ok(Err(e)) => return Err(EnrollError::CertificateUnreadable(e.to_string())),
+        Err(e) => return Err(EnrollError::CertificateUnreadable(e.to_string())),
+    };
+    if t.card.cert_sha256.as_deref() != Some(sha256_hex(&der).as_str()) {
+        return Err(EnrollError::CertificateChanged(
+            "another certificate is in the card authentication slot".into(),
+        ));
+    }
+    Ok(Validated {
+        transaction: t,
+        certificate: Some(der),
+    })
+}
+
+fn sha256_hex(der: &[u8]) -> String {
+    hex::encode(aws_lc_rs::digest::digest(&aws_lc_rs::digest::SHA256, der).as_ref())
+}
+
+/// Validates a card authentication certificate alone, as enrollment and the
+/// doors do: the FIPS 201 card authentication profile, a path to an anchor
+/// of `trust`, revocation by `crls` under `policy`, at `now`. Granted, it
+/// gives a transaction that records the certificate's identity (FASC-N and
+/// card UUID from its subjectAltName).
+pub fn validate_certificate(
+    trust: &pki::store::TrustStore,
+    crls: &pki::crl::CrlSet,
+    policy: &pki::validate::RevocationPolicy,
+    der: &[u8],
+    now: Timestamp,
+) -> Result<Validated, EnrollError> {
+    let refusal = |r: auth::Refusal, card: auth::CardIdentity| {
+        let transaction = certificate_transaction(card, Outcome::Refused(r.clone()));
+        EnrollError::Refused {
+            code: r.code().to_string(),
+            reason: r.to_string(),
+            transaction: Box::new(transaction),
+        }
+    };
+    let card = auth::verify::identity_of(der).unwrap_or_default();
+    let opts = pki::validate::ValidationOptions {
+        time: pki::time::Time(now.as_second()),
+        revocation: policy.clone(),
+        ..Default::default()
+    };
+    pki::fips201::validate_profile(
+        trust,
+        der,
+        &[],
+        crls,
+        &opts,
+        pki::fips201::CertProfile::CardAuth,
+    )
+    .map_err(|e| refusal(auth::Refusal::CertificateInvalid(e), card.clone()))?;
+    Ok(Validated {
+        transaction: certificate_transaction(card, Outcome::Granted),
+        certificate: Some(der.to_vec()),
+    })
+}
+
+/// The record of a certificate-only validation: no card was present, so
+/// there are no stages.
+fn certificate_transaction(card: auth::CardIdentity, outcome: Outcome) -> Transaction {
+    Transaction {
+        id: auth::TapId::random(),
+        mechanism: Mechanism::PkiCak,
+        assurance: Mechanism::PkiCak.assurance(),
+        path: auth::PathTaken::Full,
+        stages: Vec::new(),
+        card,
+        outcome,
+        pin_retries: None,
+        host_compute_us: 0,
     }
 }
 
@@ -98,7 +221,7 @@ pub struct Enrolled {
 /// is recorded as who enrolled it.
 pub async fn register(
     store: &dyn Store,
-    validated: &Transaction,
+    validated: &Validated,
     cardholder: &str,
     group: Option<&str>,
     actor: &str,
@@ -109,9 +232,96 @@ pub async fn register(
         return Err(EnrollError::EmptyName);
     }
     let id = identity(validated);
+    register_identity(
+        store,
+        validated,
+        id,
+        Holder::Name(cardholder),
+        group,
+        actor,
+        now,
+    )
+    .await
+}
+
+/// Registers a certificate [`validate_certificate`] accepted for the
+/// existing cardholder `cardholder`. `card_uuid` and `fasc_n` are used
+/// where the certificate's subjectAltName has none; where it has one, a
+/// different value given is refused.
+pub async fn register_certificate(
+    store: &dyn Store,
+    validated: &Validated,
+    cardholder: access::CardholderId,
+    card_uuid: Option<access::CardUuid>,
+    fasc_n: Option<access::FascN>,
+    actor: &str,
+    now: Timestamp,
+) -> Result<Enrolled, EnrollError> {
+    let mut id = identity(validated);
+    // A certificate validated alone is matched at the doors by its hash.
+    id.cert_sha256 = validated
+        .card
+        .cert_sha256
+        .as_deref()
+        .and_then(|h| h.parse().ok());
+    match (id.card_uuid, card_uuid) {
+        (Some(c), Some(g)) if c != g => {
+            return Err(EnrollError::IdentifierMismatch {
+                field: "card_uuid",
+                given: g.to_string(),
+                certificate: c.to_string(),
+            })
+        }
+        (None, g) => id.card_uuid = g,
+        _ => {}
+    }
+    match (id.fasc_n, fasc_n) {
+        (Some(c), Some(g)) if c != g => {
+            return Err(EnrollError::IdentifierMismatch {
+                field: "fasc_n",
+                given: g.to_string(),
+                certificate: c.to_string(),
+            })
+        }
+        (None, g) => id.fasc_n = g,
+        _ => {}
+    }
+    register_identity(
+        store,
+        validated,
+        id,
+        Holder::Id(cardholder),
+        None,
+        actor,
+        now,
+    )
+    .await
+}
+
+/// Who a credential is registered for.
+enum Holder<'a> {
+    /// By name, created when nobody has it.
+    Name(&'a str),
+    /// An existing cardholder.
+    Id(access::CardholderId),
+}
+
+async fn register_identity(
+    store: &dyn Store,
+    validated: &Validated,
+    id: access::Identity,
+    cardholder: Holder<'_>,
+    group: Option<&str>,
+    actor: &str,
+    now: Timestamp,
+) -> Result<Enrolled, EnrollError> {
     if id.card_uuid.is_none() && id.fasc_n.is_none() && id.cert_sha256.is_none() {
         return Err(EnrollError::NoIdentifier);
     }
+    let holder_id = match cardholder {
+        Holder::Id(h) => Some(h),
+        Holder::Name(_) => None,
+    };
     let snapshot = store.load_snapshot().await?;
     let existing = id
         .cert_sha256
@@ -150,11 +360,21 @@ pub async fn register(
             }
         }
     };
-    let same_name: Vec<&Cardholder> = snapshot
-        .cardholders()
-        .iter()
-        .filter(|c| c.name == cardholder)
-        .collect();
+    let cardholder = match cardholder {
+        Holder::Name(n) => n,
+        Holder::Id(h) => match snapshot.cardholder(h) {
+            Some(c) => c.name.as_str(),
+            None => return Err(EnrollError::UnknownCardholder(h)),
+        },
+    };
+    let same_name: Vec<&Cardholder> = match holder_id {
+        Some(h) => snapshot.cardholder(h).into_iter().collect(),
+        None => snapshot
+            .cardholders()
+            .iter()
+            .filter(|c| c.name == cardholder)
+            .collect(),
+    };
     let (holder, new_cardholder) = match same_name.as_slice() {
         [] => (
             store
@@ -180,20 +400,26 @@ pub async fn register(
         .card
         .expires
         .and_then(|t| Timestamp::from_second(t.unix()).ok());
-    let credential = store
-        .create_credential(Credential {
-            id: CredentialId(0),
-            cardholder: holder.id,
-            card_uuid: id.card_uuid,
-            fasc_n: id.fasc_n,
-            cert_sha256: id.cert_sha256,
-            spki_sha256: None,
-            expires_at,
-            enrolled_at: now,
-            enrolled_by: actor.to_string(),
-            state: CredentialState::Active,
-        })
-        .await?;
+    let credential = Credential {
+        id: CredentialId(0),
+        cardholder: holder.id,
+        card_uuid: id.card_uuid,
+        fasc_n: id.fasc_n,
+        cert_sha256: id.cert_sha256,
+        spki_sha256: None,
+        expires_at,
+        enrolled_at: now,
+        enrolled_by: actor.to_string(),
+        state: CredentialState::Active,
+    };
+    let credential = match &validated.certificate {
+        Some(der) => {
+            store
+                .create_credential_with_certificate(credential, der)
+                .await?
+        }
+        None => store.create_credential(credential).await?,
+    };
     let mut events = Vec::new();
     if new_cardholder {
         events.push(NewEvent::admin(
@@ -213,7 +439,7 @@ pub async fn register(
             holder.name,
             validated.card.subject.as_deref().unwrap_or("no subject")
         ),
-        serde_json::json!({ "credential": &credential, "transaction": validated }),
+        serde_json::json!({ "credential": &credential, "transaction": &validated.transaction }),
     ));
     let group = match group {
         Some(mut g) => {

@@ -12,6 +12,8 @@
 //!   `PUT /api/v1/doors/{id}/mode` (`normal`, `unlocked`, `locked`) and
 //!   `POST /api/v1/doors/{id}/keypad` (a PIN typed at a card + PIN door)
 //!   (operator);
+//! - `POST /api/v1/credentials/enroll` (admin): enrollment from a card
+//!   authentication certificate in PEM ([`crate::enroll_api`]);
 //! - `GET /api/v1/tokens` and `DELETE /api/v1/tokens/{name}` (admin); tokens
 //!   are created on the machine only (`pivgate token create`), so a secret
 //!   never crosses the network.
@@ -76,7 +78,11 @@ impl ApiError {
         }
     }
 
-    fn field(status: StatusCode, field: impl Into<String>, message: impl Into<String>) -> Self {
+    pub(crate) fn field(
+        status: StatusCode,
+        field: impl Into<String>,
+        message: impl Into<String>,
+    ) -> Self {
         ApiError {
             status,
             message: message.into(),
@@ -84,7 +90,7 @@ impl ApiError {
         }
     }
 
-    fn internal(e: impl std::fmt::Display) -> Self {
+    pub(crate) fn internal(e: impl std::fmt::Display) -> Self {
         tracing::error!(error = %e, "request failed");
         ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, e.to_string())
     }
@@ -109,7 +115,7 @@ impl IntoResponse for ApiError {
 
 type AppResult<T> = Result<T, ApiError>;
 
-fn loaded(state: &AppState) -> AppResult<&Loaded> {
+pub(crate) fn loaded(state: &AppState) -> AppResult<&Loaded> {
     state
         .loaded()
         .ok_or_else(|| ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "the service is starting"))
@@ -194,6 +200,12 @@ fn define(r: &mut impl Routes) {
     r.add(Post, "/api/v1/doors/{id}/unlock", operator, unlock);
     r.add(Put, "/api/v1/doors/{id}/mode", operator, door_mode);
     r.add(Post, "/api/v1/doors/{id}/keypad", operator, keypad);
+    r.add(
+        Post,
+        "/api/v1/credentials/enroll",
+        admin,
+        crate::enroll_api::enroll,
+    );
 
     r.add(Get, "/api/v1/tokens", admin, list_tokens);
     r.add(Delete, "/api/v1/tokens/{name}", admin, delete_token);
@@ -301,7 +313,7 @@ async fn readyz(State(state): State<Arc<AppState>>) -> Response {
 }
 
 /// Checks the bearer token and its role; hands the token to the handler.
-async fn require(
+pub(crate) async fn require(
     State((state, role)): State<(Arc<AppState>, Role)>,
     mut req: Request,
     next: Next,
@@ -467,7 +479,7 @@ fn door_id(id: &str) -> AppResult<DoorId> {
 
 /// Reads an optional JSON body: syntax errors are 400, a wrong or unknown
 /// field 422 naming the field.
-fn json_body<T: for<'de> Deserialize<'de> + Default>(body: &Bytes) -> AppResult<T> {
+pub(crate) fn json_body<T: for<'de> Deserialize<'de> + Default>(body: &Bytes) -> AppResult<T> {
     if body.iter().all(u8::is_ascii_whitespace) {
         return Ok(T::default());
     }

@@ -14,7 +14,15 @@
 //!   [`eventlog::EventLog`] and only then signals the [`door::DoorOutput`]
 //!   (simulated for now). Sans-network: it takes any [`host::Transport`], so
 //!   tests drive it with in-process software cards.
-//! - [`enroll`]: full validation of a card, then registration.
+//! - [`enroll`]: full validation of a card (or of a certificate alone),
+//!   then registration with the certificate kept; [`enroll_api`]:
+//!   `POST /api/v1/credentials/enroll` (admin) from a certificate PEM.
+//! - [`revocation`]: CRLs downloaded from the distribution points in the
+//!   background, refreshed before nextUpdate, kept on disk under
+//!   `<data_dir>/crls/` and swapped into the authenticator without pausing
+//!   taps; the stale-data policy (`[revocation] stale`: refuse or a grace
+//!   period); every enrolled credential re-validated at least daily, and
+//!   suspended with an event when found revoked or expired.
 //! - [`keypad`]: PIN entries for card + PIN doors whose reader has no PIN
 //!   pad, sent by a keypad at the door through the API.
 //! - [`readers`]: one blocking thread per PC/SC reader bound to a door,
@@ -28,10 +36,12 @@
 pub mod config;
 pub mod door;
 pub mod enroll;
+pub mod enroll_api;
 pub mod http;
 pub mod init;
 pub mod keypad;
 pub mod readers;
+pub mod revocation;
 pub mod service;
 pub mod tls;
 pub mod token;

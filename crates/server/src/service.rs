@@ -7,7 +7,10 @@
 //! access snapshot. Then the authenticator (crypto library and random
 //! generator initialised before the first card), the group-commit event
 //! log, the [`Controller`] and one thread per PC/SC reader bound to a door.
-//! `/readyz` answers 200 from then on.
+//! `/readyz` answers 200 from then on. CRLs kept on disk from an earlier
+//! run are read with the trust configuration, so the first tap has them;
+//! downloads and re-validation run in the background from then on
+//! ([`crate::revocation`]).
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -28,6 +31,7 @@ use crate::door::{Controller, DoorOutput, SimulatedOutput};
 use crate::http;
 use crate::keypad::Keypads;
 use crate::readers::{self, ReaderThreads};
+use crate::revocation::Revocation;
 
 /// Why the service did not start.
 #[derive(Debug, thiserror::Error)]
@@ -131,6 +135,10 @@ pub struct Loaded {
     /// PIN entries of card + PIN doors.
     pub keypads: Arc<Keypads>,
     pub times: StartupTimes,
+    /// CRL refresh and credential re-validation (status and report).
+    pub revocation: Arc<Revocation>,
+    /// How revocation is checked at the doors (and at enrollment).
+    pub revocation_policy: pki::validate::RevocationPolicy,
 }
 
 /// State shared with the HTTP handlers.
@@ -153,6 +161,7 @@ pub struct Service {
     stop: watch::Sender<bool>,
     http: JoinHandle<std::io::Result<()>>,
     writer: JoinHandle<()>,
+    revocation: JoinHandle<()>,
     readers: ReaderThreads,
     sql: SqlStore,
 }
@@ -204,6 +213,7 @@ impl Service {
         };
         match Self::load(&config, output, started).await {
             Ok((loaded, writer, readers, sql)) => {
+                let revocation = tokio::spawn(loaded.revocation.clone().run(stop.subscribe()));
                 tracing::info!(
                     %addr,
                     ready_ms = loaded.times.ready_us as f64 / 1000.0,
@@ -219,6 +229,7 @@ impl Service {
                     stop,
                     http,
                     writer,
+                    revocation,
                     readers,
                     sql,
                 })
@@ -237,20 +248,30 @@ impl Service {
         started: Instant,
     ) -> Result<(Loaded, JoinHandle<()>, ReaderThreads, SqlStore), ServeError> {
         let trust_config = config.trust.clone();
+        let crl_dir = config.data_dir.join(crate::revocation::CRL_DIR);
         let trust = tokio::task::spawn_blocking(move || {
             let t = Instant::now();
+            let downloads = trust_config.as_ref().is_some_and(|c| c.fetch.is_some());
             let loaded = trust_config.map(|c| c.load()).transpose();
-            (loaded, t.elapsed())
+            // Downloaded CRLs kept from an earlier run: the first taps have
+            // them without the network.
+            let cached = if downloads {
+                crate::revocation::load_cache(&crl_dir)
+            } else {
+                Default::default()
+            };
+            (loaded, cached, t.elapsed())
         });
         let t = Instant::now();
         let sql = open_store(config).await?;
         let store: Arc<dyn Store> = Arc::new(sql.clone());
         let snapshot = store.load_snapshot().await?;
         let database = t.elapsed();
-        let (trust, trust_time) = trust.await?;
+        let (trust, cached, trust_time) = trust.await?;
         let trust = trust.map_err(ServeError::trust)?;
-        let (store_, crls, revocation) = match trust {
-            Some(t) => (t.store, t.crls, t.revocation),
+        let revocation = config.revocation_policy();
+        let (store_, crls, fetch) = match trust {
+            Some(t) => (t.store, t.crls, t.fetch),
             None => {
                 tracing::warn!(
                     "no trust anchors configured (`trust.anchors`): every card will be refused"
@@ -258,16 +279,25 @@ impl Service {
                 (
                     TrustStore::builder().build(),
                     CrlSet::builder().build(),
-                    Default::default(),
+                    None,
                 )
             }
         };
         let anchors = store_.anchor_count();
+        let base_crls = Arc::new(crls);
+        let crls = crate::revocation::merge(&base_crls, &cached.parsed);
+        if !cached.fetched.is_empty() || cached.skipped > 0 {
+            tracing::info!(
+                loaded = cached.fetched.len(),
+                skipped = cached.skipped,
+                "downloaded CRLs read from the data directory"
+            );
+        }
         let authenticator = Arc::new(Authenticator::new(
             store_,
             crls,
             Settings {
-                revocation,
+                revocation: revocation.clone(),
                 ..Settings::default()
             },
         ));
@@ -281,6 +311,16 @@ impl Service {
             output,
             tokio::runtime::Handle::current(),
             Duration::from_millis(config.output.unlock_ms),
+        ));
+        let revocation_work = Arc::new(Revocation::new(
+            &config.data_dir,
+            base_crls,
+            fetch,
+            cached.fetched,
+            revocation.clone(),
+            config.revocation.clone(),
+            controller.clone(),
+            store.clone(),
         ));
         let keypads = Arc::new(Keypads::new(Duration::from_millis(
             config.keypad.timeout_ms,
@@ -299,6 +339,8 @@ impl Service {
                 controller,
                 keypads,
                 times,
+                revocation: revocation_work,
+                revocation_policy: revocation,
             },
             writer,
             readers,
@@ -337,6 +379,7 @@ impl Service {
     pub async fn shutdown(self) -> Result<(), ServeError> {
         let _ = self.stop.send(true);
         let http = self.http.await?;
+        self.revocation.await?;
         // Reader threads finish their tap (committing its event) and stop.
         let readers = self.readers;
         tokio::task::spawn_blocking(move || readers.stop()).await?;

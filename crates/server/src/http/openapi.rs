@@ -59,6 +59,7 @@ impl Modify for BearerScheme {
         super::unlock,
         super::door_mode,
         super::keypad,
+        crate::enroll_api::enroll,
         super::list_tokens,
         super::delete_token,
     ),

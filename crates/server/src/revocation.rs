@@ -1,0 +1,917 @@
+//! Revocation kept current: CRLs downloaded in the background and swapped
+//! into the authenticator, a copy of each kept on disk, and every enrolled
+//! credential re-validated at least daily (NIST SP 800-116 §7.4).
+//!
+//! **CRLs.** The CRLs are fetched (through [`pki::fetch::CrlFetcher`]: plain
+//! HTTP, size and time limits, same-origin redirects, backoff) from the
+//! http:// distribution points of the configured anchors and intermediates
+//! and of the enrolled credentials' certificates (read hourly; those
+//! enrolled through the API are fetched before their validation and
+//! watched at once). Each is downloaded again
+//! once `revocation.refresh_at` of the time from its download to its
+//! nextUpdate has passed, never sooner than `revocation.min_refresh_secs`
+//! after the last attempt; a server that fails is tried again with a
+//! doubling delay (from the fetcher's `retry_after_secs`, up to 15 min).
+//! The merged set (configured CRL files and downloads; of two complete CRLs
+//! of one issuer and scope only the newer is kept) replaces the
+//! authenticator's with [`auth::Authenticator::set_crls`]: taps never wait,
+//! and the next tap after a refresh sees it. The first failure of a
+//! distribution point and its recovery are logged and recorded as admin
+//! events by `pivgate` (not every retry).
+//!
+//! **On disk.** Each download that changed is written atomically (temporary
+//! file, then rename) to `<data_dir>/crls/<sha256 of the URL>.crl` (DER),
+//! with `<…>.meta` (URL and download time). They are read back at start-up,
+//! before the first tap, so a restart needs no network. A file that cannot
+//! be read or parsed is skipped with a warning.
+//!
+//! **Re-validation.** Every `revocation.revalidate_hours` (default 24; the
+//! first run after start-up comes once the first CRL refresh is done, or
+//! when the interval since the last run, kept in
+//! `<data_dir>/revalidation.json`, is over), every active credential whose
+//! certificate the store holds is validated again against the current trust
+//! store and CRLs. A revoked certificate makes the credential
+//! [`CredentialState::Revoked`], an expired one [`CredentialState::Suspended`],
+//! each with an admin event by `pivgate` saying why; the access snapshot is
+//! then reloaded into the controller. Missing or stale revocation data does
+//! not change a credential (the doors' stale-data policy covers it). The
+//! outcome is a [`RevalidationReport`] others read with
+//! [`Revocation::report`].
+
+use std::collections::{BTreeSet, HashMap};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use access::jiff::Timestamp;
+use access::{CredentialId, CredentialState};
+use auth::Refusal;
+use eventlog::{NewEvent, Store, StoreError};
+use pki::crl::{Crl, CrlSet};
+use pki::fetch::{CrlFetcher, FetchConfig, FetchedCrl};
+use pki::validate::RevocationPolicy;
+use serde::{Deserialize, Serialize};
+use tokio::sync::{watch, Notify};
+
+use crate::config::RevocationSettings;
+use crate::door::{Clock, Controller};
+
+/// The actor of the events the service records on its own.
+pub const ACTOR: &str = "pivgate";
+/// The directory under the data directory holding downloaded CRLs.
+pub const CRL_DIR: &str = "crls";
+/// The file under the data directory holding the last re-validation report.
+pub const REPORT_FILE: &str = "revalidation.json";
+/// How often the enrolled certificates are read for new distribution points.
+const DISCOVERY_INTERVAL: Duration = Duration::from_secs(3600);
+/// The longest delay between two attempts at a failing distribution point.
+const MAX_BACKOFF_SECS: i64 = 900;
+
+/// The CRLs kept on disk, read at start-up.
+#[derive(Debug, Default)]
+pub struct CachedCrls {
+    /// As downloaded, for the fetcher.
+    pub fetched: Vec<FetchedCrl>,
+    /// Parsed, for the first CRL set.
+    pub parsed: Vec<Arc<Crl>>,
+    /// Files skipped (unreadable or not a CRL).
+    pub skipped: usize,
+}
+
+/// Reads every `*.crl` of `dir` with its `.meta`; a missing directory is
+/// empty, a damaged file is skipped with a warning.
+pub fn load_cache(dir: &Path) -> CachedCrls {
+    let mut out = CachedCrls::default();
+    let entries = match std::fs::read_dir(dir) {
+        Ok(e) => e,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return out,
+        Err(e) => {
+            tracing::warn!(dir = %dir.display(), error = %e, "cannot read the CRL cache; starting without it");
+            return out;
+        }
+    };
+    let mut paths: Vec<PathBuf> = entries
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "crl"))
+        .collect();
+    paths.sort();
+    for path in paths {
+        match load_one(&path) {
+            Ok((fetched, parsed)) => {
+                out.fetched.push(fetched);
+                out.parsed.push(parsed);
+            }
+            Err(why) => {
+                out.skipped += 1;
+                tracing::warn!(file = %path.display(), "cached CRL skipped: {why}");
+            }
+        }
+    }
+    out
+}
+
+fn load_one(path: &Path) -> Result<(FetchedCrl, Arc<Crl>), String> {
+    let meta = std::fs::read_to_string(path.with_extension("meta"))
+        .map_err(|e| format!("its .meta file: {e}"))?;
+    let mut lines = meta.lines();
+    let url = lines
+        .next()
+        .filter(|u| u.starts_with("http://"))
+        .ok_or("its .meta file names no http:// URL")?
+        .to_string();
+    let fetched_at: i64 = lines
+        .next()
+        .and_then(|t| t.trim().parse().ok())
+        .ok_or("its .meta file has no download time")?;
+    let der = std::fs::read(path).map_err(|e| e.to_string())?;
+    let crl = Crl::from_der(der.clone()).map_err(|e| format!("not a CRL: {e}"))?;
+    Ok((
+        FetchedCrl {
+            url,
+            next_update: crl.next_update.map(|t| t.0),
+            der: Arc::new(der),
+            fetched_at,
+        },
+        Arc::new(crl),
+    ))
+}
+
+fn file_stem(url: &str) -> String {
+    hex::encode(aws_lc_rs::digest::digest(&aws_lc_rs::digest::SHA256, url.as_bytes()).as_ref())
+}
+
+/// Writes `data` to `path` atomically: a temporary file in the same
+/// directory, flushed, then renamed over it.
+fn write_atomic(path: &Path, data: &[u8]) -> std::io::Result<()> {
+    use std::io::Write;
+    let dir = path.parent().unwrap_or(Path::new("."));
+    let mut tmp = tempfile::NamedTempFile::new_in(dir)?;
+    tmp.write_all(data)?;
+    tmp.as_file().sync_all()?;
+    tmp.persist(path).map_err(|e| e.error)?;
+    Ok(())
+}
+
+fn save_crl(dir: &Path, c: &FetchedCrl) -> std::io::Result<()> {
+    std::fs::create_dir_all(dir)?;
+    let stem = file_stem(&c.url);
+    // The CRL first: a .crl without its .meta is skipped at load, never
+    // paired with another URL's metadata.
+    write_atomic(&dir.join(format!("{stem}.crl")), &c.der)?;
+    write_atomic(
+        &dir.join(format!("{stem}.meta")),
+        format!("{}\n{}\n", c.url, c.fetched_at).as_bytes(),
+    )
+}
+
+/// `base` and `extra` as one set. Of two complete CRLs with the same
+/// issuer, authority key and issuing distribution point, only the newer
+/// (CRL number, else thisUpdate) is kept: an older CRL that covers every
+/// reason would otherwise answer for a certificate before a newer one that
+/// lists it as revoked is looked at.
+pub fn merge(base: &CrlSet, extra: &[Arc<Crl>]) -> CrlSet {
+    type Key = (pki::name::NormName, bool, Option<Vec<u8>>, String);
+    let key = |c: &Crl| -> Key {
+        (
+            c.issuer.clone(),
+            c.is_delta(),
+            c.authority_key_id.clone(),
+            format!("{:?}", c.idp),
+        )
+    };
+    let newer = |a: &Crl, b: &Crl| match (&a.crl_number, &b.crl_number) {
+        (Some(x), Some(y)) if x != y => {
+            pki::crl::cmp_crl_number(x, y) == std::cmp::Ordering::Greater
+        }
+        _ => a.this_update > b.this_update,
+    };
+    let mut chosen: Vec<Arc<Crl>> = Vec::new();
+    let mut at: HashMap<Key, usize> = HashMap::new();
+    for c in base.crls().iter().chain(extra) {
+        match at.get(&key(c)) {
+            Some(&i) => {
+                if newer(c, &chosen[i]) {
+                    chosen[i] = c.clone();
+                }
+            }
+            None => {
+                at.insert(key(c), chosen.len());
+                chosen.push(c.clone());
+            }
+        }
+    }
+    let mut b = CrlSet::builder();
+    for c in chosen {
+        b.add_crl(c);
+    }
+    b.build()
+}
+
+/// What is known about one distribution point.
+#[derive(Debug, Clone, Serialize)]
+pub struct CrlStatus {
+    pub url: String,
+    /// The CRL's issuer, once one was obtained.
+    pub issuer: Option<String>,
+    /// thisUpdate and nextUpdate of the CRL held (seconds since the epoch).
+    pub this_update: Option<i64>,
+    pub next_update: Option<i64>,
+    /// When the CRL held was downloaded.
+    pub fetched_at: Option<i64>,
+    /// The last attempt's error, while the distribution point fails.
+    pub error: Option<String>,
+    /// When the next download is due.
+    pub next_attempt: i64,
+}
+
+#[derive(Debug, Default)]
+struct Point {
+    next_attempt: i64,
+    failures: u32,
+    error: Option<String>,
+}
+
+/// The outcome of one re-validation of every credential.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RevalidationReport {
+    /// When it ran.
+    pub last_run: Option<Timestamp>,
+    /// Active credentials with a stored certificate, validated again.
+    pub checked: usize,
+    /// Still valid.
+    pub ok: usize,
+    /// Found revoked: now `revoked`.
+    pub revoked: usize,
+    /// Found expired: now `suspended`.
+    pub expired: usize,
+    /// Refused for another reason (no path to an anchor any more, …):
+    /// left as they are, logged.
+    pub invalid: usize,
+    /// Revocation data missing or stale: left as they are.
+    pub unknown: usize,
+    /// Active credentials enrolled without a certificate (not checked).
+    pub without_certificate: usize,
+}
+
+impl RevalidationReport {
+    /// Credentials whose state this run changed.
+    pub fn suspended(&self) -> usize {
+        self.revoked + self.expired
+    }
+}
+
+/// The background revocation work of one service.
+pub struct Revocation {
+    fetcher: Option<Arc<CrlFetcher>>,
+    fetch: FetchConfig,
+    cache_dir: PathBuf,
+    report_file: PathBuf,
+    base: Arc<CrlSet>,
+    policy: RevocationPolicy,
+    settings: RevocationSettings,
+    controller: Arc<Controller>,
+    store: Arc<dyn Store>,
+    points: Mutex<HashMap<String, Point>>,
+    /// The fetcher's set last merged in (its id).
+    merged: Mutex<Option<u64>>,
+    report: Mutex<RevalidationReport>,
+    /// One refresh (or enrollment download) at a time, so a failure is
+    /// recorded once.
+    refreshing: tokio::sync::Mutex<()>,
+    /// One re-validation at a time.
+    revalidating: tokio::sync::Mutex<()>,
+    wake: Notify,
+    clock: Clock,
+}
+
+impl std::fmt::Debug for Revocation {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Revocation")
+            .field("downloads", &self.fetcher.is_some())
+            .field("cache_dir", &self.cache_dir)
+            .finish_non_exhaustive()
+    }
+}
+
+fn unix(t: Timestamp) -> i64 {
+    t.as_second()
+}
+
+impl Revocation {
+    /// `base`: the configured CRL files; `fetch`: download limits, `None`
+    /// for no downloads; `cached`: what [`load_cache`] read (held by the
+    /// fetcher as the last good copies).
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        data_dir: &Path,
+        base: Arc<CrlSet>,
+        fetch: Option<FetchConfig>,
+        cached: Vec<FetchedCrl>,
+        policy: RevocationPolicy,
+        settings: RevocationSettings,
+        controller: Arc<Controller>,
+        store: Arc<dyn Store>,
+    ) -> Revocation {
+        let fetcher = fetch.map(|f| Arc::new(CrlFetcher::new(f)));
+        if let Some(f) = &fetcher {
+            for c in cached {
+                f.insert(c);
+            }
+        }
+        let report = std::fs::read(data_dir.join(REPORT_FILE))
+            .ok()
+            .and_then(|b| serde_json::from_slice(&b).ok())
+            .unwrap_or_default();
+        Revocation {
+            fetcher,
+            fetch: fetch.unwrap_or_default(),
+            cache_dir: data_dir.join(CRL_DIR),
+            report_file: data_dir.join(REPORT_FILE),
+            base,
+            policy,
+            settings,
+            controller,
+            store,
+            points: Mutex::new(HashMap::new()),
+            merged: Mutex::new(None),
+            report: Mutex::new(report),
+            refreshing: tokio::sync::Mutex::new(()),
+            revalidating: tokio::sync::Mutex::new(()),
+            wake: Notify::new(),
+            clock: Arc::new(Timestamp::now),
+        }
+    }
+
+    /// Re-validates at the times `clock` gives (and dates its events so).
+    pub fn with_clock(mut self, clock: Clock) -> Self {
+        self.clock = clock;
+        self
+    }
+
+    /// Whether CRLs are downloaded (`[trust.fetch]` is configured).
+    pub fn downloads(&self) -> bool {
+        self.fetcher.is_some()
+    }
+
+    /// The last re-validation.
+    pub fn report(&self) -> RevalidationReport {
+        self.report
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    /// Every distribution point watched, with the CRL held.
+    pub fn crl_status(&self) -> Vec<CrlStatus> {
+        let points = self.points.lock().unwrap_or_else(|e| e.into_inner());
+        let mut out: Vec<CrlStatus> = points
+            .iter()
+            .map(|(url, p)| {
+                let held = self.fetcher.as_ref().and_then(|f| f.cached(url));
+                let parsed = held
+                    .as_ref()
+                    .and_then(|c| Crl::from_der(c.der.to_vec()).ok());
+                CrlStatus {
+                    url: url.clone(),
+                    issuer: parsed.as_ref().map(|c| c.issuer_display()),
+                    this_update: parsed.as_ref().map(|c| c.this_update.0),
+                    next_update: held.as_ref().and_then(|c| c.next_update),
+                    fetched_at: held.as_ref().map(|c| c.fetched_at),
+                    error: p.error.clone(),
+                    next_attempt: p.next_attempt,
+                }
+            })
+            .collect();
+        out.sort_by(|a, b| a.url.cmp(&b.url));
+        out
+    }
+
+    /// The http:// distribution points of the trust store's certificates
+    /// and of the enrolled certificates.
+    async fn discover(&self) -> Result<BTreeSet<String>, StoreError> {
+        let certs = self.store.credential_certificates().await?;
+        let trust = self.controller.authenticator().trust_store();
+        let found = tokio::task::spawn_blocking(move || {
+            let mut urls = BTreeSet::new();
+            for e in trust.entries() {
+                if let Ok(c) = e.cert() {
+                    urls.extend(http_points(c));
+                }
+            }
+            for c in &certs {
+                if let Ok(c) = pki::cert::Cert::from_der(c.der.clone()) {
+                    urls.extend(http_points(&c));
+                }
+            }
+            urls
+        })
+        .await
+        .unwrap_or_default();
+        Ok(found)
+    }
+
+    /// Adds newly found distribution points (due at once unless a copy is
+    /// held, then when its refresh is due).
+    fn watch(&self, urls: BTreeSet<String>, now: i64) {
+        let mut points = self.points.lock().unwrap_or_else(|e| e.into_inner());
+        for url in urls {
+            if points.contains_key(&url) {
+                continue;
+            }
+            let due = match self.fetcher.as_ref().and_then(|f| f.cached(&url)) {
+                Some(c) => self.refresh_due(&c, now),
+                None => now,
+            };
+            points.insert(
+                url,
+                Point {
+                    next_attempt: due,
+                    ..Point::default()
+                },
+            );
+        }
+    }
+
+    /// When a CRL downloaded as `c` is to be fetched again.
+    fn refresh_due(&self, c: &FetchedCrl, now: i64) -> i64 {
+        let until = c
+            .next_update
+            .unwrap_or(c.fetched_at + self.fetch.default_lifetime_secs);
+        let span = (until - c.fetched_at).max(0) as f64;
+        let at = c.fetched_at + (span * self.settings.refresh_at) as i64;
+        at.max(now + self.settings.min_refresh_secs as i64)
+    }
+
+    /// Downloads every watched CRL now, due or not, and swaps the result
+    /// in; what [`Self::run`] does when a refresh is due. Returns how many
+    /// downloads failed.
+    pub async fn refresh_now(&self) -> Result<usize, StoreError> {
+        let urls = self.discover().await?;
+        let now = unix(Timestamp::now());
+        self.watch(urls, now);
+        let all: Vec<String> = self
+            .points
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .keys()
+            .cloned()
+            .collect();
+        self.refresh(all).await
+    }
+
+    /// Downloads `urls`, records the outcome of each, writes the changed
+    /// ones to disk, and swaps the merged set in.
+    async fn refresh(&self, urls: Vec<String>) -> Result<usize, StoreError> {
+        let Some(fetcher) = &self.fetcher else {
+            return Ok(0);
+        };
+        let _one = self.refreshing.lock().await;
+        let mut failed = 0;
+        let mut events = Vec::new();
+        for url in urls {
+            let before = fetcher.cached(&url);
+            let now = unix(Timestamp::now());
+            let result = {
+                let (f, u) = (fetcher.clone(), url.clone());
+                tokio::task::spawn_blocking(move || f.refresh_url(&u, now)).await
+            };
+            let result = match result {
+                Ok(r) => r,
+                Err(e) => Err(pki::fetch::FetchError::Transport {
+                    url: url.clone(),
+                    reason: format!("the download task failed: {e}"),
+                }),
+            };
+            let at = (self.clock)();
+            let mut points = self.points.lock().unwrap_or_else(|e| e.into_inner());
+            let point = points.entry(url.clone()).or_default();
+            match result {
+                Ok(c) => {
+                    if before.as_ref().is_none_or(|b| b.der != c.der) {
+                        if let Err(e) = save_crl(&self.cache_dir, &c) {
+                            tracing::warn!(url, dir = %self.cache_dir.display(), error = %e, "cannot keep the CRL on disk");
+                        }
+                    }
+                    if let Some(error) = point.error.take() {
+                        tracing::info!(url, "CRL distribution point answers again");
+                        events.push(NewEvent::admin(
+                            at,
+                            ACTOR,
+                            "crl.recovered",
+                            format!("CRL downloaded again from {url} after {} failed attempt(s) (last: {error})", point.failures),
+                            serde_json::json!({ "url": url, "next_update": c.next_update }),
+                        ));
+                    }
+                    point.failures = 0;
+                    point.next_attempt = self.refresh_due(&c, now);
+                }
+                Err(e) => {
+                    failed += 1;
+                    point.failures += 1;
+                    let base = self
+                        .fetch
+                        .retry_after_secs
+                        .max(self.settings.min_refresh_secs as i64)
+                        .max(1);
+                    let delay = base
+                        .saturating_mul(1i64 << (point.failures - 1).min(16))
+                        .min(MAX_BACKOFF_SECS.max(base));
+                    point.next_attempt = now + delay;
+                    if point.error.is_none() {
+                        let held = match &before {
+                            Some(b) => match b.next_update {
+                                Some(n) => {
+                                    format!("; the copy held is valid until {}", pki::time::Time(n))
+                                }
+                                None => "; a copy is held".to_string(),
+                            },
+                            None => "; no copy is held".to_string(),
+                        };
+                        tracing::warn!(url, error = %e, "CRL refresh failed; retrying in {delay} s");
+                        events.push(NewEvent::admin(
+                            at,
+                            ACTOR,
+                            "crl.refresh-failed",
+                            format!("CRL refresh from {url} failed: {e}{held}"),
+                            serde_json::json!({ "url": url, "error": e.to_string() }),
+                        ));
+                    }
+                    point.error = Some(e.to_string());
+                }
+            }
+        }
+        self.swap_in(fetcher);
+        if !events.is_empty() {
+            self.store.append_events(&events).await?;
+        }
+        Ok(failed)
+    }
+
+    /// Puts the configured CRLs and the fetcher's into the authenticator,
+    /// when the fetcher's changed since last time.
+    fn swap_in(&self, fetcher: &CrlFetcher) {
+        let set = fetcher.crl_set();
+        let mut merged = self.merged.lock().unwrap_or_else(|e| e.into_inner());
+        if *merged == Some(set.id()) {
+            return;
+        }
+        let crls = merge(&self.base, set.crls());
+        tracing::info!(crls = crls.len(), "CRL set updated");
+        self.controller.authenticator().set_crls(crls);
+        *merged = Some(set.id());
+    }
+
+    /// Validates every active credential whose certificate is stored
+    /// against the authenticator's current trust store and CRLs; suspends
+    /// those found revoked or expired (with an event each) and swaps the
+    /// reloaded access snapshot into the controller.
+    pub async fn revalidate(&self) -> Result<RevalidationReport, StoreError> {
+        let _one = self.revalidating.lock().await;
+        let now = (self.clock)();
+        let credentials = self.store.list_credentials().await?;
+        let certs: HashMap<CredentialId, Vec<u8>> = self
+            .store
+            .credential_certificates()
+            .await?
+            .into_iter()
+            .map(|c| (c.credential, c.der))
+            .collect();
+        let mut report = RevalidationReport {
+            last_run: Some(now),
+            ..RevalidationReport::default()
+        };
+        let mut work = Vec::new();
+        for c in credentials {
+            if c.state != CredentialState::Active {
+                continue;
+            }
+            match certs.get(&c.id) {
+                Some(der) => work.push((c, der.clone())),
+                None => report.without_certificate += 1,
+            }
+        }
+        let trust = self.controller.authenticator().trust_store();
+        let crls = self.controller.authenticator().crls();
+        let policy = self.policy.clone();
+        let results = tokio::task::spawn_blocking(move || {
+            work.into_iter()
+                .map(|(c, der)| {
+                    let r = crate::enroll::validate_certificate(&trust, &crls, &policy, &der, now);
+                    (c, r)
+                })
+                .collect::<Vec<_>>()
+        })
+        .await
+        .map_err(|e| StoreError::Invalid {
+            kind: "credential",
+            field: "certificate",
+            problem: format!("re-validation stopped: {e}"),
+        })?;
+        let mut events = Vec::new();
+        for (mut c, r) in results {
+            report.checked += 1;
+            let refusal = match r {
+                Ok(_) => {
+                    report.ok += 1;
+                    continue;
+                }
+                Err(crate::enroll::EnrollError::Refused { transaction, .. }) => {
+                    match transaction.outcome {
+                        auth::Outcome::Refused(r) => r,
+                        auth::Outcome::Granted => continue,
+                    }
+                }
+                Err(_) => continue,
+            };
+            let reason = refusal.to_string();
+            let (state, action) = match refusal.code() {
+                "certificate-revoked" => {
+                    report.revoked += 1;
+                    (
+                        CredentialState::Revoked {
+                            reason: format!("re-validation: {reason}"),
+                            at: revocation_date(&refusal).or(Some(now)),
+                        },
+                        "credential.revoke",
+                    )
+                }
+                "certificate-expired" => {
+                    report.expired += 1;
+                    (
+                        CredentialState::Suspended {
+                            reason: format!("re-validation: {reason}"),
+                        },
+                        "credential.suspend",
+                    )
+                }
+                "revocation-stale" | "revocation-unavailable" => {
+                    report.unknown += 1;
+                    tracing::warn!(credential = c.id.0, %reason, "credential not re-validated: revocation data missing or stale");
+                    continue;
+                }
+                code => {
+                    report.invalid += 1;
+                    tracing::warn!(credential = c.id.0, code, %reason, "credential no longer validates; left as it is");
+                    continue;
+                }
+            };
+            c.state = state;
+            self.store.update_credential(&c).await?;
+            tracing::warn!(credential = c.id.0, %reason, "{action} after re-validation");
+            let mut e = NewEvent::admin(
+                now,
+                ACTOR,
+                action,
+                format!(
+                    "credential {} {} by the periodic re-validation: {reason}",
+                    c.id,
+                    match action {
+                        "credential.revoke" => "revoked",
+                        _ => "suspended",
+                    }
+                ),
+                serde_json::json!({ "credential": &c, "code": refusal.code() }),
+            );
+            e.cardholder = Some(c.cardholder);
+            e.credential = Some(c.id);
+            events.push(e);
+        }
+        if !events.is_empty() {
+            self.store.append_events(&events).await?;
+            let snapshot = self.store.load_snapshot().await?;
+            self.controller.set_snapshot(snapshot);
+        }
+        tracing::info!(
+            checked = report.checked,
+            ok = report.ok,
+            revoked = report.revoked,
+            expired = report.expired,
+            invalid = report.invalid,
+            unknown = report.unknown,
+            "credentials re-validated"
+        );
+        *self.report.lock().unwrap_or_else(|e| e.into_inner()) = report.clone();
+        if let Ok(json) = serde_json::to_vec_pretty(&report) {
+            if let Err(e) = write_atomic(&self.report_file, &json) {
+                tracing::warn!(file = %self.report_file.display(), error = %e, "cannot keep the re-validation report");
+            }
+        }
+        Ok(report)
+    }
+
+    /// Before `leaf` is validated for enrollment: when a path to a trust
+    /// anchor exists (checked first, without revocation), downloads the CRLs
+    /// of the certificates on it that are not held yet and swaps them in,
+    /// and watches their distribution points from then on. Failures are
+    /// left to the validation that follows (which fails closed).
+    pub async fn prefetch(&self, leaf: Vec<u8>) {
+        let Some(fetcher) = self.fetcher.clone() else {
+            return;
+        };
+        let _one = self.refreshing.lock().await;
+        let trust = self.controller.authenticator().trust_store();
+        let crls = self.controller.authenticator().crls();
+        let opts = pki::validate::ValidationOptions {
+            time: pki::time::Time(unix(Timestamp::now())),
+            revocation: self.policy.clone(),
+            ..Default::default()
+        };
+        let f = fetcher.clone();
+        let fetched = tokio::task::spawn_blocking(move || {
+            let before: BTreeSet<String> = pki::cert::Cert::from_der(leaf.clone())
+                .map(|c| http_points(&c).into_iter().collect())
+                .unwrap_or_default();
+            let held: Vec<Option<FetchedCrl>> = before.iter().map(|u| f.cached(u)).collect();
+            let r = pki::fetch::fetch_for_path(&f, &trust, &leaf, &[], &crls, &opts);
+            for e in &r.errors {
+                tracing::warn!(error = %e, "CRL download before enrollment failed");
+            }
+            // What was downloaded now, with what was held before it.
+            before
+                .into_iter()
+                .zip(held)
+                .filter_map(|(u, h)| f.cached(&u).map(|c| (u, h, c)))
+                .collect::<Vec<_>>()
+        })
+        .await
+        .unwrap_or_default();
+        let now = unix(Timestamp::now());
+        let mut urls = BTreeSet::new();
+        for (url, held, c) in fetched {
+            if held.as_ref().is_none_or(|h| h.der != c.der) {
+                if let Err(e) = save_crl(&self.cache_dir, &c) {
+                    tracing::warn!(url, error = %e, "cannot keep the CRL on disk");
+                }
+            }
+            urls.insert(url);
+        }
+        self.watch(urls, now);
+        self.swap_in(&fetcher);
+    }
+
+    /// Wakes the background task, e.g. after an enrollment added
+    /// distribution points, so it sleeps until the earliest due time.
+    pub fn nudge(&self) {
+        self.wake.notify_one();
+    }
+
+    /// The background task: refreshes CRLs when due and re-validates every
+    /// `revalidate_hours`, until `stop` turns true. Sleeps until the next
+    /// due time or a [`Self::nudge`].
+    pub async fn run(self: Arc<Self>, mut stop: watch::Receiver<bool>) {
+        let interval = Duration::from_secs(self.settings.revalidate_hours * 3600);
+        let mut next_revalidation = match self.report().last_run {
+            Some(t) => {
+                let since = unix(Timestamp::now()).saturating_sub(unix(t)).max(0) as u64;
+                tokio::time::Instant::now() + interval.saturating_sub(Duration::from_secs(since))
+            }
+            None => tokio::time::Instant::now(),
+        };
+        let mut discovered: Option<tokio::time::Instant> = None;
+        loop {
+            if *stop.borrow() {
+                return;
+            }
+            let now = unix(Timestamp::now());
+            // Credentials enrolled since by `pivgate enroll` bring their
+            // distribution points (those enrolled through the API are
+            // watched at once): looked for hourly, not on every wake.
+            if self.fetcher.is_some()
+                && discovered.is_none_or(|t| t.elapsed() >= DISCOVERY_INTERVAL)
+            {
+                match self.discover().await {
+                    Ok(urls) => {
+                        self.watch(urls, now);
+                        discovered = Some(tokio::time::Instant::now());
+                    }
+                    Err(e) => tracing::error!(error = %e, "cannot read the enrolled certificates"),
+                }
+            }
+            let due: Vec<String> = self
+                .points
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .iter()
+                .filter(|(_, p)| p.next_attempt <= now)
+                .map(|(u, _)| u.clone())
+                .collect();
+            if !due.is_empty() {
+                if let Err(e) = self.refresh(due).await {
+                    tracing::error!(error = %e, "recording the CRL refresh failed");
+                }
+            }
+            if tokio::time::Instant::now() >= next_revalidation {
+                if let Err(e) = self.revalidate().await {
+                    tracing::error!(error = %e, "re-validation failed; tried again in an hour");
+                    next_revalidation =
+                        tokio::time::Instant::now() + interval.min(Duration::from_secs(3600));
+                } else {
+                    next_revalidation = tokio::time::Instant::now() + interval;
+                }
+            }
+            let next_refresh = self
+                .points
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .values()
+                .map(|p| p.next_attempt)
+                .min()
+                .filter(|_| self.fetcher.is_some());
+            let mut wake_at = next_revalidation;
+            if let Some(t) = next_refresh {
+                // At least a second: never a tight loop.
+                let secs = (t - unix(Timestamp::now())).max(1) as u64;
+                wake_at = wake_at.min(tokio::time::Instant::now() + Duration::from_secs(secs));
+            }
+            if let (Some(t), true) = (discovered, self.fetcher.is_some()) {
+                wake_at = wake_at.min(t + DISCOVERY_INTERVAL);
+            }
+            tokio::select! {
+                _ = tokio::time::sleep_until(wake_at) => {}
+                _ = self.wake.notified() => {}
+                changed = stop.changed() => {
+                    if changed.is_err() {
+                        return;
+                    }
+                }
+            }
+        }
+    }
+}
+
+fn http_points(c: &pki::cert::Cert) -> Vec<String> {
+    c.crl_distribution_uris()
+        .filter(|u| u.to_ascii_lowercase().starts_with("http://"))
+        .map(str::to_string)
+        .collect()
+}
+
+/// The revocation date a refusal carries, when it is a revocation.
+fn revocation_date(r: &Refusal) -> Option<Timestamp> {
+    match r {
+        Refusal::CertificateInvalid(pki::fips201::Fips201Error::Path(
+            pki::error::ValidationError::Revoked { date, .. },
+        )) => Timestamp::from_second(date.0).ok(),
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use pki::issue::{CardOptions, TestPki, TestPkiOptions};
+
+    fn parsed(der: &[u8]) -> Arc<Crl> {
+        Arc::new(Crl::from_der(der.to_vec()).unwrap())
+    }
+
+    #[test]
+    fn a_newer_crl_replaces_an_older_one_of_the_same_issuer() {
+        let mut pki = TestPki::generate(TestPkiOptions::default()).unwrap();
+        let card = pki.issue_card(&CardOptions::default()).unwrap();
+        let old = pki.intermediate_crl_der().to_vec();
+        let root = pki.root_crl_der().to_vec();
+        pki.revoke(&card.slot(0x9E).unwrap().certificate, None)
+            .unwrap();
+        let new = pki.intermediate_crl_der().to_vec();
+        let mut b = CrlSet::builder();
+        b.add_der(old.clone()).unwrap();
+        b.add_der(root.clone()).unwrap();
+        let base = b.build();
+
+        // The newer download wins over the configured file, whichever order.
+        let merged = merge(&base, &[parsed(&new)]);
+        let ders: Vec<&[u8]> = merged.crls().iter().map(|c| c.der()).collect();
+        assert_eq!(ders, [new.as_slice(), root.as_slice()]);
+        let mut b = CrlSet::builder();
+        b.add_der(new.clone()).unwrap();
+        let merged = merge(&b.build(), &[parsed(&old), parsed(&root)]);
+        let ders: Vec<&[u8]> = merged.crls().iter().map(|c| c.der()).collect();
+        assert_eq!(ders, [new.as_slice(), root.as_slice()]);
+    }
+
+    #[test]
+    fn the_disk_cache_round_trips_and_skips_damaged_files() {
+        let pki = TestPki::generate(TestPkiOptions::default()).unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let crls = dir.path().join(CRL_DIR);
+        let c = FetchedCrl {
+            url: "http://127.0.0.1:9/intermediate.crl".into(),
+            der: Arc::new(pki.intermediate_crl_der().to_vec()),
+            next_update: Crl::from_der(pki.intermediate_crl_der().to_vec())
+                .unwrap()
+                .next_update
+                .map(|t| t.0),
+            fetched_at: 1_800_000_000,
+        };
+        save_crl(&crls, &c).unwrap();
+        std::fs::write(crls.join("cut.crl"), &pki.root_crl_der()[..40]).unwrap();
+        std::fs::write(crls.join("cut.meta"), "http://127.0.0.1:9/root.crl\n1\n").unwrap();
+        std::fs::write(crls.join("lonely.crl"), pki.root_crl_der()).unwrap();
+        let loaded = load_cache(&crls);
+        assert_eq!(loaded.fetched, [c]);
+        assert_eq!(loaded.parsed.len(), 1);
+        assert_eq!(loaded.skipped, 2);
+        assert_eq!(load_cache(&dir.path().join("absent")).fetched, []);
+    }
+}
