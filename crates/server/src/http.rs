@@ -1,6 +1,8 @@
 //! The HTTP API (`axum`, JSON under `/api/v1`).
 //!
 //! Routes: `GET /healthz`, `GET /readyz`; viewer: `GET /api/v1/events`,
+//! `GET /api/v1/events/stream` (Server-Sent Events, [`crate::live`]),
+//! `GET /metrics` (Prometheus, [`crate::metrics`]),
 //! `GET /api/v1/{sites,doors,readers,cardholders,credentials,groups,schedules,holidays}`,
 //! `GET /api/v1/doors/{id}`; operator: `POST /api/v1/doors/{id}/unlock`.
 //!
@@ -91,6 +93,8 @@ fn loaded(state: &AppState) -> AppResult<&Loaded> {
 pub fn router(state: Arc<AppState>) -> Router {
     let viewer = Router::new()
         .route("/api/v1/events", get(events))
+        .route("/api/v1/events/stream", get(crate::live::stream))
+        .route("/metrics", get(crate::metrics::scrape))
         .route("/api/v1/sites", get(list_sites))
         .route("/api/v1/doors", get(list_doors))
         .route("/api/v1/doors/{id}", get(get_door))
