@@ -11,7 +11,8 @@
 //!   reconnect) or `?since=N` first gets every event after `N` from the
 //!   store, then continues live, without a gap or a duplicate (the header
 //!   wins when both are given). Without either, the stream starts with the
-//!   next event committed.
+//!   next event committed; so does an id beyond the newest event (it came
+//!   from another database).
 //! - **Filters.** `door`, `cardholder`, `kind` (`tap`, `admin`,
 //!   `door-command`) and `result` (`granted`, `refused`), as for
 //!   `/api/v1/events`.
@@ -266,13 +267,12 @@ fn resume_from(
     q: &HashMap<String, String>,
 ) -> Result<Option<EventId>, ApiError> {
     const HEADER: &str = "Last-Event-ID";
-    if let Some(v) = headers.get(HEADER) {
-        let text = v.to_str().unwrap_or("").trim();
-        // An empty value means "no last event" (what a client that has seen
-        // none may send).
-        if text.is_empty() {
-            return Ok(None);
-        }
+    let header = headers
+        .get(HEADER)
+        .map(|v| v.to_str().unwrap_or("").trim())
+        // An empty value means "no last event".
+        .filter(|t| !t.is_empty());
+    if let Some(text) = header {
         let id = text.parse::<i64>().map_err(|e| {
             bad(
                 StatusCode::BAD_REQUEST,

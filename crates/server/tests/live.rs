@@ -233,6 +233,21 @@ fn admin(i: usize) -> NewEvent {
 async fn a_follower_behind_the_live_buffer_catches_up_from_the_store() {
     let dir = tempfile::tempdir().unwrap();
     let sql = SqlStore::open_data_dir(dir.path()).await.unwrap();
+    follower_catches_up(sql).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_follower_catches_up_on_postgresql() {
+    let Some(pg) = eventlog::testing::postgres_or_skip("a_follower_catches_up_on_postgresql")
+    else {
+        return;
+    };
+    let sql = SqlStore::connect(pg.url()).await.unwrap();
+    follower_catches_up(sql.clone()).await;
+    sql.close().await;
+}
+
+async fn follower_catches_up(sql: SqlStore) {
     let store: Arc<dyn Store> = Arc::new(sql.clone());
     let (log, writer) = EventLog::start_with(
         store.clone(),
@@ -322,6 +337,28 @@ async fn a_follower_behind_the_live_buffer_catches_up_from_the_store() {
         }
     }
     assert_eq!(got, ids[16..]);
+
+    // An id beyond the newest (another database's) starts from now.
+    let mut elsewhere = Box::pin(
+        follow(
+            store.clone(),
+            &log,
+            Filter::default(),
+            Some(EventId(1_000_000)),
+        )
+        .await
+        .unwrap(),
+    );
+    let next = log.append(admin(7)).await.unwrap();
+    assert_eq!(
+        elsewhere.next().await,
+        Some(Item::Event(live_event(&store, next).await))
+    );
+
+    assert_eq!(
+        follower.next().await,
+        Some(Item::Event(live_event(&store, next).await))
+    );
 
     // The follower ends with the event log.
     drop(log);
