@@ -122,7 +122,8 @@ impl EventLog {
         (EventLog { tx, counters, live }, task)
     }
 
-    /// Every event committed from now on, in id order, as it is committed
+    /// Every event committed through this log from now on (events written
+    /// to the store directly are not seen), in id order, as it is committed
     /// (never before; the submitters are answered first, so a batch whose
     /// answer raced with the subscription may be received too). A receiver that falls more than the live capacity
     /// behind gets `RecvError::Lagged` and continues with the oldest event

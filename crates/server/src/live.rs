@@ -5,7 +5,9 @@
 //! event: `id:` the event id, `data:` the stored [`eventlog::Event`] as
 //! JSON (the same object `GET /api/v1/events` lists). Events are taken from
 //! the group-commit writer after their transaction is durable
-//! ([`EventLog::subscribe`]), never read back from the database.
+//! ([`EventLog::subscribe`]), never read back from the database: every
+//! event must therefore be appended through the controller's
+//! [`EventLog`], not written to the store directly.
 //!
 //! - **Resuming.** A client that sends `Last-Event-ID: N` (browsers do on
 //!   reconnect) or `?since=N` first gets every event after `N` from the
