@@ -15,7 +15,7 @@ use arc_swap::ArcSwap;
 use host::client::{ClientError, Piv};
 use host::{Channel, Transport, TransportExt};
 use piv::chuid::Chuid;
-use pki::cache::{CacheConfig, ValidationCache};
+use pki::cache::{CacheConfig, CacheStats, ValidationCache};
 use pki::crl::CrlSet;
 use pki::fips201::PivValidated;
 use pki::sig::{Hash, PublicKey};
@@ -188,6 +188,12 @@ impl Authenticator {
     pub fn clear_caches(&self) {
         self.validations.clear();
         self.keys.clear();
+    }
+
+    /// Counters of the validated-certificate cache and of the fast-path
+    /// key cache, in that order.
+    pub fn cache_stats(&self) -> (CacheStats, CacheStats) {
+        (self.validations.stats(), self.keys.stats())
     }
 
     fn now(&self) -> Time {

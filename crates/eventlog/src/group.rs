@@ -1,17 +1,49 @@
 //! Group commit: one writer task batches every event submitted while the
 //! previous commit was in flight into the next transaction.
+//!
+//! After a commit the writer answers the submitters, then publishes the
+//! committed events, in id order, to live subscribers
+//! ([`EventLog::subscribe`]): a `tokio::sync::broadcast` channel, so a
+//! subscriber that falls behind loses the oldest events (and is told how
+//! many) instead of slowing the writer.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
-use tokio::sync::{mpsc, oneshot};
+use access::jiff::Timestamp;
+use tokio::sync::{broadcast, mpsc, oneshot};
 use tokio::task::JoinHandle;
 
-use crate::types::{EventId, NewEvent, StoreError};
+use crate::types::{Event, EventId, NewEvent, StoreError};
 use crate::Store;
 
 /// The most events one transaction carries by default.
 pub const DEFAULT_MAX_BATCH: usize = 1024;
+
+/// How many committed events the live channel holds for a subscriber that
+/// has not read them yet, by default.
+pub const DEFAULT_LIVE_CAPACITY: usize = 4096;
+
+/// Told about every commit the writer attempts (for metrics). Called on the
+/// writer task: implementations must be quick and must not block.
+pub trait CommitObserver: Send + Sync {
+    /// A transaction of `events` events took `elapsed`; `committed` is
+    /// false when it failed.
+    fn commit(&self, events: usize, elapsed: Duration, committed: bool);
+}
+
+/// How [`EventLog::start_with`] runs the writer.
+#[derive(Clone, Default)]
+pub struct Options {
+    /// The most events one transaction carries (0 means
+    /// [`DEFAULT_MAX_BATCH`]).
+    pub max_batch: usize,
+    /// Committed events kept for live subscribers that lag (0 means
+    /// [`DEFAULT_LIVE_CAPACITY`]).
+    pub live_capacity: usize,
+    pub observer: Option<Arc<dyn CommitObserver>>,
+}
 
 struct Pending {
     event: NewEvent,
@@ -44,6 +76,7 @@ pub struct CommitStats {
 pub struct EventLog {
     tx: mpsc::Sender<Pending>,
     counters: Arc<Counters>,
+    live: broadcast::Sender<Arc<Event>>,
 }
 
 impl std::fmt::Debug for EventLog {
@@ -60,15 +93,49 @@ impl EventLog {
     /// `4 * max_batch` events wait in the queue, after which submitters wait
     /// for room.
     pub fn start(store: Arc<dyn Store>, max_batch: usize) -> (EventLog, JoinHandle<()>) {
-        let max_batch = if max_batch == 0 {
-            DEFAULT_MAX_BATCH
-        } else {
-            max_batch
-        };
+        Self::start_with(
+            store,
+            Options {
+                max_batch,
+                ..Options::default()
+            },
+        )
+    }
+
+    /// [`start`](Self::start) with every option.
+    pub fn start_with(store: Arc<dyn Store>, options: Options) -> (EventLog, JoinHandle<()>) {
+        let or = |v: usize, default: usize| if v == 0 { default } else { v };
+        let max_batch = or(options.max_batch, DEFAULT_MAX_BATCH);
         let (tx, rx) = mpsc::channel(4 * max_batch);
+        let (live, _) = broadcast::channel(or(options.live_capacity, DEFAULT_LIVE_CAPACITY));
         let counters = Arc::new(Counters::default());
-        let task = tokio::spawn(writer(store, rx, max_batch, counters.clone()));
-        (EventLog { tx, counters }, task)
+        let task = tokio::spawn(writer(
+            Writer {
+                store,
+                counters: counters.clone(),
+                live: live.clone(),
+                observer: options.observer,
+            },
+            rx,
+            max_batch,
+        ));
+        (EventLog { tx, counters, live }, task)
+    }
+
+    /// Every event committed through this log from now on (events written
+    /// to the store directly are not seen), in id order, as it is committed
+    /// (never before; the submitters are answered first, so a batch whose
+    /// answer raced with the subscription may be received too). A receiver that falls more than the live capacity
+    /// behind gets `RecvError::Lagged` and continues with the oldest event
+    /// still held; the events it missed are in the store. The channel closes
+    /// once the writer has stopped and every handle is gone.
+    pub fn subscribe(&self) -> broadcast::Receiver<Arc<Event>> {
+        self.live.subscribe()
+    }
+
+    /// How many live subscribers there are.
+    pub fn subscribers(&self) -> usize {
+        self.live.receiver_count()
     }
 
     /// Submits `event`; resolves with its id once the transaction holding it
@@ -93,12 +160,29 @@ impl EventLog {
     }
 }
 
-async fn writer(
+/// What the writer task owns besides its queue.
+struct Writer {
     store: Arc<dyn Store>,
-    mut rx: mpsc::Receiver<Pending>,
-    max_batch: usize,
     counters: Arc<Counters>,
-) {
+    live: broadcast::Sender<Arc<Event>>,
+    observer: Option<Arc<dyn CommitObserver>>,
+}
+
+/// The event as the store holds it: times have microsecond precision there.
+fn as_stored(id: EventId, mut event: NewEvent) -> Event {
+    if let Ok(t) = Timestamp::from_microsecond(event.time.as_microsecond()) {
+        event.time = t;
+    }
+    Event { id, event }
+}
+
+async fn writer(w: Writer, mut rx: mpsc::Receiver<Pending>, max_batch: usize) {
+    let Writer {
+        store,
+        counters,
+        live,
+        observer,
+    } = w;
     let mut batch: Vec<Pending> = Vec::with_capacity(max_batch);
     let mut events: Vec<NewEvent> = Vec::with_capacity(max_batch);
     let mut waiting = Vec::with_capacity(max_batch);
@@ -113,7 +197,12 @@ async fn writer(
             events.push(p.event);
             waiting.push(p.done);
         }
-        match store.append_events(&events).await {
+        let started = Instant::now();
+        let result = store.append_events(&events).await;
+        if let Some(o) = &observer {
+            o.commit(events.len(), started.elapsed(), result.is_ok());
+        }
+        match result {
             Ok(ids) => {
                 counters.commits.fetch_add(1, Ordering::Relaxed);
                 counters
@@ -122,9 +211,17 @@ async fn writer(
                 counters
                     .largest_batch
                     .fetch_max(ids.len() as u64, Ordering::Relaxed);
-                for (done, id) in waiting.drain(..).zip(ids) {
+                for (done, id) in waiting.drain(..).zip(&ids) {
                     // A submitter that went away no longer needs the answer.
-                    let _ = done.send(Ok(id));
+                    let _ = done.send(Ok(*id));
+                }
+                // Durable now: publish, unless nobody listens (then the
+                // events are not even wrapped).
+                if live.receiver_count() > 0 {
+                    for (event, id) in events.drain(..).zip(ids) {
+                        // An error only means every subscriber has gone.
+                        let _ = live.send(Arc::new(as_stored(id, event)));
+                    }
                 }
             }
             Err(e) => {

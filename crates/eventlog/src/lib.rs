@@ -8,7 +8,10 @@
 //! commit in front of a store: a writer task takes every event submitted
 //! while the previous commit was in flight and commits them in one
 //! transaction; each submitter's future resolves only once its event is
-//! durable. [`Store::load_snapshot`] reads every entity into an
+//! durable. Committed events are then published to live subscribers
+//! ([`EventLog::subscribe`], for the event stream), and each commit is
+//! reported to an optional [`CommitObserver`] (for metrics).
+//! [`Store::load_snapshot`] reads every entity into an
 //! [`access::AccessSnapshot`] for the decision. [`testing`] starts a
 //! throw-away PostgreSQL cluster for tests and benchmarks.
 
@@ -17,7 +20,9 @@ mod sql;
 pub mod testing;
 mod types;
 
-pub use group::{CommitStats, EventLog, DEFAULT_MAX_BATCH};
+pub use group::{
+    CommitObserver, CommitStats, EventLog, Options, DEFAULT_LIVE_CAPACITY, DEFAULT_MAX_BATCH,
+};
 pub use sql::{Backend, SqlStore};
 pub use types::*;
 

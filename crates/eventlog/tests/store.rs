@@ -48,6 +48,7 @@ macro_rules! on_both {
 on_both!(crud_and_snapshot);
 on_both!(events_filters_and_paging);
 on_both!(group_commit);
+on_both!(live_events_follow_commits);
 on_both!(tokens);
 on_both!(enrollment_certificates);
 
@@ -661,6 +662,92 @@ async fn enrollment_certificates(store: Arc<dyn Store>) {
     store.delete_credential(with.id).await.unwrap();
     assert!(store.credential_certificates().await.unwrap().is_empty());
     let _ = without;
+}
+
+/// Counts what the writer reports.
+#[derive(Default)]
+struct Commits {
+    seen: std::sync::Mutex<Vec<(usize, bool)>>,
+}
+
+impl CommitObserver for Commits {
+    fn commit(&self, events: usize, _elapsed: std::time::Duration, committed: bool) {
+        self.seen.lock().unwrap().push((events, committed));
+    }
+}
+
+async fn live_events_follow_commits(store: Arc<dyn Store>) {
+    let commits = Arc::new(Commits::default());
+    let (log, writer) = EventLog::start_with(
+        store.clone(),
+        Options {
+            max_batch: 16,
+            live_capacity: 8,
+            observer: Some(commits.clone()),
+        },
+    );
+    // Nobody listens: committed, nothing published.
+    let before = log
+        .append(tap("2026-11-23T09:00:00Z", 1, None, false))
+        .await
+        .unwrap();
+    let mut live = log.subscribe();
+    assert_eq!(log.subscribers(), 1);
+    let mut sent = Vec::new();
+    for i in 0..5 {
+        let mut e = tap("2026-11-23T10:00:00Z", i + 1, Some(i), true);
+        // Nanoseconds: the store keeps microseconds.
+        e.time = Timestamp::from_nanosecond(1_795_000_000_123_456_789).unwrap();
+        sent.push((log.append(e.clone()).await.unwrap(), e));
+    }
+    for (id, e) in &sent {
+        let mut got = live.recv().await.unwrap();
+        if got.id == before {
+            // Its commit was answered just before the subscription, and
+            // published just after.
+            got = live.recv().await.unwrap();
+        }
+        assert_eq!(got.id, *id);
+        assert!(got.id > before);
+        // What is published is what a query returns, without reading it back.
+        let stored = store
+            .query_events(&EventQuery {
+                cursor: Some(EventId(id.0 - 1)),
+                limit: 1,
+                ..EventQuery::default()
+            })
+            .await
+            .unwrap();
+        assert_eq!(*got, stored.events[0]);
+        assert_eq!(got.event.door, e.door);
+        assert_eq!(got.event.time.as_microsecond(), e.time.as_microsecond());
+    }
+    // A subscriber that falls behind the channel is told how far, then gets
+    // the newest events still held.
+    for i in 0..20 {
+        log.append(tap("2026-11-23T11:00:00Z", 1, Some(i), true))
+            .await
+            .unwrap();
+    }
+    // (The last append may be answered before it is published: 11 or 12.)
+    let missed = match live.recv().await {
+        Err(tokio::sync::broadcast::error::RecvError::Lagged(n)) => n,
+        other => panic!("expected a lag, got {other:?}"),
+    };
+    assert!((11..=12).contains(&missed), "{missed}");
+    let next = live.recv().await.unwrap();
+    assert_eq!(next.event.cardholder, Some(CardholderId(missed as i64)));
+    let seen = commits.seen.lock().unwrap().clone();
+    assert!(seen.iter().all(|(_, ok)| *ok));
+    assert_eq!(seen.iter().map(|(n, _)| n).sum::<usize>(), 26);
+    drop(log);
+    writer.await.unwrap();
+    // Writer gone, every handle gone: the channel ends after what it holds.
+    let mut rest = 0;
+    while live.recv().await.is_ok() {
+        rest += 1;
+    }
+    assert_eq!(rest, 20 - missed - 1);
 }
 
 async fn tokens(store: Arc<dyn Store>) {

@@ -207,6 +207,12 @@ impl TapResult {
 /// Where the current time comes from (tests fix it).
 pub type Clock = Arc<dyn Fn() -> Timestamp + Send + Sync>;
 
+/// Told about every tap once the door has been signalled (for metrics).
+/// Runs on the tapping thread: implementations must be quick.
+pub trait TapObserver: Send + Sync {
+    fn tap(&self, result: &TapResult);
+}
+
 /// Every door of the process: authenticate → decide → commit → signal.
 pub struct Controller {
     authenticator: Arc<Authenticator>,
@@ -217,6 +223,7 @@ pub struct Controller {
     runtime: tokio::runtime::Handle,
     unlock: Duration,
     clock: Clock,
+    observer: Option<Arc<dyn TapObserver>>,
 }
 
 impl std::fmt::Debug for Controller {
@@ -255,7 +262,14 @@ impl Controller {
             runtime,
             unlock,
             clock: Arc::new(Timestamp::now),
+            observer: None,
         }
+    }
+
+    /// Reports every tap to `observer`.
+    pub fn with_observer(mut self, observer: Arc<dyn TapObserver>) -> Self {
+        self.observer = Some(observer);
+        self
     }
 
     /// Decides at the times `clock` gives instead of the system clock.
@@ -379,7 +393,7 @@ impl Controller {
                 None => pb.forget(site, cardholder),
             }
         }
-        Ok(self.finish(
+        let result = self.finish(
             transaction,
             door_id,
             door.mode,
@@ -387,7 +401,11 @@ impl Controller {
             decision,
             committed,
             started,
-        ))
+        );
+        if let Some(o) = &self.observer {
+            o.tap(&result);
+        }
+        Ok(result)
     }
 
     #[allow(clippy::too_many_arguments)]

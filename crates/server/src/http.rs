@@ -3,6 +3,10 @@
 //! Routes (role needed in brackets):
 //! - `GET /healthz`, `GET /readyz`, `GET /api/v1/openapi.json` (none);
 //! - `GET /api/v1/events` (viewer): filters and cursor paging;
+//!   `GET /api/v1/events/stream` (viewer): the same events live, as
+//!   Server-Sent Events ([`crate::live`]);
+//! - `GET /metrics` (viewer): Prometheus / OpenMetrics text
+//!   ([`crate::metrics`]);
 //! - for each of `sites`, `doors`, `readers`, `cardholders`, `credentials`,
 //!   `groups`, `schedules`, `holidays`: `GET /api/v1/{kind}` and
 //!   `GET /api/v1/{kind}/{id}` (viewer), `POST /api/v1/{kind}` (create),
@@ -170,6 +174,8 @@ fn define(r: &mut impl Routes) {
     r.add(Get, "/readyz", None, readyz);
     r.add(Get, "/api/v1/openapi.json", None, openapi::document);
     r.add(Get, "/api/v1/events", viewer, events);
+    r.add(Get, "/api/v1/events/stream", viewer, crate::live::stream);
+    r.add(Get, "/metrics", viewer, crate::metrics::scrape);
 
     macro_rules! crud {
         ($m:ident, $list:literal, $one:literal) => {

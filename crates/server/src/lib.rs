@@ -30,6 +30,13 @@
 //! - [`http`]: the axum API with bearer-token roles; [`token`]: token
 //!   generation and hashing; [`tls`]: rustls when a certificate is
 //!   configured (without one the API listens on loopback only).
+//! - [`live`]: the live event stream (Server-Sent Events): every event as
+//!   it is committed, resumable with `Last-Event-ID` without gaps or
+//!   duplicates; a client that falls behind catches up from the store and
+//!   never slows the writer.
+//! - [`metrics`]: Prometheus metrics at `/metrics` (viewer token): taps by
+//!   door, mechanism and result, a latency histogram per stage, event-log
+//!   commits, trust store, CRL ages, cache hits, start-up times.
 //! - [`service`]: start-up (linear, trust loading overlapped with the
 //!   database), readiness, reload, graceful shutdown.
 
@@ -40,6 +47,8 @@ pub mod enroll_api;
 pub mod http;
 pub mod init;
 pub mod keypad;
+pub mod live;
+pub mod metrics;
 pub mod readers;
 pub mod revocation;
 pub mod service;

@@ -30,6 +30,7 @@ use crate::config::{Config, ConfigError};
 use crate::door::{Controller, DoorOutput, SimulatedOutput};
 use crate::http;
 use crate::keypad::Keypads;
+use crate::metrics::Metrics;
 use crate::readers::{self, ReaderThreads};
 use crate::revocation::Revocation;
 
@@ -139,17 +140,26 @@ pub struct Loaded {
     pub revocation: Arc<Revocation>,
     /// How revocation is checked at the doors (and at enrollment).
     pub revocation_policy: pki::validate::RevocationPolicy,
+    pub metrics: Arc<Metrics>,
 }
 
 /// State shared with the HTTP handlers.
 pub struct AppState {
     loaded: OnceLock<Loaded>,
+    stopping: watch::Receiver<bool>,
 }
 
 impl AppState {
     /// Everything, once start-up has finished.
     pub fn loaded(&self) -> Option<&Loaded> {
         self.loaded.get()
+    }
+
+    /// Turns true when the service starts shutting down: long-lived
+    /// responses (the event stream) end then, so shutdown does not wait
+    /// for their clients.
+    pub fn stopping(&self) -> watch::Receiver<bool> {
+        self.stopping.clone()
     }
 }
 
@@ -195,10 +205,11 @@ impl Service {
             addr: config.http.listen,
             error,
         })?;
+        let (stop, stopped) = watch::channel(false);
         let state = Arc::new(AppState {
             loaded: OnceLock::new(),
+            stopping: stopped.clone(),
         });
-        let (stop, stopped) = watch::channel(false);
         let http = match tls {
             Some(tls) => {
                 let listener = crate::tls::TlsListener::new(listener, tls).map_err(|error| {
@@ -301,17 +312,27 @@ impl Service {
                 ..Settings::default()
             },
         ));
-        let (log, writer) = eventlog::EventLog::start(store.clone(), 0);
+        let mut metrics = Metrics::new();
+        let (log, writer) = eventlog::EventLog::start_with(
+            store.clone(),
+            eventlog::Options {
+                observer: Some(metrics.commit_observer()),
+                ..eventlog::Options::default()
+            },
+        );
         let output = output.unwrap_or_else(|| Arc::new(SimulatedOutput::new()));
         let credentials = snapshot.credentials().len();
-        let controller = Arc::new(Controller::new(
-            authenticator,
-            snapshot,
-            log,
-            output,
-            tokio::runtime::Handle::current(),
-            Duration::from_millis(config.output.unlock_ms),
-        ));
+        let controller = Arc::new(
+            Controller::new(
+                authenticator,
+                snapshot,
+                log,
+                output,
+                tokio::runtime::Handle::current(),
+                Duration::from_millis(config.output.unlock_ms),
+            )
+            .with_observer(Arc::new(metrics.tap_observer())),
+        );
         let revocation_work = Arc::new(Revocation::new(
             &config.data_dir,
             base_crls,
@@ -333,6 +354,7 @@ impl Service {
             anchors,
             credentials,
         };
+        metrics.register_service(controller.clone(), times);
         Ok((
             Loaded {
                 store,
@@ -341,6 +363,7 @@ impl Service {
                 times,
                 revocation: revocation_work,
                 revocation_policy: revocation,
+                metrics: Arc::new(metrics),
             },
             writer,
             readers,
@@ -369,6 +392,7 @@ impl Service {
         let l = self.loaded();
         let snapshot = l.store.load_snapshot().await?;
         let credentials = snapshot.credentials().len();
+        l.metrics.prepare_doors(&snapshot);
         l.controller.set_snapshot(snapshot);
         tracing::info!(credentials, "access data reloaded");
         Ok(())

@@ -48,6 +48,8 @@ impl Modify for BearerScheme {
         super::readyz,
         document,
         super::events,
+        crate::live::stream,
+        crate::metrics::scrape,
         sites::list, sites::get, sites::create, sites::replace, sites::delete,
         doors::list, doors::get, doors::create, doors::replace, doors::delete,
         readers::list, readers::get, readers::create, readers::replace, readers::delete,

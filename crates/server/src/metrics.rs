@@ -1,0 +1,458 @@
+//! Prometheus metrics, served at `GET /metrics` (OpenMetrics text, encoded
+//! by `prometheus-client`).
+//!
+//! The route needs a viewer token like the rest of the API: configure the
+//! scrape job with `authorization: { type: Bearer, credentials_file: … }`
+//! (or `bearer_token_file`) holding a token from
+//! `pivgate token create --role viewer`.
+//!
+//! | metric | type | labels |
+//! | --- | --- | --- |
+//! | `pivgate_taps_total` | counter | `door` (id), `mechanism`, `result` (`granted`/`refused`) |
+//! | `pivgate_tap_stage_seconds` | histogram | `stage`: `detect` … `signal`, and `total` |
+//! | `pivgate_eventlog_commit_seconds` | histogram | |
+//! | `pivgate_eventlog_commit_batch_events` | histogram | |
+//! | `pivgate_events_committed_total`, `pivgate_eventlog_commits_total`, `pivgate_eventlog_failed_commits_total` | counter | |
+//! | `pivgate_live_subscribers` | gauge | |
+//! | `pivgate_trust_anchors`, `pivgate_trust_intermediates` | gauge | |
+//! | `pivgate_crl_age_seconds`, `pivgate_crl_next_update_seconds` | gauge | `issuer`, `kind` (`full`/`delta`), `number` |
+//! | `pivgate_validation_cache_hits_total`, `…_misses_total` | counter | `cache`: `certificate` (validated paths), `key` (fast-path keys) |
+//! | `pivgate_credentials` | gauge | |
+//! | `pivgate_startup_seconds` | gauge | `phase`: `trust`, `database`, `ready` |
+//!
+//! Recording a tap costs one label lookup in a read-locked map (no
+//! allocation once the door's label set exists; every door's are created
+//! at start and on reload) and one histogram observation per stage. The
+//! gauges that describe the current state (trust store, CRLs, caches, the
+//! event log's counters) are read when scraped, not maintained.
+
+use std::collections::HashSet;
+use std::sync::Arc;
+use std::time::Duration;
+
+use access::AccessSnapshot;
+use auth::StageName;
+use axum::extract::State;
+use axum::http::{header, StatusCode};
+use axum::response::{IntoResponse, Response};
+use eventlog::CommitObserver;
+use prometheus_client::collector::Collector;
+use prometheus_client::encoding::{DescriptorEncoder, EncodeLabelSet, EncodeMetric};
+use prometheus_client::metrics::counter::{ConstCounter, Counter};
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::ConstGauge;
+use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
+use prometheus_client::registry::{Registry, Unit};
+
+use crate::door::{Controller, TapObserver, TapResult};
+use crate::http::ApiError;
+use crate::service::{AppState, StartupTimes};
+
+/// The content type of the exposition.
+pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
+
+/// Latency buckets from 0.1 ms to 5 s (1-2-5 steps), in seconds.
+pub const LATENCY_BUCKETS: [f64; 15] = [
+    0.0001, 0.0002, 0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 5.0,
+];
+
+fn latency() -> Histogram {
+    Histogram::new(LATENCY_BUCKETS)
+}
+
+/// The labels of a tap counter.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, EncodeLabelSet)]
+struct TapLabels {
+    door: i64,
+    mechanism: &'static str,
+    result: &'static str,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+struct StageLabels {
+    stage: &'static str,
+}
+
+/// One histogram per stage in [`StageName::ALL`] order, then the total.
+const STAGES: usize = StageName::ALL.len() + 1;
+
+fn stage_index(s: StageName) -> usize {
+    match s {
+        StageName::Detect => 0,
+        StageName::Select => 1,
+        StageName::Read => 2,
+        StageName::Challenge => 3,
+        StageName::Validate => 4,
+        StageName::Verify => 5,
+        StageName::Decide => 6,
+        StageName::Signal => 7,
+    }
+}
+
+/// Records taps: handed to the [`Controller`] as its [`TapObserver`].
+#[derive(Debug, Clone)]
+pub struct TapMetrics {
+    taps: Family<TapLabels, Counter>,
+    stages: [Histogram; STAGES],
+}
+
+impl TapMetrics {
+    /// Creates the counters of every door of `snapshot` (granted and
+    /// refused), so they are exported from zero and a tap finds them.
+    pub fn prepare_doors(&self, snapshot: &AccessSnapshot) {
+        for door in snapshot.doors() {
+            for result in ["granted", "refused"] {
+                let _ = self.taps.get_or_create(&TapLabels {
+                    door: door.id.0,
+                    mechanism: door.mechanism.as_str(),
+                    result,
+                });
+            }
+        }
+    }
+}
+
+impl TapObserver for TapMetrics {
+    fn tap(&self, r: &TapResult) {
+        let t = &r.transaction;
+        let labels = TapLabels {
+            door: r.door.0,
+            mechanism: t.mechanism.as_str(),
+            result: if r.granted() { "granted" } else { "refused" },
+        };
+        self.taps.get_or_create(&labels).inc();
+        let mut total = 0;
+        for s in &t.stages {
+            self.stages[stage_index(s.name)].observe(s.wall_us as f64 / 1e6);
+            total += s.wall_us;
+        }
+        self.stages[STAGES - 1].observe(total as f64 / 1e6);
+    }
+}
+
+/// Records event-log commits: handed to the [`eventlog::EventLog`].
+#[derive(Debug, Clone)]
+pub struct CommitMetrics {
+    latency: Histogram,
+    batch: Histogram,
+}
+
+impl CommitObserver for CommitMetrics {
+    fn commit(&self, events: usize, elapsed: Duration, committed: bool) {
+        if committed {
+            self.latency.observe(elapsed.as_secs_f64());
+            self.batch.observe(events as f64);
+        }
+    }
+}
+
+/// Every metric of the service.
+#[derive(Debug)]
+pub struct Metrics {
+    registry: Registry,
+    taps: TapMetrics,
+    commits: CommitMetrics,
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Metrics {
+    /// The tap and commit metrics; [`register_service`](Self::register_service)
+    /// adds what is read from the running service.
+    pub fn new() -> Self {
+        let mut registry = Registry::with_prefix("pivgate");
+        let taps = Family::<TapLabels, Counter>::default();
+        registry.register(
+            "taps",
+            "Taps by door (id), mechanism and result",
+            taps.clone(),
+        );
+        let stage_family =
+            Family::<StageLabels, Histogram, fn() -> Histogram>::new_with_constructor(latency);
+        let stages = std::array::from_fn(|i| {
+            let stage = StageName::ALL.get(i).map_or("total", |s| s.as_str());
+            stage_family.get_or_create_owned(&StageLabels { stage })
+        });
+        registry.register_with_unit(
+            "tap_stage",
+            "Time of each stage of a tap, and of the whole tap (stage `total`)",
+            Unit::Seconds,
+            stage_family,
+        );
+        let commits = CommitMetrics {
+            latency: latency(),
+            batch: Histogram::new(exponential_buckets(1.0, 2.0, 11)),
+        };
+        registry.register_with_unit(
+            "eventlog_commit",
+            "Time of one event-log transaction (group commit), to durable",
+            Unit::Seconds,
+            commits.latency.clone(),
+        );
+        registry.register(
+            "eventlog_commit_batch_events",
+            "Events per event-log transaction",
+            commits.batch.clone(),
+        );
+        Metrics {
+            registry,
+            taps: TapMetrics { taps, stages },
+            commits,
+        }
+    }
+
+    /// What the controller reports taps to.
+    pub fn tap_observer(&self) -> TapMetrics {
+        self.taps.clone()
+    }
+
+    /// What the event log reports commits to.
+    pub fn commit_observer(&self) -> Arc<dyn CommitObserver> {
+        Arc::new(self.commits.clone())
+    }
+
+    /// Adds the metrics read from `controller` at each scrape (trust store,
+    /// CRLs, caches, event log) and the start-up times.
+    pub fn register_service(&mut self, controller: Arc<Controller>, startup: StartupTimes) {
+        self.taps.prepare_doors(&controller.snapshot());
+        self.registry.register_collector(Box::new(ServiceCollector {
+            controller,
+            startup,
+        }));
+    }
+
+    /// Creates the tap counters of every door of `snapshot` (on reload).
+    pub fn prepare_doors(&self, snapshot: &AccessSnapshot) {
+        self.taps.prepare_doors(snapshot);
+    }
+
+    /// The exposition text.
+    pub fn encode(&self) -> String {
+        let mut out = String::with_capacity(16 * 1024);
+        // Writing into a String cannot fail; a collector's error would be a
+        // bug, and the text up to it is still served.
+        if let Err(e) = prometheus_client::encoding::text::encode(&mut out, &self.registry) {
+            tracing::error!(error = %e, "metrics encoding failed");
+        }
+        out
+    }
+}
+
+/// Reads the running service's state when scraped.
+struct ServiceCollector {
+    controller: Arc<Controller>,
+    startup: StartupTimes,
+}
+
+impl std::fmt::Debug for ServiceCollector {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ServiceCollector").finish_non_exhaustive()
+    }
+}
+
+fn gauge<V: prometheus_client::encoding::EncodeGaugeValue + Copy>(
+    enc: &mut DescriptorEncoder,
+    name: &str,
+    help: &str,
+    unit: Option<&Unit>,
+    value: V,
+) -> Result<(), std::fmt::Error> {
+    let g = ConstGauge::new(value);
+    g.encode(enc.encode_descriptor(name, help, unit, g.metric_type())?)
+}
+
+fn counter(
+    enc: &mut DescriptorEncoder,
+    name: &str,
+    help: &str,
+    value: u64,
+) -> Result<(), std::fmt::Error> {
+    let c = ConstCounter::new(value);
+    c.encode(enc.encode_descriptor(name, help, None, c.metric_type())?)
+}
+
+impl Collector for ServiceCollector {
+    fn encode(&self, mut enc: DescriptorEncoder) -> Result<(), std::fmt::Error> {
+        let log = self.controller.log();
+        let stats = log.stats();
+        counter(
+            &mut enc,
+            "events_committed",
+            "Events durably committed since start.",
+            stats.events,
+        )?;
+        counter(
+            &mut enc,
+            "eventlog_commits",
+            "Event-log transactions committed since start.",
+            stats.commits,
+        )?;
+        counter(
+            &mut enc,
+            "eventlog_failed_commits",
+            "Event-log transactions that failed since start.",
+            stats.failed_commits,
+        )?;
+        gauge(
+            &mut enc,
+            "live_subscribers",
+            "Clients following the live event stream.",
+            None,
+            log.subscribers() as i64,
+        )?;
+
+        let authn = self.controller.authenticator();
+        let store = authn.trust_store();
+        let anchors = store.anchor_count();
+        gauge(
+            &mut enc,
+            "trust_anchors",
+            "Trust anchors in the trust store.",
+            None,
+            anchors as i64,
+        )?;
+        gauge(
+            &mut enc,
+            "trust_intermediates",
+            "Intermediate certificates in the trust store.",
+            None,
+            store.len().saturating_sub(anchors) as i64,
+        )?;
+
+        self.crls(&mut enc)?;
+
+        let (certs, keys) = authn.cache_stats();
+        for (name, help, pick) in [
+            (
+                "validation_cache_hits",
+                "Lookups answered by a validation cache.",
+                (|s: &pki::cache::CacheStats| s.hits) as fn(&pki::cache::CacheStats) -> u64,
+            ),
+            (
+                "validation_cache_misses",
+                "Lookups a validation cache could not answer.",
+                |s| s.misses,
+            ),
+        ] {
+            let c = ConstCounter::new(0u64);
+            let mut m = enc.encode_descriptor(name, help, None, c.metric_type())?;
+            for (cache, stats) in [("certificate", &certs), ("key", &keys)] {
+                ConstCounter::new(pick(stats)).encode(m.encode_family(&[("cache", cache)])?)?;
+            }
+        }
+
+        gauge(
+            &mut enc,
+            "credentials",
+            "Credentials in the access data in use.",
+            None,
+            self.controller.snapshot().credentials().len() as i64,
+        )?;
+
+        let t = &self.startup;
+        let g = ConstGauge::new(0.0f64);
+        let mut m = enc.encode_descriptor(
+            "startup",
+            "How long each part of start-up took: trust loading, database (overlapped with it), and start to ready.",
+            Some(&Unit::Seconds),
+            g.metric_type(),
+        )?;
+        for (phase, us) in [
+            ("trust", t.trust_us),
+            ("database", t.database_us),
+            ("ready", t.ready_us),
+        ] {
+            ConstGauge::new(us as f64 / 1e6).encode(m.encode_family(&[("phase", phase)])?)?;
+        }
+        Ok(())
+    }
+}
+
+impl ServiceCollector {
+    /// Age and time to nextUpdate of each CRL held, by issuer. Two CRLs with
+    /// the same issuer, kind and number are exported once.
+    fn crls(&self, enc: &mut DescriptorEncoder) -> Result<(), std::fmt::Error> {
+        let set = self.controller.authenticator().crls();
+        let now = pki::time::Time::now().0;
+        let mut rows = Vec::with_capacity(set.len());
+        let mut seen = HashSet::new();
+        for crl in set.crls() {
+            let issuer = crl.issuer_display();
+            let kind = if crl.is_delta() { "delta" } else { "full" };
+            let number = crl
+                .crl_number
+                .as_deref()
+                .map(hex::encode)
+                .unwrap_or_default();
+            if seen.insert((issuer.clone(), kind, number.clone())) {
+                rows.push((
+                    issuer,
+                    kind,
+                    number,
+                    now - crl.this_update.0,
+                    crl.next_update.map(|n| n.0 - now),
+                ));
+            }
+        }
+        gauge(
+            enc,
+            "crls",
+            "CRLs held for revocation checking.",
+            None,
+            set.len() as i64,
+        )?;
+        let g = ConstGauge::new(0i64);
+        let mut m = enc.encode_descriptor(
+            "crl_age",
+            "Seconds since the thisUpdate of each CRL held.",
+            Some(&Unit::Seconds),
+            g.metric_type(),
+        )?;
+        for (issuer, kind, number, age, _) in &rows {
+            ConstGauge::new(*age).encode(m.encode_family(&[
+                ("issuer", issuer.as_str()),
+                ("kind", kind),
+                ("number", number.as_str()),
+            ])?)?;
+        }
+        let mut m = enc.encode_descriptor(
+            "crl_next_update",
+            "Seconds until the nextUpdate of each CRL held (negative once past).",
+            Some(&Unit::Seconds),
+            g.metric_type(),
+        )?;
+        for (issuer, kind, number, _, next) in &rows {
+            if let Some(next) = next {
+                ConstGauge::new(*next).encode(m.encode_family(&[
+                    ("issuer", issuer.as_str()),
+                    ("kind", kind),
+                    ("number", number.as_str()),
+                ])?)?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// `GET /metrics` (viewer).
+#[utoipa::path(get, path = "/metrics", tag = "service",
+    security(("bearer" = [])),
+    responses(
+        (status = 200, description = "OpenMetrics text: taps by door, mechanism and result; latency per stage; trust store; CRL ages; cache hits; event-log commits; start-up", content_type = "application/openmetrics-text", body = String),
+        (status = 401, description = "No token, or an unknown one", body = crate::http::schema::ErrorBody),
+    ))]
+pub async fn scrape(State(state): State<Arc<AppState>>) -> Response {
+    let Some(l) = state.loaded() else {
+        return ApiError {
+            status: StatusCode::SERVICE_UNAVAILABLE,
+            message: "the service is starting".into(),
+            field: None,
+        }
+        .into_response();
+    };
+    ([(header::CONTENT_TYPE, CONTENT_TYPE)], l.metrics.encode()).into_response()
+}
