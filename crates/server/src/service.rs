@@ -243,6 +243,7 @@ impl Service {
         let sql = open_store(config).await?;
         let store: Arc<dyn Store> = Arc::new(sql.clone());
         let snapshot = store.load_snapshot().await?;
+        let passback = crate::door::load_passback(&*store, &snapshot).await?;
         let database = t.elapsed();
         let (trust, trust_time) = trust.await?;
         let trust = trust.map_err(ServeError::trust)?;
@@ -271,14 +272,17 @@ impl Service {
         let (log, writer) = eventlog::EventLog::start(store.clone(), 0);
         let output = output.unwrap_or_else(|| Arc::new(SimulatedOutput::new()));
         let credentials = snapshot.credentials().len();
-        let controller = Arc::new(Controller::new(
-            authenticator,
-            snapshot,
-            log,
-            output,
-            tokio::runtime::Handle::current(),
-            Duration::from_millis(config.output.unlock_ms),
-        ));
+        let controller = Arc::new(
+            Controller::new(
+                authenticator,
+                snapshot,
+                log,
+                output,
+                tokio::runtime::Handle::current(),
+                Duration::from_millis(config.output.unlock_ms),
+            )
+            .with_passback(passback),
+        );
         let readers = readers::start(controller.clone());
         let times = StartupTimes {
             trust_us: trust_time.as_micros() as u64,
