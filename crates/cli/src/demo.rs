@@ -307,9 +307,12 @@ pub fn run(args: DemoArgs) -> Result<ExitCode> {
     std::fs::write(&path, text).with_context(|| format!("writing {}", path.display()))?;
     let mut config = Config::load(&path)?;
     if let Some(addr) = args.listen {
+        if !addr.ip().is_loopback() {
+            bail!("--listen {addr}: the demo serves plain HTTP, so only a loopback address (127.0.0.1 or ::1) is accepted");
+        }
         config.http.listen = addr;
     }
-    config.check(&path).context("--listen")?;
+    config.check(&path)?;
     let trust = config
         .trust
         .clone()
