@@ -10,6 +10,7 @@ use crate::render;
 use access::jiff::{tz::TimeZone, Timestamp};
 use access::ReaderId;
 use anyhow::{bail, Context, Result};
+use auth::measure::tap_series;
 use auth::{Authenticator, FixedPin, PinSource};
 use card::profile::TimingProfile;
 use card::Card;
@@ -49,6 +50,20 @@ pub struct DemoArgs {
     /// Also print every tap's transaction as one JSON line.
     #[arg(long)]
     json: bool,
+    /// Instead of the door scenarios: tap an RSA-2048 and a P-256 card
+    /// under each timing profile (authentication only: full reads, then
+    /// repeat taps) and print the per-stage medians beside the reference
+    /// door (the tables of BENCHMARKS.md).
+    #[arg(long, conflicts_with_all = ["hold", "listen", "profile", "alg"])]
+    profiles: bool,
+    /// With --profiles: taps per configuration; the table shows medians.
+    #[arg(long, default_value_t = 5, requires = "profiles",
+          value_parser = clap::value_parser!(u32).range(1..=1000))]
+    taps: u32,
+    /// With --profiles: leave out the seed timing profiles (they take
+    /// seconds per tap, as real cards do).
+    #[arg(long, requires = "profiles")]
+    quick: bool,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -269,6 +284,9 @@ fn revoke_and_refresh_crls(
 }
 
 pub fn run(args: DemoArgs) -> Result<ExitCode> {
+    if args.profiles {
+        return run_profiles(&args);
+    }
     let dir = tempfile::tempdir().context("creating a temporary directory")?;
     let profile = timing(args.profile, args.alg);
     eprintln!("pivgate demo: the door service with software PIV cards at simulated doors");
@@ -505,5 +523,120 @@ pub fn run(args: DemoArgs) -> Result<ExitCode> {
     if !wrong.is_empty() {
         bail!("a demo tap did not end as it should: {}", wrong.join("; "));
     }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// A card of `--profiles` and the timing profiles it is tapped under.
+struct ProfileCard {
+    name: &'static str,
+    creds: CardCredentials,
+    profiles: Vec<TimingProfile>,
+}
+
+/// `pivgate demo --profiles`: an RSA-2048 and a P-256 card tapped `taps`
+/// times on the full path and as repeat visitors under each timing
+/// profile, authentication only; per-stage medians beside the reference
+/// door.
+fn run_profiles(args: &DemoArgs) -> Result<ExitCode> {
+    let dir = tempfile::tempdir().context("creating a temporary directory")?;
+    eprintln!("pivgate demo --profiles: software PIV cards at a simulated door, every stage timed");
+    eprintln!("  creating a test PKI in {} (RSA-2048 root and intermediate with FIPS 201 policies, CHUID content signer, CRLs)", dir.path().display());
+    let pki = TestPki::init(
+        &dir.path().join("pki"),
+        TestPkiOptions {
+            algorithm: KeyAlgorithm::Rsa2048,
+            ..TestPkiOptions::default()
+        },
+    )
+    .context("creating the test PKI")?;
+    let mut cards = Vec::new();
+    for (name, alg, seed) in [
+        (
+            "RSA-2048",
+            KeyAlgorithm::Rsa2048,
+            TimingProfile::SeedRsa2048,
+        ),
+        ("P-256", KeyAlgorithm::P256, TimingProfile::SeedP256),
+    ] {
+        eprintln!("  issuing a {name} card (9A, 9C, 9D, 9E certificates and a signed CHUID)");
+        let creds = pki
+            .issue_card(&CardOptions {
+                algorithm: alg,
+                cardholder: format!("Demo Cardholder {name}"),
+                ..CardOptions::default()
+            })
+            .with_context(|| format!("issuing the {name} card"))?;
+        let mut profiles = vec![TimingProfile::Instant, TimingProfile::Contactless];
+        if !args.quick {
+            profiles.push(seed);
+        }
+        cards.push(ProfileCard {
+            name,
+            creds,
+            profiles,
+        });
+    }
+    let crls = pki.crl_set().context("loading the test PKI's CRLs")?;
+    let authn = Authenticator::new(pki.trust_store(), crls, auth::Settings::default());
+    let mut reader = if args.pcsc {
+        #[cfg(feature = "pcsc-demo")]
+        {
+            Reader::Pcsc(crate::demo_pcsc::PcscReader::open()?)
+        }
+        #[cfg(not(feature = "pcsc-demo"))]
+        bail!("this pivgate was built without the pcsc-demo feature: --pcsc is not available");
+    } else {
+        Reader::InProcess
+    };
+    let where_ = if args.pcsc {
+        "behind the vpcd reader"
+    } else {
+        "in-process"
+    };
+    let mut rows = Vec::new();
+    let mut all = Vec::new();
+    for c in &cards {
+        for &profile in &c.profiles {
+            // Seed profiles take seconds per tap: fewer of them.
+            let n = match profile {
+                TimingProfile::SeedRsa2048 | TimingProfile::SeedP256 => args.taps.min(3),
+                _ => args.taps,
+            } as usize;
+            eprintln!(
+                "  {} card {where_}, {} profile: {n} full-read taps, {n} repeat taps",
+                c.name,
+                profile.name(),
+            );
+            let image = || personalise(&c.creds, Some(1));
+            let series = match &mut reader {
+                #[cfg(feature = "pcsc-demo")]
+                Reader::Pcsc(r) => r.with_card(image()?, profile, |t| {
+                    tap_series(&authn, n, |authn| {
+                        anyhow::Ok(authn.authenticate(t, auth::Mechanism::PkiCak, None, None))
+                    })
+                })??,
+                Reader::InProcess => tap_series(&authn, n, |authn| {
+                    let mut t =
+                        InProcess::with_profile(Card::new(image()?), profile).named("in-process");
+                    anyhow::Ok(authn.authenticate(&mut t, auth::Mechanism::PkiCak, None, None))
+                })?,
+            };
+            rows.extend(render::Row::from_series(c.name, profile, &series)?);
+            all.extend(series.full);
+            all.extend(series.repeat);
+        }
+    }
+    if args.json {
+        for t in &all {
+            println!("{}", serde_json::to_string(t)?);
+        }
+    }
+    let how = if args.pcsc {
+        "through pcscd + vpcd"
+    } else {
+        "in-process (no daemon, no hardware)"
+    };
+    print!("{}", render::table(&rows, how));
+    print!("{}", render::comparison(&rows));
     Ok(ExitCode::SUCCESS)
 }

@@ -1,10 +1,14 @@
 //! Printing door transactions for people: the stage table, the identity,
-//! a door tap's decision, and the demo's summary beside the reference door
-//! (whose figures live in `auth::measure`).
+//! a door tap's decision, the demo's summary beside the reference door
+//! (whose figures live in `auth::measure`), and the per-profile table of
+//! `pivgate demo --profiles`.
 
 use access::AccessSnapshot;
-use auth::measure::{self, REFERENCE_DOOR, REFERENCE_ECC_SAVING_MS, REFERENCE_TOTAL_MS};
+use auth::measure::{
+    self, REFERENCE_DOOR, REFERENCE_ECC_SAVING_MS, REFERENCE_MODULE_MS, REFERENCE_TOTAL_MS,
+};
 use auth::transaction::{totals, Outcome, PathTaken, Stage, StageName, Transaction};
+use card::profile::TimingProfile;
 use server::door::TapResult;
 use std::fmt::Write as _;
 
@@ -408,5 +412,202 @@ pub fn door_summary(
             " (--profile seed reproduces a real card's processing times)"
         }
     );
+    s
+}
+
+/// One row of the demo's result table: the median of a series of taps.
+pub struct Row {
+    pub card: &'static str,
+    pub profile: TimingProfile,
+    pub kind: &'static str,
+    pub median: Transaction,
+    pub taps: usize,
+}
+
+impl Row {
+    /// Summarises a tap series into its full-read and repeat rows; fails on
+    /// a refused tap (the demo's cards are all genuine).
+    pub fn from_series(
+        card: &'static str,
+        profile: TimingProfile,
+        series: &measure::TapSeries,
+    ) -> anyhow::Result<Vec<Row>> {
+        let mut rows = Vec::new();
+        for (kind, set) in [("full read", &series.full), ("repeat", &series.repeat)] {
+            if let Some(bad) = set.iter().find(|t| !t.outcome.granted()) {
+                anyhow::bail!("a demo tap was refused: {:?}", bad.outcome);
+            }
+            let Some(median) = measure::median_transaction(set) else {
+                continue;
+            };
+            let kind = match (kind, median.path) {
+                ("repeat", auth::PathTaken::Fast) => "fast path",
+                ("repeat", auth::PathTaken::Full) => "repeat (cached validation)",
+                (k, _) => k,
+            };
+            rows.push(Row {
+                card,
+                profile,
+                kind,
+                median,
+                taps: set.len(),
+            });
+        }
+        Ok(rows)
+    }
+
+    fn seeded(&self) -> bool {
+        matches!(
+            self.profile,
+            TimingProfile::SeedRsa2048 | TimingProfile::SeedP256
+        )
+    }
+}
+
+/// The `--profiles` result table: per-stage medians of every row.
+pub fn table(rows: &[Row], how: &str) -> String {
+    let mut s = String::new();
+    let _ = writeln!(s);
+    let _ = writeln!(
+        s,
+        "PKI-CAK door taps, {how}; medians in ms, APDUs and bytes per tap"
+    );
+    let cols = [
+        StageName::Select,
+        StageName::Read,
+        StageName::Challenge,
+        StageName::Validate,
+        StageName::Verify,
+    ];
+    let _ = writeln!(
+        s,
+        "{:<9} {:<12} {:<34} {:>8} {:>8} {:>8} {:>8} {:>8} {:>9} {:>5} {:>6} {:>9}",
+        "card",
+        "profile",
+        "path",
+        "select",
+        "read",
+        "chall.",
+        "validate",
+        "verify",
+        "total",
+        "APDUs",
+        "bytes",
+        "host cpu"
+    );
+    for r in rows {
+        let t = &r.median;
+        let stage = |n: StageName| {
+            t.stage(n)
+                .map(|s| ms(s.wall_us))
+                .unwrap_or_else(|| "-".into())
+        };
+        let tot = t.total();
+        let _ = write!(
+            s,
+            "{:<9} {:<12} {:<34}",
+            r.card,
+            r.profile.name(),
+            format!("{} ({}x)", r.kind, r.taps)
+        );
+        for c in cols {
+            let _ = write!(s, " {:>8}", stage(c));
+        }
+        let _ = writeln!(
+            s,
+            " {:>9} {:>5} {:>6} {:>9}",
+            ms(tot.wall_us),
+            tot.apdus,
+            tot.bytes_out + tot.bytes_in,
+            ms(t.host_compute_us)
+        );
+    }
+    s
+}
+
+/// The reference door beside pivgate's figures.
+pub fn comparison(rows: &[Row]) -> String {
+    let mut s = String::new();
+    let _ = writeln!(s);
+    let _ = writeln!(
+        s,
+        "Against the reference door (industry figures for an RSA-2048 PIV card; ECC about {REFERENCE_ECC_SAVING_MS:.0} ms faster at the card):"
+    );
+    for (name, v) in REFERENCE_DOOR {
+        let _ = writeln!(s, "  {name:<32} {v:>6.0} ms");
+    }
+    let _ = writeln!(s, "  {:<32} {:>6.0} ms", "total", REFERENCE_TOTAL_MS);
+    if rows.iter().any(Row::seeded) {
+        let _ = writeln!(s);
+        let _ = writeln!(
+            s,
+            "pivgate in the same door (reader, link and controller stages kept at the reference values;"
+        );
+        let _ = writeln!(
+            s,
+            "card = the card's APDU time under the profile, module = pivgate's host computation):"
+        );
+        let _ = writeln!(
+            s,
+            "  {:<9} {:<12} {:<34} {:>9} {:>9} {:>10} {:>10}",
+            "card", "profile", "path", "card ms", "module ms", "door total", "saved"
+        );
+    }
+    for r in rows.iter().filter(|r| r.seeded()) {
+        let card_ms = measure::card_us(&r.median) as f64 / 1000.0;
+        let module_ms = r.median.host_compute_us as f64 / 1000.0;
+        let total = measure::door_total_ms(card_ms, module_ms);
+        let reference = measure::reference_total_ms(r.card == "P-256");
+        let _ = writeln!(
+            s,
+            "  {:<9} {:<12} {:<34} {:>9.0} {:>9.2} {:>10.0} {:>9.0}%",
+            r.card,
+            r.profile.name(),
+            r.kind,
+            card_ms,
+            module_ms,
+            total,
+            100.0 * (reference - total) / reference
+        );
+    }
+    let worst_instant = rows
+        .iter()
+        .filter(|r| r.profile == TimingProfile::Instant)
+        .map(|r| r.median.host_compute_us)
+        .max();
+    if let Some(worst) = worst_instant {
+        let _ = writeln!(
+            s,
+            "  authentication-module processing: reference {REFERENCE_MODULE_MS:.0} ms; pivgate at most {} ms per tap (instant cards), the card is what remains to wait for.",
+            ms(worst)
+        );
+    }
+    for r in rows
+        .iter()
+        .filter(|r| r.profile == TimingProfile::Contactless && r.kind == "fast path")
+    {
+        if let Some(full) = rows.iter().find(|f| {
+            f.card == r.card && f.profile == TimingProfile::Contactless && f.kind == "full read"
+        }) {
+            let (a, b) = (full.median.total(), r.median.total());
+            let _ = writeln!(
+                s,
+                "  contactless {} card at 106 kbit/s: a repeat tap moves {} bytes in {} APDUs ({} ms) instead of {} bytes in {} APDUs ({} ms).",
+                r.card,
+                b.bytes_in + b.bytes_out,
+                b.apdus,
+                ms(b.wall_us),
+                a.bytes_in + a.bytes_out,
+                a.apdus,
+                ms(a.wall_us)
+            );
+        }
+    }
+    if !rows.iter().any(Row::seeded) {
+        let _ = writeln!(
+            s,
+            "  (run without --quick to include the seed card profiles that reproduce the reference card times)"
+        );
+    }
     s
 }

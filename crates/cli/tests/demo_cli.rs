@@ -236,3 +236,26 @@ fn demo_through_pcscd_and_vpcd() {
     assert!(out.contains("tapped through pcscd + vpcd"), "{out}");
     check_scenarios(&out);
 }
+
+#[test]
+fn demo_profiles_prints_the_per_stage_medians_beside_the_reference_door() {
+    let o = pivgate(&["demo", "--profiles", "--quick", "--taps", "2"]);
+    assert_eq!(code(&o), 0, "{}", text(&o));
+    let out = String::from_utf8(o.stdout).unwrap();
+    for want in [
+        "PKI-CAK door taps, in-process",
+        "RSA-2048  instant      full read (2x)",
+        "RSA-2048  contactless  repeat (cached validation) (2x)",
+        "P-256     instant      fast path (2x)",
+        "Against the reference door",
+        "  total                              3678 ms",
+    ] {
+        assert!(out.contains(want), "{want:?} missing:\n{out}");
+    }
+    // The door service is not started in this mode.
+    assert!(!out.contains("API:"), "{out}");
+    // --taps belongs to --profiles.
+    let o = pivgate(&["demo", "--taps", "3"]);
+    assert_eq!(code(&o), 2, "{}", text(&o));
+    assert!(stderr(&o).contains("--profiles"), "{}", text(&o));
+}
