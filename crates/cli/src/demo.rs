@@ -521,7 +521,11 @@ pub fn run(args: DemoArgs) -> Result<ExitCode> {
     rt.block_on(service.shutdown())
         .context("stopping the door service")?;
     if !wrong.is_empty() {
-        bail!("a demo tap did not end as it should: {}", wrong.join("; "));
+        eprintln!(
+            "error: a demo tap did not end as it should: {}",
+            wrong.join("; ")
+        );
+        return Ok(ExitCode::from(1));
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -43,8 +43,8 @@ enum Command {
     /// (granted, not enrolled, outside schedule, revoked after a CRL
     /// refresh, card + PIN, fast-path repeat), in-process or through pcscd
     /// (--pcsc), printing each decision with its stage table and the door
-    /// total beside the reference door. Exit 0 when every tap ended as the
-    /// scenario says.
+    /// total beside the reference door. Exit 0 when every tap ended as its
+    /// scenario says, 1 when one did not, 2 on errors.
     Demo(demo::DemoArgs),
     /// Write a commented `pivgate.toml` and a test PKI: a working site in
     /// one command.
