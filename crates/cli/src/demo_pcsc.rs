@@ -1,15 +1,13 @@
-//! `pivgate demo --pcsc`: the same taps through the real PC/SC stack. The
-//! software cards are put one after the other behind the vpcd virtual
-//! reader; pcscd is started when it is not running.
+//! `pivgate demo --pcsc`: the door taps through the real PC/SC stack. Each
+//! software card is put behind the vpcd virtual reader for its tap and
+//! removed afterwards; pcscd is started when it is not running.
 
 use anyhow::{Context, Result};
-use auth::measure::{tap_series, TapSeries};
-use auth::{Authenticator, Mechanism};
 use card::profile::TimingProfile;
 use card::runner::Runner;
 use card::vpcd;
 use card::{Card, CardImage};
-use host::Readers;
+use host::{Readers, Transport};
 use std::time::Duration;
 
 use testbed::VPCD_READER;
@@ -39,33 +37,32 @@ impl Drop for VirtualCard {
 }
 
 /// The vpcd reader through a running pcscd (started when it is not).
-pub(crate) struct PcscDoor {
+pub(crate) struct PcscReader {
     readers: Readers,
     _pcscd: testbed::PcscdGuard,
 }
 
-impl PcscDoor {
+impl PcscReader {
     pub(crate) fn open() -> Result<Self> {
         let pcscd = testbed::Pcscd::ensure_started()
             .context("starting pcscd (run scripts/setup.sh, as root)")?;
         testbed::wait_for_reader(VPCD_READER, Duration::from_secs(10))
             .context("waiting for the vpcd reader (is vsmartcard-vpcd installed?)")?;
         let readers = Readers::establish().context("connecting to pcscd")?;
-        Ok(PcscDoor {
+        Ok(PcscReader {
             readers,
             _pcscd: pcscd,
         })
     }
 
-    /// Puts `image` behind the reader under `profile` and runs a tap series
-    /// over one connection, as at a door; the card is removed afterwards.
-    pub(crate) fn series(
+    /// Puts `image` behind the reader under `profile`, runs `tap` on a
+    /// connection to it, then removes the card.
+    pub(crate) fn with_card<R>(
         &mut self,
         image: CardImage,
         profile: TimingProfile,
-        authn: &Authenticator,
-        n: usize,
-    ) -> Result<TapSeries> {
+        tap: impl FnOnce(&mut dyn Transport) -> R,
+    ) -> Result<R> {
         let vcard = VirtualCard::start(Card::new(image), profile);
         self.readers
             .wait_for_card(Some(VPCD_READER), Some(Duration::from_secs(10)))
@@ -74,11 +71,9 @@ impl PcscDoor {
             .readers
             .connect(VPCD_READER)
             .context("connecting to the software card")?;
-        let series = tap_series(authn, n, |authn| {
-            anyhow::Ok(authn.authenticate(&mut t, Mechanism::PkiCak, None, None))
-        })?;
+        let r = tap(&mut t);
         drop(t);
         drop(vcard);
-        Ok(series)
+        Ok(r)
     }
 }

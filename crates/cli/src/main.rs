@@ -37,9 +37,14 @@ enum Command {
     /// CHUID and print the timed transaction. Exit 0 granted, 1 refused,
     /// 2 usage or I/O error.
     Auth(door_cmd::AuthArgs),
-    /// Run door taps with software cards and a test PKI, in-process (no
-    /// daemon, no hardware) or through pcscd (--pcsc), and print each
-    /// stage's time beside the reference door figures.
+    /// The door demo: starts the door service in this process on a
+    /// temporary database with a test PKI, prints its API URL and an admin
+    /// token, enrolls software cards and taps them at simulated doors
+    /// (granted, not enrolled, outside schedule, revoked after a CRL
+    /// refresh, card + PIN, fast-path repeat), in-process or through pcscd
+    /// (--pcsc), printing each decision with its stage table and the door
+    /// total beside the reference door. Exit 0 when every tap ended as its
+    /// scenario says, 1 when one did not, 2 on errors.
     Demo(demo::DemoArgs),
     /// Write a commented `pivgate.toml` and a test PKI: a working site in
     /// one command.

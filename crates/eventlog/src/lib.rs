@@ -125,4 +125,10 @@ pub trait Store: Send + Sync {
 
     /// Events matching `q`, one page at a time.
     async fn query_events(&self, q: &EventQuery) -> Result<EventPage, StoreError>;
+
+    /// For every cardholder and every door of `doors`: the last granted tap
+    /// there, in no particular order. One grouped query over the events of
+    /// those doors (the `(door_id, id)` index), linear in their number; the
+    /// anti-passback state is rebuilt from it at start-up.
+    async fn last_granted_taps(&self, doors: &[DoorId]) -> Result<Vec<LastGrant>, StoreError>;
 }

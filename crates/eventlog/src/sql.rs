@@ -1203,6 +1203,31 @@ impl Store for SqlStore {
         };
         Ok(EventPage { events, next })
     }
+    async fn last_granted_taps(&self, doors: &[DoorId]) -> Result<Vec<LastGrant>, StoreError> {
+        let mut out = Vec::new();
+        // Door ids are integers written into the statement (no parameter
+        // limit to mind); a very long list is split.
+        for chunk in doors.chunks(500) {
+            let list = chunk
+                .iter()
+                .map(|d| d.0.to_string())
+                .collect::<Vec<_>>()
+                .join(", ");
+            let sql = format!(
+                "SELECT cardholder_id, door_id, MAX(id) FROM events \
+                 WHERE door_id IN ({list}) AND kind = 'tap' AND result = 'granted' \
+                 AND cardholder_id IS NOT NULL GROUP BY cardholder_id, door_id"
+            );
+            for r in sqlx::query(&sql).fetch_all(&self.pool).await? {
+                out.push(LastGrant {
+                    cardholder: CardholderId(r.try_get(0)?),
+                    door: DoorId(r.try_get(1)?),
+                    event: EventId(r.try_get(2)?),
+                });
+            }
+        }
+        Ok(out)
+    }
 }
 
 fn token_from_row(r: &AnyRow) -> Result<ApiToken, StoreError> {

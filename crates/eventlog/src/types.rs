@@ -290,6 +290,16 @@ impl EventQuery {
     }
 }
 
+/// The last granted tap of one cardholder at one door (see
+/// [`Store::last_granted_taps`](crate::Store::last_granted_taps)).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LastGrant {
+    pub cardholder: CardholderId,
+    pub door: DoorId,
+    /// The tap's event: later events have greater ids.
+    pub event: EventId,
+}
+
 /// One page of events and the cursor for the next, if there may be more.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct EventPage {

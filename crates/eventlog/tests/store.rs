@@ -51,6 +51,7 @@ on_both!(group_commit);
 on_both!(live_events_follow_commits);
 on_both!(tokens);
 on_both!(enrollment_certificates);
+on_both!(last_granted_taps);
 
 fn site(name: &str, tz: &str) -> Site {
     Site {
@@ -839,4 +840,57 @@ async fn bad_urls_and_directories_are_named() {
         .await
         .unwrap_err();
     assert!(matches!(err, StoreError::DataDir { .. }), "{err}");
+}
+
+/// The last granted tap per cardholder and door, among the doors asked for:
+/// what the anti-passback state is rebuilt from.
+async fn last_granted_taps(store: Arc<dyn Store>) {
+    assert!(store
+        .last_granted_taps(&[DoorId(1)])
+        .await
+        .unwrap()
+        .is_empty());
+    let ids = store
+        .append_events(&[
+            tap("2026-11-23T08:00:00Z", 1, Some(1), true),
+            tap("2026-11-23T08:01:00Z", 2, Some(1), true),
+            tap("2026-11-23T08:02:00Z", 1, Some(1), true),
+            tap("2026-11-23T08:03:00Z", 1, Some(1), false),
+            tap("2026-11-23T08:04:00Z", 1, Some(2), false),
+            tap("2026-11-23T08:05:00Z", 1, None, false),
+            tap("2026-11-23T08:06:00Z", 3, Some(3), true),
+            NewEvent::admin(
+                ts("2026-11-23T08:07:00Z"),
+                "root",
+                "door.update",
+                "changed".into(),
+                json!({}),
+            ),
+        ])
+        .await
+        .unwrap();
+    let mut got = store
+        .last_granted_taps(&[DoorId(1), DoorId(2)])
+        .await
+        .unwrap();
+    got.sort_by_key(|g| (g.cardholder, g.door));
+    assert_eq!(
+        got,
+        [
+            LastGrant {
+                cardholder: CardholderId(1),
+                door: DoorId(1),
+                event: ids[2],
+            },
+            LastGrant {
+                cardholder: CardholderId(1),
+                door: DoorId(2),
+                event: ids[1],
+            },
+        ]
+    );
+    assert!(store.last_granted_taps(&[]).await.unwrap().is_empty());
+    let third = store.last_granted_taps(&[DoorId(3)]).await.unwrap();
+    assert_eq!(third.len(), 1);
+    assert_eq!(third[0].event, ids[6]);
 }

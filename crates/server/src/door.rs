@@ -272,6 +272,13 @@ impl Controller {
         self
     }
 
+    /// Starts from `state` (see [`load_passback`]) instead of nobody
+    /// recorded anywhere.
+    pub fn with_passback(self, state: PassbackState) -> Self {
+        *self.passback.lock().unwrap_or_else(|p| p.into_inner()) = state;
+        self
+    }
+
     /// Decides at the times `clock` gives instead of the system clock.
     pub fn with_clock(mut self, clock: Clock) -> Self {
         self.clock = clock;
@@ -491,6 +498,52 @@ impl Controller {
         }
         Ok(id)
     }
+}
+
+/// Where each cardholder was last recorded at the sites of `snapshot`,
+/// rebuilt from the durable event log: the last granted tap per cardholder
+/// at the site's anti-passback doors (`in` → inside, `out` → outside). A
+/// restart therefore forgets nobody, and a tap needs no write besides its
+/// event.
+pub async fn load_passback(
+    store: &dyn eventlog::Store,
+    snapshot: &AccessSnapshot,
+) -> Result<PassbackState, StoreError> {
+    use std::collections::HashMap;
+    let doors: HashMap<DoorId, (access::SiteId, access::Presence)> = snapshot
+        .doors()
+        .filter_map(|d| match d.passback {
+            access::Passback::In => Some((d.id, (d.site, access::Presence::Inside))),
+            access::Passback::Out => Some((d.id, (d.site, access::Presence::Outside))),
+            access::Passback::None => None,
+        })
+        .collect();
+    let mut state = PassbackState::new();
+    if doors.is_empty() {
+        return Ok(state);
+    }
+    let ids: Vec<DoorId> = doors.keys().copied().collect();
+    let mut last: HashMap<(access::SiteId, access::CardholderId), (EventId, access::Presence)> =
+        HashMap::new();
+    for g in store.last_granted_taps(&ids).await? {
+        let Some(&(site, presence)) = doors.get(&g.door) else {
+            continue;
+        };
+        let e = last
+            .entry((site, g.cardholder))
+            .or_insert((g.event, presence));
+        if g.event > e.0 {
+            *e = (g.event, presence);
+        }
+    }
+    for ((site, cardholder), (_, presence)) in last {
+        state.apply(&access::PassbackUpdate {
+            site,
+            cardholder,
+            presence,
+        });
+    }
+    Ok(state)
 }
 
 /// Why a door command was not carried out.

@@ -277,6 +277,7 @@ impl Service {
         let sql = open_store(config).await?;
         let store: Arc<dyn Store> = Arc::new(sql.clone());
         let snapshot = store.load_snapshot().await?;
+        let passback = crate::door::load_passback(&*store, &snapshot).await?;
         let database = t.elapsed();
         let (trust, cached, trust_time) = trust.await?;
         let trust = trust.map_err(ServeError::trust)?;
@@ -331,7 +332,8 @@ impl Service {
                 tokio::runtime::Handle::current(),
                 Duration::from_millis(config.output.unlock_ms),
             )
-            .with_observer(Arc::new(metrics.tap_observer())),
+            .with_observer(Arc::new(metrics.tap_observer()))
+            .with_passback(passback),
         );
         let revocation_work = Arc::new(Revocation::new(
             &config.data_dir,
