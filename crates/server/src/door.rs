@@ -224,6 +224,7 @@ pub struct Controller {
     unlock: Duration,
     clock: Clock,
     observer: Option<Arc<dyn TapObserver>>,
+    changes: tokio::sync::Mutex<()>,
 }
 
 impl std::fmt::Debug for Controller {
@@ -263,6 +264,7 @@ impl Controller {
             unlock,
             clock: Arc::new(Timestamp::now),
             observer: None,
+            changes: tokio::sync::Mutex::new(()),
         }
     }
 
@@ -309,6 +311,26 @@ impl Controller {
         for (door, mode) in changed {
             drive_mode(&*self.output, door, mode);
         }
+    }
+
+    /// Held by whoever changes access data and swaps the snapshot in (the
+    /// API, enrollment, re-validation, reload), from the write to the swap:
+    /// otherwise a snapshot read before another change could be swapped in
+    /// after it and hide it until the next reload.
+    pub fn changes(&self) -> &tokio::sync::Mutex<()> {
+        &self.changes
+    }
+
+    /// Reads the snapshot from `store` and swaps it in; the caller holds
+    /// [`changes`](Self::changes).
+    pub async fn reload_from(
+        &self,
+        store: &dyn eventlog::Store,
+        _held: &tokio::sync::MutexGuard<'_, ()>,
+    ) -> Result<(), StoreError> {
+        let snapshot = store.load_snapshot().await?;
+        self.set_snapshot(snapshot);
+        Ok(())
     }
 
     /// How long a grant or a momentary unlock releases the lock.

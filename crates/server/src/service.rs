@@ -392,6 +392,7 @@ impl Service {
     /// flight finish on the old one); `pivgate serve` does this on SIGHUP.
     pub async fn reload(&self) -> Result<(), ServeError> {
         let l = self.loaded();
+        let _held = l.controller.changes().lock().await;
         let snapshot = l.store.load_snapshot().await?;
         let credentials = snapshot.credentials().len();
         l.metrics.prepare_doors(&snapshot);
