@@ -33,6 +33,7 @@ fn tap(door: i64) -> TapResult {
         door: DoorId(door),
         reader: ReaderId(door),
         transaction: Transaction {
+            id: auth::TapId::random(),
             mechanism: Mechanism::PkiCak,
             assurance: Assurance::Some,
             path: PathTaken::Full,
