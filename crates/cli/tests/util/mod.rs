@@ -96,9 +96,11 @@ impl CardProcess {
             .stderr(Stdio::null())
             .spawn()
             .expect("card run starts");
+        // Owned before waiting: a card that never appears is still killed.
+        let card = CardProcess(Running(child));
         testbed::wait_for_card(testbed::VPCD_READER, CARD_WAIT)
             .expect("card appears in the reader");
-        CardProcess(Running(child))
+        card
     }
 
     /// SIGTERM; returns the exit status once the card has left the reader.
