@@ -152,6 +152,8 @@ pub enum TapError {
 pub struct TapResult {
     pub door: DoorId,
     pub reader: ReaderId,
+    /// When the tap was decided: the time of its event.
+    pub time: Timestamp,
     /// The authentication transaction with `decide` and `signal` added.
     pub transaction: Transaction,
     /// The access decision; `None` when authentication refused the card.
@@ -402,6 +404,7 @@ impl Controller {
         }
         let result = self.finish(
             transaction,
+            now,
             door_id,
             door.mode,
             reader,
@@ -419,6 +422,7 @@ impl Controller {
     fn finish(
         &self,
         mut transaction: Transaction,
+        time: Timestamp,
         door: DoorId,
         mode: DoorMode,
         reader: ReaderId,
@@ -456,6 +460,7 @@ impl Controller {
         TapResult {
             door,
             reader,
+            time,
             transaction,
             decision,
             event,

@@ -17,6 +17,7 @@ use pcsc::{Context, ReaderState, Scope, State};
 
 use crate::door::Controller;
 use crate::keypad::Keypads;
+use crate::status::ReaderStatus;
 
 /// Whether a reader's connection string names a PC/SC reader (other
 /// transports are written `scheme:…`, e.g. `osdp:/dev/ttyUSB0#1`).
@@ -68,7 +69,11 @@ impl ReaderThreads {
 }
 
 /// Starts a thread for every PC/SC reader of the controller's snapshot.
-pub fn start(controller: Arc<Controller>, keypads: Arc<Keypads>) -> ReaderThreads {
+pub fn start(
+    controller: Arc<Controller>,
+    keypads: Arc<Keypads>,
+    status: Arc<ReaderStatus>,
+) -> ReaderThreads {
     let stop = Arc::new(AtomicBool::new(false));
     let mut out = ReaderThreads {
         stop: stop.clone(),
@@ -119,9 +124,14 @@ pub fn start(controller: Arc<Controller>, keypads: Arc<Keypads>) -> ReaderThread
         let controller = controller.clone();
         let keypads = keypads.clone();
         let stop = stop.clone();
+        let status = status.clone();
         let spawned = std::thread::Builder::new()
             .name(format!("reader-{}", id.0))
-            .spawn(move || watch(ctx, cname, name, id, controller, keypads, stop));
+            .spawn(move || {
+                watch(ctx, cname, &name, id, &controller, &keypads, &stop, &status);
+                status.forget(id);
+                tracing::info!(reader = %name, "reader no longer watched");
+            });
         match spawned {
             Ok(t) => out.threads.push((waits, t)),
             Err(e) => tracing::error!(error = %e, "cannot start a reader thread"),
@@ -130,14 +140,16 @@ pub fn start(controller: Arc<Controller>, keypads: Arc<Keypads>) -> ReaderThread
     out
 }
 
+#[allow(clippy::too_many_arguments)]
 fn watch(
     ctx: Context,
     cname: CString,
-    name: String,
+    name: &str,
     id: ReaderId,
-    controller: Arc<Controller>,
-    keypads: Arc<Keypads>,
-    stop: Arc<AtomicBool>,
+    controller: &Controller,
+    keypads: &Keypads,
+    stop: &AtomicBool,
+    status: &ReaderStatus,
 ) {
     let readers = match host::Readers::establish() {
         Ok(r) => r,
@@ -159,6 +171,7 @@ fn watch(
             Err(pcsc::Error::Cancelled) => break,
             Err(pcsc::Error::UnknownReader) | Err(pcsc::Error::ReaderUnavailable) => {
                 present = false;
+                status.set(id, false);
                 if !missing {
                     tracing::warn!(reader = %name, "reader is not connected; waiting for it");
                     missing = true;
@@ -181,6 +194,7 @@ fn watch(
                 missing = true;
             }
             present = false;
+            status.set(id, false);
             // Only a plug-and-play change can bring it back.
             if wait_for_plug_and_play(&ctx).is_err() {
                 break;
@@ -188,6 +202,7 @@ fn watch(
             states[1] = ReaderState::new(cname.clone(), State::UNAWARE);
             continue;
         }
+        status.set(id, true);
         if missing {
             tracing::info!(reader = %name, "reader connected");
             missing = false;
@@ -195,7 +210,7 @@ fn watch(
         if st.contains(State::PRESENT) && !st.contains(State::MUTE) {
             if !present {
                 present = true;
-                tap(&readers, &name, id, &controller, &keypads);
+                tap(&readers, name, id, controller, keypads);
             }
         } else if st.contains(State::EMPTY) {
             present = false;
@@ -204,7 +219,6 @@ fn watch(
             s.sync_current_state();
         }
     }
-    tracing::info!(reader = %name, "reader no longer watched");
 }
 
 /// Blocks until readers are plugged in or removed; `Err` when cancelled.
