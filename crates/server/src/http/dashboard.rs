@@ -753,10 +753,7 @@ pub struct CredentialView {
     pub assurance: String,
     /// That mechanism's assurance: `some` or `low`.
     pub assurance_level: String,
-    /// When its certificate expires.
-    #[schema(value_type = Option<String>, format = DateTime)]
-    pub expires_at: Option<Timestamp>,
-    /// `expires_at` has passed.
+    /// Its `expires_at` (the certificate's notAfter) has passed.
     pub expired: bool,
 }
 
@@ -836,7 +833,6 @@ fn credential_view(c: access::Credential, now: Timestamp) -> CredentialView {
         fasc_n_error,
         assurance: mechanism.as_str().to_string(),
         assurance_level: mechanism.assurance().as_str().to_string(),
-        expires_at: c.expires_at,
         expired: c.expires_at.is_some_and(|t| t <= now),
         credential: c,
     }
