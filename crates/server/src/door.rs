@@ -226,6 +226,8 @@ pub struct Controller {
     unlock: Duration,
     clock: Clock,
     observer: Option<Arc<dyn TapObserver>>,
+    /// Counts snapshot swaps, for those that follow them (reader threads).
+    changes: tokio::sync::watch::Sender<u64>,
 }
 
 impl std::fmt::Debug for Controller {
@@ -265,6 +267,7 @@ impl Controller {
             unlock,
             clock: Arc::new(Timestamp::now),
             observer: None,
+            changes: tokio::sync::watch::Sender::new(0),
         }
     }
 
@@ -311,6 +314,13 @@ impl Controller {
         for (door, mode) in changed {
             drive_mode(&*self.output, door, mode);
         }
+        self.changes.send_modify(|n| *n = n.wrapping_add(1));
+    }
+
+    /// Changes each time [`set_snapshot`](Self::set_snapshot) swaps in a
+    /// new snapshot (read it with [`snapshot`](Self::snapshot)).
+    pub fn snapshot_changes(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.changes.subscribe()
     }
 
     /// How long a grant or a momentary unlock releases the lock.
