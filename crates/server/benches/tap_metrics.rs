@@ -32,6 +32,7 @@ fn tap(door: i64) -> TapResult {
     TapResult {
         door: DoorId(door),
         reader: ReaderId(door),
+        time: access::jiff::Timestamp::UNIX_EPOCH,
         transaction: Transaction {
             id: auth::TapId::random(),
             mechanism: Mechanism::PkiCak,

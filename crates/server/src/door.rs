@@ -152,6 +152,8 @@ pub enum TapError {
 pub struct TapResult {
     pub door: DoorId,
     pub reader: ReaderId,
+    /// When the tap was decided: the time of its event.
+    pub time: Timestamp,
     /// The authentication transaction with `decide` and `signal` added.
     pub transaction: Transaction,
     /// The access decision; `None` when authentication refused the card.
@@ -225,6 +227,8 @@ pub struct Controller {
     clock: Clock,
     observer: Option<Arc<dyn TapObserver>>,
     changes: tokio::sync::Mutex<()>,
+    /// Counts snapshot swaps, for those that follow them (reader threads).
+    swaps: tokio::sync::watch::Sender<u64>,
 }
 
 impl std::fmt::Debug for Controller {
@@ -265,6 +269,7 @@ impl Controller {
             clock: Arc::new(Timestamp::now),
             observer: None,
             changes: tokio::sync::Mutex::new(()),
+            swaps: tokio::sync::watch::Sender::new(0),
         }
     }
 
@@ -311,6 +316,13 @@ impl Controller {
         for (door, mode) in changed {
             drive_mode(&*self.output, door, mode);
         }
+        self.swaps.send_modify(|n| *n = n.wrapping_add(1));
+    }
+
+    /// Changes each time [`set_snapshot`](Self::set_snapshot) swaps in a
+    /// new snapshot (read it with [`snapshot`](Self::snapshot)).
+    pub fn snapshot_changes(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.swaps.subscribe()
     }
 
     /// Held by whoever changes access data and swaps the snapshot in (the
@@ -424,6 +436,7 @@ impl Controller {
         }
         let result = self.finish(
             transaction,
+            now,
             door_id,
             door.mode,
             reader,
@@ -441,6 +454,7 @@ impl Controller {
     fn finish(
         &self,
         mut transaction: Transaction,
+        time: Timestamp,
         door: DoorId,
         mode: DoorMode,
         reader: ReaderId,
@@ -478,6 +492,7 @@ impl Controller {
         TapResult {
             door,
             reader,
+            time,
             transaction,
             decision,
             event,

@@ -353,6 +353,11 @@ impl Revocation {
         self.fetcher.is_some()
     }
 
+    /// The CRLs of the configuration's files (not downloaded).
+    pub fn configured_crls(&self) -> Arc<CrlSet> {
+        self.base.clone()
+    }
+
     /// The last re-validation.
     pub fn report(&self) -> RevalidationReport {
         self.report

@@ -50,6 +50,11 @@ impl Modify for BearerScheme {
         super::events,
         crate::live::stream,
         crate::metrics::scrape,
+        super::dashboard::events_csv,
+        super::dashboard::doors_status,
+        super::dashboard::door_latency,
+        super::dashboard::pki_health,
+        super::dashboard::cardholder_credentials,
         sites::list, sites::get, sites::create, sites::replace, sites::delete,
         doors::list, doors::get, doors::create, doors::replace, doors::delete,
         readers::list, readers::get, readers::create, readers::replace, readers::delete,
@@ -72,6 +77,7 @@ impl Modify for BearerScheme {
         (name = "sites"), (name = "doors", description = "Doors, and commands to them"),
         (name = "readers"), (name = "cardholders"), (name = "credentials"),
         (name = "groups"), (name = "schedules"), (name = "holidays"),
+        (name = "dashboard", description = "Read-only views for the dashboard: door status, latency, PKI health, exports"),
         (name = "tokens", description = "API tokens (created on the machine with `pivgate token create`)"),
     )
 )]
