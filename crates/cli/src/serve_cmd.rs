@@ -156,7 +156,7 @@ pub fn enroll(a: EnrollArgs) -> anyhow::Result<ExitCode> {
     // The CRLs the service downloaded and kept count as well as the files.
     let cached = server::revocation::load_cache(&config.data_dir.join(server::revocation::CRL_DIR));
     if !cached.parsed.is_empty() {
-        trust.crls = server::revocation::merge(&trust.crls, &cached.parsed);
+        trust.crls = server::revocation::merge(&trust.crls, &cached.parsed, &trust.store);
     }
     let authn = server::enroll::enrollment_authenticator(trust);
     let readers = host::Readers::establish().context("connecting to the PC/SC service")?;

@@ -60,6 +60,10 @@ pub enum FetchError {
         "fetching CRL {url}: not tried, the {budget_ms} ms time budget of this fetch is spent"
     )]
     OutOfTime { url: String, budget_ms: u64 },
+    /// A CRL that parsed but is not accepted: not signed by a certificate
+    /// of the trust store, or older than the copy held (a replay).
+    #[error("CRL from {url} refused: {reason}")]
+    Refused { url: String, reason: String },
 }
 
 /// Limits of the fetcher. Serialised with the durations in milliseconds; every
@@ -254,6 +258,22 @@ impl CrlFetcher {
             return;
         }
         slots.insert(crl.url.clone(), Slot::Good(crl));
+        drop(slots);
+        *self.snapshot.lock().unwrap_or_else(|e| e.into_inner()) = None;
+    }
+
+    /// Makes `held` the copy held for `url` again (after a download was
+    /// refused), or forgets the URL's copy when there was none.
+    pub fn restore(&self, url: &str, held: Option<FetchedCrl>) {
+        let mut slots = self.slots();
+        match held {
+            Some(c) => {
+                slots.insert(url.to_string(), Slot::Good(c));
+            }
+            None => {
+                slots.remove(url);
+            }
+        }
         drop(slots);
         *self.snapshot.lock().unwrap_or_else(|e| e.into_inner()) = None;
     }

@@ -14,7 +14,7 @@ use crate::crl::{self, Crl, CrlSet, Reason, ALL_REASONS};
 use crate::error::{RevocationGap, RevocationProblem, ValidationError};
 use crate::name::NormName;
 use crate::options::{RevocationMode, ValidationOptions};
-use crate::store::Entry;
+use crate::store::{Entry, TrustStore};
 use crate::time::Time;
 use std::cell::RefCell;
 use std::sync::Arc;
@@ -362,6 +362,19 @@ fn find_delta(
         }
     }
     best
+}
+
+/// Whether a certificate of `store` named as the CRL's issuer signed `crl`
+/// and may sign CRLs: the check a CRL from an untrusted place (a download
+/// over plain HTTP) passes before it is kept, so a forged CRL cannot push
+/// out a genuine one. (Validation checks the signer's own path again when
+/// the CRL is used.)
+pub fn signed_by_store(crl: &Crl, store: &TrustStore) -> bool {
+    let opts = ValidationOptions::default();
+    store
+        .by_subject(&crl.issuer)
+        .filter_map(|e| e.cert().ok())
+        .any(|signer| crl_signed_by(crl, signer, &opts).is_ok())
 }
 
 /// The CRL signature verifies with `signer`'s key and `signer` may sign CRLs (keyUsage cRLSign).

@@ -49,6 +49,7 @@ use auth::Refusal;
 use eventlog::{NewEvent, Store, StoreError};
 use pki::crl::{Crl, CrlSet};
 use pki::fetch::{CrlFetcher, FetchConfig, FetchedCrl};
+use pki::store::TrustStore;
 use pki::validate::RevocationPolicy;
 use serde::{Deserialize, Serialize};
 use tokio::sync::{watch, Notify};
@@ -164,12 +165,15 @@ fn save_crl(dir: &Path, c: &FetchedCrl) -> std::io::Result<()> {
     )
 }
 
-/// `base` and `extra` as one set. Of two complete CRLs with the same
+/// `base` (the configured files) and `extra` (downloaded) as one set. A
+/// downloaded CRL that no certificate of `trust` signed is left out (with a
+/// warning): it could only be forged, and as the "newer" CRL of its issuer
+/// it would push the genuine one out. Of two complete CRLs with the same
 /// issuer, authority key and issuing distribution point, only the newer
 /// (CRL number, else thisUpdate) is kept: an older CRL that covers every
 /// reason would otherwise answer for a certificate before a newer one that
 /// lists it as revoked is looked at.
-pub fn merge(base: &CrlSet, extra: &[Arc<Crl>]) -> CrlSet {
+pub fn merge(base: &CrlSet, extra: &[Arc<Crl>], trust: &TrustStore) -> CrlSet {
     type Key = (pki::name::NormName, bool, Option<Vec<u8>>, String);
     let key = |c: &Crl| -> Key {
         (
@@ -187,7 +191,14 @@ pub fn merge(base: &CrlSet, extra: &[Arc<Crl>]) -> CrlSet {
     };
     let mut chosen: Vec<Arc<Crl>> = Vec::new();
     let mut at: HashMap<Key, usize> = HashMap::new();
-    for c in base.crls().iter().chain(extra) {
+    let signed = extra.iter().filter(|c| {
+        let ok = pki::revocation::signed_by_store(c, trust);
+        if !ok {
+            tracing::warn!(issuer = %c.issuer_display(), "a downloaded CRL is not signed by a trusted CA; left out");
+        }
+        ok
+    });
+    for c in base.crls().iter().chain(signed) {
         match at.get(&key(c)) {
             Some(&i) => {
                 if newer(c, &chosen[i]) {
@@ -205,6 +216,41 @@ pub fn merge(base: &CrlSet, extra: &[Arc<Crl>]) -> CrlSet {
         b.add_crl(c);
     }
     b.build()
+}
+
+/// Why a downloaded CRL is not kept: not signed by a CA of `trust`, or
+/// older (CRL number, else thisUpdate) than `held`, the copy held for the
+/// same URL.
+fn acceptable(
+    new: &FetchedCrl,
+    held: Option<&FetchedCrl>,
+    trust: &TrustStore,
+) -> Result<(), String> {
+    let crl = Crl::from_der(new.der.to_vec()).map_err(|e| e.to_string())?;
+    if !pki::revocation::signed_by_store(&crl, trust) {
+        return Err(format!(
+            "not signed by a trusted CA named {}",
+            crl.issuer_display()
+        ));
+    }
+    let Some(held) = held else { return Ok(()) };
+    let Ok(old) = Crl::from_der(held.der.to_vec()) else {
+        return Ok(());
+    };
+    if old.issuer != crl.issuer {
+        return Ok(());
+    }
+    let older = match (&crl.crl_number, &old.crl_number) {
+        (Some(n), Some(o)) => pki::crl::cmp_crl_number(n, o).is_lt(),
+        _ => crl.this_update < old.this_update,
+    };
+    if older {
+        return Err(
+            "older than the copy held (a lower CRL number or an earlier thisUpdate): a replayed CRL is not taken"
+                .into(),
+        );
+    }
+    Ok(())
 }
 
 /// What is known about one distribution point.
@@ -487,6 +533,22 @@ impl Revocation {
                     reason: format!("the download task failed: {e}"),
                 }),
             };
+            // A download is kept only if a trusted CA signed it and it is
+            // not older than the copy held (a replayed CRL from before a
+            // revocation); otherwise the copy held stays.
+            let result = result.and_then(|c| {
+                let trust = self.controller.authenticator().trust_store();
+                match acceptable(&c, before.as_ref(), &trust) {
+                    Ok(()) => Ok(c),
+                    Err(reason) => {
+                        fetcher.restore(&url, before.clone());
+                        Err(pki::fetch::FetchError::Refused {
+                            url: url.clone(),
+                            reason,
+                        })
+                    }
+                }
+            });
             let at = (self.clock)();
             let mut points = self.points.lock().unwrap_or_else(|e| e.into_inner());
             let point = points.entry(url.clone()).or_default();
@@ -560,7 +622,8 @@ impl Revocation {
         if *merged == Some(set.id()) {
             return;
         }
-        let crls = merge(&self.base, set.crls());
+        let trust = self.controller.authenticator().trust_store();
+        let crls = merge(&self.base, set.crls(), &trust);
         tracing::info!(crls = crls.len(), "CRL set updated");
         self.controller.authenticator().set_crls(crls);
         *merged = Some(set.id());
@@ -899,14 +962,30 @@ mod tests {
         let base = b.build();
 
         // The newer download wins over the configured file, whichever order.
-        let merged = merge(&base, &[parsed(&new)]);
+        let trust = pki.trust_store();
+        let merged = merge(&base, &[parsed(&new)], &trust);
         let ders: Vec<&[u8]> = merged.crls().iter().map(|c| c.der()).collect();
         assert_eq!(ders, [new.as_slice(), root.as_slice()]);
         let mut b = CrlSet::builder();
         b.add_der(new.clone()).unwrap();
-        let merged = merge(&b.build(), &[parsed(&old), parsed(&root)]);
+        let merged = merge(&b.build(), &[parsed(&old), parsed(&root)], &trust);
         let ders: Vec<&[u8]> = merged.crls().iter().map(|c| c.der()).collect();
         assert_eq!(ders, [new.as_slice(), root.as_slice()]);
+
+        // A downloaded CRL of another PKI with the same names is not
+        // signed by a trusted CA: it never pushes the genuine one out.
+        let mut other = TestPki::generate(TestPkiOptions::default()).unwrap();
+        let card = other.issue_card(&CardOptions::default()).unwrap();
+        other
+            .revoke(&card.slot(0x9E).unwrap().certificate, None)
+            .unwrap();
+        other
+            .revoke(&card.slot(0x9A).unwrap().certificate, None)
+            .unwrap();
+        let forged = other.intermediate_crl_der().to_vec();
+        let merged = merge(&base, &[parsed(&forged)], &trust);
+        let ders: Vec<&[u8]> = merged.crls().iter().map(|c| c.der()).collect();
+        assert_eq!(ders, [old.as_slice(), root.as_slice()]);
     }
 
     #[test]

@@ -304,7 +304,7 @@ impl Service {
         };
         let anchors = store_.anchor_count();
         let base_crls = Arc::new(crls);
-        let crls = crate::revocation::merge(&base_crls, &cached.parsed);
+        let crls = crate::revocation::merge(&base_crls, &cached.parsed, &store_);
         if !cached.fetched.is_empty() || cached.skipped > 0 {
             tracing::info!(
                 loaded = cached.fetched.len(),
