@@ -654,6 +654,15 @@ impl Revocation {
                 continue;
             }
             match certs.get(&c.id) {
+                // The credential was edited to another certificate since it
+                // was enrolled: the stored one says nothing about it.
+                Some(der) if c.cert_sha256.is_some_and(|h| h.as_bytes() != &sha256(der)) => {
+                    tracing::warn!(
+                        credential = c.id.0,
+                        "the certificate kept from enrollment is not the credential's any more; not re-validated"
+                    );
+                    report.unknown += 1;
+                }
                 Some(der) => work.push((c, der.clone())),
                 None => report.without_certificate += 1,
             }
@@ -695,6 +704,18 @@ impl Revocation {
             };
             let reason = refusal.to_string();
             let (state, action) = match refusal.code() {
+                // On hold: suspended, as the issuer may release it.
+                "certificate-revoked"
+                    if revocation_reason(&refusal) == Some(pki::crl::Reason::CertificateHold) =>
+                {
+                    report.revoked += 1;
+                    (
+                        CredentialState::Suspended {
+                            reason: format!("re-validation: {reason}"),
+                        },
+                        "credential.suspend",
+                    )
+                }
                 "certificate-revoked" => {
                     report.revoked += 1;
                     (
@@ -727,8 +748,9 @@ impl Revocation {
             };
             changes.push((c.id, state, action, reason, refusal.code()));
         }
-        let mut events = Vec::new();
         let held = self.controller.changes().lock().await;
+        let mut updates = Vec::new();
+        let mut events = Vec::new();
         for (id, state, action, reason, code) in changes {
             // Read again under the lock: a credential changed meanwhile
             // (suspended, reinstated, deleted through the API) is left alone.
@@ -738,7 +760,6 @@ impl Revocation {
                 Err(e) => return Err(e),
             };
             c.state = state;
-            self.store.update_credential(&c).await?;
             tracing::warn!(credential = c.id.0, %reason, "{action} after re-validation");
             let mut e = NewEvent::admin(
                 now,
@@ -757,10 +778,24 @@ impl Revocation {
             e.cardholder = Some(c.cardholder);
             e.credential = Some(c.id);
             events.push(e);
+            updates.push(c);
         }
-        if !events.is_empty() {
+        if !updates.is_empty() {
+            // The events first: no credential changes without one saying
+            // why (should an update then fail, the credential is still
+            // active and the next run finds it again).
             self.controller.log().append_all(events).await?;
+            let mut failed = None;
+            for c in &updates {
+                if let Err(e) = self.store.update_credential(c).await {
+                    failed.get_or_insert(e);
+                }
+            }
+            // Whatever was written is in force at once.
             self.controller.reload_from(&*self.store, &held).await?;
+            if let Some(e) = failed {
+                return Err(e);
+            }
         }
         drop(held);
         tracing::info!(
@@ -929,6 +964,22 @@ fn http_points(c: &pki::cert::Cert) -> Vec<String> {
 }
 
 /// The revocation date a refusal carries, when it is a revocation.
+fn revocation_reason(r: &Refusal) -> Option<pki::crl::Reason> {
+    match r {
+        Refusal::CertificateInvalid(pki::fips201::Fips201Error::Path(
+            pki::error::ValidationError::Revoked { reason, .. },
+        )) => Some(*reason),
+        _ => None,
+    }
+}
+
+fn sha256(der: &[u8]) -> [u8; 32] {
+    let d = aws_lc_rs::digest::digest(&aws_lc_rs::digest::SHA256, der);
+    let mut out = [0u8; 32];
+    out.copy_from_slice(d.as_ref());
+    out
+}
+
 fn revocation_date(r: &Refusal) -> Option<Timestamp> {
     match r {
         Refusal::CertificateInvalid(pki::fips201::Fips201Error::Path(

@@ -694,6 +694,13 @@ async fn revalidation_suspends_an_expired_credential() {
         .create_credential(credential(2, &cak(&other)))
         .await
         .unwrap();
+    // A credential edited to another card since enrollment: the certificate
+    // kept from enrollment is not its own, so it is not judged by it.
+    let third = card(&pki, "Carol");
+    let edited = store
+        .create_credential_with_certificate(credential(3, &cak(&third)), &cak(&carol))
+        .await
+        .unwrap();
     let authenticator = Arc::new(auth::Authenticator::new(
         pki.trust_store(),
         pki.crl_set().unwrap(),
@@ -725,14 +732,23 @@ async fn revalidation_suspends_an_expired_credential() {
     // Today: valid.
     let report = revocation(Timestamp::now()).revalidate().await.unwrap();
     assert_eq!(
-        (report.checked, report.ok, report.without_certificate),
-        (1, 1, 1)
+        (
+            report.checked,
+            report.ok,
+            report.without_certificate,
+            report.unknown
+        ),
+        (1, 1, 1, 1)
     );
     // Six years on the certificate has expired.
     let later = Timestamp::now() + access::jiff::SignedDuration::from_hours(6 * 365 * 24);
     let r = revocation(later);
     let report = r.revalidate().await.unwrap();
     assert_eq!((report.checked, report.expired, report.ok), (1, 1, 0));
+    assert_eq!(
+        store.get_credential(edited.id).await.unwrap().state,
+        CredentialState::Active
+    );
     assert_eq!(report.last_run, Some(later));
     let state = store.get_credential(with.id).await.unwrap().state;
     match &state {
