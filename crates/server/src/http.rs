@@ -98,9 +98,19 @@ impl ApiError {
         }
     }
 
+    /// A failure of the service itself (database, task): the detail (SQL,
+    /// paths) goes to the log under a reference, the client gets the
+    /// reference only.
     pub(crate) fn internal(e: impl std::fmt::Display) -> Self {
-        tracing::error!(error = %e, "request failed");
-        ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, e.to_string())
+        static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+        let reference = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        tracing::error!(error = %e, reference, "request failed");
+        ApiError::new(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            format!(
+                "the service could not complete the request (logged as internal error {reference})"
+            ),
+        )
     }
 }
 

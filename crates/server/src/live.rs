@@ -36,9 +36,10 @@ use axum::extract::{Query, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode};
 use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
+use axum::Extension;
 use eventlog::{
-    Direction, Event, EventId, EventKind, EventLog, EventQuery, EventResult, NewEvent, Store,
-    StoreError,
+    ApiToken, Direction, Event, EventId, EventKind, EventLog, EventQuery, EventResult, NewEvent,
+    Store, StoreError,
 };
 use futures_util::stream::{self, Stream, StreamExt};
 use tokio::sync::broadcast::{self, error::RecvError};
@@ -289,6 +290,35 @@ fn resume_from(
         .transpose()
 }
 
+/// How often an open stream checks that its token still exists, besides
+/// at once when a token is deleted through the API (a token deleted
+/// directly in the database is noticed here).
+const TOKEN_CHECK: Duration = Duration::from_secs(60);
+
+/// Resolves once `token` no longer exists: the stream it opened ends, as
+/// every other request with it is refused from then on.
+async fn token_revoked(
+    store: Arc<dyn Store>,
+    token: ApiToken,
+    mut deletions: tokio::sync::watch::Receiver<u64>,
+) {
+    loop {
+        tokio::select! {
+            changed = deletions.changed() => {
+                if changed.is_err() {
+                    // The service is going away; `stopping` ends the stream.
+                    std::future::pending::<()>().await;
+                }
+            }
+            _ = tokio::time::sleep(TOKEN_CHECK) => {}
+        }
+        if let Ok(None) = store.token_by_hash(&token.token_hash).await {
+            tracing::info!(token = %token.name, "token deleted: its event stream ends");
+            return;
+        }
+    }
+}
+
 /// `GET /api/v1/events/stream` (viewer).
 #[utoipa::path(get, path = "/api/v1/events/stream", tag = "events",
     security(("bearer" = [])),
@@ -308,6 +338,7 @@ fn resume_from(
     ))]
 pub async fn stream(
     State(state): State<Arc<AppState>>,
+    Extension(token): Extension<ApiToken>,
     headers: HeaderMap,
     Query(q): Query<HashMap<String, String>>,
 ) -> Result<Response, ApiError> {
@@ -346,8 +377,12 @@ pub async fn stream(
             }
         })?;
     let mut stopping = state.stopping();
+    let revoked = token_revoked(l.store.clone(), token, state.token_deletions());
     let events = items.map(sse).take_until(async move {
-        let _ = stopping.wait_for(|s| *s).await;
+        tokio::select! {
+            _ = stopping.wait_for(|s| *s) => {}
+            _ = revoked => {}
+        }
     });
     let mut r = Sse::new(events)
         .keep_alive(KeepAlive::new().interval(KEEP_ALIVE).text("keep-alive"))

@@ -154,6 +154,8 @@ pub struct Loaded {
 pub struct AppState {
     loaded: OnceLock<Loaded>,
     stopping: watch::Receiver<bool>,
+    /// Bumped when a token is deleted through the API.
+    tokens: watch::Sender<u64>,
 }
 
 impl AppState {
@@ -167,6 +169,16 @@ impl AppState {
     /// for their clients.
     pub fn stopping(&self) -> watch::Receiver<bool> {
         self.stopping.clone()
+    }
+
+    /// Changes when a token is deleted: long-lived responses opened with a
+    /// token check it again then.
+    pub fn token_deletions(&self) -> watch::Receiver<u64> {
+        self.tokens.subscribe()
+    }
+
+    pub(crate) fn token_deleted(&self) {
+        self.tokens.send_modify(|n| *n = n.wrapping_add(1));
     }
 }
 
@@ -216,6 +228,7 @@ impl Service {
         let state = Arc::new(AppState {
             loaded: OnceLock::new(),
             stopping: stopped.clone(),
+            tokens: watch::Sender::new(0),
         });
         let http = match tls {
             Some(tls) => {

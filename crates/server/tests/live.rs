@@ -173,6 +173,41 @@ fn the_stream_ends_when_the_service_stops() {
 }
 
 #[test]
+fn the_stream_ends_when_its_token_is_deleted() {
+    let s = site();
+    let mut stream = open(&s, "", None);
+    let id = s.tap();
+    assert_eq!(stream.ids(1), [id]);
+    let store = s.service().loaded().store.clone();
+    let admin =
+        s.rt.block_on(server::token::create(
+            &*store,
+            "deleter",
+            eventlog::Role::Admin,
+        ))
+        .unwrap();
+    let r = ureq::delete(&s.url("/api/v1/tokens/watcher"))
+        .set("Authorization", &format!("Bearer {admin}"))
+        .call()
+        .unwrap();
+    assert_eq!(r.status(), 204);
+    // The deletion's own event may come first; then the stream ends.
+    let mut after = Vec::new();
+    while let Some(f) = stream.next() {
+        after.push(f.json()["code"].clone());
+    }
+    assert!(after.len() <= 1, "{after:?}");
+    // And it cannot be opened again.
+    let again = ureq::get(&s.url("/api/v1/events/stream"))
+        .set("Authorization", &format!("Bearer {}", s.viewer))
+        .call();
+    assert!(
+        matches!(again, Err(ureq::Error::Status(401, _))),
+        "{again:?}"
+    );
+}
+
+#[test]
 fn the_stream_needs_a_token_and_good_parameters() {
     let s = site();
     let url = s.url("/api/v1/events/stream");

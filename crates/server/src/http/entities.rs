@@ -1041,6 +1041,7 @@ pub(super) async fn delete_token(
             "the token was not deleted because its event could not be recorded: {e}"
         )));
     }
+    state.token_deleted();
     Ok(StatusCode::NO_CONTENT)
 }
 
