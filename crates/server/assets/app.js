@@ -28,6 +28,8 @@ const $ = (id) => document.getElementById(id);
 function showSignIn(message) {
   if (stream) stream.stop();
   stream = null;
+  if (leave) leave();
+  leave = null;
   $('nav').hidden = true;
   $('who').hidden = true;
   const main = $('main');

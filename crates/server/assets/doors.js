@@ -10,7 +10,8 @@ async function status() {
   try {
     return { items: (await get('/api/v1/doors/status')).items, full: true };
   } catch (e) {
-    if (!(e instanceof ApiError && e.missing)) throw e;
+    // Without the route, `status` is taken for a door id.
+    if (!(e instanceof ApiError && (e.missing || (e.status === 400 && e.field === 'id')))) throw e;
   }
   const readers = (await get('/api/v1/readers')).items;
   const items = [...ctx.doors.values()].map((d) => {
@@ -37,6 +38,15 @@ function lastTap(t, door) {
     ' · ', fmtTime(t.time, zoneOf(door)), t.result === 'refused' ? h('span.reason', ` — ${t.reason || t.code}`) : null);
 }
 
+// The newest unlock or mode command seen for the door (from the events
+// loaded at sign-in and the live stream).
+function lastCommand(door) {
+  const e = recent.find((x) => x.kind === 'door-command' && x.door === door);
+  if (!e) return h('span.muted', 'none recently');
+  return h('span', { dataset: { code: e.code || '', event: e.id } }, `${e.code}${e.actor ? ` by ${e.actor}` : ''} · ${fmtTime(e.time, zoneOf(door))}`,
+    e.reason ? h('span.muted', ` (${e.reason})`) : null);
+}
+
 function doorCard(d, refresh) {
   const mode = h('select', { name: 'mode', disabled: !can('operator') }, ['normal', 'unlocked', 'locked'].map((m) => h('option', { value: m, selected: m === d.mode }, m)));
   const unlock = roleButton('operator', 'Unlock', async () => {
@@ -60,6 +70,7 @@ function doorCard(d, refresh) {
     h('div.bar', h('h2', d.name), badge(d.mode, `mode-${d.mode}`), h('span.muted', `${d.mechanism}${site ? ` · ${site.name}` : ''}`)),
     h('dl',
       h('dt', 'Last tap'), h('dd.last-tap', lastTap(d.last_tap, d.door)),
+      h('dt', 'Last command'), h('dd.last-command', lastCommand(d.door)),
       h('dt', 'Readers'), h('dd', d.readers.length ? h('ul.readers', d.readers.map(readerLine)) : h('span.muted', 'none bound'))),
     h('div.actions', unlock, ' ', mode, setMode),
     h('div.bar', h('h3', 'Latency'), windowSel),

@@ -181,7 +181,7 @@ export async function cardholderPage(root, arg) {
   } catch (e) {
     body.replaceChildren(h('tr', h('td', { colSpan: 6 }, failure(e))));
   }
-  root.append(
+  root.append(...[
     h('div.bar', h('h1', c.name), badge(c.status), c.reason ? h('span.muted', c.reason) : null,
       statusButton(c, () => window.dispatchEvent(new HashChangeEvent('hashchange'))),
       h('a.link', { href: '#/cardholders' }, '‹ all cardholders')),
@@ -189,7 +189,7 @@ export async function cardholderPage(root, arg) {
     section('Credentials', creds),
     section('Enroll a card', can('admin') ? h('p.muted', 'The card authentication certificate (slot 9E) is validated as at a reader; its card UUID and FASC-N come from its subjectAltName.') : h('p.muted', 'Enrolling needs an admin token.'), enroll),
     section('Recent events', events),
-  );
+  ].filter(Boolean));
   await drawCreds();
   const onEvent = (ev) => {
     const e = ev.detail;

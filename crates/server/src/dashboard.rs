@@ -172,7 +172,7 @@ mod tests {
         assert!(named.len() > 5, "{named:?}");
         for n in &named {
             assert!(
-                ASSETS.iter().any(|a| &a.name == n),
+                ASSETS.iter().any(|a| a.name == n),
                 "`{n}` is named but not served"
             );
         }
