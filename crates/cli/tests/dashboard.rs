@@ -463,10 +463,51 @@ async fn browse(site: &Site, driver_url: &str, profile: &Path, tap: bool) {
             .unwrap()
             .len();
         assert!(stages >= 4, "{stages} stages drawn");
-        b.shot("live").await;
-        tokio::task::spawn_blocking(move || c.remove())
+        c.remove();
+
+        // Suspended (the page asks why first), the same card is refused,
+        // and the refusal stands out on Live.
+        b.page("cardholders").await;
+        b.click("[data-page=cardholders] button[data-action=suspend]")
+            .await;
+        b.client
+            .send_alert_text("badge reported lost")
             .await
             .unwrap();
+        b.client.accept_alert().await.unwrap();
+        b.wait_for("[data-page=cardholders] button[data-action=reinstate]")
+            .await;
+        b.page("live").await;
+        b.wait_for("[data-page=live] table.events").await;
+        let c = CardProcess::start(&site.card);
+        let refused = b
+            .wait_for("[data-page=live] tr.event.refused[data-kind=tap] .reason")
+            .await;
+        let text = refused.text().await.unwrap();
+        assert!(text.contains("suspended"), "{text}");
+        b.shot("live").await;
+        c.remove();
+
+        // The log's filter finds it, and only it.
+        b.page("events").await;
+        b.wait_for("[data-page=events] tr[data-id]").await;
+        b.client
+            .find(Locator::Css("#event-filters select[name=result]"))
+            .await
+            .unwrap()
+            .select_by_value("refused")
+            .await
+            .unwrap();
+        b.click("#event-filters button[type=submit]").await;
+        b.wait_for("[data-page=events][data-query='result=refused'] tr.refused[data-id]")
+            .await;
+        let rows = b
+            .client
+            .find_all(Locator::Css("[data-page=events] tbody tr"))
+            .await
+            .unwrap();
+        assert_eq!(rows.len(), 1, "only the refused tap");
+        b.shot("events-refused").await;
     } else {
         b.shot("live").await;
     }
@@ -493,6 +534,23 @@ async fn browse(site: &Site, driver_url: &str, profile: &Path, tap: bool) {
         .await;
     let text = done.text().await.unwrap();
     assert!(text.contains("unlock by "), "{text}");
+    // A mode change asks first.
+    b.client
+        .find(Locator::Css(
+            "section.door[data-door='1'] select[name=mode]",
+        ))
+        .await
+        .unwrap()
+        .select_by_value("locked")
+        .await
+        .unwrap();
+    b.click("section.door[data-door='1'] button[data-action=mode]")
+        .await;
+    let question = b.client.get_alert_text().await.unwrap();
+    assert!(question.contains("locked"), "{question}");
+    b.client.accept_alert().await.unwrap();
+    b.wait_for("section.door[data-door='1'] .badge.mode-locked")
+        .await;
     b.shot("doors-operator").await;
 
     // A viewer sees the door but may not unlock it: the button is disabled

@@ -13,8 +13,8 @@ async function status() {
     // Without the route, `status` is taken for a door id.
     if (!(e instanceof ApiError && (e.missing || (e.status === 400 && e.field === 'id')))) throw e;
   }
-  const readers = (await get('/api/v1/readers')).items;
-  const items = [...ctx.doors.values()].map((d) => {
+  const [doors, readers] = (await Promise.all([get('/api/v1/doors'), get('/api/v1/readers')])).map((x) => x.items);
+  const items = doors.map((d) => {
     const t = recent.find((e) => e.kind === 'tap' && e.door === d.id);
     return {
       door: d.id, name: d.name, site: d.site, mode: d.mode, mechanism: d.mechanism,

@@ -33,6 +33,7 @@ export async function eventsPage(root) {
     cursors = cursors.slice(0, n + 1);
     if (page.next != null) cursors.push(page.next);
     list.update(page.events);
+    root.dataset.query = String(query);
     status.textContent = `page ${n + 1}${page.events.length ? ` · events ${page.events[page.events.length - 1].id}–${page.events[0].id}` : ''}`;
     older.disabled = page.next == null;
     newer.disabled = n === 0;

@@ -6,25 +6,27 @@ import { h, can, live, fmtTime, table, form, roleButton, confirmAction, failure,
 import { eventTable, eventRow } from './live.js';
 
 // Suspends (asking why) or reinstates a cardholder: read, change, replace.
-async function setStatus(id, status) {
-  const c = await get(`/api/v1/cardholders/${id}`);
+// The question comes first, before anything is read.
+async function setStatus(holder, status) {
+  let reason = null;
   if (status === 'suspended') {
-    const reason = window.prompt(`Suspend ${c.name}? Their cards stop opening doors at once.\nReason (for the log):`);
+    reason = window.prompt(`Suspend ${holder.name}? Their cards stop opening doors at once.\nReason (for the log):`);
     if (reason === null) return false;
-    c.reason = reason.trim() || 'suspended from the dashboard';
-  } else {
-    if (!confirmAction(`Reinstate ${c.name}?`)) return false;
-    c.reason = null;
+    reason = reason.trim() || 'suspended from the dashboard';
+  } else if (!confirmAction(`Reinstate ${holder.name}?`)) {
+    return false;
   }
+  const c = await get(`/api/v1/cardholders/${holder.id}`);
   c.status = status;
-  await call('PUT', `/api/v1/cardholders/${id}`, c);
+  c.reason = reason;
+  await call('PUT', `/api/v1/cardholders/${holder.id}`, c);
   return true;
 }
 
 function statusButton(c, after) {
   const suspend = c.status === 'active';
   return roleButton('admin', suspend ? 'Suspend' : 'Reinstate', async () => {
-    if (await setStatus(c.id, suspend ? 'suspended' : 'active')) after();
+    if (await setStatus(c, suspend ? 'suspended' : 'active')) after();
   }, { class: suspend ? 'danger' : null, dataset: { action: suspend ? 'suspend' : 'reinstate', cardholder: c.id } });
 }
 
@@ -101,9 +103,9 @@ function fascn(c) {
   return c.fasc_n ? h('code.wrap', c.fasc_n) : h('span.muted', 'none');
 }
 
-// Suspends, reinstates or revokes a credential: read, change, replace.
+// Suspends, reinstates or revokes a credential (asking first): read,
+// change, replace.
 async function setCredential(id, state) {
-  const c = await get(`/api/v1/credentials/${id}`);
   let reason = null;
   if (state !== 'active') {
     const what = state === 'revoked' ? 'Revoke this credential? This is permanent.' : 'Suspend this credential?';
@@ -113,6 +115,7 @@ async function setCredential(id, state) {
   } else if (!confirmAction('Reinstate this credential?')) {
     return false;
   }
+  const c = await get(`/api/v1/credentials/${id}`);
   c.state = state;
   c.reason = reason;
   if (state === 'revoked') c.at = new Date().toISOString();
