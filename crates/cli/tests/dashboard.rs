@@ -289,10 +289,10 @@ impl Browser {
     }
 
     async fn sign_in(&self, token: &str, role: &str) {
-        if let Ok(out) = self.client.find(Locator::Css("#sign-out")).await {
-            if out.is_displayed().await.unwrap() {
-                out.click().await.unwrap();
-            }
+        let out = self.client.find(Locator::Css("#sign-out")).await;
+        match out {
+            Ok(out) if out.is_displayed().await.unwrap() => out.click().await.unwrap(),
+            _ => self.client.goto(&format!("{}/", self.base)).await.unwrap(),
         }
         let input = self.wait_for("#token").await;
         input.send_keys(token).await.unwrap();
@@ -584,4 +584,83 @@ async fn browse(site: &Site, driver_url: &str, profile: &Path, tap: bool) {
     assert!(!add.is_enabled().await.unwrap());
 
     b.client.close().await.unwrap();
+}
+
+/// `pivgate demo --serve`: every page of the dashboard over the demo's
+/// site, saved as `demo-<page>.png`.
+#[test]
+fn dashboard_over_the_demo_shows_every_page_populated() {
+    if !browser_available() {
+        return;
+    }
+    let mut child = Command::new(BIN)
+        .args(["demo", "--profile", "instant", "--serve"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let _demo = Running(child);
+    let mut out = String::new();
+    for line in BufReader::new(stdout).lines() {
+        let line = line.unwrap();
+        out.push_str(&line);
+        out.push('\n');
+        if line.starts_with("Serving ") {
+            break;
+        }
+    }
+    let field = |p: &str| {
+        out.lines()
+            .find_map(|l| l.trim_start().strip_prefix(p))
+            .and_then(|l| l.split_whitespace().next())
+            .unwrap_or_else(|| panic!("no {p} line in {out}"))
+            .to_string()
+    };
+    let (url, admin, viewer) = (field("dashboard:"), field("token:"), field("viewer:"));
+    let (_driver, driver_url) = chromedriver();
+    let profile = tempfile::tempdir().unwrap();
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let b = Browser::open(&driver_url, url.trim_end_matches('/'), profile.path()).await;
+        b.sign_in(&viewer, "viewer").await;
+        // The demo's taps, loaded at sign-in: granted and refused, each
+        // with its stages.
+        b.wait_for("[data-page=live] tr.event.refused[data-kind=tap] .stagebar")
+            .await;
+        let taps = b
+            .client
+            .find_all(Locator::Css(
+                "[data-page=live] tr.event[data-kind=tap] .stagebar",
+            ))
+            .await
+            .unwrap()
+            .len();
+        assert!(taps >= 7, "{taps} taps drawn");
+        b.shot("demo-live-viewer").await;
+        b.sign_in(&admin, "admin").await;
+        for (page, ready) in [
+            ("live", "tr.event"),
+            ("doors", "section.door"),
+            ("cardholders", "tr[data-cardholder]"),
+            ("cardholders/1", "tr[data-credential]"),
+            ("access", ".week"),
+            ("pki", "section.card, .unavailable"),
+            ("events", "tr[data-id]"),
+        ] {
+            b.page(page).await;
+            let key = if page.contains('/') {
+                "cardholder"
+            } else {
+                page
+            };
+            b.wait_for(&format!("[data-page={key}] {ready}")).await;
+            b.shot(&format!("demo-{}", page.replace('/', "-"))).await;
+        }
+        b.client.close().await.unwrap();
+    });
 }

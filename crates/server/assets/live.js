@@ -11,7 +11,7 @@ export function eventRow(e) {
   const d = e.data || {};
   const row = h('tr.event', { dataset: { id: e.id, kind: e.kind, result: e.result || '' } });
   if (e.result === 'refused') row.classList.add('refused');
-  const who = e.cardholder != null ? holderName(e.cardholder) : tap && d.card ? h('span.muted', d.card.subject ? `not enrolled: ${d.card.subject}` : 'unknown card') : e.actor ? h('span.muted', `token ${e.actor}`) : '';
+  const who = e.cardholder != null ? holderName(e.cardholder) : tap && d.card ? h('span.muted', { title: d.card.subject || '' }, 'no cardholder') : e.actor ? h('span.muted', `token ${e.actor}`) : '';
   const mech = tap ? [d.mechanism || '', d.assurance ? h('span.muted', ` · ${d.assurance}`) : null, d.path === 'fast' ? h('span.muted', ' · fast path') : null] : '';
   const result = tap
     ? [badge(e.result), ' ', e.result === 'refused' ? h('span.reason', e.reason || e.code || '') : h('span.muted', e.reason && e.reason !== 'granted' ? e.reason : '')]
