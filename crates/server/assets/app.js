@@ -85,6 +85,7 @@ async function start() {
   stream = new EventStream({
     event: received,
     state: (s, why) => {
+      if (s === 'lagged') catchUp(why);
       state.className = `dot ${s}`;
       state.title = s === 'live' ? 'live: new events appear as they happen' : `live stream ${s}: ${why || ''}`;
       document.body.dataset.stream = s;
@@ -92,6 +93,23 @@ async function start() {
   }, recent.length ? recent[0].id : 0);
   if (!location.hash || location.hash === '#/' || location.hash === '#') location.hash = '#/live';
   else route();
+}
+
+// The stream could not replay a range (`{from, to, error}`): read it from
+// the log instead.
+async function catchUp(data) {
+  try {
+    const { from, to } = JSON.parse(data);
+    let cursor = from - 1;
+    while (cursor < to) {
+      const page = await get(`/api/v1/events?cursor=${cursor}&limit=1000`);
+      for (const e of page.events) if (e.id <= to) received(e);
+      if (page.next == null || !page.events.length) break;
+      cursor = page.next;
+    }
+  } catch (e) {
+    notice(`Some events may be missing from the live view: ${e.message}`);
+  }
 }
 
 // Entity changes refresh the names the pages show.
