@@ -512,6 +512,37 @@ async fn browse(site: &Site, driver_url: &str, profile: &Path, tap: bool) {
         b.shot("live").await;
     }
 
+    // A holiday is added, and deleted once confirmed (not when declined).
+    b.page("access").await;
+    b.wait_for("[data-page=access] #add-holiday").await;
+    b.client
+        .execute(
+            "document.querySelector('#add-holiday input[name=date]').value = '2026-12-25';",
+            vec![],
+        )
+        .await
+        .unwrap();
+    b.wait_for("#add-holiday input[name=name]")
+        .await
+        .send_keys("Christmas")
+        .await
+        .unwrap();
+    b.click("#add-holiday button[type=submit]").await;
+    b.click("[data-page=access] tr[data-holiday] button[data-action=delete-holiday]")
+        .await;
+    b.client.dismiss_alert().await.unwrap();
+    assert!(b
+        .text("[data-page=access] tr[data-holiday]")
+        .await
+        .contains("Christmas"));
+    b.click("[data-page=access] tr[data-holiday] button[data-action=delete-holiday]")
+        .await;
+    let question = b.client.get_alert_text().await.unwrap();
+    assert!(question.contains("Christmas"), "{question}");
+    b.client.accept_alert().await.unwrap();
+    b.wait_for("[data-page=access] table.holidays td.muted")
+        .await;
+
     for (page, ready, shot) in [
         ("doors", "section.door", "doors"),
         ("access", ".week", "access"),

@@ -108,9 +108,10 @@ export async function accessPage(root) {
     { label: 'Name', value: (x) => x.name },
     { label: 'Site', value: (x) => siteName(x.site) },
     { label: '', cell: (x) => roleButton('admin', 'Delete', async () => {
+      // Asked before anything is sent.
       if (!confirmAction(`Delete the holiday ${x.name} (${x.date})? Schedules use their normal windows that day.`)) return;
       await call('DELETE', `/api/v1/holidays/${x.id}`);
       reload();
-    }, { class: 'danger' }) },
-  ], holidays, { sortBy: 0, empty: 'No holidays.' }), can('admin') ? null : h('p.muted', 'Changes need an admin token.'), add));
+    }, { class: 'danger', dataset: { action: 'delete-holiday' } }) },
+  ], holidays, { sortBy: 0, empty: 'No holidays.', cls: 'holidays', rowData: (x) => ({ holiday: x.id }) }), can('admin') ? null : h('p.muted', 'Changes need an admin token.'), add));
 }

@@ -90,15 +90,18 @@ pub struct CardProcess(Running);
 impl CardProcess {
     /// Starts the card and waits until the reader sees it.
     pub fn start(image: &Path) -> Self {
-        let child = Command::new(BIN)
-            .args(["card", "run", "--image", s(image)])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("card run starts");
+        // Held before waiting: a card that never appears is still killed.
+        let child = Running(
+            Command::new(BIN)
+                .args(["card", "run", "--image", s(image)])
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .expect("card run starts"),
+        );
         testbed::wait_for_card(testbed::VPCD_READER, CARD_WAIT)
             .expect("card appears in the reader");
-        CardProcess(Running(child))
+        CardProcess(child)
     }
 
     /// SIGTERM; returns the exit status once the card has left the reader.
