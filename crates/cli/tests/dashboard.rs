@@ -36,17 +36,77 @@ struct Site {
     viewer: String,
     card: PathBuf,
     certificate: PathBuf,
-    _serve: Running,
+    config: String,
+    serve: Option<Running>,
 }
 
-fn site() -> Site {
+impl Site {
+    /// Stops the service (SIGTERM, as an operator would) and starts it
+    /// again on the same address.
+    fn restart(&mut self) {
+        if let Some(mut serve) = self.serve.take() {
+            // SAFETY: sends a signal to the child this test started.
+            #[allow(unsafe_code)]
+            unsafe {
+                libc::kill(serve.0.id() as i32, libc::SIGTERM);
+            }
+            assert!(serve.0.wait().unwrap().success());
+        }
+        let (serve, base) = serve(&self.config);
+        assert_eq!(base, self.base);
+        self.serve = Some(serve);
+    }
+}
+
+/// `pivgate serve`, and the base URL it printed once listening.
+fn serve(config: &str) -> (Running, String) {
+    let mut serve = Command::new(BIN)
+        .args(["serve", "--config", config])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(serve.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let serve = Running(serve);
+    let base = line
+        .split_whitespace()
+        .find(|w| w.starts_with("http://"))
+        .unwrap_or_else(|| panic!("{line:?}"))
+        .trim_end_matches('/')
+        .to_string();
+    (serve, base)
+}
+
+/// A port free on loopback now.
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// `reader`: whether the Front door keeps the vpcd reader; without it the
+/// service watches a reader that is not there, so it never takes a card
+/// another test puts in the shared virtual reader.
+fn site(reader: bool) -> Site {
     let dir = tempfile::tempdir().unwrap();
     let root = dir.path().join("site");
     ok(&["init", s(&root), "--time-zone", "Europe/Paris"]);
     let config = root.join("pivgate.toml");
     let text = std::fs::read_to_string(&config)
         .unwrap()
-        .replace("127.0.0.1:8080", "127.0.0.1:0");
+        .replace("127.0.0.1:8080", &format!("127.0.0.1:{}", free_port()));
+    let text = if reader {
+        text
+    } else {
+        let bound = format!("\"{}\" = \"Front door\"", testbed::VPCD_READER);
+        assert!(text.contains(&bound), "{text}");
+        text.replace(&bound, "\"No Such Reader 00 00\" = \"Front door\"")
+    };
     std::fs::write(&config, text).unwrap();
     let config = s(&config).to_string();
     // A card of the site's test PKI: its credentials (the certificate the
@@ -68,23 +128,7 @@ fn site() -> Site {
             .to_string()
     };
     let (admin, operator, viewer) = (token("admin"), token("operator"), token("viewer"));
-    let mut serve = Command::new(BIN)
-        .args(["serve", "--config", &config])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    BufReader::new(serve.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    let serve = Running(serve);
-    let base = line
-        .split_whitespace()
-        .find(|w| w.starts_with("http://"))
-        .unwrap_or_else(|| panic!("{line:?}"))
-        .trim_end_matches('/')
-        .to_string();
+    let (serve, base) = serve(&config);
     Site {
         certificate: creds.join("slot-9e.pem"),
         _dir: dir,
@@ -93,13 +137,14 @@ fn site() -> Site {
         operator,
         viewer,
         card,
-        _serve: serve,
+        config,
+        serve: Some(serve),
     }
 }
 
 #[test]
 fn the_page_and_its_assets_are_served_with_a_strict_policy() {
-    let site = site();
+    let site = site(false);
     let r = ureq::get(&format!("{}/", site.base)).call().unwrap();
     assert_eq!(r.status(), 200);
     assert!(
@@ -170,11 +215,7 @@ fn screenshot_dir() -> PathBuf {
 
 /// chromedriver on a free loopback port, and the URL it answers at.
 fn chromedriver() -> (Running, String) {
-    let port = TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    let port = free_port();
     let mut child = Command::new(CHROMEDRIVER)
         .arg(format!("--port={port}"))
         .stdout(Stdio::piped())
@@ -329,7 +370,7 @@ fn dashboard_in_chromium_signs_in_enrolls_shows_a_tap_and_keeps_roles_apart() {
     // The reader lock is taken first: a test holding it is never kept
     // waiting by this one's browser.
     let reader = util::vpcd_reader();
-    let site = site();
+    let site = site(reader.is_some());
     let (_driver, driver_url) = chromedriver();
     let profile = tempfile::tempdir().unwrap();
     let rt = tokio::runtime::Builder::new_multi_thread()
@@ -693,5 +734,62 @@ fn dashboard_over_the_demo_shows_every_page_populated() {
             b.shot(&format!("demo-{}", page.replace('/', "-"))).await;
         }
         b.client.close().await.unwrap();
+    });
+}
+
+/// The live view follows the service across a restart: the stream comes
+/// back by itself, resumes after the last event it had (no duplicates),
+/// and shows what happens next without a reload.
+#[test]
+fn live_view_reconnects_after_the_service_restarts() {
+    if !browser_available() {
+        return;
+    }
+    let mut site = site(false);
+    let (_driver, driver_url) = chromedriver();
+    let profile = tempfile::tempdir().unwrap();
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let add = |base: &str, token: &str, name: &str| {
+        ureq::post(&format!("{base}/api/v1/cardholders"))
+            .set("Authorization", &format!("Bearer {token}"))
+            .set("Content-Type", "application/json")
+            .send_string(&json!({ "name": name, "status": "active" }).to_string())
+            .unwrap();
+    };
+    let b = rt.block_on(async {
+        let b = Browser::open(&driver_url, &site.base, profile.path()).await;
+        b.sign_in(&site.viewer, "viewer").await;
+        b.wait_for("[data-page=live] table.events").await;
+        b.wait_for("#stream-state.live").await;
+        b
+    });
+    add(&site.base, &site.admin, "Before Restart");
+    rt.block_on(b.wait_for("[data-page=live] tr.event[data-kind=admin]"));
+    site.restart();
+    add(&site.base, &site.admin, "After Restart");
+    rt.block_on(async {
+        // Two changes, each shown once: the first was not repeated on
+        // reconnection, the second arrived through the new stream.
+        b.wait_for("[data-page=live] tr.event[data-kind=admin] + tr.event[data-kind=admin]")
+            .await;
+        let rows = b
+            .client
+            .find_all(Locator::Css("[data-page=live] tr.event"))
+            .await
+            .unwrap();
+        let mut texts = Vec::new();
+        for r in &rows {
+            texts.push(r.text().await.unwrap());
+        }
+        assert_eq!(texts.len(), 2, "{texts:?}");
+        assert!(texts[0].contains("After Restart"), "{texts:?}");
+        assert!(texts[1].contains("Before Restart"), "{texts:?}");
+        b.wait_for("#stream-state.live").await;
+        b.shot("live-after-restart").await;
+        b.client.clone().close().await.unwrap();
     });
 }

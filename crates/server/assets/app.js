@@ -120,7 +120,7 @@ live.addEventListener('event', (ev) => {
   reloading = setTimeout(async () => {
     reloading = null;
     try {
-      await loadNames();
+      if (await loadNames()) live.dispatchEvent(new CustomEvent('names'));
     } catch (_) { /* shown by the pages' own calls */ }
   }, 200);
 });

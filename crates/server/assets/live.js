@@ -63,6 +63,12 @@ export function livePage(root) {
     while (body.children.length > SHOW) body.lastChild.remove();
     count.textContent = `${body.children.length} shown`;
   };
+  // New names (a cardholder added, a door renamed): drawn again.
+  const onNames = () => { if (!paused) draw(); };
   live.addEventListener('event', onEvent);
-  return () => live.removeEventListener('event', onEvent);
+  live.addEventListener('names', onNames);
+  return () => {
+    live.removeEventListener('event', onEvent);
+    live.removeEventListener('names', onNames);
+  };
 }

@@ -47,16 +47,21 @@ export function can(role) {
   return ctx.role !== null && RANK[ctx.role] >= RANK[role];
 }
 
-// Reloads sites, doors and cardholders (names and time zones).
+// Reloads sites, doors and cardholders (names and time zones); true when
+// what the pages show of them changed.
 export async function loadNames() {
   const [sites, doors, holders] = await Promise.all([
     get('/api/v1/sites'),
     get('/api/v1/doors'),
     get('/api/v1/cardholders'),
   ]);
+  const names = (m) => [...m.values()].map((x) => `${x.id}:${x.name}:${x.time_zone || x.site || ''}`).join('|');
+  const before = [ctx.sites, ctx.doors, ctx.cardholders].map(names).join('/');
   ctx.sites = new Map(sites.items.map((s) => [s.id, s]));
   ctx.doors = new Map(doors.items.map((d) => [d.id, d]));
   ctx.cardholders = new Map(holders.items.map((c) => [c.id, c]));
+  // Whether a name (or a time zone) the pages show has changed.
+  return [ctx.sites, ctx.doors, ctx.cardholders].map(names).join('/') !== before;
 }
 
 export function doorName(id) {
