@@ -743,6 +743,30 @@ fn dashboard_over_the_demo_shows_every_page_populated() {
             b.wait_for(&format!("[data-page={key}] {ready}")).await;
             b.shot(&format!("demo-{}", page.replace('/', "-"))).await;
         }
+        // The log is newest first; a click on its Id header sorts it
+        // oldest first, a second click newest first again.
+        let first = || async {
+            b.wait_for("[data-page=events] tbody tr[data-id]")
+                .await
+                .attr("data-id")
+                .await
+                .unwrap()
+                .unwrap()
+                .parse::<i64>()
+                .unwrap()
+        };
+        let newest = first().await;
+        b.click("[data-page=events] table.events th:first-child")
+            .await;
+        b.wait_for("[data-page=events] table.events th[data-sort=asc]")
+            .await;
+        let oldest = first().await;
+        assert!(oldest < newest, "{oldest} {newest}");
+        b.click("[data-page=events] table.events th:first-child")
+            .await;
+        b.wait_for("[data-page=events] table.events th[data-sort=desc]")
+            .await;
+        assert_eq!(first().await, newest);
         b.client.close().await.unwrap();
     });
 }
