@@ -132,6 +132,10 @@ anchors = ["pki/root.pem"]
 intermediates = ["pki/intermediate.pem"]
 crls = ["pki/root.crl.pem", "pki/intermediate.crl.pem"]
 
+# CRLs are also downloaded from the certificates' distribution points,
+# which point at the demo's own CRL publisher on loopback.
+[trust.fetch]
+
 [seed.site]
 name = "Demo site"
 time_zone = "UTC"
@@ -265,13 +269,56 @@ impl Demo {
     }
 }
 
+/// The test PKI's CRL publisher: what an issuer's CRL distribution point
+/// serves, on loopback (`/crl/root.crl`, `/crl/intermediate.crl`).
+#[derive(Default)]
+struct CrlPublisher {
+    crls: std::sync::RwLock<[Vec<u8>; 2]>,
+}
+
+impl CrlPublisher {
+    fn publish(&self, pki: &TestPki) {
+        *self.crls.write().unwrap_or_else(|p| p.into_inner()) = [
+            pki.root_crl_der().to_vec(),
+            pki.intermediate_crl_der().to_vec(),
+        ];
+    }
+
+    /// Serves the CRLs on `listener` until the runtime stops.
+    fn serve(self: &std::sync::Arc<Self>, listener: std::net::TcpListener) -> Result<()> {
+        use axum::{http::header, response::IntoResponse, routing::get, Router};
+        listener
+            .set_nonblocking(true)
+            .context("setting up the CRL publisher")?;
+        let listener =
+            tokio::net::TcpListener::from_std(listener).context("setting up the CRL publisher")?;
+        let crl = |i: usize, me: std::sync::Arc<Self>| {
+            move || async move {
+                let der = me.crls.read().unwrap_or_else(|p| p.into_inner())[i].clone();
+                ([(header::CONTENT_TYPE, "application/pkix-crl")], der).into_response()
+            }
+        };
+        let app = Router::new()
+            .route("/crl/root.crl", get(crl(0, self.clone())))
+            .route("/crl/intermediate.crl", get(crl(1, self.clone())));
+        tokio::spawn(async move {
+            if let Err(e) = axum::serve(listener, app).await {
+                eprintln!("pivgate demo: the CRL publisher stopped: {e}");
+            }
+        });
+        Ok(())
+    }
+}
+
 /// A test PKI's issuer revokes `card`'s card-authentication certificate and
-/// publishes a new CRL, which the door service swaps in without pausing
-/// taps: the refresh a CRL download does, in one step.
+/// publishes a new CRL at its distribution point; the door service's
+/// revocation refresh downloads it and swaps it in without pausing taps
+/// (triggered at once here instead of at its next scheduled refresh).
 fn revoke_and_refresh_crls(
     pki: &mut TestPki,
     card: &CardCredentials,
-    authenticator: &Authenticator,
+    publisher: &CrlPublisher,
+    demo: &Demo,
 ) -> Result<()> {
     let cak = &card
         .slot(0x9E)
@@ -279,7 +326,14 @@ fn revoke_and_refresh_crls(
         .certificate;
     pki.revoke(cak, None)
         .context("revoking the card-authentication certificate")?;
-    authenticator.set_crls(pki.crl_set().context("loading the new CRLs")?);
+    publisher.publish(pki);
+    let failed = demo
+        .rt
+        .block_on(demo.service.loaded().revocation.refresh_now())
+        .context("refreshing the CRLs")?;
+    if failed > 0 {
+        bail!("{failed} CRL download(s) from the demo's CRL publisher failed");
+    }
     Ok(())
 }
 
@@ -295,10 +349,20 @@ pub fn run(args: DemoArgs) -> Result<ExitCode> {
         args.alg.key().name(),
         dir.path().display()
     );
+    // The CRL distribution points in the certificates name this address.
+    let crl_listener =
+        std::net::TcpListener::bind("127.0.0.1:0").context("binding the CRL publisher")?;
+    let crl_base = format!(
+        "http://{}/crl",
+        crl_listener
+            .local_addr()
+            .context("binding the CRL publisher")?
+    );
     let mut pki = TestPki::init(
         &dir.path().join("pki"),
         TestPkiOptions {
             algorithm: args.alg.key(),
+            crl_base_url: Some(crl_base.clone()),
             ..TestPkiOptions::default()
         },
     )
@@ -343,6 +407,12 @@ pub fn run(args: DemoArgs) -> Result<ExitCode> {
         .enable_all()
         .build()
         .context("starting the async runtime")?;
+    let publisher = std::sync::Arc::new(CrlPublisher::default());
+    publisher.publish(&pki);
+    {
+        let _in = rt.enter();
+        publisher.serve(crl_listener)?;
+    }
     let service = rt
         .block_on(Service::start(config.clone(), None))
         .context("starting the door service")?;
@@ -455,14 +525,10 @@ pub fn run(args: DemoArgs) -> Result<ExitCode> {
         FRONT,
         None,
     )?;
-    revoke_and_refresh_crls(
-        &mut pki,
-        &carol,
-        demo.service.loaded().controller.authenticator(),
-    )?;
+    revoke_and_refresh_crls(&mut pki, &carol, &publisher, &demo)?;
     println!();
     println!(
-        "── the issuer revokes Carol Shaw's card-authentication certificate; the new CRL is swapped in (taps never wait for it) ──"
+        "── the issuer revokes Carol Shaw's card-authentication certificate and publishes a new CRL at {crl_base}/intermediate.crl; the service downloads it and swaps it in (taps never wait for it) ──"
     );
     demo.tap(
         "revoked after a CRL refresh",

@@ -17,6 +17,12 @@ fn pivgate() -> Command {
 /// A site from `pivgate init`, listening on a port the kernel picks, with a
 /// reader name no machine has (so a shared virtual reader is left alone).
 fn init_site(dir: &Path) -> std::path::PathBuf {
+    init_site_on(dir, None)
+}
+
+/// The same site keeping its entities and events in the PostgreSQL
+/// database at `database_url` when given.
+fn init_site_on(dir: &Path, database_url: Option<&str>) -> std::path::PathBuf {
     let out = pivgate().arg("init").arg(dir).output().unwrap();
     assert!(
         out.status.success(),
@@ -28,6 +34,14 @@ fn init_site(dir: &Path) -> std::path::PathBuf {
         .unwrap()
         .replace("127.0.0.1:8080", "127.0.0.1:0")
         .replace("Virtual PCD 00 00", "pivgate test reader that is not there");
+    let text = match database_url {
+        Some(url) => {
+            let commented = "# database_url = \"postgres://pivgate@localhost/pivgate\"";
+            assert!(text.contains(commented), "{text}");
+            text.replace(commented, &format!("database_url = \"{url}\""))
+        }
+        None => text,
+    };
     std::fs::write(&config, text).unwrap();
     config
 }
@@ -116,7 +130,20 @@ fn call(
 #[test]
 fn serve_answers_health_and_enforces_token_roles() {
     let dir = tempfile::tempdir().unwrap();
-    let config = init_site(dir.path());
+    health_and_roles(&init_site(dir.path()));
+}
+
+#[test]
+fn serve_answers_health_and_enforces_token_roles_on_postgresql() {
+    let Some(cluster) = eventlog::testing::postgres_or_skip("serve on PostgreSQL") else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    health_and_roles(&init_site_on(dir.path(), Some(cluster.url())));
+}
+
+fn health_and_roles(config: &Path) {
+    let config = config.to_path_buf();
     let viewer = token(&config, "viewer", "dash");
     let operator = token(&config, "operator", "guard");
     let admin = token(&config, "admin", "root");
@@ -387,7 +414,20 @@ fn bad_configurations_stop_start_up_naming_the_key() {
 #[test]
 fn acknowledged_commands_survive_sigkill() {
     let dir = tempfile::tempdir().unwrap();
-    let config = init_site(dir.path());
+    commands_survive_sigkill(&init_site(dir.path()));
+}
+
+#[test]
+fn acknowledged_commands_survive_sigkill_on_postgresql() {
+    let Some(cluster) = eventlog::testing::postgres_or_skip("SIGKILL on PostgreSQL") else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    commands_survive_sigkill(&init_site_on(dir.path(), Some(cluster.url())));
+}
+
+fn commands_survive_sigkill(config: &Path) {
+    let config = config.to_path_buf();
     let operator = token(&config, "operator", "guard");
     let s = serve(&config);
     let base = s.base.clone();

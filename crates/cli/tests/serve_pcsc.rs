@@ -16,47 +16,98 @@ use util::{ok, pivgate as run, CardProcess, Running, BIN, CARD_WAIT};
 
 const WAIT: Duration = CARD_WAIT;
 
+/// A site from `pivgate init` listening on a free port, with `edit`
+/// applied to its configuration, and a card issued from its test PKI.
+struct Site {
+    /// Removed with the site.
+    _dir: tempfile::TempDir,
+    config: String,
+    image: std::path::PathBuf,
+}
+
+impl Site {
+    fn new(edit: impl FnOnce(String) -> String) -> Site {
+        let dir = tempfile::tempdir().unwrap();
+        let site = dir.path().join("site");
+        ok(&["init", site.to_str().unwrap()]);
+        let config = site.join("pivgate.toml");
+        let text = std::fs::read_to_string(&config)
+            .unwrap()
+            .replace("127.0.0.1:8080", "127.0.0.1:0");
+        std::fs::write(&config, edit(text)).unwrap();
+        let image = dir.path().join("card.json");
+        ok(&[
+            "card",
+            "new",
+            "--pki",
+            site.join("pki").to_str().unwrap(),
+            "--out",
+            image.to_str().unwrap(),
+        ]);
+        Site {
+            config: config.to_str().unwrap().to_string(),
+            image,
+            _dir: dir,
+        }
+    }
+
+    fn token(&self, role: &str) -> String {
+        ok(&["token", "create", "--role", role, "--config", &self.config])
+            .trim()
+            .to_string()
+    }
+
+    /// `pivgate enroll` of the card for Alice into `staff`.
+    fn enroll_args(&self) -> [&str; 11] {
+        [
+            "enroll",
+            "--reader",
+            testbed::VPCD_READER,
+            "--cardholder",
+            "Alice",
+            "--group",
+            "staff",
+            "--wait",
+            "10",
+            "--config",
+            &self.config,
+        ]
+    }
+
+    /// Starts `pivgate serve`; the process and the API's base URL.
+    fn serve(&self) -> (Running, String) {
+        let mut serve = Command::new(BIN)
+            .args(["serve", "--config", &self.config])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .unwrap();
+        let mut line = String::new();
+        BufReader::new(serve.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        let base = line
+            .split_whitespace()
+            .find(|w| w.starts_with("http://"))
+            .unwrap_or_else(|| panic!("{line:?}"))
+            .to_string();
+        (Running(serve), base)
+    }
+}
+
 #[test]
 fn enroll_then_serve_taps_the_card_in_the_reader() {
     let Some(_reader) = util::vpcd_reader() else {
         return;
     };
-    let dir = tempfile::tempdir().unwrap();
-    let site = dir.path().join("site");
-    ok(&["init", site.to_str().unwrap()]);
-    let config = site.join("pivgate.toml");
-    let text = std::fs::read_to_string(&config)
-        .unwrap()
-        .replace("127.0.0.1:8080", "127.0.0.1:0");
-    std::fs::write(&config, text).unwrap();
-    let config = config.to_str().unwrap();
-    let image = dir.path().join("card.json");
-    ok(&[
-        "card",
-        "new",
-        "--pki",
-        site.join("pki").to_str().unwrap(),
-        "--out",
-        image.to_str().unwrap(),
-    ]);
-    let viewer = ok(&["token", "create", "--role", "viewer", "--config", config]);
-    let viewer = viewer.trim();
+    let site = Site::new(|t| t);
+    let image = &site.image;
+    let viewer = site.token("viewer");
+    let viewer = viewer.as_str();
 
     // Enroll: validated and registered; a second time refused (exit 1).
-    let c = CardProcess::start(&image);
-    let enroll = [
-        "enroll",
-        "--reader",
-        testbed::VPCD_READER,
-        "--cardholder",
-        "Alice",
-        "--group",
-        "staff",
-        "--wait",
-        "10",
-        "--config",
-        config,
-    ];
+    let c = CardProcess::start(image);
+    let enroll = site.enroll_args();
     let out = ok(&enroll);
     assert!(out.contains("enrolled credential 1 for `Alice`"), "{out}");
     let again = run(&enroll);
@@ -65,23 +116,8 @@ fn enroll_then_serve_taps_the_card_in_the_reader() {
     c.remove();
 
     // Serve, then insert the card: the reader thread taps it.
-    let mut serve = Command::new(BIN)
-        .args(["serve", "--config", config])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    BufReader::new(serve.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    let serve = Running(serve);
-    let base = line
-        .split_whitespace()
-        .find(|w| w.starts_with("http://"))
-        .unwrap_or_else(|| panic!("{line:?}"))
-        .to_string();
-    let c = CardProcess::start(&image);
+    let (serve, base) = site.serve();
+    let c = CardProcess::start(image);
     // The tap runs in the service; wait for its event to be served.
     let deadline = Instant::now() + WAIT;
     let tap = loop {
@@ -169,66 +205,25 @@ fn card_and_pin_door_takes_the_pin_from_its_keypad() {
     let Some(_reader) = util::vpcd_reader() else {
         return;
     };
-    let dir = tempfile::tempdir().unwrap();
-    let site = dir.path().join("site");
-    ok(&["init", site.to_str().unwrap()]);
-    let config = site.join("pivgate.toml");
     // The virtual reader is the server room's (card + PIN); a short keypad
     // timeout so the test of a missing PIN is quick.
-    let text = std::fs::read_to_string(&config)
-        .unwrap()
-        .replace("127.0.0.1:8080", "127.0.0.1:0")
-        .replace("timeout_ms = 20000", "timeout_ms = 1000")
-        .replace(
-            &format!("\"{}\" = \"Front door\"", testbed::VPCD_READER),
-            &format!("\"{}\" = \"Server room\"", testbed::VPCD_READER),
-        );
-    assert!(text.contains("= \"Server room\"\n"), "{text}");
-    std::fs::write(&config, text).unwrap();
-    let config = config.to_str().unwrap();
-    let image = dir.path().join("card.json");
-    ok(&[
-        "card",
-        "new",
-        "--pki",
-        site.join("pki").to_str().unwrap(),
-        "--out",
-        image.to_str().unwrap(),
-    ]);
-    let operator = ok(&["token", "create", "--role", "operator", "--config", config]);
-    let operator = operator.trim();
-    let c = CardProcess::start(&image);
-    ok(&[
-        "enroll",
-        "--reader",
-        testbed::VPCD_READER,
-        "--cardholder",
-        "Alice",
-        "--group",
-        "staff",
-        "--wait",
-        "10",
-        "--config",
-        config,
-    ]);
+    let site = Site::new(|text| {
+        let text = text
+            .replace("timeout_ms = 20000", "timeout_ms = 1000")
+            .replace(
+                &format!("\"{}\" = \"Front door\"", testbed::VPCD_READER),
+                &format!("\"{}\" = \"Server room\"", testbed::VPCD_READER),
+            );
+        assert!(text.contains("= \"Server room\"\n"), "{text}");
+        text
+    });
+    let image = &site.image;
+    let operator = site.token("operator");
+    let operator = operator.as_str();
+    let c = CardProcess::start(image);
+    ok(&site.enroll_args());
     c.remove();
-
-    let mut serve = Command::new(BIN)
-        .args(["serve", "--config", config])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    BufReader::new(serve.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    let _serve = Running(serve);
-    let base = line
-        .split_whitespace()
-        .find(|w| w.starts_with("http://"))
-        .unwrap_or_else(|| panic!("{line:?}"))
-        .to_string();
+    let (_serve, base) = site.serve();
     let keypad = format!("{base}/api/v1/doors/2/keypad");
 
     // Bad entries are refused with the field named; the front door takes no PIN.
@@ -245,7 +240,7 @@ fn card_and_pin_door_takes_the_pin_from_its_keypad() {
     // PIN typed first, then the card: granted with PKI-AUTH.
     let (status, body) = post(&keypad, operator, r#"{"pin": "123456"}"#);
     assert_eq!(status, 202, "{body}");
-    let c = CardProcess::start(&image);
+    let c = CardProcess::start(image);
     let tap = next_tap(&base, operator, 0);
     assert_eq!(tap["result"], "granted", "{tap}");
     assert_eq!(tap["door"], 2);
@@ -254,13 +249,13 @@ fn card_and_pin_door_takes_the_pin_from_its_keypad() {
 
     // A wrong PIN is the card's refusal; no PIN at all times out.
     assert_eq!(post(&keypad, operator, r#"{"pin": "654321"}"#).0, 202);
-    let c = CardProcess::start(&image);
+    let c = CardProcess::start(image);
     let first = tap["id"].as_i64().unwrap();
     let wrong = next_tap(&base, operator, first);
     assert_eq!(wrong["result"], "refused", "{wrong}");
     assert_eq!(wrong["code"], "wrong-pin", "{wrong}");
     c.remove();
-    let c = CardProcess::start(&image);
+    let c = CardProcess::start(image);
     let none = next_tap(&base, operator, wrong["id"].as_i64().unwrap());
     assert_eq!(none["code"], "pin-unavailable", "{none}");
     assert!(

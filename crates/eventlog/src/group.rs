@@ -149,6 +149,25 @@ impl EventLog {
         wait.await.map_err(|_| StoreError::WriterStopped)?
     }
 
+    /// Submits `events` in order (they share commits with whatever else is
+    /// in flight); resolves with their ids once all are durably committed.
+    pub async fn append_all(&self, events: Vec<NewEvent>) -> Result<Vec<EventId>, StoreError> {
+        let mut waits = Vec::with_capacity(events.len());
+        for event in events {
+            let (done, wait) = oneshot::channel();
+            self.tx
+                .send(Pending { event, done })
+                .await
+                .map_err(|_| StoreError::WriterStopped)?;
+            waits.push(wait);
+        }
+        let mut ids = Vec::with_capacity(waits.len());
+        for wait in waits {
+            ids.push(wait.await.map_err(|_| StoreError::WriterStopped)??);
+        }
+        Ok(ids)
+    }
+
     pub fn stats(&self) -> CommitStats {
         let c = &self.counters;
         CommitStats {

@@ -131,4 +131,9 @@ pub trait Store: Send + Sync {
     /// those doors (the `(door_id, id)` index), linear in their number; the
     /// anti-passback state is rebuilt from it at start-up.
     async fn last_granted_taps(&self, doors: &[DoorId]) -> Result<Vec<LastGrant>, StoreError>;
+
+    /// The latest tap event of every door that has one (granted or
+    /// refused), in no particular order: one grouped query over the
+    /// `(door_id, id)` index.
+    async fn last_taps(&self) -> Result<Vec<Event>, StoreError>;
 }

@@ -1228,6 +1228,20 @@ impl Store for SqlStore {
         }
         Ok(out)
     }
+
+    async fn last_taps(&self) -> Result<Vec<Event>, StoreError> {
+        let sql = format!(
+            "SELECT {EVENT_COLUMNS} FROM events WHERE id IN \
+             (SELECT MAX(id) FROM events WHERE kind = 'tap' AND door_id IS NOT NULL \
+             GROUP BY door_id)"
+        );
+        sqlx::query(&sql)
+            .fetch_all(&self.pool)
+            .await?
+            .iter()
+            .map(Self::event_from_row)
+            .collect()
+    }
 }
 
 fn token_from_row(r: &AnyRow) -> Result<ApiToken, StoreError> {

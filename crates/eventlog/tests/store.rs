@@ -52,6 +52,7 @@ on_both!(live_events_follow_commits);
 on_both!(tokens);
 on_both!(enrollment_certificates);
 on_both!(last_granted_taps);
+on_both!(last_taps);
 
 fn site(name: &str, tz: &str) -> Site {
     Site {
@@ -893,4 +894,45 @@ async fn last_granted_taps(store: Arc<dyn Store>) {
     let third = store.last_granted_taps(&[DoorId(3)]).await.unwrap();
     assert_eq!(third.len(), 1);
     assert_eq!(third[0].event, ids[6]);
+}
+
+/// The latest tap per door, granted or refused; other kinds left out.
+async fn last_taps(store: Arc<dyn Store>) {
+    assert!(store.last_taps().await.unwrap().is_empty());
+    let ids = store
+        .append_events(&[
+            tap("2026-11-23T08:00:00Z", 1, Some(1), true),
+            tap("2026-11-23T08:01:00Z", 2, Some(1), true),
+            tap("2026-11-23T08:02:00Z", 1, Some(2), false),
+            NewEvent::door_command(
+                ts("2026-11-23T08:03:00Z"),
+                "guard",
+                DoorId(1),
+                "unlock",
+                "unlock".into(),
+            ),
+            tap("2026-11-23T08:04:00Z", 2, None, false),
+            NewEvent::admin(
+                ts("2026-11-23T08:05:00Z"),
+                "root",
+                "door.update",
+                "changed".into(),
+                json!({}),
+            ),
+        ])
+        .await
+        .unwrap();
+    let mut got = store.last_taps().await.unwrap();
+    got.sort_by_key(|e| e.event.door);
+    let got: Vec<(Option<DoorId>, EventId, Option<EventResult>)> = got
+        .iter()
+        .map(|e| (e.event.door, e.id, e.event.result))
+        .collect();
+    assert_eq!(
+        got,
+        [
+            (Some(DoorId(1)), ids[2], Some(EventResult::Refused)),
+            (Some(DoorId(2)), ids[4], Some(EventResult::Refused)),
+        ]
+    );
 }

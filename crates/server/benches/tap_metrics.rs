@@ -32,7 +32,9 @@ fn tap(door: i64) -> TapResult {
     TapResult {
         door: DoorId(door),
         reader: ReaderId(door),
+        time: access::jiff::Timestamp::UNIX_EPOCH,
         transaction: Transaction {
+            id: auth::TapId::random(),
             mechanism: Mechanism::PkiCak,
             assurance: Assurance::Some,
             path: PathTaken::Full,

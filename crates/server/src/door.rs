@@ -152,6 +152,8 @@ pub enum TapError {
 pub struct TapResult {
     pub door: DoorId,
     pub reader: ReaderId,
+    /// When the tap was decided: the time of its event.
+    pub time: Timestamp,
     /// The authentication transaction with `decide` and `signal` added.
     pub transaction: Transaction,
     /// The access decision; `None` when authentication refused the card.
@@ -224,6 +226,9 @@ pub struct Controller {
     unlock: Duration,
     clock: Clock,
     observer: Option<Arc<dyn TapObserver>>,
+    changes: tokio::sync::Mutex<()>,
+    /// Counts snapshot swaps, for those that follow them (reader threads).
+    swaps: tokio::sync::watch::Sender<u64>,
 }
 
 impl std::fmt::Debug for Controller {
@@ -263,6 +268,8 @@ impl Controller {
             unlock,
             clock: Arc::new(Timestamp::now),
             observer: None,
+            changes: tokio::sync::Mutex::new(()),
+            swaps: tokio::sync::watch::Sender::new(0),
         }
     }
 
@@ -309,6 +316,33 @@ impl Controller {
         for (door, mode) in changed {
             drive_mode(&*self.output, door, mode);
         }
+        self.swaps.send_modify(|n| *n = n.wrapping_add(1));
+    }
+
+    /// Changes each time [`set_snapshot`](Self::set_snapshot) swaps in a
+    /// new snapshot (read it with [`snapshot`](Self::snapshot)).
+    pub fn snapshot_changes(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.swaps.subscribe()
+    }
+
+    /// Held by whoever changes access data and swaps the snapshot in (the
+    /// API, enrollment, re-validation, reload), from the write to the swap:
+    /// otherwise a snapshot read before another change could be swapped in
+    /// after it and hide it until the next reload.
+    pub fn changes(&self) -> &tokio::sync::Mutex<()> {
+        &self.changes
+    }
+
+    /// Reads the snapshot from `store` and swaps it in; the caller holds
+    /// [`changes`](Self::changes).
+    pub async fn reload_from(
+        &self,
+        store: &dyn eventlog::Store,
+        _held: &tokio::sync::MutexGuard<'_, ()>,
+    ) -> Result<(), StoreError> {
+        let snapshot = store.load_snapshot().await?;
+        self.set_snapshot(snapshot);
+        Ok(())
     }
 
     /// How long a grant or a momentary unlock releases the lock.
@@ -402,6 +436,7 @@ impl Controller {
         }
         let result = self.finish(
             transaction,
+            now,
             door_id,
             door.mode,
             reader,
@@ -419,6 +454,7 @@ impl Controller {
     fn finish(
         &self,
         mut transaction: Transaction,
+        time: Timestamp,
         door: DoorId,
         mode: DoorMode,
         reader: ReaderId,
@@ -456,6 +492,7 @@ impl Controller {
         TapResult {
             door,
             reader,
+            time,
             transaction,
             decision,
             event,

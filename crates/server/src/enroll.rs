@@ -234,6 +234,7 @@ pub async fn register(
     let id = identity(validated);
     register_identity(
         store,
+        None,
         validated,
         id,
         Holder::Name(cardholder),
@@ -248,8 +249,10 @@ pub async fn register(
 /// existing cardholder `cardholder`. `card_uuid` and `fasc_n` are used
 /// where the certificate's subjectAltName has none; where it has one, a
 /// different value given is refused.
+#[allow(clippy::too_many_arguments)]
 pub async fn register_certificate(
     store: &dyn Store,
+    log: Option<&eventlog::EventLog>,
     validated: &Validated,
     cardholder: access::CardholderId,
     card_uuid: Option<access::CardUuid>,
@@ -288,6 +291,7 @@ pub async fn register_certificate(
     }
     register_identity(
         store,
+        log,
         validated,
         id,
         Holder::Id(cardholder),
@@ -306,8 +310,12 @@ enum Holder<'a> {
     Id(access::CardholderId),
 }
 
+/// `log`, when given, records the events (a running service, so they are
+/// published live too); else they go to the store directly.
+#[allow(clippy::too_many_arguments)]
 async fn register_identity(
     store: &dyn Store,
+    log: Option<&eventlog::EventLog>,
     validated: &Validated,
     id: access::Identity,
     cardholder: Holder<'_>,
@@ -458,7 +466,14 @@ async fn register_identity(
         }
         None => None,
     };
-    store.append_events(&events).await?;
+    match log {
+        Some(log) => {
+            log.append_all(events).await?;
+        }
+        None => {
+            store.append_events(&events).await?;
+        }
+    }
     Ok(Enrolled {
         credential,
         cardholder: holder,

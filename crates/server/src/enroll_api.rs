@@ -150,8 +150,10 @@ pub(crate) async fn enroll(
         }
         Err(e) => return Err(ApiError::internal(e)),
     };
+    let held = l.controller.changes().lock().await;
     let enrolled = register_certificate(
         &*l.store,
+        Some(l.controller.log()),
         &validated,
         cardholder,
         card_uuid,
@@ -194,8 +196,11 @@ pub(crate) async fn enroll(
         }
         Err(e) => return Err(ApiError::internal(e)),
     };
-    let snapshot = l.store.load_snapshot().await.map_err(ApiError::internal)?;
-    l.controller.set_snapshot(snapshot);
+    l.controller
+        .reload_from(&*l.store, &held)
+        .await
+        .map_err(ApiError::internal)?;
+    drop(held);
     // The new certificate's distribution points are watched from now on.
     l.revocation.nudge();
     Ok((

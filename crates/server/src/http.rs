@@ -5,6 +5,9 @@
 //! - `GET /api/v1/events` (viewer): filters and cursor paging;
 //!   `GET /api/v1/events/stream` (viewer): the same events live, as
 //!   Server-Sent Events ([`crate::live`]);
+//! - dashboard reads (viewer, [`dashboard`]): `GET /api/v1/doors/status`,
+//!   `GET /api/v1/doors/{id}/latency`, `GET /api/v1/pki/health`,
+//!   `GET /api/v1/events.csv`, `GET /api/v1/cardholders/{id}/credentials`;
 //! - `GET /metrics` (viewer): Prometheus / OpenMetrics text
 //!   ([`crate::metrics`]);
 //! - for each of `sites`, `doors`, `readers`, `cardholders`, `credentials`,
@@ -62,6 +65,7 @@ use crate::door::CommandError;
 use crate::service::{AppState, Loaded};
 use crate::token;
 
+pub mod dashboard;
 pub mod entities;
 pub mod openapi;
 pub mod schema;
@@ -178,6 +182,21 @@ fn define(r: &mut impl Routes) {
     r.add(Get, "/api/v1/openapi.json", None, openapi::document);
     r.add(Get, "/api/v1/events", viewer, events);
     r.add(Get, "/api/v1/events/stream", viewer, crate::live::stream);
+    r.add(Get, "/api/v1/events.csv", viewer, dashboard::events_csv);
+    r.add(Get, "/api/v1/doors/status", viewer, dashboard::doors_status);
+    r.add(
+        Get,
+        "/api/v1/doors/{id}/latency",
+        viewer,
+        dashboard::door_latency,
+    );
+    r.add(Get, "/api/v1/pki/health", viewer, dashboard::pki_health);
+    r.add(
+        Get,
+        "/api/v1/cardholders/{id}/credentials",
+        viewer,
+        dashboard::cardholder_credentials,
+    );
     r.add(Get, "/metrics", viewer, crate::metrics::scrape);
 
     macro_rules! crud {
@@ -371,7 +390,7 @@ pub(crate) async fn require(
     next.run(req).await
 }
 
-fn param<T: std::str::FromStr>(
+pub(crate) fn param<T: std::str::FromStr>(
     q: &HashMap<String, String>,
     name: &str,
     what: &str,
@@ -391,17 +410,39 @@ where
     }
 }
 
-const EVENT_PARAMS: [&str; 9] = [
-    "door",
-    "cardholder",
-    "result",
-    "kind",
-    "since",
-    "until",
-    "cursor",
-    "direction",
-    "limit",
-];
+/// The filters of the event routes (`/api/v1/events` and its CSV export).
+pub(crate) const EVENT_FILTERS: [&str; 6] =
+    ["door", "cardholder", "result", "kind", "since", "until"];
+
+/// An [`EventQuery`] with the filters of `q` (door, cardholder, result,
+/// kind, since, until) and nothing else set. A parameter that is neither a
+/// filter nor one of `extra` (which the caller reads) is refused, naming
+/// the known ones.
+pub(crate) fn event_filters(q: &HashMap<String, String>, extra: &[&str]) -> AppResult<EventQuery> {
+    if let Some(k) = q
+        .keys()
+        .find(|k| !EVENT_FILTERS.contains(&k.as_str()) && !extra.contains(&k.as_str()))
+    {
+        let known: Vec<&str> = EVENT_FILTERS.iter().chain(extra).copied().collect();
+        return Err(ApiError::field(
+            StatusCode::BAD_REQUEST,
+            k.as_str(),
+            format!(
+                "unknown query parameter `{k}` (known: {})",
+                known.join(", ")
+            ),
+        ));
+    }
+    Ok(EventQuery {
+        door: param::<i64>(q, "door", "a door id")?.map(DoorId),
+        cardholder: param::<i64>(q, "cardholder", "a cardholder id")?.map(access::CardholderId),
+        result: param::<EventResult>(q, "result", "an event result")?,
+        kind: param::<EventKind>(q, "kind", "an event kind")?,
+        since: param(q, "since", "an RFC 3339 time")?,
+        until: param(q, "until", "an RFC 3339 time")?,
+        ..EventQuery::default()
+    })
+}
 
 /// `GET /api/v1/events`: filters `door`, `cardholder`, `result`, `kind`,
 /// `since`, `until` (RFC 3339); paging `cursor` (the `next` of the previous
@@ -429,16 +470,7 @@ async fn events(
     State(state): State<Arc<AppState>>,
     Query(q): Query<HashMap<String, String>>,
 ) -> AppResult<Json<eventlog::EventPage>> {
-    if let Some(k) = q.keys().find(|k| !EVENT_PARAMS.contains(&k.as_str())) {
-        return Err(ApiError::field(
-            StatusCode::BAD_REQUEST,
-            k.as_str(),
-            format!(
-                "unknown query parameter `{k}` (known: {})",
-                EVENT_PARAMS.join(", ")
-            ),
-        ));
-    }
+    let filters = event_filters(&q, &["cursor", "direction", "limit"])?;
     let direction = match q.get("direction").map(String::as_str) {
         None | Some("forward") => Direction::Forward,
         Some("backward") => Direction::Backward,
@@ -462,15 +494,10 @@ async fn events(
         ));
     }
     let query = EventQuery {
-        door: param::<i64>(&q, "door", "a door id")?.map(DoorId),
-        cardholder: param::<i64>(&q, "cardholder", "a cardholder id")?.map(access::CardholderId),
-        result: param::<EventResult>(&q, "result", "an event result")?,
-        kind: param::<EventKind>(&q, "kind", "an event kind")?,
-        since: param(&q, "since", "an RFC 3339 time")?,
-        until: param(&q, "until", "an RFC 3339 time")?,
         cursor: param::<i64>(&q, "cursor", "an event id")?.map(EventId),
         direction,
         limit,
+        ..filters
     };
     let l = loaded(&state)?;
     let page = l
@@ -481,7 +508,7 @@ async fn events(
     Ok(Json(page))
 }
 
-fn door_id(id: &str) -> AppResult<DoorId> {
+pub(crate) fn door_id(id: &str) -> AppResult<DoorId> {
     id.parse::<i64>().map(DoorId).map_err(|e| {
         ApiError::field(
             StatusCode::BAD_REQUEST,

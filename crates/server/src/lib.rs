@@ -37,6 +37,8 @@
 //! - [`metrics`]: Prometheus metrics at `/metrics` (viewer token): taps by
 //!   door, mechanism and result, a latency histogram per stage, event-log
 //!   commits, trust store, CRL ages, cache hits, start-up times.
+//! - [`status`]: reader connections, the latest tap of every door and
+//!   recent `signal` stages, kept in memory for the dashboard's routes.
 //! - [`service`]: start-up (linear, trust loading overlapped with the
 //!   database), readiness, reload, graceful shutdown.
 
@@ -53,5 +55,6 @@ pub mod metrics;
 pub mod readers;
 pub mod revocation;
 pub mod service;
+pub mod status;
 pub mod tls;
 pub mod token;

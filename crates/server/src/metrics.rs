@@ -306,8 +306,7 @@ impl Collector for ServiceCollector {
         )?;
 
         let authn = self.controller.authenticator();
-        let store = authn.trust_store();
-        let anchors = store.anchor_count();
+        let (anchors, intermediates) = trust_counts(authn);
         gauge(
             &mut enc,
             "trust_anchors",
@@ -320,7 +319,7 @@ impl Collector for ServiceCollector {
             "trust_intermediates",
             "Intermediate certificates in the trust store.",
             None,
-            store.len().saturating_sub(anchors) as i64,
+            intermediates as i64,
         )?;
 
         self.crls(&mut enc)?;
@@ -372,32 +371,63 @@ impl Collector for ServiceCollector {
     }
 }
 
+/// Trust anchors and intermediates in the authenticator's trust store.
+pub fn trust_counts(authn: &auth::Authenticator) -> (usize, usize) {
+    let store = authn.trust_store();
+    let anchors = store.anchor_count();
+    (anchors, store.len().saturating_sub(anchors))
+}
+
+/// One CRL held for revocation checking, as the metrics and the PKI
+/// health route describe it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CrlRow {
+    pub issuer: String,
+    /// `full` or `delta`.
+    pub kind: &'static str,
+    /// The CRL number in hex (empty without one).
+    pub number: String,
+    /// thisUpdate and nextUpdate, seconds since the epoch.
+    pub this_update: i64,
+    pub next_update: Option<i64>,
+    /// Seconds since thisUpdate at `now`.
+    pub age_s: i64,
+}
+
+/// Every CRL of `set`, by issuer; two with the same issuer, kind and
+/// number are listed once.
+pub fn crl_rows(set: &pki::crl::CrlSet, now: i64) -> Vec<CrlRow> {
+    let mut rows = Vec::with_capacity(set.len());
+    let mut seen = HashSet::new();
+    for crl in set.crls() {
+        let issuer = crl.issuer_display();
+        let kind = if crl.is_delta() { "delta" } else { "full" };
+        let number = crl
+            .crl_number
+            .as_deref()
+            .map(hex::encode)
+            .unwrap_or_default();
+        if seen.insert((issuer.clone(), kind, number.clone())) {
+            rows.push(CrlRow {
+                issuer,
+                kind,
+                number,
+                this_update: crl.this_update.0,
+                next_update: crl.next_update.map(|n| n.0),
+                age_s: now - crl.this_update.0,
+            });
+        }
+    }
+    rows
+}
+
 impl ServiceCollector {
     /// Age and time to nextUpdate of each CRL held, by issuer. Two CRLs with
     /// the same issuer, kind and number are exported once.
     fn crls(&self, enc: &mut DescriptorEncoder) -> Result<(), std::fmt::Error> {
         let set = self.controller.authenticator().crls();
         let now = pki::time::Time::now().0;
-        let mut rows = Vec::with_capacity(set.len());
-        let mut seen = HashSet::new();
-        for crl in set.crls() {
-            let issuer = crl.issuer_display();
-            let kind = if crl.is_delta() { "delta" } else { "full" };
-            let number = crl
-                .crl_number
-                .as_deref()
-                .map(hex::encode)
-                .unwrap_or_default();
-            if seen.insert((issuer.clone(), kind, number.clone())) {
-                rows.push((
-                    issuer,
-                    kind,
-                    number,
-                    now - crl.this_update.0,
-                    crl.next_update.map(|n| n.0 - now),
-                ));
-            }
-        }
+        let rows = crl_rows(&set, now);
         gauge(
             enc,
             "crls",
@@ -412,11 +442,11 @@ impl ServiceCollector {
             Some(&Unit::Seconds),
             g.metric_type(),
         )?;
-        for (issuer, kind, number, age, _) in &rows {
-            ConstGauge::new(*age).encode(m.encode_family(&[
-                ("issuer", issuer.as_str()),
-                ("kind", kind),
-                ("number", number.as_str()),
+        for r in &rows {
+            ConstGauge::new(r.age_s).encode(m.encode_family(&[
+                ("issuer", r.issuer.as_str()),
+                ("kind", r.kind),
+                ("number", r.number.as_str()),
             ])?)?;
         }
         let mut m = enc.encode_descriptor(
@@ -425,12 +455,12 @@ impl ServiceCollector {
             Some(&Unit::Seconds),
             g.metric_type(),
         )?;
-        for (issuer, kind, number, _, next) in &rows {
-            if let Some(next) = next {
-                ConstGauge::new(*next).encode(m.encode_family(&[
-                    ("issuer", issuer.as_str()),
-                    ("kind", kind),
-                    ("number", number.as_str()),
+        for r in &rows {
+            if let Some(next) = r.next_update {
+                ConstGauge::new(next - now).encode(m.encode_family(&[
+                    ("issuer", r.issuer.as_str()),
+                    ("kind", r.kind),
+                    ("number", r.number.as_str()),
                 ])?)?;
             }
         }

@@ -1,4 +1,6 @@
-//! One blocking thread per PC/SC reader bound to a door.
+//! One blocking thread per PC/SC reader bound to a door, kept in step with
+//! the access data: a reader bound, changed or removed through the API (or
+//! a reload) is watched, rewatched or left at once, without a restart.
 //!
 //! Each thread waits in `SCardGetStatusChange` (no polling) for the card to
 //! arrive, runs one tap through the [`Controller`], and waits for the card to
@@ -7,16 +9,19 @@
 //! reader or a missing PC/SC service never stops the service. At a card +
 //! PIN door the PIN comes from the door's keypad ([`crate::keypad`]).
 
+use std::collections::HashMap;
 use std::ffi::CString;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 
 use access::ReaderId;
 use pcsc::{Context, ReaderState, Scope, State};
+use tokio::sync::{watch, Notify};
 
 use crate::door::Controller;
 use crate::keypad::Keypads;
+use crate::status::ReaderStatus;
 
 /// Whether a reader's connection string names a PC/SC reader (other
 /// transports are written `scheme:…`, e.g. `osdp:/dev/ttyUSB0#1`).
@@ -27,117 +32,289 @@ pub fn is_pcsc(connection: &str) -> bool {
     }
 }
 
-/// The running reader threads.
-pub struct ReaderThreads {
+/// One reader's thread.
+struct Watcher {
+    connection: String,
+    /// The context its waits run in (cancelled to stop it).
+    ctx: Context,
     stop: Arc<AtomicBool>,
-    /// Each thread with the context its waits run in.
-    threads: Vec<(Context, JoinHandle<()>)>,
+    thread: JoinHandle<()>,
 }
 
-impl ReaderThreads {
-    /// How many readers are watched.
-    pub fn len(&self) -> usize {
-        self.threads.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.threads.is_empty()
-    }
-
-    /// Stops every thread (a tap in progress finishes first) and waits.
-    pub fn stop(self) {
+impl Watcher {
+    /// Stops the thread (a tap in progress finishes first) and waits.
+    fn stop(self) {
         self.stop.store(true, Ordering::SeqCst);
         // `SCardCancel` ends only a wait already in progress: a thread that
         // was between two waits (e.g. finishing a tap) sees the stop flag
         // before its next wait, or enters the wait just after the cancel.
-        // Cancel again until each thread has ended.
-        for (c, t) in self.threads {
-            let _ = c.cancel();
-            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-            while !t.is_finished() && std::time::Instant::now() < deadline {
-                std::thread::sleep(std::time::Duration::from_millis(5));
-                let _ = c.cancel();
-            }
-            if t.is_finished() {
-                let _ = t.join();
-            } else {
-                tracing::error!("a reader thread did not stop; leaving it");
-            }
+        // Cancel again until the thread has ended.
+        let _ = self.ctx.cancel();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while !self.thread.is_finished() && std::time::Instant::now() < deadline {
+            std::thread::sleep(std::time::Duration::from_millis(5));
+            let _ = self.ctx.cancel();
+        }
+        if self.thread.is_finished() {
+            let _ = self.thread.join();
+        } else {
+            tracing::error!(reader = %self.connection, "a reader thread did not stop; leaving it");
         }
     }
 }
 
-/// Starts a thread for every PC/SC reader of the controller's snapshot.
-pub fn start(controller: Arc<Controller>, keypads: Arc<Keypads>) -> ReaderThreads {
-    let stop = Arc::new(AtomicBool::new(false));
-    let mut out = ReaderThreads {
-        stop: stop.clone(),
-        threads: Vec::new(),
-    };
-    let snapshot = controller.snapshot();
-    let bound: Vec<(ReaderId, String)> = snapshot
-        .readers()
-        .iter()
-        .filter(|r| is_pcsc(&r.connection))
-        .map(|r| (r.id, r.connection.clone()))
-        .collect();
-    if bound.is_empty() {
-        return out;
-    }
-    let ctx = match Context::establish(Scope::User) {
-        Ok(c) => c,
-        Err(e) => {
-            tracing::warn!(
-                error = %e,
-                readers = bound.len(),
-                "the PC/SC service is not available: no reader is watched"
-            );
-            return out;
+/// What every reader thread shares, and the threads running.
+struct Readers {
+    controller: Arc<Controller>,
+    keypads: Arc<Keypads>,
+    status: Arc<ReaderStatus>,
+    running: Mutex<HashMap<ReaderId, Watcher>>,
+}
+
+impl Readers {
+    /// Makes the threads running match the PC/SC readers of the current
+    /// snapshot: a reader removed, or whose connection changed, has its
+    /// thread stopped; a reader added (or changed) gets one, and so does
+    /// one whose thread ended on an error. `first`: the start-up run, which
+    /// also names the PC/SC readers no door uses.
+    fn reconcile(&self, first: bool) {
+        let snapshot = self.controller.snapshot();
+        let bound: HashMap<ReaderId, &str> = snapshot
+            .readers()
+            .iter()
+            .filter(|r| is_pcsc(&r.connection))
+            .map(|r| (r.id, r.connection.as_str()))
+            .collect();
+        let mut running = self.running.lock().unwrap_or_else(|p| p.into_inner());
+        let done: Vec<ReaderId> = running
+            .iter()
+            .filter(|(id, w)| {
+                bound.get(id) != Some(&w.connection.as_str()) || w.thread.is_finished()
+            })
+            .map(|(id, _)| *id)
+            .collect();
+        for id in done {
+            if let Some(w) = running.remove(&id) {
+                tracing::info!(reader = %w.connection, id = id.0, "reader unbound or changed; its watch stops");
+                w.stop();
+            }
         }
-    };
-    if let Ok(names) = ctx.list_readers_owned() {
-        for n in names {
-            let n = n.to_string_lossy().into_owned();
-            if !bound.iter().any(|(_, c)| *c == n) {
-                tracing::info!(reader = %n, "PC/SC reader is not bound to a door; not watched");
+        let mut new: Vec<(ReaderId, &str)> = bound
+            .iter()
+            .filter(|(id, _)| !running.contains_key(id))
+            .map(|(id, c)| (*id, *c))
+            .collect();
+        if new.is_empty() {
+            return;
+        }
+        new.sort();
+        let ctx = match Context::establish(Scope::User) {
+            Ok(c) => c,
+            Err(e) => {
+                tracing::warn!(
+                    error = %e,
+                    readers = new.len(),
+                    "the PC/SC service is not available: no reader is watched"
+                );
+                return;
+            }
+        };
+        if first {
+            if let Ok(names) = ctx.list_readers_owned() {
+                for n in names {
+                    let n = n.to_string_lossy().into_owned();
+                    if !bound.values().any(|c| *c == n) {
+                        tracing::info!(reader = %n, "PC/SC reader is not bound to a door; not watched");
+                    }
+                }
+            }
+        }
+        for (id, name) in new {
+            if let Some(w) = self.spawn(id, name) {
+                running.insert(id, w);
             }
         }
     }
-    for (id, name) in bound {
-        let Ok(cname) = CString::new(name.as_str()) else {
+
+    fn spawn(&self, id: ReaderId, name: &str) -> Option<Watcher> {
+        let Ok(cname) = CString::new(name) else {
             tracing::warn!(reader = %name, "reader name holds a NUL byte; not watched");
-            continue;
+            return None;
         };
         let ctx = match Context::establish(Scope::User) {
             Ok(c) => c,
             Err(e) => {
                 tracing::warn!(error = %e, reader = %name, "cannot watch reader");
-                continue;
+                return None;
             }
         };
         let waits = ctx.clone();
-        let controller = controller.clone();
-        let keypads = keypads.clone();
-        let stop = stop.clone();
+        let controller = self.controller.clone();
+        let keypads = self.keypads.clone();
+        let status = self.status.clone();
+        let stop = Arc::new(AtomicBool::new(false));
+        let flag = stop.clone();
+        let owned = name.to_string();
         let spawned = std::thread::Builder::new()
             .name(format!("reader-{}", id.0))
-            .spawn(move || watch(ctx, cname, name, id, controller, keypads, stop));
+            .spawn(move || {
+                watch(
+                    ctx,
+                    cname,
+                    &owned,
+                    id,
+                    &controller,
+                    &keypads,
+                    &flag,
+                    &status,
+                );
+                status.forget(id);
+                tracing::info!(reader = %owned, "reader no longer watched");
+            });
         match spawned {
-            Ok(t) => out.threads.push((waits, t)),
-            Err(e) => tracing::error!(error = %e, "cannot start a reader thread"),
+            Ok(thread) => Some(Watcher {
+                connection: name.to_string(),
+                ctx: waits,
+                stop,
+                thread,
+            }),
+            Err(e) => {
+                tracing::error!(error = %e, "cannot start a reader thread");
+                None
+            }
         }
     }
-    out
 }
 
+/// The running reader threads, kept in step with the access data: each
+/// snapshot the controller swaps in (a change through the API, a reload)
+/// wakes a supervising thread that starts and stops reader threads to
+/// match it.
+pub struct ReaderThreads {
+    readers: Arc<Readers>,
+    quit: Arc<Notify>,
+    supervisor: Option<JoinHandle<()>>,
+}
+
+impl ReaderThreads {
+    /// How many readers are watched.
+    pub fn len(&self) -> usize {
+        self.readers
+            .running
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Stops following the access data, then stops every thread (a tap in
+    /// progress finishes first) and waits.
+    pub fn stop(mut self) {
+        self.quit.notify_one();
+        if let Some(s) = self.supervisor.take() {
+            let _ = s.join();
+        }
+        let running: Vec<Watcher> = self
+            .readers
+            .running
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .drain()
+            .map(|(_, w)| w)
+            .collect();
+        for w in running {
+            w.stop();
+        }
+    }
+}
+
+impl Drop for ReaderThreads {
+    /// Without [`stop`](Self::stop), the threads go on, but the access data
+    /// is no longer followed (the supervisor would otherwise keep the
+    /// controller alive).
+    fn drop(&mut self) {
+        self.quit.notify_one();
+    }
+}
+
+/// Starts a thread for every PC/SC reader of the controller's snapshot,
+/// and follows the snapshots swapped in after.
+pub fn start(
+    controller: Arc<Controller>,
+    keypads: Arc<Keypads>,
+    status: Arc<ReaderStatus>,
+) -> ReaderThreads {
+    // Subscribed before the first run: a change made during it is seen.
+    let mut changes = controller.snapshot_changes();
+    changes.borrow_and_update();
+    let readers = Arc::new(Readers {
+        controller,
+        keypads,
+        status,
+        running: Mutex::new(HashMap::new()),
+    });
+    readers.reconcile(true);
+    let quit = Arc::new(Notify::new());
+    let supervisor = {
+        let readers = readers.clone();
+        let quit = quit.clone();
+        std::thread::Builder::new()
+            .name("reader-bindings".into())
+            .spawn(move || follow(&readers, changes, &quit))
+    };
+    let supervisor = match supervisor {
+        Ok(t) => Some(t),
+        Err(e) => {
+            tracing::error!(error = %e, "cannot start the reader supervisor: reader changes need a restart");
+            None
+        }
+    };
+    ReaderThreads {
+        readers,
+        quit,
+        supervisor,
+    }
+}
+
+/// Reconciles the reader threads after each snapshot change, until `quit`
+/// is notified or the controller is gone.
+fn follow(readers: &Readers, mut changes: watch::Receiver<u64>, quit: &Notify) {
+    // Waiting on the channel needs no I/O or timers: a bare scheduler.
+    let rt = match tokio::runtime::Builder::new_current_thread().build() {
+        Ok(rt) => rt,
+        Err(e) => {
+            tracing::error!(error = %e, "cannot follow reader changes: they need a restart");
+            return;
+        }
+    };
+    loop {
+        let changed = rt.block_on(async {
+            tokio::select! {
+                biased;
+                _ = quit.notified() => false,
+                r = changes.changed() => r.is_ok(),
+            }
+        });
+        if !changed {
+            return;
+        }
+        readers.reconcile(false);
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
 fn watch(
     ctx: Context,
     cname: CString,
-    name: String,
+    name: &str,
     id: ReaderId,
-    controller: Arc<Controller>,
-    keypads: Arc<Keypads>,
-    stop: Arc<AtomicBool>,
+    controller: &Controller,
+    keypads: &Keypads,
+    stop: &AtomicBool,
+    status: &ReaderStatus,
 ) {
     let readers = match host::Readers::establish() {
         Ok(r) => r,
@@ -159,6 +336,7 @@ fn watch(
             Err(pcsc::Error::Cancelled) => break,
             Err(pcsc::Error::UnknownReader) | Err(pcsc::Error::ReaderUnavailable) => {
                 present = false;
+                status.set(id, false);
                 if !missing {
                     tracing::warn!(reader = %name, "reader is not connected; waiting for it");
                     missing = true;
@@ -181,6 +359,7 @@ fn watch(
                 missing = true;
             }
             present = false;
+            status.set(id, false);
             // Only a plug-and-play change can bring it back.
             if wait_for_plug_and_play(&ctx).is_err() {
                 break;
@@ -188,6 +367,7 @@ fn watch(
             states[1] = ReaderState::new(cname.clone(), State::UNAWARE);
             continue;
         }
+        status.set(id, true);
         if missing {
             tracing::info!(reader = %name, "reader connected");
             missing = false;
@@ -195,7 +375,7 @@ fn watch(
         if st.contains(State::PRESENT) && !st.contains(State::MUTE) {
             if !present {
                 present = true;
-                tap(&readers, &name, id, &controller, &keypads);
+                tap(&readers, name, id, controller, keypads);
             }
         } else if st.contains(State::EMPTY) {
             present = false;
@@ -204,7 +384,6 @@ fn watch(
             s.sync_current_state();
         }
     }
-    tracing::info!(reader = %name, "reader no longer watched");
 }
 
 /// Blocks until readers are plugged in or removed; `Err` when cancelled.

@@ -353,6 +353,11 @@ impl Revocation {
         self.fetcher.is_some()
     }
 
+    /// The CRLs of the configuration's files (not downloaded).
+    pub fn configured_crls(&self) -> Arc<CrlSet> {
+        self.base.clone()
+    }
+
     /// The last re-validation.
     pub fn report(&self) -> RevalidationReport {
         self.report
@@ -542,7 +547,7 @@ impl Revocation {
         }
         self.swap_in(fetcher);
         if !events.is_empty() {
-            self.store.append_events(&events).await?;
+            self.controller.log().append_all(events).await?;
         }
         Ok(failed)
     }
@@ -607,8 +612,10 @@ impl Revocation {
             field: "certificate",
             problem: format!("re-validation stopped: {e}"),
         })?;
-        let mut events = Vec::new();
-        for (mut c, r) in results {
+        // What to change, decided without holding the access data: the
+        // validations above may take a while at a large site.
+        let mut changes = Vec::new();
+        for (c, r) in results {
             report.checked += 1;
             let refusal = match r {
                 Ok(_) => {
@@ -655,6 +662,18 @@ impl Revocation {
                     continue;
                 }
             };
+            changes.push((c.id, state, action, reason, refusal.code()));
+        }
+        let mut events = Vec::new();
+        let held = self.controller.changes().lock().await;
+        for (id, state, action, reason, code) in changes {
+            // Read again under the lock: a credential changed meanwhile
+            // (suspended, reinstated, deleted through the API) is left alone.
+            let mut c = match self.store.get_credential(id).await {
+                Ok(c) if c.state == CredentialState::Active => c,
+                Ok(_) | Err(StoreError::NotFound { .. }) => continue,
+                Err(e) => return Err(e),
+            };
             c.state = state;
             self.store.update_credential(&c).await?;
             tracing::warn!(credential = c.id.0, %reason, "{action} after re-validation");
@@ -670,17 +689,17 @@ impl Revocation {
                         _ => "suspended",
                     }
                 ),
-                serde_json::json!({ "credential": &c, "code": refusal.code() }),
+                serde_json::json!({ "credential": &c, "code": code }),
             );
             e.cardholder = Some(c.cardholder);
             e.credential = Some(c.id);
             events.push(e);
         }
         if !events.is_empty() {
-            self.store.append_events(&events).await?;
-            let snapshot = self.store.load_snapshot().await?;
-            self.controller.set_snapshot(snapshot);
+            self.controller.log().append_all(events).await?;
+            self.controller.reload_from(&*self.store, &held).await?;
         }
+        drop(held);
         tracing::info!(
             checked = report.checked,
             ok = report.ok,

@@ -33,6 +33,7 @@ use crate::keypad::Keypads;
 use crate::metrics::Metrics;
 use crate::readers::{self, ReaderThreads};
 use crate::revocation::Revocation;
+use crate::status::{LastTaps, Observers, ReaderStatus, SignalTimes};
 
 /// Why the service did not start.
 #[derive(Debug, thiserror::Error)]
@@ -141,6 +142,12 @@ pub struct Loaded {
     /// How revocation is checked at the doors (and at enrollment).
     pub revocation_policy: pki::validate::RevocationPolicy,
     pub metrics: Arc<Metrics>,
+    /// Whether each watched reader is connected.
+    pub reader_status: Arc<ReaderStatus>,
+    /// The latest tap of every door.
+    pub last_taps: Arc<LastTaps>,
+    /// The `signal` stage of the last day's taps.
+    pub signals: Arc<SignalTimes>,
 }
 
 /// State shared with the HTTP handlers.
@@ -323,6 +330,9 @@ impl Service {
         );
         let output = output.unwrap_or_else(|| Arc::new(SimulatedOutput::new()));
         let credentials = snapshot.credentials().len();
+        let signals = Arc::new(SignalTimes::new());
+        let last_taps = Arc::new(LastTaps::new());
+        last_taps.seed(&*store).await?;
         let controller = Arc::new(
             Controller::new(
                 authenticator,
@@ -332,7 +342,11 @@ impl Service {
                 tokio::runtime::Handle::current(),
                 Duration::from_millis(config.output.unlock_ms),
             )
-            .with_observer(Arc::new(metrics.tap_observer()))
+            .with_observer(Arc::new(Observers(vec![
+                Arc::new(metrics.tap_observer()),
+                signals.clone(),
+                last_taps.clone(),
+            ])))
             .with_passback(passback),
         );
         let revocation_work = Arc::new(Revocation::new(
@@ -348,7 +362,8 @@ impl Service {
         let keypads = Arc::new(Keypads::new(Duration::from_millis(
             config.keypad.timeout_ms,
         )));
-        let readers = readers::start(controller.clone(), keypads.clone());
+        let reader_status = Arc::new(ReaderStatus::new());
+        let readers = readers::start(controller.clone(), keypads.clone(), reader_status.clone());
         let times = StartupTimes {
             trust_us: trust_time.as_micros() as u64,
             database_us: database.as_micros() as u64,
@@ -366,6 +381,9 @@ impl Service {
                 revocation: revocation_work,
                 revocation_policy: revocation,
                 metrics: Arc::new(metrics),
+                reader_status,
+                last_taps,
+                signals,
             },
             writer,
             readers,
@@ -392,6 +410,7 @@ impl Service {
     /// flight finish on the old one); `pivgate serve` does this on SIGHUP.
     pub async fn reload(&self) -> Result<(), ServeError> {
         let l = self.loaded();
+        let _held = l.controller.changes().lock().await;
         let snapshot = l.store.load_snapshot().await?;
         let credentials = snapshot.credentials().len();
         l.metrics.prepare_doors(&snapshot);

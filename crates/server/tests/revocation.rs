@@ -225,6 +225,21 @@ async fn prepare(s: &Service, name: &str) -> CardholderId {
     h.id
 }
 
+/// The next event with `code` published on the live channel (events are
+/// published just after their commit is acknowledged).
+async fn published(
+    live: &mut tokio::sync::broadcast::Receiver<Arc<eventlog::Event>>,
+    code: &str,
+) -> Arc<eventlog::Event> {
+    loop {
+        match tokio::time::timeout(std::time::Duration::from_secs(10), live.recv()).await {
+            Ok(Ok(e)) if e.event.code.as_deref() == Some(code) => return e,
+            Ok(Ok(_)) => continue,
+            other => panic!("no `{code}` event published: {other:?}"),
+        }
+    }
+}
+
 /// `POST /api/v1/credentials/enroll`: status and JSON answer.
 async fn enroll(s: &Service, body: serde_json::Value) -> (u16, serde_json::Value) {
     enroll_as(s, TOKEN, body).await
@@ -288,6 +303,8 @@ async fn revocation_is_refreshed_kept_on_disk_and_acted_on() {
     assert!(l.revocation.downloads());
     assert_eq!(l.revocation.refresh_now().await.unwrap(), 0);
     let holder = prepare(&s, "Alice").await;
+    // Enrollment and re-validation events are published live like taps.
+    let mut live = l.controller.log().subscribe();
 
     // Enrollment is for admins.
     let good = serde_json::json!({
@@ -352,6 +369,14 @@ async fn revocation_is_refreshed_kept_on_disk_and_acted_on() {
     .await;
     assert_eq!(status, 201, "{body}");
     assert_eq!(
+        published(&mut live, "credential.create")
+            .await
+            .event
+            .actor
+            .as_deref(),
+        Some("test-admin")
+    );
+    assert_eq!(
         body["credential"]["card_uuid"],
         access::CardUuid(alice.uuid).to_string(),
         "{body}"
@@ -415,6 +440,14 @@ async fn revocation_is_refreshed_kept_on_disk_and_acted_on() {
     assert_eq!((report.checked, report.ok, report.revoked), (1, 0, 1));
     assert_eq!(report.suspended(), 1);
     assert_eq!(l.revocation.report(), report);
+    assert_eq!(
+        published(&mut live, "credential.revoke")
+            .await
+            .event
+            .actor
+            .as_deref(),
+        Some("pivgate")
+    );
     let credential = l.store.list_credentials().await.unwrap().remove(0);
     assert!(
         matches!(credential.state, CredentialState::Revoked { .. }),

@@ -23,13 +23,17 @@ use server::config::{init_template, Config};
 use server::service::{open_store, Service};
 
 const CHILD: &str = "PIVGATE_SIGKILL_CHILD";
+/// The PostgreSQL URL the child uses, when the run is on PostgreSQL.
+const CHILD_DB: &str = "PIVGATE_SIGKILL_DATABASE";
 const FRONT: ReaderId = ReaderId(1);
 
-fn site_config(dir: &Path) -> Config {
+fn site_config(dir: &Path, database_url: Option<&str>) -> Config {
     let text = init_template("sim:front", "UTC").replace("127.0.0.1:8080", "127.0.0.1:0");
     let path = dir.join("pivgate.toml");
     std::fs::write(&path, text).unwrap();
-    Config::load(&path).unwrap()
+    let mut c = Config::load(&path).unwrap();
+    c.database_url = database_url.map(str::to_string);
+    c
 }
 
 /// The service process: taps until killed, printing each opened tap's event.
@@ -41,7 +45,10 @@ fn child_taps() {
     let dir = Path::new(&dir).to_path_buf();
     let rt = tokio::runtime::Runtime::new().unwrap();
     let service = rt
-        .block_on(Service::start(site_config(&dir), None))
+        .block_on(Service::start(
+            site_config(&dir, std::env::var(CHILD_DB).ok().as_deref()),
+            None,
+        ))
         .unwrap();
     let controller = service.loaded().controller.clone();
     let creds = Arc::new(CardCredentials::load(&dir.join("card")).unwrap());
@@ -71,11 +78,26 @@ fn every_signalled_tap_survives_sigkill_once() {
     if std::env::var_os(CHILD).is_some() {
         return;
     }
+    sigkill_while_tapping(None);
+}
+
+#[test]
+fn every_signalled_tap_survives_sigkill_once_on_postgresql() {
+    if std::env::var_os(CHILD).is_some() {
+        return;
+    }
+    let Some(cluster) = eventlog::testing::postgres_or_skip("SIGKILL on PostgreSQL") else {
+        return;
+    };
+    sigkill_while_tapping(Some(cluster.url()));
+}
+
+fn sigkill_while_tapping(database_url: Option<&str>) {
     let dir = tempfile::tempdir().unwrap();
     let pki = TestPki::init(&dir.path().join("pki"), TestPkiOptions::default()).unwrap();
     let creds = pki.issue_card(&CardOptions::default()).unwrap();
     creds.save(&dir.path().join("card")).unwrap();
-    let config = site_config(dir.path());
+    let config = site_config(dir.path(), database_url);
 
     // Enroll the card into the group that opens the front door.
     let rt = tokio::runtime::Runtime::new().unwrap();
@@ -101,6 +123,7 @@ fn every_signalled_tap_survives_sigkill_once() {
     let mut child = Command::new(std::env::current_exe().unwrap())
         .args(["child_taps", "--exact", "--nocapture", "--test-threads=1"])
         .env(CHILD, dir.path())
+        .envs(database_url.map(|u| (CHILD_DB, u)))
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .spawn()

@@ -90,18 +90,17 @@ pub struct CardProcess(Running);
 impl CardProcess {
     /// Starts the card and waits until the reader sees it.
     pub fn start(image: &Path) -> Self {
-        // Held before waiting: a card that never appears is still killed.
-        let child = Running(
-            Command::new(BIN)
-                .args(["card", "run", "--image", s(image)])
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .spawn()
-                .expect("card run starts"),
-        );
+        let child = Command::new(BIN)
+            .args(["card", "run", "--image", s(image)])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("card run starts");
+        // Owned before waiting: a card that never appears is still killed.
+        let card = CardProcess(Running(child));
         testbed::wait_for_card(testbed::VPCD_READER, CARD_WAIT)
             .expect("card appears in the reader");
-        CardProcess(child)
+        card
     }
 
     /// SIGTERM; returns the exit status once the card has left the reader.

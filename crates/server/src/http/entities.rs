@@ -26,10 +26,6 @@ use crate::service::{AppState, Loaded};
 
 type StoreFuture<'a, T> = Pin<Box<dyn Future<Output = Result<T, StoreError>> + Send + 'a>>;
 
-/// Changes are made one at a time: each is checked against, written to and
-/// read back from the store with no other change in between.
-static CHANGES: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
-
 /// The longest name or connection string accepted.
 const MAX_TEXT: usize = 200;
 /// The longest reason accepted.
@@ -799,7 +795,9 @@ pub(super) async fn remove<E: Entity>(
 /// Checks, writes, swaps the snapshot in and records one change; returns
 /// the entity as stored (the removed one for a delete).
 async fn apply<E: Entity>(l: &Loaded, token: &ApiToken, change: Change<E>) -> AppResult<E> {
-    let _one_at_a_time = CHANGES.lock().await;
+    // Changes are made one at a time: each is checked against, written to
+    // and read back from the store with no other change in between.
+    let _one_at_a_time = l.controller.changes().lock().await;
     let store = &*l.store;
 
     // The change on every stored entity must still make a snapshot.
@@ -936,7 +934,9 @@ pub(super) async fn set_mode(
     let body: schema::ModeCommand = json_body_required(body)?;
     let why = reason_text(body.reason)?;
     let l = loaded(state)?;
-    let _one_at_a_time = CHANGES.lock().await;
+    // Changes are made one at a time: each is checked against, written to
+    // and read back from the store with no other change in between.
+    let _one_at_a_time = l.controller.changes().lock().await;
     let store = &*l.store;
     let before: access::Door = fetch(store, id).await?;
     let after = access::Door {
@@ -1002,7 +1002,9 @@ pub(super) async fn delete_token(
     name: &str,
 ) -> AppResult<StatusCode> {
     let l = loaded(state)?;
-    let _one_at_a_time = CHANGES.lock().await;
+    // Changes are made one at a time: each is checked against, written to
+    // and read back from the store with no other change in between.
+    let _one_at_a_time = l.controller.changes().lock().await;
     let store = &*l.store;
     let Some(gone) = store
         .list_tokens()
