@@ -460,6 +460,9 @@ async fn browse(site: &Site, driver_url: &str, profile: &Path, tap: bool) {
     let row = cred.text().await.unwrap();
     assert!(row.contains("active"), "{row}");
     assert!(row.contains("urn:uuid:"), "{row}");
+    // The FASC-N decoded, and the assurance the credential gives.
+    assert!(row.contains("agency 9999"), "{row}");
+    assert!(row.contains("pki-cak"), "{row}");
     b.shot("cardholder").await;
     b.page("cardholders").await;
     b.wait_for("[data-page=cardholders] tr[data-cardholder]")
@@ -604,6 +607,32 @@ async fn browse(site: &Site, driver_url: &str, profile: &Path, tap: bool) {
         b.wait_for(&format!("[data-page={page}] {ready}")).await;
         b.shot(shot).await;
     }
+
+    // What the service knows about its doors and its PKI.
+    b.page("pki").await;
+    let crl = b
+        .wait_for("[data-page=pki] table tbody tr td:first-child")
+        .await;
+    assert!(crl.text().await.unwrap().contains("pivgate Test PKI"));
+    assert!(b.text("div.page[data-page=pki]").await.contains("fresh"));
+    if tap {
+        b.page("doors").await;
+        // The taps' stages at the front door, and its reader connected.
+        b.wait_for(
+            "[data-page=doors] section.door[data-door='1'] .stage-table tr[data-stage=read]",
+        )
+        .await;
+        b.wait_for("[data-page=doors] section.door[data-door='1'] svg.chart")
+            .await;
+        b.wait_for("[data-page=doors] section.door[data-door='1'] .readers .dot.connected")
+            .await;
+        b.shot("doors").await;
+    }
+    // The log as CSV, with the token.
+    b.page("events").await;
+    b.click("[data-page=events] #csv").await;
+    let note = b.wait_for("#csv-note.ok").await;
+    assert!(note.text().await.unwrap().contains("bytes"));
 
     // An operator unlocks the front door.
     b.sign_in(&site.operator, "operator").await;

@@ -59,7 +59,8 @@ export const get = (path) => call('GET', path);
 export async function download(path, name) {
   const r = await fetch(path, { headers: headers(), cache: 'no-store' });
   if (!r.ok) throw await failure(r);
-  const url = URL.createObjectURL(await r.blob());
+  const blob = await r.blob();
+  const url = URL.createObjectURL(blob);
   const a = document.createElement('a');
   a.href = url;
   a.download = name;
@@ -67,6 +68,7 @@ export async function download(path, name) {
   a.click();
   a.remove();
   setTimeout(() => URL.revokeObjectURL(url), 10000);
+  return blob;
 }
 
 // Splits a Server-Sent Events byte stream into events `{id, event, data}`.

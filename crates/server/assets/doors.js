@@ -89,19 +89,23 @@ async function latency(d, window, out) {
     out.replaceChildren(h('p.muted', `No taps in the last ${window === '1h' ? 'hour' : 'day'}.`));
     return;
   }
-  const stages = [...l.stages].sort((a, b) => STAGES.indexOf(a.stage) - STAGES.indexOf(b.stage));
-  const max = Math.max(...stages.map((s) => s.p95_ms), 0.001);
+  const ms = (v) => (v == null ? '–' : `${v.toFixed(2)} ms`);
+  const stages = l.stages.filter((s) => s.count > 0).sort((a, b) => STAGES.indexOf(a.stage) - STAGES.indexOf(b.stage));
+  const max = Math.max(...stages.map((s) => s.p95_ms || 0), 0.001);
+  const notes = [];
+  if (l.truncated) notes.push(`only the newest ${l.taps} taps were read`);
+  if (l.signal_known != null && l.signal_known < l.taps) notes.push(`the signal stage is known for ${l.signal_known} of them (it is kept in memory)`);
   out.replaceChildren(
-    h('p', `${l.taps} taps · total p50 ${l.total.p50_ms.toFixed(1)} ms, p95 ${l.total.p95_ms.toFixed(1)} ms`),
+    h('p', `${l.taps} taps · total p50 ${ms(l.total.p50_ms)}, p95 ${ms(l.total.p95_ms)}`, notes.length ? h('span.muted', ` (${notes.join('; ')})`) : null),
     chartSvg(l.buckets, d.door),
     h('table.stage-table', h('thead', h('tr', h('th', 'Stage'), h('th', 'p50'), h('th', 'p95'), h('th', 'taps'), h('th', ''))),
       h('tbody', stages.map((s) => {
         const p50 = h(`span.seg.st-${s.stage}`);
-        p50.style.width = `${(100 * s.p50_ms) / max}%`;
+        p50.style.width = `${(100 * (s.p50_ms || 0)) / max}%`;
         const p95 = h('span.seg.p95');
-        p95.style.width = `${(100 * Math.max(0, s.p95_ms - s.p50_ms)) / max}%`;
-        return h('tr', h('td', s.stage), h('td.num', `${s.p50_ms.toFixed(2)} ms`), h('td.num', `${s.p95_ms.toFixed(2)} ms`), h('td.num', s.count),
-          h('td.barcell', h('div.hbar', { title: `${s.stage}: p50 ${s.p50_ms.toFixed(2)} ms, p95 ${s.p95_ms.toFixed(2)} ms` }, p50, p95)));
+        p95.style.width = `${(100 * Math.max(0, (s.p95_ms || 0) - (s.p50_ms || 0))) / max}%`;
+        return h('tr', { dataset: { stage: s.stage } }, h('td', s.stage), h('td.num', ms(s.p50_ms)), h('td.num', ms(s.p95_ms)), h('td.num', s.count),
+          h('td.barcell', h('div.hbar', { title: `${s.stage}: p50 ${ms(s.p50_ms)}, p95 ${ms(s.p95_ms)}` }, p50, p95)));
       }))));
 }
 
@@ -116,7 +120,7 @@ function svg(tag, attrs, ...children) {
 // p50 and p95 of the total per bucket, as two lines over time.
 function chartSvg(buckets, door) {
   const W = 560, H = 160, L = 44, B = 22, T = 8, R = 8;
-  const pts = buckets.filter((b) => b.taps > 0);
+  const pts = buckets.filter((b) => b.taps > 0 && b.p50_ms != null && b.p95_ms != null);
   const max = Math.max(...pts.map((b) => b.p95_ms), 1);
   const t0 = Date.parse(buckets[0].start);
   const t1 = Math.max(Date.parse(buckets[buckets.length - 1].start), t0 + 1);

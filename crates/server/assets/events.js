@@ -11,7 +11,7 @@ export async function eventsPage(root) {
   const status = h('span.muted');
   const older = h('button', { type: 'button', disabled: true, onclick: () => load(cursors.length) }, 'Older ›');
   const newer = h('button', { type: 'button', disabled: true, onclick: () => load(cursors.length - 2) }, '‹ Newer');
-  const csvError = h('span.error', { role: 'alert' });
+  const csvNote = h('span', { id: 'csv-note', role: 'status' });
   const csv = h('button', { type: 'button', id: 'csv' }, 'Export CSV');
   const list = table([
     { label: 'Id', value: (e) => e.id, cls: 'num' },
@@ -71,15 +71,22 @@ export async function eventsPage(root) {
   filters.id = 'event-filters';
   filters.classList.add('inline');
   csv.addEventListener('click', async () => {
-    csvError.textContent = '';
+    csvNote.textContent = '';
+    csvNote.className = '';
+    csv.disabled = true;
     try {
-      await download(`/api/v1/events.csv?${query}`, 'pivgate-events.csv');
+      const blob = await download(`/api/v1/events.csv?${query}`, 'pivgate-events.csv');
+      csvNote.textContent = `saved pivgate-events.csv (${blob.size.toLocaleString()} bytes)`;
+      csvNote.className = 'ok';
     } catch (e) {
-      csvError.textContent = e instanceof ApiError && e.missing ? 'CSV export is not available from this service.' : e.message;
+      csvNote.textContent = e instanceof ApiError && e.missing ? 'CSV export is not available from this service.' : e.message;
+      csvNote.className = 'error';
+    } finally {
+      csv.disabled = false;
     }
   });
   root.append(h('div.bar', h('h1', 'Events')), section('Filters', filters),
-    h('div.bar', newer, status, older, h('span.spacer'), csv, csvError), list);
+    h('div.bar', newer, status, older, h('span.spacer'), csv, csvNote), list);
   try {
     await load(0);
   } catch (e) {

@@ -100,7 +100,8 @@ function fascn(c) {
     return h('span.fascn', { title: c.fasc_n || '' },
       `agency ${f.agency_code} · system ${f.system_code} · credential ${f.credential_number} · series ${f.cs} · issue ${f.ici} · person ${f.pi} · org ${f.oc}/${f.oi} · association ${f.poa}`);
   }
-  return c.fasc_n ? h('code.wrap', c.fasc_n) : h('span.muted', 'none');
+  if (!c.fasc_n) return h('span.muted', 'none');
+  return [h('code.wrap', c.fasc_n), c.fasc_n_error ? h('div.muted', c.fasc_n_error) : null];
 }
 
 // Suspends, reinstates or revokes a credential (asking first): read,
@@ -151,8 +152,8 @@ export async function cardholderPage(root, arg) {
         { label: 'State', value: (x) => x.state, cell: (x) => [badge(x.state), x.reason ? h('span.muted', ` ${x.reason}`) : null] },
         { label: 'Card UUID', value: (x) => x.card_uuid || '', cell: (x) => x.card_uuid ? h('code', x.card_uuid) : h('span.muted', 'none') },
         { label: 'FASC-N', value: (x) => x.fasc_n || '', cell: fascn },
-        { label: 'Assurance', value: (x) => x.assurance || '', cell: (x) => x.assurance || h('span.muted', 'n/a') },
-        { label: 'Expires', value: (x) => x.expires_at || '', cell: (x) => fmtTime(x.expires_at) },
+        { label: 'Assurance', value: (x) => x.assurance || '', cell: (x) => (x.assurance ? [x.assurance, x.assurance_level ? h('span.muted', ` · ${x.assurance_level}`) : null] : h('span.muted', 'n/a')) },
+        { label: 'Expires', value: (x) => x.expires_at || '', cell: (x) => [fmtTime(x.expires_at), x.expired ? [' ', badge('expired', 'refused')] : null] },
         { label: 'Enrolled', value: (x) => x.enrolled_at || '', cell: (x) => [fmtTime(x.enrolled_at), x.enrolled_by ? h('span.muted', ` by ${x.enrolled_by}`) : null] },
         { label: '', cell: (x) => x.state === 'revoked' ? '' : [
           x.state === 'active'

@@ -21,6 +21,11 @@ function facts(o) {
   ]));
 }
 
+// Seconds since the epoch, as a time.
+function epoch(s) {
+  return s == null ? h('span.muted', 'never') : fmtTime(new Date(s * 1000).toISOString());
+}
+
 export async function pkiPage(root) {
   root.append(h('div.bar', h('h1', 'PKI health')));
   let p;
@@ -36,13 +41,22 @@ export async function pkiPage(root) {
       Array.isArray(p.anchors) ? h('ul', p.anchors.map((a) => h('li', typeof a === 'string' ? a : a.subject || JSON.stringify(a)))) : null),
     section('CRLs', table([
       { label: 'Issuer', value: (c) => c.issuer },
-      { label: 'Number', value: (c) => c.number, cls: 'num' },
+      { label: 'Kind', value: (c) => c.kind || '' },
+      { label: 'Number', value: (c) => c.number, cell: (c) => (c.number ? h('code', c.number) : h('span.muted', 'none')), cls: 'num' },
       { label: 'This update', value: (c) => c.this_update, cell: (c) => fmtTime(c.this_update) },
       { label: 'Age', value: (c) => c.age_s, cell: (c) => fmtAge(c.age_s), cls: 'num' },
       { label: 'Next update', value: (c) => c.next_update, cell: (c) => fmtTime(c.next_update) },
-      { label: 'State', value: (c) => (c.stale ? 1 : 0), cell: (c) => (c.stale ? badge('stale', 'refused') : badge('fresh', 'granted')) },
+      { label: 'State', value: (c) => (c.stale ? 1 : 0) + (c.usable === false ? 1 : 0), cell: (c) => (!c.stale ? badge('fresh', 'granted') : c.usable === false ? badge('stale', 'refused') : [badge('stale', 'mode-unlocked'), h('span.muted', ' in grace')]) },
       { label: 'Source', value: (c) => c.source, cell: (c) => [c.source || '', c.url ? h('div.muted.wrap', c.url) : null] },
     ], p.crls || [], { rowClass: (c) => (c.stale ? 'refused' : ''), empty: 'No CRLs loaded.' })),
+    section('CRL downloads', p.downloads === false ? h('p.muted', 'CRLs are not downloaded ([trust.fetch] is not configured): only the configured files are used.') : table([
+      { label: 'Distribution point', value: (x) => x.url, cell: (x) => h('span.wrap', x.url) },
+      { label: 'Issuer', value: (x) => x.issuer || '' },
+      { label: 'Next update', value: (x) => x.next_update, cell: (x) => epoch(x.next_update) },
+      { label: 'Downloaded', value: (x) => x.fetched_at, cell: (x) => epoch(x.fetched_at) },
+      { label: 'Next attempt', value: (x) => x.next_attempt, cell: (x) => epoch(x.next_attempt) },
+      { label: 'Error', value: (x) => x.error || '', cell: (x) => (x.error ? h('span.error', x.error) : '') },
+    ], p.distribution_points || [], { rowClass: (x) => (x.error ? 'refused' : ''), empty: 'No distribution points.' })),
     section('Re-validation', facts(p.revalidation)),
     section('Validation cache', h('dl.facts',
       h('dt', 'certificates'), h('dd', ratio(p.cache && p.cache.certificates)),
