@@ -96,7 +96,7 @@ async function latency(d, window, out) {
   if (l.truncated) notes.push(`only the newest ${l.taps} taps were read`);
   if (l.signal_known != null && l.signal_known < l.taps) notes.push(`the signal stage is known for ${l.signal_known} of them (it is kept in memory)`);
   out.replaceChildren(
-    h('p', `${l.taps} taps · total p50 ${ms(l.total.p50_ms)}, p95 ${ms(l.total.p95_ms)}`, notes.length ? h('span.muted', ` (${notes.join('; ')})`) : null),
+    h('p', `${l.taps} tap${l.taps === 1 ? '' : 's'} · total p50 ${ms(l.total.p50_ms)}, p95 ${ms(l.total.p95_ms)}`, notes.length ? h('span.muted', ` (${notes.join('; ')})`) : null),
     chartSvg(l.buckets, d.door),
     h('table.stage-table', h('thead', h('tr', h('th', 'Stage'), h('th', 'p50'), h('th', 'p95'), h('th', 'taps'), h('th', ''))),
       h('tbody', stages.map((s) => {
