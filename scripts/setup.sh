@@ -10,6 +10,7 @@ PACKAGES=(
   opensc yubico-piv-tool python3-pyscard
   openssl libssl-dev gnutls-bin libgnutls28-dev python3-cryptography
   build-essential hyperfine postgresql
+  chromium chromium-driver
 )
 
 missing=()

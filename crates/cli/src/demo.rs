@@ -43,10 +43,10 @@ pub struct DemoArgs {
     /// port on 127.0.0.1).
     #[arg(long, value_name = "ADDR")]
     listen: Option<SocketAddr>,
-    /// After the taps, keep the service running (query the API with the
-    /// printed token) until Ctrl-C.
-    #[arg(long)]
-    hold: bool,
+    /// After the taps, keep the service running (open the dashboard or
+    /// query the API with the printed tokens) until Ctrl-C.
+    #[arg(long, visible_alias = "hold")]
+    serve: bool,
     /// Also print every tap's transaction as one JSON line.
     #[arg(long)]
     json: bool,
@@ -54,7 +54,7 @@ pub struct DemoArgs {
     /// under each timing profile (authentication only: full reads, then
     /// repeat taps) and print the per-stage medians beside the reference
     /// door (the tables of BENCHMARKS.md).
-    #[arg(long, conflicts_with_all = ["hold", "listen", "profile", "alg"])]
+    #[arg(long, conflicts_with_all = ["serve", "listen", "profile", "alg"])]
     profiles: bool,
     /// With --profiles: taps per configuration; the table shows medians.
     #[arg(long, default_value_t = 5, requires = "profiles",
@@ -420,18 +420,23 @@ pub fn run(args: DemoArgs) -> Result<ExitCode> {
     let token = rt
         .block_on(server::token::create(&*store, "demo-admin", Role::Admin))
         .context("creating the API token")?;
+    let viewer = rt
+        .block_on(server::token::create(&*store, "demo-viewer", Role::Viewer))
+        .context("creating the viewer token")?;
     let url = service.url();
     println!("pivgate demo: the door service is running in this process");
+    println!("  dashboard: {url}/   (sign in with a token below)");
     println!("  API:      {url}/api/v1   (health: {url}/healthz, ready: {url}/readyz)");
     println!("  token:    {token}   (admin; created for this run)");
+    println!("  viewer:   {viewer}   (viewer: sees, cannot unlock or change)");
     println!("  try:      curl -H 'Authorization: Bearer {token}' {url}/api/v1/events");
     println!(
         "  database: SQLite in {} (temporary){}",
         config.data_dir.display(),
-        if args.hold {
+        if args.serve {
             ""
         } else {
-            "; pass --hold to keep serving after the taps"
+            "; pass --serve to keep serving after the taps"
         }
     );
     println!(
@@ -578,9 +583,13 @@ pub fn run(args: DemoArgs) -> Result<ExitCode> {
         .filter(|(_, expect, r)| r.code() != *expect)
         .map(|(s, expect, r)| format!("`{s}` ended `{}`, expected `{expect}`", r.code()))
         .collect();
-    if args.hold {
+    if args.serve {
         println!();
-        println!("Serving {} until Ctrl-C (token above).", demo.service.url());
+        println!(
+            "Serving {} until Ctrl-C (dashboard at {}/, tokens above).",
+            demo.service.url(),
+            demo.service.url()
+        );
         demo.rt.block_on(server::service::shutdown_signal());
     }
     let Demo { rt, service, .. } = demo;

@@ -64,6 +64,7 @@ pub fn init(a: InitArgs) -> anyhow::Result<ExitCode> {
         "  pivgate token create --role admin --config {}",
         done.config.display()
     );
+    println!("  then open the dashboard at http://127.0.0.1:8080/ and sign in with that token");
     Ok(ExitCode::SUCCESS)
 }
 
@@ -71,11 +72,12 @@ pub fn serve(a: ServeArgs) -> anyhow::Result<ExitCode> {
     server::service::run(a.config, |s| {
         let t = s.loaded().times;
         println!(
-            "pivgate serving {} (ready in {:.1} ms: {} trust anchors, {} credentials)",
+            "pivgate serving {} (ready in {:.1} ms: {} trust anchors, {} credentials); dashboard at {}/",
             s.url(),
             t.ready_us as f64 / 1000.0,
             t.anchors,
-            t.credentials
+            t.credentials,
+            s.url()
         );
     })?;
     Ok(ExitCode::SUCCESS)

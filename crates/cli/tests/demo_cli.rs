@@ -209,12 +209,65 @@ fn demo_hold_serves_the_api_it_printed_until_interrupted() {
         "{body}"
     );
 
+    // The dashboard is served where it says, and the viewer token it
+    // printed reads but may not command a door.
+    let dashboard = out
+        .lines()
+        .find_map(|l| l.trim_start().strip_prefix("dashboard:"))
+        .and_then(|l| l.split_whitespace().next())
+        .unwrap_or_else(|| panic!("no dashboard line in {out}"))
+        .to_string();
+    assert_eq!(dashboard, format!("{}/", api.trim_end_matches("/api/v1")));
+    let page = ureq::get(&dashboard)
+        .timeout(Duration::from_secs(10))
+        .call()
+        .unwrap();
+    assert!(page.content_type().starts_with("text/html"));
+    let viewer = out
+        .lines()
+        .find_map(|l| l.trim_start().strip_prefix("viewer:"))
+        .and_then(|l| l.split_whitespace().next())
+        .unwrap_or_else(|| panic!("no viewer line in {out}"))
+        .to_string();
+    assert!(viewer.starts_with("pvg_") && viewer != token, "{viewer}");
+    let whoami: serde_json::Value = serde_json::from_str(
+        &ureq::get(&format!("{api}/whoami"))
+            .set("Authorization", &format!("Bearer {viewer}"))
+            .call()
+            .unwrap()
+            .into_string()
+            .unwrap(),
+    )
+    .unwrap();
+    assert_eq!(whoami["role"], "viewer", "{whoami}");
+    match ureq::post(&format!("{api}/doors/1/unlock"))
+        .set("Authorization", &format!("Bearer {viewer}"))
+        .call()
+    {
+        Err(ureq::Error::Status(403, _)) => {}
+        other => panic!("a viewer unlocking: {other:?}"),
+    }
+
     // Ctrl-C stops it cleanly.
     let mut child = child;
     let pid = child.0.id().to_string();
     Command::new("kill").args(["-INT", &pid]).status().unwrap();
     let status = child.0.wait().unwrap();
     assert!(status.success(), "{status:?}");
+}
+
+#[test]
+fn demo_keeps_serving_under_serve_or_its_old_name_hold() {
+    let o = pivgate(&["demo", "--help"]);
+    assert_eq!(code(&o), 0, "{}", text(&o));
+    let help = String::from_utf8(o.stdout).unwrap();
+    assert!(help.contains("--serve"), "{help}");
+    assert!(help.contains("hold"), "{help}");
+    // Both names conflict with --profiles the same way.
+    for flag in ["--serve", "--hold"] {
+        let o = pivgate(&["demo", "--profiles", flag]);
+        assert_eq!(code(&o), 2, "{}", text(&o));
+    }
 }
 
 #[test]

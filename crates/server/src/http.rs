@@ -21,6 +21,9 @@
 //!   (operator);
 //! - `POST /api/v1/credentials/enroll` (admin): enrollment from a card
 //!   authentication certificate in PEM ([`crate::enroll_api`]);
+//! - `GET /api/v1/whoami` (viewer): the token's name and role;
+//! - `GET /` and `GET /ui/{file}` (none): the dashboard
+//!   ([`crate::dashboard`]), static assets that read the API;
 //! - `GET /api/v1/tokens` and `DELETE /api/v1/tokens/{name}` (admin); tokens
 //!   are created on the machine only (`pivgate token create`), so a secret
 //!   never crosses the network.
@@ -244,6 +247,11 @@ fn define(r: &mut impl Routes) {
 
     r.add(Get, "/api/v1/tokens", admin, list_tokens);
     r.add(Delete, "/api/v1/tokens/{name}", admin, delete_token);
+    r.add(Get, "/api/v1/whoami", viewer, crate::dashboard::whoami);
+
+    // The dashboard: static assets only; its data comes from the routes above.
+    r.add(Get, "/", None, crate::dashboard::index);
+    r.add(Get, "/ui/{file}", None, crate::dashboard::asset);
 }
 
 struct RouterRoutes {

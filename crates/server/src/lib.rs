@@ -43,6 +43,7 @@
 //!   database), readiness, reload, graceful shutdown.
 
 pub mod config;
+pub mod dashboard;
 pub mod door;
 pub mod enroll;
 pub mod enroll_api;

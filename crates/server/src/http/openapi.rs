@@ -40,7 +40,7 @@ impl Modify for BearerScheme {
 #[openapi(
     info(
         title = "pivgate",
-        description = "The door service: access entities, the event log and door commands. Every route but /healthz, /readyz and this document needs a bearer token; viewers read, operators also command doors, admins also change entities and tokens. Errors are `{\"error\": sentence, \"field\": name}`.",
+        description = "The door service: access entities, the event log and door commands. Every route but /healthz, /readyz, this document and the dashboard's static assets (/ and /ui/…) needs a bearer token; viewers read, operators also command doors, admins also change entities and tokens. Errors are `{\"error\": sentence, \"field\": name}`.",
     ),
     modifiers(&BearerScheme),
     paths(
@@ -69,6 +69,9 @@ impl Modify for BearerScheme {
         crate::enroll_api::enroll,
         super::list_tokens,
         super::delete_token,
+        crate::dashboard::whoami,
+        crate::dashboard::index,
+        crate::dashboard::asset,
     ),
     components(schemas(schema::ErrorBody)),
     tags(
@@ -79,6 +82,7 @@ impl Modify for BearerScheme {
         (name = "groups"), (name = "schedules"), (name = "holidays"),
         (name = "dashboard", description = "Read-only views for the dashboard: door status, latency, PKI health, exports"),
         (name = "tokens", description = "API tokens (created on the machine with `pivgate token create`)"),
+        (name = "dashboard", description = "The browser dashboard's page and assets (no token: all data comes from the API)"),
     )
 )]
 struct ApiDoc;

@@ -1,0 +1,858 @@
+//! The dashboard in a real browser: `pivgate serve` on loopback, Debian's
+//! Chromium driven headless through chromedriver (WebDriver). An admin signs
+//! in, adds a cardholder and enrolls a card from its certificate; the card
+//! is tapped through pcscd + vpcd and its event appears on the Live page
+//! with its stage bar; an operator unlocks a door; a viewer cannot (the
+//! button is disabled, and the API's 403 is shown when pressed anyway).
+//! Every page is saved as a PNG under `target/dashboard-screenshots/`.
+//!
+//! Needs `chromium` and `chromium-driver` (scripts/setup.sh): without them
+//! the browser test is skipped with a message, except in CI, where it fails.
+//! Without pcscd + vpcd (`PIVGATE_SKIP_PCSC`) the tap is left out.
+
+mod util;
+
+use std::io::{BufRead, BufReader};
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use fantoccini::{Client, ClientBuilder, Locator};
+use serde_json::json;
+use util::{ok, s, CardProcess, Running, BIN};
+
+const CHROMIUM: &str = "/usr/bin/chromium";
+const CHROMEDRIVER: &str = "/usr/bin/chromedriver";
+/// How long a page may take to show what the test waits for.
+const WAIT: Duration = Duration::from_secs(10);
+
+/// A site written by `pivgate init` and served on a free loopback port.
+struct Site {
+    _dir: tempfile::TempDir,
+    base: String,
+    admin: String,
+    operator: String,
+    viewer: String,
+    card: PathBuf,
+    certificate: PathBuf,
+    config: String,
+    serve: Option<Running>,
+}
+
+impl Site {
+    /// Stops the service (SIGTERM, as an operator would) and starts it
+    /// again on the same address.
+    fn restart(&mut self) {
+        if let Some(mut serve) = self.serve.take() {
+            // SAFETY: sends a signal to the child this test started.
+            #[allow(unsafe_code)]
+            unsafe {
+                libc::kill(serve.0.id() as i32, libc::SIGTERM);
+            }
+            assert!(serve.0.wait().unwrap().success());
+        }
+        let (serve, base) = serve(&self.config);
+        assert_eq!(base, self.base);
+        self.serve = Some(serve);
+    }
+}
+
+/// `pivgate serve`, and the base URL it printed once listening.
+fn serve(config: &str) -> (Running, String) {
+    let mut serve = Command::new(BIN)
+        .args(["serve", "--config", config])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(serve.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let serve = Running(serve);
+    let base = line
+        .split_whitespace()
+        .find(|w| w.starts_with("http://"))
+        .unwrap_or_else(|| panic!("{line:?}"))
+        .trim_end_matches('/')
+        .to_string();
+    (serve, base)
+}
+
+/// A port free on loopback now.
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// `reader`: whether the Front door keeps the vpcd reader; without it the
+/// service watches a reader that is not there, so it never takes a card
+/// another test puts in the shared virtual reader.
+fn site(reader: bool) -> Site {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("site");
+    ok(&["init", s(&root), "--time-zone", "Europe/Paris"]);
+    let config = root.join("pivgate.toml");
+    let text = std::fs::read_to_string(&config)
+        .unwrap()
+        .replace("127.0.0.1:8080", &format!("127.0.0.1:{}", free_port()));
+    let text = if reader {
+        text
+    } else {
+        let bound = format!("\"{}\" = \"Front door\"", testbed::VPCD_READER);
+        assert!(text.contains(&bound), "{text}");
+        text.replace(&bound, "\"No Such Reader 00 00\" = \"Front door\"")
+    };
+    std::fs::write(&config, text).unwrap();
+    let config = s(&config).to_string();
+    // A card of the site's test PKI: its credentials (the certificate the
+    // dashboard enrolls) and the card image that holds them.
+    let creds = dir.path().join("creds");
+    ok(&[
+        "pki",
+        "issue-card",
+        "--pki",
+        s(&root.join("pki")),
+        "--out",
+        s(&creds),
+    ]);
+    let card = dir.path().join("card.json");
+    ok(&["card", "new", "--credentials", s(&creds), "--out", s(&card)]);
+    let token = |role: &str| {
+        ok(&["token", "create", "--role", role, "--config", &config])
+            .trim()
+            .to_string()
+    };
+    let (admin, operator, viewer) = (token("admin"), token("operator"), token("viewer"));
+    let (serve, base) = serve(&config);
+    Site {
+        certificate: creds.join("slot-9e.pem"),
+        _dir: dir,
+        base,
+        admin,
+        operator,
+        viewer,
+        card,
+        config,
+        serve: Some(serve),
+    }
+}
+
+#[test]
+fn the_page_and_its_assets_are_served_with_a_strict_policy() {
+    let site = site(false);
+    let r = ureq::get(&format!("{}/", site.base)).call().unwrap();
+    assert_eq!(r.status(), 200);
+    assert!(
+        r.content_type().starts_with("text/html"),
+        "{}",
+        r.content_type()
+    );
+    let csp = r.header("content-security-policy").unwrap().to_string();
+    assert!(csp.contains("default-src 'self'"), "{csp}");
+    assert!(csp.contains("frame-ancestors 'none'"), "{csp}");
+    assert!(!csp.contains("unsafe-inline"), "{csp}");
+    assert_eq!(r.header("x-content-type-options"), Some("nosniff"));
+    assert_eq!(r.header("referrer-policy"), Some("no-referrer"));
+    let html = r.into_string().unwrap();
+    assert!(html.contains("/ui/app.js"), "{html}");
+
+    let js = ureq::get(&format!("{}/ui/app.js", site.base))
+        .call()
+        .unwrap();
+    assert!(
+        js.content_type().contains("javascript"),
+        "{}",
+        js.content_type()
+    );
+    assert_eq!(js.header("x-content-type-options"), Some("nosniff"));
+    match ureq::get(&format!("{}/ui/nothing.js", site.base)).call() {
+        Err(ureq::Error::Status(404, r)) => {
+            let body: serde_json::Value = serde_json::from_str(&r.into_string().unwrap()).unwrap();
+            assert_eq!(body["field"], "file", "{body}");
+        }
+        other => panic!("{other:?}"),
+    }
+
+    // The page learns the role from the API; without a token it is refused.
+    let whoami = format!("{}/api/v1/whoami", site.base);
+    match ureq::get(&whoami).call() {
+        Err(ureq::Error::Status(401, _)) => {}
+        other => panic!("{other:?}"),
+    }
+    for (token, role) in [
+        (&site.viewer, "viewer"),
+        (&site.operator, "operator"),
+        (&site.admin, "admin"),
+    ] {
+        let body: serde_json::Value = serde_json::from_str(
+            &ureq::get(&whoami)
+                .set("Authorization", &format!("Bearer {token}"))
+                .call()
+                .unwrap()
+                .into_string()
+                .unwrap(),
+        )
+        .unwrap();
+        assert_eq!(body["role"], role, "{body}");
+        assert!(body["name"].is_string(), "{body}");
+    }
+}
+
+/// Where the screenshots go: `target/dashboard-screenshots/`.
+fn screenshot_dir() -> PathBuf {
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .parent()
+        .expect("target directory")
+        .join("dashboard-screenshots");
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// chromedriver on a free loopback port, and the URL it answers at.
+fn chromedriver() -> (Running, String) {
+    let port = free_port();
+    let mut child = Command::new(CHROMEDRIVER)
+        .arg(format!("--port={port}"))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("chromedriver starts");
+    // It says so once it listens.
+    let mut out = BufReader::new(child.stdout.take().unwrap());
+    let mut line = String::new();
+    loop {
+        line.clear();
+        assert!(
+            out.read_line(&mut line).unwrap() > 0,
+            "chromedriver ended before listening"
+        );
+        if line.contains("started successfully") {
+            break;
+        }
+    }
+    // Keep reading its output so it never blocks on a full pipe.
+    std::thread::spawn(move || {
+        let mut sink = String::new();
+        while out.read_line(&mut sink).is_ok_and(|n| n > 0) {
+            sink.clear();
+        }
+    });
+    (Running(child), format!("http://127.0.0.1:{port}"))
+}
+
+struct Browser {
+    client: Client,
+    base: String,
+    shots: PathBuf,
+}
+
+impl Browser {
+    async fn open(driver: &str, base: &str, profile: &Path) -> Browser {
+        let mut caps = serde_json::Map::new();
+        caps.insert("browserName".into(), json!("chrome"));
+        caps.insert(
+            "goog:chromeOptions".into(),
+            json!({
+                "binary": CHROMIUM,
+                "args": [
+                    "--headless",
+                    "--no-sandbox",
+                    "--disable-gpu",
+                    "--disable-background-networking",
+                    "--disable-component-update",
+                    "--no-first-run",
+                    "--disable-sync",
+                    "--disable-quic",
+                    "--disable-dev-shm-usage",
+                    "--window-size=1400,1000",
+                    format!("--user-data-dir={}", profile.display()),
+                ],
+            }),
+        );
+        let client = ClientBuilder::rustls()
+            .expect("TLS roots")
+            .capabilities(caps)
+            .connect(driver)
+            .await
+            .expect("a Chromium session");
+        Browser {
+            client,
+            base: base.to_string(),
+            shots: screenshot_dir(),
+        }
+    }
+
+    async fn wait_for(&self, css: &str) -> fantoccini::elements::Element {
+        match self
+            .client
+            .wait()
+            .at_most(WAIT)
+            .for_element(Locator::Css(css))
+            .await
+        {
+            Ok(e) => e,
+            Err(e) => {
+                self.shot("failure").await;
+                let text = self.text("main").await;
+                panic!("`{css}` did not appear: {e}\npage: {text}");
+            }
+        }
+    }
+
+    async fn text(&self, css: &str) -> String {
+        match self.client.find(Locator::Css(css)).await {
+            Ok(e) => e.text().await.unwrap_or_default(),
+            Err(_) => String::new(),
+        }
+    }
+
+    async fn click(&self, css: &str) {
+        self.wait_for(css).await.click().await.unwrap();
+    }
+
+    async fn page(&self, hash: &str) {
+        self.client
+            .goto(&format!("{}/#/{hash}", self.base))
+            .await
+            .unwrap();
+    }
+
+    async fn shot(&self, name: &str) {
+        let png = self.client.screenshot().await.unwrap();
+        let path = self.shots.join(format!("{name}.png"));
+        std::fs::write(&path, png).unwrap();
+        println!("screenshot: {}", path.display());
+    }
+
+    async fn sign_in(&self, token: &str, role: &str) {
+        let out = self.client.find(Locator::Css("#sign-out")).await;
+        match out {
+            Ok(out) if out.is_displayed().await.unwrap() => out.click().await.unwrap(),
+            _ => self.client.goto(&format!("{}/", self.base)).await.unwrap(),
+        }
+        let input = self.wait_for("#token").await;
+        input.send_keys(token).await.unwrap();
+        self.click("#signin-form button[type=submit]").await;
+        self.wait_for(&format!("#who-role.role-{role}")).await;
+    }
+}
+
+/// Whether the browser test can run here; in CI it must.
+fn browser_available() -> bool {
+    let missing: Vec<&str> = [CHROMIUM, CHROMEDRIVER]
+        .into_iter()
+        .filter(|p| !Path::new(p).exists())
+        .collect();
+    if missing.is_empty() {
+        return true;
+    }
+    let why = format!(
+        "{} missing (install chromium and chromium-driver: scripts/setup.sh)",
+        missing.join(" and ")
+    );
+    if eventlog::testing::in_ci() {
+        panic!("the dashboard browser test needs {why}");
+    }
+    eprintln!("skipping the dashboard browser test: {why}");
+    false
+}
+
+#[test]
+fn dashboard_in_chromium_signs_in_enrolls_shows_a_tap_and_keeps_roles_apart() {
+    if !browser_available() {
+        return;
+    }
+    // The reader lock is taken first: a test holding it is never kept
+    // waiting by this one's browser.
+    let reader = util::vpcd_reader();
+    let site = site(reader.is_some());
+    let (_driver, driver_url) = chromedriver();
+    let profile = tempfile::tempdir().unwrap();
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(browse(&site, &driver_url, profile.path(), reader.is_some()));
+}
+
+async fn browse(site: &Site, driver_url: &str, profile: &Path, tap: bool) {
+    let b = Browser::open(driver_url, &site.base, profile).await;
+
+    // Sign-in: a wrong token is refused on the page.
+    b.client.goto(&format!("{}/", site.base)).await.unwrap();
+    b.wait_for("#token")
+        .await
+        .send_keys("pvg_not-a-token")
+        .await
+        .unwrap();
+    b.shot("sign-in").await;
+    b.click("#signin-form button[type=submit]").await;
+    let refused = b.wait_for("#signin .field-error:not(:empty)").await;
+    assert!(
+        refused.text().await.unwrap().contains("not accepted"),
+        "{}",
+        refused.text().await.unwrap()
+    );
+    b.sign_in(&site.admin, "admin").await;
+    b.wait_for("[data-page=live] table.events").await;
+
+    // Add a cardholder into `staff`; the page moves to theirs.
+    b.page("cardholders").await;
+    let name = b
+        .wait_for("[data-page=cardholders] #add-cardholder input[name=name]")
+        .await;
+    // A server refusal shows next to its field: a name that is too long.
+    name.send_keys(&"x".repeat(201)).await.unwrap();
+    b.click("#add-cardholder button[type=submit]").await;
+    let err = b
+        .wait_for("#add-cardholder [data-field=name] .field-error:not(:empty)")
+        .await;
+    assert!(
+        err.text().await.unwrap().contains("at most"),
+        "{}",
+        err.text().await.unwrap()
+    );
+    name.clear().await.unwrap();
+    name.send_keys("Grace Hopper").await.unwrap();
+    b.wait_for("#add-cardholder select[name=group] option:nth-child(2)")
+        .await;
+    b.client
+        .find(Locator::Css("#add-cardholder select[name=group]"))
+        .await
+        .unwrap()
+        .select_by_label("staff")
+        .await
+        .unwrap();
+    b.click("#add-cardholder button[type=submit]").await;
+    b.wait_for("[data-page=cardholder] #enroll").await;
+    assert!(b.text("h1").await.contains("Grace Hopper"));
+
+    // Enroll: not a certificate is refused at the field; the card's
+    // certificate file is enrolled.
+    b.wait_for("#enroll textarea[name=certificate]")
+        .await
+        .send_keys("not a certificate")
+        .await
+        .unwrap();
+    b.click("#enroll button[type=submit]").await;
+    let err = b
+        .wait_for("#enroll [data-field=certificate] .field-error:not(:empty)")
+        .await;
+    assert!(!err.text().await.unwrap().is_empty());
+    b.wait_for("#enroll textarea[name=certificate]")
+        .await
+        .clear()
+        .await
+        .unwrap();
+    b.wait_for("#enroll input[name=file]")
+        .await
+        .send_keys(s(&site.certificate))
+        .await
+        .unwrap();
+    b.click("#enroll button[type=submit]").await;
+    let cred = b.wait_for("tr[data-credential]").await;
+    let row = cred.text().await.unwrap();
+    assert!(row.contains("active"), "{row}");
+    assert!(row.contains("urn:uuid:"), "{row}");
+    // The FASC-N decoded, and the assurance the credential gives.
+    assert!(row.contains("agency 9999"), "{row}");
+    assert!(row.contains("pki-cak"), "{row}");
+    b.shot("cardholder").await;
+    b.page("cardholders").await;
+    b.wait_for("[data-page=cardholders] tr[data-cardholder]")
+        .await;
+    b.shot("cardholders").await;
+
+    // The tap, through pcscd into the service, appears on Live with its
+    // stages, without a reload.
+    b.page("live").await;
+    b.wait_for("[data-page=live] table.events").await;
+    b.wait_for("#stream-state.live").await;
+    if tap {
+        // Blocks this thread only; the runtime's workers drive the browser.
+        let c = CardProcess::start(&site.card);
+        let tap = b
+            .wait_for("[data-page=live] tr.event[data-kind=tap] .stagebar .seg[data-stage=decide]")
+            .await;
+        let title = tap.attr("title").await.unwrap().unwrap_or_default();
+        assert!(
+            title.starts_with("decide: ") && title.ends_with(" ms"),
+            "{title}"
+        );
+        let row = b.wait_for("[data-page=live] tr.event[data-kind=tap]").await;
+        assert_eq!(
+            row.attr("data-result").await.unwrap().as_deref(),
+            Some("granted"),
+            "{}",
+            row.text().await.unwrap()
+        );
+        let text = row.text().await.unwrap();
+        assert!(text.contains("Grace Hopper"), "{text}");
+        assert!(text.contains("Front door"), "{text}");
+        assert!(text.contains("pki-cak"), "{text}");
+        // The site's time zone (Europe/Paris) is the one shown.
+        assert!(
+            text.contains("CET") || text.contains("CEST") || text.contains("GMT+"),
+            "{text}"
+        );
+        let stages = row
+            .find_all(Locator::Css(".stagebar .seg"))
+            .await
+            .unwrap()
+            .len();
+        assert!(stages >= 4, "{stages} stages drawn");
+        c.remove();
+
+        // Suspended (the page asks why first), the same card is refused,
+        // and the refusal stands out on Live.
+        b.page("cardholders").await;
+        b.click("[data-page=cardholders] button[data-action=suspend]")
+            .await;
+        b.client
+            .send_alert_text("badge reported lost")
+            .await
+            .unwrap();
+        b.client.accept_alert().await.unwrap();
+        b.wait_for("[data-page=cardholders] button[data-action=reinstate]")
+            .await;
+        b.page("live").await;
+        b.wait_for("[data-page=live] table.events").await;
+        let c = CardProcess::start(&site.card);
+        let refused = b
+            .wait_for("[data-page=live] tr.event.refused[data-kind=tap] .reason")
+            .await;
+        let text = refused.text().await.unwrap();
+        assert!(text.contains("suspended"), "{text}");
+        b.shot("live").await;
+        c.remove();
+
+        // The log's filter finds it, and only it.
+        b.page("events").await;
+        b.wait_for("[data-page=events] tr[data-id]").await;
+        b.client
+            .find(Locator::Css("#event-filters select[name=result]"))
+            .await
+            .unwrap()
+            .select_by_value("refused")
+            .await
+            .unwrap();
+        b.click("#event-filters button[type=submit]").await;
+        b.wait_for("[data-page=events][data-query='result=refused'] tr.refused[data-id]")
+            .await;
+        let rows = b
+            .client
+            .find_all(Locator::Css("[data-page=events] tbody tr"))
+            .await
+            .unwrap();
+        // Refusals only (a card another process put in the shared reader
+        // may have been refused too), Grace Hopper's among them.
+        let mut texts = Vec::new();
+        for r in &rows {
+            assert_eq!(r.attr("class").await.unwrap().as_deref(), Some("refused"));
+            texts.push(r.text().await.unwrap());
+        }
+        assert!(
+            texts.iter().any(|t| t.contains("`Grace Hopper` suspended")),
+            "{texts:?}"
+        );
+        b.shot("events-refused").await;
+    } else {
+        b.shot("live").await;
+    }
+
+    // A holiday is added, and deleted once confirmed (not when declined).
+    b.page("access").await;
+    b.wait_for("[data-page=access] #add-holiday").await;
+    b.client
+        .execute(
+            "document.querySelector('#add-holiday input[name=date]').value = '2026-12-25';",
+            vec![],
+        )
+        .await
+        .unwrap();
+    b.wait_for("#add-holiday input[name=name]")
+        .await
+        .send_keys("Christmas")
+        .await
+        .unwrap();
+    b.click("#add-holiday button[type=submit]").await;
+    b.click("[data-page=access] tr[data-holiday] button[data-action=delete-holiday]")
+        .await;
+    b.client.dismiss_alert().await.unwrap();
+    assert!(b
+        .text("[data-page=access] tr[data-holiday]")
+        .await
+        .contains("Christmas"));
+    b.click("[data-page=access] tr[data-holiday] button[data-action=delete-holiday]")
+        .await;
+    let question = b.client.get_alert_text().await.unwrap();
+    assert!(question.contains("Christmas"), "{question}");
+    b.client.accept_alert().await.unwrap();
+    b.wait_for("[data-page=access] table.holidays td.muted")
+        .await;
+
+    for (page, ready, shot) in [
+        ("doors", "section.door", "doors"),
+        ("access", ".week", "access"),
+        ("pki", "section.card, .unavailable", "pki"),
+        ("events", "tr[data-id]", "events"),
+    ] {
+        b.page(page).await;
+        b.wait_for(&format!("[data-page={page}] {ready}")).await;
+        b.shot(shot).await;
+    }
+
+    // What the service knows about its doors and its PKI.
+    b.page("pki").await;
+    let crl = b
+        .wait_for("[data-page=pki] table tbody tr td:first-child")
+        .await;
+    assert!(crl.text().await.unwrap().contains("pivgate Test PKI"));
+    assert!(b.text("div.page[data-page=pki]").await.contains("fresh"));
+    if tap {
+        b.page("doors").await;
+        // The taps' stages at the front door, and its reader connected.
+        b.wait_for(
+            "[data-page=doors] section.door[data-door='1'] .stage-table tr[data-stage=read]",
+        )
+        .await;
+        b.wait_for("[data-page=doors] section.door[data-door='1'] svg.chart")
+            .await;
+        b.wait_for("[data-page=doors] section.door[data-door='1'] .readers .dot.connected")
+            .await;
+        b.shot("doors").await;
+    }
+    // The log as CSV, with the token.
+    b.page("events").await;
+    b.click("[data-page=events] #csv").await;
+    let note = b.wait_for("#csv-note.ok").await;
+    assert!(note.text().await.unwrap().contains("bytes"));
+
+    // An operator unlocks the front door.
+    b.sign_in(&site.operator, "operator").await;
+    b.page("doors").await;
+    b.click("[data-page=doors] button[data-action=unlock][data-door='1']:enabled")
+        .await;
+    // The command's event comes back on the stream and shows on the door.
+    let done = b
+        .wait_for("section.door[data-door='1'] .last-command [data-code=unlock]")
+        .await;
+    let text = done.text().await.unwrap();
+    assert!(text.contains("unlock by "), "{text}");
+    // A mode change asks first.
+    b.client
+        .find(Locator::Css(
+            "section.door[data-door='1'] select[name=mode]",
+        ))
+        .await
+        .unwrap()
+        .select_by_value("locked")
+        .await
+        .unwrap();
+    b.click("section.door[data-door='1'] button[data-action=mode]")
+        .await;
+    let question = b.client.get_alert_text().await.unwrap();
+    assert!(question.contains("locked"), "{question}");
+    b.client.accept_alert().await.unwrap();
+    b.wait_for("section.door[data-door='1'] .badge.mode-locked")
+        .await;
+    b.shot("doors-operator").await;
+
+    // A viewer sees the door but may not unlock it: the button is disabled
+    // and says why; pressed anyway, the API's 403 is shown.
+    b.sign_in(&site.viewer, "viewer").await;
+    b.page("doors").await;
+    let unlock = b
+        .wait_for("[data-page=doors] button[data-action=unlock][data-door='1']")
+        .await;
+    assert!(!unlock.is_enabled().await.unwrap());
+    assert_eq!(
+        unlock.attr("title").await.unwrap().as_deref(),
+        Some("needs the operator role")
+    );
+    b.client
+        .execute(
+            "const b = document.querySelector(\"button[data-action=unlock][data-door='1']\"); b.disabled = false; b.click();",
+            vec![],
+        )
+        .await
+        .unwrap();
+    let refused = b.wait_for(".act-error:not(:empty)").await;
+    let text = refused.text().await.unwrap();
+    assert!(text.contains("403"), "{text}");
+    b.shot("doors-viewer").await;
+    // Nor may a viewer add a cardholder.
+    b.page("cardholders").await;
+    let add = b
+        .wait_for("[data-page=cardholders] #add-cardholder button[type=submit]")
+        .await;
+    assert!(!add.is_enabled().await.unwrap());
+
+    b.client.close().await.unwrap();
+}
+
+/// `pivgate demo --serve`: every page of the dashboard over the demo's
+/// site, saved as `demo-<page>.png`.
+#[test]
+fn dashboard_over_the_demo_shows_every_page_populated() {
+    if !browser_available() {
+        return;
+    }
+    let mut child = Command::new(BIN)
+        .args(["demo", "--profile", "instant", "--serve"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let _demo = Running(child);
+    let mut out = String::new();
+    for line in BufReader::new(stdout).lines() {
+        let line = line.unwrap();
+        out.push_str(&line);
+        out.push('\n');
+        if line.starts_with("Serving ") {
+            break;
+        }
+    }
+    let field = |p: &str| {
+        out.lines()
+            .find_map(|l| l.trim_start().strip_prefix(p))
+            .and_then(|l| l.split_whitespace().next())
+            .unwrap_or_else(|| panic!("no {p} line in {out}"))
+            .to_string()
+    };
+    let (url, admin, viewer) = (field("dashboard:"), field("token:"), field("viewer:"));
+    let (_driver, driver_url) = chromedriver();
+    let profile = tempfile::tempdir().unwrap();
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let b = Browser::open(&driver_url, url.trim_end_matches('/'), profile.path()).await;
+        b.sign_in(&viewer, "viewer").await;
+        // The demo's taps, loaded at sign-in: granted and refused, each
+        // with its stages.
+        b.wait_for("[data-page=live] tr.event.refused[data-kind=tap] .stagebar")
+            .await;
+        let taps = b
+            .client
+            .find_all(Locator::Css(
+                "[data-page=live] tr.event[data-kind=tap] .stagebar",
+            ))
+            .await
+            .unwrap()
+            .len();
+        assert!(taps >= 7, "{taps} taps drawn");
+        b.shot("demo-live-viewer").await;
+        b.sign_in(&admin, "admin").await;
+        for (page, ready) in [
+            ("live", "tr.event"),
+            ("doors", "section.door"),
+            ("cardholders", "tr[data-cardholder]"),
+            ("cardholders/1", "tr[data-credential]"),
+            ("access", ".week"),
+            ("pki", "section.card, .unavailable"),
+            ("events", "tr[data-id]"),
+        ] {
+            b.page(page).await;
+            let key = if page.contains('/') {
+                "cardholder"
+            } else {
+                page
+            };
+            b.wait_for(&format!("[data-page={key}] {ready}")).await;
+            b.shot(&format!("demo-{}", page.replace('/', "-"))).await;
+        }
+        // The log is newest first; a click on its Id header sorts it
+        // oldest first, a second click newest first again.
+        let first = || async {
+            b.wait_for("[data-page=events] tbody tr[data-id]")
+                .await
+                .attr("data-id")
+                .await
+                .unwrap()
+                .unwrap()
+                .parse::<i64>()
+                .unwrap()
+        };
+        let newest = first().await;
+        b.click("[data-page=events] table.events th:first-child")
+            .await;
+        b.wait_for("[data-page=events] table.events th[data-sort=asc]")
+            .await;
+        let oldest = first().await;
+        assert!(oldest < newest, "{oldest} {newest}");
+        b.click("[data-page=events] table.events th:first-child")
+            .await;
+        b.wait_for("[data-page=events] table.events th[data-sort=desc]")
+            .await;
+        assert_eq!(first().await, newest);
+        b.client.close().await.unwrap();
+    });
+}
+
+/// The live view follows the service across a restart: the stream comes
+/// back by itself, resumes after the last event it had (no duplicates),
+/// and shows what happens next without a reload.
+#[test]
+fn live_view_reconnects_after_the_service_restarts() {
+    if !browser_available() {
+        return;
+    }
+    let mut site = site(false);
+    let (_driver, driver_url) = chromedriver();
+    let profile = tempfile::tempdir().unwrap();
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let add = |base: &str, token: &str, name: &str| {
+        ureq::post(&format!("{base}/api/v1/cardholders"))
+            .set("Authorization", &format!("Bearer {token}"))
+            .set("Content-Type", "application/json")
+            .send_string(&json!({ "name": name, "status": "active" }).to_string())
+            .unwrap();
+    };
+    let b = rt.block_on(async {
+        let b = Browser::open(&driver_url, &site.base, profile.path()).await;
+        b.sign_in(&site.viewer, "viewer").await;
+        b.wait_for("[data-page=live] table.events").await;
+        b.wait_for("#stream-state.live").await;
+        b
+    });
+    add(&site.base, &site.admin, "Before Restart");
+    rt.block_on(b.wait_for("[data-page=live] tr.event[data-kind=admin]"));
+    site.restart();
+    add(&site.base, &site.admin, "After Restart");
+    rt.block_on(async {
+        // Two changes, each shown once: the first was not repeated on
+        // reconnection, the second arrived through the new stream.
+        b.wait_for("[data-page=live] tr.event[data-kind=admin] + tr.event[data-kind=admin]")
+            .await;
+        let rows = b
+            .client
+            .find_all(Locator::Css("[data-page=live] tr.event"))
+            .await
+            .unwrap();
+        let mut texts = Vec::new();
+        for r in &rows {
+            texts.push(r.text().await.unwrap());
+        }
+        assert_eq!(texts.len(), 2, "{texts:?}");
+        assert!(texts[0].contains("After Restart"), "{texts:?}");
+        assert!(texts[1].contains("Before Restart"), "{texts:?}");
+        b.wait_for("#stream-state.live").await;
+        b.shot("live-after-restart").await;
+        b.client.clone().close().await.unwrap();
+    });
+}
