@@ -466,6 +466,14 @@ async fn register_identity(
         }
         None => None,
     };
+    // The events belong to the cardholder (and the credential), so the
+    // cardholder's history lists them.
+    for e in &mut events {
+        e.cardholder = Some(holder.id);
+        if e.code.as_deref() == Some("credential.create") {
+            e.credential = Some(credential.id);
+        }
+    }
     match log {
         Some(log) => {
             log.append_all(events).await?;

@@ -368,14 +368,10 @@ async fn revocation_is_refreshed_kept_on_disk_and_acted_on() {
     )
     .await;
     assert_eq!(status, 201, "{body}");
-    assert_eq!(
-        published(&mut live, "credential.create")
-            .await
-            .event
-            .actor
-            .as_deref(),
-        Some("test-admin")
-    );
+    let created = published(&mut live, "credential.create").await;
+    assert_eq!(created.event.actor.as_deref(), Some("test-admin"));
+    assert_eq!(created.event.cardholder, Some(holder));
+    assert!(created.event.credential.is_some());
     assert_eq!(
         body["credential"]["card_uuid"],
         access::CardUuid(alice.uuid).to_string(),
