@@ -30,7 +30,8 @@ pub struct ServeArgs {
 pub enum TokenCommand {
     /// Create an API token; it is printed once and stored only as a hash.
     Create {
-        /// viewer (read), operator (also door commands), admin (everything).
+        /// viewer (read), operator (also door commands), admin (everything),
+        /// or keypad (a PIN pad at a card + PIN door: may only send PINs).
         #[arg(long)]
         role: Role,
         /// A name for the token (shown in the event log of its changes).

@@ -220,6 +220,8 @@ fn card_and_pin_door_takes_the_pin_from_its_keypad() {
     let image = &site.image;
     let operator = site.token("operator");
     let operator = operator.as_str();
+    let pad = site.token("keypad");
+    let pad = pad.as_str();
     let c = CardProcess::start(image);
     ok(&site.enroll_args());
     c.remove();
@@ -237,8 +239,19 @@ fn card_and_pin_door_takes_the_pin_from_its_keypad() {
     let (status, body) = post(&front, operator, r#"{"pin": "123456"}"#);
     assert_eq!(status, 422, "{body}");
 
+    // A keypad token sends PINs and nothing else.
+    let (status, body) = post(&format!("{base}/api/v1/doors/2/unlock"), pad, "{}");
+    assert_eq!(status, 403, "{body}");
+    let events = ureq::get(&format!("{base}/api/v1/events"))
+        .set("Authorization", &format!("Bearer {pad}"))
+        .call();
+    assert!(
+        matches!(events, Err(ureq::Error::Status(403, _))),
+        "{events:?}"
+    );
+
     // PIN typed first, then the card: granted with PKI-AUTH.
-    let (status, body) = post(&keypad, operator, r#"{"pin": "123456"}"#);
+    let (status, body) = post(&keypad, pad, r#"{"pin": "123456"}"#);
     assert_eq!(status, 202, "{body}");
     let c = CardProcess::start(image);
     let tap = next_tap(&base, operator, 0);

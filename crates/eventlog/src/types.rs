@@ -101,20 +101,29 @@ text_enum!(
 );
 text_enum!(
     /// What an API token may do: viewers read, operators also command doors,
-    /// admins also change entities and tokens.
+    /// admins also change entities and tokens. A keypad (a PIN pad at a
+    /// door) may only send the PINs typed on it: it can neither read nor
+    /// command anything, so a token taken from a device at the door opens
+    /// nothing.
     Role, "a role",
-    "viewer" => Viewer, "operator" => Operator, "admin" => Admin
+    "keypad" => Keypad, "viewer" => Viewer, "operator" => Operator, "admin" => Admin
 );
 
 impl Role {
     /// Whether this role includes everything `other` may do.
     pub fn includes(self, other: Role) -> bool {
-        let rank = |r| match r {
-            Role::Viewer => 0,
-            Role::Operator => 1,
-            Role::Admin => 2,
-        };
-        rank(self) >= rank(other)
+        match (self, other) {
+            (Role::Keypad, o) => o == Role::Keypad,
+            (_, Role::Keypad) => self != Role::Viewer,
+            _ => {
+                let rank = |r| match r {
+                    Role::Keypad | Role::Viewer => 0,
+                    Role::Operator => 1,
+                    Role::Admin => 2,
+                };
+                rank(self) >= rank(other)
+            }
+        }
     }
 }
 
@@ -383,5 +392,25 @@ mod tests {
             ..EventQuery::default()
         };
         assert_eq!(q.effective_limit(), 1000);
+    }
+}
+
+#[cfg(test)]
+mod role_tests {
+    use super::Role::{self, *};
+
+    #[test]
+    fn a_keypad_token_does_nothing_but_enter_pins() {
+        let all = [Keypad, Viewer, Operator, Admin];
+        let may = |r: Role| {
+            all.into_iter()
+                .filter(|o| r.includes(*o))
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(may(Keypad), [Keypad]);
+        assert_eq!(may(Viewer), [Viewer]);
+        assert_eq!(may(Operator), [Keypad, Viewer, Operator]);
+        assert_eq!(may(Admin), all);
+        assert_eq!("keypad".parse::<Role>(), Ok(Keypad));
     }
 }

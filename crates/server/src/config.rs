@@ -793,8 +793,9 @@ unlock_ms = 5000
 
 [keypad]
 # Card + PIN doors whose reader has no PIN pad take the PIN from a keypad at
-# the door (POST /api/v1/doors/ID/keypad with an operator token): how long a
-# tap waits for it, and how long a PIN typed before the card is kept.
+# the door (POST /api/v1/doors/ID/keypad with a token made by
+# `pivgate token create --role keypad`, which can do nothing else): how long
+# a tap waits for the PIN (a PIN typed before the card is kept 10 s at most).
 timeout_ms = 20000
 
 # Written to the database on the first start only; afterwards manage

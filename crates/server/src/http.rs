@@ -237,7 +237,12 @@ fn define(r: &mut impl Routes) {
 
     r.add(Post, "/api/v1/doors/{id}/unlock", operator, unlock);
     r.add(Put, "/api/v1/doors/{id}/mode", operator, door_mode);
-    r.add(Post, "/api/v1/doors/{id}/keypad", operator, keypad);
+    r.add(
+        Post,
+        "/api/v1/doors/{id}/keypad",
+        Some(Role::Keypad),
+        keypad,
+    );
     r.add(
         Post,
         "/api/v1/credentials/enroll",
@@ -691,7 +696,7 @@ async fn delete_token(
     entities::delete_token(&state, &token, &name).await
 }
 
-/// `POST /api/v1/doors/{id}/keypad` (operator): a PIN typed on the keypad
+/// `POST /api/v1/doors/{id}/keypad` (keypad, operator or admin): a PIN typed on the keypad
 /// of a card + PIN door, for the card tapped there next (or already waiting).
 /// The PIN is never logged or stored.
 #[utoipa::path(post, path = "/api/v1/doors/{id}/keypad", tag = "doors",
@@ -702,7 +707,7 @@ async fn delete_token(
         (status = 202, description = "Taken for the tap waiting at the door, or kept for the next card", body = crate::keypad::Entered),
         (status = 400, description = "The body is not JSON, or the id not a number", body = ErrorBody),
         (status = 401, description = "No token, or an unknown one", body = ErrorBody),
-        (status = 403, description = "The token is a viewer token", body = ErrorBody),
+        (status = 403, description = "The token is a viewer token (keypad, operator or admin needed)", body = ErrorBody),
         (status = 404, description = "No such door", body = ErrorBody),
         (status = 422, description = "Not 6 to 8 digits, or the door takes no PIN; `field` names it", body = ErrorBody),
     ))]

@@ -3,12 +3,13 @@
 //!
 //! A keypad at the door (a networked PIN pad, or a terminal beside the
 //! reader) sends the digits to the service with
-//! `POST /api/v1/doors/{id}/keypad` (operator token); OSDP readers feed the
-//! same [`Keypads`] from `osdp_KEYPAD`. The reader thread of a PKI-AUTH door
-//! asks for the PIN when a card arrives ([`Keypads::source`]): it takes an
-//! entry made up to the timeout *before* the card (people often type first)
-//! or waits for one, on a condition variable (no polling), up to the
-//! timeout. An entry is used once, for one door, and expires after the
+//! `POST /api/v1/doors/{id}/keypad` with a `keypad` token (which can do
+//! nothing else, so a token taken from a device at the door opens nothing);
+//! OSDP readers feed the same [`Keypads`] from `osdp_KEYPAD`. The reader
+//! thread of a PKI-AUTH door asks for the PIN when a card arrives
+//! ([`Keypads::source`]): it takes an entry made shortly *before* the card
+//! (people often type first; at most [`BEFORE_CARD`]) or waits for one, on
+//! a condition variable (no polling), up to the timeout. An entry is used once, for one door, and expires after the
 //! timeout whether used or not; a new entry replaces an unused one. PINs are
 //! kept in [`Zeroizing`] buffers and are never logged or stored.
 
@@ -22,6 +23,11 @@ use zeroize::Zeroizing;
 
 /// The default of `keypad.timeout_ms`.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(20);
+
+/// How long a PIN typed before the card waits for it, at most (less when
+/// the timeout is shorter): long enough to type then tap, short enough
+/// that an entry left behind does not go to the next person's card.
+pub const BEFORE_CARD: Duration = Duration::from_secs(10);
 
 /// Why a PIN entry was not accepted.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -81,9 +87,14 @@ impl Keypads {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// How long a tap waits for a PIN, and an entry waits for a card.
+    /// How long a tap waits for a PIN.
     pub fn timeout(&self) -> Duration {
         self.timeout
+    }
+
+    /// How long an entry typed before the card is kept.
+    pub fn before_card(&self) -> Duration {
+        self.timeout.min(BEFORE_CARD)
     }
 
     /// A PIN typed at `door`.
@@ -104,19 +115,21 @@ impl Keypads {
         self.arrived.notify_all();
         Ok(Entered {
             waiting,
-            expires_ms: self.timeout.as_millis() as u64,
+            expires_ms: self.before_card().as_millis() as u64,
         })
     }
 
     /// Takes the PIN for a card at `door`: an entry made within the timeout,
     /// or the next one, waiting at most the timeout.
     pub fn take(&self, door: DoorId) -> Result<Zeroizing<String>, String> {
-        let deadline = Instant::now() + self.timeout;
+        let started = Instant::now();
+        let deadline = started + self.timeout;
         let mut s = self.lock();
         *s.waiting.entry(door).or_default() += 1;
         let result = loop {
             if let Some(e) = s.entries.remove(&door) {
-                if e.at.elapsed() <= self.timeout {
+                // Typed before this tap started waiting: only if recent.
+                if e.at >= started || e.at.elapsed() <= self.before_card() {
                     break Ok(e.pin);
                 }
             }

@@ -270,10 +270,11 @@ list_schema!(
 );
 
 /// What a token may do: viewers read, operators also command doors, admins
-/// also change entities and tokens.
+/// also change entities and tokens; a keypad only sends the PINs typed on it.
 #[derive(Debug, Clone, Copy, Serialize, Deserialize, ToSchema)]
 #[serde(rename_all = "kebab-case")]
 pub enum Role {
+    Keypad,
     Viewer,
     Operator,
     Admin,
