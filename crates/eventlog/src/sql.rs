@@ -5,6 +5,7 @@
 use std::collections::HashMap;
 use std::fmt;
 use std::path::Path;
+use std::sync::Arc;
 
 use access::jiff::civil::Date;
 use access::jiff::Timestamp;
@@ -41,6 +42,7 @@ pub const SQLITE_FILE: &str = "pivgate.db";
 pub struct SqlStore {
     pool: AnyPool,
     backend: Backend,
+    url: Arc<str>,
 }
 
 impl fmt::Debug for SqlStore {
@@ -86,10 +88,43 @@ impl SqlStore {
         } else {
             return Err(StoreError::UnsupportedUrl(url.to_string()));
         };
-        let mut opts = AnyPoolOptions::new().max_connections(match backend {
-            Backend::Sqlite => 4,
-            Backend::Postgres => 8,
-        });
+        let pool = Self::pool_for(
+            url,
+            backend,
+            match backend {
+                Backend::Sqlite => 4,
+                Backend::Postgres => 8,
+            },
+        )
+        .await?;
+        MIGRATOR.run(&pool).await?;
+        Ok(SqlStore {
+            pool,
+            backend,
+            url: url.into(),
+        })
+    }
+
+    /// The same database through a pool of its own of `connections`
+    /// connections (the schema is already up to date): for the event-log
+    /// writer, so that readers (API queries, event streams catching up)
+    /// holding every connection of the shared pool never delay a commit a
+    /// door is waiting for.
+    pub async fn dedicated(&self, connections: u32) -> Result<Self, StoreError> {
+        let pool = Self::pool_for(&self.url, self.backend, connections.max(1)).await?;
+        Ok(SqlStore {
+            pool,
+            backend: self.backend,
+            url: self.url.clone(),
+        })
+    }
+
+    async fn pool_for(
+        url: &str,
+        backend: Backend,
+        connections: u32,
+    ) -> Result<AnyPool, StoreError> {
+        let mut opts = AnyPoolOptions::new().max_connections(connections);
         if backend == Backend::Sqlite {
             opts = opts.after_connect(|conn, _meta| {
                 Box::pin(async move {
@@ -98,9 +133,7 @@ impl SqlStore {
                 })
             });
         }
-        let pool = opts.connect(url).await?;
-        MIGRATOR.run(&pool).await?;
-        Ok(SqlStore { pool, backend })
+        Ok(opts.connect(url).await?)
     }
 
     /// The connection pool, for what the trait does not cover.

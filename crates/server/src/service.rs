@@ -193,6 +193,8 @@ pub struct Service {
     revocation: JoinHandle<()>,
     readers: ReaderThreads,
     sql: SqlStore,
+    /// The event-log writer's own pool.
+    writer_sql: SqlStore,
 }
 
 impl std::fmt::Debug for Service {
@@ -243,7 +245,7 @@ impl Service {
             None => tokio::spawn(http::serve(listener, state.clone(), stopped)),
         };
         match Self::load(&config, output, started).await {
-            Ok((loaded, writer, readers, sql)) => {
+            Ok((loaded, writer, readers, (sql, writer_sql))) => {
                 let revocation = tokio::spawn(loaded.revocation.clone().run(stop.subscribe()));
                 tracing::info!(
                     %addr,
@@ -263,6 +265,7 @@ impl Service {
                     revocation,
                     readers,
                     sql,
+                    writer_sql,
                 })
             }
             Err(e) => {
@@ -277,7 +280,7 @@ impl Service {
         config: &Config,
         output: Option<Arc<dyn DoorOutput>>,
         started: Instant,
-    ) -> Result<(Loaded, JoinHandle<()>, ReaderThreads, SqlStore), ServeError> {
+    ) -> Result<(Loaded, JoinHandle<()>, ReaderThreads, (SqlStore, SqlStore)), ServeError> {
         let trust_config = config.trust.clone();
         let crl_dir = config.data_dir.join(crate::revocation::CRL_DIR);
         let trust = tokio::task::spawn_blocking(move || {
@@ -334,8 +337,11 @@ impl Service {
             },
         ));
         let mut metrics = Metrics::new();
+        // The writer has connections of its own: readers holding every
+        // connection of the shared pool never delay a door's commit.
+        let writer_sql = sql.dedicated(1).await?;
         let (log, writer) = eventlog::EventLog::start_with(
-            store.clone(),
+            Arc::new(writer_sql.clone()),
             eventlog::Options {
                 observer: Some(metrics.commit_observer()),
                 ..eventlog::Options::default()
@@ -400,7 +406,7 @@ impl Service {
             },
             writer,
             readers,
-            sql,
+            (sql, writer_sql),
         ))
     }
 
@@ -445,6 +451,7 @@ impl Service {
         // commits what was submitted, then ends.
         drop(self.state);
         self.writer.await?;
+        self.writer_sql.close().await;
         self.sql.close().await;
         if let Err(e) = http {
             tracing::error!(error = %e, "HTTP server stopped with an error");
