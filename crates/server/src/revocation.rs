@@ -549,16 +549,22 @@ impl Revocation {
                     }
                 }
             });
+            // A changed CRL is written to disk (two fsyncs) on a blocking
+            // thread, before the distribution point's state is locked.
+            if let Ok(c) = &result {
+                if before.as_ref().is_none_or(|b| b.der != c.der) {
+                    let (dir, c) = (self.cache_dir.clone(), c.clone());
+                    let saved = tokio::task::spawn_blocking(move || save_crl(&dir, &c)).await;
+                    if let Ok(Err(e)) | Err(e) = saved.map_err(std::io::Error::other) {
+                        tracing::warn!(url, dir = %self.cache_dir.display(), error = %e, "cannot keep the CRL on disk");
+                    }
+                }
+            }
             let at = (self.clock)();
             let mut points = self.points.lock().unwrap_or_else(|e| e.into_inner());
             let point = points.entry(url.clone()).or_default();
             match result {
                 Ok(c) => {
-                    if before.as_ref().is_none_or(|b| b.der != c.der) {
-                        if let Err(e) = save_crl(&self.cache_dir, &c) {
-                            tracing::warn!(url, dir = %self.cache_dir.display(), error = %e, "cannot keep the CRL on disk");
-                        }
-                    }
                     if let Some(error) = point.error.take() {
                         tracing::info!(url, "CRL distribution point answers again");
                         events.push(NewEvent::admin(
@@ -854,14 +860,22 @@ impl Revocation {
         .unwrap_or_default();
         let now = unix(Timestamp::now());
         let mut urls = BTreeSet::new();
+        let mut changed = Vec::new();
         for (url, held, c) in fetched {
             if held.as_ref().is_none_or(|h| h.der != c.der) {
-                if let Err(e) = save_crl(&self.cache_dir, &c) {
-                    tracing::warn!(url, error = %e, "cannot keep the CRL on disk");
-                }
+                changed.push(c);
             }
             urls.insert(url);
         }
+        let dir = self.cache_dir.clone();
+        let _ = tokio::task::spawn_blocking(move || {
+            for c in changed {
+                if let Err(e) = save_crl(&dir, &c) {
+                    tracing::warn!(url = c.url, error = %e, "cannot keep the CRL on disk");
+                }
+            }
+        })
+        .await;
         self.watch(urls, now);
         self.swap_in(&fetcher);
     }
