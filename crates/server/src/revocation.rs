@@ -146,6 +146,8 @@ fn file_stem(url: &str) -> String {
 fn write_atomic(path: &Path, data: &[u8]) -> std::io::Result<()> {
     use std::io::Write;
     let dir = path.parent().unwrap_or(Path::new("."));
+    // With PostgreSQL nothing else may have created the data directory.
+    std::fs::create_dir_all(dir)?;
     let mut tmp = tempfile::NamedTempFile::new_in(dir)?;
     tmp.write_all(data)?;
     tmp.as_file().sync_all()?;
@@ -815,9 +817,13 @@ impl Revocation {
         );
         *self.report.lock().unwrap_or_else(|e| e.into_inner()) = report.clone();
         if let Ok(json) = serde_json::to_vec_pretty(&report) {
-            if let Err(e) = write_atomic(&self.report_file, &json) {
-                tracing::warn!(file = %self.report_file.display(), error = %e, "cannot keep the re-validation report");
-            }
+            let file = self.report_file.clone();
+            let _ = tokio::task::spawn_blocking(move || {
+                if let Err(e) = write_atomic(&file, &json) {
+                    tracing::warn!(file = %file.display(), error = %e, "cannot keep the re-validation report");
+                }
+            })
+            .await;
         }
         Ok(report)
     }

@@ -122,9 +122,18 @@ impl CardProcess {
     }
 }
 
-/// The vpcd reader, held for this test: the cross-process reader lock and a
-/// running pcscd. `None` when `PIVGATE_SKIP_PCSC` is set (the caller skips).
-pub fn vpcd_reader() -> Option<(testbed::VpcdLock, testbed::PcscdGuard)> {
+/// The vpcd reader, held for a test: a running pcscd and the cross-process
+/// reader lock. Fields drop in order: pcscd is stopped (when this test
+/// started it) *before* the lock is released, so the next test never finds
+/// a pcscd that is about to go away and takes it for one it can use.
+pub struct VpcdReader {
+    _pcscd: testbed::PcscdGuard,
+    _lock: testbed::VpcdLock,
+}
+
+/// The vpcd reader, held for this test. `None` when `PIVGATE_SKIP_PCSC` is
+/// set (the caller skips).
+pub fn vpcd_reader() -> Option<VpcdReader> {
     if std::env::var_os("PIVGATE_SKIP_PCSC").is_some() {
         eprintln!("PIVGATE_SKIP_PCSC set: skipping");
         return None;
@@ -132,5 +141,8 @@ pub fn vpcd_reader() -> Option<(testbed::VpcdLock, testbed::PcscdGuard)> {
     let lock = testbed::lock_vpcd();
     let pcscd = testbed::Pcscd::ensure_started().expect("pcscd starts (root, pcscd installed)");
     testbed::wait_for_reader(testbed::VPCD_READER, CARD_WAIT).expect("vpcd reader");
-    Some((lock, pcscd))
+    Some(VpcdReader {
+        _pcscd: pcscd,
+        _lock: lock,
+    })
 }
