@@ -626,7 +626,14 @@ pub fn csv_row(out: &mut String, e: &Event) {
         if i > 0 {
             out.push(',');
         }
-        csv_field(out, f);
+        // Free text (code, reason, actor) may come from a card or a
+        // request: a leading `=`, `+`, `-`, `@` would make a spreadsheet
+        // evaluate it as a formula, so such a cell starts with `'`.
+        if (8..=10).contains(&i) && f.starts_with(['=', '+', '-', '@', '\t', '\r']) {
+            csv_field(out, &format!("'{f}"));
+        } else {
+            csv_field(out, f);
+        }
     }
     out.push_str("\r\n");
 }
@@ -883,6 +890,27 @@ mod tests {
         s.push('|');
         csv_field(&mut s, "two\nlines");
         assert_eq!(s, "plain|\"a, b\"|\"say \"\"hi\"\"\"|\"two\nlines\"");
+    }
+
+    #[test]
+    fn free_text_cells_never_start_a_formula() {
+        let mut e: Event = serde_json::from_value(serde_json::json!({
+            "id": 7, "time": "2026-11-23T10:00:00Z", "kind": "admin",
+            "door": null, "reader": null, "cardholder": null, "credential": null,
+            "result": null, "code": "x.y", "reason": "=HYPERLINK(\"http://x\")",
+            "actor": "@admin", "data": null
+        }))
+        .unwrap();
+        let mut s = String::new();
+        csv_row(&mut s, &e);
+        assert!(
+            s.contains(",\"'=HYPERLINK(\"\"http://x\"\")\",'@admin,"),
+            "{s}"
+        );
+        e.event.reason = Some("-1".into());
+        let mut s = String::new();
+        csv_row(&mut s, &e);
+        assert!(s.contains(",'-1,"), "{s}");
     }
 
     #[test]
