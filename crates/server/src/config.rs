@@ -78,6 +78,13 @@ pub struct HttpConfig {
     /// PEM private key for TLS (with `tls_cert`).
     #[serde(default)]
     pub tls_key: Option<PathBuf>,
+    /// Event streams (`/api/v1/events/stream`) open at once, at most.
+    #[serde(default = "default_max_streams")]
+    pub max_streams: usize,
+}
+
+fn default_max_streams() -> usize {
+    256
 }
 
 fn default_listen() -> SocketAddr {
@@ -90,6 +97,7 @@ impl Default for HttpConfig {
             listen: default_listen(),
             tls_cert: None,
             tls_key: None,
+            max_streams: default_max_streams(),
         }
     }
 }
@@ -452,6 +460,12 @@ impl Config {
                 format!("{} is out of range (1 to 3600000)", self.output.unlock_ms),
             ));
         }
+        if self.http.max_streams == 0 || self.http.max_streams > 10_000 {
+            return Err(invalid(
+                "http.max_streams",
+                format!("{} is out of range (1 to 10000)", self.http.max_streams),
+            ));
+        }
         if self.keypad.timeout_ms < 1000 || self.keypad.timeout_ms > 300_000 {
             return Err(invalid(
                 "keypad.timeout_ms",
@@ -750,6 +764,8 @@ data_dir = "pivgate-data"
 listen = "127.0.0.1:8080"
 # tls_cert = "tls/cert.pem"
 # tls_key = "tls/key.pem"
+# Event streams (the dashboard's live view, /api/v1/events/stream) open at once.
+# max_streams = 256
 
 # Trust: the test PKI written next to this file by `pivgate init`.
 # Replace with your PIV issuers' roots (PEM, DER, .p7b or directories).

@@ -335,6 +335,7 @@ async fn token_revoked(
         (status = 400, description = "A parameter cannot be parsed or is unknown; `field` names it", body = crate::http::schema::ErrorBody),
         (status = 401, description = "No token, or an unknown one", body = crate::http::schema::ErrorBody),
         (status = 422, description = "A negative event id; `field` names it", body = crate::http::schema::ErrorBody),
+        (status = 429, description = "The most event streams this service serves are open", body = crate::http::schema::ErrorBody),
     ))]
 pub async fn stream(
     State(state): State<Arc<AppState>>,
@@ -366,6 +367,13 @@ pub async fn stream(
             field: None,
         });
     };
+    let permit = state.stream_permit().map_err(|max| ApiError {
+        status: StatusCode::TOO_MANY_REQUESTS,
+        message: format!(
+            "{max} event streams are open, the most this service serves (`http.max_streams`); close one or try again later"
+        ),
+        field: None,
+    })?;
     let items = follow(l.store.clone(), l.controller.log(), filter, since)
         .await
         .map_err(|e| {
@@ -383,6 +391,8 @@ pub async fn stream(
             _ = stopping.wait_for(|s| *s) => {}
             _ = revoked => {}
         }
+        // The place is given back when the stream ends.
+        drop(permit);
     });
     let mut r = Sse::new(events)
         .keep_alive(KeepAlive::new().interval(KEEP_ALIVE).text("keep-alive"))

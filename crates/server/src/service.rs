@@ -156,6 +156,10 @@ pub struct AppState {
     stopping: watch::Receiver<bool>,
     /// Bumped when a token is deleted through the API.
     tokens: watch::Sender<u64>,
+    /// One permit per open event stream (`http.max_streams`): each holds a
+    /// task and, while it catches up, database reads.
+    streams: Arc<tokio::sync::Semaphore>,
+    max_streams: usize,
 }
 
 impl AppState {
@@ -175,6 +179,15 @@ impl AppState {
     /// token check it again then.
     pub fn token_deletions(&self) -> watch::Receiver<u64> {
         self.tokens.subscribe()
+    }
+
+    /// A place for one more event stream, held while it is open; `Err`
+    /// with the limit when `http.max_streams` are open.
+    pub(crate) fn stream_permit(&self) -> Result<tokio::sync::OwnedSemaphorePermit, usize> {
+        self.streams
+            .clone()
+            .try_acquire_owned()
+            .map_err(|_| self.max_streams)
     }
 
     pub(crate) fn token_deleted(&self) {
@@ -231,6 +244,8 @@ impl Service {
             loaded: OnceLock::new(),
             stopping: stopped.clone(),
             tokens: watch::Sender::new(0),
+            streams: Arc::new(tokio::sync::Semaphore::new(config.http.max_streams)),
+            max_streams: config.http.max_streams,
         });
         let http = match tls {
             Some(tls) => {

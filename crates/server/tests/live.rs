@@ -208,6 +208,44 @@ fn the_stream_ends_when_its_token_is_deleted() {
 }
 
 #[test]
+fn streams_beyond_the_configured_number_are_refused_until_one_closes() {
+    let s = common::site_with(&|c| c.http.max_streams = 1);
+    let first = open(&s, "", None);
+    let second = ureq::get(&s.url("/api/v1/events/stream"))
+        .set("Authorization", &format!("Bearer {}", s.viewer))
+        .call();
+    match second {
+        Err(ureq::Error::Status(429, r)) => {
+            let body = r.into_string().unwrap();
+            assert!(body.contains("http.max_streams"), "{body}");
+        }
+        other => panic!("{other:?}"),
+    }
+    drop(first);
+    // The place comes back once the service sees the client gone (on its
+    // next write: an event or a keep-alive).
+    s.admin();
+    let mut third = None;
+    for _ in 0..200 {
+        match ureq::get(&s.url("/api/v1/events/stream"))
+            .set("Authorization", &format!("Bearer {}", s.viewer))
+            .call()
+        {
+            Ok(r) => {
+                third = Some(r);
+                break;
+            }
+            Err(ureq::Error::Status(429, _)) => {
+                std::thread::sleep(Duration::from_millis(50));
+                s.admin();
+            }
+            Err(e) => panic!("{e}"),
+        }
+    }
+    assert!(third.is_some(), "the closed stream's place never came back");
+}
+
+#[test]
 fn the_stream_needs_a_token_and_good_parameters() {
     let s = site();
     let url = s.url("/api/v1/events/stream");

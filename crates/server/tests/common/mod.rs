@@ -18,11 +18,13 @@ use server::service::{open_store, Service};
 
 pub const FRONT: ReaderId = ReaderId(1);
 
-fn site_config(dir: &Path) -> Config {
+fn site_config(dir: &Path, edit: &dyn Fn(&mut Config)) -> Config {
     let text = init_template("sim:front", "UTC").replace("127.0.0.1:8080", "127.0.0.1:0");
     let path = dir.join("pivgate.toml");
     std::fs::write(&path, text).unwrap();
-    Config::load(&path).unwrap()
+    let mut c = Config::load(&path).unwrap();
+    edit(&mut c);
+    c
 }
 
 pub struct Site {
@@ -39,6 +41,11 @@ pub struct Site {
 
 /// A started service with the enrolled card and the tokens.
 pub fn site() -> Site {
+    site_with(&|_| {})
+}
+
+/// The same site with `edit` applied to its configuration.
+pub fn site_with(edit: &dyn Fn(&mut Config)) -> Site {
     let dir = tempfile::tempdir().unwrap();
     let pki = TestPki::init(&dir.path().join("pki"), TestPkiOptions::default()).unwrap();
     let card = pki.issue_card(&CardOptions::default()).unwrap();
@@ -48,7 +55,7 @@ pub fn site() -> Site {
             ..CardOptions::default()
         })
         .unwrap();
-    let config = site_config(dir.path());
+    let config = site_config(dir.path(), edit);
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
