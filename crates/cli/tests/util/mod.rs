@@ -139,10 +139,30 @@ pub fn vpcd_reader() -> Option<VpcdReader> {
         return None;
     }
     let lock = testbed::lock_vpcd();
-    let pcscd = testbed::Pcscd::ensure_started().expect("pcscd starts (root, pcscd installed)");
-    testbed::wait_for_reader(testbed::VPCD_READER, CARD_WAIT).expect("vpcd reader");
-    Some(VpcdReader {
-        _pcscd: pcscd,
-        _lock: lock,
-    })
+    // A pcscd started right after another one stopped sometimes never
+    // shows the vpcd reader (its driver did not get the port); a pcscd this
+    // process started is then stopped and started again.
+    const TRIES: u32 = 4;
+    for attempt in 1..=TRIES {
+        let pcscd = testbed::Pcscd::ensure_started().expect("pcscd starts (root, pcscd installed)");
+        match testbed::wait_for_reader(testbed::VPCD_READER, CARD_WAIT) {
+            Ok(()) => {
+                return Some(VpcdReader {
+                    _pcscd: pcscd,
+                    _lock: lock,
+                })
+            }
+            Err(e) if attempt < TRIES && pcscd.started_here() => {
+                let listening = std::net::TcpStream::connect(testbed::VPCD_ADDR).is_ok();
+                eprintln!(
+                    "the vpcd reader did not appear ({e}; vpcd port {}): restarting pcscd, attempt {}",
+                    if listening { "listening" } else { "not listening" },
+                    attempt + 1
+                );
+                drop(pcscd);
+            }
+            Err(e) => panic!("vpcd reader: {e}"),
+        }
+    }
+    unreachable!("the last attempt returns or panics")
 }
