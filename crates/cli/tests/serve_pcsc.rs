@@ -8,92 +8,10 @@
 
 mod util;
 
-use std::io::{BufRead, BufReader};
-
-use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
-use util::{ok, pivgate as run, CardProcess, Running, BIN, CARD_WAIT};
+use util::{ok, pivgate as run, CardProcess, PcscSite as Site, CARD_WAIT};
 
 const WAIT: Duration = CARD_WAIT;
-
-/// A site from `pivgate init` listening on a free port, with `edit`
-/// applied to its configuration, and a card issued from its test PKI.
-struct Site {
-    /// Removed with the site.
-    _dir: tempfile::TempDir,
-    config: String,
-    image: std::path::PathBuf,
-}
-
-impl Site {
-    fn new(edit: impl FnOnce(String) -> String) -> Site {
-        let dir = tempfile::tempdir().unwrap();
-        let site = dir.path().join("site");
-        ok(&["init", site.to_str().unwrap()]);
-        let config = site.join("pivgate.toml");
-        let text = std::fs::read_to_string(&config)
-            .unwrap()
-            .replace("127.0.0.1:8080", "127.0.0.1:0");
-        std::fs::write(&config, edit(text)).unwrap();
-        let image = dir.path().join("card.json");
-        ok(&[
-            "card",
-            "new",
-            "--pki",
-            site.join("pki").to_str().unwrap(),
-            "--out",
-            image.to_str().unwrap(),
-        ]);
-        Site {
-            config: config.to_str().unwrap().to_string(),
-            image,
-            _dir: dir,
-        }
-    }
-
-    fn token(&self, role: &str) -> String {
-        ok(&["token", "create", "--role", role, "--config", &self.config])
-            .trim()
-            .to_string()
-    }
-
-    /// `pivgate enroll` of the card for Alice into `staff`.
-    fn enroll_args(&self) -> [&str; 11] {
-        [
-            "enroll",
-            "--reader",
-            testbed::VPCD_READER,
-            "--cardholder",
-            "Alice",
-            "--group",
-            "staff",
-            "--wait",
-            "10",
-            "--config",
-            &self.config,
-        ]
-    }
-
-    /// Starts `pivgate serve`; the process and the API's base URL.
-    fn serve(&self) -> (Running, String) {
-        let mut serve = Command::new(BIN)
-            .args(["serve", "--config", &self.config])
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .unwrap();
-        let mut line = String::new();
-        BufReader::new(serve.stdout.take().unwrap())
-            .read_line(&mut line)
-            .unwrap();
-        let base = line
-            .split_whitespace()
-            .find(|w| w.starts_with("http://"))
-            .unwrap_or_else(|| panic!("{line:?}"))
-            .to_string();
-        (Running(serve), base)
-    }
-}
 
 #[test]
 fn enroll_then_serve_taps_the_card_in_the_reader() {

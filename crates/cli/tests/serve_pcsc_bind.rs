@@ -14,7 +14,7 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
-use util::{ok, CardProcess, Running, BIN, CARD_WAIT};
+use util::{ok, CardProcess, PcscSite, Running, BIN, CARD_WAIT};
 
 /// A reader name pcscd does not have.
 const ABSENT: &str = "pivgate absent reader 00 00";
@@ -112,44 +112,17 @@ fn readers_bound_changed_and_removed_through_the_api_are_followed() {
     let Some(_reader) = util::vpcd_reader() else {
         return;
     };
-    let dir = tempfile::tempdir().unwrap();
-    let site = dir.path().join("site");
-    ok(&["init", site.to_str().unwrap()]);
-    let config = site.join("pivgate.toml");
     // The virtual reader starts unbound: the front door's reader is another
     // transport.
     let binding = format!("\"{}\" = \"Front door\"", testbed::VPCD_READER);
-    let text = std::fs::read_to_string(&config).unwrap();
-    assert!(text.contains(&binding), "{text}");
-    let text = text
-        .replace("127.0.0.1:8080", "127.0.0.1:0")
-        .replace(&binding, "\"sim:front\" = \"Front door\"");
-    std::fs::write(&config, text).unwrap();
-    let config = config.to_str().unwrap();
-    let image = dir.path().join("card.json");
-    ok(&[
-        "card",
-        "new",
-        "--pki",
-        site.join("pki").to_str().unwrap(),
-        "--out",
-        image.to_str().unwrap(),
-    ]);
-    let admin = ok(&["token", "create", "--role", "admin", "--config", config]);
-    let c = CardProcess::start(&image);
-    ok(&[
-        "enroll",
-        "--reader",
-        testbed::VPCD_READER,
-        "--cardholder",
-        "Alice",
-        "--group",
-        "staff",
-        "--wait",
-        "10",
-        "--config",
-        config,
-    ]);
+    let site = PcscSite::new(|text| {
+        assert!(text.contains(&binding), "{text}");
+        text.replace(&binding, "\"sim:front\" = \"Front door\"")
+    });
+    let config = site.config.as_str();
+    let admin = site.token("admin");
+    let c = CardProcess::start(&site.image);
+    ok(&site.enroll_args());
     c.remove();
 
     let mut serve = Command::new(BIN)
@@ -198,7 +171,7 @@ fn readers_bound_changed_and_removed_through_the_api_are_followed() {
     let id = reader["id"].as_i64().unwrap();
     let status = api.wait_connected(id, json!(true));
     assert!(status["since"].is_string(), "{status}");
-    let c = CardProcess::start(&image);
+    let c = CardProcess::start(&site.image);
     let tap = api.next_tap(0);
     assert_eq!(tap["reader"], id, "{tap}");
     assert_eq!(tap["result"], "granted", "{tap}");
@@ -218,7 +191,7 @@ fn readers_bound_changed_and_removed_through_the_api_are_followed() {
     assert_eq!(st, 200, "{v}");
     wait_log(&logs, &["reader no longer watched", ABSENT]);
     api.wait_connected(id, json!(true));
-    let c = CardProcess::start(&image);
+    let c = CardProcess::start(&site.image);
     let again = api.next_tap(tap["id"].as_i64().unwrap());
     assert_eq!(again["reader"], id, "{again}");
     assert_eq!(again["result"], "granted", "{again}");

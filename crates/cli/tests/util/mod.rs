@@ -2,7 +2,7 @@
 //! read what it said, and check how it exited.
 #![allow(dead_code)] // each test binary uses its own subset
 
-use std::io::Write;
+use std::io::{BufRead, BufReader, Write};
 use std::path::Path;
 use std::process::{Child, Command, Output, Stdio};
 use std::time::Duration;
@@ -165,4 +165,84 @@ pub fn vpcd_reader() -> Option<VpcdReader> {
         }
     }
     unreachable!("the last attempt returns or panics")
+}
+
+/// A site from `pivgate init` listening on a free port, with `edit`
+/// applied to its configuration, and a card issued from its test PKI: the
+/// PC/SC service tests start from it.
+pub struct PcscSite {
+    /// Removed with the site.
+    _dir: tempfile::TempDir,
+    pub config: String,
+    pub image: std::path::PathBuf,
+}
+
+impl PcscSite {
+    pub fn new(edit: impl FnOnce(String) -> String) -> PcscSite {
+        let dir = tempfile::tempdir().unwrap();
+        let site = dir.path().join("site");
+        ok(&["init", site.to_str().unwrap()]);
+        let config = site.join("pivgate.toml");
+        let text = std::fs::read_to_string(&config)
+            .unwrap()
+            .replace("127.0.0.1:8080", "127.0.0.1:0");
+        std::fs::write(&config, edit(text)).unwrap();
+        let image = dir.path().join("card.json");
+        ok(&[
+            "card",
+            "new",
+            "--pki",
+            site.join("pki").to_str().unwrap(),
+            "--out",
+            image.to_str().unwrap(),
+        ]);
+        PcscSite {
+            config: config.to_str().unwrap().to_string(),
+            image,
+            _dir: dir,
+        }
+    }
+
+    pub fn token(&self, role: &str) -> String {
+        ok(&["token", "create", "--role", role, "--config", &self.config])
+            .trim()
+            .to_string()
+    }
+
+    /// `pivgate enroll` of the card for Alice into `staff`.
+    pub fn enroll_args(&self) -> [&str; 11] {
+        [
+            "enroll",
+            "--reader",
+            testbed::VPCD_READER,
+            "--cardholder",
+            "Alice",
+            "--group",
+            "staff",
+            "--wait",
+            "10",
+            "--config",
+            &self.config,
+        ]
+    }
+
+    /// Starts `pivgate serve`; the process and the API's base URL.
+    pub fn serve(&self) -> (Running, String) {
+        let mut serve = Command::new(BIN)
+            .args(["serve", "--config", &self.config])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .unwrap();
+        let mut line = String::new();
+        BufReader::new(serve.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        let base = line
+            .split_whitespace()
+            .find(|w| w.starts_with("http://"))
+            .unwrap_or_else(|| panic!("{line:?}"))
+            .to_string();
+        (Running(serve), base)
+    }
 }
