@@ -10,7 +10,9 @@
 
 use crate::command::{AuthKey, Command, ImportMaterial, MetadataRef, UserSlot, VerifyAction};
 use crate::crypto::{self, ct_eq, CryptoError, PrivateKey};
-use crate::image::{is_well_formed_pin, CardImage, KeyOrigin, PinPolicy, PinValue, Secret};
+use crate::image::{
+    is_empty_pin, is_well_formed_pin, CardImage, KeyOrigin, PinPolicy, PinValue, Secret,
+};
 use iso7816::chain::CompleteData;
 use iso7816::response::with_sw;
 use iso7816::{Chained, Chainer, ResponseChunker, StatusWord};
@@ -403,13 +405,15 @@ impl Card {
 
     /// Compares a PIN or PUK, counting the failure (stored before the
     /// answer) or refilling the counter on success. A blocked reference
-    /// answers `6983`; a value not in PIV format `6A80` without counting.
+    /// answers `6983`; a value not in PIV format `6A80` without counting,
+    /// except the empty value (eight `FF`), which is a wrong try `63CX` as
+    /// on the YubiKeys this card answers like.
     fn check_secret(&mut self, which: PinRef, value: &[u8]) -> Result<(), StatusWord> {
         let secret = self.secret(which);
         if secret.is_blocked() {
             return Err(StatusWord::AUTH_METHOD_BLOCKED);
         }
-        if !is_well_formed_pin(value) {
+        if !is_well_formed_pin(value) && !is_empty_pin(value) {
             return Err(StatusWord::INCORRECT_DATA);
         }
         if secret.value.matches(value) {
@@ -429,9 +433,11 @@ impl Card {
         if self.secret(which).is_blocked() {
             return Err(StatusWord::AUTH_METHOD_BLOCKED);
         }
-        let Some(new) = PinValue::from_padded(new) else {
+        // An empty old value is a wrong try whatever the new value is.
+        let new = PinValue::from_padded(new);
+        if new.is_none() && !is_empty_pin(old) {
             return Err(StatusWord::INCORRECT_DATA);
-        };
+        }
         if let Err(sw) = self.check_secret(which, old) {
             if which == PinRef::Pin && sw != StatusWord::INCORRECT_DATA {
                 self.volatile.pin_verified = false;
@@ -439,6 +445,9 @@ impl Card {
             }
             return Err(sw);
         }
+        let Some(new) = new else {
+            return Err(StatusWord::INCORRECT_DATA);
+        };
         let s = self.secret_mut(which);
         s.value = new;
         s.retries_left = s.retries_max;
@@ -450,10 +459,16 @@ impl Card {
         if self.image.puk.is_blocked() {
             return Err(StatusWord::AUTH_METHOD_BLOCKED);
         }
-        let Some(new_pin) = PinValue::from_padded(new_pin) else {
+        // An empty PUK is a wrong try whatever the new PIN is: this is how
+        // YubiKey hosts block the PUK before a reset.
+        let new_pin = PinValue::from_padded(new_pin);
+        if new_pin.is_none() && !is_empty_pin(puk) {
+            return Err(StatusWord::INCORRECT_DATA);
+        }
+        self.check_secret(PinRef::Puk, puk)?;
+        let Some(new_pin) = new_pin else {
             return Err(StatusWord::INCORRECT_DATA);
         };
-        self.check_secret(PinRef::Puk, puk)?;
         let pin = &mut self.image_mut().pin;
         pin.value = new_pin;
         pin.retries_left = pin.retries_max;

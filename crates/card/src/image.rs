@@ -232,6 +232,14 @@ impl Secret {
     }
 }
 
+/// Whether an 8-byte reference value is the empty PIN or PUK: eight `FF`
+/// padding bytes and no digit. YubiKey-compatible hosts send it on purpose
+/// to use up the retries (`ykman piv reset`); it is compared, and fails,
+/// like any wrong value (SP 800-73-4 Part 2 §3.2.1.1 allows `63 CX`).
+pub fn is_empty_pin(value: &[u8]) -> bool {
+    value == [0xFF; 8]
+}
+
 /// Checks the PIV format of an 8-byte reference value: 6-8 ASCII digits
 /// then `FF` padding.
 pub fn is_well_formed_pin(value: &[u8]) -> bool {

@@ -156,12 +156,7 @@ fn verify_counts_failures_blocks_and_puk_unblocks() {
     select(&mut card);
     assert_eq!(call(&mut card, 0x20, 0, 0x80, &[]).1, StatusWord(0x63C3));
     // Malformed PINs are refused without counting.
-    for bad in [
-        &b"12345\xFF\xFF\xFF"[..],
-        b"12a456\xFF\xFF",
-        b"123456\xFF1",
-        b"\xFF\xFF\xFF\xFF\xFF\xFF\xFF\xFF",
-    ] {
+    for bad in [&b"12345\xFF\xFF\xFF"[..], b"12a456\xFF\xFF", b"123456\xFF1"] {
         assert_eq!(
             call(&mut card, 0x20, 0, 0x80, bad).1,
             StatusWord::INCORRECT_DATA
@@ -212,6 +207,106 @@ fn verify_counts_failures_blocks_and_puk_unblocks() {
     let crd = [pin_block("00000000"), pin_block("12345678")].concat();
     assert_eq!(call(&mut card, 0x24, 0, 0x81, &crd).1, StatusWord(0x63C2));
     assert!(!card.image().pin.is_default && !card.image().puk.is_default);
+}
+
+/// The empty PIN / PUK (eight `FF`) is a wrong try answered `63CX`, as on a
+/// YubiKey: `ykman piv reset` blocks both this way, then sends RESET.
+#[test]
+fn empty_pin_and_puk_count_as_wrong_tries_so_a_yubikey_reset_completes() {
+    let mut card = blank();
+    select(&mut card);
+    let ff = [0xFFu8; 8];
+    // VERIFY 00 20 00 80 08 FF..FF
+    let verify_empty = [&[0x00, 0x20, 0x00, 0x80, 0x08][..], &ff].concat();
+    assert_eq!(tx(&mut card, &verify_empty).1, StatusWord(0x63C2));
+    let r = card.process_apdu(&verify_empty);
+    assert_eq!(r.apdu, vec![0x63, 0xC1]);
+    assert!(r.persist, "the try is stored before the answer");
+    assert_eq!(tx(&mut card, &verify_empty).1, StatusWord(0x63C0));
+    assert_eq!(
+        tx(&mut card, &verify_empty).1,
+        StatusWord::AUTH_METHOD_BLOCKED
+    );
+    assert!(card.image().pin.is_blocked());
+    // RESET RETRY COUNTER 00 2C 00 80 10 FF×8 FF×8, as ykman sends it.
+    let rrc_empty = [&[0x00, 0x2C, 0x00, 0x80, 0x10][..], &ff, &ff].concat();
+    // An empty PUK with a well-formed new PIN counts the same.
+    let rrc_empty_puk = [
+        &[0x00, 0x2C, 0x00, 0x80, 0x10][..],
+        &ff,
+        &pin_block("123456"),
+    ]
+    .concat();
+    assert_eq!(tx(&mut card, &rrc_empty).1, StatusWord(0x63C2));
+    assert_eq!(tx(&mut card, &rrc_empty_puk).1, StatusWord(0x63C1));
+    // A right PUK with an empty new PIN is still refused for its format,
+    // without counting.
+    let rrc_empty_pin = [
+        &[0x00, 0x2C, 0x00, 0x80, 0x10][..],
+        &pin_block("12345678"),
+        &ff,
+    ]
+    .concat();
+    assert_eq!(tx(&mut card, &rrc_empty_pin).1, StatusWord::INCORRECT_DATA);
+    assert_eq!(card.image().puk.retries_left, 1);
+    assert!(
+        card.image().pin.is_blocked(),
+        "a refused new PIN unblocks nothing"
+    );
+    assert_eq!(tx(&mut card, &rrc_empty).1, StatusWord(0x63C0));
+    assert_eq!(tx(&mut card, &rrc_empty).1, StatusWord::AUTH_METHOD_BLOCKED);
+    // Both blocked: the YubiKey RESET (00 FB 00 00) restores the factory values.
+    assert_eq!(
+        tx(&mut card, &[0x00, 0xFB, 0x00, 0x00]).1,
+        StatusWord::SUCCESS
+    );
+    assert_eq!(verify(&mut card, "123456"), StatusWord::SUCCESS);
+    assert!(card.image().pin.is_default && card.image().puk.is_default);
+    assert_eq!(card.image().pin.retries_left, 3);
+    assert_eq!(card.image().puk.retries_left, 3);
+    // GET VERSION answers 5.7.1, which makes ykman use this reset.
+    assert_eq!(
+        tx(&mut card, &[0x00, 0xFD, 0x00, 0x00]),
+        (vec![5, 7, 1], StatusWord::SUCCESS)
+    );
+}
+
+#[test]
+fn change_reference_data_counts_an_empty_old_value() {
+    let mut card = blank();
+    select(&mut card);
+    let ff = [0xFFu8; 8];
+    // CHANGE REFERENCE DATA 00 24 00 80 10 FF×8 <new>: a wrong PIN try.
+    let crd_pin = [
+        &[0x00, 0x24, 0x00, 0x80, 0x10][..],
+        &ff,
+        &pin_block("654321"),
+    ]
+    .concat();
+    assert_eq!(tx(&mut card, &crd_pin).1, StatusWord(0x63C2));
+    // ...also when the new value is empty.
+    let crd_pin_ff = [&[0x00, 0x24, 0x00, 0x80, 0x10][..], &ff, &ff].concat();
+    assert_eq!(tx(&mut card, &crd_pin_ff).1, StatusWord(0x63C1));
+    // 00 24 00 81 for the PUK.
+    let crd_puk = [
+        &[0x00, 0x24, 0x00, 0x81, 0x10][..],
+        &ff,
+        &pin_block("87654321"),
+    ]
+    .concat();
+    assert_eq!(tx(&mut card, &crd_puk).1, StatusWord(0x63C2));
+    // A right old value with an empty new one: refused, nothing counted.
+    let crd_right = [
+        &[0x00, 0x24, 0x00, 0x80, 0x10][..],
+        &pin_block("123456"),
+        &ff,
+    ]
+    .concat();
+    assert_eq!(tx(&mut card, &crd_right).1, StatusWord::INCORRECT_DATA);
+    assert_eq!(card.image().pin.retries_left, 1);
+    assert_eq!(card.image().puk.retries_left, 2);
+    assert_eq!(verify(&mut card, "123456"), StatusWord::SUCCESS);
+    assert_eq!(card.image().pin.retries_left, 3);
 }
 
 #[test]
