@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
 # Installs everything pivgate needs on a fresh Debian machine, idempotently:
 # the PC/SC stack with the vpcd virtual reader, the interop peers (OpenSC,
-# yubico-piv-tool, pyscard) and the benchmark peers (OpenSSL, GnuTLS, Python
+# yubico-piv-tool, pyscard, ykman) and the benchmark peers (OpenSSL, GnuTLS, Python
 # cryptography). Safe to run again; it only installs what is missing.
 set -euo pipefail
 
 PACKAGES=(
   pcscd vsmartcard-vpcd libpcsclite-dev pkg-config pcsc-tools
-  opensc yubico-piv-tool python3-pyscard
+  opensc yubico-piv-tool python3-pyscard python3-venv
   openssl libssl-dev gnutls-bin libgnutls28-dev python3-cryptography
   build-essential hyperfine postgresql
   chromium chromium-driver
@@ -33,4 +33,23 @@ fi
 if ! command -v cargo >/dev/null 2>&1; then
   echo "setup: cargo (Rust stable) is required; install it with rustup" >&2
   exit 1
+fi
+
+# ykman (yubikey-manager, from PyPI) for the YubiKey interop tests. It drives
+# the reader through pyscard: a virtual environment over the system Python
+# reuses Debian's python3-pyscard (no compiler or PC/SC headers needed), and
+# pip into the distribution's Python is refused (PEP 668). The command is
+# linked into /usr/local/bin so that tests find it on PATH.
+YKMAN_VENV="${PIVGATE_YKMAN_VENV:-$HOME/.cache/pivgate/ykman-venv}"
+if ! "$YKMAN_VENV/bin/ykman" --version >/dev/null 2>&1; then
+  echo "setup: installing ykman (yubikey-manager) into $YKMAN_VENV" >&2
+  /usr/bin/python3 -m venv --system-site-packages "$YKMAN_VENV"
+  "$YKMAN_VENV/bin/pip" install -q --disable-pip-version-check yubikey-manager
+fi
+if ! command -v ykman >/dev/null 2>&1; then
+  if [ -w /usr/local/bin ]; then
+    ln -sf "$YKMAN_VENV/bin/ykman" /usr/local/bin/ykman
+  else
+    echo "setup: add $YKMAN_VENV/bin to PATH for ykman" >&2
+  fi
 fi
