@@ -269,19 +269,37 @@ impl Demo {
     }
 }
 
-/// The test PKI's CRL publisher: what an issuer's CRL distribution point
-/// serves, on loopback (`/crl/root.crl`, `/crl/intermediate.crl`).
+/// The test PKI's publisher: what the certificates' CRL distribution points
+/// and caIssuers URLs name, on loopback (`/crl/root.crl`,
+/// `/crl/intermediate.crl`, `/crl/root.p7c`, `/crl/intermediate.p7c`).
 #[derive(Default)]
 struct CrlPublisher {
-    crls: std::sync::RwLock<[Vec<u8>; 2]>,
+    crls: std::sync::RwLock<[Vec<u8>; 4]>,
 }
 
+/// The files served, in the order of [`CrlPublisher::crls`].
+const PUBLISHED: [(&str, &str); 4] = [
+    ("root.crl", "application/pkix-crl"),
+    ("intermediate.crl", "application/pkix-crl"),
+    ("root.p7c", "application/pkcs7-mime"),
+    ("intermediate.p7c", "application/pkcs7-mime"),
+];
+
 impl CrlPublisher {
-    fn publish(&self, pki: &TestPki) {
-        *self.crls.write().unwrap_or_else(|p| p.into_inner()) = [
-            pki.root_crl_der().to_vec(),
-            pki.intermediate_crl_der().to_vec(),
-        ];
+    fn publish(&self, pki: &TestPki) -> Result<()> {
+        let files = pki
+            .publication_files()
+            .context("encoding the test PKI's published files")?;
+        let mut out: [Vec<u8>; 4] = Default::default();
+        for (slot, (name, _)) in out.iter_mut().zip(PUBLISHED) {
+            *slot = files
+                .iter()
+                .find(|(n, _)| *n == name)
+                .map(|(_, der)| der.clone())
+                .with_context(|| format!("the test PKI publishes no {name}"))?;
+        }
+        *self.crls.write().unwrap_or_else(|p| p.into_inner()) = out;
+        Ok(())
     }
 
     /// Serves the CRLs on `listener` until the runtime stops.
@@ -292,15 +310,16 @@ impl CrlPublisher {
             .context("setting up the CRL publisher")?;
         let listener =
             tokio::net::TcpListener::from_std(listener).context("setting up the CRL publisher")?;
-        let crl = |i: usize, me: std::sync::Arc<Self>| {
+        let file = |i: usize, me: std::sync::Arc<Self>| {
             move || async move {
                 let der = me.crls.read().unwrap_or_else(|p| p.into_inner())[i].clone();
-                ([(header::CONTENT_TYPE, "application/pkix-crl")], der).into_response()
+                ([(header::CONTENT_TYPE, PUBLISHED[i].1)], der).into_response()
             }
         };
-        let app = Router::new()
-            .route("/crl/root.crl", get(crl(0, self.clone())))
-            .route("/crl/intermediate.crl", get(crl(1, self.clone())));
+        let mut app = Router::new();
+        for (i, (name, _)) in PUBLISHED.iter().enumerate() {
+            app = app.route(&format!("/crl/{name}"), get(file(i, self.clone())));
+        }
         tokio::spawn(async move {
             if let Err(e) = axum::serve(listener, app).await {
                 eprintln!("pivgate demo: the CRL publisher stopped: {e}");
@@ -326,7 +345,7 @@ fn revoke_and_refresh_crls(
         .certificate;
     pki.revoke(cak, None)
         .context("revoking the card-authentication certificate")?;
-    publisher.publish(pki);
+    publisher.publish(pki)?;
     let failed = demo
         .rt
         .block_on(demo.service.loaded().revocation.refresh_now())
@@ -408,7 +427,7 @@ pub fn run(args: DemoArgs) -> Result<ExitCode> {
         .build()
         .context("starting the async runtime")?;
     let publisher = std::sync::Arc::new(CrlPublisher::default());
-    publisher.publish(&pki);
+    publisher.publish(&pki)?;
     {
         let _in = rt.enter();
         publisher.serve(crl_listener)?;

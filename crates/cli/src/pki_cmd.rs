@@ -225,10 +225,25 @@ pub struct InitArgs {
     /// Organisation name in the CA subjects.
     #[arg(long, default_value = "pivgate Test PKI")]
     org: String,
-    /// Base URL for CRL distribution points, e.g. http://127.0.0.1:8080/crl
-    /// (certificates then point at BASE/intermediate.crl and BASE/root.crl).
-    #[arg(long, value_name = "URL")]
+    /// Base URL the certificates name for the issuers' CRLs and `.p7c`
+    /// files: CRL distribution points BASE/intermediate.crl and
+    /// BASE/root.crl, authorityInfoAccess caIssuers BASE/intermediate.p7c and
+    /// BASE/root.p7c. The files are written to DIR/publish/ to be served
+    /// there [default: http://localhost:8089].
+    #[arg(long, visible_alias = "publish-url", value_name = "URL")]
     crl_url: Option<String>,
+    /// Leave the CRL distribution points and caIssuers URLs out.
+    #[arg(long, conflicts_with = "crl_url")]
+    no_urls: bool,
+    /// OCSP responder URL put in authorityInfoAccess (id-ad-ocsp).
+    #[arg(long, value_name = "URL")]
+    ocsp_url: Option<String>,
+    /// Certificate policy OIDs the certificates assert: production
+    /// (id-fpki-common-*, 2.16.840.1.101.3.2.1.3.x) or test (the Federal
+    /// PKI's test arc 2.16.840.1.101.3.2.1.48.x); kept in the PKI's manifest
+    /// for every later issue.
+    #[arg(long, default_value = "production", value_name = "SET")]
+    policy_set: pki::issue::PolicySet,
     /// CRL lifetime in days (nextUpdate - thisUpdate).
     #[arg(long, default_value_t = 7, value_parser = clap::value_parser!(i64).range(1..=3650))]
     crl_days: i64,
@@ -266,6 +281,10 @@ pub struct CardSpec {
     /// Cardholder name for the 9A, 9C and 9D subjects.
     #[arg(long, default_value = "Test Cardholder")]
     name: String,
+    /// Mark the 9A and 9E certificates interim (pivInterim
+    /// interim_indicator TRUE: background investigation not complete).
+    #[arg(long)]
+    interim: bool,
 }
 
 impl CardSpec {
@@ -276,6 +295,7 @@ impl CardSpec {
             && self.uuid.is_none()
             && self.expires.is_none()
             && self.name == "Test Cardholder"
+            && !self.interim
     }
 
     /// The issuance options these arguments ask for.
@@ -304,6 +324,7 @@ impl CardSpec {
             uuid,
             expires,
             cardholder: self.name.clone(),
+            interim: self.interim,
         })
     }
 }
@@ -634,7 +655,16 @@ fn init(a: InitArgs) -> anyhow::Result<ExitCode> {
         TestPkiOptions {
             algorithm: a.alg,
             organization: a.org,
-            crl_base_url: a.crl_url,
+            crl_base_url: if a.no_urls {
+                None
+            } else {
+                Some(
+                    a.crl_url
+                        .unwrap_or_else(|| pki::issue::DEFAULT_PUBLICATION_URL.to_string()),
+                )
+            },
+            ocsp_url: a.ocsp_url,
+            policy_set: a.policy_set,
             crl_validity_days: a.crl_days,
             ..Default::default()
         },
@@ -655,6 +685,13 @@ fn init(a: InitArgs) -> anyhow::Result<ExitCode> {
         subject(pki.content_signer_der())
     );
     println!("  CRLs:           root.crl.pem, intermediate.crl.pem");
+    println!("  policies:       {}", pki.options().policy_set);
+    if let Some(base) = &pki.options().crl_base_url {
+        println!(
+            "  published:      {}/ (serve it at {base}: root.crl, intermediate.crl, root.p7c, intermediate.p7c)",
+            a.dir.join(pki::issue::PUBLISH_DIR).display()
+        );
+    }
     println!("  private keys:   *.key.pem (PKCS#8, mode 0600)");
     Ok(ExitCode::SUCCESS)
 }

@@ -30,6 +30,7 @@ fn slot_certificates_follow_the_piv_profiles() {
             uuid: Some(uuid),
             expires: Some(expires),
             cardholder: "Jane Q. Public".into(),
+            ..Default::default()
         })
         .unwrap();
     assert_eq!(card.fascn, fascn);

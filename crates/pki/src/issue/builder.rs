@@ -17,6 +17,7 @@ use x509_cert::ext::pkix::constraints::name::GeneralSubtree;
 use x509_cert::ext::pkix::crl::dp::DistributionPoint;
 use x509_cert::ext::pkix::crl::CrlDistributionPoints;
 use x509_cert::ext::pkix::name::{DistributionPointName, GeneralName, OtherName};
+use x509_cert::ext::pkix::{AccessDescription, AuthorityInfoAccessSyntax};
 use x509_cert::ext::pkix::{
     AuthorityKeyIdentifier, BasicConstraints, CertificatePolicies, CrlNumber, CrlReason,
     ExtendedKeyUsage, InhibitAnyPolicy, KeyUsage, KeyUsages, NameConstraints, PolicyConstraints,
@@ -84,6 +85,9 @@ pub struct CertificateBuilder {
     policies: Vec<ObjectIdentifier>,
     san: Vec<GeneralName>,
     crl_dps: Vec<String>,
+    ca_issuers: Vec<String>,
+    ocsp: Vec<String>,
+    piv_interim: Option<bool>,
     name_constraints: Option<NameConstraints>,
     policy_constraints: Option<PolicyConstraints>,
     policy_mappings: Vec<(ObjectIdentifier, ObjectIdentifier)>,
@@ -115,6 +119,9 @@ impl CertificateBuilder {
             policies: Vec::new(),
             san: Vec::new(),
             crl_dps: Vec::new(),
+            ca_issuers: Vec::new(),
+            ocsp: Vec::new(),
+            piv_interim: None,
             name_constraints: None,
             policy_constraints: None,
             policy_mappings: Vec::new(),
@@ -240,6 +247,30 @@ impl CertificateBuilder {
     /// Adds an HTTP CRL distribution point URI.
     pub fn crl_distribution_point(mut self, uri: &str) -> Self {
         self.crl_dps.push(uri.to_string());
+        self
+    }
+
+    /// Adds an id-ad-caIssuers URI to the authorityInfoAccess extension
+    /// (RFC 5280 §4.2.2.1): where the certificates issued to this
+    /// certificate's issuer are published, for PIV an HTTP URL of a
+    /// certs-only CMS file (`.p7c`, see [`certs_only_p7c`]).
+    pub fn ca_issuers(mut self, uri: &str) -> Self {
+        self.ca_issuers.push(uri.to_string());
+        self
+    }
+
+    /// Adds an id-ad-ocsp URI (the issuer's OCSP responder) to the
+    /// authorityInfoAccess extension.
+    pub fn ocsp_responder(mut self, uri: &str) -> Self {
+        self.ocsp.push(uri.to_string());
+        self
+    }
+
+    /// Adds the non-critical pivInterim extension (FIPS 201-3 Appendix B.2,
+    /// 2.16.840.1.101.3.6.9.1): `SEQUENCE { interim_indicator BOOLEAN }`,
+    /// TRUE while the cardholder's background investigation is pending.
+    pub fn piv_interim(mut self, interim_indicator: bool) -> Self {
+        self.piv_interim = Some(interim_indicator);
         self
     }
 
@@ -413,6 +444,35 @@ impl CertificateBuilder {
                 .collect::<Result<Vec<_>, IssueError>>()?;
             exts.push(CrlDistributionPoints(dps).to_extension(subject, &exts)?);
         }
+        if !self.ca_issuers.is_empty() || !self.ocsp.is_empty() {
+            let access = |method: ObjectIdentifier, uri: &String| {
+                Ok(AccessDescription {
+                    access_method: method,
+                    access_location: GeneralName::UniformResourceIdentifier(ia5(uri)?),
+                })
+            };
+            let aia = AuthorityInfoAccessSyntax(
+                self.ocsp
+                    .iter()
+                    .map(|u| access(crate::fips201::oids::AD_OCSP, u))
+                    .chain(
+                        self.ca_issuers
+                            .iter()
+                            .map(|u| access(crate::fips201::oids::AD_CA_ISSUERS, u)),
+                    )
+                    .collect::<Result<Vec<_>, IssueError>>()?,
+            );
+            exts.push(aia.to_extension(subject, &exts)?);
+        }
+        if let Some(interim) = self.piv_interim {
+            // SEQUENCE { BOOLEAN } (DER: TRUE is FF).
+            let value = [0x30, 0x03, 0x01, 0x01, if interim { 0xFF } else { 0x00 }];
+            exts.push(Extension {
+                extn_id: crate::fips201::oids::PIV_INTERIM,
+                critical: false,
+                extn_value: OctetString::new(value.to_vec())?,
+            });
+        }
         if let Some(nc) = &self.name_constraints {
             exts.push(nc.to_extension(subject, &exts)?);
         }
@@ -473,6 +533,36 @@ impl CertificateBuilder {
         };
         Ok(cert.to_der()?)
     }
+}
+
+/// A certs-only CMS SignedData (RFC 5652 §5, no content and no signers;
+/// RFC 5280 §4.2.2.1 "certs-only CMS message"), DER: the `.p7c` file an
+/// id-ad-caIssuers URI names, holding the certificates issued to a CA.
+pub fn certs_only_p7c(certs: &[&[u8]]) -> Result<Vec<u8>, IssueError> {
+    use cms::cert::CertificateChoices;
+    use cms::content_info::{CmsVersion, ContentInfo};
+    use cms::signed_data::{CertificateSet, EncapsulatedContentInfo, SignedData, SignerInfos};
+    let mut set = der::asn1::SetOfVec::new();
+    for der in certs {
+        let cert = Certificate::from_der(der).map_err(|e| IssueError::BadIssuer(e.to_string()))?;
+        set.insert(CertificateChoices::Certificate(cert))?;
+    }
+    let sd = SignedData {
+        version: CmsVersion::V1,
+        digest_algorithms: der::asn1::SetOfVec::new(),
+        encap_content_info: EncapsulatedContentInfo {
+            econtent_type: const_oid::db::rfc5911::ID_DATA,
+            econtent: None,
+        },
+        certificates: Some(CertificateSet(set)),
+        crls: None,
+        signer_infos: SignerInfos(der::asn1::SetOfVec::new()),
+    };
+    let ci = ContentInfo {
+        content_type: const_oid::db::rfc5911::ID_SIGNED_DATA,
+        content: Any::encode_from(&sd)?,
+    };
+    Ok(ci.to_der()?)
 }
 
 /// The subject key identifier of a certificate, or the RFC 7093 key id of its

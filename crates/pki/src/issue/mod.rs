@@ -29,12 +29,13 @@ mod keys;
 mod testpki;
 
 pub use builder::{
-    der_time, now, CertificateBuilder, CrlBuilder, RevokedEntry, DAY, OID_PIV_FASCN,
+    certs_only_p7c, der_time, now, CertificateBuilder, CrlBuilder, RevokedEntry, DAY, OID_PIV_FASCN,
 };
 pub use chuid_sign::{sign_chuid, OID_PIV_CHUID_SECURITY_OBJECT};
 pub use keys::{KeyAlgorithm, KeyPair};
 pub use testpki::{
-    random_uuid, CardCredentials, CardOptions, SlotCredential, TestPki, TestPkiOptions, PIV_SLOTS,
+    random_uuid, CardCredentials, CardOptions, PolicySet, SlotCredential, TestPki, TestPkiOptions,
+    DEFAULT_PUBLICATION_URL, PIV_SLOTS, PUBLISH_DIR,
 };
 pub use x509_cert::ext::pkix::{CrlReason, KeyUsages};
 

@@ -1,12 +1,24 @@
 //! A complete test PKI for PIV cards: a root CA, an intermediate asserting
 //! the FIPS 201 policies, a CHUID content signer, CRLs, and per-card
 //! credentials for slots 9A, 9C, 9D and 9E with a signed CHUID.
+//!
+//! Certificates carry what a relying party of the Federal PKI looks for
+//! (X.509 Certificate and CRL Extensions Profile for the Shared Service
+//! Providers program, PIV worksheets): a CRL distribution point and an
+//! authorityInfoAccess with id-ad-caIssuers naming the issuer's `.p7c` (and
+//! id-ad-ocsp when a responder is configured), both HTTP URLs under one
+//! publication base ([`DEFAULT_PUBLICATION_URL`] unless configured); the
+//! pivInterim extension on PIV Authentication and Card Authentication
+//! certificates; and the production or test policy OIDs ([`PolicySet`]).
+//! The files those URLs name are written to `publish/` in the PKI directory
+//! and returned by [`TestPki::publication_files`].
 
-use super::builder::{now, CertificateBuilder, CrlBuilder, RevokedEntry, DAY};
+use super::builder::{certs_only_p7c, now, CertificateBuilder, CrlBuilder, RevokedEntry, DAY};
 use super::chuid_sign::sign_chuid;
 use super::keys::{KeyAlgorithm, KeyPair};
 use super::{pem_decode, pem_encode, IssueError};
 use crate::fips201::oids;
+pub use crate::fips201::oids::PolicySet;
 use der::Decode;
 use piv::chuid::{uuid_string, Chuid, ChuidDate};
 use piv::fascn::Fascn;
@@ -24,6 +36,16 @@ const ROOT: &str = "root";
 const INTERMEDIATE: &str = "intermediate";
 const SIGNER: &str = "content-signer";
 const MANIFEST: &str = "manifest.json";
+/// The directory under a stored test PKI holding the files its certificates'
+/// URLs name.
+pub const PUBLISH_DIR: &str = "publish";
+
+/// Where a test PKI's certificates say its CRLs and `.p7c` files are
+/// published unless configured otherwise: serve the PKI's `publish/`
+/// directory at this URL (for example `python3 -m http.server 8089 -d
+/// publish`), or choose another base with `pivgate pki init --publish-url`.
+/// A host name, not an IP literal, as the Federal PKI profiles ask of URIs.
+pub const DEFAULT_PUBLICATION_URL: &str = "http://localhost:8089";
 
 /// Settings of a new test PKI.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -32,10 +54,20 @@ pub struct TestPkiOptions {
     pub algorithm: KeyAlgorithm,
     /// Organisation name in the CA subjects.
     pub organization: String,
-    /// When set, certificates carry CRL distribution points
-    /// `{base}/intermediate.crl` (end entities) and `{base}/root.crl`
-    /// (the intermediate), e.g. `http://127.0.0.1:8080/crl`.
+    /// The publication base URL. When set (by default
+    /// [`DEFAULT_PUBLICATION_URL`]), certificates carry CRL distribution
+    /// points `{base}/intermediate.crl` (end entities) and `{base}/root.crl`
+    /// (the intermediate), and authorityInfoAccess id-ad-caIssuers
+    /// `{base}/intermediate.p7c` / `{base}/root.p7c`; `None` leaves both out.
     pub crl_base_url: Option<String>,
+    /// The OCSP responder URL put in authorityInfoAccess (id-ad-ocsp) of
+    /// every certificate below the root, if any.
+    #[serde(default)]
+    pub ocsp_url: Option<String>,
+    /// The certificate policy OIDs asserted: production `id-fpki-common-*`
+    /// or the test arc.
+    #[serde(default)]
+    pub policy_set: PolicySet,
     /// Lifetime of the CA certificates in days.
     pub ca_validity_days: i64,
     /// Lifetime of CRLs (nextUpdate - thisUpdate) in days.
@@ -47,7 +79,9 @@ impl Default for TestPkiOptions {
         TestPkiOptions {
             algorithm: KeyAlgorithm::P256,
             organization: "pivgate Test PKI".into(),
-            crl_base_url: None,
+            crl_base_url: Some(DEFAULT_PUBLICATION_URL.into()),
+            ocsp_url: None,
+            policy_set: PolicySet::Production,
             ca_validity_days: 3650,
             crl_validity_days: 7,
         }
@@ -220,6 +254,9 @@ pub struct CardOptions {
     pub expires: Option<ChuidDate>,
     /// Cardholder name used in the subject of the 9A, 9C and 9D certificates.
     pub cardholder: String,
+    /// The pivInterim indicator of the 9A and 9E certificates: TRUE while
+    /// the cardholder's background investigation is not complete.
+    pub interim: bool,
 }
 
 impl Default for CardOptions {
@@ -230,6 +267,7 @@ impl Default for CardOptions {
             uuid: None,
             expires: None,
             cardholder: "Test Cardholder".into(),
+            interim: false,
         }
     }
 }
@@ -355,12 +393,8 @@ impl TestPki {
         let t = now();
         let not_after = t + options.ca_validity_days * DAY;
         let org = options.organization.as_str();
-        let crl_url = |name: &str| {
-            options
-                .crl_base_url
-                .as_ref()
-                .map(|b| format!("{}/{name}.crl", b.trim_end_matches('/')))
-        };
+        let set = options.policy_set;
+        let published = |b: CertificateBuilder, issuer: &str| publication(b, &options, issuer);
 
         let root_key = KeyPair::generate(options.algorithm)?;
         let root_cert =
@@ -374,39 +408,35 @@ impl TestPki {
         };
 
         let int_key = KeyPair::generate(options.algorithm)?;
-        let mut b =
+        let b =
             CertificateBuilder::new(&subject_of(org, "Test PIV Issuing CA"), int_key.spki_der())?
                 .validity(t - DAY, not_after)
                 .ca(Some(0))
                 .policies(&[
-                    oids::FPKI_COMMON_HARDWARE,
-                    oids::FPKI_COMMON_AUTHENTICATION,
-                    oids::FPKI_COMMON_CARD_AUTH,
-                    oids::FPKI_COMMON_PIV_CONTENT_SIGNING,
-                    oids::PIVI_HARDWARE,
-                    oids::PIVI_CARD_AUTH,
-                    oids::PIVI_CONTENT_SIGNING,
+                    set.hardware(),
+                    set.authentication(),
+                    set.card_auth(),
+                    set.content_signing(),
+                    set.pivi_hardware(),
+                    set.pivi_card_auth(),
+                    set.pivi_content_signing(),
                 ]);
-        if let Some(u) = crl_url(ROOT) {
-            b = b.crl_distribution_point(&u);
-        }
+        let b = published(b, ROOT);
         let intermediate = Issuer {
             cert: b.sign(&root.cert, &root.key)?,
             key: int_key,
         };
 
         let signer_key = KeyPair::generate(options.algorithm)?;
-        let mut b = CertificateBuilder::new(
+        let b = CertificateBuilder::new(
             &subject_of(org, "Test CHUID Content Signer"),
             signer_key.spki_der(),
         )?
         .validity(t - DAY, not_after)
         .key_usage(KeyUsages::DigitalSignature)
         .extended_key_usage(&[oids::EKU_PIV_CONTENT_SIGNING])
-        .policies(&[oids::FPKI_COMMON_PIV_CONTENT_SIGNING]);
-        if let Some(u) = crl_url(INTERMEDIATE) {
-            b = b.crl_distribution_point(&u);
-        }
+        .policies(&[set.content_signing()]);
+        let b = published(b, INTERMEDIATE);
         let signer = Issuer {
             cert: b.sign(&intermediate.cert, &intermediate.key)?,
             key: signer_key,
@@ -482,6 +512,10 @@ impl TestPki {
                 "content-signer.key.pem",
                 "root.crl.pem",
                 "intermediate.crl.pem",
+                "publish/root.crl",
+                "publish/intermediate.crl",
+                "publish/root.p7c",
+                "publish/intermediate.p7c",
             ]
             .iter()
             .map(|s| s.to_string())
@@ -505,7 +539,37 @@ impl TestPki {
             &dir.join("intermediate.crl.pem"),
             pem_encode("X509 CRL", &self.intermediate_crl).as_bytes(),
             false,
-        )
+        )?;
+        self.save_publication()
+    }
+
+    /// Writes [`TestPki::publication_files`] to `publish/`.
+    fn save_publication(&self) -> Result<(), IssueError> {
+        let Some(dir) = &self.dir else {
+            return Ok(());
+        };
+        let publish = dir.join(PUBLISH_DIR);
+        std::fs::create_dir_all(&publish).map_err(io_err(&publish))?;
+        for (name, der) in self.publication_files()? {
+            write_file(&publish.join(name), &der, false)?;
+        }
+        Ok(())
+    }
+
+    /// The files the certificates' URLs name, by file name under the
+    /// publication base: `root.crl` and `intermediate.crl` (DER CRLs, RFC
+    /// 5280 §4.2.1.13), `root.p7c` and `intermediate.p7c` (certs-only CMS
+    /// with the certificates issued to that CA, RFC 5280 §4.2.2.1).
+    pub fn publication_files(&self) -> Result<Vec<(&'static str, Vec<u8>)>, IssueError> {
+        Ok(vec![
+            ("root.crl", self.root_crl.clone()),
+            ("intermediate.crl", self.intermediate_crl.clone()),
+            ("root.p7c", certs_only_p7c(&[&self.root.cert])?),
+            (
+                "intermediate.p7c",
+                certs_only_p7c(&[&self.intermediate.cert])?,
+            ),
+        ])
     }
 
     fn sign_crl(
@@ -623,11 +687,7 @@ impl TestPki {
             .to_unix_duration()
             .as_secs() as i64;
         let not_after = card_end.min(ca_end);
-        let crl_dp = self
-            .options
-            .crl_base_url
-            .as_ref()
-            .map(|b| format!("{}/{INTERMEDIATE}.crl", b.trim_end_matches('/')));
+        let set = self.options.policy_set;
         let org = self.options.organization.as_str();
 
         let mut slots = Vec::with_capacity(PIV_SLOTS.len());
@@ -637,17 +697,17 @@ impl TestPki {
             let (subject, policy, ku) = match slot {
                 0x9A => (
                     subject_of(org, &opts.cardholder),
-                    oids::FPKI_COMMON_AUTHENTICATION,
+                    set.authentication(),
                     KeyUsages::DigitalSignature.into(),
                 ),
                 0x9C => (
                     subject_of(org, &opts.cardholder),
-                    oids::FPKI_COMMON_HARDWARE,
+                    set.hardware(),
                     KeyUsages::DigitalSignature | KeyUsages::NonRepudiation,
                 ),
                 0x9D => (
                     subject_of(org, &opts.cardholder),
-                    oids::FPKI_COMMON_HARDWARE,
+                    set.hardware(),
                     if is_ec {
                         KeyUsages::KeyAgreement.into()
                     } else {
@@ -656,7 +716,7 @@ impl TestPki {
                 ),
                 _ => (
                     subject_of(org, "Card Authentication"),
-                    oids::FPKI_COMMON_CARD_AUTH,
+                    set.card_auth(),
                     KeyUsages::DigitalSignature.into(),
                 ),
             };
@@ -665,14 +725,15 @@ impl TestPki {
                 .key_usage(ku)
                 .policies(&[policy]);
             if slot == 0x9A || slot == 0x9E {
-                b = b.san_fascn(&fascn_bytes)?.san_uuid(&uuid)?;
+                b = b
+                    .san_fascn(&fascn_bytes)?
+                    .san_uuid(&uuid)?
+                    .piv_interim(opts.interim);
             }
             if slot == 0x9E {
                 b = b.extended_key_usage(&[oids::EKU_PIV_CARD_AUTH]);
             }
-            if let Some(u) = &crl_dp {
-                b = b.crl_distribution_point(u);
-            }
+            b = publication(b, &self.options, INTERMEDIATE);
             let certificate = b.sign(&self.intermediate.cert, &self.intermediate.key)?;
             slots.push(SlotCredential {
                 slot,
@@ -761,6 +822,27 @@ impl TestPki {
         self.intermediate_crl = self.sign_crl(false, entries, number + 1)?;
         self.save_crls()
     }
+}
+
+/// Adds the URLs of a certificate issued by `issuer` (`root` or
+/// `intermediate`): the CRL distribution point `{base}/{issuer}.crl`, and
+/// authorityInfoAccess with id-ad-caIssuers `{base}/{issuer}.p7c` and, when
+/// configured, id-ad-ocsp.
+fn publication(
+    mut b: CertificateBuilder,
+    options: &TestPkiOptions,
+    issuer: &str,
+) -> CertificateBuilder {
+    if let Some(base) = &options.crl_base_url {
+        let base = base.trim_end_matches('/');
+        b = b
+            .crl_distribution_point(&format!("{base}/{issuer}.crl"))
+            .ca_issuers(&format!("{base}/{issuer}.p7c"));
+    }
+    if let Some(ocsp) = &options.ocsp_url {
+        b = b.ocsp_responder(ocsp);
+    }
+    b
 }
 
 /// Whether `cert_der` carries a valid signature by the key of `issuer_der`.
