@@ -167,3 +167,125 @@ fn openssl_accepts_rsa_signed_certificates() {
     let reloaded = KeyPair::from_pkcs8(root_key.pkcs8_der()).unwrap();
     assert_eq!(reloaded.algorithm(), KeyAlgorithm::Rsa2048);
 }
+
+fn x509_text(dir: &Path, der: &[u8]) -> String {
+    let p = write_pem(dir, "x509-text.pem", "CERTIFICATE", der);
+    let out = Command::new("openssl")
+        .args(["x509", "-noout", "-text", "-in", &p])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+/// OpenSSL, reading the certificates as a relying party, sees the FIPS 201
+/// extensions: authorityInfoAccess (CA Issuers .p7c, OCSP), the CRL
+/// distribution point, pivInterim (an extension OpenSSL prints by OID) and
+/// the chosen policy OIDs; it reads the .p7c and validates a test-policy
+/// card under the test policy.
+#[test]
+fn openssl_sees_the_fips201_extensions_and_the_policy_set() {
+    use pki::issue::PolicySet;
+    if !openssl_available() {
+        eprintln!("openssl not installed; skipping");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    for (set, auth, card_auth, hardware) in [
+        (
+            PolicySet::Production,
+            "2.16.840.1.101.3.2.1.3.13",
+            "2.16.840.1.101.3.2.1.3.17",
+            "2.16.840.1.101.3.2.1.3.7",
+        ),
+        (
+            PolicySet::Test,
+            "2.16.840.1.101.3.2.1.48.11",
+            "2.16.840.1.101.3.2.1.48.13",
+            "2.16.840.1.101.3.2.1.48.9",
+        ),
+    ] {
+        let pki = TestPki::init(
+            &dir.path().join(set.name()),
+            TestPkiOptions {
+                ocsp_url: Some("http://ocsp.example.test/".into()),
+                policy_set: set,
+                ..Default::default()
+            },
+        )
+        .unwrap();
+        let card = pki.issue_card(&CardOptions::default()).unwrap();
+        for (slot, policy) in [
+            (0x9A, auth),
+            (0x9C, hardware),
+            (0x9D, hardware),
+            (0x9E, card_auth),
+        ] {
+            let t = x509_text(dir.path(), &card.slot(slot).unwrap().certificate);
+            for want in [
+                "Authority Information Access:",
+                "CA Issuers - URI:http://localhost:8089/intermediate.p7c",
+                "OCSP - URI:http://ocsp.example.test/",
+                "X509v3 CRL Distribution Points:",
+                "URI:http://localhost:8089/intermediate.crl",
+                &format!("Policy: {policy}"),
+            ] {
+                assert!(t.contains(want), "{set} slot {slot:02X}: {want:?} in\n{t}");
+            }
+            let interim = t.contains("2.16.840.1.101.3.6.9.1:");
+            assert_eq!(
+                interim,
+                matches!(slot, 0x9A | 0x9E),
+                "{set} slot {slot:02X}:\n{t}"
+            );
+            if slot == 0x9E {
+                // id-PIV-cardAuth, which OpenSSL prints by OID.
+                assert!(t.contains("2.16.840.1.101.3.6.8"), "{t}");
+            }
+        }
+        let t = x509_text(dir.path(), pki.intermediate_der());
+        assert!(
+            t.contains("CA Issuers - URI:http://localhost:8089/root.p7c")
+                && t.contains("URI:http://localhost:8089/root.crl"),
+            "{t}"
+        );
+        // The .p7c the URL names is a certs-only PKCS#7 with the issuing CA.
+        let p7c = dir.path().join(set.name()).join("publish/intermediate.p7c");
+        let out = Command::new("openssl")
+            .args(["pkcs7", "-inform", "DER", "-print_certs", "-noout", "-in"])
+            .arg(&p7c)
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(text.contains("Test PIV Issuing CA"), "{text}");
+        // OpenSSL validates the card under its policy, with explicit policy.
+        let (ok, text) = openssl_verify(
+            dir.path(),
+            &pki,
+            &card.slot(0x9A).unwrap().certificate,
+            auth,
+        );
+        assert!(ok, "{set}: {text}");
+        let other = if set == PolicySet::Test {
+            "2.16.840.1.101.3.2.1.3.13"
+        } else {
+            "2.16.840.1.101.3.2.1.48.11"
+        };
+        let (ok, text) = openssl_verify(
+            dir.path(),
+            &pki,
+            &card.slot(0x9A).unwrap().certificate,
+            other,
+        );
+        assert!(!ok, "{set} card accepted under {other}: {text}");
+    }
+}

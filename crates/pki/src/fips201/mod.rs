@@ -78,6 +78,35 @@ impl CertProfile {
         }
     }
 
+    /// The certificate policies the profile accepts in a policy set: the
+    /// production set is [`CertProfile::policies`]; the test set is their
+    /// counterparts in the test arc, for sites that accept test cards.
+    pub fn policies_in(self, set: oids::PolicySet) -> Vec<ObjectIdentifier> {
+        match self {
+            CertProfile::None => Vec::new(),
+            CertProfile::PivAuth => vec![set.authentication(), set.pivi_hardware()],
+            CertProfile::CardAuth => vec![set.card_auth(), set.pivi_card_auth()],
+            CertProfile::ContentSigner => {
+                vec![set.content_signing(), set.pivi_content_signing()]
+            }
+        }
+    }
+
+    /// [`CertProfile::options`] accepting the policies of `set`: with the
+    /// production set exactly [`CertProfile::options`]; with the test set,
+    /// the profile's test policies become the user-initial-policy-set unless
+    /// `base` names one.
+    pub fn options_in(self, base: &ValidationOptions, set: oids::PolicySet) -> ValidationOptions {
+        let configured =
+            !(base.initial_policy_set.is_empty() || base.initial_policy_set == [ANY_POLICY]);
+        if set == oids::PolicySet::Production || configured || self == CertProfile::None {
+            return self.options(base);
+        }
+        let mut b = base.clone();
+        b.initial_policy_set = self.policies_in(set);
+        self.options(&b)
+    }
+
     /// The extended key usage the leaf must carry.
     pub fn required_eku(self) -> Option<ObjectIdentifier> {
         match self {
