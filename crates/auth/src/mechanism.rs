@@ -17,6 +17,7 @@ use host::{Channel, Transport, TransportExt};
 use piv::chuid::Chuid;
 use pki::cache::{CacheConfig, CacheStats, ValidationCache};
 use pki::crl::CrlSet;
+use pki::fips201::oids::PolicySet;
 use pki::fips201::PivValidated;
 use pki::sig::{Hash, PublicKey};
 use pki::store::{SharedTrustStore, TrustStore};
@@ -82,6 +83,9 @@ pub struct Settings {
     pub at: Option<Time>,
     pub revocation: RevocationPolicy,
     pub cache: CacheConfig,
+    /// The certificate policies the FIPS 201 profiles accept (production
+    /// `id-fpki-common-*` unless a site accepts test cards).
+    pub policy_set: PolicySet,
 }
 
 impl Default for Settings {
@@ -92,6 +96,7 @@ impl Default for Settings {
             at: None,
             revocation: RevocationPolicy::default(),
             cache: CacheConfig::default(),
+            policy_set: PolicySet::Production,
         }
     }
 }
@@ -290,6 +295,7 @@ impl Authenticator {
             CertProfile::CardAuth,
             now,
             &self.settings.revocation,
+            self.settings.policy_set,
         );
 
         // Fast path: challenge first; a recovered key that is cached and
@@ -417,8 +423,16 @@ impl Authenticator {
         run.lap(StageName::Read, ch);
         let store = self.trust.load();
         let crls = self.crls.load_full();
-        let chuid = run
-            .compute(|| verify::signed_chuid(&store, &crls, &raw, now, &self.settings.revocation));
+        let chuid = run.compute(|| {
+            verify::signed_chuid(
+                &store,
+                &crls,
+                &raw,
+                now,
+                &self.settings.revocation,
+                self.settings.policy_set,
+            )
+        });
         let chuid = chuid?;
         run.card = verify::chuid_identity(&chuid);
         run.lap(StageName::Validate, ch);
@@ -477,6 +491,7 @@ impl Authenticator {
                 profile,
                 now,
                 &self.settings.revocation,
+                self.settings.policy_set,
             )
             .map(Arc::new)
         });

@@ -8,6 +8,7 @@ use piv::chuid::Chuid;
 use pki::cache::{Scope, ValidationCache};
 use pki::cert::Cert;
 use pki::crl::CrlSet;
+use pki::fips201::oids::PolicySet;
 use pki::fips201::{self, PivValidated};
 use pki::sig::{AlgorithmPolicy, Hash, PublicKey, SignatureAlgorithm};
 use pki::store::TrustStore;
@@ -35,8 +36,9 @@ pub fn scope(
     profile: CertProfile,
     now: Time,
     revocation: &RevocationPolicy,
+    policy_set: PolicySet,
 ) -> Scope {
-    Scope::for_validation(store, crls, &options(now, revocation), profile)
+    Scope::for_validation(store, crls, &options(now, revocation, policy_set), profile)
 }
 
 /// The PIV algorithm identifier for a key (SP 800-78-4 Table 6-2).
@@ -139,10 +141,11 @@ fn identity(cert: &Cert, ids: &fips201::CertCardIds) -> CardIdentity {
     }
 }
 
-fn options(now: Time, revocation: &RevocationPolicy) -> ValidationOptions {
+fn options(now: Time, revocation: &RevocationPolicy, policy_set: PolicySet) -> ValidationOptions {
     ValidationOptions {
         time: now,
         revocation: revocation.clone(),
+        policy_set,
         ..ValidationOptions::default()
     }
 }
@@ -157,8 +160,9 @@ pub fn certificate(
     profile: CertProfile,
     now: Time,
     revocation: &RevocationPolicy,
+    policy_set: PolicySet,
 ) -> Result<CardCert, Refusal> {
-    let opts = options(now, revocation);
+    let opts = options(now, revocation, policy_set);
     let validated = fips201::validate_profile_cached(cache, store, der, &[], crls, &opts, profile)
         .map_err(Refusal::CertificateInvalid)?;
     let leaf = validated.path.leaf();
@@ -185,8 +189,9 @@ pub fn signed_chuid(
     raw: &[u8],
     now: Time,
     revocation: &RevocationPolicy,
+    policy_set: PolicySet,
 ) -> Result<Chuid, Refusal> {
-    fips201::verify_chuid(store, raw, &[], crls, &options(now, revocation))
+    fips201::verify_chuid(store, raw, &[], crls, &options(now, revocation, policy_set))
         .map(|v| v.chuid)
         .map_err(Refusal::ChuidInvalid)
 }

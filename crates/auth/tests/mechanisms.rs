@@ -494,3 +494,51 @@ fn a_malicious_card_is_refused_with_a_reason_never_a_panic() {
         }
     }
 }
+
+#[test]
+fn a_door_accepts_test_policy_cards_only_when_configured_for_them() {
+    use pki::fips201::oids::PolicySet;
+    let test_pki = TestPki::generate(TestPkiOptions {
+        policy_set: PolicySet::Test,
+        ..TestPkiOptions::default()
+    })
+    .unwrap();
+    let test_card = test_pki.issue_card(&CardOptions::default()).unwrap();
+    let door = |pki: &TestPki, policy_set: PolicySet| {
+        Authenticator::new(
+            pki.trust_store(),
+            pki.crl_set().unwrap(),
+            Settings {
+                policy_set,
+                ..Settings::default()
+            },
+        )
+    };
+    for mechanism in [Mechanism::PkiCak, Mechanism::Chuid] {
+        // The default (production) door refuses the test card...
+        let t = door(&test_pki, PolicySet::Production).authenticate(
+            &mut transport(image(&test_card)),
+            mechanism,
+            None,
+            None,
+        );
+        assert!(refused(&t).contains("polic"), "{mechanism:?}: {t:?}");
+        // ...a door configured for the test set grants it...
+        let t = door(&test_pki, PolicySet::Test).authenticate(
+            &mut transport(image(&test_card)),
+            mechanism,
+            None,
+            None,
+        );
+        granted(&t);
+        // ...and refuses production cards.
+        let f = fixture();
+        let t = door(&f.pki, PolicySet::Test).authenticate(
+            &mut transport(image(&f.p256)),
+            mechanism,
+            None,
+            None,
+        );
+        assert!(refused(&t).contains("polic"), "{mechanism:?}: {t:?}");
+    }
+}

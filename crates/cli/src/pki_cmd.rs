@@ -127,6 +127,7 @@ impl TrustFiles {
             crls: self.crl.clone(),
             revocation,
             fetch: None,
+            policy_set: Default::default(),
         }
     }
 
@@ -169,6 +170,11 @@ pub struct TrustArgs {
     /// Accept SHA-1 signatures and RSA keys of 1024 bits (old test suites).
     #[arg(long)]
     legacy_algorithms: bool,
+    /// The policies the FIPS 201 profiles accept: production
+    /// (id-fpki-common-*) or test (the Federal PKI's test arc
+    /// 2.16.840.1.101.3.2.1.48.x, as `pki init --policy-set test` issues).
+    #[arg(long, default_value = "production", value_name = "SET")]
+    policy_set: pki::issue::PolicySet,
     /// Print the result as JSON.
     #[arg(long)]
     json: bool,
@@ -424,8 +430,10 @@ fn load_inputs(t: &TrustArgs) -> anyhow::Result<Inputs> {
     if t.fetch_crls {
         config.fetch = Some(FetchConfig::default());
     }
+    config.policy_set = t.policy_set;
     let trust = load_trust(&config)?;
     opts.revocation = trust.revocation.clone();
+    opts.policy_set = trust.policy_set;
     Ok(Inputs { trust, opts })
 }
 

@@ -6,6 +6,7 @@
 //! validation cache can key its entries by the options themselves (with the time passed
 //! separately) and no field can be forgotten.
 
+pub use crate::fips201::oids::PolicySet;
 use crate::policy::ANY_POLICY;
 pub use crate::sig::AlgorithmPolicy;
 use crate::time::Time;
@@ -52,6 +53,10 @@ pub struct ValidationOptions {
     pub algorithms: AlgorithmPolicy,
     /// Largest number of certificates in a path, trust anchor excluded.
     pub max_depth: usize,
+    /// The FIPS 201 policies a profile ([`crate::fips201::CertProfile`]) puts in the
+    /// user-initial-policy-set when none is configured: production `id-fpki-common-*` (the
+    /// default) or their test-arc counterparts, for sites that accept test cards.
+    pub policy_set: PolicySet,
 }
 
 impl Default for ValidationOptions {
@@ -67,6 +72,7 @@ impl Default for ValidationOptions {
             revocation: RevocationPolicy::default(),
             algorithms: AlgorithmPolicy::default(),
             max_depth: 8,
+            policy_set: PolicySet::Production,
         }
     }
 }
@@ -87,6 +93,7 @@ impl Hash for ValidationOptions {
             revocation,
             algorithms,
             max_depth,
+            policy_set,
         } = self;
         initial_policy_set.hash(state);
         initial_explicit_policy.hash(state);
@@ -97,6 +104,7 @@ impl Hash for ValidationOptions {
         revocation.hash(state);
         algorithms.hash(state);
         max_depth.hash(state);
+        policy_set.hash(state);
     }
 }
 
@@ -128,7 +136,7 @@ mod tests {
         let mut later = a.clone();
         later.time = Time(a.time.0 + 1000);
         assert_eq!(fingerprint(&a), fingerprint(&later));
-        let changes: [fn(&mut ValidationOptions); 11] = [
+        let changes: [fn(&mut ValidationOptions); 12] = [
             |o| o.initial_policy_set = vec![],
             |o| o.initial_explicit_policy = true,
             |o| o.initial_policy_mapping_inhibit = true,
@@ -140,6 +148,7 @@ mod tests {
             |o| o.algorithms.allow_sha1 = true,
             |o| o.algorithms.min_rsa_bits = 1024,
             |o| o.max_depth = 3,
+            |o| o.policy_set = PolicySet::Test,
         ];
         for (i, change) in changes.iter().enumerate() {
             let mut b = a.clone();

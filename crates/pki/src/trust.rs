@@ -17,6 +17,7 @@
 
 use crate::crl::{CrlError, CrlSet};
 use crate::fetch::FetchConfig;
+use crate::fips201::oids::PolicySet;
 use crate::store::{StoreError, TrustStore};
 use crate::validate::{RevocationMode, RevocationPolicy};
 use serde::{Deserialize, Serialize};
@@ -44,6 +45,11 @@ pub struct TrustConfig {
     /// validated path, with these limits; absent: no downloads.
     #[serde(default)]
     pub fetch: Option<FetchConfig>,
+    /// The certificate policies the FIPS 201 profiles accept: `production`
+    /// (`id-fpki-common-*`, the default) or `test` (the Federal PKI's test arc, for
+    /// test cards).
+    #[serde(default)]
+    pub policy_set: PolicySet,
 }
 
 /// Revocation checking settings, as written in configuration.
@@ -128,6 +134,8 @@ pub struct Trust {
     pub revocation: RevocationPolicy,
     /// CRL download limits when downloads are enabled.
     pub fetch: Option<FetchConfig>,
+    /// The certificate policies the FIPS 201 profiles accept.
+    pub policy_set: PolicySet,
 }
 
 impl Trust {
@@ -182,6 +190,7 @@ impl TrustConfig {
             crls: c.build(),
             revocation: self.revocation.into(),
             fetch: self.fetch,
+            policy_set: self.policy_set,
         })
     }
 }

@@ -87,6 +87,7 @@ pub fn enrollment_authenticator(trust: Trust) -> Authenticator {
             fast_path: false,
             read_chuid: true,
             revocation: trust.revocation,
+            policy_set: trust.policy_set,
             ..Settings::default()
         },
     )

@@ -320,8 +320,8 @@ impl Service {
         let (trust, cached, trust_time) = trust.await?;
         let trust = trust.map_err(ServeError::trust)?;
         let revocation = config.revocation_policy();
-        let (store_, crls, fetch) = match trust {
-            Some(t) => (t.store, t.crls, t.fetch),
+        let (store_, crls, fetch, policy_set) = match trust {
+            Some(t) => (t.store, t.crls, t.fetch, t.policy_set),
             None => {
                 tracing::warn!(
                     "no trust anchors configured (`trust.anchors`): every card will be refused"
@@ -330,6 +330,7 @@ impl Service {
                     TrustStore::builder().build(),
                     CrlSet::builder().build(),
                     None,
+                    Default::default(),
                 )
             }
         };
@@ -348,6 +349,7 @@ impl Service {
             crls,
             Settings {
                 revocation: revocation.clone(),
+                policy_set,
                 ..Settings::default()
             },
         ));

@@ -92,18 +92,10 @@ impl CertProfile {
         }
     }
 
-    /// [`CertProfile::options`] accepting the policies of `set`: with the
-    /// production set exactly [`CertProfile::options`]; with the test set,
-    /// the profile's test policies become the user-initial-policy-set unless
-    /// `base` names one.
+    /// [`CertProfile::options`] with `base.policy_set` replaced by `set`.
     pub fn options_in(self, base: &ValidationOptions, set: oids::PolicySet) -> ValidationOptions {
-        let configured =
-            !(base.initial_policy_set.is_empty() || base.initial_policy_set == [ANY_POLICY]);
-        if set == oids::PolicySet::Production || configured || self == CertProfile::None {
-            return self.options(base);
-        }
         let mut b = base.clone();
-        b.initial_policy_set = self.policies_in(set);
+        b.policy_set = set;
         self.options(&b)
     }
 
@@ -123,8 +115,9 @@ impl CertProfile {
 
     /// The validation options for this profile: unless `base` already names
     /// a policy set other than anyPolicy (a configured set), the profile's
-    /// policies become the user-initial-policy-set with explicit policy
-    /// required; the profile's EKU becomes the required EKU.
+    /// policies in `base.policy_set` ([`CertProfile::policies_in`]) become
+    /// the user-initial-policy-set with explicit policy required; the
+    /// profile's EKU becomes the required EKU.
     pub fn options(self, base: &ValidationOptions) -> ValidationOptions {
         let mut o = base.clone();
         if self == CertProfile::None {
@@ -132,7 +125,7 @@ impl CertProfile {
         }
         let configured = !(o.initial_policy_set.is_empty() || o.initial_policy_set == [ANY_POLICY]);
         if !configured {
-            o.initial_policy_set = self.policies().to_vec();
+            o.initial_policy_set = self.policies_in(o.policy_set);
         }
         o.initial_explicit_policy = true;
         if let Some(eku) = self.required_eku() {
