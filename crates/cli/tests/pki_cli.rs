@@ -867,3 +867,133 @@ fn oversized_inputs_are_refused_before_reading() {
         );
     }
 }
+
+/// `pki init --policy-set test`: the choice is kept in the PKI, later cards
+/// carry the test policies, and `pki verify` accepts them only with
+/// `--policy-set test`; the published files exist; `--no-urls` leaves the
+/// URLs out.
+#[test]
+fn the_policy_set_and_publication_urls_are_chosen_at_init() {
+    let dir = tempfile::tempdir().unwrap();
+    let pki = dir.path().join("pki");
+    let card = dir.path().join("card");
+    let o = pivgate(&[
+        "pki",
+        "init",
+        "--dir",
+        s(&pki),
+        "--policy-set",
+        "test",
+        "--ocsp-url",
+        "http://ocsp.example.test/",
+    ]);
+    assert_eq!(code(&o), 0, "{}", text(&o));
+    assert!(text(&o).contains("policies:       test"), "{}", text(&o));
+    for f in [
+        "root.crl",
+        "intermediate.crl",
+        "root.p7c",
+        "intermediate.p7c",
+    ] {
+        assert!(pki.join("publish").join(f).is_file(), "{f} missing");
+    }
+    let o = pivgate(&[
+        "pki",
+        "issue-card",
+        "--pki",
+        s(&pki),
+        "--out",
+        s(&card),
+        "--interim",
+    ]);
+    assert_eq!(code(&o), 0, "{}", text(&o));
+    let leaf = card.join("slot-9a.pem");
+    let o = run(&verify_args(&pki, &["--profile", "piv-auth"], &leaf));
+    assert_eq!(code(&o), 1, "{}", text(&o));
+    assert!(text(&o).contains("polic"), "{}", text(&o));
+    let o = run(&verify_args(
+        &pki,
+        &["--profile", "piv-auth", "--policy-set", "test"],
+        &leaf,
+    ));
+    assert_eq!(code(&o), 0, "{}", text(&o));
+    let o = run(&verify_args(
+        &pki,
+        &["--profile", "card-auth", "--policy-set", "test"],
+        &card.join("slot-9e.pem"),
+    ));
+    assert_eq!(code(&o), 0, "{}", text(&o));
+    // The CHUID's signer is held to the test content-signing policy too.
+    let chuid = |extra: &[&str]| {
+        let mut v: Vec<String> = vec![
+            "pki".into(),
+            "verify-chuid".into(),
+            "--anchors".into(),
+            s(&pki.join("root.pem")).into(),
+            "--intermediates".into(),
+            s(&pki.join("intermediate.pem")).into(),
+            "--crl".into(),
+            s(&pki.join("root.crl.pem")).into(),
+            "--crl".into(),
+            s(&pki.join("intermediate.crl.pem")).into(),
+        ];
+        v.extend(extra.iter().map(|e| e.to_string()));
+        v.push(s(&card.join("chuid.bin")).into());
+        run(&v)
+    };
+    let o = chuid(&[]);
+    assert_eq!(code(&o), 1, "{}", text(&o));
+    let o = chuid(&["--policy-set", "test"]);
+    assert_eq!(code(&o), 0, "{}", text(&o));
+    let o = pivgate(&[
+        "pki",
+        "verify",
+        "--policy-set",
+        "staging",
+        "--anchors",
+        s(&pki.join("root.pem")),
+        s(&leaf),
+    ]);
+    assert_eq!(code(&o), 2, "{}", text(&o));
+    assert!(text(&o).contains("production or test"), "{}", text(&o));
+    // The issued certificates name the URLs; openssl shows them.
+    let x = Command::new("openssl")
+        .args(["x509", "-noout", "-text", "-in"])
+        .arg(&leaf)
+        .output()
+        .unwrap();
+    let t = String::from_utf8_lossy(&x.stdout);
+    for want in [
+        "CA Issuers - URI:http://localhost:8089/intermediate.p7c",
+        "OCSP - URI:http://ocsp.example.test/",
+        "URI:http://localhost:8089/intermediate.crl",
+        "Policy: 2.16.840.1.101.3.2.1.48.11",
+        "2.16.840.1.101.3.6.9.1:",
+    ] {
+        assert!(t.contains(want), "{want:?} in\n{t}");
+    }
+    // --no-urls: neither distribution points nor caIssuers.
+    let bare = dir.path().join("bare");
+    let o = pivgate(&["pki", "init", "--dir", s(&bare), "--no-urls"]);
+    assert_eq!(code(&o), 0, "{}", text(&o));
+    let o = pivgate(&[
+        "pki",
+        "issue-card",
+        "--pki",
+        s(&bare),
+        "--out",
+        s(&dir.path().join("bare-card")),
+    ]);
+    assert_eq!(code(&o), 0, "{}", text(&o));
+    let x = Command::new("openssl")
+        .args(["x509", "-noout", "-text", "-in"])
+        .arg(dir.path().join("bare-card/slot-9a.pem"))
+        .output()
+        .unwrap();
+    let t = String::from_utf8_lossy(&x.stdout);
+    assert!(
+        !t.contains("Authority Information Access") && !t.contains("CRL Distribution"),
+        "{t}"
+    );
+    assert!(t.contains("Policy: 2.16.840.1.101.3.2.1.3.13"), "{t}");
+}
