@@ -301,7 +301,12 @@ fn certificates_without_distribution_points() {
 /// store it validates against.
 fn leaf_with_points(urls: &[String]) -> (pki::store::TrustStore, Vec<u8>) {
     use pki::issue::{CertificateBuilder, KeyAlgorithm, KeyPair};
-    let pki = TestPki::generate(TestPkiOptions::default()).unwrap();
+    // The leaf's points are the only ones on the path.
+    let pki = TestPki::generate(TestPkiOptions {
+        crl_base_url: None,
+        ..TestPkiOptions::default()
+    })
+    .unwrap();
     let key = KeyPair::generate(KeyAlgorithm::P256).unwrap();
     let mut b = CertificateBuilder::new("CN=Leaf,O=pivgate,C=US", key.spki_der())
         .unwrap()
