@@ -205,6 +205,12 @@ impl Authenticator {
         self.settings.at.unwrap_or_else(Time::now)
     }
 
+    /// The validation options at `now`: the revocation policy and the
+    /// FIPS 201 policy set of the settings.
+    fn options(&self, now: Time) -> pki::validate::ValidationOptions {
+        verify::options(now, &self.settings.revocation, self.settings.policy_set)
+    }
+
     /// Runs one transaction. `detect` is the time the reader took to notice
     /// the card, when the caller measured it. For PKI-AUTH the PIN is asked
     /// for before the card is touched, so PIN entry is not card time.
@@ -289,14 +295,7 @@ impl Authenticator {
         let now = self.now();
         let store = self.trust.load();
         let crls = self.crls.load_full();
-        let scope = verify::scope(
-            &store,
-            &crls,
-            CertProfile::CardAuth,
-            now,
-            &self.settings.revocation,
-            self.settings.policy_set,
-        );
+        let scope = verify::scope(&store, &crls, CertProfile::CardAuth, &self.options(now));
 
         // Fast path: challenge first; a recovered key that is cached and
         // still valid is the whole answer.
@@ -423,16 +422,8 @@ impl Authenticator {
         run.lap(StageName::Read, ch);
         let store = self.trust.load();
         let crls = self.crls.load_full();
-        let chuid = run.compute(|| {
-            verify::signed_chuid(
-                &store,
-                &crls,
-                &raw,
-                now,
-                &self.settings.revocation,
-                self.settings.policy_set,
-            )
-        });
+        let opts = self.options(now);
+        let chuid = run.compute(|| verify::signed_chuid(&store, &crls, &raw, &opts));
         let chuid = chuid?;
         run.card = verify::chuid_identity(&chuid);
         run.lap(StageName::Validate, ch);
@@ -489,9 +480,7 @@ impl Authenticator {
                 crls,
                 der,
                 profile,
-                now,
-                &self.settings.revocation,
-                self.settings.policy_set,
+                &self.options(now),
             )
             .map(Arc::new)
         });

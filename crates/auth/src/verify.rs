@@ -28,17 +28,16 @@ pub struct CardCert {
     pub valid_until: i64,
 }
 
-/// The cache scope of a validation with `profile` at `now` against this
-/// store and these CRLs (the time itself is not part of it).
+/// The cache scope of a validation with `profile` and `opts` (see
+/// [`options`]) against this store and these CRLs (the time itself is not
+/// part of it).
 pub fn scope(
     store: &TrustStore,
     crls: &CrlSet,
     profile: CertProfile,
-    now: Time,
-    revocation: &RevocationPolicy,
-    policy_set: PolicySet,
+    opts: &ValidationOptions,
 ) -> Scope {
-    Scope::for_validation(store, crls, &options(now, revocation, policy_set), profile)
+    Scope::for_validation(store, crls, opts, profile)
 }
 
 /// The PIV algorithm identifier for a key (SP 800-78-4 Table 6-2).
@@ -141,7 +140,13 @@ fn identity(cert: &Cert, ids: &fips201::CertCardIds) -> CardIdentity {
     }
 }
 
-fn options(now: Time, revocation: &RevocationPolicy, policy_set: PolicySet) -> ValidationOptions {
+/// The validation options of a door at `now`: its revocation policy and the
+/// FIPS 201 policy set it accepts.
+pub fn options(
+    now: Time,
+    revocation: &RevocationPolicy,
+    policy_set: PolicySet,
+) -> ValidationOptions {
     ValidationOptions {
         time: now,
         revocation: revocation.clone(),
@@ -150,20 +155,17 @@ fn options(now: Time, revocation: &RevocationPolicy, policy_set: PolicySet) -> V
     }
 }
 
-/// Validates a card's certificate with `profile` at `now`, through the
-/// validation cache.
+/// Validates a card's certificate with `profile` and `opts` (see
+/// [`options`]), through the validation cache.
 pub fn certificate(
     cache: &ValidationCache<Arc<PivValidated>>,
     store: &TrustStore,
     crls: &CrlSet,
     der: &[u8],
     profile: CertProfile,
-    now: Time,
-    revocation: &RevocationPolicy,
-    policy_set: PolicySet,
+    opts: &ValidationOptions,
 ) -> Result<CardCert, Refusal> {
-    let opts = options(now, revocation, policy_set);
-    let validated = fips201::validate_profile_cached(cache, store, der, &[], crls, &opts, profile)
+    let validated = fips201::validate_profile_cached(cache, store, der, &[], crls, opts, profile)
         .map_err(Refusal::CertificateInvalid)?;
     let leaf = validated.path.leaf();
     Ok(CardCert {
@@ -187,11 +189,9 @@ pub fn signed_chuid(
     store: &TrustStore,
     crls: &CrlSet,
     raw: &[u8],
-    now: Time,
-    revocation: &RevocationPolicy,
-    policy_set: PolicySet,
+    opts: &ValidationOptions,
 ) -> Result<Chuid, Refusal> {
-    fips201::verify_chuid(store, raw, &[], crls, &options(now, revocation, policy_set))
+    fips201::verify_chuid(store, raw, &[], crls, opts)
         .map(|v| v.chuid)
         .map_err(Refusal::ChuidInvalid)
 }
