@@ -773,6 +773,10 @@ listen = "127.0.0.1:8080"
 anchors = ["pki/root.pem"]
 intermediates = ["pki/intermediate.pem"]
 crls = ["pki/root.crl.pem", "pki/intermediate.crl.pem"]
+# The certificate policies the FIPS 201 profiles accept: "production"
+# (id-fpki-common-*, the default) or "test" (the Federal PKI's test arc, as
+# issued by `pivgate pki init --policy-set test`).
+# policy_set = "production"
 
 [trust.revocation]
 # require (default): refuse when CRLs are missing or stale; best-effort; off.
