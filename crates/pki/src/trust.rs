@@ -360,4 +360,18 @@ mod tests {
         assert!(e.to_string().contains("zero.pem"), "{e}");
         assert!(e.to_string().contains("character device"), "{e}");
     }
+
+    #[test]
+    fn the_policy_set_is_configured_production_by_default() {
+        let c: TrustConfig = serde_json::from_str(r#"{"anchors": ["a.pem"]}"#).unwrap();
+        assert_eq!(c.policy_set, PolicySet::Production);
+        let c: TrustConfig =
+            serde_json::from_str(r#"{"anchors": ["a.pem"], "policy_set": "test"}"#).unwrap();
+        assert_eq!(c.policy_set, PolicySet::Test);
+        let e = serde_json::from_str::<TrustConfig>(
+            r#"{"anchors": ["a.pem"], "policy_set": "staging"}"#,
+        )
+        .unwrap_err();
+        assert!(e.to_string().contains("production"), "{e}");
+    }
 }
