@@ -25,6 +25,21 @@ pub enum RevocationMode {
     Off,
 }
 
+/// What a trust anchor certificate contributes to path validation.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+pub enum AnchorConstraints {
+    /// The anchor certificate constrains the paths below it as RFC 5937 describes (and OpenSSL
+    /// does): its validity, its name constraints (the initial permitted and excluded subtrees),
+    /// its basicConstraints (it must be a CA; pathLenConstraint bounds the path), its keyUsage
+    /// (keyCertSign), its policies and policy constraints (the initial policy inputs) and its
+    /// critical extensions (one not understood refuses the anchor).
+    #[default]
+    Enforce,
+    /// The anchor is a bare name and key, exactly the trust anchor information of RFC 5280
+    /// §6.1.1 (d): everything else in its certificate is ignored.
+    Ignore,
+}
+
 /// Revocation checking settings.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Default)]
 pub struct RevocationPolicy {
@@ -52,6 +67,11 @@ pub struct ValidationOptions {
     pub algorithms: AlgorithmPolicy,
     /// Largest number of certificates in a path, trust anchor excluded.
     pub max_depth: usize,
+    /// Whether the trust anchor certificate's contents constrain the path (default: enforce).
+    pub anchor_constraints: AnchorConstraints,
+    /// Accept a trust anchor outside its validity period (only matters when anchor
+    /// constraints are enforced; bare anchors have no validity).
+    pub allow_expired_anchors: bool,
 }
 
 impl Default for ValidationOptions {
@@ -67,6 +87,8 @@ impl Default for ValidationOptions {
             revocation: RevocationPolicy::default(),
             algorithms: AlgorithmPolicy::default(),
             max_depth: 8,
+            anchor_constraints: AnchorConstraints::Enforce,
+            allow_expired_anchors: false,
         }
     }
 }
@@ -87,6 +109,8 @@ impl Hash for ValidationOptions {
             revocation,
             algorithms,
             max_depth,
+            anchor_constraints,
+            allow_expired_anchors,
         } = self;
         initial_policy_set.hash(state);
         initial_explicit_policy.hash(state);
@@ -97,6 +121,8 @@ impl Hash for ValidationOptions {
         revocation.hash(state);
         algorithms.hash(state);
         max_depth.hash(state);
+        anchor_constraints.hash(state);
+        allow_expired_anchors.hash(state);
     }
 }
 
@@ -120,6 +146,8 @@ mod tests {
         assert_eq!(o.revocation.mode, RevocationMode::Require);
         assert_eq!(o.algorithms, AlgorithmPolicy::default());
         assert_eq!(o.max_depth, 8);
+        assert_eq!(o.anchor_constraints, AnchorConstraints::Enforce);
+        assert!(!o.allow_expired_anchors);
     }
 
     #[test]
@@ -128,7 +156,7 @@ mod tests {
         let mut later = a.clone();
         later.time = Time(a.time.0 + 1000);
         assert_eq!(fingerprint(&a), fingerprint(&later));
-        let changes: [fn(&mut ValidationOptions); 11] = [
+        let changes: [fn(&mut ValidationOptions); 13] = [
             |o| o.initial_policy_set = vec![],
             |o| o.initial_explicit_policy = true,
             |o| o.initial_policy_mapping_inhibit = true,
@@ -140,6 +168,8 @@ mod tests {
             |o| o.algorithms.allow_sha1 = true,
             |o| o.algorithms.min_rsa_bits = 1024,
             |o| o.max_depth = 3,
+            |o| o.anchor_constraints = AnchorConstraints::Ignore,
+            |o| o.allow_expired_anchors = true,
         ];
         for (i, change) in changes.iter().enumerate() {
             let mut b = a.clone();
