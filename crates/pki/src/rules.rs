@@ -349,12 +349,13 @@ pub(crate) fn check_anchor(anchor: &Cert) -> Result<(), ValidationError> {
 /// (not counted, as it is not part of the path): its name constraints the initial subtrees
 /// (§3.3), its pathLenConstraint the initial max_path_length (§3.5), its policy constraints and
 /// inhibitAnyPolicy the initial policy counters (§3.2, §3.4). Returns the
-/// user-initial-policy-set narrowed to the anchor's certificate policies (§3.1).
+/// user-initial-policy-set narrowed to the anchor's certificate policies (§3.1), `None` when
+/// they have no policy in common.
 pub(crate) fn apply_anchor<'p>(
     anchor: &'p Cert,
     opts: &ValidationOptions,
     state: &mut State<'p>,
-) -> Vec<ObjectIdentifier> {
+) -> Option<Vec<ObjectIdentifier>> {
     if let Some(nc) = &anchor.ext.name_constraints {
         state.constraints.push((nc, anchor.subject_display()));
     }
@@ -376,16 +377,21 @@ pub(crate) fn apply_anchor<'p>(
 }
 
 /// The intersection of the user-initial-policy-set with the policies of the anchor
-/// (anyPolicy in either standing for the other).
+/// (anyPolicy in either standing for the other, and an empty user set meaning anyPolicy as in
+/// [`PolicyTree::intersect`]). `None` when the intersection is empty: no policy is acceptable.
 fn anchor_policy_set(
     user: &[ObjectIdentifier],
     anchor: Option<&[ObjectIdentifier]>,
-) -> Vec<ObjectIdentifier> {
+) -> Option<Vec<ObjectIdentifier>> {
     match anchor {
-        None => user.to_vec(),
-        Some(a) if a.contains(&ANY_POLICY) => user.to_vec(),
-        Some(a) if user.contains(&ANY_POLICY) => a.to_vec(),
-        Some(a) => user.iter().filter(|p| a.contains(p)).copied().collect(),
+        None => Some(user.to_vec()),
+        Some(a) if a.contains(&ANY_POLICY) => Some(user.to_vec()),
+        Some(a) if user.is_empty() || user.contains(&ANY_POLICY) => Some(a.to_vec()),
+        Some(a) => {
+            let both: Vec<ObjectIdentifier> =
+                user.iter().filter(|p| a.contains(p)).copied().collect();
+            (!both.is_empty()).then_some(both)
+        }
     }
 }
 
@@ -407,7 +413,7 @@ pub(crate) fn check_path(
             check_anchor(anchor)?;
             apply_anchor(anchor, opts, &mut state)
         }
-        AnchorConstraints::Ignore => opts.initial_policy_set.clone(),
+        AnchorConstraints::Ignore => Some(opts.initial_policy_set.clone()),
     };
     for (idx, c) in path.iter().rev().enumerate() {
         let i = idx + 1;
@@ -429,7 +435,7 @@ pub(crate) fn check_path(
         check_critical_extensions(c)?;
     }
     let leaf = &path[0];
-    let sets = wrap_up(leaf, &mut state, opts, &user_policy_set)?;
+    let sets = wrap_up(leaf, &mut state, opts, user_policy_set.as_deref())?;
     if opts.anchor_constraints == AnchorConstraints::Enforce {
         check_anchor_validity(anchor, opts)?;
     }
@@ -441,7 +447,7 @@ fn wrap_up(
     leaf: &Cert,
     state: &mut State<'_>,
     opts: &ValidationOptions,
-    user_policy_set: &[ObjectIdentifier],
+    user_policy_set: Option<&[ObjectIdentifier]>,
 ) -> Result<(Vec<ObjectIdentifier>, Vec<ObjectIdentifier>), ValidationError> {
     state.explicit_policy = state.explicit_policy.saturating_sub(1);
     if let Some((Some(0), _)) = leaf.ext.policy_constraints {
@@ -451,7 +457,10 @@ fn wrap_up(
     check_eku(leaf, opts.required_eku.as_ref())?;
     check_leaf_key_usage(leaf, opts.leaf_key_usage)?;
     let authorities = state.tree.leaf_policies();
-    state.tree.intersect(user_policy_set);
+    match user_policy_set {
+        Some(set) => state.tree.intersect(set),
+        None => state.tree.set_null(),
+    }
     let user = state.tree.leaf_policies();
     if state.explicit_policy == 0 && state.tree.is_null() {
         return Err(ValidationError::NoAcceptablePolicy {
