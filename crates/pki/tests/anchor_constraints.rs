@@ -60,12 +60,28 @@ fn check(
     validate(&store(anchors), leaf, intermediates, &CrlSet::empty(), o)
 }
 
-fn enforced(anchors: &[&[u8]], leaf: &[u8], intermediates: &[&[u8]]) -> Result<(), ValidationError> {
-    check(anchors, leaf, intermediates, &opts(AnchorConstraints::Enforce)).map(|_| ())
+fn enforced(
+    anchors: &[&[u8]],
+    leaf: &[u8],
+    intermediates: &[&[u8]],
+) -> Result<(), ValidationError> {
+    check(
+        anchors,
+        leaf,
+        intermediates,
+        &opts(AnchorConstraints::Enforce),
+    )
+    .map(|_| ())
 }
 
 fn bare(anchors: &[&[u8]], leaf: &[u8], intermediates: &[&[u8]]) -> Result<(), ValidationError> {
-    check(anchors, leaf, intermediates, &opts(AnchorConstraints::Ignore)).map(|_| ())
+    check(
+        anchors,
+        leaf,
+        intermediates,
+        &opts(AnchorConstraints::Ignore),
+    )
+    .map(|_| ())
 }
 
 /// Root → "Agency CA" (name constrained to O=Agency, path length 0) issued by the root.
@@ -134,9 +150,7 @@ fn a_constrained_intermediate_trusted_directly_keeps_its_path_length() {
     let sub = ca("CN=Sub CA,O=Agency,C=US", &sub_key, None)
         .sign(&c.agency, &c.agency_key)
         .unwrap();
-    let deep = leaf("CN=Carol,O=Agency,C=US")
-        .sign(&sub, &sub_key)
-        .unwrap();
+    let deep = leaf("CN=Carol,O=Agency,C=US").sign(&sub, &sub_key).unwrap();
     let err = enforced(&[&c.agency], &deep, &[&sub]).unwrap_err();
     assert!(
         matches!(&err, ValidationError::PathLengthExceeded { subject } if subject.contains("Sub CA")),
@@ -151,9 +165,7 @@ fn a_constrained_intermediate_trusted_directly_keeps_its_path_length() {
     let sub = ca("CN=Sub CA,O=Agency,C=US", &sub_key, None)
         .sign(&anchor, &root_key)
         .unwrap();
-    let l = leaf("CN=Carol,O=Agency,C=US")
-        .sign(&sub, &sub_key)
-        .unwrap();
+    let l = leaf("CN=Carol,O=Agency,C=US").sign(&sub, &sub_key).unwrap();
     enforced(&[&anchor], &l, &[&sub]).unwrap();
 }
 
@@ -170,7 +182,10 @@ fn an_expired_anchor_is_refused_unless_allowed() {
         .sign(&expired, &k)
         .unwrap();
     let err = enforced(&[&expired], &l, &[]).unwrap_err();
-    assert!(matches!(err, ValidationError::AnchorExpired { .. }), "{err}");
+    assert!(
+        matches!(err, ValidationError::AnchorExpired { .. }),
+        "{err}"
+    );
     assert_eq!(err.code(), "anchor-expired");
     assert!(err.to_string().contains("Old Root"), "{err}");
     let mut allow = opts(AnchorConstraints::Enforce);
@@ -290,7 +305,10 @@ fn anchor_policies_narrow_the_user_initial_policy_set() {
     o.initial_policy_set = vec![p2];
     o.initial_explicit_policy = true;
     let err = check(&[&anchor], &l, &[], &o).unwrap_err();
-    assert!(matches!(err, ValidationError::NoAcceptablePolicy { .. }), "{err}");
+    assert!(
+        matches!(err, ValidationError::NoAcceptablePolicy { .. }),
+        "{err}"
+    );
     o.anchor_constraints = AnchorConstraints::Ignore;
     check(&[&anchor], &l, &[], &o).unwrap();
 }
@@ -311,7 +329,10 @@ fn anchor_policy_constraints_set_the_initial_counters() {
         .sign(&anchor, &k)
         .unwrap();
     let err = enforced(&[&anchor], &without, &[]).unwrap_err();
-    assert!(matches!(err, ValidationError::NoAcceptablePolicy { .. }), "{err}");
+    assert!(
+        matches!(err, ValidationError::NoAcceptablePolicy { .. }),
+        "{err}"
+    );
     bare(&[&anchor], &without, &[]).unwrap();
     enforced(&[&anchor], &with, &[]).unwrap();
     // inhibitAnyPolicy 0: anyPolicy in a CA below no longer stands for p1.
@@ -330,7 +351,10 @@ fn anchor_policy_constraints_set_the_initial_counters() {
     let mut o = opts(AnchorConstraints::Enforce);
     o.initial_explicit_policy = true;
     let err = check(&[&anchor], &l, &[&sub], &o).unwrap_err();
-    assert!(matches!(err, ValidationError::NoAcceptablePolicy { .. }), "{err}");
+    assert!(
+        matches!(err, ValidationError::NoAcceptablePolicy { .. }),
+        "{err}"
+    );
     o.anchor_constraints = AnchorConstraints::Ignore;
     check(&[&anchor], &l, &[&sub], &o).unwrap();
 }
@@ -342,7 +366,10 @@ fn the_anchor_mode_is_part_of_the_cache_key() {
     let mut allow = e.clone();
     allow.allow_expired_anchors = true;
     assert_ne!(options_fingerprint(&e, 0u8), options_fingerprint(&i, 0u8));
-    assert_ne!(options_fingerprint(&e, 0u8), options_fingerprint(&allow, 0u8));
+    assert_ne!(
+        options_fingerprint(&e, 0u8),
+        options_fingerprint(&allow, 0u8)
+    );
 }
 
 // ---- agreement with OpenSSL -------------------------------------------------------------
@@ -394,9 +421,7 @@ fn openssl_agrees_on_anchor_constraints() {
     let sub = ca("CN=Sub CA,O=Agency,C=US", &sub_key, None)
         .sign(&c.agency, &c.agency_key)
         .unwrap();
-    let deep = leaf("CN=Carol,O=Agency,C=US")
-        .sign(&sub, &sub_key)
-        .unwrap();
+    let deep = leaf("CN=Carol,O=Agency,C=US").sign(&sub, &sub_key).unwrap();
     let k = key();
     let expired = ca("CN=Old Root,O=pivgate,C=US", &k, None)
         .validity(t - 400 * DAY, t - DAY)
@@ -413,15 +438,49 @@ fn openssl_agrees_on_anchor_constraints() {
         .unwrap();
     let under_not_ca = leaf("CN=Grace,O=pivgate,C=US").sign(&not_ca, &k).unwrap();
     let cases: [(&str, &[u8], &[&[u8]], &[u8], bool); 5] = [
-        ("inside the anchor's name constraints", &c.agency, &[], &inside, true),
-        ("outside the anchor's name constraints", &c.agency, &[], &outside, false),
-        ("beyond the anchor's path length", &c.agency, &[&sub], &deep, false),
-        ("under an expired anchor", &expired, &[], &under_expired, false),
-        ("under an anchor that is not a CA", &not_ca, &[], &under_not_ca, false),
+        (
+            "inside the anchor's name constraints",
+            &c.agency,
+            &[],
+            &inside,
+            true,
+        ),
+        (
+            "outside the anchor's name constraints",
+            &c.agency,
+            &[],
+            &outside,
+            false,
+        ),
+        (
+            "beyond the anchor's path length",
+            &c.agency,
+            &[&sub],
+            &deep,
+            false,
+        ),
+        (
+            "under an expired anchor",
+            &expired,
+            &[],
+            &under_expired,
+            false,
+        ),
+        (
+            "under an anchor that is not a CA",
+            &not_ca,
+            &[],
+            &under_not_ca,
+            false,
+        ),
     ];
     for (what, anchor, untrusted, l, valid) in cases {
         let ours = enforced(&[anchor], l, untrusted);
         assert_eq!(ours.is_ok(), valid, "pivgate, {what}: {ours:?}");
-        assert_eq!(openssl_accepts(anchor, untrusted, l), valid, "openssl, {what}");
+        assert_eq!(
+            openssl_accepts(anchor, untrusted, l),
+            valid,
+            "openssl, {what}"
+        );
     }
 }
