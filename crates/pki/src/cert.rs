@@ -31,23 +31,29 @@ pub enum CertError {
     Version(u64),
     /// An extension this crate understands whose value is not valid DER for its type, or
     /// breaks the extension's own rules (an empty list where one entry is required, ...).
-    #[error("RFC 5280 §{section}: the {name} extension ({oid}) is not valid: {source}")]
+    #[error("RFC 5280 §{}: the {} extension ({}) is not valid: {source}", .ext.section, .ext.name, .ext.oid)]
     Extension {
-        name: &'static str,
-        oid: &'static str,
-        section: &'static str,
+        ext: &'static ExtensionInfo,
         source: DerError,
     },
     /// A name in an extension that is not in the syntax its form requires (a dNSName with a
     /// leading dot, an rfc822Name with two `@`, a URI without a scheme, ...).
-    #[error("RFC 5280 §{section}: the {form} {value:?} in {name} {problem}")]
+    #[error("RFC 5280 §{}: the {form} {value:?} in {} {problem}", .ext.section, .ext.name)]
     Name {
-        name: &'static str,
-        section: &'static str,
+        ext: &'static ExtensionInfo,
         form: &'static str,
         value: String,
         problem: &'static str,
     },
+}
+
+/// An extension this crate reads: its name, dotted OID and the section of RFC 5280 that
+/// defines it.
+#[derive(Debug, PartialEq, Eq)]
+pub struct ExtensionInfo {
+    pub name: &'static str,
+    pub oid: &'static str,
+    pub section: &'static str,
 }
 
 impl CertError {
@@ -504,16 +510,10 @@ fn parse_extensions(list: &[u8]) -> Result<Extensions, CertError> {
         }
         seen.push(id);
         match ext_info(id) {
-            Some((name, oid, section)) => {
-                parse_one_extension(&mut ext, id, critical, value).map_err(|source| {
-                    CertError::Extension {
-                        name,
-                        oid,
-                        section,
-                        source,
-                    }
-                })?;
-                check_names(&ext, id, name, section)?;
+            Some(info) => {
+                parse_one_extension(&mut ext, id, critical, value)
+                    .map_err(|source| CertError::Extension { ext: info, source })?;
+                check_names(&ext, id, info)?;
             }
             None => field(
                 "extension",
@@ -525,37 +525,100 @@ fn parse_extensions(list: &[u8]) -> Result<Extensions, CertError> {
 }
 
 /// The name, dotted OID and RFC 5280 section of an extension this crate reads.
-fn ext_info(id: &[u8]) -> Option<(&'static str, &'static str, &'static str)> {
+fn ext_info(id: &[u8]) -> Option<&'static ExtensionInfo> {
     Some(match id {
-        oid::AKI => ("authorityKeyIdentifier", "2.5.29.35", "4.2.1.1"),
-        oid::SKI => ("subjectKeyIdentifier", "2.5.29.14", "4.2.1.2"),
-        oid::KEY_USAGE => ("keyUsage", "2.5.29.15", "4.2.1.3"),
-        oid::CERT_POLICIES => ("certificatePolicies", "2.5.29.32", "4.2.1.4"),
-        oid::POLICY_MAPPINGS => ("policyMappings", "2.5.29.33", "4.2.1.5"),
-        oid::SAN => ("subjectAltName", "2.5.29.17", "4.2.1.6"),
-        oid::ISSUER_ALT_NAME => ("issuerAltName", "2.5.29.18", "4.2.1.7"),
-        oid::SUBJECT_DIRECTORY_ATTRS => ("subjectDirectoryAttributes", "2.5.29.9", "4.2.1.8"),
-        oid::BASIC_CONSTRAINTS => ("basicConstraints", "2.5.29.19", "4.2.1.9"),
-        oid::NAME_CONSTRAINTS => ("nameConstraints", "2.5.29.30", "4.2.1.10"),
-        oid::POLICY_CONSTRAINTS => ("policyConstraints", "2.5.29.36", "4.2.1.11"),
-        oid::EKU => ("extKeyUsage", "2.5.29.37", "4.2.1.12"),
-        oid::CRL_DP => ("cRLDistributionPoints", "2.5.29.31", "4.2.1.13"),
-        oid::INHIBIT_ANY_POLICY => ("inhibitAnyPolicy", "2.5.29.54", "4.2.1.14"),
-        oid::FRESHEST_CRL => ("freshestCRL", "2.5.29.46", "4.2.1.15"),
-        oid::AIA => ("authorityInfoAccess", "1.3.6.1.5.5.7.1.1", "4.2.2.1"),
-        oid::SIA => ("subjectInfoAccess", "1.3.6.1.5.5.7.1.11", "4.2.2.2"),
+        oid::AKI => &ExtensionInfo {
+            name: "authorityKeyIdentifier",
+            oid: "2.5.29.35",
+            section: "4.2.1.1",
+        },
+        oid::SKI => &ExtensionInfo {
+            name: "subjectKeyIdentifier",
+            oid: "2.5.29.14",
+            section: "4.2.1.2",
+        },
+        oid::KEY_USAGE => &ExtensionInfo {
+            name: "keyUsage",
+            oid: "2.5.29.15",
+            section: "4.2.1.3",
+        },
+        oid::CERT_POLICIES => &ExtensionInfo {
+            name: "certificatePolicies",
+            oid: "2.5.29.32",
+            section: "4.2.1.4",
+        },
+        oid::POLICY_MAPPINGS => &ExtensionInfo {
+            name: "policyMappings",
+            oid: "2.5.29.33",
+            section: "4.2.1.5",
+        },
+        oid::SAN => &ExtensionInfo {
+            name: "subjectAltName",
+            oid: "2.5.29.17",
+            section: "4.2.1.6",
+        },
+        oid::ISSUER_ALT_NAME => &ExtensionInfo {
+            name: "issuerAltName",
+            oid: "2.5.29.18",
+            section: "4.2.1.7",
+        },
+        oid::SUBJECT_DIRECTORY_ATTRS => &ExtensionInfo {
+            name: "subjectDirectoryAttributes",
+            oid: "2.5.29.9",
+            section: "4.2.1.8",
+        },
+        oid::BASIC_CONSTRAINTS => &ExtensionInfo {
+            name: "basicConstraints",
+            oid: "2.5.29.19",
+            section: "4.2.1.9",
+        },
+        oid::NAME_CONSTRAINTS => &ExtensionInfo {
+            name: "nameConstraints",
+            oid: "2.5.29.30",
+            section: "4.2.1.10",
+        },
+        oid::POLICY_CONSTRAINTS => &ExtensionInfo {
+            name: "policyConstraints",
+            oid: "2.5.29.36",
+            section: "4.2.1.11",
+        },
+        oid::EKU => &ExtensionInfo {
+            name: "extKeyUsage",
+            oid: "2.5.29.37",
+            section: "4.2.1.12",
+        },
+        oid::CRL_DP => &ExtensionInfo {
+            name: "cRLDistributionPoints",
+            oid: "2.5.29.31",
+            section: "4.2.1.13",
+        },
+        oid::INHIBIT_ANY_POLICY => &ExtensionInfo {
+            name: "inhibitAnyPolicy",
+            oid: "2.5.29.54",
+            section: "4.2.1.14",
+        },
+        oid::FRESHEST_CRL => &ExtensionInfo {
+            name: "freshestCRL",
+            oid: "2.5.29.46",
+            section: "4.2.1.15",
+        },
+        oid::AIA => &ExtensionInfo {
+            name: "authorityInfoAccess",
+            oid: "1.3.6.1.5.5.7.1.1",
+            section: "4.2.2.1",
+        },
+        oid::SIA => &ExtensionInfo {
+            name: "subjectInfoAccess",
+            oid: "1.3.6.1.5.5.7.1.11",
+            section: "4.2.2.2",
+        },
         _ => return None,
     })
 }
 
 /// The name-syntax rules of the extension just read (`id`): subjectAltName and issuerAltName
 /// entries must be valid names of their form (RFC 5280 §4.2.1.6, §4.2.1.7).
-fn check_names(
-    ext: &Extensions,
-    id: &[u8],
-    name: &'static str,
-    section: &'static str,
-) -> Result<(), CertError> {
+fn check_names(ext: &Extensions, id: &[u8], info: &'static ExtensionInfo) -> Result<(), CertError> {
     let names: &[GeneralName] = match id {
         oid::SAN => ext.subject_alt_names.as_deref().unwrap_or(&[]),
         oid::ISSUER_ALT_NAME => ext.issuer_alt_names.as_deref().unwrap_or(&[]),
@@ -568,8 +631,7 @@ fn check_names(
             GeneralName::Uri(u) => ("uniformResourceIdentifier", u, name_syntax::uri_problem(u)),
             GeneralName::Ip(b) if b.len() != 4 && b.len() != 16 => {
                 return Err(CertError::Name {
-                    name,
-                    section,
+                    ext: info,
                     form: "iPAddress",
                     value: hex::encode(b),
                     problem: "is neither 4 (IPv4) nor 16 (IPv6) bytes long",
@@ -579,8 +641,7 @@ fn check_names(
         };
         if let Some(problem) = problem {
             return Err(CertError::Name {
-                name,
-                section,
+                ext: info,
                 form,
                 value: value.clone(),
                 problem,

@@ -437,7 +437,9 @@ fn openssl_agrees_on_anchor_constraints() {
         .self_signed(&k)
         .unwrap();
     let under_not_ca = leaf("CN=Grace,O=pivgate,C=US").sign(&not_ca, &k).unwrap();
-    let cases: [(&str, &[u8], &[&[u8]], &[u8], bool); 5] = [
+    /// (what, anchor, untrusted intermediates, leaf, valid)
+    type Case<'a> = (&'a str, &'a [u8], &'a [&'a [u8]], &'a [u8], bool);
+    let cases: [Case; 5] = [
         (
             "inside the anchor's name constraints",
             &c.agency,
