@@ -1225,6 +1225,105 @@ mod tests {
     }
 
     #[test]
+    fn authority_key_identifiers_follow_their_type() {
+        let mut ext = Extensions::default();
+        // keyIdentifier only.
+        parse_one_extension(&mut ext, oid::AKI, false, &[0x30, 0x03, 0x80, 0x01, 0x07]).unwrap();
+        assert_eq!(ext.authority_key_id.as_deref(), Some(&[0x07][..]));
+        // An issuer without a serial number, and a serial number without an issuer.
+        let issuer_only = [
+            0x30, 0x0d, 0xa1, 0x0b, 0xa4, 0x09, 0x30, 0x07, 0x31, 0x05, 0x30, 0x03, 0x06, 0x01,
+            0x00,
+        ];
+        assert!(parse_one_extension(&mut ext, oid::AKI, false, &issuer_only).is_err());
+        let serial_only = [0x30, 0x03, 0x82, 0x01, 0x01];
+        assert!(parse_one_extension(&mut ext, oid::AKI, false, &serial_only).is_err());
+        // Not a SEQUENCE.
+        assert!(parse_one_extension(&mut ext, oid::AKI, false, &[0x04, 0x01, 0x07]).is_err());
+    }
+
+    #[test]
+    fn name_syntax_follows_the_preferred_forms() {
+        use name_syntax::*;
+        for good in [
+            "example.com",
+            "a-b.example",
+            "x",
+            "*.example.com",
+            "A1.EXAMPLE",
+        ] {
+            assert_eq!(dns_problem(good), None, "{good}");
+        }
+        for bad in [
+            "",
+            ".example.com",
+            "example..com",
+            "example.com.",
+            "-a.example",
+            "a_b.example",
+            "*",
+            "a.*.example",
+            " ",
+        ] {
+            assert!(dns_problem(bad).is_some(), "{bad:?}");
+        }
+        assert!(dns_problem(&"a".repeat(64)).is_some());
+        assert_eq!(mailbox_problem("first.last@agency.example"), None);
+        for bad in [
+            "a@b@c.example",
+            "nobody",
+            "@c.example",
+            "a@",
+            "a@.c.example",
+        ] {
+            assert!(mailbox_problem(bad).is_some(), "{bad:?}");
+        }
+        for good in [
+            "urn:uuid:00112233",
+            "http://h.example/",
+            "ldap://h/cn=x",
+            "mailto:a@b",
+        ] {
+            assert_eq!(uri_problem(good), None, "{good}");
+        }
+        for bad in [
+            "",
+            "no-scheme",
+            "//h.example/",
+            "1http://h/",
+            "http:",
+            "http://a b/",
+        ] {
+            assert!(uri_problem(bad).is_some(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn key_usage_bits_are_der() {
+        let mut ext = Extensions::default();
+        // digitalSignature | decipherOnly: two bytes, seven unused bits.
+        parse_one_extension(
+            &mut ext,
+            oid::KEY_USAGE,
+            false,
+            &[0x03, 0x03, 0x07, 0x80, 0x80],
+        )
+        .unwrap();
+        for bad in [
+            &[0x03, 0x01, 0x00][..],               // no bit
+            &[0x03, 0x02, 0x00, 0x00],             // no bit set
+            &[0x03, 0x02, 0x01, 0x81],             // an unused bit set
+            &[0x03, 0x02, 0x08, 0x00],             // eight unused bits
+            &[0x03, 0x04, 0x00, 0x80, 0x00, 0x01], // more than the nine named bits
+        ] {
+            assert!(
+                parse_one_extension(&mut ext, oid::KEY_USAGE, false, bad).is_err(),
+                "{bad:02x?}"
+            );
+        }
+    }
+
+    #[test]
     fn a_certificate_with_a_padded_length_is_malformed() {
         use crate::issue::{CertificateBuilder, KeyAlgorithm, KeyPair};
         let k = KeyPair::generate(KeyAlgorithm::P256).unwrap();

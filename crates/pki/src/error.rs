@@ -565,5 +565,23 @@ pub(crate) mod tests {
         assert!(rank_of("no-path-to-anchor") < rank_of("certificate-signature-invalid"));
         assert!(rank_of("issuer-key-mismatch") < rank_of("certificate-expired"));
         assert!(rank_of("certificate-revoked") < rank_of("work-limit-exceeded"));
+        // The anchor's own problems are those of a complete path: they outrank any path that
+        // could not be completed and yield to an exhausted budget.
+        for code in [
+            "anchor-expired",
+            "anchor-not-yet-valid",
+            "anchor-not-ca",
+            "anchor-unknown-critical-extension",
+        ] {
+            assert_eq!(rank_of(code), rank_of("certificate-expired"), "{code}");
+            assert!(rank_of(code) > rank_of("issuer-key-mismatch"), "{code}");
+            assert!(rank_of(code) < rank_of("work-limit-exceeded"), "{code}");
+        }
+        // A certificate that breaks a rule cannot be anyone's issuer, like one that is not a
+        // certificate at all.
+        assert_eq!(
+            rank_of("certificate-rule-violation"),
+            rank_of("certificate-malformed")
+        );
     }
 }
