@@ -308,3 +308,56 @@ fn data_that_is_not_a_certificate_keeps_its_own_code() {
         assert!(!err.to_string().contains("breaks a rule"), "{err}");
     }
 }
+
+/// OpenSSL (3.0) refuses these two as invalid certificates as well; it accepts most of the
+/// other malformations above, which pivgate refuses on purpose.
+#[test]
+fn openssl_also_refuses_an_extension_twice_and_a_key_usage_without_bits() {
+    if std::process::Command::new("openssl")
+        .arg("version")
+        .output()
+        .is_err()
+    {
+        eprintln!("openssl not installed; skipping");
+        return;
+    }
+    let ca = root();
+    let dir = tempfile::tempdir().unwrap();
+    let write = |name: &str, der: &[u8]| {
+        let p = dir.path().join(name);
+        std::fs::write(&p, pki::issue::pem_encode("CERTIFICATE", der)).unwrap();
+        p
+    };
+    let root_pem = write("root.pem", &ca.der);
+    let twice = with_ext(
+        leaf().san_dns("a.example").unwrap(),
+        SAN,
+        &[0x30, 0x05, 0x82, 0x03, b'b', b'.', b'c'],
+    )
+    .sign(&ca.der, &ca.key)
+    .unwrap();
+    let no_bits = with_ext(leaf(), "2.5.29.15", &[0x03, 0x01, 0x00])
+        .sign(&ca.der, &ca.key)
+        .unwrap();
+    let good = leaf()
+        .san_dns("ok.example")
+        .unwrap()
+        .sign(&ca.der, &ca.key)
+        .unwrap();
+    for (name, der, valid) in [
+        ("twice", &twice, false),
+        ("no-bits", &no_bits, false),
+        ("good", &good, true),
+    ] {
+        let path = write(&format!("{name}.pem"), der);
+        let out = std::process::Command::new("openssl")
+            .arg("verify")
+            .arg("-CAfile")
+            .arg(&root_pem)
+            .arg(&path)
+            .output()
+            .unwrap();
+        assert_eq!(out.status.success(), valid, "openssl on {name}");
+        assert_eq!(validate_leaf(&ca, der).is_ok(), valid, "pivgate on {name}");
+    }
+}
