@@ -612,6 +612,7 @@ fn verify(a: VerifyArgs) -> anyhow::Result<ExitCode> {
             ));
         }
     };
+    warn_expired_anchor(&inputs.opts, v.path.anchor());
     let chuid = match &chuid {
         Some(bytes) => {
             let verified = match verify_chuid(store, bytes, &[], crls, &inputs.opts) {
@@ -661,6 +662,27 @@ fn verify(a: VerifyArgs) -> anyhow::Result<ExitCode> {
         }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// Says on stderr when a path was accepted through an anchor outside its validity period
+/// only because the operator allowed it.
+fn warn_expired_anchor(opts: &ValidationOptions, anchor: &pki::cert::Cert) {
+    if !opts.allow_expired_anchors || opts.anchor_constraints != AnchorConstraints::Enforce {
+        return;
+    }
+    if opts.time > anchor.not_after {
+        eprintln!(
+            "warning: trust anchor {} expired at {}; accepted because of --allow-expired-anchor",
+            anchor.subject_display(),
+            anchor.not_after
+        );
+    } else if opts.time < anchor.not_before {
+        eprintln!(
+            "warning: trust anchor {} is not valid before {}; accepted because of --allow-expired-anchor",
+            anchor.subject_display(),
+            anchor.not_before
+        );
+    }
 }
 
 fn verify_chuid_cmd(a: VerifyChuidArgs) -> anyhow::Result<ExitCode> {

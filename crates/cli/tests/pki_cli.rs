@@ -1014,6 +1014,11 @@ fn anchor_constraints_apply_unless_anchors_are_bare() {
     assert!(j["error"].as_str().unwrap().contains("Old Root"), "{j}");
     let o = verify_with(&expired, &["--allow-expired-anchor"], &leaf);
     assert_eq!(code(&o), 0, "{}", text(&o));
+    let warning = util::stderr(&o);
+    assert!(
+        warning.contains("warning: trust anchor") && warning.contains("Old Root"),
+        "{warning}"
+    );
     let o = verify_with(&expired, &["--anchor-mode", "bare"], &leaf);
     assert_eq!(code(&o), 0, "{}", text(&o));
     // The options are documented.
