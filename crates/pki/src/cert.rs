@@ -29,6 +29,14 @@ pub enum CertError {
     DuplicateExtension(String),
     #[error("RFC 5280 §4.1.2.1: unsupported certificate version {0}")]
     Version(u64),
+    /// A field only a later version may carry: unique identifiers need version 2 or 3,
+    /// extensions version 3 (RFC 5280 §4.1.2.1).
+    #[error("RFC 5280 §4.1.2.1: a version {version} certificate cannot carry {what} (version {required} or later required)")]
+    VersionTooLow {
+        version: u64,
+        what: &'static str,
+        required: u64,
+    },
     /// An extension this crate understands whose value is not valid DER for its type, or
     /// breaks the extension's own rules (an empty list where one entry is required, ...).
     #[error("RFC 5280 §{}: the {} extension ({}) is not valid: {source}", .ext.section, .ext.name, .ext.oid)]
@@ -64,6 +72,7 @@ impl CertError {
         match self {
             CertError::DuplicateExtension(_)
             | CertError::Version(_)
+            | CertError::VersionTooLow { .. }
             | CertError::Time(_)
             | CertError::Extension { .. }
             | CertError::Name { .. } => true,
@@ -310,6 +319,8 @@ struct TbsFields<'a> {
     validity: &'a [u8],
     subject: asn1::Tlv<'a>,
     spki: asn1::Tlv<'a>,
+    /// issuerUniqueID or subjectUniqueID is present.
+    unique_ids: bool,
     /// The contents of the Extensions SEQUENCE inside `[3]`.
     extensions: Option<&'a [u8]>,
 }
@@ -326,8 +337,8 @@ impl<'a> TbsFields<'a> {
         let validity = field("validity", t.value(tag::SEQUENCE))?;
         let subject = field("subject", t.read(tag::SEQUENCE))?;
         let spki = field("subjectPublicKeyInfo", t.read(tag::SEQUENCE))?;
-        field("issuerUniqueID", t.optional(tag::context_primitive(1)))?;
-        field("subjectUniqueID", t.optional(tag::context_primitive(2)))?;
+        let issuer_uid = field("issuerUniqueID", t.optional(tag::context_primitive(1)))?;
+        let subject_uid = field("subjectUniqueID", t.optional(tag::context_primitive(2)))?;
         let extensions = match field("extensions", t.optional(tag::context_constructed(3)))? {
             Some(e) => Some(field("extensions", asn1::single(e.value, tag::SEQUENCE))?),
             None => None,
@@ -341,6 +352,7 @@ impl<'a> TbsFields<'a> {
             validity,
             subject,
             spki,
+            unique_ids: issuer_uid.is_some() || subject_uid.is_some(),
             extensions,
         })
     }
@@ -367,6 +379,7 @@ impl Cert {
             validity,
             subject,
             spki,
+            unique_ids,
             extensions,
         } = TbsFields::read(tbs.value)?;
         let version = match version {
@@ -378,6 +391,20 @@ impl Cert {
         };
         if version > 2 {
             return Err(CertError::Version(version + 1));
+        }
+        if extensions.is_some() && version < 2 {
+            return Err(CertError::VersionTooLow {
+                version: version + 1,
+                what: "extensions",
+                required: 3,
+            });
+        }
+        if unique_ids && version < 1 {
+            return Err(CertError::VersionTooLow {
+                version: 1,
+                what: "unique identifiers",
+                required: 2,
+            });
         }
         if serial.is_empty() {
             return Err(CertError::Field {

@@ -361,3 +361,28 @@ fn openssl_also_refuses_an_extension_twice_and_a_key_usage_without_bits() {
         assert_eq!(validate_leaf(&ca, der).is_ok(), valid, "pivgate on {name}");
     }
 }
+
+#[test]
+fn extensions_need_a_version_3_certificate() {
+    let ca = root();
+    let der = leaf().sign(&ca.der, &ca.key).unwrap();
+    let at = der
+        .windows(5)
+        .position(|w| w == [0xa0, 0x03, 0x02, 0x01, 0x02])
+        .expect("an explicit version 3");
+    for (v, shown) in [(0u8, "version 1"), (1, "version 2")] {
+        let mut older = der.clone();
+        older[at + 4] = v;
+        let err = Cert::from_der(older.clone()).unwrap_err();
+        assert!(err.breaks_rule(), "{err}");
+        let text = err.to_string();
+        assert!(
+            text.contains("§4.1.2.1") && text.contains(shown) && text.contains("extensions"),
+            "{text}"
+        );
+        assert_eq!(
+            validate_leaf(&ca, &older).unwrap_err().code(),
+            "certificate-rule-violation"
+        );
+    }
+}
