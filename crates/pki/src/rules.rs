@@ -373,7 +373,36 @@ pub(crate) fn apply_anchor<'p>(
     if let Some(v) = anchor.ext.inhibit_any_policy {
         state.inhibit_any_policy = state.inhibit_any_policy.min(v as usize);
     }
-    anchor_policy_set(&opts.initial_policy_set, anchor.ext.policies.as_deref())
+    let policies =
+        anchor.ext.policies.as_ref().map(|p| {
+            subject_domain_policies(p, anchor.ext.policy_mappings.as_deref().unwrap_or(&[]))
+        });
+    anchor_policy_set(&opts.initial_policy_set, policies.as_deref())
+}
+
+/// The anchor's certificate policies as the certificates below it know them: a policy the
+/// anchor maps (policyMappings, issuer domain → subject domain) stands for the policies it is
+/// mapped to.
+fn subject_domain_policies(
+    policies: &[ObjectIdentifier],
+    mappings: &[(ObjectIdentifier, ObjectIdentifier)],
+) -> Vec<ObjectIdentifier> {
+    let mut out: Vec<ObjectIdentifier> = Vec::new();
+    for p in policies {
+        let mut mapped = mappings.iter().filter(|(from, _)| from == p).peekable();
+        if mapped.peek().is_none() {
+            if !out.contains(p) {
+                out.push(*p);
+            }
+            continue;
+        }
+        for (_, to) in mapped {
+            if !out.contains(to) {
+                out.push(*to);
+            }
+        }
+    }
+    out
 }
 
 /// The intersection of the user-initial-policy-set with the policies of the anchor

@@ -486,3 +486,38 @@ fn openssl_agrees_on_anchor_constraints() {
         );
     }
 }
+
+#[test]
+fn a_cross_certificate_trusted_directly_narrows_policies_in_the_subject_domain() {
+    // A bridge-style cross-certificate asserting the bridge's policy p_bridge, mapped to the
+    // agency's p_agency: the agency's certificates below it assert p_agency.
+    let p_bridge = ObjectIdentifier::new_unwrap("2.16.840.1.101.3.2.1.3.7");
+    let p_agency = ObjectIdentifier::new_unwrap("2.16.840.1.101.3.2.1.48.11");
+    let p_other = ObjectIdentifier::new_unwrap("2.16.840.1.101.3.2.1.48.13");
+    let bridge_key = key();
+    let agency_key = key();
+    let bridge = ca("CN=Bridge CA,O=pivgate,C=US", &bridge_key, None)
+        .self_signed(&bridge_key)
+        .unwrap();
+    let cross = ca("CN=Agency CA,O=Agency,C=US", &agency_key, None)
+        .policies(&[p_bridge])
+        .policy_mappings(&[(p_bridge, p_agency)])
+        .sign(&bridge, &bridge_key)
+        .unwrap();
+    let l = leaf("CN=Kim,O=Agency,C=US")
+        .policies(&[p_agency, p_other])
+        .sign(&cross, &agency_key)
+        .unwrap();
+    let path = check(&[&cross], &l, &[], &opts(AnchorConstraints::Enforce)).unwrap();
+    assert_eq!(path.user_constrained_policy_set(), &[p_agency]);
+    let mut o = opts(AnchorConstraints::Enforce);
+    o.initial_policy_set = vec![p_agency];
+    o.initial_explicit_policy = true;
+    check(&[&cross], &l, &[], &o).unwrap();
+    o.initial_policy_set = vec![p_other];
+    let err = check(&[&cross], &l, &[], &o).unwrap_err();
+    assert!(
+        matches!(err, ValidationError::NoAcceptablePolicy { .. }),
+        "{err}"
+    );
+}
