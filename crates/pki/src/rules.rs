@@ -9,6 +9,7 @@ use crate::policy::{PolicyTree, ANY_POLICY};
 use crate::sig::SignatureError;
 use crate::time::Time;
 use const_oid::ObjectIdentifier;
+use std::borrow::Cow;
 use std::sync::Arc;
 
 /// The state carried across the certificates of a path (RFC 5280 §6.1.2).
@@ -351,11 +352,11 @@ pub(crate) fn check_anchor(anchor: &Cert) -> Result<(), ValidationError> {
 /// inhibitAnyPolicy the initial policy counters (§3.2, §3.4). Returns the
 /// user-initial-policy-set narrowed to the anchor's certificate policies (§3.1), `None` when
 /// they have no policy in common.
-pub(crate) fn apply_anchor<'p>(
+pub(crate) fn apply_anchor<'p, 'o>(
     anchor: &'p Cert,
-    opts: &ValidationOptions,
+    opts: &'o ValidationOptions,
     state: &mut State<'p>,
-) -> Option<Vec<ObjectIdentifier>> {
+) -> Option<Cow<'o, [ObjectIdentifier]>> {
     if let Some(nc) = &anchor.ext.name_constraints {
         state.constraints.push((nc, anchor.subject_display()));
     }
@@ -408,18 +409,18 @@ fn subject_domain_policies(
 /// The intersection of the user-initial-policy-set with the policies of the anchor
 /// (anyPolicy in either standing for the other, and an empty user set meaning anyPolicy as in
 /// [`PolicyTree::intersect`]). `None` when the intersection is empty: no policy is acceptable.
-fn anchor_policy_set(
-    user: &[ObjectIdentifier],
+fn anchor_policy_set<'o>(
+    user: &'o [ObjectIdentifier],
     anchor: Option<&[ObjectIdentifier]>,
-) -> Option<Vec<ObjectIdentifier>> {
+) -> Option<Cow<'o, [ObjectIdentifier]>> {
     match anchor {
-        None => Some(user.to_vec()),
-        Some(a) if a.contains(&ANY_POLICY) => Some(user.to_vec()),
-        Some(a) if user.is_empty() || user.contains(&ANY_POLICY) => Some(a.to_vec()),
+        None => Some(Cow::Borrowed(user)),
+        Some(a) if a.contains(&ANY_POLICY) => Some(Cow::Borrowed(user)),
+        Some(a) if user.is_empty() || user.contains(&ANY_POLICY) => Some(Cow::Owned(a.to_vec())),
         Some(a) => {
             let both: Vec<ObjectIdentifier> =
                 user.iter().filter(|p| a.contains(p)).copied().collect();
-            (!both.is_empty()).then_some(both)
+            (!both.is_empty()).then_some(Cow::Owned(both))
         }
     }
 }
@@ -442,7 +443,7 @@ pub(crate) fn check_path(
             check_anchor(anchor)?;
             apply_anchor(anchor, opts, &mut state)
         }
-        AnchorConstraints::Ignore => Some(opts.initial_policy_set.clone()),
+        AnchorConstraints::Ignore => Some(Cow::Borrowed(&opts.initial_policy_set[..])),
     };
     for (idx, c) in path.iter().rev().enumerate() {
         let i = idx + 1;
