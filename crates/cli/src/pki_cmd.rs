@@ -12,6 +12,7 @@ use pki::fips201::{
 };
 use pki::input::{read_bounded, InputKind};
 use pki::issue::{CardOptions, CrlReason, KeyAlgorithm, TestPki, TestPkiOptions};
+use pki::options::AnchorConstraints;
 use pki::time::Time;
 use pki::trust::{RevocationCheck, RevocationConfig, Trust, TrustConfig};
 use pki::validate::ValidationOptions;
@@ -82,6 +83,27 @@ impl From<ProfileArg> for CertProfile {
             ProfileArg::PivAuth => CertProfile::PivAuth,
             ProfileArg::CardAuth => CertProfile::CardAuth,
             ProfileArg::ContentSigner => CertProfile::ContentSigner,
+        }
+    }
+}
+
+/// What a trust anchor certificate contributes to validation.
+#[derive(Clone, Copy, Debug, ValueEnum)]
+pub enum AnchorModeArg {
+    /// The anchor certificate constrains the path (RFC 5937, as OpenSSL): it must be a CA
+    /// certificate within its validity period without unknown critical extensions, and its
+    /// name constraints, path length, policies and policy constraints apply below it.
+    Constrained,
+    /// The anchor is a bare name and key (RFC 5280 §6.1 exactly): the rest of its certificate
+    /// is ignored.
+    Bare,
+}
+
+impl From<AnchorModeArg> for AnchorConstraints {
+    fn from(m: AnchorModeArg) -> AnchorConstraints {
+        match m {
+            AnchorModeArg::Constrained => AnchorConstraints::Enforce,
+            AnchorModeArg::Bare => AnchorConstraints::Ignore,
         }
     }
 }
@@ -175,6 +197,16 @@ pub struct TrustArgs {
     /// 2.16.840.1.101.3.2.1.48.x, as `pki init --policy-set test` issues).
     #[arg(long, default_value = "production", value_name = "SET")]
     policy_set: pki::issue::PolicySet,
+    /// What a trust anchor certificate contributes: `constrained` applies
+    /// its validity, CA status, critical extensions, name constraints, path
+    /// length and policies to the path (RFC 5937); `bare` uses only its name
+    /// and key (RFC 5280 §6.1).
+    #[arg(long, value_enum, default_value = "constrained")]
+    anchor_mode: AnchorModeArg,
+    /// Accept a trust anchor outside its validity period (constrained mode;
+    /// otherwise an expired anchor makes every path through it INVALID).
+    #[arg(long)]
+    allow_expired_anchor: bool,
     /// Print the result as JSON.
     #[arg(long)]
     json: bool,
@@ -395,6 +427,16 @@ pub fn run(cmd: PkiCommand) -> anyhow::Result<ExitCode> {
 
 /// Reads one certificate in PEM or DER and checks that it parses.
 fn read_certificate(path: &Path) -> anyhow::Result<Vec<u8>> {
+    let der = read_x509(path)?;
+    pki::cert::Cert::from_der(der.clone())
+        .with_context(|| format!("{} is not an X.509 certificate", path.display()))?;
+    Ok(der)
+}
+
+/// Reads one certificate in PEM or DER and checks that it has the structure of an X.509
+/// certificate; whether its contents follow RFC 5280 is for validation to say (a certificate
+/// that breaks a rule is INVALID, not unreadable).
+fn read_x509(path: &Path) -> anyhow::Result<Vec<u8>> {
     let data = read_bounded(path, InputKind::Certificate)?;
     let der = if data.trim_ascii_start().starts_with(b"-----BEGIN") {
         pki::pem::decode("CERTIFICATE", &data)
@@ -402,8 +444,11 @@ fn read_certificate(path: &Path) -> anyhow::Result<Vec<u8>> {
     } else {
         data
     };
-    pki::cert::Cert::from_der(der.clone())
-        .with_context(|| format!("{} is not an X.509 certificate", path.display()))?;
+    if !pki::cert::is_certificate_structure(&der) {
+        // The parser's own account of what is wrong.
+        pki::cert::Cert::from_der(der.clone())
+            .with_context(|| format!("{} is not an X.509 certificate", path.display()))?;
+    }
     Ok(der)
 }
 
@@ -422,6 +467,8 @@ fn load_inputs(t: &TrustArgs) -> anyhow::Result<Inputs> {
     if t.legacy_algorithms {
         opts.algorithms = pki::sig::AlgorithmPolicy::legacy();
     }
+    opts.anchor_constraints = t.anchor_mode.into();
+    opts.allow_expired_anchors = t.allow_expired_anchor;
     // Missing revocation data fails closed unless the user says otherwise.
     let mut config = t.files.config(RevocationConfig {
         mode: t.revocation.map_or(RevocationCheck::Require, Into::into),
@@ -529,11 +576,11 @@ fn policy_name(o: &ObjectIdentifier) -> String {
     format!("{o} ({name})")
 }
 
-fn print_invalid(json: bool, kind: &str, reason: &str) -> ExitCode {
+fn print_invalid(json: bool, kind: &str, code: &str, reason: &str) -> ExitCode {
     if json {
         println!(
             "{}",
-            json!({ "valid": false, "kind": kind, "error": reason })
+            json!({ "valid": false, "kind": kind, "code": code, "error": reason })
         );
     } else {
         println!("INVALID: {reason}");
@@ -549,7 +596,7 @@ fn error_kind(e: &Fips201Error) -> &'static str {
 }
 
 fn verify(a: VerifyArgs) -> anyhow::Result<ExitCode> {
-    let leaf = read_certificate(&a.leaf)?;
+    let leaf = read_x509(&a.leaf)?;
     let chuid = match &a.chuid {
         Some(p) => Some(read_bounded(p, InputKind::Chuid)?),
         None => None,
@@ -586,17 +633,35 @@ fn verify(a: VerifyArgs) -> anyhow::Result<ExitCode> {
                     " (no CRLs were given: add --crl FILE or --fetch-crls, or --revocation off to skip revocation checking)",
                 );
             }
-            return Ok(print_invalid(a.trust.json, error_kind(&e), &reason));
+            return Ok(print_invalid(
+                a.trust.json,
+                error_kind(&e),
+                e.code(),
+                &reason,
+            ));
         }
     };
+    warn_expired_anchor(&inputs.opts, v.path.anchor());
     let chuid = match &chuid {
         Some(bytes) => {
             let verified = match verify_chuid(store, bytes, &[], crls, &inputs.opts) {
                 Ok(c) => c,
-                Err(e) => return Ok(print_invalid(a.trust.json, "chuid", &e.to_string())),
+                Err(e) => {
+                    return Ok(print_invalid(
+                        a.trust.json,
+                        "chuid",
+                        e.code(),
+                        &e.to_string(),
+                    ))
+                }
             };
             if let Err(e) = check_bindings(&v, &verified.chuid) {
-                return Ok(print_invalid(a.trust.json, "binding", &e.to_string()));
+                return Ok(print_invalid(
+                    a.trust.json,
+                    "binding",
+                    e.code(),
+                    &e.to_string(),
+                ));
             }
             Some(verified)
         }
@@ -628,6 +693,27 @@ fn verify(a: VerifyArgs) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
+/// Says on stderr when a path was accepted through an anchor outside its validity period
+/// only because the operator allowed it.
+fn warn_expired_anchor(opts: &ValidationOptions, anchor: &pki::cert::Cert) {
+    if !opts.allow_expired_anchors || opts.anchor_constraints != AnchorConstraints::Enforce {
+        return;
+    }
+    if opts.time > anchor.not_after {
+        eprintln!(
+            "warning: trust anchor {} expired at {}; accepted because of --allow-expired-anchor",
+            anchor.subject_display(),
+            anchor.not_after
+        );
+    } else if opts.time < anchor.not_before {
+        eprintln!(
+            "warning: trust anchor {} is not valid before {}; accepted because of --allow-expired-anchor",
+            anchor.subject_display(),
+            anchor.not_before
+        );
+    }
+}
+
 fn verify_chuid_cmd(a: VerifyChuidArgs) -> anyhow::Result<ExitCode> {
     let chuid = read_bounded(&a.chuid, InputKind::Chuid)?;
     let inputs = load_inputs(&a.trust)?;
@@ -653,7 +739,12 @@ fn verify_chuid_cmd(a: VerifyChuidArgs) -> anyhow::Result<ExitCode> {
             }
             Ok(ExitCode::SUCCESS)
         }
-        Err(e) => Ok(print_invalid(a.trust.json, "chuid", &e.to_string())),
+        Err(e) => Ok(print_invalid(
+            a.trust.json,
+            "chuid",
+            e.code(),
+            &e.to_string(),
+        )),
     }
 }
 

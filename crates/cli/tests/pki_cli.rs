@@ -997,3 +997,217 @@ fn the_policy_set_and_publication_urls_are_chosen_at_init() {
     );
     assert!(t.contains("Policy: 2.16.840.1.101.3.2.1.3.13"), "{t}");
 }
+
+/// Writes `der` as PEM to `dir/name` and returns the path.
+fn pem_file(dir: &Path, name: &str, der: &[u8]) -> std::path::PathBuf {
+    let p = dir.join(name);
+    std::fs::write(&p, pki::issue::pem_encode("CERTIFICATE", der)).unwrap();
+    p
+}
+
+fn p256() -> pki::issue::KeyPair {
+    pki::issue::KeyPair::generate(pki::issue::KeyAlgorithm::P256).unwrap()
+}
+
+/// `pki verify --anchors ANCHOR --revocation off EXTRA... LEAF`.
+fn verify_with(anchor: &Path, extra: &[&str], leaf: &Path) -> Output {
+    let mut args = vec![
+        "pki",
+        "verify",
+        "--anchors",
+        s(anchor),
+        "--revocation",
+        "off",
+    ];
+    args.extend_from_slice(extra);
+    args.push(s(leaf));
+    pivgate(&args)
+}
+
+#[test]
+fn a_certificate_that_breaks_a_rule_is_invalid_not_unreadable() {
+    use pki::issue::CertificateBuilder;
+    use x509_oid::SAN;
+    let dir = tempfile::tempdir().unwrap();
+    let k = p256();
+    let root = CertificateBuilder::new("CN=CLI Root,O=pivgate,C=US", k.spki_der())
+        .unwrap()
+        .ca(None)
+        .self_signed(&k)
+        .unwrap();
+    let anchor = pem_file(dir.path(), "root.pem", &root);
+    let leaf = |b: CertificateBuilder| b.sign(&root, &k).unwrap();
+    let base = || {
+        CertificateBuilder::new("CN=Rule Breaker,O=pivgate,C=US", p256().spki_der())
+            .unwrap()
+            .end_entity()
+    };
+    let twice = leaf(
+        base()
+            .san_dns("a.example")
+            .unwrap()
+            .extension(SAN, false, &[0x30, 0x05, 0x82, 0x03, b'b', b'.', b'c'])
+            .unwrap(),
+    );
+    let leading_dot = leaf(base().san_dns(".example.com").unwrap());
+    let two_ats = leaf(base().san_email("a@b@example.com").unwrap());
+    let cases = [
+        (&twice, "RFC 5280 §4.2: extension 2.5.29.17 appears twice"),
+        (&leading_dot, "RFC 5280 §4.2.1.6"),
+        (&two_ats, "more than one @"),
+    ];
+    for (i, (der, rule)) in cases.iter().enumerate() {
+        let path = pem_file(dir.path(), &format!("leaf{i}.pem"), der);
+        let o = verify_with(&anchor, &[], &path);
+        assert_eq!(code(&o), 1, "{}", text(&o));
+        let out = text(&o);
+        assert!(out.starts_with("INVALID"), "{out}");
+        assert!(out.contains("Rule Breaker"), "{out}");
+        assert!(out.contains(rule), "{rule:?} in {out}");
+        let o = verify_with(&anchor, &["--json"], &path);
+        assert_eq!(code(&o), 1, "{}", text(&o));
+        let j: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+        assert_eq!(j["code"], "certificate-rule-violation", "{j}");
+    }
+    // Not a certificate at all stays unreadable input.
+    let truncated = dir.path().join("truncated.der");
+    std::fs::write(&truncated, &twice[..twice.len() / 2]).unwrap();
+    let o = verify_with(&anchor, &[], &truncated);
+    assert_eq!(code(&o), 2, "{}", text(&o));
+    assert!(
+        text(&o).contains("not an X.509 certificate"),
+        "{}",
+        text(&o)
+    );
+}
+
+/// Object identifiers of the extensions the tests write by hand.
+mod x509_oid {
+    use const_oid::ObjectIdentifier;
+    pub const SAN: ObjectIdentifier = ObjectIdentifier::new_unwrap("2.5.29.17");
+}
+
+#[test]
+fn anchor_constraints_apply_unless_anchors_are_bare() {
+    use pki::issue::{now, CertificateBuilder};
+    let dir = tempfile::tempdir().unwrap();
+    let (rk, ak) = (p256(), p256());
+    let root = CertificateBuilder::new("CN=CLI Root,O=pivgate,C=US", rk.spki_der())
+        .unwrap()
+        .ca(None)
+        .self_signed(&rk)
+        .unwrap();
+    let agency = CertificateBuilder::new("CN=Agency CA,O=Agency,C=US", ak.spki_der())
+        .unwrap()
+        .ca(Some(0))
+        .name_constraints(&["O=Agency,C=US"], &[])
+        .unwrap()
+        .sign(&root, &rk)
+        .unwrap();
+    let agency_anchor = pem_file(dir.path(), "agency.pem", &agency);
+    let outsider = CertificateBuilder::new("CN=Mallory,O=Elsewhere,C=US", p256().spki_der())
+        .unwrap()
+        .end_entity()
+        .sign(&agency, &ak)
+        .unwrap();
+    let outsider = pem_file(dir.path(), "outsider.pem", &outsider);
+    let o = verify_with(&agency_anchor, &["--json"], &outsider);
+    assert_eq!(code(&o), 1, "{}", text(&o));
+    let j: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(j["code"], "name-constraints-violated", "{j}");
+    let o = verify_with(&agency_anchor, &["--anchor-mode", "bare"], &outsider);
+    assert_eq!(code(&o), 0, "{}", text(&o));
+    let o = verify_with(&agency_anchor, &["--anchor-mode", "constrained"], &outsider);
+    assert_eq!(code(&o), 1, "{}", text(&o));
+
+    // An expired anchor: refused with its own code unless allowed.
+    let t = now();
+    let ek = p256();
+    let expired = CertificateBuilder::new("CN=Old Root,O=pivgate,C=US", ek.spki_der())
+        .unwrap()
+        .ca(None)
+        .validity(t - 400 * 86_400, t - 86_400)
+        .self_signed(&ek)
+        .unwrap();
+    let leaf = CertificateBuilder::new("CN=Dave,O=pivgate,C=US", p256().spki_der())
+        .unwrap()
+        .end_entity()
+        .validity(t - 86_400, t + 30 * 86_400)
+        .sign(&expired, &ek)
+        .unwrap();
+    let expired = pem_file(dir.path(), "expired.pem", &expired);
+    let leaf = pem_file(dir.path(), "dave.pem", &leaf);
+    let o = verify_with(&expired, &["--json"], &leaf);
+    assert_eq!(code(&o), 1, "{}", text(&o));
+    let j: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(j["code"], "anchor-expired", "{j}");
+    assert!(j["error"].as_str().unwrap().contains("Old Root"), "{j}");
+    let o = verify_with(&expired, &["--allow-expired-anchor"], &leaf);
+    assert_eq!(code(&o), 0, "{}", text(&o));
+    let warning = util::stderr(&o);
+    assert!(
+        warning.contains("warning: trust anchor") && warning.contains("Old Root"),
+        "{warning}"
+    );
+    let o = verify_with(&expired, &["--anchor-mode", "bare"], &leaf);
+    assert_eq!(code(&o), 0, "{}", text(&o));
+    // The options are documented.
+    let help = text(&pivgate(&["pki", "verify", "--help"]));
+    assert!(help.contains("--anchor-mode") && help.contains("--allow-expired-anchor"));
+}
+
+/// Every command's output, normal or error, to a reader that has gone away ends the process
+/// by SIGPIPE without a panic message, whichever stream it writes to.
+#[test]
+fn closed_pipes_end_every_command_quietly() {
+    use std::os::unix::process::ExitStatusExt;
+    let dir = tempfile::tempdir().unwrap();
+    let (pki, card) = setup(dir.path());
+    let garbage = dir.path().join("garbage.pem");
+    std::fs::write(&garbage, b"not a certificate").unwrap();
+    let leaf = card.join("slot-9a.pem");
+    let verify_json = verify_args(&pki, &["--json"], &leaf);
+    let verify_garbage = verify_args(&pki, &[], &garbage);
+    let other = dir.path().join("other");
+    let commands: Vec<(Vec<String>, bool)> = vec![
+        (verify_json, false),
+        // The error goes to stderr: close that one.
+        (verify_garbage, true),
+        (vec!["--help".into()], false),
+        (vec!["pki".into(), "verify".into(), "--help".into()], false),
+        (
+            vec![
+                "pki".into(),
+                "init".into(),
+                "--dir".into(),
+                other.to_string_lossy().into(),
+            ],
+            false,
+        ),
+    ];
+    for (args, close_stderr) in commands {
+        let (reader, writer) = std::io::pipe().unwrap();
+        drop(reader);
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_pivgate"));
+        cmd.args(&args);
+        let o = if close_stderr {
+            cmd.stderr(writer)
+                .stdout(std::process::Stdio::piped())
+                .output()
+                .unwrap()
+        } else {
+            cmd.stdout(writer)
+                .stderr(std::process::Stdio::piped())
+                .output()
+                .unwrap()
+        };
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(!err.contains("panicked"), "{args:?}: {err}");
+        assert_eq!(
+            o.status.signal(),
+            Some(libc_sigpipe()),
+            "{args:?}: {:?} {err}",
+            o.status
+        );
+    }
+}

@@ -25,10 +25,60 @@ pub enum CertError {
     },
     #[error("{0}")]
     Time(#[from] crate::time::TimeError),
-    #[error("extension {0} appears more than once")]
+    #[error("RFC 5280 §4.2: extension {0} appears twice")]
     DuplicateExtension(String),
-    #[error("unsupported certificate version {0}")]
+    #[error("RFC 5280 §4.1.2.1: unsupported certificate version {0}")]
     Version(u64),
+    /// A field only a later version may carry: unique identifiers need version 2 or 3,
+    /// extensions version 3 (RFC 5280 §4.1.2.1).
+    #[error("RFC 5280 §4.1.2.1: a version {version} certificate cannot carry {what} (version {required} or later required)")]
+    VersionTooLow {
+        version: u64,
+        what: &'static str,
+        required: u64,
+    },
+    /// An extension this crate understands whose value is not valid DER for its type, or
+    /// breaks the extension's own rules (an empty list where one entry is required, ...).
+    #[error("RFC 5280 §{}: the {} extension ({}) is not valid: {source}", .ext.section, .ext.name, .ext.oid)]
+    Extension {
+        ext: &'static ExtensionInfo,
+        source: DerError,
+    },
+    /// A name in an extension that is not in the syntax its form requires (a dNSName with a
+    /// leading dot, an rfc822Name with two `@`, a URI without a scheme, ...).
+    #[error("RFC 5280 §{}: the {form} {value:?} in {} {problem}", .ext.section, .ext.name)]
+    Name {
+        ext: &'static ExtensionInfo,
+        form: &'static str,
+        value: String,
+        problem: &'static str,
+    },
+}
+
+/// An extension this crate reads: its name, dotted OID and the section of RFC 5280 that
+/// defines it.
+#[derive(Debug, PartialEq, Eq)]
+pub struct ExtensionInfo {
+    pub name: &'static str,
+    pub oid: &'static str,
+    pub section: &'static str,
+}
+
+impl CertError {
+    /// Whether the certificate has the structure of an X.509 certificate but breaks a rule of
+    /// RFC 5280 (a malformed or repeated extension, an invalid name, an unknown version, a
+    /// badly encoded time), as opposed to data that is not a certificate at all.
+    pub fn breaks_rule(&self) -> bool {
+        match self {
+            CertError::DuplicateExtension(_)
+            | CertError::Version(_)
+            | CertError::VersionTooLow { .. }
+            | CertError::Time(_)
+            | CertError::Extension { .. }
+            | CertError::Name { .. } => true,
+            CertError::Der(_) | CertError::Field { .. } => false,
+        }
+    }
 }
 
 fn field<T>(name: &'static str, r: Result<T, DerError>) -> Result<T, CertError> {
@@ -188,6 +238,10 @@ pub struct Extensions {
     pub subject_key_id: Option<Vec<u8>>,
     pub authority_key_id: Option<Vec<u8>>,
     pub crl_distribution_points: Option<Vec<DistributionPoint>>,
+    pub issuer_alt_names: Option<Vec<GeneralName>>,
+    /// authorityInfoAccess (RFC 5280 §4.2.2.1): (accessMethod, accessLocation) pairs, e.g.
+    /// id-ad-ocsp and id-ad-caIssuers URIs.
+    pub authority_info_access: Option<Vec<(ObjectIdentifier, GeneralName)>>,
     /// Critical extensions this crate does not process.
     pub unknown_critical: Vec<ObjectIdentifier>,
 }
@@ -234,6 +288,9 @@ pub(crate) mod oid {
     pub const INHIBIT_ANY_POLICY: &[u8] = &[0x55, 0x1d, 0x36];
     pub const ISSUER_ALT_NAME: &[u8] = &[0x55, 0x1d, 0x12];
     pub const SUBJECT_DIRECTORY_ATTRS: &[u8] = &[0x55, 0x1d, 0x09];
+    pub const FRESHEST_CRL: &[u8] = &[0x55, 0x1d, 0x2e];
+    pub const AIA: &[u8] = &[0x2b, 0x06, 0x01, 0x05, 0x05, 0x07, 0x01, 0x01];
+    pub const SIA: &[u8] = &[0x2b, 0x06, 0x01, 0x05, 0x05, 0x07, 0x01, 0x0b];
 }
 
 /// Most policies (and policy mappings) one certificate may carry. Real CA certificates carry a
@@ -262,6 +319,8 @@ struct TbsFields<'a> {
     validity: &'a [u8],
     subject: asn1::Tlv<'a>,
     spki: asn1::Tlv<'a>,
+    /// issuerUniqueID or subjectUniqueID is present.
+    unique_ids: bool,
     /// The contents of the Extensions SEQUENCE inside `[3]`.
     extensions: Option<&'a [u8]>,
 }
@@ -278,8 +337,8 @@ impl<'a> TbsFields<'a> {
         let validity = field("validity", t.value(tag::SEQUENCE))?;
         let subject = field("subject", t.read(tag::SEQUENCE))?;
         let spki = field("subjectPublicKeyInfo", t.read(tag::SEQUENCE))?;
-        field("issuerUniqueID", t.optional(tag::context_primitive(1)))?;
-        field("subjectUniqueID", t.optional(tag::context_primitive(2)))?;
+        let issuer_uid = field("issuerUniqueID", t.optional(tag::context_primitive(1)))?;
+        let subject_uid = field("subjectUniqueID", t.optional(tag::context_primitive(2)))?;
         let extensions = match field("extensions", t.optional(tag::context_constructed(3)))? {
             Some(e) => Some(field("extensions", asn1::single(e.value, tag::SEQUENCE))?),
             None => None,
@@ -293,6 +352,7 @@ impl<'a> TbsFields<'a> {
             validity,
             subject,
             spki,
+            unique_ids: issuer_uid.is_some() || subject_uid.is_some(),
             extensions,
         })
     }
@@ -319,6 +379,7 @@ impl Cert {
             validity,
             subject,
             spki,
+            unique_ids,
             extensions,
         } = TbsFields::read(tbs.value)?;
         let version = match version {
@@ -330,6 +391,20 @@ impl Cert {
         };
         if version > 2 {
             return Err(CertError::Version(version + 1));
+        }
+        if extensions.is_some() && version < 2 {
+            return Err(CertError::VersionTooLow {
+                version: version + 1,
+                what: "extensions",
+                required: 3,
+            });
+        }
+        if unique_ids && version < 1 {
+            return Err(CertError::VersionTooLow {
+                version: 1,
+                what: "unique identifiers",
+                required: 2,
+            });
         }
         if serial.is_empty() {
             return Err(CertError::Field {
@@ -461,27 +536,230 @@ fn parse_extensions(list: &[u8]) -> Result<Extensions, CertError> {
             ));
         }
         seen.push(id);
-        let ext_name = ext_field_name(id);
-        field(ext_name, parse_one_extension(&mut ext, id, critical, value))?;
+        match ext_info(id) {
+            Some(info) => {
+                parse_one_extension(&mut ext, id, critical, value)
+                    .map_err(|source| CertError::Extension { ext: info, source })?;
+                check_names(&ext, id, info)?;
+            }
+            None => field(
+                "extension",
+                parse_one_extension(&mut ext, id, critical, value),
+            )?,
+        }
     }
     Ok(ext)
 }
 
-fn ext_field_name(id: &[u8]) -> &'static str {
-    match id {
-        oid::BASIC_CONSTRAINTS => "basicConstraints",
-        oid::KEY_USAGE => "keyUsage",
-        oid::EKU => "extKeyUsage",
-        oid::CERT_POLICIES => "certificatePolicies",
-        oid::POLICY_MAPPINGS => "policyMappings",
-        oid::POLICY_CONSTRAINTS => "policyConstraints",
-        oid::INHIBIT_ANY_POLICY => "inhibitAnyPolicy",
-        oid::NAME_CONSTRAINTS => "nameConstraints",
-        oid::SAN => "subjectAltName",
-        oid::SKI => "subjectKeyIdentifier",
-        oid::AKI => "authorityKeyIdentifier",
-        oid::CRL_DP => "cRLDistributionPoints",
-        _ => "extension",
+/// The name, dotted OID and RFC 5280 section of an extension this crate reads.
+fn ext_info(id: &[u8]) -> Option<&'static ExtensionInfo> {
+    Some(match id {
+        oid::AKI => &ExtensionInfo {
+            name: "authorityKeyIdentifier",
+            oid: "2.5.29.35",
+            section: "4.2.1.1",
+        },
+        oid::SKI => &ExtensionInfo {
+            name: "subjectKeyIdentifier",
+            oid: "2.5.29.14",
+            section: "4.2.1.2",
+        },
+        oid::KEY_USAGE => &ExtensionInfo {
+            name: "keyUsage",
+            oid: "2.5.29.15",
+            section: "4.2.1.3",
+        },
+        oid::CERT_POLICIES => &ExtensionInfo {
+            name: "certificatePolicies",
+            oid: "2.5.29.32",
+            section: "4.2.1.4",
+        },
+        oid::POLICY_MAPPINGS => &ExtensionInfo {
+            name: "policyMappings",
+            oid: "2.5.29.33",
+            section: "4.2.1.5",
+        },
+        oid::SAN => &ExtensionInfo {
+            name: "subjectAltName",
+            oid: "2.5.29.17",
+            section: "4.2.1.6",
+        },
+        oid::ISSUER_ALT_NAME => &ExtensionInfo {
+            name: "issuerAltName",
+            oid: "2.5.29.18",
+            section: "4.2.1.7",
+        },
+        oid::SUBJECT_DIRECTORY_ATTRS => &ExtensionInfo {
+            name: "subjectDirectoryAttributes",
+            oid: "2.5.29.9",
+            section: "4.2.1.8",
+        },
+        oid::BASIC_CONSTRAINTS => &ExtensionInfo {
+            name: "basicConstraints",
+            oid: "2.5.29.19",
+            section: "4.2.1.9",
+        },
+        oid::NAME_CONSTRAINTS => &ExtensionInfo {
+            name: "nameConstraints",
+            oid: "2.5.29.30",
+            section: "4.2.1.10",
+        },
+        oid::POLICY_CONSTRAINTS => &ExtensionInfo {
+            name: "policyConstraints",
+            oid: "2.5.29.36",
+            section: "4.2.1.11",
+        },
+        oid::EKU => &ExtensionInfo {
+            name: "extKeyUsage",
+            oid: "2.5.29.37",
+            section: "4.2.1.12",
+        },
+        oid::CRL_DP => &ExtensionInfo {
+            name: "cRLDistributionPoints",
+            oid: "2.5.29.31",
+            section: "4.2.1.13",
+        },
+        oid::INHIBIT_ANY_POLICY => &ExtensionInfo {
+            name: "inhibitAnyPolicy",
+            oid: "2.5.29.54",
+            section: "4.2.1.14",
+        },
+        oid::FRESHEST_CRL => &ExtensionInfo {
+            name: "freshestCRL",
+            oid: "2.5.29.46",
+            section: "4.2.1.15",
+        },
+        oid::AIA => &ExtensionInfo {
+            name: "authorityInfoAccess",
+            oid: "1.3.6.1.5.5.7.1.1",
+            section: "4.2.2.1",
+        },
+        oid::SIA => &ExtensionInfo {
+            name: "subjectInfoAccess",
+            oid: "1.3.6.1.5.5.7.1.11",
+            section: "4.2.2.2",
+        },
+        _ => return None,
+    })
+}
+
+/// The name-syntax rules of the extension just read (`id`): subjectAltName and issuerAltName
+/// entries must be valid names of their form (RFC 5280 §4.2.1.6, §4.2.1.7).
+fn check_names(ext: &Extensions, id: &[u8], info: &'static ExtensionInfo) -> Result<(), CertError> {
+    let names: &[GeneralName] = match id {
+        oid::SAN => ext.subject_alt_names.as_deref().unwrap_or(&[]),
+        oid::ISSUER_ALT_NAME => ext.issuer_alt_names.as_deref().unwrap_or(&[]),
+        _ => return Ok(()),
+    };
+    for n in names {
+        let (form, value, problem) = match n {
+            GeneralName::Dns(d) => ("dNSName", d, name_syntax::dns_problem(d)),
+            GeneralName::Rfc822(m) => ("rfc822Name", m, name_syntax::mailbox_problem(m)),
+            GeneralName::Uri(u) => ("uniformResourceIdentifier", u, name_syntax::uri_problem(u)),
+            GeneralName::Ip(b) if b.len() != 4 && b.len() != 16 => {
+                return Err(CertError::Name {
+                    ext: info,
+                    form: "iPAddress",
+                    value: hex::encode(b),
+                    problem: "is neither 4 (IPv4) nor 16 (IPv6) bytes long",
+                })
+            }
+            _ => continue,
+        };
+        if let Some(problem) = problem {
+            return Err(CertError::Name {
+                ext: info,
+                form,
+                value: value.clone(),
+                problem,
+            });
+        }
+    }
+    Ok(())
+}
+
+/// The syntax of the names RFC 5280 §4.2.1.6 constrains: dNSName in the preferred name syntax
+/// (RFC 1034 §3.5, as modified by RFC 1123 §2.1), rfc822Name as a Mailbox (RFC 5321 §4.1.2),
+/// and URIs with a scheme (RFC 3986 §3). Each function returns what is wrong, `None` when
+/// the name is well formed.
+pub mod name_syntax {
+    /// A host name: labels of letters, digits and hyphens, 1 to 63 characters each, 253 in
+    /// all, no empty label (so no leading, trailing or doubled dot).
+    pub fn host_problem(host: &str) -> Option<&'static str> {
+        if host.is_empty() {
+            return Some("is empty");
+        }
+        if host.starts_with('.') {
+            return Some("starts with a dot");
+        }
+        if host.len() > 253 {
+            return Some("is longer than 253 characters");
+        }
+        for label in host.split('.') {
+            if label.is_empty() {
+                return Some("has an empty label");
+            }
+            if label.len() > 63 {
+                return Some("has a label longer than 63 characters");
+            }
+            if !label
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'-')
+            {
+                return Some("has a character other than a letter, digit, hyphen or dot");
+            }
+            if label.starts_with('-') || label.ends_with('-') {
+                return Some("has a label that starts or ends with a hyphen");
+            }
+        }
+        None
+    }
+
+    /// A dNSName: a host name, whose first label may be the wildcard `*`.
+    pub fn dns_problem(name: &str) -> Option<&'static str> {
+        if name == " " {
+            return Some("is a space, which RFC 5280 forbids");
+        }
+        host_problem(name.strip_prefix("*.").unwrap_or(name))
+    }
+
+    /// An rfc822Name: `local-part@domain` with exactly one `@`, a non-empty local part and a
+    /// host name as domain.
+    pub fn mailbox_problem(mailbox: &str) -> Option<&'static str> {
+        let Some((local, domain)) = mailbox.split_once('@') else {
+            return Some("has no @");
+        };
+        if domain.contains('@') {
+            return Some("has more than one @");
+        }
+        if local.is_empty() {
+            return Some("has an empty local part");
+        }
+        if local.bytes().any(|b| b.is_ascii_control() || b == b' ') {
+            return Some("has a space or control character in its local part");
+        }
+        host_problem(domain).map(|_| "has a domain that is not a valid host name")
+    }
+
+    /// A URI: an RFC 3986 scheme, a colon and a non-empty scheme-specific part (RFC 5280
+    /// §4.2.1.6: not a relative reference); an authority (`//`) must name a host.
+    pub fn uri_problem(uri: &str) -> Option<&'static str> {
+        let Some((scheme, rest)) = uri.split_once(':') else {
+            return Some("has no scheme");
+        };
+        let mut chars = scheme.bytes();
+        let scheme_ok = chars.next().is_some_and(|b| b.is_ascii_alphabetic())
+            && chars.all(|b| b.is_ascii_alphanumeric() || matches!(b, b'+' | b'-' | b'.'));
+        if !scheme_ok {
+            return Some("has no valid scheme");
+        }
+        if rest.is_empty() {
+            return Some("has nothing after its scheme");
+        }
+        if uri.bytes().any(|b| b.is_ascii_control() || b == b' ') {
+            return Some("has a space or control character");
+        }
+        None
     }
 }
 
@@ -506,13 +784,20 @@ fn parse_one_extension(
             ext.basic_constraints = Some((ca, len));
         }
         oid::KEY_USAGE => {
-            ext.key_usage = Some(bits_to_mask(asn1::single(v, tag::BIT_STRING)?)?);
+            let mask = named_bits(asn1::single(v, tag::BIT_STRING)?, "KeyUsage")?;
+            if mask == 0 {
+                return Err(DerError::BadValue("KeyUsage (no bit is set)"));
+            }
+            ext.key_usage = Some(mask);
         }
         oid::EKU => {
             let mut r = Reader::new(asn1::single(v, tag::SEQUENCE)?);
             let mut out = Vec::new();
             while !r.is_empty() {
                 out.push(to_oid(r.value(tag::OID)?)?);
+            }
+            if out.is_empty() {
+                return Err(DerError::BadValue("ExtKeyUsageSyntax (no key purpose)"));
             }
             ext.ext_key_usage = Some(out);
         }
@@ -522,7 +807,9 @@ fn parse_one_extension(
             while !r.is_empty() {
                 let mut p = Reader::new(r.value(tag::SEQUENCE)?);
                 let id = to_oid(p.value(tag::OID)?)?;
-                p.optional(tag::SEQUENCE)?;
+                if let Some(q) = p.optional(tag::SEQUENCE)? {
+                    check_policy_qualifiers(q.value)?;
+                }
                 p.finish()?;
                 if out.len() >= MAX_POLICIES {
                     return Err(DerError::BadValue(
@@ -586,9 +873,15 @@ fn parse_one_extension(
                 while !list.is_empty() {
                     let mut st = Reader::new(list.value(tag::SEQUENCE)?);
                     out.push(parse_general_name(st.read_any()?)?);
-                    // minimum [0] and maximum [1] are not used (RFC 5280 §4.2.1.10).
-                    st.optional(tag::context_primitive(0))?;
-                    st.optional(tag::context_primitive(1))?;
+                    // minimum is 0 (so absent in DER) and maximum absent (RFC 5280
+                    // §4.2.1.10).
+                    if st.optional(tag::context_primitive(0))?.is_some()
+                        || st.optional(tag::context_primitive(1))?.is_some()
+                    {
+                        return Err(DerError::BadValue(
+                            "GeneralSubtree (minimum or maximum present)",
+                        ));
+                    }
                     st.finish()?;
                 }
                 if out.is_empty() {
@@ -599,13 +892,21 @@ fn parse_one_extension(
             let permitted = subtrees(tag::context_constructed(0))?;
             let excluded = subtrees(tag::context_constructed(1))?;
             r.finish()?;
+            if permitted.is_none() && excluded.is_none() {
+                return Err(DerError::BadValue(
+                    "NameConstraints (neither permitted nor excluded subtrees)",
+                ));
+            }
             ext.name_constraints = Some(NameConstraints {
                 permitted,
                 excluded,
             });
         }
         oid::SAN => {
-            ext.subject_alt_names = Some(parse_general_names(asn1::single(v, tag::SEQUENCE)?)?);
+            ext.subject_alt_names = Some(non_empty_general_names(v)?);
+        }
+        oid::ISSUER_ALT_NAME => {
+            ext.issuer_alt_names = Some(non_empty_general_names(v)?);
         }
         oid::SKI => {
             ext.subject_key_id = Some(asn1::single(v, tag::OCTET_STRING)?.to_vec());
@@ -615,14 +916,48 @@ fn parse_one_extension(
             ext.authority_key_id = r
                 .optional(tag::context_primitive(0))?
                 .map(|k| k.value.to_vec());
-            r.optional(tag::context_constructed(1))?;
-            r.optional(tag::context_primitive(2))?;
+            let issuer = r.optional(tag::context_constructed(1))?;
+            let serial = r.optional(tag::context_primitive(2))?;
             r.finish()?;
+            if let Some(names) = issuer {
+                if parse_general_names(names.value)?.is_empty() {
+                    return Err(DerError::BadValue("authorityCertIssuer (empty)"));
+                }
+            }
+            if serial.is_some_and(|s| s.value.is_empty()) {
+                return Err(DerError::BadValue("authorityCertSerialNumber (empty)"));
+            }
+            if issuer.is_some() != serial.is_some() {
+                return Err(DerError::BadValue(
+                    "AuthorityKeyIdentifier (authorityCertIssuer and authorityCertSerialNumber must be both present or both absent)",
+                ));
+            }
         }
         oid::CRL_DP => {
             ext.crl_distribution_points = Some(parse_crl_dps(asn1::single(v, tag::SEQUENCE)?)?);
         }
-        oid::ISSUER_ALT_NAME | oid::SUBJECT_DIRECTORY_ATTRS => {}
+        oid::FRESHEST_CRL => {
+            parse_crl_dps(asn1::single(v, tag::SEQUENCE)?)?;
+        }
+        oid::SUBJECT_DIRECTORY_ATTRS => {
+            // SEQUENCE SIZE (1..MAX) OF Attribute { type OID, values SET }
+            let mut r = Reader::new(asn1::single(v, tag::SEQUENCE)?);
+            if r.is_empty() {
+                return Err(DerError::BadValue("subjectDirectoryAttributes (empty)"));
+            }
+            while !r.is_empty() {
+                let mut a = Reader::new(r.value(tag::SEQUENCE)?);
+                to_oid(a.value(tag::OID)?)?;
+                a.value(tag::SET)?;
+                a.finish()?;
+            }
+        }
+        oid::AIA | oid::SIA => {
+            let access = parse_access_descriptions(v)?;
+            if id == oid::AIA {
+                ext.authority_info_access = Some(access);
+            }
+        }
         _ => {
             if critical {
                 ext.unknown_critical.push(to_oid(id)?);
@@ -632,8 +967,72 @@ fn parse_one_extension(
     Ok(())
 }
 
+/// The contents of a GeneralNames extension value, which must hold at least one name.
+fn non_empty_general_names(v: &[u8]) -> Result<Vec<GeneralName>, DerError> {
+    let names = parse_general_names(asn1::single(v, tag::SEQUENCE)?)?;
+    if names.is_empty() {
+        return Err(DerError::BadValue("GeneralNames (empty)"));
+    }
+    Ok(names)
+}
+
+/// AuthorityInfoAccessSyntax / SubjectInfoAccessSyntax: SEQUENCE SIZE (1..MAX) OF
+/// AccessDescription { accessMethod OID, accessLocation GeneralName }.
+fn parse_access_descriptions(v: &[u8]) -> Result<Vec<(ObjectIdentifier, GeneralName)>, DerError> {
+    let mut r = Reader::new(asn1::single(v, tag::SEQUENCE)?);
+    let mut out = Vec::new();
+    while !r.is_empty() {
+        let mut d = Reader::new(r.value(tag::SEQUENCE)?);
+        let method = to_oid(d.value(tag::OID)?)?;
+        let location = parse_general_name(d.read_any()?)?;
+        d.finish()?;
+        out.push((method, location));
+    }
+    if out.is_empty() {
+        return Err(DerError::BadValue("AccessDescription list (empty)"));
+    }
+    Ok(out)
+}
+
+/// policyQualifiers: SEQUENCE SIZE (1..MAX) OF PolicyQualifierInfo { policyQualifierId OID,
+/// qualifier ANY } (RFC 5280 §4.2.1.4); the qualifiers themselves are not interpreted.
+fn check_policy_qualifiers(contents: &[u8]) -> Result<(), DerError> {
+    let mut r = Reader::new(contents);
+    if r.is_empty() {
+        return Err(DerError::BadValue("policyQualifiers (empty)"));
+    }
+    while !r.is_empty() {
+        let mut q = Reader::new(r.value(tag::SEQUENCE)?);
+        to_oid(q.value(tag::OID)?)?;
+        q.read_any()?;
+        q.finish()?;
+    }
+    Ok(())
+}
+
+/// A named-bit BIT STRING of at most 16 bits (KeyUsage, ReasonFlags): at most 7 unused bits,
+/// all zero, none without contents.
+fn named_bits(value: &[u8], what: &'static str) -> Result<u16, DerError> {
+    let (&unused, bytes) = value.split_first().ok_or(DerError::Truncated)?;
+    let bad = match (unused, bytes.last()) {
+        (8.., _) | (1.., None) => true,
+        (u, Some(last)) => last & ((1u8 << u) - 1) != 0,
+        (0, None) => false,
+    };
+    if bad || bytes.len() > 2 {
+        return Err(DerError::BadValue(match what {
+            "KeyUsage" => "KeyUsage BIT STRING",
+            _ => "ReasonFlags BIT STRING",
+        }));
+    }
+    bits_to_mask(value)
+}
+
 fn parse_crl_dps(contents: &[u8]) -> Result<Vec<DistributionPoint>, DerError> {
     let mut r = Reader::new(contents);
+    if r.is_empty() {
+        return Err(DerError::BadValue("CRLDistributionPoints (empty)"));
+    }
     let mut out = Vec::new();
     while !r.is_empty() {
         let mut d = Reader::new(r.value(tag::SEQUENCE)?);
@@ -642,7 +1041,7 @@ fn parse_crl_dps(contents: &[u8]) -> Result<Vec<DistributionPoint>, DerError> {
             None => None,
         };
         let reasons = match d.optional(tag::context_primitive(1))? {
-            Some(b) => Some(parse_reason_flags(b.value)?),
+            Some(b) => Some(named_bits(b.value, "ReasonFlags")?),
             None => None,
         };
         let crl_issuer = match d.optional(tag::context_constructed(2))? {
@@ -650,6 +1049,11 @@ fn parse_crl_dps(contents: &[u8]) -> Result<Vec<DistributionPoint>, DerError> {
             None => None,
         };
         d.finish()?;
+        if name.is_none() && crl_issuer.is_none() {
+            return Err(DerError::BadValue(
+                "DistributionPoint (neither distributionPoint nor cRLIssuer)",
+            ));
+        }
         out.push(DistributionPoint {
             name,
             reasons,
@@ -657,6 +1061,26 @@ fn parse_crl_dps(contents: &[u8]) -> Result<Vec<DistributionPoint>, DerError> {
         });
     }
     Ok(out)
+}
+
+/// The TBSCertificate fields of `der` when it has the structure of a certificate (RFC 5280
+/// §4.1: the signed envelope and the fields of the TBSCertificate with their tags), whatever
+/// the contents of the fields.
+fn structure(der: &[u8]) -> Option<TbsFields<'_>> {
+    let signed = asn1::signed(der, "Certificate", "tbsCertificate").ok()?;
+    TbsFields::read(signed.tbs.value).ok()
+}
+
+/// Whether `der` has the structure of an X.509 certificate, so that a failure of
+/// [`Cert::from_der`] means it breaks a rule rather than that it is not a certificate.
+pub fn is_certificate_structure(der: &[u8]) -> bool {
+    structure(der).is_some()
+}
+
+/// The printable subject of `der` when it has the structure of a certificate, even if it
+/// does not parse fully (for naming it in an error).
+pub fn subject_display_of(der: &[u8]) -> Option<String> {
+    structure(der).map(|t| name::display_name(t.subject.raw))
 }
 
 /// Index keys read from a certificate at load time without a full parse.
@@ -825,6 +1249,105 @@ mod tests {
         ];
         let mut r = Reader::new(&bad);
         assert!(parse_general_name(r.read_any().unwrap()).is_err());
+    }
+
+    #[test]
+    fn authority_key_identifiers_follow_their_type() {
+        let mut ext = Extensions::default();
+        // keyIdentifier only.
+        parse_one_extension(&mut ext, oid::AKI, false, &[0x30, 0x03, 0x80, 0x01, 0x07]).unwrap();
+        assert_eq!(ext.authority_key_id.as_deref(), Some(&[0x07][..]));
+        // An issuer without a serial number, and a serial number without an issuer.
+        let issuer_only = [
+            0x30, 0x0d, 0xa1, 0x0b, 0xa4, 0x09, 0x30, 0x07, 0x31, 0x05, 0x30, 0x03, 0x06, 0x01,
+            0x00,
+        ];
+        assert!(parse_one_extension(&mut ext, oid::AKI, false, &issuer_only).is_err());
+        let serial_only = [0x30, 0x03, 0x82, 0x01, 0x01];
+        assert!(parse_one_extension(&mut ext, oid::AKI, false, &serial_only).is_err());
+        // Not a SEQUENCE.
+        assert!(parse_one_extension(&mut ext, oid::AKI, false, &[0x04, 0x01, 0x07]).is_err());
+    }
+
+    #[test]
+    fn name_syntax_follows_the_preferred_forms() {
+        use name_syntax::*;
+        for good in [
+            "example.com",
+            "a-b.example",
+            "x",
+            "*.example.com",
+            "A1.EXAMPLE",
+        ] {
+            assert_eq!(dns_problem(good), None, "{good}");
+        }
+        for bad in [
+            "",
+            ".example.com",
+            "example..com",
+            "example.com.",
+            "-a.example",
+            "a_b.example",
+            "*",
+            "a.*.example",
+            " ",
+        ] {
+            assert!(dns_problem(bad).is_some(), "{bad:?}");
+        }
+        assert!(dns_problem(&"a".repeat(64)).is_some());
+        assert_eq!(mailbox_problem("first.last@agency.example"), None);
+        for bad in [
+            "a@b@c.example",
+            "nobody",
+            "@c.example",
+            "a@",
+            "a@.c.example",
+        ] {
+            assert!(mailbox_problem(bad).is_some(), "{bad:?}");
+        }
+        for good in [
+            "urn:uuid:00112233",
+            "http://h.example/",
+            "ldap://h/cn=x",
+            "mailto:a@b",
+        ] {
+            assert_eq!(uri_problem(good), None, "{good}");
+        }
+        for bad in [
+            "",
+            "no-scheme",
+            "//h.example/",
+            "1http://h/",
+            "http:",
+            "http://a b/",
+        ] {
+            assert!(uri_problem(bad).is_some(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn key_usage_bits_are_der() {
+        let mut ext = Extensions::default();
+        // digitalSignature | decipherOnly: two bytes, seven unused bits.
+        parse_one_extension(
+            &mut ext,
+            oid::KEY_USAGE,
+            false,
+            &[0x03, 0x03, 0x07, 0x80, 0x80],
+        )
+        .unwrap();
+        for bad in [
+            &[0x03, 0x01, 0x00][..],               // no bit
+            &[0x03, 0x02, 0x00, 0x00],             // no bit set
+            &[0x03, 0x02, 0x01, 0x81],             // an unused bit set
+            &[0x03, 0x02, 0x08, 0x00],             // eight unused bits
+            &[0x03, 0x04, 0x00, 0x80, 0x00, 0x01], // more than the nine named bits
+        ] {
+            assert!(
+                parse_one_extension(&mut ext, oid::KEY_USAGE, false, bad).is_err(),
+                "{bad:02x?}"
+            );
+        }
     }
 
     #[test]

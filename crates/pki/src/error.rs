@@ -13,7 +13,11 @@ use thiserror::Error;
 /// Why a path is not valid. Every variant names the certificate concerned.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
 pub enum ValidationError {
-    #[error("certificate {subject} is malformed: {error}")]
+    /// `error` is either a structure that is not X.509 at all or, when
+    /// [`CertError::breaks_rule`] says so, a certificate that parses as X.509 but breaks a rule
+    /// of RFC 5280 (a malformed extension value, an extension twice, an invalid name); the
+    /// two have different [codes](ValidationError::code).
+    #[error("certificate {subject} {}: {error}", if error.breaks_rule() { "breaks a rule" } else { "is malformed" })]
     Malformed { subject: String, error: CertError },
     #[error("the signature on certificate {subject} does not verify with the key of {issuer}")]
     BadSignature { subject: String, issuer: String },
@@ -61,6 +65,27 @@ pub enum ValidationError {
     PolicyTreeTooLarge { subject: String },
     #[error("certificate {subject} has a critical extension {oid} that is not understood")]
     UnknownCriticalExtension { subject: String, oid: String },
+    #[error("trust anchor {subject} expired at {not_after} (validation time {time}); an operator can allow expired anchors explicitly")]
+    AnchorExpired {
+        subject: String,
+        not_after: Time,
+        time: Time,
+    },
+    #[error("trust anchor {subject} is not valid before {not_before} (validation time {time})")]
+    AnchorNotYetValid {
+        subject: String,
+        not_before: Time,
+        time: Time,
+    },
+    /// The anchor certificate may not issue certificates (RFC 5937 §3.5, RFC 5280 §4.2.1.3 and
+    /// §4.2.1.9); `detail` says why.
+    #[error("trust anchor {subject} may not issue certificates: {detail}")]
+    AnchorNotCa {
+        subject: String,
+        detail: &'static str,
+    },
+    #[error("trust anchor {subject} has a critical extension {oid} that is not understood, so it cannot be used")]
+    AnchorUnknownCriticalExtension { subject: String, oid: String },
     /// The reason is `Unspecified` when the CRL entry gives none.
     #[error("certificate {subject} was revoked at {date} (reason: {reason})")]
     Revoked {
@@ -134,6 +159,7 @@ impl ValidationError {
     pub fn code(&self) -> &'static str {
         use ValidationError::*;
         match self {
+            Malformed { error, .. } if error.breaks_rule() => "certificate-rule-violation",
             Malformed { .. } => "certificate-malformed",
             BadSignature { .. } => "certificate-signature-invalid",
             WeakAlgorithm { .. } => "algorithm-refused",
@@ -150,6 +176,10 @@ impl ValidationError {
             AnyPolicyMapping { .. } => "any-policy-mapping",
             PolicyTreeTooLarge { .. } => "policy-tree-too-large",
             UnknownCriticalExtension { .. } => "unknown-critical-extension",
+            AnchorExpired { .. } => "anchor-expired",
+            AnchorNotYetValid { .. } => "anchor-not-yet-valid",
+            AnchorNotCa { .. } => "anchor-not-ca",
+            AnchorUnknownCriticalExtension { .. } => "anchor-unknown-critical-extension",
             Revoked { .. } => "certificate-revoked",
             RevocationUnavailable { .. } => "revocation-unavailable",
             RevocationStale { .. } => "revocation-stale",
@@ -183,6 +213,10 @@ impl ValidationError {
             | AnyPolicyMapping { .. }
             | PolicyTreeTooLarge { .. }
             | UnknownCriticalExtension { .. }
+            | AnchorExpired { .. }
+            | AnchorNotYetValid { .. }
+            | AnchorNotCa { .. }
+            | AnchorUnknownCriticalExtension { .. }
             | Revoked { .. }
             | RevocationUnavailable { .. }
             | RevocationStale { .. } => Rank::PathRejected,
@@ -350,7 +384,14 @@ pub(crate) mod tests {
         vec![
             Malformed {
                 subject: s(),
-                error: CertError::Version(9),
+                error: CertError::Field {
+                    field: "tbsCertificate",
+                    source: crate::asn1::DerError::Truncated,
+                },
+            },
+            Malformed {
+                subject: s(),
+                error: CertError::DuplicateExtension("2.5.29.17".into()),
             },
             BadSignature {
                 subject: s(),
@@ -395,6 +436,24 @@ pub(crate) mod tests {
             AnyPolicyMapping { subject: s() },
             PolicyTreeTooLarge { subject: s() },
             UnknownCriticalExtension {
+                subject: s(),
+                oid: s(),
+            },
+            AnchorExpired {
+                subject: s(),
+                not_after: t,
+                time: t,
+            },
+            AnchorNotYetValid {
+                subject: s(),
+                not_before: t,
+                time: t,
+            },
+            AnchorNotCa {
+                subject: s(),
+                detail: "basicConstraints cA is false",
+            },
+            AnchorUnknownCriticalExtension {
                 subject: s(),
                 oid: s(),
             },
@@ -506,5 +565,23 @@ pub(crate) mod tests {
         assert!(rank_of("no-path-to-anchor") < rank_of("certificate-signature-invalid"));
         assert!(rank_of("issuer-key-mismatch") < rank_of("certificate-expired"));
         assert!(rank_of("certificate-revoked") < rank_of("work-limit-exceeded"));
+        // The anchor's own problems are those of a complete path: they outrank any path that
+        // could not be completed and yield to an exhausted budget.
+        for code in [
+            "anchor-expired",
+            "anchor-not-yet-valid",
+            "anchor-not-ca",
+            "anchor-unknown-critical-extension",
+        ] {
+            assert_eq!(rank_of(code), rank_of("certificate-expired"), "{code}");
+            assert!(rank_of(code) > rank_of("issuer-key-mismatch"), "{code}");
+            assert!(rank_of(code) < rank_of("work-limit-exceeded"), "{code}");
+        }
+        // A certificate that breaks a rule cannot be anyone's issuer, like one that is not a
+        // certificate at all.
+        assert_eq!(
+            rank_of("certificate-rule-violation"),
+            rank_of("certificate-malformed")
+        );
     }
 }

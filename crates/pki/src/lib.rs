@@ -13,10 +13,10 @@
 //! | module | owns |
 //! |---|---|
 //! | [`validate`] | the entry point [`validate::validate`]; re-exports the options, result and error types |
-//! | [`options`] | [`options::ValidationOptions`] (RFC 5280 §6.1.1 inputs, local policy), revocation policy; `Hash` over all but the time |
+//! | [`options`] | [`options::ValidationOptions`] (RFC 5280 §6.1.1 inputs, local policy, what a trust anchor certificate constrains), revocation policy; `Hash` over all but the time |
 //! | [`error`] | [`error::ValidationError`] with its stable `code()` and `rank()`, typed revocation problems |
 //! | [`path`] | path building (issuer candidates, reachability pruning, choosing the error to report), [`path::ValidatedPath`] |
-//! | [`rules`] | the §6.1 rules, one function per rule named after its section, and signature checks |
+//! | [`rules`] | the §6.1 rules, one function per rule named after its section, the trust anchor constraints of RFC 5937, and signature checks |
 //! | [`revocation`] | §6.3 CRL checking: scope, freshness, CRL signer paths, delta CRLs |
 //! | [`budget`] | every work limit of parsing and validation |
 //! | [`policy`] | the valid policy tree (§6.1.2 (a), §6.1.3 (d)-(f), §6.1.4 (a)-(b)) |

@@ -5,9 +5,11 @@
 //! Forms compared: directoryName (RDN prefix), dNSName (label suffix), rfc822Name (mailbox,
 //! host or `.domain`, including emailAddress attributes of the subject DN), URI (host part),
 //! iPAddress (address and mask). A constraint on any other form makes a certificate that uses
-//! that form invalid, since it cannot be checked.
+//! that form invalid, since it cannot be checked; so does a name of a constrained form that is
+//! not well formed (a URI without a host, an e-mail address without exactly one `@`, a DNS
+//! name that is not a host name): it is refused, never compared.
 
-use crate::cert::{Cert, GeneralName, NameConstraints};
+use crate::cert::{name_syntax, Cert, GeneralName, NameConstraints};
 use crate::name::{email_addresses, NormName};
 
 /// Most name-to-subtree comparisons one certificate may require; beyond this the certificate is
@@ -86,6 +88,19 @@ pub fn check(names: &[GeneralName], nc: &NameConstraints, display: &str) -> Resu
             }
             continue;
         }
+        if let Some(problem) = malformed(name) {
+            let constrained = |list: &Option<Vec<GeneralName>>| {
+                list.as_ref()
+                    .is_some_and(|l| l.iter().any(|c| same_form(c, name)))
+            };
+            if constrained(&nc.permitted) || constrained(&nc.excluded) {
+                return Err(Violation {
+                    name: format!("{}, which {problem},", describe(name, display)),
+                    excluded: !constrained(&nc.permitted),
+                });
+            }
+            continue;
+        }
         if let Some(permitted) = &nc.permitted {
             let mut of_form = permitted.iter().filter(|p| same_form(p, name)).peekable();
             if of_form.peek().is_some() && !of_form.any(|p| matches(name, p)) {
@@ -108,6 +123,16 @@ pub fn check(names: &[GeneralName], nc: &NameConstraints, display: &str) -> Resu
         }
     }
     Ok(())
+}
+
+/// What makes `name` impossible to compare with a constraint of its form, if anything.
+fn malformed(name: &GeneralName) -> Option<&'static str> {
+    match name {
+        GeneralName::Uri(u) => uri_host(u).is_none().then_some("has no host"),
+        GeneralName::Rfc822(m) => name_syntax::mailbox_problem(m),
+        GeneralName::Dns(d) => name_syntax::dns_problem(d),
+        _ => None,
+    }
 }
 
 /// Whether `name` lies within the subtree `base` (same form assumed).
@@ -277,5 +302,38 @@ mod tests {
                 .excluded
         );
         assert!(check(&[GeneralName::Other(8)], &other, "x").is_ok());
+    }
+
+    #[test]
+    fn malformed_names_of_a_constrained_form_are_refused_not_compared() {
+        let excluded_only = |n: GeneralName| NameConstraints {
+            permitted: None,
+            excluded: Some(vec![n]),
+        };
+        // Without a host, an excluded URI subtree could not be matched at all.
+        let nc = excluded_only(GeneralName::Uri(".example.com".into()));
+        let v = check(&[GeneralName::Uri("urn:uuid:1234".into())], &nc, "x").unwrap_err();
+        assert!(v.name.contains("has no host"), "{v:?}");
+        assert!(v.excluded);
+        assert!(check(&[GeneralName::Uri("https://other.org/".into())], &nc, "x").is_ok());
+        // Two `@`: which part is the host?
+        let nc = excluded_only(GeneralName::Rfc822("bad.example".into()));
+        let v = check(
+            &[GeneralName::Rfc822("a@good.example@bad.example".into())],
+            &nc,
+            "x",
+        )
+        .unwrap_err();
+        assert!(v.name.contains("more than one @"), "{v:?}");
+        // A leading dot under a permitted subtree.
+        let nc = NameConstraints {
+            permitted: Some(vec![GeneralName::Dns("example.com".into())]),
+            excluded: None,
+        };
+        let v = check(&[GeneralName::Dns(".example.com".into())], &nc, "x").unwrap_err();
+        assert!(v.name.contains("starts with a dot") && !v.excluded, "{v:?}");
+        // Forms without constraints are not inspected.
+        let uri_only = excluded_only(GeneralName::Uri("example.com".into()));
+        assert!(check(&[GeneralName::Rfc822("no-at-sign".into())], &uri_only, "x").is_ok());
     }
 }

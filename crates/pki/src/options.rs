@@ -26,6 +26,21 @@ pub enum RevocationMode {
     Off,
 }
 
+/// What a trust anchor certificate contributes to path validation.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+pub enum AnchorConstraints {
+    /// The anchor certificate constrains the paths below it as RFC 5937 describes (and OpenSSL
+    /// does): its validity, its name constraints (the initial permitted and excluded subtrees),
+    /// its basicConstraints (it must be a CA; pathLenConstraint bounds the path), its keyUsage
+    /// (keyCertSign), its policies and policy constraints (the initial policy inputs) and its
+    /// critical extensions (one not understood refuses the anchor).
+    #[default]
+    Enforce,
+    /// The anchor is a bare name and key, exactly the trust anchor information of RFC 5280
+    /// §6.1.1 (d): everything else in its certificate is ignored.
+    Ignore,
+}
+
 /// Revocation checking settings.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Default)]
 pub struct RevocationPolicy {
@@ -57,6 +72,11 @@ pub struct ValidationOptions {
     /// user-initial-policy-set when none is configured: production `id-fpki-common-*` (the
     /// default) or their test-arc counterparts, for sites that accept test cards.
     pub policy_set: PolicySet,
+    /// Whether the trust anchor certificate's contents constrain the path (default: enforce).
+    pub anchor_constraints: AnchorConstraints,
+    /// Accept a trust anchor outside its validity period (only matters when anchor
+    /// constraints are enforced; bare anchors have no validity).
+    pub allow_expired_anchors: bool,
 }
 
 impl Default for ValidationOptions {
@@ -73,6 +93,8 @@ impl Default for ValidationOptions {
             algorithms: AlgorithmPolicy::default(),
             max_depth: 8,
             policy_set: PolicySet::Production,
+            anchor_constraints: AnchorConstraints::Enforce,
+            allow_expired_anchors: false,
         }
     }
 }
@@ -94,6 +116,8 @@ impl Hash for ValidationOptions {
             algorithms,
             max_depth,
             policy_set,
+            anchor_constraints,
+            allow_expired_anchors,
         } = self;
         initial_policy_set.hash(state);
         initial_explicit_policy.hash(state);
@@ -105,6 +129,8 @@ impl Hash for ValidationOptions {
         algorithms.hash(state);
         max_depth.hash(state);
         policy_set.hash(state);
+        anchor_constraints.hash(state);
+        allow_expired_anchors.hash(state);
     }
 }
 
@@ -128,6 +154,8 @@ mod tests {
         assert_eq!(o.revocation.mode, RevocationMode::Require);
         assert_eq!(o.algorithms, AlgorithmPolicy::default());
         assert_eq!(o.max_depth, 8);
+        assert_eq!(o.anchor_constraints, AnchorConstraints::Enforce);
+        assert!(!o.allow_expired_anchors);
     }
 
     #[test]
@@ -136,7 +164,8 @@ mod tests {
         let mut later = a.clone();
         later.time = Time(a.time.0 + 1000);
         assert_eq!(fingerprint(&a), fingerprint(&later));
-        let changes: [fn(&mut ValidationOptions); 12] = [
+
+        let changes: [fn(&mut ValidationOptions); 14] = [
             |o| o.initial_policy_set = vec![],
             |o| o.initial_explicit_policy = true,
             |o| o.initial_policy_mapping_inhibit = true,
@@ -149,6 +178,8 @@ mod tests {
             |o| o.algorithms.min_rsa_bits = 1024,
             |o| o.max_depth = 3,
             |o| o.policy_set = PolicySet::Test,
+            |o| o.anchor_constraints = AnchorConstraints::Ignore,
+            |o| o.allow_expired_anchors = true,
         ];
         for (i, change) in changes.iter().enumerate() {
             let mut b = a.clone();

@@ -328,7 +328,7 @@ impl<'a> Ctx<'a> {
         anchor: &Arc<Cert>,
         level: u8,
     ) -> Result<ValidatedPath, ValidationError> {
-        let (authorities, user) = rules::check_path(path, opts)?;
+        let (authorities, user) = rules::check_path(path, anchor, opts)?;
         let mut valid_until = path
             .iter()
             .map(|c| c.not_after)

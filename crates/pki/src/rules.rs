@@ -4,11 +4,12 @@
 
 use crate::cert::{key_usage, Cert, NameConstraints};
 use crate::error::ValidationError;
-use crate::options::ValidationOptions;
+use crate::options::{AnchorConstraints, ValidationOptions};
 use crate::policy::{PolicyTree, ANY_POLICY};
 use crate::sig::SignatureError;
 use crate::time::Time;
 use const_oid::ObjectIdentifier;
+use std::borrow::Cow;
 use std::sync::Arc;
 
 /// The state carried across the certificates of a path (RFC 5280 §6.1.2).
@@ -281,15 +282,169 @@ pub(crate) fn check_eku(
     }
 }
 
-/// Runs §6.1.3-§6.1.5 over `path` (end entity first, anchor excluded). Signatures have been
+/// RFC 5937 §2: a trust anchor certificate that is to constrain a path is used within its
+/// validity period, unless the options allow expired anchors.
+pub(crate) fn check_anchor_validity(
+    anchor: &Cert,
+    opts: &ValidationOptions,
+) -> Result<(), ValidationError> {
+    if !opts.allow_expired_anchors {
+        if opts.time < anchor.not_before {
+            return Err(ValidationError::AnchorNotYetValid {
+                subject: subject(anchor),
+                not_before: anchor.not_before,
+                time: opts.time,
+            });
+        }
+        if opts.time > anchor.not_after {
+            return Err(ValidationError::AnchorExpired {
+                subject: subject(anchor),
+                not_after: anchor.not_after,
+                time: opts.time,
+            });
+        }
+    }
+    Ok(())
+}
+
+/// RFC 5937 §3.5 and §2: a trust anchor certificate that is to constrain a path must be a CA
+/// certificate whose key may sign certificates, without critical extensions that are not
+/// understood.
+pub(crate) fn check_anchor(anchor: &Cert) -> Result<(), ValidationError> {
+    let not_ca = |detail| {
+        Err(ValidationError::AnchorNotCa {
+            subject: subject(anchor),
+            detail,
+        })
+    };
+    if anchor
+        .ext
+        .key_usage
+        .is_some_and(|ku| ku & key_usage::KEY_CERT_SIGN == 0)
+    {
+        return not_ca("its keyUsage does not include keyCertSign");
+    }
+    match anchor.ext.basic_constraints {
+        Some((true, _)) => {}
+        Some((false, _)) => return not_ca("its basicConstraints extension has cA false"),
+        // Version 1 and 2 certificates have no extensions (RFC 5280 §6.1.4 (k)); a version 3
+        // certificate without basicConstraints is a CA only if its keyUsage says so.
+        None if anchor.version < 2 || anchor.ext.key_usage.is_some() => {}
+        None => {
+            return not_ca(
+                "it is a version 3 certificate without basicConstraints or a keyUsage allowing keyCertSign",
+            )
+        }
+    }
+    if let Some(oid) = anchor.ext.unknown_critical.first() {
+        return Err(ValidationError::AnchorUnknownCriticalExtension {
+            subject: subject(anchor),
+            oid: oid.to_string(),
+        });
+    }
+    Ok(())
+}
+
+/// RFC 5937 §3: the constraints of a trust anchor certificate become the initial state of
+/// path processing, as though the anchor were a certificate before the first one of the path
+/// (not counted, as it is not part of the path): its name constraints the initial subtrees
+/// (§3.3), its pathLenConstraint the initial max_path_length (§3.5), its policy constraints and
+/// inhibitAnyPolicy the initial policy counters (§3.2, §3.4). Returns the
+/// user-initial-policy-set narrowed to the anchor's certificate policies (§3.1), `None` when
+/// they have no policy in common.
+pub(crate) fn apply_anchor<'p, 'o>(
+    anchor: &'p Cert,
+    opts: &'o ValidationOptions,
+    state: &mut State<'p>,
+) -> Option<Cow<'o, [ObjectIdentifier]>> {
+    if let Some(nc) = &anchor.ext.name_constraints {
+        state.constraints.push((nc, anchor.subject_display()));
+    }
+    if let Some((_, Some(len))) = anchor.ext.basic_constraints {
+        state.max_path_length = state.max_path_length.min(len as usize);
+    }
+    if let Some((require, inhibit)) = anchor.ext.policy_constraints {
+        if let Some(r) = require {
+            state.explicit_policy = state.explicit_policy.min(r as usize);
+        }
+        if let Some(m) = inhibit {
+            state.policy_mapping = state.policy_mapping.min(m as usize);
+        }
+    }
+    if let Some(v) = anchor.ext.inhibit_any_policy {
+        state.inhibit_any_policy = state.inhibit_any_policy.min(v as usize);
+    }
+    let policies =
+        anchor.ext.policies.as_ref().map(|p| {
+            subject_domain_policies(p, anchor.ext.policy_mappings.as_deref().unwrap_or(&[]))
+        });
+    anchor_policy_set(&opts.initial_policy_set, policies.as_deref())
+}
+
+/// The anchor's certificate policies as the certificates below it know them: a policy the
+/// anchor maps (policyMappings, issuer domain → subject domain) stands for the policies it is
+/// mapped to.
+fn subject_domain_policies(
+    policies: &[ObjectIdentifier],
+    mappings: &[(ObjectIdentifier, ObjectIdentifier)],
+) -> Vec<ObjectIdentifier> {
+    let mut out: Vec<ObjectIdentifier> = Vec::new();
+    for p in policies {
+        let mut mapped = mappings.iter().filter(|(from, _)| from == p).peekable();
+        if mapped.peek().is_none() {
+            if !out.contains(p) {
+                out.push(*p);
+            }
+            continue;
+        }
+        for (_, to) in mapped {
+            if !out.contains(to) {
+                out.push(*to);
+            }
+        }
+    }
+    out
+}
+
+/// The intersection of the user-initial-policy-set with the policies of the anchor
+/// (anyPolicy in either standing for the other, and an empty user set meaning anyPolicy as in
+/// [`PolicyTree::intersect`]). `None` when the intersection is empty: no policy is acceptable.
+fn anchor_policy_set<'o>(
+    user: &'o [ObjectIdentifier],
+    anchor: Option<&[ObjectIdentifier]>,
+) -> Option<Cow<'o, [ObjectIdentifier]>> {
+    match anchor {
+        None => Some(Cow::Borrowed(user)),
+        Some(a) if a.contains(&ANY_POLICY) => Some(Cow::Borrowed(user)),
+        Some(a) if user.is_empty() || user.contains(&ANY_POLICY) => Some(Cow::Owned(a.to_vec())),
+        Some(a) => {
+            let both: Vec<ObjectIdentifier> =
+                user.iter().filter(|p| a.contains(p)).copied().collect();
+            (!both.is_empty()).then_some(Cow::Owned(both))
+        }
+    }
+}
+
+/// Runs §6.1.3-§6.1.5 over `path` (end entity first, anchor excluded) whose issuer is
+/// `anchor`; with [`AnchorConstraints::Enforce`] the anchor's certificate is checked and
+/// constrains the path first (RFC 5937), and its validity period is checked once the path's
+/// own certificates pass (so an error in them is reported first). Signatures have been
 /// verified while the path was built. Returns (authorities-constrained, user-constrained)
 /// policy sets.
 pub(crate) fn check_path(
     path: &[Arc<Cert>],
+    anchor: &Cert,
     opts: &ValidationOptions,
 ) -> Result<(Vec<ObjectIdentifier>, Vec<ObjectIdentifier>), ValidationError> {
     let n = path.len();
     let mut state = State::new(opts, n);
+    let user_policy_set = match opts.anchor_constraints {
+        AnchorConstraints::Enforce => {
+            check_anchor(anchor)?;
+            apply_anchor(anchor, opts, &mut state)
+        }
+        AnchorConstraints::Ignore => Some(Cow::Borrowed(&opts.initial_policy_set[..])),
+    };
     for (idx, c) in path.iter().rev().enumerate() {
         let i = idx + 1;
         let last = i == n;
@@ -310,7 +465,11 @@ pub(crate) fn check_path(
         check_critical_extensions(c)?;
     }
     let leaf = &path[0];
-    wrap_up(leaf, &mut state, opts)
+    let sets = wrap_up(leaf, &mut state, opts, user_policy_set.as_deref())?;
+    if opts.anchor_constraints == AnchorConstraints::Enforce {
+        check_anchor_validity(anchor, opts)?;
+    }
+    Ok(sets)
 }
 
 /// §6.1.5: wrap-up procedure for the end entity.
@@ -318,6 +477,7 @@ fn wrap_up(
     leaf: &Cert,
     state: &mut State<'_>,
     opts: &ValidationOptions,
+    user_policy_set: Option<&[ObjectIdentifier]>,
 ) -> Result<(Vec<ObjectIdentifier>, Vec<ObjectIdentifier>), ValidationError> {
     state.explicit_policy = state.explicit_policy.saturating_sub(1);
     if let Some((Some(0), _)) = leaf.ext.policy_constraints {
@@ -327,7 +487,10 @@ fn wrap_up(
     check_eku(leaf, opts.required_eku.as_ref())?;
     check_leaf_key_usage(leaf, opts.leaf_key_usage)?;
     let authorities = state.tree.leaf_policies();
-    state.tree.intersect(&opts.initial_policy_set);
+    match user_policy_set {
+        Some(set) => state.tree.intersect(set),
+        None => state.tree.set_null(),
+    }
     let user = state.tree.leaf_policies();
     if state.explicit_policy == 0 && state.tree.is_null() {
         return Err(ValidationError::NoAcceptablePolicy {

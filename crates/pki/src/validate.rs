@@ -24,7 +24,8 @@ pub fn validate(
     opts: &ValidationOptions,
 ) -> Result<ValidatedPath, ValidationError> {
     let leaf = Cert::from_der(leaf_der).map_err(|error| ValidationError::Malformed {
-        subject: "(end entity)".to_string(),
+        subject: crate::cert::subject_display_of(leaf_der)
+            .unwrap_or_else(|| "(end entity)".to_string()),
         error,
     })?;
     let ctx = Ctx::new(store, intermediates, crls);

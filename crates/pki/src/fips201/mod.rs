@@ -233,6 +233,7 @@ pub enum Fips201Error {
 /// this list may grow, but an entry must never change.
 pub const ERROR_CODES: &[&str] = &[
     "certificate-malformed",
+    "certificate-rule-violation",
     "certificate-signature-invalid",
     "algorithm-refused",
     "algorithm-unsupported",
@@ -248,6 +249,10 @@ pub const ERROR_CODES: &[&str] = &[
     "any-policy-mapping",
     "policy-tree-too-large",
     "unknown-critical-extension",
+    "anchor-expired",
+    "anchor-not-yet-valid",
+    "anchor-not-ca",
+    "anchor-unknown-critical-extension",
     "certificate-revoked",
     "revocation-unavailable",
     "revocation-stale",
