@@ -15,9 +15,13 @@
 //! ```
 
 mod chuid_verify;
+mod cms_check;
 pub mod oids;
 
-pub use chuid_verify::{verify_chuid, verify_chuid_cached, ChuidVerifyError, VerifiedChuid};
+pub use chuid_verify::{
+    verify_chuid, verify_chuid_cached, ChuidDigestForm, ChuidVerifyError, VerifiedChuid,
+};
+pub use cms_check::{CmsCheckError, SignerDnCheck};
 
 use crate::asn1;
 use crate::cert::{key_usage, Cert, GeneralName};
@@ -275,6 +279,7 @@ pub const ERROR_CODES: &[&str] = &[
     "chuid-digest-mismatch",
     "chuid-signer-certificate-missing",
     "chuid-signature-invalid",
+    "chuid-signer-dn-mismatch",
     "chuid-signature-algorithm-refused",
     "chuid-signer-invalid",
 ];
@@ -608,6 +613,10 @@ mod codes {
             DigestMismatch,
             SignerCertificateMissing,
             BadSignature { signer: s() },
+            SignerDnMismatch {
+                named: s(),
+                signer: s(),
+            },
             Algorithm {
                 signer: s(),
                 error: crate::sig::SignatureError::Invalid,

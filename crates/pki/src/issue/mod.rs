@@ -25,13 +25,14 @@ mod builder;
 #[cfg(feature = "card")]
 mod card_image;
 mod chuid_sign;
+mod cms_sign;
 mod keys;
 mod testpki;
 
 pub use builder::{
     der_time, now, CertificateBuilder, CrlBuilder, RevokedEntry, DAY, OID_PIV_FASCN,
 };
-pub use chuid_sign::{sign_chuid, OID_PIV_CHUID_SECURITY_OBJECT};
+pub use chuid_sign::{sign_chuid, sign_chuid_as, SignerDn, OID_PIV_CHUID_SECURITY_OBJECT};
 pub use keys::{KeyAlgorithm, KeyPair};
 pub use testpki::{
     random_uuid, CardCredentials, CardOptions, SlotCredential, TestPki, TestPkiOptions, PIV_SLOTS,

@@ -585,6 +585,12 @@ impl TestPki {
         &self.intermediate.key
     }
 
+    /// The content signer's key (for tests that sign objects the way other
+    /// issuers do).
+    pub fn content_signer_key(&self) -> &KeyPair {
+        &self.signer.key
+    }
+
     /// Issues the four slot certificates and a signed CHUID for one card.
     pub fn issue_card(&self, opts: &CardOptions) -> Result<CardCredentials, IssueError> {
         let fascn = match &opts.fascn {
