@@ -581,6 +581,8 @@ fn verify(a: VerifyArgs) -> anyhow::Result<ExitCode> {
                 "signer": c.signer.path.leaf().subject_display(),
                 "card_uuid": c.chuid.card_uuid_urn(),
                 "expires": c.chuid.expiration.to_string(),
+                "digest_form": c.digest_form.as_str(),
+                "signer_dn": c.signer_dn.as_str(),
                 "bound": true,
             });
         }
@@ -611,9 +613,13 @@ fn verify_chuid_cmd(a: VerifyChuidArgs) -> anyhow::Result<ExitCode> {
                 j["card_uuid"] = json!(v.chuid.card_uuid_urn());
                 j["fascn"] = json!(fascn);
                 j["expires"] = json!(v.chuid.expiration.to_string());
+                j["digest_form"] = json!(v.digest_form.as_str());
+                j["signer_dn"] = json!(v.signer_dn.as_str());
                 println!("{j}");
             } else {
                 println!("VALID CHUID signature");
+                println!("message digest: {}", v.digest_form.describe());
+                println!("pivSigner-DN: {}", signer_dn_text(v.signer_dn));
                 println!("card UUID: {}", v.chuid.card_uuid_urn());
                 if let Some(f) = fascn {
                     println!("FASC-N: {f}");
@@ -625,6 +631,16 @@ fn verify_chuid_cmd(a: VerifyChuidArgs) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Err(e) => Ok(print_invalid(a.trust.json, "chuid", &e.to_string())),
+    }
+}
+
+/// The pivSigner-DN outcome for people.
+fn signer_dn_text(c: pki::fips201::SignerDnCheck) -> &'static str {
+    match c {
+        pki::fips201::SignerDnCheck::Matches => "names the signer",
+        pki::fips201::SignerDnCheck::Absent => {
+            "absent (SP 800-73-4 requires it; accepted, the signer is identified by its certificate)"
+        }
     }
 }
 

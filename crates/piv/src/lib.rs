@@ -9,6 +9,7 @@
 
 pub mod aid;
 pub mod auth;
+pub mod cbeff;
 pub mod ccc;
 pub mod chuid;
 pub mod container;
@@ -18,7 +19,9 @@ pub mod fascn;
 pub mod keys;
 pub mod mechanism;
 pub mod objects;
+pub mod printed;
 pub mod pubkey;
+pub mod security_object;
 
 pub use aid::{ApplicationProperties, PIV_AID};
 pub use auth::DynAuth;
