@@ -61,6 +61,50 @@ pub enum CmsCheckError {
     Signer(Fips201Error),
 }
 
+impl CmsCheckError {
+    /// A stable, kebab-case machine code for the kind of failure.
+    pub fn code(&self) -> &'static str {
+        use CmsCheckError::*;
+        match self {
+            Malformed(_) => "cms-malformed",
+            WrongContentType { .. } => "cms-wrong-content-type",
+            EmbeddedContent => "cms-embedded-content",
+            MissingContent => "cms-content-missing",
+            SignerCount(_) => "cms-signer-count",
+            NoSignedAttributes => "cms-no-signed-attributes",
+            MissingAttribute(_) => "cms-attribute-missing",
+            ContentTypeMismatch { .. } => "cms-content-type-mismatch",
+            UnsupportedDigest(_) => "cms-digest-unsupported",
+            DigestMismatch => "cms-digest-mismatch",
+            SignerCertificateMissing => "cms-signer-certificate-missing",
+            SignerDnMismatch { .. } => "cms-signer-dn-mismatch",
+            BadSignature { .. } => "cms-signature-invalid",
+            Algorithm { .. } => "cms-signature-algorithm-refused",
+            Signer(_) => "cms-signer-invalid",
+        }
+    }
+}
+
+/// The certificates a CHUID's issuer signature carries (the content
+/// signer's, which the Security Object and biometric signatures omit).
+/// Empty when the CHUID is unsigned or its signature does not parse.
+pub fn chuid_signer_certificates(chuid_bytes: &[u8]) -> Vec<Vec<u8>> {
+    let Ok(chuid) = piv::chuid::Chuid::decode(chuid_bytes) else {
+        return Vec::new();
+    };
+    let Some(Ok(sd)) = chuid.signature.as_deref().map(signed_data) else {
+        return Vec::new();
+    };
+    sd.certificates
+        .iter()
+        .flat_map(|s| s.0.iter())
+        .filter_map(|c| match c {
+            CertificateChoices::Certificate(cert) => cert.to_der().ok(),
+            _ => None,
+        })
+        .collect()
+}
+
 /// Whether the signed attributes name the signer (pivSigner-DN).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "kebab-case")]
@@ -231,7 +275,6 @@ pub(crate) fn matching_content(
 pub(crate) struct CheckedSigner {
     pub signer: PivValidated,
     pub signer_dn: SignerDnCheck,
-    pub signer_der: Vec<u8>,
 }
 
 /// Finds the signer certificate (in the SignedData, else among
@@ -335,9 +378,5 @@ pub(crate) fn check_signer(
         CertProfile::ContentSigner,
     )
     .map_err(CmsCheckError::Signer)?;
-    Ok(CheckedSigner {
-        signer,
-        signer_dn,
-        signer_der,
-    })
+    Ok(CheckedSigner { signer, signer_dn })
 }

@@ -14,14 +14,22 @@
 //! # }
 //! ```
 
+mod biometric_verify;
 mod chuid_verify;
 mod cms_check;
+pub mod lds;
 pub mod oids;
+mod security_object_verify;
 
+pub use biometric_verify::{verify_biometric, BiometricError, VerifiedBiometric};
 pub use chuid_verify::{
     verify_chuid, verify_chuid_cached, ChuidDigestForm, ChuidVerifyError, VerifiedChuid,
 };
-pub use cms_check::{CmsCheckError, SignerDnCheck};
+pub use cms_check::{chuid_signer_certificates, CmsCheckError, SignerDnCheck};
+pub use security_object_verify::{
+    verify_security_object, DataGroupResult, DataGroupStatus, SecurityObjectError,
+    VerifiedSecurityObject,
+};
 
 use crate::asn1;
 use crate::cert::{key_usage, Cert, GeneralName};

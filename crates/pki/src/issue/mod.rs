@@ -21,19 +21,24 @@
 //! assert!(leaf.len() > 100);
 //! ```
 
+pub mod biometrics;
 mod builder;
 #[cfg(feature = "card")]
 mod card_image;
 mod chuid_sign;
 mod cms_sign;
+pub mod containers;
 mod keys;
+mod security_object;
 mod testpki;
 
 pub use builder::{
     der_time, now, CertificateBuilder, CrlBuilder, RevokedEntry, DAY, OID_PIV_FASCN,
 };
 pub use chuid_sign::{sign_chuid, sign_chuid_as, SignerDn, OID_PIV_CHUID_SECURITY_OBJECT};
+pub use containers::CardContainers;
 pub use keys::{KeyAlgorithm, KeyPair};
+pub use security_object::security_object;
 pub use testpki::{
     random_uuid, CardCredentials, CardOptions, SlotCredential, TestPki, TestPkiOptions, PIV_SLOTS,
 };
