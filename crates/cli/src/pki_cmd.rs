@@ -31,6 +31,14 @@ pub enum PkiCommand {
     /// card, with or without the 53 container) and validate its content
     /// signer. Exit status as for `verify`.
     VerifyChuid(VerifyChuidArgs),
+    /// Verify a Security Object (SP 800-73-4 §3.1.6): its signature by the
+    /// content signer and the hash of each data group against the containers
+    /// given. Exit status as for `verify`.
+    VerifySecurityObject(crate::object_cmd::VerifySecurityObjectArgs),
+    /// Verify the signature of a biometric container (Cardholder
+    /// Fingerprints or Facial Image, SP 800-76-2 §9.2.2) and its card
+    /// identifiers. Exit status as for `verify`.
+    VerifyBiometric(crate::object_cmd::VerifyBiometricArgs),
     /// Create a test PKI in a directory: root CA, an issuing CA asserting
     /// the FIPS 201 policies, a CHUID content signer and empty CRLs.
     Init(InitArgs),
@@ -171,7 +179,7 @@ pub struct TrustArgs {
     legacy_algorithms: bool,
     /// Print the result as JSON.
     #[arg(long)]
-    json: bool,
+    pub(crate) json: bool,
 }
 
 #[derive(Args)]
@@ -359,6 +367,8 @@ pub fn run(cmd: PkiCommand) -> anyhow::Result<ExitCode> {
     match cmd {
         PkiCommand::Verify(a) => verify(a),
         PkiCommand::VerifyChuid(a) => verify_chuid_cmd(a),
+        PkiCommand::VerifySecurityObject(a) => crate::object_cmd::verify_security_object_cmd(a),
+        PkiCommand::VerifyBiometric(a) => crate::object_cmd::verify_biometric_cmd(a),
         PkiCommand::Init(a) => init(a),
         PkiCommand::IssueCard(a) => issue_card(a),
         PkiCommand::Revoke(a) => revoke(a),
@@ -381,12 +391,12 @@ fn read_certificate(path: &Path) -> anyhow::Result<Vec<u8>> {
 }
 
 /// The trust and base options of `verify` and `verify-chuid`.
-struct Inputs {
-    trust: Trust,
-    opts: ValidationOptions,
+pub(crate) struct Inputs {
+    pub(crate) trust: Trust,
+    pub(crate) opts: ValidationOptions,
 }
 
-fn load_inputs(t: &TrustArgs) -> anyhow::Result<Inputs> {
+pub(crate) fn load_inputs(t: &TrustArgs) -> anyhow::Result<Inputs> {
     let mut opts = ValidationOptions::default();
     if let Some(at) = &t.at {
         opts.time = Time::from_rfc3339(at)
@@ -421,7 +431,7 @@ fn fetched_crls(inputs: &Inputs, leaf: &[u8]) -> Option<CrlSet> {
     Some(fetched.crls)
 }
 
-fn path_json(v: &PivValidated) -> serde_json::Value {
+pub(crate) fn path_json(v: &PivValidated) -> serde_json::Value {
     let chain: Vec<_> = v
         .path
         .chain()
@@ -447,7 +457,7 @@ fn path_json(v: &PivValidated) -> serde_json::Value {
     })
 }
 
-fn print_valid(v: &PivValidated) {
+pub(crate) fn print_valid(v: &PivValidated) {
     println!("VALID");
     println!("profile: {}", v.profile);
     println!("path (leaf first, trust anchor last):");
@@ -500,7 +510,7 @@ fn policy_name(o: &ObjectIdentifier) -> String {
     format!("{o} ({name})")
 }
 
-fn print_invalid(json: bool, kind: &str, reason: &str) -> ExitCode {
+pub(crate) fn print_invalid(json: bool, kind: &str, reason: &str) -> ExitCode {
     if json {
         println!(
             "{}",
@@ -635,7 +645,7 @@ fn verify_chuid_cmd(a: VerifyChuidArgs) -> anyhow::Result<ExitCode> {
 }
 
 /// The pivSigner-DN outcome for people.
-fn signer_dn_text(c: pki::fips201::SignerDnCheck) -> &'static str {
+pub(crate) fn signer_dn_text(c: pki::fips201::SignerDnCheck) -> &'static str {
     match c {
         pki::fips201::SignerDnCheck::Matches => "names the signer",
         pki::fips201::SignerDnCheck::Absent => {
@@ -694,6 +704,7 @@ fn issue_card(a: IssueCardArgs) -> anyhow::Result<ExitCode> {
         "  CHUID:     chuid.bin ({} bytes, signed)",
         card.chuid.len()
     );
+    crate::object_cmd::print_issued_containers(&card);
     Ok(ExitCode::SUCCESS)
 }
 

@@ -76,7 +76,7 @@ impl SecurityObjectContainer {
 }
 
 fn decode_mapping(v: &[u8]) -> Result<Vec<DataGroup>, PivError> {
-    if v.len() % 3 != 0 {
+    if !v.len().is_multiple_of(3) {
         return Err(PivError::invalid(
             "Security Object mapping",
             "not a whole number of 3-byte entries",

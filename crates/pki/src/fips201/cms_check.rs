@@ -224,11 +224,11 @@ fn signer_algorithm(si: &SignerInfo, hash: Hash) -> Result<SignatureAlgorithm, C
 
 /// The only SignerInfo of `sd`, after checking eContentType and whether the
 /// content is embedded as the object requires.
-pub(crate) fn single_signer<'a>(
-    sd: &'a SignedData,
+pub(crate) fn single_signer(
+    sd: &SignedData,
     expected_type: ObjectIdentifier,
     embedded: bool,
-) -> Result<&'a SignerInfo, CmsCheckError> {
+) -> Result<&SignerInfo, CmsCheckError> {
     let eci = &sd.encap_content_info;
     if eci.econtent_type != expected_type {
         return Err(CmsCheckError::WrongContentType {

@@ -105,7 +105,7 @@ pub fn grey_jpeg(width: u16, height: u16, comment: &str) -> Vec<u8> {
     let blocks = (usize::from(width) / 8) * (usize::from(height) / 8);
     let bits = blocks * 2;
     let mut data = vec![0u8; bits.div_ceil(8)];
-    if bits % 8 != 0 {
+    if !bits.is_multiple_of(8) {
         // Pad the last byte with 1 bits.
         let last = data.len() - 1;
         data[last] = 0xFF >> (bits % 8);
@@ -281,7 +281,8 @@ mod tests {
     #[test]
     fn face_record_wraps_a_marked_jpeg() {
         let r = synthetic_face_record();
-        assert_eq!(&r[..8], b"FAC\0010\0");
+        assert_eq!(&r[..4], b"FAC\0");
+        assert_eq!(&r[4..8], b"010\0");
         assert_eq!(
             u32::from_be_bytes([r[8], r[9], r[10], r[11]]) as usize,
             r.len()
