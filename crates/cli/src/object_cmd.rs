@@ -252,3 +252,217 @@ pub fn print_issued_containers(card: &pki::issue::CardCredentials) {
         );
     }
 }
+
+/// One data object as `pivgate read` found it.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct ContainerEntry {
+    /// BER-TLV tag, e.g. "5FC107".
+    pub tag: String,
+    pub name: String,
+    /// "always" or "pin" (SP 800-73-4 Table 3 access rule).
+    pub access: &'static str,
+    /// "present", "absent", "pin-required" or "unreadable".
+    pub status: &'static str,
+    pub bytes: Option<usize>,
+    /// What the container says, in one line.
+    pub summary: Option<String>,
+    /// The content as read (saved by `--save`).
+    #[serde(skip)]
+    pub content: Option<Vec<u8>>,
+}
+
+/// The containers `pivgate read` reports besides the certificates: those
+/// SP 800-73-4 Table 3 makes mandatory, and the optional ones pivgate
+/// issues.
+const READ_CONTAINERS: [DataObject; 8] = [
+    DataObject::Ccc,
+    DataObject::Chuid,
+    DataObject::Discovery,
+    DataObject::KeyHistory,
+    DataObject::SecurityObject,
+    DataObject::Fingerprints,
+    DataObject::FacialImage,
+    DataObject::PrintedInfo,
+];
+
+/// Reads the containers of [`READ_CONTAINERS`]; those behind the PIN only
+/// when `pin_verified`.
+pub fn read_containers(
+    ch: &mut dyn host::Channel,
+    pin_verified: bool,
+) -> Result<Vec<ContainerEntry>, host::client::ClientError> {
+    use host::client::ClientError;
+    let mut out = Vec::with_capacity(READ_CONTAINERS.len());
+    for object in READ_CONTAINERS {
+        let access = match object.read_access() {
+            piv::Access::Always => "always",
+            _ => "pin",
+        };
+        let mut e = ContainerEntry {
+            tag: format!("{:X}", object.tag()),
+            name: object.name(),
+            access,
+            status: "present",
+            bytes: None,
+            summary: None,
+            content: None,
+        };
+        if access == "pin" && !pin_verified {
+            // Asking would only get 6982; say what it takes instead.
+            e.status = "pin-required";
+            out.push(e);
+            continue;
+        }
+        let read = if object.is_self_tagged() {
+            read_self_tagged(ch, object)
+        } else {
+            host::client::Piv::new(ch).get_data(object.tag())
+        };
+        match read {
+            Ok(content) => {
+                e.bytes = Some(content.len());
+                e.summary = Some(summarise(object, &content));
+                e.content = Some(content);
+            }
+            Err(ClientError::NotFound(_)) => e.status = "absent",
+            Err(ClientError::SecurityStatus) => e.status = "pin-required",
+            Err(err @ ClientError::Transport(_)) => return Err(err),
+            Err(err) => {
+                e.status = "unreadable";
+                e.summary = Some(err.to_string());
+            }
+        }
+        out.push(e);
+    }
+    Ok(out)
+}
+
+/// GET DATA of an object answered under its own tag (the discovery object).
+fn read_self_tagged(
+    ch: &mut dyn host::Channel,
+    object: DataObject,
+) -> Result<Vec<u8>, host::client::ClientError> {
+    use host::client::ClientError;
+    let mut cmd = vec![0x5C, object.tag_bytes().len() as u8];
+    cmd.extend_from_slice(&object.tag_bytes());
+    let r = host::client::exchange(ch, 0x00, 0xCB, 0x3F, 0xFF, &cmd, true)?;
+    match r.sw {
+        0x9000 => Ok(r.data),
+        0x6A82 => Err(ClientError::NotFound(object.tag())),
+        0x6982 => Err(ClientError::SecurityStatus),
+        sw => Err(ClientError::Status {
+            what: "GET DATA",
+            sw,
+        }),
+    }
+}
+
+fn summarise(object: DataObject, content: &[u8]) -> String {
+    let r: Result<String, String> = (|| {
+        Ok(match object {
+            DataObject::Ccc => {
+                let c = piv::ccc::Ccc::decode(content).map_err(|e| e.to_string())?;
+                format!(
+                    "card identifier {}, data model {:02X}",
+                    hex::encode_upper(&c.card_identifier),
+                    c.data_model
+                )
+            }
+            DataObject::Chuid => {
+                let c = Chuid::decode(content).map_err(|e| e.to_string())?;
+                format!(
+                    "card {}, {}",
+                    c.card_uuid_urn(),
+                    if c.signature.is_some() {
+                        "signed"
+                    } else {
+                        "unsigned"
+                    }
+                )
+            }
+            DataObject::KeyHistory => {
+                let k = piv::ccc::KeyHistory::decode(content).map_err(|e| e.to_string())?;
+                format!(
+                    "{} retired key(s) on card, {} off card",
+                    k.on_card, k.off_card
+                )
+            }
+            DataObject::SecurityObject => {
+                let s = piv::security_object::SecurityObjectContainer::decode(content)
+                    .map_err(|e| e.to_string())?;
+                let groups: Vec<String> = s
+                    .mapping
+                    .iter()
+                    .map(|g| format!("DG{} {}", g.number, g.object.name()))
+                    .collect();
+                format!("signed hashes of {}", groups.join(", "))
+            }
+            DataObject::Fingerprints | DataObject::FacialImage => {
+                let rec = piv::cbeff::container_record(content).map_err(|e| e.to_string())?;
+                let r = piv::cbeff::CbeffRecord::parse(rec).map_err(|e| e.to_string())?;
+                let h = &r.header;
+                format!(
+                    "CBEFF format {:04X}/{:04X}, {} data bytes, created {}, creator {:?}, {}",
+                    h.format_owner,
+                    h.format_type,
+                    r.bdb.len(),
+                    h.created,
+                    h.creator,
+                    if r.signature_block.is_empty() {
+                        "unsigned"
+                    } else {
+                        "signed"
+                    }
+                )
+            }
+            DataObject::PrintedInfo => {
+                let p = piv::printed::PrintedInfo::decode(content).map_err(|e| e.to_string())?;
+                format!(
+                    "{}, {}, expires {}, serial {}, issuer {}",
+                    p.name,
+                    p.employee_affiliation,
+                    p.expiration,
+                    p.agency_card_serial,
+                    p.issuer_identification
+                )
+            }
+            _ => format!("{} bytes", content.len()),
+        })
+    })();
+    r.unwrap_or_else(|e| format!("does not decode: {e}"))
+}
+
+/// Writes each container read into `dir` under the names of
+/// [`CONTAINER_FILES`] (others as TAG.bin).
+pub fn save_containers(dir: &Path, entries: &[ContainerEntry]) -> anyhow::Result<()> {
+    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    for e in entries {
+        let Some(content) = &e.content else { continue };
+        let name = CONTAINER_FILES
+            .iter()
+            .find(|(o, _)| format!("{:X}", o.tag()) == e.tag)
+            .map(|(_, f)| f.to_string())
+            .unwrap_or_else(|| format!("{}.bin", e.tag));
+        let p = dir.join(name);
+        std::fs::write(&p, content).with_context(|| format!("writing {}", p.display()))?;
+    }
+    Ok(())
+}
+
+/// The containers as text, for `pivgate read`.
+pub fn render_containers(entries: &[ContainerEntry]) -> String {
+    use std::fmt::Write;
+    let mut s = String::from("containers:\n");
+    for e in entries {
+        let state = match (e.status, e.bytes) {
+            ("present", Some(n)) => format!("{n} bytes"),
+            ("pin-required", _) => "behind the PIN (add --pin-stdin)".to_string(),
+            (st, _) => st.to_string(),
+        };
+        let _ = writeln!(s, "  {} {}: {state}", e.tag, e.name);
+        if let Some(sum) = &e.summary {
+            let _ = writeln!(s, "    {sum}");
+        }
+    }
+    s
+}
