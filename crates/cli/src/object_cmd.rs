@@ -426,6 +426,15 @@ fn summarise(object: DataObject, content: &[u8]) -> String {
                     p.issuer_identification
                 )
             }
+            DataObject::Discovery => {
+                let d = piv::discovery::Discovery::decode(content).map_err(|e| e.to_string())?;
+                format!(
+                    "PIV AID {}, PIN usage policy {:02X}{:02X}",
+                    hex::encode_upper(&d.aid),
+                    d.pin_policy[0],
+                    d.pin_policy[1]
+                )
+            }
             _ => format!("{} bytes", content.len()),
         })
     })();
@@ -465,4 +474,66 @@ pub fn render_containers(entries: &[ContainerEntry]) -> String {
         }
     }
     s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use host::{InProcess, TransportExt};
+    use pki::issue::{CardOptions, TestPki, TestPkiOptions};
+
+    fn read(pin: bool) -> Vec<ContainerEntry> {
+        let pki = TestPki::generate(TestPkiOptions::default()).unwrap();
+        let creds = pki.issue_card(&CardOptions::default()).unwrap();
+        let mut t = InProcess::new(card::Card::new(creds.card_image(Some(1)).unwrap()));
+        t.with_transaction(|ch| {
+            let mut p = host::client::Piv::new(ch);
+            p.select().unwrap();
+            if pin {
+                p.verify_pin(b"123456").unwrap();
+            }
+            Ok(read_containers(ch, pin))
+        })
+        .unwrap()
+        .unwrap()
+    }
+
+    #[test]
+    fn reads_and_summarises_every_container_behind_the_pin_only_with_it() {
+        let without = read(false);
+        let status =
+            |v: &[ContainerEntry], tag: &str| v.iter().find(|e| e.tag == tag).unwrap().status;
+        assert_eq!(status(&without, "5FC107"), "present");
+        assert_eq!(status(&without, "7E"), "present");
+        assert_eq!(status(&without, "5FC10C"), "absent");
+        assert_eq!(status(&without, "5FC103"), "pin-required");
+        let text = render_containers(&without);
+        assert!(
+            text.contains("5FC109 Printed Information: behind the PIN"),
+            "{text}"
+        );
+        assert!(
+            text.contains("signed hashes of DG1 CHUID, DG2 Cardholder Fingerprints"),
+            "{text}"
+        );
+
+        let with = read(true);
+        assert!(with.iter().all(|e| e.status != "pin-required"));
+        let text = render_containers(&with);
+        assert!(
+            text.contains("Test Cardholder, Test Employee, expires "),
+            "{text}"
+        );
+        assert!(text.contains("CBEFF format 001B/0201"), "{text}");
+        assert!(text.contains("CBEFF format 001B/0501"), "{text}");
+        assert!(!text.contains("does not decode"), "{text}");
+        assert!(text.contains("PIN usage policy 4000"), "{text}");
+
+        let dir = tempfile::tempdir().unwrap();
+        save_containers(dir.path(), &with).unwrap();
+        for (_, f) in CONTAINER_FILES {
+            assert!(dir.path().join(f).exists(), "{f}");
+        }
+        assert!(dir.path().join("7E.bin").exists());
+    }
 }
