@@ -290,6 +290,32 @@ pub const ERROR_CODES: &[&str] = &[
     "chuid-signer-dn-mismatch",
     "chuid-signature-algorithm-refused",
     "chuid-signer-invalid",
+    "cms-malformed",
+    "cms-wrong-content-type",
+    "cms-embedded-content",
+    "cms-content-missing",
+    "cms-signer-count",
+    "cms-no-signed-attributes",
+    "cms-attribute-missing",
+    "cms-content-type-mismatch",
+    "cms-digest-unsupported",
+    "cms-digest-mismatch",
+    "cms-signer-certificate-missing",
+    "cms-signer-dn-mismatch",
+    "cms-signature-invalid",
+    "cms-signature-algorithm-refused",
+    "cms-signer-invalid",
+    "security-object-undecodable",
+    "security-object-signature-refused",
+    "security-object-lds-malformed",
+    "security-object-digest-unsupported",
+    "security-object-hash-missing",
+    "security-object-data-group-mismatch",
+    "biometric-undecodable",
+    "biometric-unsigned",
+    "biometric-signature-refused",
+    "biometric-fascn-mismatch",
+    "biometric-uuid-mismatch",
 ];
 
 impl Fips201Error {
@@ -636,6 +662,72 @@ mod codes {
         ]
     }
 
+    fn every_cms_error() -> Vec<CmsCheckError> {
+        use CmsCheckError::*;
+        vec![
+            Malformed(s()),
+            WrongContentType {
+                found: s(),
+                expected: s(),
+            },
+            EmbeddedContent,
+            MissingContent,
+            SignerCount(0),
+            NoSignedAttributes,
+            MissingAttribute("pivFASC-N"),
+            ContentTypeMismatch { found: s() },
+            UnsupportedDigest(s()),
+            DigestMismatch,
+            SignerCertificateMissing,
+            SignerDnMismatch {
+                named: s(),
+                signer: s(),
+            },
+            BadSignature { signer: s() },
+            Algorithm {
+                signer: s(),
+                error: crate::sig::SignatureError::Invalid,
+            },
+            Signer(Fips201Error::Profile(ProfileError::KeyUsage {
+                subject: s(),
+                profile: CertProfile::ContentSigner,
+            })),
+        ]
+    }
+
+    fn every_security_object_error() -> Vec<SecurityObjectError> {
+        use SecurityObjectError::*;
+        vec![
+            Decode(piv::PivError::MissingTag(0xBA)),
+            Signature(CmsCheckError::DigestMismatch),
+            Lds(s()),
+            UnsupportedDigest(s()),
+            HashMissing { number: 1 },
+            DataGroupMismatch {
+                number: 1,
+                object: s(),
+            },
+        ]
+    }
+
+    fn every_biometric_error() -> Vec<BiometricError> {
+        use BiometricError::*;
+        vec![
+            Decode(piv::PivError::MissingTag(0xBC)),
+            Unsigned(0),
+            Signature(CmsCheckError::DigestMismatch),
+            FascnMismatch {
+                what: "header",
+                found: s(),
+                card: s(),
+            },
+            UuidMismatch {
+                found: s(),
+                card: s(),
+            },
+        ]
+    }
+
     #[test]
     fn every_error_has_a_unique_published_code() {
         let mut codes: Vec<&'static str> = Vec::new();
@@ -644,6 +736,9 @@ mod codes {
         codes.extend(every_profile_error().iter().map(|e| e.code()));
         codes.extend(every_binding_error().iter().map(|e| e.code()));
         codes.extend(every_chuid_error().iter().map(|e| e.code()));
+        codes.extend(every_cms_error().iter().map(|e| e.code()));
+        codes.extend(every_security_object_error().iter().map(|e| e.code()));
+        codes.extend(every_biometric_error().iter().map(|e| e.code()));
         assert_eq!(
             codes, ERROR_CODES,
             "a code changed, or a variant was added without one"
