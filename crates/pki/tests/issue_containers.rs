@@ -3,6 +3,7 @@
 //! as an independent peer, the identifiers agree everywhere, and tampering
 //! is caught with a named error.
 
+use der::Decode;
 use piv::cbeff::{container_record, CbeffRecord};
 use piv::chuid::Chuid;
 use piv::security_object::SecurityObjectContainer;
@@ -91,6 +92,41 @@ fn the_security_object_verifies_and_catches_a_tampered_data_group() {
         .groups
         .iter()
         .all(|g| g.status == DataGroupStatus::Matches));
+
+    // The same containers as GET DATA returns them, inside 53.
+    let wrapped: Vec<(DataObject, Vec<u8>)> = objs
+        .iter()
+        .map(|(o, b)| (*o, pki::fips201::lds::as_read(*o, b)))
+        .collect();
+    let given_wrapped: Vec<(DataObject, &[u8])> =
+        wrapped.iter().map(|(o, b)| (*o, b.as_slice())).collect();
+    verify_security_object(
+        &c.store,
+        &containers.security_object,
+        &given_wrapped,
+        &extra,
+        &c.crls,
+        &opts,
+    )
+    .unwrap();
+    // The hashes cover the containers' contents (the value of 53).
+    let lds = {
+        let so = SecurityObjectContainer::decode(&containers.security_object).unwrap();
+        let sd = cms::content_info::ContentInfo::from_der(&so.signature)
+            .unwrap()
+            .content
+            .decode_as::<cms::signed_data::SignedData>()
+            .unwrap();
+        let e = sd.encap_content_info.econtent.unwrap();
+        let os = e.decode_as::<der::asn1::OctetString>().unwrap();
+        pki::fips201::lds::LdsSecurityObject::from_der(os.as_bytes()).unwrap()
+    };
+    let printed_hash = &lds.data_group_hash_values[2];
+    assert_eq!(printed_hash.data_group_number, 3);
+    assert_eq!(
+        printed_hash.data_group_hash_value.as_bytes(),
+        aws_lc_rs::digest::digest(&aws_lc_rs::digest::SHA256, &containers.printed_info).as_ref()
+    );
 
     // Without the PIN-protected containers: reported as not read.
     let free: Vec<(DataObject, &[u8])> = given
@@ -355,7 +391,7 @@ fn openssl_verifies_every_signed_object_of_an_issued_card() {
     let (ok, err) = openssl_cms_verify(dir.path(), &c, &so.signature, None);
     assert!(ok, "Security Object: {err}");
     let lds = std::fs::read(dir.path().join("out.bin")).unwrap();
-    let parsed = <pki::fips201::lds::LdsSecurityObject as der::Decode>::from_der(&lds).unwrap();
+    let parsed = pki::fips201::lds::LdsSecurityObject::from_der(&lds).unwrap();
     assert_eq!(parsed.data_group_hash_values.len(), 4);
 
     // Both biometric signature blocks, over the CBEFF header and data block.

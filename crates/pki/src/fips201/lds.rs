@@ -33,7 +33,7 @@ pub struct LdsSecurityObject {
 
 /// A data object as GET DATA returns it, from its stored content: inside
 /// `53`, or under its own tag for the discovery object and the BIT group
-/// template. This is what the Security Object's hashes cover.
+/// template (a form of Security Object hash some issuers use).
 pub fn as_read(object: DataObject, content: &[u8]) -> Vec<u8> {
     let mut out = if object.is_self_tagged() {
         object.tag_bytes()

@@ -4,8 +4,10 @@
 //! signer certificate is usually the CHUID's: pass it in `extra_certs`, see
 //! [`chuid_signer_certificates`](super::chuid_signer_certificates)), and hold
 //! one hash per data group of the `BA` mapping; each data group read from the
-//! card must hash to its value. A hash covers the data object as GET DATA
-//! returns it (inside `53`); the stored content alone is accepted too.
+//! card must hash to its value. A hash covers the container's contents (the
+//! value of its `53` template, as pivgate issues it and the GSA PIV
+//! conformance tool checks it); a hash over the whole data object as GET
+//! DATA returns it (with the `53` tag and length) is accepted too.
 
 use super::cms_check::{self, CmsCheckError, SignerDnCheck};
 use super::lds::{as_read, LdsSecurityObject};
@@ -90,6 +92,29 @@ pub struct VerifiedSecurityObject {
     pub groups: Vec<DataGroupResult>,
 }
 
+/// The contents of a data object given with or without its `53` (or own)
+/// tag: the value when `data` is exactly one such TLV.
+fn unwrapped(object: DataObject, data: &[u8]) -> &[u8] {
+    let tag = if object.is_self_tagged() {
+        object.tag_bytes()
+    } else {
+        vec![0x53]
+    };
+    let Some(rest) = data.strip_prefix(tag.as_slice()) else {
+        return data;
+    };
+    let (len, hdr) = match rest.first() {
+        Some(&n) if n < 0x80 => (usize::from(n), 1),
+        Some(0x81) if rest.len() > 1 => (usize::from(rest[1]), 2),
+        Some(0x82) if rest.len() > 2 => (usize::from(u16::from_be_bytes([rest[1], rest[2]])), 3),
+        _ => return data,
+    };
+    match rest.get(hdr..) {
+        Some(v) if v.len() == len => v,
+        _ => data,
+    }
+}
+
 /// Verifies a Security Object (container content, with or without `53`)
 /// against the containers read from the card, `objects` (content with or
 /// without `53`; data groups not given are reported as not read).
@@ -148,8 +173,9 @@ pub fn verify_security_object(
             None => DataGroupStatus::NotRead,
             Some((object, content)) => {
                 let expected = expected.data_group_hash_value.as_bytes();
-                let wrapped = aws_lc_rs::digest::digest(alg, &as_read(*object, content));
-                let bare = aws_lc_rs::digest::digest(alg, content);
+                let bare = unwrapped(*object, content);
+                let wrapped = aws_lc_rs::digest::digest(alg, &as_read(*object, bare));
+                let bare = aws_lc_rs::digest::digest(alg, bare);
                 if wrapped.as_ref() != expected && bare.as_ref() != expected {
                     return Err(SecurityObjectError::DataGroupMismatch {
                         number: g.number,

@@ -1,6 +1,7 @@
 //! Signing the Security Object (SP 800-73-4 Part 1 §3.1.6): an ICAO
-//! LDSSecurityObject holding the hash of each mapped data group (the data
-//! object as GET DATA returns it), encapsulated in a CMS SignedData by the
+//! LDSSecurityObject holding the hash of each mapped data group (the
+//! container's contents, the value of its `53` template, as the GSA PIV
+//! conformance tool computes it), encapsulated in a CMS SignedData by the
 //! content signer (eContentType id-icao-ldsSecurityObject, the digest
 //! algorithm of the signer key per SP 800-78-4, signed attributes
 //! contentType, messageDigest and pivSigner-DN; no certificates, the signer's
@@ -9,7 +10,7 @@
 use super::cms_sign::{digest_algorithm, sign, SignRequest, SignerDn};
 use super::keys::KeyPair;
 use super::IssueError;
-use crate::fips201::lds::{as_read, DataGroupHash, LdsSecurityObject};
+use crate::fips201::lds::{DataGroupHash, LdsSecurityObject};
 use crate::fips201::oids;
 use der::asn1::OctetString;
 use der::Encode;
@@ -34,7 +35,7 @@ pub fn security_object(
                 object.name()
             )));
         }
-        let digest = aws_lc_rs::digest::digest(alg, &as_read(*object, content));
+        let digest = aws_lc_rs::digest::digest(alg, content);
         hashes.push(DataGroupHash {
             data_group_number: *n,
             data_group_hash_value: OctetString::new(digest.as_ref())?,
