@@ -623,6 +623,33 @@ fn a_card_from_new_pki_holds_every_mandatory_container_readable_by_opensc_and_ve
             "{name} not listed by pkcs15-tool: {listed}"
         );
     }
+    // ... and reads them: the bytes pivgate read.
+    for (name, file) in [
+        ("Card Capability Container", "ccc.bin"),
+        ("Security Object", "security-object.bin"),
+    ] {
+        let out = d(&format!("opensc-{file}"));
+        let o = Command::new("pkcs15-tool")
+            .args([
+                "--reader",
+                testbed::VPCD_READER,
+                "--read-data-object",
+                name,
+                "-o",
+                &out,
+            ])
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{name}: {}", stderr(&o));
+        let theirs = std::fs::read(&out).unwrap();
+        let ours = std::fs::read(format!("{saved}/{file}")).unwrap();
+        assert!(
+            theirs.windows(ours.len()).any(|w| w == ours.as_slice()),
+            "{name}: OpenSC read {} bytes, not the {} pivgate read",
+            theirs.len(),
+            ours.len()
+        );
+    }
     card.stop();
 
     // The saved containers verify: the Security Object's hashes and both
