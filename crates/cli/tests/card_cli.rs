@@ -624,22 +624,26 @@ fn a_card_from_new_pki_holds_every_mandatory_container_readable_by_opensc_and_ve
         );
     }
     // ... and reads them: the bytes pivgate read.
-    for (name, file) in [
-        ("Card Capability Container", "ccc.bin"),
-        ("Security Object", "security-object.bin"),
+    for (name, file, pin) in [
+        ("Card Capability Container", "ccc.bin", false),
+        ("Security Object", "security-object.bin", false),
+        ("Cardholder Fingerprints", "fingerprints.bin", true),
+        ("Cardholder Facial Image", "facial-image.bin", true),
+        ("Printed Information", "printed-info.bin", true),
     ] {
         let out = d(&format!("opensc-{file}"));
-        let o = Command::new("pkcs15-tool")
-            .args([
-                "--reader",
-                testbed::VPCD_READER,
-                "--read-data-object",
-                name,
-                "-o",
-                &out,
-            ])
-            .output()
-            .unwrap();
+        let mut args = vec![
+            "--reader",
+            testbed::VPCD_READER,
+            "--read-data-object",
+            name,
+            "-o",
+            &out,
+        ];
+        if pin {
+            args.extend_from_slice(&["--pin", "123456"]);
+        }
+        let o = Command::new("pkcs15-tool").args(&args).output().unwrap();
         assert!(o.status.success(), "{name}: {}", stderr(&o));
         let theirs = std::fs::read(&out).unwrap();
         let ours = std::fs::read(format!("{saved}/{file}")).unwrap();
