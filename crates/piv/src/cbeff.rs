@@ -1,4 +1,5 @@
-//! Biometric data objects in the SP 800-76-2 form: the Cardholder
+//! Biometric data objects in the SP 800-76-2 form (SP 800-73-4 Part 1
+//! Tables 11 and 13): the Cardholder
 //! Fingerprints (`5FC103`) and Cardholder Facial Image (`5FC108`) containers
 //! hold one element (`BC`) that is a CBEFF record, then the error detection
 //! code (`FE`). A CBEFF record (SP 800-76-2 §9) is the patron-format header

@@ -1,4 +1,4 @@
-//! Printed Information (SP 800-73-4 Part 1 Table 13, data object `5FC109`):
+//! Printed Information (SP 800-73-4 Part 1 Table 14, data object `5FC109`):
 //! what is printed on the card, readable after PIN verification.
 //!
 //! | tag | element | max bytes |

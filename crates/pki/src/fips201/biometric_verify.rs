@@ -1,5 +1,5 @@
 //! Biometric signature verification (SP 800-76-2 §9.2.2, SP 800-73-4 Part 1
-//! §3.1.3-§3.1.4): the CBEFF record's signature block must be a CMS
+//! §3.1.4-§3.1.5): the CBEFF record's signature block must be a CMS
 //! SignedData with the content detached, eContentType id-PIV-biometricObject,
 //! whose messageDigest covers the CBEFF header and biometric data block, with
 //! the pivFASC-N signed attribute equal to the header's FASC-N, by a valid

@@ -1,9 +1,9 @@
 //! The data objects of an issued card besides its certificates and CHUID,
 //! so that it holds every container SP 800-73-4 Part 1 Table 3 makes
 //! mandatory: the Card Capability Container (§3.1.1), the Security Object
-//! (§3.1.6), the Cardholder Fingerprints (§3.1.3) and Cardholder Facial
-//! Image (§3.1.4) in the SP 800-76-2 form, and the Printed Information
-//! (§3.1.5, optional but issued with test values). The biometrics are
+//! (§3.1.6), the Cardholder Fingerprints (§3.1.4) and Cardholder Facial
+//! Image (§3.1.5) in the SP 800-76-2 form, and the Printed Information
+//! (Table 14, optional but issued with test values). The biometrics are
 //! synthetic and marked as test data (see [`super::biometrics`]). Every
 //! object carries the card's FASC-N and UUID where the standards have a
 //! place for them.
