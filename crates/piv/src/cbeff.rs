@@ -1,8 +1,7 @@
-//! Biometric data objects in the SP 800-76-2 form (SP 800-73-4 Part 1
-//! Tables 11 and 13): the Cardholder
-//! Fingerprints (`5FC103`) and Cardholder Facial Image (`5FC108`) containers
-//! hold one element (`BC`) that is a CBEFF record, then the error detection
-//! code (`FE`). A CBEFF record (SP 800-76-2 §9) is the patron-format header
+//! Biometric data objects in the SP 800-76-2 form: the Cardholder
+//! Fingerprints (`5FC103`, SP 800-73-4 Part 1 Table 11) and Cardholder Facial
+//! Image (`5FC108`, Table 13) containers hold one element (`BC`) that is a
+//! CBEFF record, then the error detection code (`FE`). A CBEFF record (SP 800-76-2 §9) is the patron-format header
 //! (Table 7, 88 bytes), the biometric data block (an INCITS 378 minutiae
 //! record or an INCITS 385 / ISO 19794-5 facial image record) and the
 //! signature block (a CMS SignedData with the content detached: its message
