@@ -370,15 +370,17 @@ fn summarise(object: DataObject, content: &[u8]) -> String {
             }
             DataObject::Chuid => {
                 let c = Chuid::decode(content).map_err(|e| e.to_string())?;
-                format!(
-                    "card {}, {}",
-                    c.card_uuid_urn(),
-                    if c.signature.is_some() {
-                        "signed"
-                    } else {
-                        "unsigned"
+                let signed = match (&c.signature, pki::fips201::chuid_digest_form(content)) {
+                    (None, _) => "unsigned".to_string(),
+                    (Some(_), Some(form)) => format!(
+                        "signed, message digest {} (signature not verified here: pivgate pki verify-chuid)",
+                        form.describe()
+                    ),
+                    (Some(_), None) => {
+                        "signed, but its message digest matches neither form of the CHUID".to_string()
                     }
-                )
+                };
+                format!("card {}, {signed}", c.card_uuid_urn())
             }
             DataObject::KeyHistory => {
                 let k = piv::ccc::KeyHistory::decode(content).map_err(|e| e.to_string())?;
@@ -528,6 +530,10 @@ mod tests {
         assert!(text.contains("CBEFF format 001B/0501"), "{text}");
         assert!(!text.contains("does not decode"), "{text}");
         assert!(text.contains("PIN usage policy 4000"), "{text}");
+        assert!(
+            text.contains("error detection code included (SP 800-73-4)"),
+            "{text}"
+        );
 
         let dir = tempfile::tempdir().unwrap();
         save_containers(dir.path(), &with).unwrap();

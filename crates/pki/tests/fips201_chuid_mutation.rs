@@ -187,3 +187,20 @@ fn a_chuid_without_pivsigner_dn_is_accepted_and_reported() {
     let v = verify_chuid(&store, &chuid, &[], &crls, &ValidationOptions::default()).unwrap();
     assert_eq!(v.signer_dn, SignerDnCheck::Absent);
 }
+
+#[test]
+fn the_digest_form_is_readable_without_verifying() {
+    use pki::fips201::chuid_digest_form;
+    use pki::issue::SignerDn;
+    assert_eq!(
+        chuid_digest_form(&fixture().card.chuid),
+        Some(ChuidDigestForm::WithEdc)
+    );
+    let (chuid, _, _) = resigned(false, SignerDn::Subject);
+    assert_eq!(chuid_digest_form(&chuid), Some(ChuidDigestForm::WithoutEdc));
+    let mut c = Chuid::decode(&chuid).unwrap();
+    c.guid[0] ^= 1;
+    assert_eq!(chuid_digest_form(&c.encode()), None);
+    c.signature = None;
+    assert_eq!(chuid_digest_form(&c.encode()), None);
+}

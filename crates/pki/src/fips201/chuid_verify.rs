@@ -162,6 +162,25 @@ impl ChuidDigestForm {
     }
 }
 
+/// Which form the CHUID's messageDigest attribute covers, read without
+/// verifying anything else (for reports such as `pivgate read`): `None`
+/// when the CHUID is unsigned, its signature does not parse, or neither
+/// form matches.
+pub fn chuid_digest_form(chuid_bytes: &[u8]) -> Option<ChuidDigestForm> {
+    let chuid = Chuid::decode(chuid_bytes).ok()?;
+    let sd = cms_check::signed_data(chuid.signature.as_deref()?).ok()?;
+    let si = match sd.signer_infos.0.as_slice() {
+        [si] => si,
+        _ => return None,
+    };
+    let with_edc = digest_content_of(chuid_bytes).ok()?;
+    let without_edc = signed_content_of(chuid_bytes).ok()?;
+    match cms_check::matching_content(si, &[&with_edc, &without_edc]).ok()? {
+        0 => Some(ChuidDigestForm::WithEdc),
+        _ => Some(ChuidDigestForm::WithoutEdc),
+    }
+}
+
 /// A CHUID whose issuer signature verified.
 #[derive(Debug, Clone)]
 pub struct VerifiedChuid {

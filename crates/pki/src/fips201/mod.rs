@@ -23,7 +23,8 @@ mod security_object_verify;
 
 pub use biometric_verify::{verify_biometric, BiometricError, VerifiedBiometric};
 pub use chuid_verify::{
-    verify_chuid, verify_chuid_cached, ChuidDigestForm, ChuidVerifyError, VerifiedChuid,
+    chuid_digest_form, verify_chuid, verify_chuid_cached, ChuidDigestForm, ChuidVerifyError,
+    VerifiedChuid,
 };
 pub use cms_check::{chuid_signer_certificates, CmsCheckError, SignerDnCheck};
 pub use security_object_verify::{
