@@ -220,7 +220,7 @@ pub enum Fips201Error {
 }
 
 /// Every published machine code of the pki errors (path, revocation, profile, binding,
-/// CHUID signature), in declaration order. Codes are stored by event logs and counted by metrics:
+/// CHUID signature, CMS signature, Security Object, biometric), in declaration order. Codes are stored by event logs and counted by metrics:
 /// this list may grow, but an entry must never change.
 pub const ERROR_CODES: &[&str] = &[
     "certificate-malformed",

@@ -1,6 +1,8 @@
 //! Test-PKI issuance: key generation, an X.509 certificate builder, a CRL
-//! builder and CMS signing of CHUIDs, built from `x509-cert`/`der` types and
-//! signed over the DER of the to-be-signed structure with `aws-lc-rs`.
+//! builder, CMS signing of CHUIDs, and the other containers of a whole card
+//! (CCC, Security Object, synthetic SP 800-76 biometrics, Printed
+//! Information; see `CARD-CONTENTS.md`), built from `x509-cert`/`der` types
+//! and signed over the DER of the to-be-signed structure with `aws-lc-rs`.
 //!
 //! This is for test and demonstration PKIs (and benchmarks that need CA
 //! bundles, chains and CRLs); it is not a production CA.
