@@ -21,6 +21,14 @@ pub struct ReadArgs {
     /// Print JSON instead of text.
     #[arg(long)]
     json: bool,
+    /// Read the PIN from the first line of standard input, to read the
+    /// containers behind it too (biometrics, Printed Information).
+    #[arg(long)]
+    pin_stdin: bool,
+    /// Write the containers read into this directory (chuid.bin, ccc.bin,
+    /// security-object.bin, ...), for `pivgate pki verify-*`.
+    #[arg(long, value_name = "DIR")]
+    save: Option<std::path::PathBuf>,
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -79,14 +87,40 @@ fn wait_and_connect(
 pub fn read(args: ReadArgs) -> Result<ExitCode> {
     let (mut t, _) = wait_and_connect(args.reader.as_deref(), args.wait)?;
     let reader = t.reader().to_string();
-    let report = t
-        .with_transaction(|ch| Ok(auth::inspect::read_card(ch)))
-        .context("reading the card")?
+    let pin = if args.pin_stdin {
+        use auth::PinSource;
+        Some(StdinPin.pin().map_err(|e| anyhow::anyhow!(e))?)
+    } else {
+        None
+    };
+    let (report, containers) = t
+        .with_transaction(|ch| {
+            let report = auth::inspect::read_card(ch);
+            let verified = match &pin {
+                Some(p) => {
+                    let mut piv = host::client::Piv::new(ch);
+                    piv.select()
+                        .and_then(|_| piv.verify_pin(p.as_bytes()))
+                        .map(|_| true)
+                }
+                None => Ok(false),
+            };
+            let containers = verified.and_then(|v| crate::object_cmd::read_containers(ch, v));
+            Ok((report, containers))
+        })
         .context("reading the card")?;
+    let report = report.context("reading the card")?;
+    let containers = containers.context("reading the card's containers")?;
+    if let Some(dir) = &args.save {
+        crate::object_cmd::save_containers(dir, &containers)?;
+    }
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&report)?);
+        let mut j = serde_json::to_value(&report)?;
+        j["containers"] = serde_json::to_value(&containers)?;
+        println!("{}", serde_json::to_string_pretty(&j)?);
     } else {
         print!("{}", render::card_report(&reader, &report));
+        print!("{}", crate::object_cmd::render_containers(&containers));
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -9,6 +9,7 @@ mod demo;
 #[cfg(feature = "pcsc-demo")]
 mod demo_pcsc;
 mod door_cmd;
+mod object_cmd;
 mod personalise;
 mod pki_cmd;
 mod render;

@@ -32,6 +32,14 @@ pub enum PkiCommand {
     /// card, with or without the 53 container) and validate its content
     /// signer. Exit status as for `verify`.
     VerifyChuid(VerifyChuidArgs),
+    /// Verify a Security Object (SP 800-73-4 §3.1.6): its signature by the
+    /// content signer and the hash of each data group against the containers
+    /// given. Exit status as for `verify`.
+    VerifySecurityObject(crate::object_cmd::VerifySecurityObjectArgs),
+    /// Verify the signature of a biometric container (Cardholder
+    /// Fingerprints or Facial Image, SP 800-76-2 §9.2.2) and its card
+    /// identifiers. Exit status as for `verify`.
+    VerifyBiometric(crate::object_cmd::VerifyBiometricArgs),
     /// Create a test PKI in a directory: root CA, an issuing CA asserting
     /// the FIPS 201 policies, a CHUID content signer and empty CRLs.
     Init(InitArgs),
@@ -209,7 +217,7 @@ pub struct TrustArgs {
     allow_expired_anchor: bool,
     /// Print the result as JSON.
     #[arg(long)]
-    json: bool,
+    pub(crate) json: bool,
 }
 
 #[derive(Args)]
@@ -418,6 +426,8 @@ pub fn run(cmd: PkiCommand) -> anyhow::Result<ExitCode> {
     match cmd {
         PkiCommand::Verify(a) => verify(a),
         PkiCommand::VerifyChuid(a) => verify_chuid_cmd(a),
+        PkiCommand::VerifySecurityObject(a) => crate::object_cmd::verify_security_object_cmd(a),
+        PkiCommand::VerifyBiometric(a) => crate::object_cmd::verify_biometric_cmd(a),
         PkiCommand::Init(a) => init(a),
         PkiCommand::IssueCard(a) => issue_card(a),
         PkiCommand::Revoke(a) => revoke(a),
@@ -453,12 +463,12 @@ fn read_x509(path: &Path) -> anyhow::Result<Vec<u8>> {
 }
 
 /// The trust and base options of `verify` and `verify-chuid`.
-struct Inputs {
-    trust: Trust,
-    opts: ValidationOptions,
+pub(crate) struct Inputs {
+    pub(crate) trust: Trust,
+    pub(crate) opts: ValidationOptions,
 }
 
-fn load_inputs(t: &TrustArgs) -> anyhow::Result<Inputs> {
+pub(crate) fn load_inputs(t: &TrustArgs) -> anyhow::Result<Inputs> {
     let mut opts = ValidationOptions::default();
     if let Some(at) = &t.at {
         opts.time = Time::from_rfc3339(at)
@@ -497,7 +507,7 @@ fn fetched_crls(inputs: &Inputs, leaf: &[u8]) -> Option<CrlSet> {
     Some(fetched.crls)
 }
 
-fn path_json(v: &PivValidated) -> serde_json::Value {
+pub(crate) fn path_json(v: &PivValidated) -> serde_json::Value {
     let chain: Vec<_> = v
         .path
         .chain()
@@ -523,7 +533,7 @@ fn path_json(v: &PivValidated) -> serde_json::Value {
     })
 }
 
-fn print_valid(v: &PivValidated) {
+pub(crate) fn print_valid(v: &PivValidated) {
     println!("VALID");
     println!("profile: {}", v.profile);
     println!("path (leaf first, trust anchor last):");
@@ -576,7 +586,7 @@ fn policy_name(o: &ObjectIdentifier) -> String {
     format!("{o} ({name})")
 }
 
-fn print_invalid(json: bool, kind: &str, code: &str, reason: &str) -> ExitCode {
+pub(crate) fn print_invalid(json: bool, kind: &str, code: &str, reason: &str) -> ExitCode {
     if json {
         println!(
             "{}",
@@ -675,6 +685,8 @@ fn verify(a: VerifyArgs) -> anyhow::Result<ExitCode> {
                 "signer": c.signer.path.leaf().subject_display(),
                 "card_uuid": c.chuid.card_uuid_urn(),
                 "expires": c.chuid.expiration.to_string(),
+                "digest_form": c.digest_form.as_str(),
+                "signer_dn": c.signer_dn.as_str(),
                 "bound": true,
             });
         }
@@ -726,9 +738,13 @@ fn verify_chuid_cmd(a: VerifyChuidArgs) -> anyhow::Result<ExitCode> {
                 j["card_uuid"] = json!(v.chuid.card_uuid_urn());
                 j["fascn"] = json!(fascn);
                 j["expires"] = json!(v.chuid.expiration.to_string());
+                j["digest_form"] = json!(v.digest_form.as_str());
+                j["signer_dn"] = json!(v.signer_dn.as_str());
                 println!("{j}");
             } else {
                 println!("VALID CHUID signature");
+                println!("message digest: {}", v.digest_form.describe());
+                println!("pivSigner-DN: {}", signer_dn_text(v.signer_dn));
                 println!("card UUID: {}", v.chuid.card_uuid_urn());
                 if let Some(f) = fascn {
                     println!("FASC-N: {f}");
@@ -745,6 +761,16 @@ fn verify_chuid_cmd(a: VerifyChuidArgs) -> anyhow::Result<ExitCode> {
             e.code(),
             &e.to_string(),
         )),
+    }
+}
+
+/// The pivSigner-DN outcome for people.
+pub(crate) fn signer_dn_text(c: pki::fips201::SignerDnCheck) -> &'static str {
+    match c {
+        pki::fips201::SignerDnCheck::Matches => "names the signer",
+        pki::fips201::SignerDnCheck::Absent => {
+            "absent (SP 800-73-4 requires it; accepted, the signer is identified by its certificate)"
+        }
     }
 }
 
@@ -814,6 +840,7 @@ fn issue_card(a: IssueCardArgs) -> anyhow::Result<ExitCode> {
         "  CHUID:     chuid.bin ({} bytes, signed)",
         card.chuid.len()
     );
+    crate::object_cmd::print_issued_containers(&card);
     Ok(ExitCode::SUCCESS)
 }
 

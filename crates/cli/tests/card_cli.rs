@@ -480,3 +480,206 @@ fn new_with_a_pki_sets_pin_puk_and_management_key_or_warns() {
         assert!(!out.exists());
     }
 }
+
+/// The containers of SP 800-73-4 Table 3 a card from `card new --pki`
+/// holds, by tag, with whether reading needs the PIN.
+const MANDATORY: [(&str, &str, bool); 6] = [
+    ("5FC107", "Card Capability Container", false),
+    ("5FC102", "CHUID", false),
+    ("5FC106", "Security Object", false),
+    ("5FC103", "Cardholder Fingerprints", true),
+    ("5FC108", "Cardholder Facial Image", true),
+    ("5FC109", "Printed Information", true),
+];
+
+/// Runs opensc-tool with `apdus` in one session and returns the status
+/// word of each answer, as "9000".
+fn opensc_status_words(apdus: &[String]) -> Vec<String> {
+    let mut args = vec!["--reader".to_string(), testbed::VPCD_READER.to_string()];
+    for a in apdus {
+        args.push("-s".into());
+        args.push(a.clone());
+    }
+    let out = Command::new("opensc-tool").args(&args).output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(out.status.success(), "opensc-tool: {text}{}", stderr(&out));
+    text.lines()
+        .filter_map(|l| {
+            let i = l.find("SW1=0x")?;
+            let sw1 = &l[i + 6..i + 8];
+            let j = l.find("SW2=0x")?;
+            let sw2 = &l[j + 6..j + 8];
+            Some(format!("{sw1}{sw2}").to_uppercase())
+        })
+        .collect()
+}
+
+fn get_data_apdu(tag: &str) -> String {
+    format!(
+        "00:CB:3F:FF:05:5C:03:{}:{}:{}:00",
+        &tag[0..2],
+        &tag[2..4],
+        &tag[4..6]
+    )
+}
+
+#[test]
+fn a_card_from_new_pki_holds_every_mandatory_container_readable_by_opensc_and_verifiable() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = |name: &str| dir.path().join(name).to_str().unwrap().to_string();
+    ok(&["pki", "init", "--dir", &d("pki")]);
+    ok(&["card", "new", "--pki", &d("pki"), "--out", &d("card.json")]);
+    let image: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(d("card.json")).unwrap()).unwrap();
+    for (tag, name, _) in MANDATORY {
+        assert!(image["objects"][tag].is_string(), "{name} ({tag}) missing");
+    }
+    assert!(
+        image["objects"]["7E"].is_string(),
+        "discovery object missing"
+    );
+
+    let Some(_reader) = util::vpcd_reader() else {
+        return;
+    };
+    let card = util::CardProcess::start(Path::new(&d("card.json")));
+
+    // Without the PIN: the free containers are read, the others need it.
+    let report: serde_json::Value =
+        serde_json::from_str(&ok(&["read", "--json", "--wait", "10"])).unwrap();
+    let status = |r: &serde_json::Value, tag: &str| {
+        r["containers"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["tag"] == tag)
+            .map(|c| c["status"].as_str().unwrap().to_string())
+            .unwrap_or_default()
+    };
+    for (tag, name, pin) in MANDATORY {
+        let want = if pin { "pin-required" } else { "present" };
+        assert_eq!(status(&report, tag), want, "{name}");
+    }
+    assert_eq!(status(&report, "7E"), "present");
+    assert_eq!(
+        status(&report, "5FC10C"),
+        "absent",
+        "no retired keys, no key history"
+    );
+
+    // With the PIN: everything, saved for the verifiers.
+    let saved = d("read");
+    let out = util::pivgate_with_stdin(
+        &[
+            "read",
+            "--json",
+            "--wait",
+            "10",
+            "--pin-stdin",
+            "--save",
+            &saved,
+        ],
+        Some("123456\n"),
+    );
+    assert!(out.status.success(), "{}", util::text(&out));
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    for (tag, name, _) in MANDATORY {
+        assert_eq!(status(&report, tag), "present", "{name}");
+    }
+    let text = util::text(&util::pivgate_with_stdin(
+        &["read", "--wait", "10", "--pin-stdin"],
+        Some("123456\n"),
+    ));
+    assert!(text.contains("Test Cardholder"), "{text}");
+    assert!(text.contains("creator \"pivgate test data\""), "{text}");
+
+    // OpenSC reads each container; those behind the PIN only after VERIFY.
+    let select = "00:A4:04:00:09:A0:00:00:03:08:00:00:10:00".to_string();
+    let verify = "00:20:00:80:08:31:32:33:34:35:36:FF:FF".to_string();
+    let mut apdus = vec![select.clone()];
+    apdus.extend(MANDATORY.iter().map(|(t, _, _)| get_data_apdu(t)));
+    let sws = opensc_status_words(&apdus);
+    assert_eq!(sws.len(), 1 + MANDATORY.len(), "{sws:?}");
+    for ((tag, name, pin), sw) in MANDATORY.iter().zip(&sws[1..]) {
+        let want = if *pin { "6982" } else { "9000" };
+        assert_eq!(sw, want, "{name} ({tag}) before VERIFY");
+    }
+    let mut apdus = vec![select, verify];
+    apdus.extend(MANDATORY.iter().map(|(t, _, _)| get_data_apdu(t)));
+    let sws = opensc_status_words(&apdus);
+    assert!(
+        sws[2..].iter().all(|sw| sw == "9000"),
+        "after VERIFY: {sws:?}"
+    );
+    // OpenSC's PIV emulation lists the containers as data objects.
+    let list = Command::new("pkcs15-tool")
+        .args(["--reader", testbed::VPCD_READER, "--list-data-objects"])
+        .output()
+        .unwrap();
+    let listed = String::from_utf8_lossy(&list.stdout).into_owned();
+    for name in ["Card Capability Container", "Security Object"] {
+        assert!(
+            listed.contains(name),
+            "{name} not listed by pkcs15-tool: {listed}"
+        );
+    }
+    // ... and reads them: the bytes pivgate read.
+    for (name, file, pin) in [
+        ("Card Capability Container", "ccc.bin", false),
+        ("Security Object", "security-object.bin", false),
+        ("Cardholder Fingerprints", "fingerprints.bin", true),
+        ("Cardholder Facial Image", "facial-image.bin", true),
+        ("Printed Information", "printed-info.bin", true),
+    ] {
+        let out = d(&format!("opensc-{file}"));
+        let mut args = vec![
+            "--reader",
+            testbed::VPCD_READER,
+            "--read-data-object",
+            name,
+            "-o",
+            &out,
+        ];
+        if pin {
+            args.extend_from_slice(&["--pin", "123456"]);
+        }
+        let o = Command::new("pkcs15-tool").args(&args).output().unwrap();
+        assert!(o.status.success(), "{name}: {}", stderr(&o));
+        let theirs = std::fs::read(&out).unwrap();
+        let ours = std::fs::read(format!("{saved}/{file}")).unwrap();
+        assert!(
+            theirs.windows(ours.len()).any(|w| w == ours.as_slice()),
+            "{name}: OpenSC read {} bytes, not the {} pivgate read",
+            theirs.len(),
+            ours.len()
+        );
+    }
+    card.stop();
+
+    // The saved containers verify: the Security Object's hashes and both
+    // biometric signatures.
+    let trust = [
+        "--anchors",
+        &d("pki/root.pem"),
+        "--intermediates",
+        &d("pki/intermediate.pem"),
+        "--crl",
+        &d("pki/root.crl.pem"),
+        "--crl",
+        &d("pki/intermediate.crl.pem"),
+    ];
+    let mut args = vec!["pki", "verify-security-object", "--json", "--dir", &saved];
+    args.extend_from_slice(&trust);
+    let v: serde_json::Value = serde_json::from_str(&ok(&args)).unwrap();
+    let groups = v["data_groups"].as_array().unwrap();
+    assert_eq!(groups.len(), 4);
+    assert!(groups.iter().all(|g| g["status"] == "matches"), "{v}");
+    for file in ["fingerprints.bin", "facial-image.bin"] {
+        let chuid = format!("{saved}/chuid.bin");
+        let container = format!("{saved}/{file}");
+        let mut args = vec!["pki", "verify-biometric", "--chuid", &chuid, &container];
+        args.extend_from_slice(&trust);
+        let out = ok(&args);
+        assert!(out.starts_with("VALID"), "{file}: {out}");
+    }
+}

@@ -340,7 +340,15 @@ fn help_texts_describe_the_commands() {
     let o = pivgate(&["pki", "--help"]);
     assert_eq!(code(&o), 0);
     let t = text(&o);
-    for c in ["verify", "verify-chuid", "init", "issue-card", "revoke"] {
+    for c in [
+        "verify",
+        "verify-chuid",
+        "verify-security-object",
+        "verify-biometric",
+        "init",
+        "issue-card",
+        "revoke",
+    ] {
         assert!(t.contains(c), "{c} missing from help");
     }
     let o = pivgate(&["pki", "verify", "--help"]);
@@ -1210,4 +1218,119 @@ fn closed_pipes_end_every_command_quietly() {
             o.status
         );
     }
+}
+
+/// The trust arguments of the `verify-*` commands for a test PKI.
+fn trust_args(pki: &Path) -> Vec<String> {
+    let mut v = verify_args(pki, &[], Path::new("x"));
+    v.drain(..2);
+    v.pop();
+    v
+}
+
+#[test]
+fn issued_containers_verify_and_tampering_is_named() {
+    let dir = tempfile::tempdir().unwrap();
+    let (pki, card) = setup(dir.path());
+    for f in [
+        "ccc.bin",
+        "printed-info.bin",
+        "fingerprints.bin",
+        "facial-image.bin",
+        "security-object.bin",
+    ] {
+        assert!(card.join(f).exists(), "{f} missing");
+    }
+    let trust = trust_args(&pki);
+    let cmd = |name: &str, extra: &[&str]| {
+        let mut a: Vec<String> = vec!["pki".into(), name.into()];
+        a.extend(trust.iter().cloned());
+        a.extend(extra.iter().map(|s| s.to_string()));
+        run(&a)
+    };
+
+    // verify-chuid names the digest form and the pivSigner-DN outcome.
+    let o = cmd("verify-chuid", &["--json", s(&card.join("chuid.bin"))]);
+    assert_eq!(code(&o), 0, "{}", text(&o));
+    let j: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(j["digest_form"], "with-edc");
+    assert_eq!(j["signer_dn"], "matches");
+
+    // The Security Object with every data group.
+    let o = cmd("verify-security-object", &["--dir", s(&card)]);
+    assert_eq!(code(&o), 0, "{}", text(&o));
+    let out = text(&o);
+    assert!(out.starts_with("VALID Security Object signature"), "{out}");
+    assert!(out.contains("data group 3: Printed Information (ContainerID 3001): hash matches"));
+
+    // Without the CHUID there is no signer certificate: a hint says why.
+    let only = dir.path().join("only");
+    std::fs::create_dir(&only).unwrap();
+    std::fs::copy(
+        card.join("security-object.bin"),
+        only.join("security-object.bin"),
+    )
+    .unwrap();
+    let o = cmd("verify-security-object", &["--dir", s(&only), "--json"]);
+    assert_eq!(code(&o), 1, "{}", text(&o));
+    let j: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(j["kind"], "security-object-signature-refused");
+    assert!(j["error"].as_str().unwrap().contains("--chuid"), "{j}");
+
+    // Data groups not given are refused unless --allow-unread.
+    let chuid = card.join("chuid.bin");
+    let so = card.join("security-object.bin");
+    let o = cmd("verify-security-object", &["--chuid", s(&chuid), s(&so)]);
+    assert_eq!(code(&o), 1, "{}", text(&o));
+    assert!(text(&o).contains("were not given"), "{}", text(&o));
+    let o = cmd(
+        "verify-security-object",
+        &["--chuid", s(&chuid), "--allow-unread", s(&so)],
+    );
+    assert_eq!(code(&o), 0, "{}", text(&o));
+
+    // A tampered data group is named.
+    let mut printed = std::fs::read(card.join("printed-info.bin")).unwrap();
+    printed[4] ^= 0x01;
+    let bad = dir.path().join("printed-bad.bin");
+    std::fs::write(&bad, printed).unwrap();
+    let arg = format!("5FC109={}", s(&bad));
+    let o = cmd(
+        "verify-security-object",
+        &["--dir", s(&card), "--container", &arg, "--json"],
+    );
+    assert_eq!(code(&o), 1, "{}", text(&o));
+    let j: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(j["kind"], "security-object-data-group-mismatch");
+    let o = cmd(
+        "verify-security-object",
+        &["--container", "5FC1FF=x", s(&so)],
+    );
+    assert_eq!(code(&o), 2, "{}", text(&o));
+
+    // Both biometrics, and one of them altered.
+    for f in ["fingerprints.bin", "facial-image.bin"] {
+        let o = cmd(
+            "verify-biometric",
+            &["--chuid", s(&chuid), s(&card.join(f))],
+        );
+        assert_eq!(code(&o), 0, "{}", text(&o));
+        assert!(
+            text(&o).contains("creator \"pivgate test data\""),
+            "{}",
+            text(&o)
+        );
+    }
+    let mut face = std::fs::read(card.join("facial-image.bin")).unwrap();
+    face[200] ^= 0x01;
+    let bad = dir.path().join("face-bad.bin");
+    std::fs::write(&bad, face).unwrap();
+    let o = cmd(
+        "verify-biometric",
+        &["--json", "--chuid", s(&chuid), s(&bad)],
+    );
+    assert_eq!(code(&o), 1, "{}", text(&o));
+    let j: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(j["kind"], "biometric-signature-refused");
+    assert!(j["error"].as_str().unwrap().contains("altered"), "{j}");
 }

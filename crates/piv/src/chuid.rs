@@ -16,8 +16,13 @@
 //!
 //! [`Chuid::encode`] produces the content of the data object (the TLVs, not
 //! wrapped in the `53` container); [`Chuid::decode`] accepts either form.
-//! The issuer signature covers the CHUID's TLVs except `3E` and `FE`
-//! ([`signed_content_of`] takes them from the bytes as read from the card).
+//!
+//! The issuer signature's message digest covers "the concatenated contents of
+//! the CHUID, excluding the asymmetric signature field" (SP 800-73-4 Part 1
+//! §3.1.2.1): every TLV except `3E`, as encoded, which ends with the error
+//! detection code `FE 00` since that element follows the signature
+//! ([`Chuid::digest_content`], [`digest_content_of`]). Some issuers hash the
+//! TLVs without `FE 00` ([`signed_content_of`]); verifiers accept both.
 
 use iso7816::tlv::{self, Reader, TlvError};
 use serde::{Deserialize, Serialize};
@@ -263,9 +268,9 @@ fn unwrap_container(data: &[u8]) -> Result<&[u8], ChuidError> {
     Ok(data)
 }
 
-/// The bytes the issuer asymmetric signature covers, taken from a CHUID as
-/// read from the card: every TLV before the signature (`3E`) and the error
-/// detection code (`FE`), exactly as encoded.
+/// The CHUID's TLVs as read from the card except the signature (`3E`) and
+/// the error detection code (`FE`), exactly as encoded: the form of the
+/// signed content that some issuers hash, without the error detection code.
 pub fn signed_content_of(data: &[u8]) -> Result<Vec<u8>, ChuidError> {
     let data = unwrap_container(data)?;
     let mut r = Reader::new(data);
@@ -276,6 +281,30 @@ pub fn signed_content_of(data: &[u8]) -> Result<Vec<u8>, ChuidError> {
         if t.tag != TAG_SIGNATURE && t.tag != TAG_EDC {
             out.extend_from_slice(&data[start..r.offset()]);
         }
+    }
+    Ok(out)
+}
+
+/// The bytes SP 800-73-4 Part 1 §3.1.2.1 has the issuer signature's message
+/// digest cover, taken from a CHUID as read from the card: every TLV except
+/// the signature (`3E`), exactly as encoded and in card order, so the error
+/// detection code `FE 00` comes last. A CHUID without an `FE` element gets
+/// the `FE 00` the standard makes mandatory appended.
+pub fn digest_content_of(data: &[u8]) -> Result<Vec<u8>, ChuidError> {
+    let data = unwrap_container(data)?;
+    let mut r = Reader::new(data);
+    let mut out = Vec::with_capacity(data.len());
+    let mut edc = false;
+    while !r.is_empty() {
+        let start = r.offset();
+        let t = r.read()?;
+        if t.tag != TAG_SIGNATURE {
+            edc |= t.tag == TAG_EDC;
+            out.extend_from_slice(&data[start..r.offset()]);
+        }
+    }
+    if !edc {
+        tlv::push(&mut out, TAG_EDC, &[]);
     }
     Ok(out)
 }
@@ -386,6 +415,15 @@ impl Chuid {
         out
     }
 
+    /// The bytes the issuer signature's message digest covers (SP 800-73-4
+    /// Part 1 §3.1.2.1): [`Chuid::signed_content`] followed by the error
+    /// detection code `FE 00`, i.e. [`Chuid::encode`] without the `3E` element.
+    pub fn digest_content(&self) -> Vec<u8> {
+        let mut out = self.signed_content();
+        tlv::push(&mut out, TAG_EDC, &[]);
+        out
+    }
+
     /// Encodes the CHUID content (without the `53` container): the signed
     /// content, then `3E` (empty when unsigned) and an empty `FE`.
     pub fn encode(&self) -> Vec<u8> {
@@ -439,6 +477,25 @@ mod tests {
         assert_eq!(signed_content_of(&wrapped).unwrap(), c.signed_content());
         assert_eq!(c.fascn().unwrap().agency_code, "9999");
         assert!(enc.ends_with(&[0x3E, 0x02, 0x30, 0x00, 0xFE, 0x00]));
+    }
+
+    #[test]
+    fn digest_content_is_everything_but_the_signature_ending_with_the_edc() {
+        let c = sample();
+        let enc = c.encode();
+        let mut expected = c.signed_content();
+        expected.extend_from_slice(&[0xFE, 0x00]);
+        assert_eq!(c.digest_content(), expected);
+        assert_eq!(digest_content_of(&enc).unwrap(), expected);
+        assert_eq!(
+            digest_content_of(&tlv::encode(0x53, &enc)).unwrap(),
+            expected
+        );
+        // A CHUID stored without its EDC gets the mandatory FE 00 appended.
+        let mut no_edc = c.signed_content();
+        tlv::push(&mut no_edc, TAG_SIGNATURE, &[0x30, 0x00]);
+        assert_eq!(digest_content_of(&no_edc).unwrap(), expected);
+        assert_eq!(signed_content_of(&no_edc).unwrap(), c.signed_content());
     }
 
     #[test]
@@ -542,6 +599,7 @@ mod tests {
         fn decode_never_panics(bytes in proptest::collection::vec(proptest::num::u8::ANY, 0..200)) {
             let _ = Chuid::decode(&bytes);
             let _ = signed_content_of(&bytes);
+            let _ = digest_content_of(&bytes);
         }
 
         #[test]
@@ -579,6 +637,7 @@ mod tests {
             let enc = c.encode();
             proptest::prop_assert_eq!(Chuid::decode(&enc).unwrap(), c.clone());
             proptest::prop_assert_eq!(signed_content_of(&enc).unwrap(), c.signed_content());
+            proptest::prop_assert_eq!(digest_content_of(&enc).unwrap(), c.digest_content());
         }
     }
 }

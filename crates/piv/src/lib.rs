@@ -1,7 +1,8 @@
 //! The NIST SP 800-73-4 PIV data model shared by the software card and the
 //! host client: application identifier, data-object tags, key references,
 //! algorithm identifiers, CHUID, FASC-N, CCC, discovery object, certificate
-//! containers and GENERAL AUTHENTICATE templates. No I/O and no crypto policy.
+//! containers, Security Object and Printed Information containers, SP 800-76
+//! CBEFF biometric records and GENERAL AUTHENTICATE templates. No I/O and no crypto policy.
 //!
 //! Every encoder here has a matching decoder, and decoders go through the
 //! bounds-checked [`iso7816::tlv::Reader`] so a malicious card or host gets a
@@ -9,6 +10,7 @@
 
 pub mod aid;
 pub mod auth;
+pub mod cbeff;
 pub mod ccc;
 pub mod chuid;
 pub mod container;
@@ -18,7 +20,9 @@ pub mod fascn;
 pub mod keys;
 pub mod mechanism;
 pub mod objects;
+pub mod printed;
 pub mod pubkey;
+pub mod security_object;
 
 pub use aid::{ApplicationProperties, PIV_AID};
 pub use auth::DynAuth;

@@ -122,6 +122,57 @@ impl DataObject {
         }
     }
 
+    /// The 2-byte ContainerID of SP 800-73-4 Part 1 Table 2 (what the
+    /// Security Object's mapping of data groups names), for the SP 800-73-4
+    /// containers; `None` for vendor objects.
+    pub fn container_id(self) -> Option<u16> {
+        Some(match self {
+            DataObject::Ccc => 0xDB00,
+            DataObject::Chuid => 0x3000,
+            DataObject::CertPivAuth => 0x0101,
+            DataObject::Fingerprints => 0x6010,
+            DataObject::SecurityObject => 0x9000,
+            DataObject::FacialImage => 0x6030,
+            DataObject::CertCardAuth => 0x0500,
+            DataObject::CertSignature => 0x0100,
+            DataObject::CertKeyManagement => 0x0102,
+            DataObject::PrintedInfo => 0x3001,
+            DataObject::Discovery => 0x6050,
+            DataObject::KeyHistory => 0x6060,
+            DataObject::RetiredCert(n) => 0x1000 + u16::from(n),
+            DataObject::Iris => 0x1015,
+            DataObject::Bitgt => 0x1016,
+            DataObject::SmCertSigner => 0x1017,
+            DataObject::PairingCode => 0x1018,
+            DataObject::AttestationCert | DataObject::Vendor(_) => return None,
+        })
+    }
+
+    /// The container whose ContainerID is `id` (see [`DataObject::container_id`]).
+    pub fn from_container_id(id: u16) -> Option<Self> {
+        let o = match id {
+            0xDB00 => DataObject::Ccc,
+            0x3000 => DataObject::Chuid,
+            0x0101 => DataObject::CertPivAuth,
+            0x6010 => DataObject::Fingerprints,
+            0x9000 => DataObject::SecurityObject,
+            0x6030 => DataObject::FacialImage,
+            0x0500 => DataObject::CertCardAuth,
+            0x0100 => DataObject::CertSignature,
+            0x0102 => DataObject::CertKeyManagement,
+            0x3001 => DataObject::PrintedInfo,
+            0x6050 => DataObject::Discovery,
+            0x6060 => DataObject::KeyHistory,
+            0x1001..=0x1014 => DataObject::RetiredCert((id - 0x1000) as u8),
+            0x1015 => DataObject::Iris,
+            0x1016 => DataObject::Bitgt,
+            0x1017 => DataObject::SmCertSigner,
+            0x1018 => DataObject::PairingCode,
+            _ => return None,
+        };
+        Some(o)
+    }
+
     /// Read access rule of the standard.
     pub fn read_access(self) -> Access {
         match self {
@@ -211,6 +262,23 @@ mod tests {
         );
         assert_eq!(DataObject::from_tag_bytes(&[]), None);
         assert_eq!(DataObject::from_tag_bytes(&[1, 2, 3, 4]), None);
+    }
+
+    #[test]
+    fn container_ids_round_trip() {
+        let mut n = 0;
+        for tag in (0x5FC100..=0x5FC1FF).chain([0x7E, 0x7F61]) {
+            if let Some(o) = DataObject::from_tag(tag) {
+                let id = o.container_id().unwrap();
+                assert_eq!(DataObject::from_container_id(id), Some(o));
+                n += 1;
+            }
+        }
+        assert_eq!(n, 36);
+        assert_eq!(DataObject::Chuid.container_id(), Some(0x3000));
+        assert_eq!(DataObject::RetiredCert(20).container_id(), Some(0x1014));
+        assert_eq!(DataObject::Vendor(0).container_id(), None);
+        assert_eq!(DataObject::from_container_id(0x1234), None);
     }
 
     #[test]

@@ -24,6 +24,9 @@ pub enum InputKind {
     Crl,
     /// A CHUID as read from a card: at most 64 KiB (a card object holds at most 16 KiB).
     Chuid,
+    /// Another PIV data object as read from a card (Security Object,
+    /// biometrics, Printed Information, CCC): at most 64 KiB.
+    CardObject,
 }
 
 impl InputKind {
@@ -33,7 +36,7 @@ impl InputKind {
             InputKind::Certificate => 1 << 20,
             InputKind::CertificateBundle => 128 << 20,
             InputKind::Crl => 64 << 20,
-            InputKind::Chuid => 64 << 10,
+            InputKind::Chuid | InputKind::CardObject => 64 << 10,
         }
     }
 
@@ -44,6 +47,7 @@ impl InputKind {
             InputKind::CertificateBundle => "certificate file",
             InputKind::Crl => "CRL file",
             InputKind::Chuid => "CHUID file",
+            InputKind::CardObject => "card data object file",
         }
     }
 }

@@ -33,8 +33,8 @@
 //! | [`fetch`] | downloading CRLs from the distribution points over HTTP, only for a path already found to an anchor ([`fetch::fetch_for_path`]) |
 //! | [`trust`] | [`trust::TrustConfig`]: where trust comes from (anchors, untrusted intermediates, CRLs, revocation policy, CRL downloads), for the command line and the service alike, loaded strictly |
 //! | [`input`] | [`input::read_bounded`]: every input file is a regular file read with a cap by kind |
-//! | [`fips201`] | FIPS 201 certificate profiles ([`fips201::CertProfile`]), card identifiers ([`fips201::CertCardIds`]), CHUID signatures, card/certificate bindings |
-//! | [`issue`] | a test PKI: certificates, CRLs, cards and CHUIDs for tests, benchmarks and demos |
+//! | [`fips201`] | FIPS 201 certificate profiles ([`fips201::CertProfile`]), card identifiers ([`fips201::CertCardIds`]), CHUID, Security Object and biometric signatures, card/certificate bindings |
+//! | [`issue`] | a test PKI: certificates, CRLs, cards with every mandatory container (CHUID, CCC, Security Object, synthetic biometrics, Printed Information) for tests, benchmarks and demos; see `CARD-CONTENTS.md` |
 //!
 //! Dependencies point one way: `validate` → `path` → (`rules`, `revocation`) → (`options`,
 //! `error`, `budget`, `cert`, `crl`, …); `revocation` reaches path building only through a

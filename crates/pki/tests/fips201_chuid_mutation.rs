@@ -3,7 +3,7 @@
 
 use piv::chuid::Chuid;
 use pki::crl::CrlSet;
-use pki::fips201::verify_chuid;
+use pki::fips201::{verify_chuid, ChuidDigestForm, ChuidVerifyError, SignerDnCheck};
 use pki::issue::{CardCredentials, CardOptions, TestPki, TestPkiOptions};
 use pki::store::TrustStore;
 use pki::validate::ValidationOptions;
@@ -100,4 +100,107 @@ fn dropping_only_the_error_detection_code_keeps_the_signature_valid() {
         &ValidationOptions::default()
     )
     .is_err());
+}
+
+/// Re-signs the fixture's CHUID with the test PKI's content signer the way
+/// another issuer would.
+fn resigned(with_edc: bool, signer_dn: pki::issue::SignerDn) -> (Vec<u8>, TrustStore, CrlSet) {
+    let pki = TestPki::generate(TestPkiOptions::default()).unwrap();
+    let card = pki.issue_card(&CardOptions::default()).unwrap();
+    let mut c = Chuid::decode(&card.chuid).unwrap();
+    pki::issue::sign_chuid_as(
+        &mut c,
+        pki.content_signer_der(),
+        pki.content_signer_key(),
+        with_edc,
+        signer_dn,
+    )
+    .unwrap();
+    let mut b = TrustStore::builder();
+    b.add_anchor_der(pki.root_der().to_vec());
+    b.add_intermediate_der(pki.intermediate_der().to_vec());
+    let mut crls = CrlSet::builder();
+    for crl in pki.crls() {
+        crls.add_der(crl).unwrap();
+    }
+    (c.encode(), b.build(), crls.build())
+}
+
+#[test]
+fn issued_chuids_use_the_standard_digest_form_and_name_their_signer() {
+    let f = fixture();
+    let v = verify_chuid(
+        &f.store,
+        &f.card.chuid,
+        &[],
+        &f.crls,
+        &ValidationOptions::default(),
+    )
+    .unwrap();
+    assert_eq!(v.digest_form, ChuidDigestForm::WithEdc);
+    assert_eq!(v.signer_dn, SignerDnCheck::Matches);
+}
+
+#[test]
+fn both_digest_forms_verify_and_are_reported() {
+    use pki::issue::SignerDn;
+    for (with_edc, form) in [
+        (true, ChuidDigestForm::WithEdc),
+        (false, ChuidDigestForm::WithoutEdc),
+    ] {
+        let (chuid, store, crls) = resigned(with_edc, SignerDn::Subject);
+        let v = verify_chuid(&store, &chuid, &[], &crls, &ValidationOptions::default()).unwrap();
+        assert_eq!(v.digest_form, form);
+        // Also without the EDC element on the card.
+        let n = chuid.len();
+        let v = verify_chuid(
+            &store,
+            &chuid[..n - 2],
+            &[],
+            &crls,
+            &ValidationOptions::default(),
+        )
+        .unwrap();
+        assert_eq!(v.digest_form, form);
+    }
+}
+
+#[test]
+fn a_pivsigner_dn_naming_someone_else_is_refused() {
+    use pki::issue::SignerDn;
+    let (chuid, store, crls) = resigned(
+        true,
+        SignerDn::Other("CN=Someone Else,O=Elsewhere,C=US".into()),
+    );
+    let e = verify_chuid(&store, &chuid, &[], &crls, &ValidationOptions::default()).unwrap_err();
+    assert_eq!(e.code(), "chuid-signer-dn-mismatch");
+    assert!(
+        matches!(&e, ChuidVerifyError::SignerDnMismatch { named, .. } if named.contains("Someone Else")),
+        "{e}"
+    );
+}
+
+#[test]
+fn a_chuid_without_pivsigner_dn_is_accepted_and_reported() {
+    use pki::issue::SignerDn;
+    let (chuid, store, crls) = resigned(true, SignerDn::Absent);
+    let v = verify_chuid(&store, &chuid, &[], &crls, &ValidationOptions::default()).unwrap();
+    assert_eq!(v.signer_dn, SignerDnCheck::Absent);
+}
+
+#[test]
+fn the_digest_form_is_readable_without_verifying() {
+    use pki::fips201::chuid_digest_form;
+    use pki::issue::SignerDn;
+    assert_eq!(
+        chuid_digest_form(&fixture().card.chuid),
+        Some(ChuidDigestForm::WithEdc)
+    );
+    let (chuid, _, _) = resigned(false, SignerDn::Subject);
+    assert_eq!(chuid_digest_form(&chuid), Some(ChuidDigestForm::WithoutEdc));
+    let mut c = Chuid::decode(&chuid).unwrap();
+    c.guid[0] ^= 1;
+    assert_eq!(chuid_digest_form(&c.encode()), None);
+    c.signature = None;
+    assert_eq!(chuid_digest_form(&c.encode()), None);
 }

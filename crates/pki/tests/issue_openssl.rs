@@ -98,8 +98,11 @@ fn openssl_verifies_the_chuid_signature() {
     let chuid = piv::chuid::Chuid::decode(&card.chuid).unwrap();
     let sig = dir.path().join("sig.der");
     std::fs::write(&sig, chuid.signature.as_ref().unwrap()).unwrap();
+    // SP 800-73-4 §3.1.2.1: the CHUID without its signature field, the
+    // error detection code FE 00 included.
     let content = dir.path().join("content.bin");
-    std::fs::write(&content, chuid.signed_content()).unwrap();
+    std::fs::write(&content, chuid.digest_content()).unwrap();
+    assert!(chuid.digest_content().ends_with(&[0xFE, 0x00]));
     // The CMS tool takes no separate untrusted set: give it both CAs.
     let cas = dir.path().join("cas.pem");
     std::fs::write(
@@ -127,11 +130,15 @@ fn openssl_verifies_the_chuid_signature() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let mut tampered = chuid.signed_content();
+    let mut tampered = chuid.digest_content();
     tampered[5] ^= 0x01;
     let bad = dir.path().join("bad.bin");
     std::fs::write(&bad, tampered).unwrap();
     assert!(!run(&bad).status.success());
+    // The signature is not over the form without the error detection code.
+    let no_edc = dir.path().join("no-edc.bin");
+    std::fs::write(&no_edc, chuid.signed_content()).unwrap();
+    assert!(!run(&no_edc).status.success());
 }
 
 #[test]

@@ -1,27 +1,33 @@
-//! CHUID issuer signature verification (SP 800-73-4 Part 1 §3.1.2, FIPS
+//! CHUID issuer signature verification (SP 800-73-4 Part 1 §3.1.2.1, FIPS
 //! 201-3 §4.2.1): the CMS SignedData in tag `3E` must have eContentType
-//! id-PIV-CHUIDSecurityObject with the content detached (the CHUID TLVs
-//! before `3E`), signed attributes contentType and messageDigest (SHA-256 or
-//! SHA-384), a signature that verifies with the signer certificate included
-//! in the SignedData, and that certificate must validate under the
-//! content-signer profile.
+//! id-PIV-CHUIDSecurityObject with the content detached, signed attributes
+//! contentType and messageDigest (SHA-256 or SHA-384), a signature that
+//! verifies with the signer certificate included in the SignedData, and that
+//! certificate must validate under the content-signer profile.
+//!
+//! The message digest is accepted in two forms ([`ChuidDigestForm`]): over
+//! every element of the CHUID but the signature, the error detection code
+//! `FE 00` included, as §3.1.2.1 says; and over the same elements without
+//! `FE 00`, as some issuers compute it. `FE 00` is a constant, so accepting
+//! both weakens nothing; the result says which one the card used.
+//!
+//! pivSigner-DN (required by §3.1.2.1 "at a minimum") must name the signer
+//! certificate's subject when present; a CHUID that names another signer is
+//! refused (`chuid-signer-dn-mismatch`). A CHUID without it is accepted and
+//! reported ([`SignerDnCheck::Absent`]): the signer is already identified by
+//! the SignerInfo and its certificate is the one verified and validated, so
+//! the attribute adds no assurance a door could lose, while refusing would
+//! shut out cards issued before the attribute was commonly filled in.
 
-use super::{validate_profile, CertProfile, Fips201Error, PivValidated};
+use super::cms_check::{self, CmsCheckError, SignerDnCheck};
+use super::{CertProfile, Fips201Error, PivValidated};
 use crate::crl::CrlSet;
-use crate::sig::{self, Hash, PublicKey, SignatureAlgorithm, SignatureError};
+use crate::sig::SignatureError;
 use crate::store::TrustStore;
 use crate::validate::ValidationOptions;
-use cms::cert::CertificateChoices;
-use cms::content_info::ContentInfo;
-use cms::signed_data::{SignedData, SignerIdentifier, SignerInfo};
-use const_oid::db::rfc5911::{ID_CONTENT_TYPE, ID_MESSAGE_DIGEST, ID_SIGNED_DATA};
-use const_oid::db::rfc5912::{ID_EC_PUBLIC_KEY, ID_SHA_256, ID_SHA_384, RSA_ENCRYPTION};
-use const_oid::ObjectIdentifier;
-use der::asn1::OctetString;
-use der::{Decode, Encode};
-use piv::chuid::{signed_content_of, Chuid, ChuidError};
+use piv::chuid::{digest_content_of, signed_content_of, Chuid, ChuidError};
+use serde::Serialize;
 use thiserror::Error;
-use x509_cert::Certificate;
 
 /// Why a CHUID's issuer signature is not acceptable.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
@@ -56,6 +62,8 @@ pub enum ChuidVerifyError {
     DigestMismatch,
     #[error("the CHUID signature does not include the signer's certificate")]
     SignerCertificateMissing,
+    #[error("the CHUID signature's pivSigner-DN names {named}, but it was signed by {signer}")]
+    SignerDnMismatch { named: String, signer: String },
     #[error("the CHUID signature does not verify with the key of {signer}")]
     BadSignature { signer: String },
     #[error("the CHUID signature by {signer} is not acceptable: {error}")]
@@ -87,9 +95,89 @@ impl ChuidVerifyError {
             DigestMismatch => "chuid-digest-mismatch",
             SignerCertificateMissing => "chuid-signer-certificate-missing",
             BadSignature { .. } => "chuid-signature-invalid",
+            SignerDnMismatch { .. } => "chuid-signer-dn-mismatch",
             Algorithm { .. } => "chuid-signature-algorithm-refused",
             Signer(_) => "chuid-signer-invalid",
         }
+    }
+}
+
+impl From<CmsCheckError> for ChuidVerifyError {
+    fn from(e: CmsCheckError) -> Self {
+        use ChuidVerifyError as C;
+        match e {
+            CmsCheckError::Malformed(m) => C::Malformed(m),
+            CmsCheckError::WrongContentType { found, .. } => C::WrongContentType { found },
+            CmsCheckError::EmbeddedContent => C::EmbeddedContent,
+            CmsCheckError::MissingContent => {
+                C::Malformed("the SignedData lacks its encapsulated content".into())
+            }
+            CmsCheckError::SignerCount(n) => C::SignerCount(n),
+            CmsCheckError::NoSignedAttributes => C::NoSignedAttributes,
+            CmsCheckError::MissingAttribute(a) => C::MissingAttribute(a),
+            CmsCheckError::ContentTypeMismatch { found } => C::ContentTypeMismatch { found },
+            CmsCheckError::UnsupportedDigest(d) => C::UnsupportedDigest(d),
+            CmsCheckError::DigestMismatch => C::DigestMismatch,
+            CmsCheckError::SignerCertificateMissing => C::SignerCertificateMissing,
+            CmsCheckError::SignerDnMismatch { named, signer } => {
+                C::SignerDnMismatch { named, signer }
+            }
+            CmsCheckError::BadSignature { signer } => C::BadSignature { signer },
+            CmsCheckError::Algorithm { signer, error } => C::Algorithm { signer, error },
+            CmsCheckError::Signer(e) => C::Signer(e),
+        }
+    }
+}
+
+/// Which bytes the CHUID's messageDigest covers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ChuidDigestForm {
+    /// Every element but the signature, the error detection code `FE 00`
+    /// included (SP 800-73-4 Part 1 §3.1.2.1).
+    WithEdc,
+    /// Every element but the signature and the error detection code (a form
+    /// some issuers use).
+    WithoutEdc,
+}
+
+impl ChuidDigestForm {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ChuidDigestForm::WithEdc => "with-edc",
+            ChuidDigestForm::WithoutEdc => "without-edc",
+        }
+    }
+
+    /// A sentence for people.
+    pub fn describe(self) -> &'static str {
+        match self {
+            ChuidDigestForm::WithEdc => {
+                "over the CHUID without its signature, error detection code included (SP 800-73-4)"
+            }
+            ChuidDigestForm::WithoutEdc => {
+                "over the CHUID without its signature and error detection code (non-standard form, accepted)"
+            }
+        }
+    }
+}
+
+/// Which form the CHUID's messageDigest attribute covers, read without
+/// verifying anything else (for reports such as `pivgate read`): `None`
+/// when the CHUID is unsigned, its signature does not parse, or neither
+/// form matches.
+pub fn chuid_digest_form(chuid_bytes: &[u8]) -> Option<ChuidDigestForm> {
+    let chuid = Chuid::decode(chuid_bytes).ok()?;
+    let sd = cms_check::signed_data(chuid.signature.as_deref()?).ok()?;
+    let si = match sd.signer_infos.0.as_slice() {
+        [si] => si,
+        _ => return None,
+    };
+    let with_edc = digest_content_of(chuid_bytes).ok()?;
+    let without_edc = signed_content_of(chuid_bytes).ok()?;
+    match cms_check::matching_content(si, &[&with_edc, &without_edc]).ok()? {
+        0 => Some(ChuidDigestForm::WithEdc),
+        _ => Some(ChuidDigestForm::WithoutEdc),
     }
 }
 
@@ -99,99 +187,10 @@ pub struct VerifiedChuid {
     pub chuid: Chuid,
     /// The content signer's validated path.
     pub signer: PivValidated,
-}
-
-fn malformed(what: &str, e: impl std::fmt::Display) -> ChuidVerifyError {
-    ChuidVerifyError::Malformed(format!("{what}: {e}"))
-}
-
-/// Reads the SignedData from a ContentInfo (or a bare SignedData).
-fn signed_data(sig: &[u8]) -> Result<SignedData, ChuidVerifyError> {
-    match ContentInfo::from_der(sig) {
-        Ok(ci) => {
-            if ci.content_type != ID_SIGNED_DATA {
-                return Err(malformed(
-                    "ContentInfo",
-                    format!("content type {} is not signedData", ci.content_type),
-                ));
-            }
-            ci.content
-                .decode_as::<SignedData>()
-                .map_err(|e| malformed("SignedData", e))
-        }
-        Err(_) => SignedData::from_der(sig).map_err(|e| malformed("ContentInfo", e)),
-    }
-}
-
-fn hash_of(
-    oid: ObjectIdentifier,
-) -> Result<(Hash, &'static aws_lc_rs::digest::Algorithm), ChuidVerifyError> {
-    match oid {
-        o if o == ID_SHA_256 => Ok((Hash::Sha256, &aws_lc_rs::digest::SHA256)),
-        o if o == ID_SHA_384 => Ok((Hash::Sha384, &aws_lc_rs::digest::SHA384)),
-        o => Err(ChuidVerifyError::UnsupportedDigest(o.to_string())),
-    }
-}
-
-/// The single value of a signed attribute.
-fn attribute(
-    si: &SignerInfo,
-    oid: ObjectIdentifier,
-    name: &'static str,
-) -> Result<der::Any, ChuidVerifyError> {
-    let attrs = si
-        .signed_attrs
-        .as_ref()
-        .ok_or(ChuidVerifyError::NoSignedAttributes)?;
-    let mut found = attrs.iter().filter(|a| a.oid == oid);
-    let a = found
-        .next()
-        .ok_or(ChuidVerifyError::MissingAttribute(name))?;
-    if found.next().is_some() || a.values.len() != 1 {
-        return Err(malformed(name, "attribute must appear once with one value"));
-    }
-    a.values
-        .iter()
-        .next()
-        .cloned()
-        .ok_or(ChuidVerifyError::MissingAttribute(name))
-}
-
-fn is_signer(cert: &Certificate, sid: &SignerIdentifier) -> bool {
-    match sid {
-        SignerIdentifier::IssuerAndSerialNumber(ias) => {
-            cert.tbs_certificate.issuer == ias.issuer
-                && cert.tbs_certificate.serial_number == ias.serial_number
-        }
-        SignerIdentifier::SubjectKeyIdentifier(ski) => cert
-            .tbs_certificate
-            .extensions
-            .iter()
-            .flatten()
-            .filter(|e| e.extn_id == const_oid::db::rfc5280::ID_CE_SUBJECT_KEY_IDENTIFIER)
-            .any(|e| {
-                OctetString::from_der(e.extn_value.as_bytes())
-                    .map(|v| v.as_bytes() == ski.0.as_bytes())
-                    .unwrap_or(false)
-            }),
-    }
-}
-
-/// The signature algorithm of a SignerInfo; CMS allows the bare key
-/// algorithm (rsaEncryption, id-ecPublicKey) with the digest given apart.
-fn signer_algorithm(si: &SignerInfo, hash: Hash) -> Result<SignatureAlgorithm, ChuidVerifyError> {
-    let oid = si.signature_algorithm.oid;
-    if oid == RSA_ENCRYPTION {
-        return Ok(SignatureAlgorithm::RsaPkcs1(hash));
-    }
-    if oid == ID_EC_PUBLIC_KEY {
-        return Ok(SignatureAlgorithm::Ecdsa(hash));
-    }
-    let der = si
-        .signature_algorithm
-        .to_der()
-        .map_err(|e| malformed("signatureAlgorithm", e))?;
-    SignatureAlgorithm::from_der(&der).map_err(|e| malformed("signatureAlgorithm", e))
+    /// Which content form the message digest covers.
+    pub digest_form: ChuidDigestForm,
+    /// Whether pivSigner-DN named the signer or was absent.
+    pub signer_dn: SignerDnCheck,
 }
 
 /// Verifies the issuer signature of a CHUID as read from the card (with or
@@ -213,92 +212,21 @@ pub fn verify_chuid(
         Some(s) if !s.is_empty() => s,
         _ => return Err(ChuidVerifyError::Unsigned),
     };
-    let content = signed_content_of(chuid_bytes)?;
-    let sd = signed_data(sig)?;
-    check_encapsulation(&sd)?;
-    let si = match sd.signer_infos.0.as_slice() {
-        [si] => si,
-        other => return Err(ChuidVerifyError::SignerCount(other.len())),
+    let with_edc = digest_content_of(chuid_bytes)?;
+    let without_edc = signed_content_of(chuid_bytes)?;
+    let sd = cms_check::signed_data(sig)?;
+    let si = cms_check::single_signer(&sd, super::oids::PIV_CHUID_SECURITY_OBJECT, false)?;
+    let digest_form = match cms_check::matching_content(si, &[&with_edc, &without_edc])? {
+        0 => ChuidDigestForm::WithEdc,
+        _ => ChuidDigestForm::WithoutEdc,
     };
-    check_content_type_attribute(si, sd.encap_content_info.econtent_type)?;
-    let (hash, digest_alg) = hash_of(si.digest_alg.oid)?;
-    check_message_digest(si, digest_alg, &content)?;
-
-    // The signer certificate: included in the SignedData, else among extras.
-    let mut included: Vec<Vec<u8>> = Vec::new();
-    let mut signer: Option<Vec<u8>> = None;
-    for c in sd.certificates.iter().flat_map(|s| s.0.iter()) {
-        if let CertificateChoices::Certificate(cert) = c {
-            let der = cert.to_der().map_err(|e| malformed("certificate", e))?;
-            if signer.is_none() && is_signer(cert, &si.sid) {
-                signer = Some(der);
-            } else {
-                included.push(der);
-            }
-        }
-    }
-    if signer.is_none() {
-        signer = extra_certs
-            .iter()
-            .find(|d| Certificate::from_der(d).is_ok_and(|c| is_signer(&c, &si.sid)))
-            .map(|d| d.to_vec());
-    }
-    let signer_der = signer.ok_or(ChuidVerifyError::SignerCertificateMissing)?;
-    let signer_cert =
-        Certificate::from_der(&signer_der).map_err(|e| malformed("signer certificate", e))?;
-    let signer_name = signer_cert.tbs_certificate.subject.to_string();
-
-    // RFC 5652 §5.4: the signature covers the DER of the signed attributes
-    // with the SET OF tag.
-    let signed_attrs = si
-        .signed_attrs
-        .as_ref()
-        .ok_or(ChuidVerifyError::NoSignedAttributes)?
-        .to_der()
-        .map_err(|e| malformed("signedAttrs", e))?;
-    let spki = signer_cert
-        .tbs_certificate
-        .subject_public_key_info
-        .to_der()
-        .map_err(|e| malformed("signer key", e))?;
-    let key = PublicKey::from_spki(&spki).map_err(|e| malformed("signer key", e))?;
-    let alg = signer_algorithm(si, hash)?;
-    sig::verify(
-        &alg,
-        &key,
-        &signed_attrs,
-        si.signature.as_bytes(),
-        &opts.algorithms,
-    )
-    .map_err(|error| match error {
-        SignatureError::Invalid => ChuidVerifyError::BadSignature {
-            signer: signer_name.clone(),
-        },
-        error => ChuidVerifyError::Algorithm {
-            signer: signer_name.clone(),
-            error,
-        },
-    })?;
-
-    let mut intermediates: Vec<&[u8]> = included.iter().map(|v| v.as_slice()).collect();
-    intermediates.extend_from_slice(extra_certs);
-    // The signer is held to the content-signer policies and EKU, whatever
-    // policy set `opts` carries for authentication certificates.
-    let signer_opts = ValidationOptions {
-        initial_policy_set: vec![crate::policy::ANY_POLICY],
-        required_eku: None,
-        ..opts.clone()
-    };
-    let signer = validate_profile(
-        store,
-        &signer_der,
-        &intermediates,
-        crls,
-        &signer_opts,
-        CertProfile::ContentSigner,
-    )
-    .map_err(ChuidVerifyError::Signer)?;
-    Ok(VerifiedChuid { chuid, signer })
+    let checked = cms_check::check_signer(store, &sd, si, extra_certs, crls, opts)?;
+    Ok(VerifiedChuid {
+        chuid,
+        signer: checked.signer,
+        digest_form,
+        signer_dn: checked.signer_dn,
+    })
 }
 
 /// [`verify_chuid`] through a [`ValidationCache`](crate::cache::ValidationCache)
@@ -325,45 +253,4 @@ pub fn verify_chuid_cached(
             .min(v.chuid.expiration.end_of_day_unix());
         Ok((std::sync::Arc::new(v), until))
     })
-}
-
-fn check_encapsulation(sd: &SignedData) -> Result<(), ChuidVerifyError> {
-    let eci = &sd.encap_content_info;
-    if eci.econtent_type != super::oids::PIV_CHUID_SECURITY_OBJECT {
-        return Err(ChuidVerifyError::WrongContentType {
-            found: eci.econtent_type.to_string(),
-        });
-    }
-    if eci.econtent.is_some() {
-        return Err(ChuidVerifyError::EmbeddedContent);
-    }
-    Ok(())
-}
-
-fn check_content_type_attribute(
-    si: &SignerInfo,
-    econtent_type: ObjectIdentifier,
-) -> Result<(), ChuidVerifyError> {
-    let v = attribute(si, ID_CONTENT_TYPE, "contentType")?;
-    let oid: ObjectIdentifier = v.decode_as().map_err(|e| malformed("contentType", e))?;
-    if oid != econtent_type {
-        return Err(ChuidVerifyError::ContentTypeMismatch {
-            found: oid.to_string(),
-        });
-    }
-    Ok(())
-}
-
-fn check_message_digest(
-    si: &SignerInfo,
-    alg: &'static aws_lc_rs::digest::Algorithm,
-    content: &[u8],
-) -> Result<(), ChuidVerifyError> {
-    let v = attribute(si, ID_MESSAGE_DIGEST, "messageDigest")?;
-    let md: OctetString = v.decode_as().map_err(|e| malformed("messageDigest", e))?;
-    let actual = aws_lc_rs::digest::digest(alg, content);
-    if md.as_bytes() != actual.as_ref() {
-        return Err(ChuidVerifyError::DigestMismatch);
-    }
-    Ok(())
 }

@@ -14,10 +14,23 @@
 //! # }
 //! ```
 
+mod biometric_verify;
 mod chuid_verify;
+mod cms_check;
+pub mod lds;
 pub mod oids;
+mod security_object_verify;
 
-pub use chuid_verify::{verify_chuid, verify_chuid_cached, ChuidVerifyError, VerifiedChuid};
+pub use biometric_verify::{verify_biometric, BiometricError, VerifiedBiometric};
+pub use chuid_verify::{
+    chuid_digest_form, verify_chuid, verify_chuid_cached, ChuidDigestForm, ChuidVerifyError,
+    VerifiedChuid,
+};
+pub use cms_check::{chuid_signer_certificates, CmsCheckError, SignerDnCheck};
+pub use security_object_verify::{
+    verify_security_object, DataGroupResult, DataGroupStatus, SecurityObjectError,
+    VerifiedSecurityObject,
+};
 
 use crate::asn1;
 use crate::cert::{key_usage, Cert, GeneralName};
@@ -229,7 +242,7 @@ pub enum Fips201Error {
 }
 
 /// Every published machine code of the pki errors (path, revocation, profile, binding,
-/// CHUID signature), in declaration order. Codes are stored by event logs and counted by metrics:
+/// CHUID signature, CMS signature, Security Object, biometric), in declaration order. Codes are stored by event logs and counted by metrics:
 /// this list may grow, but an entry must never change.
 pub const ERROR_CODES: &[&str] = &[
     "certificate-malformed",
@@ -302,8 +315,35 @@ pub const ERROR_CODES: &[&str] = &[
     "chuid-digest-mismatch",
     "chuid-signer-certificate-missing",
     "chuid-signature-invalid",
+    "chuid-signer-dn-mismatch",
     "chuid-signature-algorithm-refused",
     "chuid-signer-invalid",
+    "cms-malformed",
+    "cms-wrong-content-type",
+    "cms-embedded-content",
+    "cms-content-missing",
+    "cms-signer-count",
+    "cms-no-signed-attributes",
+    "cms-attribute-missing",
+    "cms-content-type-mismatch",
+    "cms-digest-unsupported",
+    "cms-digest-mismatch",
+    "cms-signer-certificate-missing",
+    "cms-signer-dn-mismatch",
+    "cms-signature-invalid",
+    "cms-signature-algorithm-refused",
+    "cms-signer-invalid",
+    "security-object-undecodable",
+    "security-object-signature-refused",
+    "security-object-lds-malformed",
+    "security-object-digest-unsupported",
+    "security-object-hash-missing",
+    "security-object-data-group-mismatch",
+    "biometric-undecodable",
+    "biometric-unsigned",
+    "biometric-signature-refused",
+    "biometric-fascn-mismatch",
+    "biometric-uuid-mismatch",
 ];
 
 impl Fips201Error {
@@ -635,6 +675,10 @@ mod codes {
             DigestMismatch,
             SignerCertificateMissing,
             BadSignature { signer: s() },
+            SignerDnMismatch {
+                named: s(),
+                signer: s(),
+            },
             Algorithm {
                 signer: s(),
                 error: crate::sig::SignatureError::Invalid,
@@ -646,6 +690,72 @@ mod codes {
         ]
     }
 
+    fn every_cms_error() -> Vec<CmsCheckError> {
+        use CmsCheckError::*;
+        vec![
+            Malformed(s()),
+            WrongContentType {
+                found: s(),
+                expected: s(),
+            },
+            EmbeddedContent,
+            MissingContent,
+            SignerCount(0),
+            NoSignedAttributes,
+            MissingAttribute("pivFASC-N"),
+            ContentTypeMismatch { found: s() },
+            UnsupportedDigest(s()),
+            DigestMismatch,
+            SignerCertificateMissing,
+            SignerDnMismatch {
+                named: s(),
+                signer: s(),
+            },
+            BadSignature { signer: s() },
+            Algorithm {
+                signer: s(),
+                error: crate::sig::SignatureError::Invalid,
+            },
+            Signer(Fips201Error::Profile(ProfileError::KeyUsage {
+                subject: s(),
+                profile: CertProfile::ContentSigner,
+            })),
+        ]
+    }
+
+    fn every_security_object_error() -> Vec<SecurityObjectError> {
+        use SecurityObjectError::*;
+        vec![
+            Decode(piv::PivError::MissingTag(0xBA)),
+            Signature(CmsCheckError::DigestMismatch),
+            Lds(s()),
+            UnsupportedDigest(s()),
+            HashMissing { number: 1 },
+            DataGroupMismatch {
+                number: 1,
+                object: s(),
+            },
+        ]
+    }
+
+    fn every_biometric_error() -> Vec<BiometricError> {
+        use BiometricError::*;
+        vec![
+            Decode(piv::PivError::MissingTag(0xBC)),
+            Unsigned(0),
+            Signature(CmsCheckError::DigestMismatch),
+            FascnMismatch {
+                what: "header",
+                found: s(),
+                card: s(),
+            },
+            UuidMismatch {
+                found: s(),
+                card: s(),
+            },
+        ]
+    }
+
     #[test]
     fn every_error_has_a_unique_published_code() {
         let mut codes: Vec<&'static str> = Vec::new();
@@ -654,6 +764,9 @@ mod codes {
         codes.extend(every_profile_error().iter().map(|e| e.code()));
         codes.extend(every_binding_error().iter().map(|e| e.code()));
         codes.extend(every_chuid_error().iter().map(|e| e.code()));
+        codes.extend(every_cms_error().iter().map(|e| e.code()));
+        codes.extend(every_security_object_error().iter().map(|e| e.code()));
+        codes.extend(every_biometric_error().iter().map(|e| e.code()));
         assert_eq!(
             codes, ERROR_CODES,
             "a code changed, or a variant was added without one"

@@ -153,3 +153,17 @@ impl std::str::FromStr for PolicySet {
         }
     }
 }
+/// id-PIV-biometricObject, the eContentType of a biometric's CBEFF signature
+/// block (SP 800-76-2 §9.2.2).
+pub const PIV_BIOMETRIC_OBJECT: ObjectIdentifier = oid("2.16.840.1.101.3.6.2");
+/// pivSigner-DN, the signed attribute naming the content signer's subject
+/// (SP 800-73-4 Part 1 §3.1.2.1, SP 800-76-2 §9.2.2).
+pub const PIV_SIGNER_DN: ObjectIdentifier = oid("2.16.840.1.101.3.6.5");
+/// pivFASC-N, the signed attribute carrying the card's FASC-N (SP 800-76-2
+/// §9.2.2; the same arc as the subjectAltName otherName).
+pub const PIV_FASCN_ATTRIBUTE: ObjectIdentifier = oid("2.16.840.1.101.3.6.6");
+/// entryUUID (RFC 4530), the signed attribute carrying the card UUID.
+pub const ENTRY_UUID: ObjectIdentifier = oid("1.3.6.1.1.16.4");
+/// id-icao-ldsSecurityObject, the eContentType of the Security Object
+/// (ICAO Doc 9303 Part 10, SP 800-73-4 Part 1 §3.1.6).
+pub const ICAO_LDS_SECURITY_OBJECT: ObjectIdentifier = oid("2.23.136.1.1.1");

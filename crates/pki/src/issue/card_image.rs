@@ -8,7 +8,9 @@ use card::image::{CardImage, ImageError};
 impl CardCredentials {
     /// A blank software card (default PIN, PUK and management key; a random
     /// serial when `serial` is `None`) holding these credentials: each
-    /// slot's private key and certificate, and the signed CHUID.
+    /// slot's private key and certificate, the signed CHUID, and the CCC,
+    /// Printed Information, biometrics and Security Object when issued (the
+    /// blank card already holds the discovery object).
     pub fn card_image(&self, serial: Option<u32>) -> Result<CardImage, ImageError> {
         let mut image = CardImage::new_blank(serial);
         image.personalise(
@@ -17,6 +19,11 @@ impl CardCredentials {
                 .map(|s| (s.slot, &s.private_key_pkcs8[..], &s.certificate[..])),
             &self.chuid,
         )?;
+        if let Some(c) = &self.containers {
+            for (object, content) in c.objects() {
+                image.put_object(object, content.to_vec());
+            }
+        }
         Ok(image)
     }
 }
@@ -41,5 +48,10 @@ mod tests {
             assert_eq!(cert, s.certificate);
         }
         assert!(image.pin.is_default && image.management_key.is_default);
+        let containers = creds.containers.as_ref().unwrap();
+        for (object, content) in containers.objects() {
+            assert_eq!(image.object(object), Some(content), "{}", object.name());
+        }
+        assert!(image.object(DataObject::Discovery).is_some());
     }
 }

@@ -1,6 +1,8 @@
 //! Test-PKI issuance: key generation, an X.509 certificate builder, a CRL
-//! builder and CMS signing of CHUIDs, built from `x509-cert`/`der` types and
-//! signed over the DER of the to-be-signed structure with `aws-lc-rs`.
+//! builder, CMS signing of CHUIDs, and the other containers of a whole card
+//! (CCC, Security Object, synthetic SP 800-76 biometrics, Printed
+//! Information; see `CARD-CONTENTS.md`), built from `x509-cert`/`der` types
+//! and signed over the DER of the to-be-signed structure with `aws-lc-rs`.
 //!
 //! This is for test and demonstration PKIs (and benchmarks that need CA
 //! bundles, chains and CRLs); it is not a production CA.
@@ -21,18 +23,24 @@
 //! assert!(leaf.len() > 100);
 //! ```
 
+pub mod biometrics;
 mod builder;
 #[cfg(feature = "card")]
 mod card_image;
 mod chuid_sign;
+mod cms_sign;
+pub mod containers;
 mod keys;
+mod security_object;
 mod testpki;
 
 pub use builder::{
     certs_only_p7c, der_time, now, CertificateBuilder, CrlBuilder, RevokedEntry, DAY, OID_PIV_FASCN,
 };
-pub use chuid_sign::{sign_chuid, OID_PIV_CHUID_SECURITY_OBJECT};
+pub use chuid_sign::{sign_chuid, sign_chuid_as, SignerDn, OID_PIV_CHUID_SECURITY_OBJECT};
+pub use containers::CardContainers;
 pub use keys::{KeyAlgorithm, KeyPair};
+pub use security_object::security_object;
 pub use testpki::{
     random_uuid, CardCredentials, CardOptions, PolicySet, SlotCredential, TestPki, TestPkiOptions,
     DEFAULT_PUBLICATION_URL, PIV_SLOTS, PUBLISH_DIR,

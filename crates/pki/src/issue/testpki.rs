@@ -293,6 +293,9 @@ pub struct CardCredentials {
     pub fascn: Fascn,
     pub uuid: [u8; 16],
     pub expires: ChuidDate,
+    /// CCC, Printed Information, biometrics and Security Object; `None` for
+    /// credentials saved before they were issued.
+    pub containers: Option<super::CardContainers>,
 }
 
 #[derive(Debug, Serialize, Deserialize)]
@@ -344,6 +347,13 @@ impl CardCredentials {
             });
         }
         write_file(&dir.join("chuid.bin"), &self.chuid, false)?;
+        if let Some(c) = &self.containers {
+            for ((_, content), (_, file)) in
+                c.objects().iter().zip(super::containers::CONTAINER_FILES)
+            {
+                write_file(&dir.join(file), content, false)?;
+            }
+        }
         let m = CardManifest {
             format: "pivgate-card/1".into(),
             fascn: self.fascn.digits(),
@@ -383,6 +393,7 @@ impl CardCredentials {
             fascn: Fascn::from_digits(&m.fascn)?,
             uuid,
             expires: ChuidDate::parse(&m.expires)?,
+            containers: super::containers::load(dir)?,
         })
     }
 }
@@ -649,6 +660,12 @@ impl TestPki {
         &self.intermediate.key
     }
 
+    /// The content signer's key (for tests that sign objects the way other
+    /// issuers do).
+    pub fn content_signer_key(&self) -> &KeyPair {
+        &self.signer.key
+    }
+
     /// Issues the four slot certificates and a signed CHUID for one card.
     pub fn issue_card(&self, opts: &CardOptions) -> Result<CardCredentials, IssueError> {
         let fascn = match &opts.fascn {
@@ -745,12 +762,27 @@ impl TestPki {
 
         let mut chuid = Chuid::new(fascn_bytes, uuid, expires);
         sign_chuid(&mut chuid, &self.signer.cert, &self.signer.key)?;
+        let chuid = chuid.encode();
+        let containers =
+            super::containers::issue_containers(&super::containers::ContainerInputs {
+                signer_cert_der: &self.signer.cert,
+                signer_key: &self.signer.key,
+                fascn: &fascn,
+                fascn_bytes: &fascn_bytes,
+                uuid: &uuid,
+                expires,
+                cardholder: &opts.cardholder,
+                organization: org,
+                chuid: &chuid,
+                now: t,
+            })?;
         Ok(CardCredentials {
             slots,
-            chuid: chuid.encode(),
+            chuid,
             fascn,
             uuid,
             expires,
+            containers: Some(containers),
         })
     }
 

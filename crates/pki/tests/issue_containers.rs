@@ -1,0 +1,411 @@
+//! The containers of an issued card (SP 800-73-4 Table 3): every signed
+//! object verifies, with pivgate's verifier and with OpenSSL's `cms -verify`
+//! as an independent peer, the identifiers agree everywhere, and tampering
+//! is caught with a named error.
+
+use der::Decode;
+use piv::cbeff::{container_record, CbeffRecord};
+use piv::chuid::Chuid;
+use piv::security_object::SecurityObjectContainer;
+use piv::DataObject;
+use pki::crl::CrlSet;
+use pki::fips201::{
+    chuid_signer_certificates, verify_biometric, verify_chuid, verify_security_object,
+    BiometricError, CertCardIds, DataGroupStatus, SecurityObjectError, SignerDnCheck,
+};
+use pki::issue::{pem_encode, CardCredentials, CardOptions, KeyAlgorithm, TestPki, TestPkiOptions};
+use pki::store::TrustStore;
+use pki::validate::ValidationOptions;
+use std::path::Path;
+use std::process::Command;
+
+struct Card {
+    pki: TestPki,
+    card: CardCredentials,
+    store: TrustStore,
+    crls: CrlSet,
+}
+
+fn issue(alg: KeyAlgorithm) -> Card {
+    let pki = TestPki::generate(TestPkiOptions {
+        algorithm: alg,
+        ..Default::default()
+    })
+    .unwrap();
+    let card = pki
+        .issue_card(&CardOptions {
+            algorithm: alg,
+            ..Default::default()
+        })
+        .unwrap();
+    let mut b = TrustStore::builder();
+    b.add_anchor_der(pki.root_der().to_vec());
+    b.add_intermediate_der(pki.intermediate_der().to_vec());
+    let mut c = CrlSet::builder();
+    for crl in pki.crls() {
+        c.add_der(crl).unwrap();
+    }
+    Card {
+        pki,
+        card,
+        store: b.build(),
+        crls: c.build(),
+    }
+}
+
+fn objects(card: &CardCredentials) -> Vec<(DataObject, Vec<u8>)> {
+    let c = card.containers.as_ref().unwrap();
+    let mut v: Vec<(DataObject, Vec<u8>)> =
+        c.objects().iter().map(|(o, b)| (*o, b.to_vec())).collect();
+    v.push((DataObject::Chuid, card.chuid.clone()));
+    v
+}
+
+#[test]
+fn the_security_object_verifies_and_catches_a_tampered_data_group() {
+    let c = issue(KeyAlgorithm::P256);
+    let containers = c.card.containers.as_ref().unwrap();
+    let signer = chuid_signer_certificates(&c.card.chuid);
+    assert_eq!(signer, vec![c.pki.content_signer_der().to_vec()]);
+    let extra: Vec<&[u8]> = signer.iter().map(|v| v.as_slice()).collect();
+    let objs = objects(&c.card);
+    let given: Vec<(DataObject, &[u8])> = objs.iter().map(|(o, b)| (*o, b.as_slice())).collect();
+    let opts = ValidationOptions::default();
+    let v = verify_security_object(
+        &c.store,
+        &containers.security_object,
+        &given,
+        &extra,
+        &c.crls,
+        &opts,
+    )
+    .unwrap();
+    assert_eq!(v.signer_dn, SignerDnCheck::Matches);
+    assert_eq!(v.hash, "SHA-256");
+    let mapped: Vec<(u8, &str)> = v
+        .groups
+        .iter()
+        .map(|g| (g.number, g.container_id.as_str()))
+        .collect();
+    assert_eq!(mapped, [(1, "3000"), (2, "6010"), (3, "3001"), (4, "6030")]);
+    assert!(v
+        .groups
+        .iter()
+        .all(|g| g.status == DataGroupStatus::Matches));
+
+    // The same containers as GET DATA returns them, inside 53.
+    let wrapped: Vec<(DataObject, Vec<u8>)> = objs
+        .iter()
+        .map(|(o, b)| (*o, pki::fips201::lds::as_read(*o, b)))
+        .collect();
+    let given_wrapped: Vec<(DataObject, &[u8])> =
+        wrapped.iter().map(|(o, b)| (*o, b.as_slice())).collect();
+    verify_security_object(
+        &c.store,
+        &containers.security_object,
+        &given_wrapped,
+        &extra,
+        &c.crls,
+        &opts,
+    )
+    .unwrap();
+    // The hashes cover the containers' contents (the value of 53).
+    let lds = {
+        let so = SecurityObjectContainer::decode(&containers.security_object).unwrap();
+        let sd = cms::content_info::ContentInfo::from_der(&so.signature)
+            .unwrap()
+            .content
+            .decode_as::<cms::signed_data::SignedData>()
+            .unwrap();
+        let e = sd.encap_content_info.econtent.unwrap();
+        let os = e.decode_as::<der::asn1::OctetString>().unwrap();
+        pki::fips201::lds::LdsSecurityObject::from_der(os.as_bytes()).unwrap()
+    };
+    let printed_hash = &lds.data_group_hash_values[2];
+    assert_eq!(printed_hash.data_group_number, 3);
+    assert_eq!(
+        printed_hash.data_group_hash_value.as_bytes(),
+        aws_lc_rs::digest::digest(&aws_lc_rs::digest::SHA256, &containers.printed_info).as_ref()
+    );
+
+    // Without the PIN-protected containers: reported as not read.
+    let free: Vec<(DataObject, &[u8])> = given
+        .iter()
+        .filter(|(o, _)| o.read_access() == piv::Access::Always)
+        .copied()
+        .collect();
+    let v = verify_security_object(
+        &c.store,
+        &containers.security_object,
+        &free,
+        &extra,
+        &c.crls,
+        &opts,
+    )
+    .unwrap();
+    assert_eq!(
+        v.groups
+            .iter()
+            .filter(|g| g.status == DataGroupStatus::NotRead)
+            .count(),
+        3
+    );
+
+    // One byte of the Printed Information changed.
+    let mut printed = containers.printed_info.clone();
+    printed[3] ^= 0x20;
+    let tampered: Vec<(DataObject, &[u8])> = given
+        .iter()
+        .map(|&(o, b)| {
+            if o == DataObject::PrintedInfo {
+                (o, printed.as_slice())
+            } else {
+                (o, b)
+            }
+        })
+        .collect();
+    let e = verify_security_object(
+        &c.store,
+        &containers.security_object,
+        &tampered,
+        &extra,
+        &c.crls,
+        &opts,
+    )
+    .unwrap_err();
+    assert_eq!(e.code(), "security-object-data-group-mismatch");
+    assert_eq!(
+        e,
+        SecurityObjectError::DataGroupMismatch {
+            number: 3,
+            object: "Printed Information".into()
+        }
+    );
+
+    // Without the signer certificate the signature cannot be checked.
+    let e = verify_security_object(
+        &c.store,
+        &containers.security_object,
+        &given,
+        &[],
+        &c.crls,
+        &opts,
+    )
+    .unwrap_err();
+    assert_eq!(e.code(), "security-object-signature-refused");
+
+    // A signed LDS hash altered: the signature breaks.
+    let mut so = SecurityObjectContainer::decode(&containers.security_object).unwrap();
+    let n = so.signature.len();
+    so.signature[n - 80] ^= 0x01;
+    assert!(
+        verify_security_object(&c.store, &so.encode(), &given, &extra, &c.crls, &opts).is_err()
+    );
+}
+
+#[test]
+fn both_biometrics_verify_and_carry_the_card_identifiers() {
+    for alg in [
+        KeyAlgorithm::P256,
+        KeyAlgorithm::P384,
+        KeyAlgorithm::Rsa2048,
+    ] {
+        let c = issue(alg);
+        let containers = c.card.containers.as_ref().unwrap();
+        let signer = chuid_signer_certificates(&c.card.chuid);
+        let extra: Vec<&[u8]> = signer.iter().map(|v| v.as_slice()).collect();
+        let chuid = Chuid::decode(&c.card.chuid).unwrap();
+        let opts = ValidationOptions::default();
+        for (container, format, kind) in [
+            (&containers.fingerprints, 0x0201, 0x000008),
+            (&containers.facial_image, 0x0501, 0x000002),
+        ] {
+            let v = verify_biometric(
+                &c.store,
+                container,
+                Some((&chuid.fascn, &chuid.guid)),
+                &extra,
+                &c.crls,
+                &opts,
+            )
+            .unwrap();
+            assert_eq!(v.header.format_type, format);
+            assert_eq!(v.header.biometric_type, kind);
+            assert_eq!(v.header.creator, "pivgate test data");
+            assert_eq!(v.header.fascn, chuid.fascn);
+            assert_eq!(v.uuid, Some(chuid.guid));
+            assert_eq!(v.signer_dn, SignerDnCheck::Matches);
+
+            // The data block altered (BC, its 3-byte length, the 88-byte header).
+            let mut bad = container.clone();
+            assert_eq!(&bad[..2], &[0xBC, 0x82]);
+            bad[4 + 88 + 30] ^= 0x01;
+            let e = verify_biometric(&c.store, &bad, None, &extra, &c.crls, &opts).unwrap_err();
+            assert!(
+                matches!(&e, BiometricError::Signature(s) if s.code() == "cms-digest-mismatch"),
+                "{e}"
+            );
+            // Another card's identifiers.
+            let other = [0u8; 25];
+            let e = verify_biometric(
+                &c.store,
+                container,
+                Some((&other, &chuid.guid)),
+                &extra,
+                &c.crls,
+                &opts,
+            )
+            .unwrap_err();
+            assert_eq!(e.code(), "biometric-fascn-mismatch");
+            let e = verify_biometric(
+                &c.store,
+                container,
+                Some((&chuid.fascn, &[7u8; 16])),
+                &extra,
+                &c.crls,
+                &opts,
+            )
+            .unwrap_err();
+            assert_eq!(e.code(), "biometric-uuid-mismatch");
+        }
+    }
+}
+
+#[test]
+fn one_fascn_and_uuid_everywhere() {
+    let c = issue(KeyAlgorithm::P256);
+    let chuid = verify_chuid(
+        &c.store,
+        &c.card.chuid,
+        &[],
+        &c.crls,
+        &ValidationOptions::default(),
+    )
+    .unwrap()
+    .chuid;
+    assert_eq!(chuid.fascn, c.card.fascn.encode().unwrap());
+    assert_eq!(chuid.guid, c.card.uuid);
+    for slot in [0x9A, 0x9E] {
+        let ids: CertCardIds =
+            pki::fips201::card_identity(&c.card.slot(slot).unwrap().certificate).unwrap();
+        assert_eq!(
+            ids.fascn.as_ref().map(|f| f.encode().unwrap()),
+            Some(chuid.fascn)
+        );
+        assert_eq!(ids.uuid, Some(chuid.guid));
+    }
+    let containers = c.card.containers.as_ref().unwrap();
+    for container in [&containers.fingerprints, &containers.facial_image] {
+        let r = CbeffRecord::parse(container_record(container).unwrap()).unwrap();
+        assert_eq!(r.header.fascn, chuid.fascn);
+    }
+    let ccc = piv::ccc::Ccc::decode(&containers.ccc).unwrap();
+    assert_eq!(&ccc.card_identifier[7..], &chuid.guid[..14]);
+    let printed = piv::printed::PrintedInfo::decode(&containers.printed_info).unwrap();
+    assert_eq!(printed.name, "Test Cardholder");
+    assert_eq!(
+        printed.expiration,
+        piv::printed::printed_date(chuid.expiration)
+    );
+}
+
+#[test]
+fn credentials_save_and_load_with_their_containers() {
+    let c = issue(KeyAlgorithm::P256);
+    let dir = tempfile::tempdir().unwrap();
+    c.card.save(dir.path()).unwrap();
+    assert_eq!(CardCredentials::load(dir.path()).unwrap(), c.card);
+    std::fs::remove_file(dir.path().join("security-object.bin")).unwrap();
+    let e = CardCredentials::load(dir.path()).unwrap_err();
+    assert!(e.to_string().contains("security-object.bin"), "{e}");
+}
+
+// ---- OpenSSL as an independent verifier ---------------------------------
+
+fn openssl_available() -> bool {
+    Command::new("openssl").arg("version").output().is_ok()
+}
+
+/// `openssl cms -verify` of a DER SignedData, with detached `content` when
+/// given; the signer certificate is offered with -certfile.
+fn openssl_cms_verify(dir: &Path, c: &Card, sig: &[u8], content: Option<&[u8]>) -> (bool, String) {
+    let sig_path = dir.join("sig.der");
+    std::fs::write(&sig_path, sig).unwrap();
+    let cas = dir.join("cas.pem");
+    std::fs::write(
+        &cas,
+        pem_encode("CERTIFICATE", c.pki.root_der())
+            + &pem_encode("CERTIFICATE", c.pki.intermediate_der()),
+    )
+    .unwrap();
+    let signer = dir.join("signer.pem");
+    std::fs::write(
+        &signer,
+        pem_encode("CERTIFICATE", c.pki.content_signer_der()),
+    )
+    .unwrap();
+    let mut cmd = Command::new("openssl");
+    cmd.args(["cms", "-verify", "-binary", "-inform", "DER", "-in"])
+        .arg(&sig_path)
+        .arg("-CAfile")
+        .arg(&cas)
+        .arg("-certfile")
+        .arg(&signer)
+        .args(["-purpose", "any", "-out"])
+        .arg(dir.join("out.bin"));
+    if let Some(content) = content {
+        let p = dir.join("content.bin");
+        std::fs::write(&p, content).unwrap();
+        cmd.arg("-content").arg(p);
+    }
+    let out = cmd.output().unwrap();
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn openssl_verifies_every_signed_object_of_an_issued_card() {
+    if !openssl_available() {
+        eprintln!("openssl not installed; skipping");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let c = issue(KeyAlgorithm::P256);
+    let containers = c.card.containers.as_ref().unwrap();
+
+    // The CHUID, its content reconstructed: everything but 3E, FE 00 last.
+    let chuid = Chuid::decode(&c.card.chuid).unwrap();
+    let content = piv::chuid::digest_content_of(&c.card.chuid).unwrap();
+    let (ok, err) = openssl_cms_verify(
+        dir.path(),
+        &c,
+        chuid.signature.as_ref().unwrap(),
+        Some(&content),
+    );
+    assert!(ok, "CHUID: {err}");
+
+    // The Security Object encapsulates its LDSSecurityObject.
+    let so = SecurityObjectContainer::decode(&containers.security_object).unwrap();
+    let (ok, err) = openssl_cms_verify(dir.path(), &c, &so.signature, None);
+    assert!(ok, "Security Object: {err}");
+    let lds = std::fs::read(dir.path().join("out.bin")).unwrap();
+    let parsed = pki::fips201::lds::LdsSecurityObject::from_der(&lds).unwrap();
+    assert_eq!(parsed.data_group_hash_values.len(), 4);
+
+    // Both biometric signature blocks, over the CBEFF header and data block.
+    for (name, container) in [
+        ("fingerprints", &containers.fingerprints),
+        ("facial image", &containers.facial_image),
+    ] {
+        let r = CbeffRecord::parse(container_record(container).unwrap()).unwrap();
+        let (ok, err) =
+            openssl_cms_verify(dir.path(), &c, &r.signature_block, Some(&r.signed_bytes));
+        assert!(ok, "{name}: {err}");
+        let mut bad = r.signed_bytes.clone();
+        bad[100] ^= 1;
+        let (ok, _) = openssl_cms_verify(dir.path(), &c, &r.signature_block, Some(&bad));
+        assert!(!ok, "{name}: a tampered data block verified");
+    }
+}
