@@ -1,5 +1,6 @@
 //! Trust configuration: the trust anchors, the intermediate CA certificates offered to path
-//! building, the CRLs, how revocation is checked and whether CRLs are downloaded. One type
+//! building, the CRLs, how revocation is checked (CRLs, OCSP, either or both) and whether
+//! CRLs are downloaded and OCSP responders asked. One type
 //! for the command line and the service's configuration file ([`TrustConfig`], serde-ready,
 //! unknown fields refused), loaded by [`TrustConfig::load`] into what validation needs
 //! ([`Trust`]).
@@ -17,6 +18,9 @@
 
 use crate::crl::{CrlError, CrlSet};
 use crate::fetch::FetchConfig;
+use crate::ocsp::client::OcspConfig;
+use crate::ocsp::OcspPolicy;
+use crate::options::RevocationSource;
 use crate::store::{StoreError, TrustStore};
 use crate::validate::{RevocationMode, RevocationPolicy};
 use serde::{Deserialize, Serialize};
@@ -44,15 +48,61 @@ pub struct TrustConfig {
     /// validated path, with these limits; absent: no downloads.
     #[serde(default)]
     pub fetch: Option<FetchConfig>,
+    /// Ask OCSP responders (the certificates' AIA id-ad-ocsp, or an override) about the
+    /// certificates of a validated path, with these settings; absent: no OCSP requests.
+    #[serde(default)]
+    pub ocsp: Option<OcspConfig>,
 }
 
 /// Revocation checking settings, as written in configuration.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct RevocationConfig {
     pub mode: RevocationCheck,
-    /// Seconds a CRL is still accepted after its nextUpdate.
+    /// Seconds a CRL (or OCSP response) is still accepted after its nextUpdate.
     pub grace_secs: u64,
+    /// Where the status comes from: `crl`, `ocsp`, `either` (OCSP first, CRLs when no OCSP
+    /// answer is usable) or `both`.
+    pub source: RevocationSourceConfig,
+    /// Tolerated clock difference with OCSP responders, in seconds.
+    pub ocsp_skew_secs: u64,
+    /// How long after its thisUpdate an OCSP response without nextUpdate is accepted.
+    pub ocsp_max_age_secs: u64,
+}
+
+impl Default for RevocationConfig {
+    fn default() -> Self {
+        let ocsp = OcspPolicy::default();
+        RevocationConfig {
+            mode: RevocationCheck::default(),
+            grace_secs: 0,
+            source: RevocationSourceConfig::default(),
+            ocsp_skew_secs: ocsp.skew.as_secs(),
+            ocsp_max_age_secs: ocsp.max_age.as_secs(),
+        }
+    }
+}
+
+/// Where revocation status comes from (see [`RevocationSource`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum RevocationSourceConfig {
+    #[default]
+    Crl,
+    Ocsp,
+    Either,
+    Both,
+}
+
+impl From<RevocationSourceConfig> for RevocationSource {
+    fn from(c: RevocationSourceConfig) -> RevocationSource {
+        match c {
+            RevocationSourceConfig::Crl => RevocationSource::Crl,
+            RevocationSourceConfig::Ocsp => RevocationSource::Ocsp,
+            RevocationSourceConfig::Either => RevocationSource::Either,
+            RevocationSourceConfig::Both => RevocationSource::Both,
+        }
+    }
 }
 
 /// How revocation data is required (see [`RevocationMode`]).
@@ -84,6 +134,11 @@ impl From<RevocationConfig> for RevocationPolicy {
         RevocationPolicy {
             mode: c.mode.into(),
             grace: Duration::from_secs(c.grace_secs),
+            source: c.source.into(),
+            ocsp: OcspPolicy {
+                skew: Duration::from_secs(c.ocsp_skew_secs),
+                max_age: Duration::from_secs(c.ocsp_max_age_secs),
+            },
         }
     }
 }
@@ -128,6 +183,8 @@ pub struct Trust {
     pub revocation: RevocationPolicy,
     /// CRL download limits when downloads are enabled.
     pub fetch: Option<FetchConfig>,
+    /// OCSP client settings when OCSP requests are enabled.
+    pub ocsp: Option<OcspConfig>,
 }
 
 impl Trust {
@@ -182,6 +239,7 @@ impl TrustConfig {
             crls: c.build(),
             revocation: self.revocation.into(),
             fetch: self.fetch,
+            ocsp: self.ocsp.clone(),
         })
     }
 }
