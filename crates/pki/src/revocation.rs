@@ -192,16 +192,12 @@ fn check_ocsp(
                 &opts.revocation.ocsp,
                 opts.revocation.grace,
             );
-            match single.status {
-                // A revocation (other than a hold) is permanent: an old answer still proves it.
-                CertStatus::Revoked { time: at, reason }
-                    if fresh.is_ok() || reason != Some(Reason::CertificateHold) =>
-                {
-                    if single.this_update <= time.plus_secs(skew_secs(opts)) {
-                        return Err(revoked(c, reason, at));
-                    }
+            // A revocation (other than a hold) is permanent: an old answer still proves it.
+            if let CertStatus::Revoked { time: at, reason } = single.status {
+                let counts = fresh.is_ok() || reason != Some(Reason::CertificateHold);
+                if counts && single.this_update <= time.plus_secs(skew_secs(opts)) {
+                    return Err(revoked(c, reason, at));
                 }
-                _ => {}
             }
             if let Err(p) = fresh {
                 problems.push(p);

@@ -26,6 +26,7 @@ mod builder;
 mod card_image;
 mod chuid_sign;
 mod keys;
+pub mod ocsp_responder;
 mod testpki;
 
 pub use builder::{

@@ -5,7 +5,8 @@
 //! DER request, URL-encoded, appended to the URL) when that URL path segment is at most 255
 //! bytes, else by POST (`application/ocsp-request`), or always one of them as configured.
 //! Only plain `http://` is used (OCSP responses are signed), redirects are not followed, a
-//! download has a timeout and a size cap, and the answer must be `application/ocsp-response`.
+//! download has a timeout and a size cap, the answer must be `application/ocsp-response`, and
+//! each request has its own connection (responders are asked rarely, in the background).
 //!
 //! Each request carries a fresh nonce; a response whose nonce differs is refused, and one
 //! without a nonce is refused or accepted as [`NoncePolicy`] says. A response is kept only if
@@ -374,10 +375,14 @@ impl OcspClient {
         tracing::debug!(url, get, "OCSP request");
         let result = if get {
             let sep = if url.ends_with('/') { "" } else { "/" };
-            self.agent.get(&format!("{url}{sep}{segment}")).call()
+            self.agent
+                .get(&format!("{url}{sep}{segment}"))
+                .set("Connection", "close")
+                .call()
         } else {
             self.agent
                 .post(url)
+                .set("Connection", "close")
                 .set("Content-Type", "application/ocsp-request")
                 .send_bytes(&der)
         };

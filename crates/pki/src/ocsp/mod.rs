@@ -508,8 +508,11 @@ fn range_of(base: &[u8], part: &[u8]) -> Range<usize> {
     start..start + part.len()
 }
 
-/// (extnID, critical, extnValue contents) of each Extension of an `Extensions` SEQUENCE.
-fn extensions(contents: &[u8]) -> Result<Vec<(&[u8], bool, &[u8])>, DerError> {
+/// One extension: (extnID, critical, extnValue contents).
+type RawExtension<'a> = (&'a [u8], bool, &'a [u8]);
+
+/// Each Extension of an `Extensions` SEQUENCE.
+fn extensions(contents: &[u8]) -> Result<Vec<RawExtension<'_>>, DerError> {
     let mut out = Vec::new();
     let mut list = Reader::new(asn1::single(contents, tag::SEQUENCE)?);
     while !list.is_empty() {
@@ -597,8 +600,8 @@ fn parse_single(contents: &[u8]) -> Result<SingleResponse, ResponseError> {
 
 /// The extensions of a certificate: (extnID, critical, extnValue) of each. The certificate
 /// parsed already, so a failure here means an extension list this reader finds malformed.
-fn cert_extensions(c: &Cert) -> Vec<(&[u8], bool, &[u8])> {
-    (|| -> Result<Vec<(&[u8], bool, &[u8])>, DerError> {
+fn cert_extensions(c: &Cert) -> Vec<RawExtension<'_>> {
+    (|| -> Result<Vec<RawExtension<'_>>, DerError> {
         let mut r = Reader::new(asn1::single(c.tbs(), tag::SEQUENCE)?);
         r.optional(tag::context_constructed(0))?;
         r.value(tag::INTEGER)?;
