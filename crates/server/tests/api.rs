@@ -68,6 +68,7 @@ fn start(pki: Option<&TestPki>, cluster: Option<TempCluster>) -> Api {
             ],
             revocation: Default::default(),
             fetch: None,
+            ocsp: None,
         }
     });
     let rt = tokio::runtime::Builder::new_multi_thread()

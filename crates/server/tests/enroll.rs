@@ -27,6 +27,7 @@ fn trust(pki: &TestPki) -> Trust {
         crls: pki.crl_set().unwrap(),
         revocation: Default::default(),
         fetch: None,
+        ocsp: None,
     }
 }
 
