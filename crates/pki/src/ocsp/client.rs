@@ -228,6 +228,29 @@ impl OcspClient {
         self.cache().by_id.get(&id).map(|c| c.resp.clone())
     }
 
+    /// Holds `resp` (e.g. a copy kept on disk from an earlier run) as the answer about `cert`
+    /// until its nextUpdate, unless a newer one is held. Returns whether it was kept: it must
+    /// answer for `cert` and be signed by `issuer` or a responder `issuer` authorised.
+    pub fn insert(&self, cert: &Cert, issuer: &Cert, resp: Arc<OcspResponse>, now: Time) -> bool {
+        let id = CertId::new(cert, issuer, self.config.hash);
+        let Some(single) = resp.single(&id) else {
+            return false;
+        };
+        if authorize(&resp, issuer, now, &crate::sig::AlgorithmPolicy::default()).is_err() {
+            return false;
+        }
+        let newer_held = self.cache().by_id.get(&id).is_some_and(|c| {
+            c.resp
+                .single(&id)
+                .is_some_and(|s| s.this_update >= single.this_update)
+        });
+        if newer_held {
+            return false;
+        }
+        self.keep(id, resp, now);
+        true
+    }
+
     /// Every response held.
     pub fn responses(&self) -> Vec<Arc<OcspResponse>> {
         self.cache()
