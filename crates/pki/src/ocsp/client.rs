@@ -148,6 +148,26 @@ pub enum OcspError {
     },
 }
 
+impl OcspError {
+    /// Whether the responder itself failed (no answer, an HTTP error, not an OCSP answer, or
+    /// a responder saying it cannot answer now), rather than answering wrongly about one
+    /// certificate.
+    pub fn responder_down(&self) -> bool {
+        use super::{ResponseError, ResponseStatus};
+        match self {
+            OcspError::Http { .. }
+            | OcspError::Transport { .. }
+            | OcspError::TooLarge { .. }
+            | OcspError::ContentType { .. } => true,
+            OcspError::Response { source, .. } => matches!(
+                source,
+                ResponseError::Status(ResponseStatus::TryLater | ResponseStatus::InternalError)
+            ),
+            _ => false,
+        }
+    }
+}
+
 struct Cached {
     resp: Arc<OcspResponse>,
     /// Unix seconds until which the response is answered from the cache.
@@ -280,6 +300,37 @@ impl OcspClient {
         self.status_force(cert, issuer, now, false)
     }
 
+    /// [`Self::status`] of each certificate of `chain` (a validated path, end entity first,
+    /// trust anchor last) below the anchor.
+    pub fn status_of_chain(
+        &self,
+        chain: &[Arc<Cert>],
+        now: Time,
+    ) -> (Vec<Arc<OcspResponse>>, Vec<OcspError>) {
+        let mut got = Vec::new();
+        let mut errors = Vec::new();
+        for pair in chain.windows(2) {
+            match self.status(&pair[0], &pair[1], now) {
+                Ok(r) => got.push(r),
+                Err(e) => errors.push(e),
+            }
+        }
+        (got, errors)
+    }
+
+    /// When the answer held about `cert` is due to be asked for again: once `fraction` of
+    /// the time from its thisUpdate to its nextUpdate has passed; `None` when none is held
+    /// (due now). An answer without nextUpdate is due at once.
+    pub fn refresh_due(&self, cert: &Cert, issuer: &Cert, fraction: f64) -> Option<i64> {
+        let id = CertId::new(cert, issuer, self.config.hash);
+        let cache = self.cache();
+        let held = cache.by_id.get(&id)?;
+        let single = held.resp.single(&id)?;
+        let next = single.next_update?;
+        let span = (next.0 - single.this_update.0).max(0) as f64;
+        Some(single.this_update.0 + (span * fraction.clamp(0.0, 1.0)) as i64)
+    }
+
     /// Asks the responder even when the cached response is still current (a refresh ahead
     /// of nextUpdate); within the backoff of a failure the failure is answered.
     pub fn refresh(
@@ -332,10 +383,14 @@ impl OcspClient {
             }
             Err(e) => {
                 tracing::warn!(url, error = %e, "OCSP request failed");
-                self.cache().failures.insert(
-                    url.clone(),
-                    (e.to_string(), now.0 + self.config.retry_after_secs),
-                );
+                // A responder that is down is left alone for a while; an answer that is
+                // wrong about one certificate does not hold back requests about others.
+                if e.responder_down() {
+                    self.cache().failures.insert(
+                        url.clone(),
+                        (e.to_string(), now.0 + self.config.retry_after_secs),
+                    );
+                }
                 Err(e)
             }
         }
@@ -539,19 +594,11 @@ pub fn fetch_for_path(
         }
     };
     let chain = path.chain();
-    let mut got = Vec::new();
-    let mut errors = Vec::new();
-    let below = chain.len().saturating_sub(1);
-    for pair in chain.windows(2) {
-        match client.status(&pair[0], &pair[1], opts.time) {
-            Ok(r) => got.push(r),
-            Err(e) => errors.push(e),
-        }
-    }
+    let (got, errors) = client.status_of_chain(chain, opts.time);
     PathOcsp {
         crls: crls.with_ocsp(&got),
         errors,
-        certificates: below,
+        certificates: chain.len().saturating_sub(1),
     }
 }
 
