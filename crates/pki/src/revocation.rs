@@ -206,7 +206,14 @@ fn check_ocsp(
             match single.status {
                 CertStatus::Good => {
                     if good.is_none_or(|(t, _)| single.this_update > t) {
-                        good = Some((single.this_update, single.next_update));
+                        // Without nextUpdate the answer holds for the maximum age only.
+                        let until = single.next_update.unwrap_or_else(|| {
+                            single.this_update.plus_secs(
+                                i64::try_from(opts.revocation.ocsp.max_age.as_secs())
+                                    .unwrap_or(i64::MAX),
+                            )
+                        });
+                        good = Some((single.this_update, Some(until)));
                     }
                 }
                 CertStatus::Unknown => problems.push(OcspProblem::StatusUnknown {

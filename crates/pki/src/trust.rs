@@ -289,6 +289,36 @@ mod tests {
     }
 
     #[test]
+    fn revocation_sources_and_ocsp_read_from_json() {
+        let c: TrustConfig = serde_json::from_str(
+            r#"{"anchors": ["/a"],
+                "revocation": {"source": "either", "ocsp_skew_secs": 60, "ocsp_max_age_secs": 600},
+                "ocsp": {"responder_url": "http://127.0.0.1:2560/", "nonce": "require"}}"#,
+        )
+        .unwrap();
+        let p: RevocationPolicy = c.revocation.into();
+        assert_eq!(p.source, RevocationSource::Either);
+        assert_eq!(p.ocsp.skew, Duration::from_secs(60));
+        assert_eq!(p.ocsp.max_age, Duration::from_secs(600));
+        let o = c.ocsp.clone().unwrap();
+        assert_eq!(o.responder_url.as_deref(), Some("http://127.0.0.1:2560/"));
+        assert_eq!(o.nonce, crate::ocsp::client::NoncePolicy::Require);
+        // Unset, the sources are CRLs only and no responder is asked.
+        let d: TrustConfig = serde_json::from_str(r#"{"anchors": ["/a"]}"#).unwrap();
+        assert_eq!(
+            RevocationPolicy::from(d.revocation).source,
+            RevocationSource::Crl
+        );
+        assert!(d.ocsp.is_none());
+        for bad in [
+            r#"{"anchors": [], "revocation": {"source": "ldap"}}"#,
+            r#"{"anchors": [], "ocsp": {"url": "http://x/"}}"#,
+        ] {
+            assert!(serde_json::from_str::<TrustConfig>(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
     fn loads_anchors_intermediates_and_crls() {
         let pki = TestPki::generate(TestPkiOptions::default()).unwrap();
         let dir = tempfile::tempdir().unwrap();

@@ -600,6 +600,12 @@ fn stale_answers_are_refused_after_next_update_or_beyond_the_maximum_age() {
         .next_update
         .is_none());
     validate_with(&pki, pki.leaf(GOOD), der.clone(), &ocsp_only(now)).unwrap();
+    // A result cached from it holds no longer than the maximum age.
+    let parsed = Arc::new(OcspResponse::from_der(der.clone()).unwrap());
+    let this_update = parsed.responses[0].this_update;
+    let set = CrlSet::empty().with_ocsp(&[parsed]);
+    let path = validate(&pki.store(), pki.leaf(GOOD), &[], &set, &ocsp_only(now)).unwrap();
+    assert_eq!(path.valid_until(), this_update.plus_secs(3600));
     let e = validate_with(&pki, pki.leaf(GOOD), der, &ocsp_only(now.plus_secs(7200))).unwrap_err();
     assert!(
         ocsp_problems(&e).iter().any(|p| p.code() == "ocsp-too-old"),
