@@ -466,14 +466,14 @@ fn responders_the_ca_did_not_authorise_are_refused() {
     }
     let pki = Pki::new("http://127.0.0.1:1/");
     let opts = ocsp_only(Time::now());
-    // A responder certificate with id-kp-OCSPSigning, but issued by another CA.
+    // A responder certificate with id-kp-OCSPSigning, but issued by another CA of the same
+    // name (only the signature tells them apart).
     let rogue_key = KeyPair::generate(KeyAlgorithm::P256).unwrap();
-    let rogue_ca =
-        CertificateBuilder::new("CN=OCSP Test CA,O=Elsewhere,C=US", rogue_key.spki_der())
-            .unwrap()
-            .ca(None)
-            .self_signed(&rogue_key)
-            .unwrap();
+    let rogue_ca = CertificateBuilder::new("CN=OCSP Test CA,O=Example,C=US", rogue_key.spki_der())
+        .unwrap()
+        .ca(None)
+        .self_signed(&rogue_key)
+        .unwrap();
     let other = pki.signer(
         "Other CA Responder",
         Some((&rogue_ca, &rogue_key)),
