@@ -134,6 +134,7 @@ pub fn authenticate(args: AuthArgs) -> Result<ExitCode> {
     let trust = crate::pki_cmd::load_trust(&args.trust.config(RevocationConfig {
         mode,
         grace_secs: 0,
+        ..RevocationConfig::default()
     }))?;
     let mut settings = Settings::default();
     if let Some(at) = &args.at {

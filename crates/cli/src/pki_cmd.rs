@@ -12,9 +12,11 @@ use pki::fips201::{
 };
 use pki::input::{read_bounded, InputKind};
 use pki::issue::{CardOptions, CrlReason, KeyAlgorithm, TestPki, TestPkiOptions};
+use pki::ocsp::client::{NoncePolicy, OcspClient, OcspConfig, RequestMethod};
+use pki::ocsp::CertIdHash;
 use pki::options::AnchorConstraints;
 use pki::time::Time;
-use pki::trust::{RevocationCheck, RevocationConfig, Trust, TrustConfig};
+use pki::trust::{RevocationCheck, RevocationConfig, RevocationSourceConfig, Trust, TrustConfig};
 use pki::validate::ValidationOptions;
 use serde_json::json;
 use std::path::{Path, PathBuf};
@@ -116,6 +118,50 @@ impl From<AnchorModeArg> for AnchorConstraints {
     }
 }
 
+/// Where revocation status comes from.
+#[derive(Clone, Copy, Debug, ValueEnum)]
+pub enum SourceArg {
+    /// CRLs only.
+    Crl,
+    /// OCSP answers only.
+    Ocsp,
+    /// An OCSP answer when a usable one is obtained, else CRLs.
+    Either,
+    /// Both a good OCSP answer and CRL coverage.
+    Both,
+}
+
+impl From<SourceArg> for RevocationSourceConfig {
+    fn from(s: SourceArg) -> RevocationSourceConfig {
+        match s {
+            SourceArg::Crl => RevocationSourceConfig::Crl,
+            SourceArg::Ocsp => RevocationSourceConfig::Ocsp,
+            SourceArg::Either => RevocationSourceConfig::Either,
+            SourceArg::Both => RevocationSourceConfig::Both,
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, ValueEnum)]
+pub enum OcspMethodArg {
+    Auto,
+    Get,
+    Post,
+}
+
+#[derive(Clone, Copy, Debug, ValueEnum)]
+pub enum OcspHashArg {
+    Sha1,
+    Sha256,
+}
+
+#[derive(Clone, Copy, Debug, ValueEnum)]
+pub enum OcspNonceArg {
+    Prefer,
+    Require,
+    Off,
+}
+
 /// Revocation checking mode.
 #[derive(Clone, Copy, Debug, ValueEnum)]
 pub enum RevocationArg {
@@ -158,6 +204,7 @@ impl TrustFiles {
             revocation,
             fetch: None,
             policy_set: Default::default(),
+            ocsp: None,
         }
     }
 
@@ -191,10 +238,40 @@ pub struct TrustArgs {
     /// --revocation off for a path without revocation data].
     #[arg(long, value_enum)]
     revocation: Option<RevocationArg>,
+    /// After a path to a trust anchor is found, ask the OCSP responder of
+    /// each of its certificates (authorityInfoAccess id-ad-ocsp, or
+    /// --ocsp-url) for its status, with a nonce; 3 s and 64 KiB per answer.
+    /// Alone, it means --revocation-source either.
+    #[arg(long)]
+    ocsp: bool,
+    /// Where revocation status comes from [default: crl, or either with
+    /// --ocsp]: crl, ocsp, either (OCSP first, CRLs when no OCSP answer is
+    /// usable) or both (a good OCSP answer and CRL coverage). Any source
+    /// but crl asks the responders, as --ocsp does.
+    #[arg(long, value_enum, value_name = "SOURCE")]
+    revocation_source: Option<SourceArg>,
+    /// Ask this OCSP responder instead of the one each certificate names.
+    #[arg(long, value_name = "URL")]
+    ocsp_url: Option<String>,
+    /// How OCSP requests are sent: auto (GET when the request fits in the
+    /// URL, else POST), get or post.
+    #[arg(long, value_enum, default_value = "auto")]
+    ocsp_method: OcspMethodArg,
+    /// The hash of the CertID in OCSP requests.
+    #[arg(long, value_enum, default_value = "sha1")]
+    ocsp_hash: OcspHashArg,
+    /// An OCSP answer without our nonce: prefer (accepted: pre-produced
+    /// answers), require (refused) or off (no nonce is sent).
+    #[arg(long, value_enum, default_value = "prefer")]
+    ocsp_nonce: OcspNonceArg,
+    /// Accept an OCSP answer without nextUpdate this many seconds after its
+    /// thisUpdate.
+    #[arg(long, value_name = "SECONDS", default_value_t = 3600)]
+    ocsp_max_age: u64,
     /// Validation time (RFC 3339, e.g. 2030-01-01T00:00:00Z) [default: now].
     #[arg(long, value_name = "RFC3339")]
     at: Option<String>,
-    /// Accept a CRL this many seconds past its nextUpdate.
+    /// Accept a CRL (or OCSP answer) this many seconds past its nextUpdate.
     #[arg(long, value_name = "SECONDS", default_value_t = 0)]
     crl_grace: u64,
     /// Accept SHA-1 signatures and RSA keys of 1024 bits (old test suites).
@@ -480,14 +557,47 @@ pub(crate) fn load_inputs(t: &TrustArgs) -> anyhow::Result<Inputs> {
     opts.anchor_constraints = t.anchor_mode.into();
     opts.allow_expired_anchors = t.allow_expired_anchor;
     // Missing revocation data fails closed unless the user says otherwise.
+    let source = match (t.revocation_source, t.ocsp || t.ocsp_url.is_some()) {
+        (Some(s), _) => s.into(),
+        (None, true) => RevocationSourceConfig::Either,
+        (None, false) => RevocationSourceConfig::Crl,
+    };
     let mut config = t.files.config(RevocationConfig {
         mode: t.revocation.map_or(RevocationCheck::Require, Into::into),
         grace_secs: t.crl_grace,
+        source,
+        ocsp_max_age_secs: t.ocsp_max_age,
+        ..RevocationConfig::default()
     });
     if t.fetch_crls {
         config.fetch = Some(FetchConfig::default());
     }
     config.policy_set = t.policy_set;
+    if source != RevocationSourceConfig::Crl || t.ocsp || t.ocsp_url.is_some() {
+        if let Some(u) = &t.ocsp_url {
+            if !u.to_ascii_lowercase().starts_with("http://") {
+                anyhow::bail!("--ocsp-url {u:?}: only http:// responders are asked");
+            }
+        }
+        config.ocsp = Some(OcspConfig {
+            responder_url: t.ocsp_url.clone(),
+            method: match t.ocsp_method {
+                OcspMethodArg::Auto => RequestMethod::Auto,
+                OcspMethodArg::Get => RequestMethod::Get,
+                OcspMethodArg::Post => RequestMethod::Post,
+            },
+            hash: match t.ocsp_hash {
+                OcspHashArg::Sha1 => CertIdHash::Sha1,
+                OcspHashArg::Sha256 => CertIdHash::Sha256,
+            },
+            nonce: match t.ocsp_nonce {
+                OcspNonceArg::Prefer => NoncePolicy::Prefer,
+                OcspNonceArg::Require => NoncePolicy::Require,
+                OcspNonceArg::Off => NoncePolicy::Off,
+            },
+            ..OcspConfig::default()
+        });
+    }
     let trust = load_trust(&config)?;
     opts.revocation = trust.revocation.clone();
     opts.policy_set = trust.policy_set;
@@ -505,6 +615,19 @@ fn fetched_crls(inputs: &Inputs, leaf: &[u8]) -> Option<CrlSet> {
         eprintln!("warning: {e}");
     }
     Some(fetched.crls)
+}
+
+/// With OCSP on, `crls` plus the answers of the responders of the
+/// certificates of `leaf`'s path to a trust anchor. Failed requests are
+/// reported on stderr (the validation then decides what they mean).
+fn with_ocsp(inputs: &Inputs, leaf: &[u8], crls: &CrlSet) -> Option<CrlSet> {
+    let t = &inputs.trust;
+    let client = OcspClient::new(t.ocsp.clone()?);
+    let got = pki::ocsp::client::fetch_for_path(&client, &t.store, leaf, &[], crls, &inputs.opts);
+    for e in &got.errors {
+        eprintln!("warning: {e}");
+    }
+    Some(got.crls)
 }
 
 pub(crate) fn path_json(v: &PivValidated) -> serde_json::Value {
@@ -627,6 +750,8 @@ fn verify(a: VerifyArgs) -> anyhow::Result<ExitCode> {
     }
     let fetched = fetched_crls(&inputs, &leaf);
     let crls = fetched.as_ref().unwrap_or(&inputs.trust.crls);
+    let answered = with_ocsp(&inputs, &leaf, crls);
+    let crls = answered.as_ref().unwrap_or(crls);
     let store = &inputs.trust.store;
     let result = validate_profile(store, &leaf, &[], crls, &inputs.opts, a.profile.into());
     let v = match result {
@@ -638,6 +763,7 @@ fn verify(a: VerifyArgs) -> anyhow::Result<ExitCode> {
                 Fips201Error::Path(pki::validate::ValidationError::RevocationUnavailable { .. })
             ) && !a.trust.files.has_crls()
                 && !a.trust.fetch_crls
+                && inputs.trust.ocsp.is_none()
             {
                 reason.push_str(
                     " (no CRLs were given: add --crl FILE or --fetch-crls, or --revocation off to skip revocation checking)",

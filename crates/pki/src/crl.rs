@@ -10,6 +10,7 @@ use crate::cert::{
     parse_dp_name, parse_general_names, parse_reason_flags, DistributionPointName, GeneralName,
 };
 use crate::name::{self, NormName};
+use crate::ocsp::{CertId, OcspResponse};
 use crate::sig::SignatureAlgorithm;
 use crate::time::Time;
 use std::collections::HashMap;
@@ -70,7 +71,7 @@ pub enum Reason {
 }
 
 impl Reason {
-    fn from_code(c: u8) -> Reason {
+    pub(crate) fn from_code(c: u8) -> Reason {
         match c {
             0 => Reason::Unspecified,
             1 => Reason::KeyCompromise,
@@ -521,12 +522,15 @@ pub fn cmp_crl_number(a: &[u8], b: &[u8]) -> std::cmp::Ordering {
     a.len().cmp(&b.len()).then_with(|| a.cmp(b))
 }
 
-/// An immutable set of CRLs indexed by issuer name.
+/// An immutable set of revocation data: CRLs indexed by issuer name, and OCSP responses
+/// ([`crate::ocsp`]) indexed by the CertIDs they answer for.
 #[derive(Debug)]
 pub struct CrlSet {
     id: u64,
     crls: Vec<Arc<Crl>>,
     by_issuer: HashMap<NormName, Vec<u32>>,
+    ocsp: Vec<Arc<OcspResponse>>,
+    by_cert_id: HashMap<CertId, Vec<u32>>,
 }
 
 impl CrlSet {
@@ -556,6 +560,30 @@ impl CrlSet {
             .flatten()
             .map(|&i| &self.crls[i as usize])
     }
+    /// The OCSP responses held.
+    pub fn ocsp_responses(&self) -> &[Arc<OcspResponse>] {
+        &self.ocsp
+    }
+    /// OCSP responses with a single response about `id`.
+    pub fn ocsp_for(&self, id: &CertId) -> impl Iterator<Item = &Arc<OcspResponse>> + '_ {
+        self.by_cert_id
+            .get(id)
+            .into_iter()
+            .flatten()
+            .map(|&i| &self.ocsp[i as usize])
+    }
+    /// A new set (with a new id) holding this one's CRLs and OCSP responses and `more`
+    /// responses.
+    pub fn with_ocsp(&self, more: &[Arc<OcspResponse>]) -> CrlSet {
+        let mut b = CrlSet::builder();
+        for c in &self.crls {
+            b.add_crl(c.clone());
+        }
+        for r in self.ocsp.iter().chain(more) {
+            b.add_ocsp(r.clone());
+        }
+        b.build()
+    }
 }
 
 impl Default for CrlSet {
@@ -568,6 +596,8 @@ impl Default for CrlSet {
 #[derive(Default)]
 pub struct CrlSetBuilder {
     crls: Vec<Arc<Crl>>,
+    ocsp: Vec<Arc<OcspResponse>>,
+    ocsp_seen: std::collections::HashSet<usize>,
 }
 
 impl CrlSetBuilder {
@@ -580,6 +610,14 @@ impl CrlSetBuilder {
     /// Adds an already parsed CRL.
     pub fn add_crl(&mut self, crl: Arc<Crl>) -> &mut Self {
         self.crls.push(crl);
+        self
+    }
+
+    /// Adds a parsed OCSP response (the same response twice is kept once).
+    pub fn add_ocsp(&mut self, resp: Arc<OcspResponse>) -> &mut Self {
+        if self.ocsp_seen.insert(Arc::as_ptr(&resp) as usize) {
+            self.ocsp.push(resp);
+        }
         self
     }
 
@@ -650,10 +688,21 @@ impl CrlSetBuilder {
                 .or_default()
                 .push(i as u32);
         }
+        let mut by_cert_id: HashMap<CertId, Vec<u32>> = HashMap::new();
+        for (i, r) in self.ocsp.iter().enumerate() {
+            for s in &r.responses {
+                let v = by_cert_id.entry(s.id.clone()).or_default();
+                if !v.contains(&(i as u32)) {
+                    v.push(i as u32);
+                }
+            }
+        }
         CrlSet {
             id: crate::snapshot::next_id(),
             crls: self.crls,
             by_issuer,
+            ocsp: self.ocsp,
+            by_cert_id,
         }
     }
 }

@@ -339,6 +339,10 @@ pub enum RevocationProblem {
     },
     #[error("no certificate for the CRL issuer {crl} was found")]
     NoSigner { crl: String },
+    #[error("no CRL issued by {issuer} was supplied")]
+    NoCrl { issuer: String },
+    #[error(transparent)]
+    Ocsp(#[from] crate::ocsp::OcspProblem),
 }
 
 impl RevocationProblem {
@@ -365,6 +369,8 @@ impl RevocationProblem {
             SignerOtherAnchor { .. } => "crl-signer-other-anchor",
             SignerInvalid { .. } => "crl-signer-invalid",
             NoSigner { .. } => "crl-signer-not-found",
+            NoCrl { .. } => "crl-not-supplied",
+            Ocsp(p) => p.code(),
         }
     }
 }
@@ -530,7 +536,11 @@ pub(crate) mod tests {
                 }),
             },
             NoSigner { crl: s() },
+            NoCrl { issuer: s() },
         ]
+        .into_iter()
+        .chain(crate::ocsp::tests::every_problem().into_iter().map(Ocsp))
+        .collect()
     }
 
     #[test]

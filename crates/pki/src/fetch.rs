@@ -633,12 +633,15 @@ pub fn fetch_for_path(
     }
 }
 
-/// `base`'s CRLs and the `fetched` ones as a new set; a fetched CRL the
+/// `base`'s CRLs (and OCSP answers) and the `fetched` CRLs as a new set; a fetched CRL the
 /// validator's parser refuses is left out and logged.
 fn copy_of(base: &CrlSet, fetched: &[FetchedCrl]) -> CrlSet {
     let mut b = CrlSet::builder();
     for c in base.crls() {
         b.add_crl(c.clone());
+    }
+    for r in base.ocsp_responses() {
+        b.add_ocsp(r.clone());
     }
     for f in fetched {
         if let Err(e) = b.add_der(f.der.as_ref().clone()) {

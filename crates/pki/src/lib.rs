@@ -30,6 +30,7 @@
 //! | [`pem`] | PEM through `pem-rfc7468` (the store's bundle loader has its own tuned scanner) |
 //! | [`store`] | [`store::TrustStore`]: loading anchors and intermediates, the subject and key-id index |
 //! | [`cache`] | [`cache::ValidationCache`]: results keyed by leaf digest, store/CRL ids and an options fingerprint |
+//! | [`ocsp`] | RFC 6960 OCSP: requests with nonces, response parsing, responder authorisation and freshness; [`ocsp::client`] fetches over HTTP GET/POST and caches by CertID |
 //! | [`fetch`] | downloading CRLs from the distribution points over HTTP, only for a path already found to an anchor ([`fetch::fetch_for_path`]) |
 //! | [`trust`] | [`trust::TrustConfig`]: where trust comes from (anchors, untrusted intermediates, CRLs, revocation policy, CRL downloads), for the command line and the service alike, loaded strictly |
 //! | [`input`] | [`input::read_bounded`]: every input file is a regular file read with a cap by kind |
@@ -52,6 +53,7 @@ pub mod input;
 pub mod issue;
 pub mod name;
 pub mod nc;
+pub mod ocsp;
 pub mod options;
 pub mod path;
 pub mod pem;

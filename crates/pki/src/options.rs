@@ -41,12 +41,29 @@ pub enum AnchorConstraints {
     Ignore,
 }
 
+/// Where the revocation status of a certificate comes from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+pub enum RevocationSource {
+    /// CRLs only.
+    #[default]
+    Crl,
+    /// OCSP responses only.
+    Ocsp,
+    /// An OCSP response when a usable one is held, else CRLs.
+    Either,
+    /// Both a usable OCSP response and CRL coverage; revoked by either is revoked.
+    Both,
+}
+
 /// Revocation checking settings.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Default)]
 pub struct RevocationPolicy {
     pub mode: RevocationMode,
-    /// How long after its nextUpdate a CRL is still accepted.
+    /// How long after its nextUpdate a CRL (or OCSP response) is still accepted.
     pub grace: std::time::Duration,
+    pub source: RevocationSource,
+    /// How OCSP responses are judged.
+    pub ocsp: crate::ocsp::OcspPolicy,
 }
 
 /// The inputs of RFC 5280 §6.1.1 and local policy.

@@ -7,13 +7,20 @@
 //! path leads to the same trust anchor (§6.3.3 (f)-(g)). Delta CRLs (§5.2.4) are applied when
 //! a usable one exists. Why no CRL could be relied on is kept as typed
 //! [`RevocationProblem`]s.
+//!
+//! OCSP responses held in the same revocation data ([`CrlSet::ocsp_for`]) are used as the
+//! policy's [`RevocationSource`] says: a response counts when it answers for the certificate's
+//! CertID, is signed by the issuer or a responder it authorised ([`ocsp::authorize`]; a
+//! delegated responder without id-pkix-ocsp-nocheck must itself pass the CRL check), and is
+//! current ([`ocsp::check_fresh`]). A revoked answer (other than a hold) is final even when old.
 
 use crate::budget::{Spent, LIMITS};
 use crate::cert::{key_usage, Cert, DistributionPoint, DistributionPointName, GeneralName};
 use crate::crl::{self, Crl, CrlSet, Reason, ALL_REASONS};
 use crate::error::{RevocationGap, RevocationProblem, ValidationError};
 use crate::name::NormName;
-use crate::options::{RevocationMode, ValidationOptions};
+use crate::ocsp::{self, CertId, CertIdHash, CertStatus, OcspProblem};
+use crate::options::{RevocationMode, RevocationSource, ValidationOptions};
 use crate::store::{Entry, TrustStore};
 use crate::time::Time;
 use std::cell::RefCell;
@@ -62,9 +69,174 @@ fn revoked(c: &Cert, reason: Option<Reason>, date: Time) -> ValidationError {
     }
 }
 
-/// RFC 5280 §6.3: the revocation status of `link.cert`. Returns the earliest nextUpdate of the
-/// CRLs relied on.
+/// The revocation status of `link.cert` from the sources the policy names (CRLs, OCSP
+/// responses, either or both). Returns the earliest nextUpdate of the data relied on.
 pub(crate) fn check(
+    paths: &impl Paths,
+    opts: &ValidationOptions,
+    link: Link<'_>,
+) -> Result<Option<Time>, ValidationError> {
+    match opts.revocation.source {
+        RevocationSource::Crl => check_crl(paths, opts, link),
+        RevocationSource::Ocsp => match check_ocsp(paths, opts, link)? {
+            Ok(t) => Ok(t),
+            Err(problems) => no_ocsp_answer(opts, link, problems),
+        },
+        RevocationSource::Either => match check_ocsp(paths, opts, link)? {
+            Ok(t) => Ok(t),
+            Err(problems) => check_crl(paths, opts, link).map_err(|e| with_ocsp(e, problems)),
+        },
+        RevocationSource::Both => {
+            let ocsp = check_ocsp(paths, opts, link)?;
+            let crl = check_crl(paths, opts, link)?;
+            match ocsp {
+                Ok(t) => Ok(match (t, crl) {
+                    (Some(a), Some(b)) => Some(a.min(b)),
+                    (a, b) => a.or(b),
+                }),
+                Err(problems) => no_ocsp_answer(opts, link, problems),
+            }
+        }
+    }
+}
+
+/// What no usable OCSP answer means: nothing in best-effort mode, a failure otherwise.
+fn no_ocsp_answer(
+    opts: &ValidationOptions,
+    link: Link<'_>,
+    problems: Vec<OcspProblem>,
+) -> Result<Option<Time>, ValidationError> {
+    if opts.revocation.mode == RevocationMode::BestEffort {
+        return Ok(None);
+    }
+    Err(ValidationError::RevocationUnavailable {
+        subject: subject(link.cert),
+        detail: RevocationGap::Unusable(problems.into_iter().map(Into::into).collect()),
+    })
+}
+
+/// A CRL failure after OCSP gave no answer: the OCSP problems come first in the detail.
+fn with_ocsp(e: ValidationError, problems: Vec<OcspProblem>) -> ValidationError {
+    match e {
+        ValidationError::RevocationUnavailable { subject, detail } => {
+            let mut all: Vec<RevocationProblem> = problems.into_iter().map(Into::into).collect();
+            match detail {
+                RevocationGap::NoCrl { issuer } => all.push(RevocationProblem::NoCrl { issuer }),
+                RevocationGap::PartialReasons(p) | RevocationGap::Unusable(p) => all.extend(p),
+            }
+            ValidationError::RevocationUnavailable {
+                subject,
+                detail: RevocationGap::Unusable(all),
+            }
+        }
+        other => other,
+    }
+}
+
+/// RFC 6960: the status of `link.cert` from the OCSP responses held. `Err` when revoked;
+/// `Ok(Err(problems))` when no response could vouch for the certificate.
+#[allow(clippy::type_complexity)]
+fn check_ocsp(
+    paths: &impl Paths,
+    opts: &ValidationOptions,
+    link: Link<'_>,
+) -> Result<Result<Option<Time>, Vec<OcspProblem>>, ValidationError> {
+    let set = paths.crls();
+    if set.ocsp_responses().is_empty() {
+        return Ok(Err(vec![OcspProblem::NoResponse]));
+    }
+    let c = link.cert;
+    let time = opts.time;
+    let mut problems = Vec::new();
+    // The good answer relied on: the one with the latest thisUpdate.
+    let mut good: Option<(Time, Option<Time>)> = None;
+    for hash in [CertIdHash::Sha1, CertIdHash::Sha256] {
+        let id = CertId::new(c, link.issuer, hash);
+        for resp in set.ocsp_for(&id) {
+            let Some(single) = resp.single(&id) else {
+                continue;
+            };
+            let signer = match ocsp::authorize(resp, link.issuer, time, &opts.algorithms) {
+                Ok(s) => s,
+                Err(p) => {
+                    problems.push(p);
+                    continue;
+                }
+            };
+            if let ocsp::Signer::Delegated {
+                cert,
+                nocheck: false,
+            } = &signer
+            {
+                // RFC 6960 §4.2.2.2.1: without id-pkix-ocsp-nocheck, the responder's own
+                // status is checked, with the issuer's CRLs.
+                let responder_link = Link {
+                    cert,
+                    issuer: link.issuer,
+                    above: link.above,
+                    anchor: link.anchor,
+                    level: link.level,
+                };
+                if let Err(e) = check_crl(paths, opts, responder_link) {
+                    problems.push(OcspProblem::ResponderUnchecked {
+                        responder: subject(cert),
+                        error: Box::new(e),
+                    });
+                    continue;
+                }
+            }
+            let fresh = ocsp::check_fresh(
+                resp,
+                single,
+                time,
+                &opts.revocation.ocsp,
+                opts.revocation.grace,
+            );
+            // A revocation (other than a hold) is permanent: an old answer still proves it.
+            if let CertStatus::Revoked { time: at, reason } = single.status {
+                let counts = fresh.is_ok() || reason != Some(Reason::CertificateHold);
+                if counts && single.this_update <= time.plus_secs(skew_secs(opts)) {
+                    return Err(revoked(c, reason, at));
+                }
+            }
+            if let Err(p) = fresh {
+                problems.push(p);
+                continue;
+            }
+            match single.status {
+                CertStatus::Good => {
+                    if good.is_none_or(|(t, _)| single.this_update > t) {
+                        // Without nextUpdate the answer holds for the maximum age only.
+                        let until = single.next_update.unwrap_or_else(|| {
+                            single.this_update.plus_secs(
+                                i64::try_from(opts.revocation.ocsp.max_age.as_secs())
+                                    .unwrap_or(i64::MAX),
+                            )
+                        });
+                        good = Some((single.this_update, Some(until)));
+                    }
+                }
+                CertStatus::Unknown => problems.push(OcspProblem::StatusUnknown {
+                    responder: resp.responder_display(),
+                }),
+                CertStatus::Revoked { .. } => {}
+            }
+        }
+    }
+    match good {
+        Some((_, next)) => Ok(Ok(next)),
+        None if problems.is_empty() => Ok(Err(vec![OcspProblem::NoResponse])),
+        None => Ok(Err(problems)),
+    }
+}
+
+fn skew_secs(opts: &ValidationOptions) -> i64 {
+    i64::try_from(opts.revocation.ocsp.skew.as_secs()).unwrap_or(i64::MAX)
+}
+
+/// RFC 5280 §6.3: the revocation status of `link.cert` from CRLs. Returns the earliest
+/// nextUpdate of the CRLs relied on.
+fn check_crl(
     paths: &impl Paths,
     opts: &ValidationOptions,
     link: Link<'_>,

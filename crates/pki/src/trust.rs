@@ -1,5 +1,6 @@
 //! Trust configuration: the trust anchors, the intermediate CA certificates offered to path
-//! building, the CRLs, how revocation is checked and whether CRLs are downloaded. One type
+//! building, the CRLs, how revocation is checked (CRLs, OCSP, either or both) and whether
+//! CRLs are downloaded and OCSP responders asked. One type
 //! for the command line and the service's configuration file ([`TrustConfig`], serde-ready,
 //! unknown fields refused), loaded by [`TrustConfig::load`] into what validation needs
 //! ([`Trust`]).
@@ -18,6 +19,9 @@
 use crate::crl::{CrlError, CrlSet};
 use crate::fetch::FetchConfig;
 use crate::fips201::oids::PolicySet;
+use crate::ocsp::client::OcspConfig;
+use crate::ocsp::OcspPolicy;
+use crate::options::RevocationSource;
 use crate::store::{StoreError, TrustStore};
 use crate::validate::{RevocationMode, RevocationPolicy};
 use serde::{Deserialize, Serialize};
@@ -50,15 +54,61 @@ pub struct TrustConfig {
     /// test cards).
     #[serde(default)]
     pub policy_set: PolicySet,
+    /// Ask OCSP responders (the certificates' AIA id-ad-ocsp, or an override) about the
+    /// certificates of a validated path, with these settings; absent: no OCSP requests.
+    #[serde(default)]
+    pub ocsp: Option<OcspConfig>,
 }
 
 /// Revocation checking settings, as written in configuration.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct RevocationConfig {
     pub mode: RevocationCheck,
-    /// Seconds a CRL is still accepted after its nextUpdate.
+    /// Seconds a CRL (or OCSP response) is still accepted after its nextUpdate.
     pub grace_secs: u64,
+    /// Where the status comes from: `crl`, `ocsp`, `either` (OCSP first, CRLs when no OCSP
+    /// answer is usable) or `both`.
+    pub source: RevocationSourceConfig,
+    /// Tolerated clock difference with OCSP responders, in seconds.
+    pub ocsp_skew_secs: u64,
+    /// How long after its thisUpdate an OCSP response without nextUpdate is accepted.
+    pub ocsp_max_age_secs: u64,
+}
+
+impl Default for RevocationConfig {
+    fn default() -> Self {
+        let ocsp = OcspPolicy::default();
+        RevocationConfig {
+            mode: RevocationCheck::default(),
+            grace_secs: 0,
+            source: RevocationSourceConfig::default(),
+            ocsp_skew_secs: ocsp.skew.as_secs(),
+            ocsp_max_age_secs: ocsp.max_age.as_secs(),
+        }
+    }
+}
+
+/// Where revocation status comes from (see [`RevocationSource`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum RevocationSourceConfig {
+    #[default]
+    Crl,
+    Ocsp,
+    Either,
+    Both,
+}
+
+impl From<RevocationSourceConfig> for RevocationSource {
+    fn from(c: RevocationSourceConfig) -> RevocationSource {
+        match c {
+            RevocationSourceConfig::Crl => RevocationSource::Crl,
+            RevocationSourceConfig::Ocsp => RevocationSource::Ocsp,
+            RevocationSourceConfig::Either => RevocationSource::Either,
+            RevocationSourceConfig::Both => RevocationSource::Both,
+        }
+    }
 }
 
 /// How revocation data is required (see [`RevocationMode`]).
@@ -90,6 +140,11 @@ impl From<RevocationConfig> for RevocationPolicy {
         RevocationPolicy {
             mode: c.mode.into(),
             grace: Duration::from_secs(c.grace_secs),
+            source: c.source.into(),
+            ocsp: OcspPolicy {
+                skew: Duration::from_secs(c.ocsp_skew_secs),
+                max_age: Duration::from_secs(c.ocsp_max_age_secs),
+            },
         }
     }
 }
@@ -136,6 +191,8 @@ pub struct Trust {
     pub fetch: Option<FetchConfig>,
     /// The certificate policies the FIPS 201 profiles accept.
     pub policy_set: PolicySet,
+    /// OCSP client settings when OCSP requests are enabled.
+    pub ocsp: Option<OcspConfig>,
 }
 
 impl Trust {
@@ -191,6 +248,7 @@ impl TrustConfig {
             revocation: self.revocation.into(),
             fetch: self.fetch,
             policy_set: self.policy_set,
+            ocsp: self.ocsp.clone(),
         })
     }
 }
@@ -234,6 +292,36 @@ mod tests {
             r#"{"anchors": [], "revocation": {"mode": "sometimes"}}"#,
             r#"{"anchors": [], "revocation": {"grace": 1}}"#,
             r#"{"anchors": [], "fetch": {"timeout": 1}}"#,
+        ] {
+            assert!(serde_json::from_str::<TrustConfig>(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn revocation_sources_and_ocsp_read_from_json() {
+        let c: TrustConfig = serde_json::from_str(
+            r#"{"anchors": ["/a"],
+                "revocation": {"source": "either", "ocsp_skew_secs": 60, "ocsp_max_age_secs": 600},
+                "ocsp": {"responder_url": "http://127.0.0.1:2560/", "nonce": "require"}}"#,
+        )
+        .unwrap();
+        let p: RevocationPolicy = c.revocation.into();
+        assert_eq!(p.source, RevocationSource::Either);
+        assert_eq!(p.ocsp.skew, Duration::from_secs(60));
+        assert_eq!(p.ocsp.max_age, Duration::from_secs(600));
+        let o = c.ocsp.clone().unwrap();
+        assert_eq!(o.responder_url.as_deref(), Some("http://127.0.0.1:2560/"));
+        assert_eq!(o.nonce, crate::ocsp::client::NoncePolicy::Require);
+        // Unset, the sources are CRLs only and no responder is asked.
+        let d: TrustConfig = serde_json::from_str(r#"{"anchors": ["/a"]}"#).unwrap();
+        assert_eq!(
+            RevocationPolicy::from(d.revocation).source,
+            RevocationSource::Crl
+        );
+        assert!(d.ocsp.is_none());
+        for bad in [
+            r#"{"anchors": [], "revocation": {"source": "ldap"}}"#,
+            r#"{"anchors": [], "ocsp": {"url": "http://x/"}}"#,
         ] {
             assert!(serde_json::from_str::<TrustConfig>(bad).is_err(), "{bad}");
         }

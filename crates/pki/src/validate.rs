@@ -234,6 +234,7 @@ mod end_to_end {
         o.revocation = RevocationPolicy {
             mode: RevocationMode::Require,
             grace: std::time::Duration::from_secs(7200),
+            ..Default::default()
         };
         validate(&store(&p), &p.leaf, &[&p.inter], &set, &o).unwrap();
     }

@@ -97,6 +97,7 @@ fn pkits() {
             revocation: RevocationPolicy {
                 mode: RevocationMode::Require,
                 grace: Default::default(),
+                ..Default::default()
             },
             algorithms: AlgorithmPolicy::legacy(),
             ..ValidationOptions::default()

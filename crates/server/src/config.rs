@@ -516,6 +516,18 @@ impl Config {
             }
             _ => {}
         }
+        if let Some(t) = &self.trust {
+            use pki::trust::{RevocationCheck, RevocationSourceConfig};
+            if t.revocation.source != RevocationSourceConfig::Crl
+                && t.revocation.mode != RevocationCheck::Off
+                && t.ocsp.is_none()
+            {
+                return Err((
+                    "trust.ocsp",
+                    "missing: `trust.revocation.source` names OCSP, so the responders must be asked (add `[trust.ocsp]`, `{}` for the defaults)".into(),
+                ));
+            }
+        }
         if !(0.1..=0.95).contains(&r.refresh_at) {
             return Err((
                 "revocation.refresh_at",
@@ -781,6 +793,18 @@ crls = ["pki/root.crl.pem", "pki/intermediate.crl.pem"]
 [trust.revocation]
 # require (default): refuse when CRLs are missing or stale; best-effort; off.
 mode = "require"
+# Where the status comes from: "crl" (default), "ocsp", "either" (OCSP
+# first, the CRLs when no usable answer is held) or "both".
+# source = "either"
+
+# Ask the OCSP responders (each certificate's authorityInfoAccess, or
+# responder_url) in the background about the enrolled cards and the CAs
+# above them, again before each answer's nextUpdate; taps use the answers
+# held and never wait on the network. Needed when `source` names OCSP.
+# [trust.ocsp]
+# timeout_ms = 3000
+# nonce = "prefer"        # or "require", "off"
+# responder_url = "http://ocsp.example.gov/"
 
 # Download CRLs from the http:// distribution points of the anchors,
 # intermediates and enrolled cards in the background (refreshed before

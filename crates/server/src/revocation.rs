@@ -25,6 +25,19 @@
 //! before the first tap, so a restart needs no network. A file that cannot
 //! be read or parsed is skipped with a warning.
 //!
+//! **OCSP.** With `[trust.ocsp]` (and `trust.revocation.source` = `ocsp`,
+//! `either` or `both`), the responders of the enrolled credentials'
+//! certificates and of the CA certificates on their paths are asked in the
+//! background ([`pki::ocsp::client::OcspClient`]: nonce, GET/POST, size and
+//! time limits), each again once `revocation.refresh_at` of the time from
+//! its thisUpdate to its nextUpdate has passed (never sooner than
+//! `revocation.min_refresh_secs`), and at once for a certificate being
+//! enrolled. The answers ride in the authenticator's revocation data beside
+//! the CRLs, swapped in like them: a tap never asks a responder, it uses the
+//! answers held (judged for freshness with the stale-data policy's grace).
+//! Answers are kept in memory only: after a restart they are asked for
+//! again at once, and until they arrive `either` falls back to the CRLs.
+//!
 //! **Re-validation.** Every `revocation.revalidate_hours` (default 24; the
 //! first run after start-up comes once the first CRL refresh is done, or
 //! when the interval since the last run, kept in
@@ -49,6 +62,7 @@ use auth::Refusal;
 use eventlog::{NewEvent, Store, StoreError};
 use pki::crl::{Crl, CrlSet};
 use pki::fetch::{CrlFetcher, FetchConfig, FetchedCrl};
+use pki::ocsp::client::{OcspClient, OcspConfig};
 use pki::store::TrustStore;
 use pki::validate::RevocationPolicy;
 use serde::{Deserialize, Serialize};
@@ -320,8 +334,14 @@ pub struct Revocation {
     controller: Arc<Controller>,
     store: Arc<dyn Store>,
     points: Mutex<HashMap<String, Point>>,
-    /// The fetcher's set last merged in (its id).
-    merged: Mutex<Option<u64>>,
+    /// The OCSP client, when responders are asked.
+    ocsp: Option<Arc<OcspClient>>,
+    /// When the next OCSP refresh is due (seconds since the epoch).
+    ocsp_next: Mutex<i64>,
+    /// Bumped whenever the OCSP answers held change.
+    ocsp_generation: std::sync::atomic::AtomicU64,
+    /// The fetcher's set (its id) and the OCSP generation last merged in.
+    merged: Mutex<Option<(Option<u64>, u64)>>,
     report: Mutex<RevalidationReport>,
     /// One refresh (or enrollment download) at a time, so a failure is
     /// recorded once.
@@ -381,6 +401,9 @@ impl Revocation {
             controller,
             store,
             points: Mutex::new(HashMap::new()),
+            ocsp: None,
+            ocsp_next: Mutex::new(0),
+            ocsp_generation: Default::default(),
             merged: Mutex::new(None),
             report: Mutex::new(report),
             refreshing: tokio::sync::Mutex::new(()),
@@ -394,6 +417,105 @@ impl Revocation {
     pub fn with_clock(mut self, clock: Clock) -> Self {
         self.clock = clock;
         self
+    }
+
+    /// Asks OCSP responders with `config` (`[trust.ocsp]`); `None`: never.
+    pub fn with_ocsp(mut self, config: Option<OcspConfig>) -> Self {
+        self.ocsp = config.map(|c| Arc::new(OcspClient::new(c)));
+        self
+    }
+
+    /// How many OCSP answers are held.
+    pub fn ocsp_answers(&self) -> usize {
+        self.ocsp.as_ref().map_or(0, |c| c.len())
+    }
+
+    /// Asks the responders of every enrolled certificate (and of the CA
+    /// certificates on its path to a trust anchor) whose answer is due, and
+    /// swaps the answers in; what [`Self::run`] does when OCSP is due.
+    /// Returns how many requests failed.
+    pub async fn refresh_ocsp(&self) -> Result<usize, StoreError> {
+        self.ask_responders(false).await
+    }
+
+    /// [`Self::refresh_ocsp`] for every answer, due or not.
+    pub async fn refresh_ocsp_now(&self) -> Result<usize, StoreError> {
+        self.ask_responders(true).await
+    }
+
+    async fn ask_responders(&self, all: bool) -> Result<usize, StoreError> {
+        let Some(client) = self.ocsp.clone() else {
+            return Ok(0);
+        };
+        let certs = self.store.credential_certificates().await?;
+        let trust = self.controller.authenticator().trust_store();
+        let crls = self.controller.authenticator().crls();
+        let mut opts = pki::validate::ValidationOptions {
+            time: pki::time::Time(unix(Timestamp::now())),
+            revocation: self.policy.clone(),
+            ..Default::default()
+        };
+        opts.revocation.mode = pki::validate::RevocationMode::Off;
+        let fraction = self.settings.refresh_at;
+        let min_gap = self.settings.min_refresh_secs as i64;
+        let fallback = opts.time.0 + min_gap.max(60);
+        let asked = client.clone();
+        let (changed, failed, next) = tokio::task::spawn_blocking(move || {
+            let client = asked;
+            let now = opts.time;
+            let mut changed = 0usize;
+            let mut failed = 0usize;
+            let mut next = now.0 + DISCOVERY_INTERVAL.as_secs() as i64;
+            let mut seen: std::collections::HashSet<Vec<u8>> = Default::default();
+            for c in &certs {
+                // Only certificates with a path to a trust anchor make the
+                // service contact a responder.
+                let Ok(path) = pki::validate::validate(&trust, &c.der, &[], &crls, &opts) else {
+                    continue;
+                };
+                for pair in path.chain().windows(2) {
+                    if !seen.insert(pair[0].der().to_vec()) {
+                        continue;
+                    }
+                    if let Some(due) = client.refresh_due(&pair[0], &pair[1], fraction) {
+                        if due > now.0 && !all {
+                            next = next.min(due);
+                            continue;
+                        }
+                    }
+                    let before = client.cached(&pair[0], &pair[1]);
+                    match client.refresh(&pair[0], &pair[1], now) {
+                        Ok(r) => {
+                            if before.is_none_or(|b| !Arc::ptr_eq(&b, &r)) {
+                                changed += 1;
+                            }
+                            let due = client
+                                .refresh_due(&pair[0], &pair[1], fraction)
+                                .unwrap_or(now.0);
+                            next = next.min(due.max(now.0 + min_gap));
+                        }
+                        Err(_) => {
+                            // The client logged it and holds back for its
+                            // retry_after_secs.
+                            failed += 1;
+                            let retry = client.config().retry_after_secs.max(min_gap).max(1);
+                            next = next.min(now.0 + retry);
+                        }
+                    }
+                }
+            }
+            (changed, failed, next)
+        })
+        .await
+        .unwrap_or((0, 0, fallback));
+        *self.ocsp_next.lock().unwrap_or_else(|e| e.into_inner()) = next;
+        if changed > 0 {
+            self.ocsp_generation
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            tracing::info!(changed, held = client.len(), "OCSP answers updated");
+        }
+        self.swap_in();
+        Ok(failed)
     }
 
     /// Whether CRLs are downloaded (`[trust.fetch]` is configured).
@@ -615,26 +737,43 @@ impl Revocation {
                 }
             }
         }
-        self.swap_in(fetcher);
+        self.swap_in();
         if !events.is_empty() {
             self.controller.log().append_all(events).await?;
         }
         Ok(failed)
     }
 
-    /// Puts the configured CRLs and the fetcher's into the authenticator,
-    /// when the fetcher's changed since last time.
-    fn swap_in(&self, fetcher: &CrlFetcher) {
-        let set = fetcher.crl_set();
+    /// Puts the configured CRLs, the fetcher's and the OCSP answers held
+    /// into the authenticator, when the fetcher's or the answers changed
+    /// since last time.
+    fn swap_in(&self) {
+        let set = self.fetcher.as_ref().map(|f| f.crl_set());
+        let key = (
+            set.as_ref().map(|s| s.id()),
+            self.ocsp_generation
+                .load(std::sync::atomic::Ordering::Relaxed),
+        );
         let mut merged = self.merged.lock().unwrap_or_else(|e| e.into_inner());
-        if *merged == Some(set.id()) {
+        if *merged == Some(key) {
             return;
         }
         let trust = self.controller.authenticator().trust_store();
-        let crls = merge(&self.base, set.crls(), &trust);
-        tracing::info!(crls = crls.len(), "CRL set updated");
+        let mut crls = merge(
+            &self.base,
+            set.as_ref().map_or(&[][..], |s| s.crls()),
+            &trust,
+        );
+        if let Some(client) = &self.ocsp {
+            crls = crls.with_ocsp(&client.responses());
+        }
+        tracing::info!(
+            crls = crls.len(),
+            ocsp = crls.ocsp_responses().len(),
+            "revocation data updated"
+        );
         self.controller.authenticator().set_crls(crls);
-        *merged = Some(set.id());
+        *merged = Some(key);
     }
 
     /// Validates every active credential whose certificate is stored
@@ -833,10 +972,39 @@ impl Revocation {
     /// of the certificates on it that are not held yet and swaps them in,
     /// and watches their distribution points from then on. Failures are
     /// left to the validation that follows (which fails closed).
+    /// With OCSP on, the responders of the certificates on that path are
+    /// asked too.
     pub async fn prefetch(&self, leaf: Vec<u8>) {
-        let Some(fetcher) = self.fetcher.clone() else {
-            return;
-        };
+        if let Some(fetcher) = self.fetcher.clone() {
+            self.prefetch_crls(fetcher, leaf.clone()).await;
+        }
+        if let Some(client) = self.ocsp.clone() {
+            let trust = self.controller.authenticator().trust_store();
+            let crls = self.controller.authenticator().crls();
+            let opts = pki::validate::ValidationOptions {
+                time: pki::time::Time(unix(Timestamp::now())),
+                revocation: self.policy.clone(),
+                ..Default::default()
+            };
+            let got = tokio::task::spawn_blocking(move || {
+                let r =
+                    pki::ocsp::client::fetch_for_path(&client, &trust, &leaf, &[], &crls, &opts);
+                for e in &r.errors {
+                    tracing::warn!(error = %e, "OCSP request before enrollment failed");
+                }
+                r.certificates
+            })
+            .await
+            .unwrap_or(0);
+            if got > 0 {
+                self.ocsp_generation
+                    .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            }
+        }
+        self.swap_in();
+    }
+
+    async fn prefetch_crls(&self, fetcher: Arc<CrlFetcher>, leaf: Vec<u8>) {
         let _one = self.refreshing.lock().await;
         let trust = self.controller.authenticator().trust_store();
         let crls = self.controller.authenticator().crls();
@@ -883,7 +1051,6 @@ impl Revocation {
         })
         .await;
         self.watch(urls, now);
-        self.swap_in(&fetcher);
     }
 
     /// Wakes the background task, e.g. after an enrollment added
@@ -937,6 +1104,14 @@ impl Revocation {
                     tracing::error!(error = %e, "recording the CRL refresh failed");
                 }
             }
+            let ocsp_due = *self.ocsp_next.lock().unwrap_or_else(|e| e.into_inner());
+            if self.ocsp.is_some() && ocsp_due <= unix(Timestamp::now()) {
+                if let Err(e) = self.refresh_ocsp().await {
+                    tracing::error!(error = %e, "cannot read the enrolled certificates for OCSP");
+                    *self.ocsp_next.lock().unwrap_or_else(|e| e.into_inner()) =
+                        unix(Timestamp::now()) + 60;
+                }
+            }
             if tokio::time::Instant::now() >= next_revalidation {
                 if let Err(e) = self.revalidate().await {
                     tracing::error!(error = %e, "re-validation failed; tried again in an hour");
@@ -957,6 +1132,11 @@ impl Revocation {
             let mut wake_at = next_revalidation;
             if let Some(t) = next_refresh {
                 // At least a second: never a tight loop.
+                let secs = (t - unix(Timestamp::now())).max(1) as u64;
+                wake_at = wake_at.min(tokio::time::Instant::now() + Duration::from_secs(secs));
+            }
+            if self.ocsp.is_some() {
+                let t = *self.ocsp_next.lock().unwrap_or_else(|e| e.into_inner());
                 let secs = (t - unix(Timestamp::now())).max(1) as u64;
                 wake_at = wake_at.min(tokio::time::Instant::now() + Duration::from_secs(secs));
             }

@@ -320,8 +320,8 @@ impl Service {
         let (trust, cached, trust_time) = trust.await?;
         let trust = trust.map_err(ServeError::trust)?;
         let revocation = config.revocation_policy();
-        let (store_, crls, fetch, policy_set) = match trust {
-            Some(t) => (t.store, t.crls, t.fetch, t.policy_set),
+        let (store_, crls, fetch, policy_set, ocsp) = match trust {
+            Some(t) => (t.store, t.crls, t.fetch, t.policy_set, t.ocsp),
             None => {
                 tracing::warn!(
                     "no trust anchors configured (`trust.anchors`): every card will be refused"
@@ -331,6 +331,7 @@ impl Service {
                     CrlSet::builder().build(),
                     None,
                     Default::default(),
+                    None,
                 )
             }
         };
@@ -385,16 +386,19 @@ impl Service {
             ])))
             .with_passback(passback),
         );
-        let revocation_work = Arc::new(Revocation::new(
-            &config.data_dir,
-            base_crls,
-            fetch,
-            cached.fetched,
-            revocation.clone(),
-            config.revocation.clone(),
-            controller.clone(),
-            store.clone(),
-        ));
+        let revocation_work = Arc::new(
+            Revocation::new(
+                &config.data_dir,
+                base_crls,
+                fetch,
+                cached.fetched,
+                revocation.clone(),
+                config.revocation.clone(),
+                controller.clone(),
+                store.clone(),
+            )
+            .with_ocsp(ocsp),
+        );
         let keypads = Arc::new(Keypads::new(Duration::from_millis(
             config.keypad.timeout_ms,
         )));

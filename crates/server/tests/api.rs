@@ -69,6 +69,7 @@ fn start(pki: Option<&TestPki>, cluster: Option<TempCluster>) -> Api {
             revocation: Default::default(),
             fetch: None,
             policy_set: Default::default(),
+            ocsp: None,
         }
     });
     let rt = tokio::runtime::Builder::new_multi_thread()

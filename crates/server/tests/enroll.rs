@@ -28,6 +28,7 @@ fn trust(pki: &TestPki) -> Trust {
         revocation: Default::default(),
         fetch: None,
         policy_set: Default::default(),
+        ocsp: None,
     }
 }
 

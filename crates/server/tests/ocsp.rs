@@ -1,0 +1,223 @@
+//! OCSP in the service: `openssl ocsp` (installed by scripts/setup.sh) answers for the test
+//! PKI's issuing CA on loopback; the service asks it when a card is enrolled and in the
+//! background, and the doors decide from the answers held, also once the responder is gone.
+
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+
+use access::jiff::Timestamp;
+use access::{Cardholder, CardholderId, CardholderStatus, ReaderId};
+use card::Card;
+use eventlog::{ApiToken, Role};
+use host::InProcess;
+use pki::issue::{pem_encode, CardCredentials, CardOptions, TestPki, TestPkiOptions};
+use pki::ocsp::client::OcspConfig;
+use pki::trust::RevocationSourceConfig;
+use server::config::{init_template, Config};
+use server::service::Service;
+
+const READER: &str = "pivgate ocsp test reader";
+const FRONT: ReaderId = ReaderId(1);
+const TOKEN: &str = "ocsp-test-admin-token";
+
+struct Responder(Child);
+
+impl Drop for Responder {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// `openssl ocsp` for the issuing CA, signing with the CA's own key; returns its URL once
+/// it listens (it says so on its output).
+fn responder(dir: &Path, pki: &TestPki, good: &[u8], revoked: &[u8]) -> (Responder, String) {
+    std::fs::write(
+        dir.join("ica.key"),
+        pem_encode("PRIVATE KEY", pki.intermediate_key().pkcs8_der()),
+    )
+    .unwrap();
+    std::fs::write(
+        dir.join("ica.pem"),
+        pem_encode("CERTIFICATE", pki.intermediate_der()),
+    )
+    .unwrap();
+    let serial =
+        |der: &[u8]| hex::encode_upper(pki::cert::Cert::from_der(der.to_vec()).unwrap().serial());
+    std::fs::write(
+        dir.join("index.txt"),
+        format!(
+            "V\t491231235959Z\t\t{}\tunknown\t/CN=good\nR\t491231235959Z\t260101000000Z,keyCompromise\t{}\tunknown\t/CN=revoked\n",
+            serial(good),
+            serial(revoked)
+        ),
+    )
+    .unwrap();
+    let mut child = Command::new("openssl")
+        .arg("ocsp")
+        .arg("-index")
+        .arg(dir.join("index.txt"))
+        .args(["-port", "0", "-ndays", "1"])
+        .arg("-rsigner")
+        .arg(dir.join("ica.pem"))
+        .arg("-rkey")
+        .arg(dir.join("ica.key"))
+        .arg("-CA")
+        .arg(dir.join("ica.pem"))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let port: u16 = loop {
+        let line = lines
+            .next()
+            .expect("openssl ocsp exited before listening")
+            .unwrap();
+        if let Some(rest) = line.strip_prefix("ACCEPT ") {
+            let addr = rest.split_whitespace().next().unwrap();
+            break addr.rsplit(':').next().unwrap().parse().unwrap();
+        }
+    };
+    std::thread::spawn(move || for _ in lines {});
+    (Responder(child), format!("http://127.0.0.1:{port}"))
+}
+
+fn card(pki: &TestPki, name: &str) -> CardCredentials {
+    pki.issue_card(&CardOptions {
+        cardholder: name.into(),
+        ..CardOptions::default()
+    })
+    .unwrap()
+}
+
+fn cak(c: &CardCredentials) -> Vec<u8> {
+    c.slot(0x9E).unwrap().certificate.clone()
+}
+
+async fn tap(s: &Service, c: &CardCredentials) -> (String, Option<String>) {
+    let controller = s.loaded().controller.clone();
+    let image = c.card_image(Some(7)).unwrap();
+    tokio::task::spawn_blocking(move || {
+        let mut t = InProcess::new(Card::new(image));
+        let r = controller.tap(&mut t, FRONT, None, None).unwrap();
+        (r.code().to_string(), r.reason())
+    })
+    .await
+    .unwrap()
+}
+
+async fn holder(s: &Service, name: &str) -> CardholderId {
+    let store = &s.loaded().store;
+    let h = store
+        .create_cardholder(Cardholder {
+            id: CardholderId(0),
+            name: name.into(),
+            status: CardholderStatus::Active,
+            valid_from: None,
+            valid_until: None,
+        })
+        .await
+        .unwrap();
+    let mut staff = store
+        .list_groups()
+        .await
+        .unwrap()
+        .into_iter()
+        .find(|g| g.name == "staff")
+        .unwrap();
+    staff.cardholders.push(h.id);
+    store.update_group(&staff).await.unwrap();
+    if store.list_tokens().await.unwrap().is_empty() {
+        store
+            .create_token(&ApiToken {
+                name: "test-admin".into(),
+                role: Role::Admin,
+                token_hash: server::token::hash(TOKEN),
+                created_at: Timestamp::now(),
+            })
+            .await
+            .unwrap();
+    }
+    h.id
+}
+
+async fn enroll(s: &Service, holder: CardholderId, cert: &[u8]) -> (u16, String) {
+    let url = format!("{}/api/v1/credentials/enroll", s.url());
+    let body = serde_json::json!({
+        "cardholder": holder.0,
+        "certificate": pem_encode("CERTIFICATE", cert),
+    });
+    tokio::task::spawn_blocking(move || {
+        let r = ureq::post(&url)
+            .set("Authorization", &format!("Bearer {TOKEN}"))
+            .set("Content-Type", "application/json")
+            .send_string(&body.to_string());
+        let resp = match r {
+            Ok(r) => r,
+            Err(ureq::Error::Status(_, r)) => r,
+            Err(e) => panic!("{e}"),
+        };
+        (resp.status(), resp.into_string().unwrap())
+    })
+    .await
+    .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn doors_decide_from_ocsp_answers_asked_in_the_background() {
+    if Command::new("openssl").arg("version").output().is_err() {
+        eprintln!("openssl not installed; skipping");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let pki = TestPki::init(&dir.path().join("pki"), TestPkiOptions::default()).unwrap();
+    let alice = card(&pki, "Alice");
+    let mallory = card(&pki, "Mallory");
+    let (responder, url) = responder(dir.path(), &pki, &cak(&alice), &cak(&mallory));
+
+    // The issuing CA's CRL is not configured: the cards' status can only come from OCSP
+    // (the root's CRL still covers the issuing CA, as `either` allows).
+    let text = init_template(READER, "UTC").replace("127.0.0.1:8080", "127.0.0.1:0");
+    let path = dir.path().join("pivgate.toml");
+    std::fs::write(&path, text).unwrap();
+    let mut config = Config::load(&path).unwrap();
+    let t = config.trust.as_mut().unwrap();
+    t.crls.retain(|p| p.ends_with("root.crl.pem"));
+    t.revocation.source = RevocationSourceConfig::Either;
+    // Without [trust.ocsp] nothing would ever ask: the configuration says so.
+    assert!(config.check(&path).is_err());
+    config.trust.as_mut().unwrap().ocsp = Some(OcspConfig {
+        responder_url: Some(url),
+        ..OcspConfig::default()
+    });
+    config.check(&path).unwrap();
+
+    let s = Service::start(config, None).await.unwrap();
+    let l = s.loaded();
+    let alice_id = holder(&s, "Alice").await;
+    let (status, body) = enroll(&s, alice_id, &cak(&alice)).await;
+    assert_eq!(status, 201, "{body}");
+    assert!(l.revocation.ocsp_answers() >= 1);
+    let (code, reason) = tap(&s, &alice).await;
+    assert_eq!(code, "granted", "{reason:?}");
+
+    // The responder says Mallory's certificate is revoked: not enrolled.
+    let mallory_id = holder(&s, "Mallory").await;
+    let (status, body) = enroll(&s, mallory_id, &cak(&mallory)).await;
+    assert_ne!(status, 201, "{body}");
+    assert!(body.contains("revoked"), "{body}");
+
+    // The background refresh asks again; with the responder gone it fails, the answers held
+    // stay, and the doors keep deciding from them without waiting on the network.
+    // (The responder, configured for every certificate, cannot answer for the issuing CA
+    // itself: that request fails each time, and the root's CRL covers the CA.)
+    let before = l.revocation.refresh_ocsp_now().await.unwrap();
+    drop(responder);
+    let after = l.revocation.refresh_ocsp_now().await.unwrap();
+    assert!(after > before, "{before} then {after} failed requests");
+    let (code, reason) = tap(&s, &alice).await;
+    assert_eq!(code, "granted", "{reason:?}");
+    s.shutdown().await.unwrap();
+}
