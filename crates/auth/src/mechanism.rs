@@ -19,6 +19,7 @@ use pki::cache::{CacheConfig, CacheStats, ValidationCache};
 use pki::crl::CrlSet;
 use pki::fips201::oids::PolicySet;
 use pki::fips201::PivValidated;
+use pki::options::AnchorConstraints;
 use pki::sig::{Hash, PublicKey};
 use pki::store::{SharedTrustStore, TrustStore};
 use pki::time::Time;
@@ -86,6 +87,11 @@ pub struct Settings {
     /// The certificate policies the FIPS 201 profiles accept (production
     /// `id-fpki-common-*` unless a site accepts test cards).
     pub policy_set: PolicySet,
+    /// What a trust anchor certificate contributes to validation (RFC 5937 constraints
+    /// unless a site asks for bare anchors).
+    pub anchor_mode: AnchorConstraints,
+    /// Accept trust anchors outside their validity period.
+    pub allow_expired_anchors: bool,
 }
 
 impl Default for Settings {
@@ -97,6 +103,8 @@ impl Default for Settings {
             revocation: RevocationPolicy::default(),
             cache: CacheConfig::default(),
             policy_set: PolicySet::Production,
+            anchor_mode: AnchorConstraints::Enforce,
+            allow_expired_anchors: false,
         }
     }
 }
@@ -208,7 +216,7 @@ impl Authenticator {
     /// The validation options at `now`: the revocation policy and the
     /// FIPS 201 policy set of the settings.
     fn options(&self, now: Time) -> pki::validate::ValidationOptions {
-        verify::options(now, &self.settings.revocation, self.settings.policy_set)
+        verify::options(now, &self.settings)
     }
 
     /// Runs one transaction. `detect` is the time the reader took to notice

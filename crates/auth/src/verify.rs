@@ -8,12 +8,11 @@ use piv::chuid::Chuid;
 use pki::cache::{Scope, ValidationCache};
 use pki::cert::Cert;
 use pki::crl::CrlSet;
-use pki::fips201::oids::PolicySet;
 use pki::fips201::{self, PivValidated};
 use pki::sig::{AlgorithmPolicy, Hash, PublicKey, SignatureAlgorithm};
 use pki::store::TrustStore;
 use pki::time::Time;
-use pki::validate::{RevocationPolicy, ValidationOptions};
+use pki::validate::ValidationOptions;
 use std::sync::Arc;
 
 pub use pki::fips201::CertProfile;
@@ -140,17 +139,15 @@ fn identity(cert: &Cert, ids: &fips201::CertCardIds) -> CardIdentity {
     }
 }
 
-/// The validation options of a door at `now`: its revocation policy and the
-/// FIPS 201 policy set it accepts.
-pub fn options(
-    now: Time,
-    revocation: &RevocationPolicy,
-    policy_set: PolicySet,
-) -> ValidationOptions {
+/// The validation options of a door at `now`: its revocation policy, the
+/// FIPS 201 policy set it accepts and what its trust anchors contribute.
+pub fn options(now: Time, s: &crate::mechanism::Settings) -> ValidationOptions {
     ValidationOptions {
         time: now,
-        revocation: revocation.clone(),
-        policy_set,
+        revocation: s.revocation.clone(),
+        policy_set: s.policy_set,
+        anchor_constraints: s.anchor_mode,
+        allow_expired_anchors: s.allow_expired_anchors,
         ..ValidationOptions::default()
     }
 }

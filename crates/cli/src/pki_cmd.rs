@@ -202,9 +202,7 @@ impl TrustFiles {
             intermediates: self.intermediates.clone(),
             crls: self.crl.clone(),
             revocation,
-            fetch: None,
-            policy_set: Default::default(),
-            ocsp: None,
+            ..Default::default()
         }
     }
 

@@ -27,7 +27,9 @@ pub enum RevocationMode {
 }
 
 /// What a trust anchor certificate contributes to path validation.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, Hash, Default, serde::Serialize, serde::Deserialize,
+)]
 pub enum AnchorConstraints {
     /// The anchor certificate constrains the paths below it as RFC 5937 describes (and OpenSSL
     /// does): its validity, its name constraints (the initial permitted and excluded subtrees),
@@ -35,9 +37,11 @@ pub enum AnchorConstraints {
     /// (keyCertSign), its policies and policy constraints (the initial policy inputs) and its
     /// critical extensions (one not understood refuses the anchor).
     #[default]
+    #[serde(rename = "constrained")]
     Enforce,
     /// The anchor is a bare name and key, exactly the trust anchor information of RFC 5280
     /// §6.1.1 (d): everything else in its certificate is ignored.
+    #[serde(rename = "bare")]
     Ignore,
 }
 

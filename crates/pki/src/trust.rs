@@ -21,7 +21,7 @@ use crate::fetch::FetchConfig;
 use crate::fips201::oids::PolicySet;
 use crate::ocsp::client::OcspConfig;
 use crate::ocsp::OcspPolicy;
-use crate::options::RevocationSource;
+use crate::options::{AnchorConstraints, RevocationSource};
 use crate::store::{StoreError, TrustStore};
 use crate::validate::{RevocationMode, RevocationPolicy};
 use serde::{Deserialize, Serialize};
@@ -54,6 +54,14 @@ pub struct TrustConfig {
     /// test cards).
     #[serde(default)]
     pub policy_set: PolicySet,
+    /// What a trust anchor certificate contributes: `constrained` (the default) applies its
+    /// validity, CA status, critical extensions, name constraints, path length and policies
+    /// to the paths below it (RFC 5937); `bare` uses only its name and key (RFC 5280 §6.1).
+    #[serde(default)]
+    pub anchor_mode: AnchorConstraints,
+    /// Accept a trust anchor outside its validity period (with `constrained` anchors).
+    #[serde(default)]
+    pub allow_expired_anchors: bool,
     /// Ask OCSP responders (the certificates' AIA id-ad-ocsp, or an override) about the
     /// certificates of a validated path, with these settings; absent: no OCSP requests.
     #[serde(default)]
@@ -191,6 +199,10 @@ pub struct Trust {
     pub fetch: Option<FetchConfig>,
     /// The certificate policies the FIPS 201 profiles accept.
     pub policy_set: PolicySet,
+    /// What a trust anchor certificate contributes to validation.
+    pub anchor_mode: AnchorConstraints,
+    /// Trust anchors outside their validity period are accepted.
+    pub allow_expired_anchors: bool,
     /// OCSP client settings when OCSP requests are enabled.
     pub ocsp: Option<OcspConfig>,
 }
@@ -248,6 +260,8 @@ impl TrustConfig {
             revocation: self.revocation.into(),
             fetch: self.fetch,
             policy_set: self.policy_set,
+            anchor_mode: self.anchor_mode,
+            allow_expired_anchors: self.allow_expired_anchors,
             ocsp: self.ocsp.clone(),
         })
     }
@@ -447,6 +461,24 @@ mod tests {
         let e = config.load().unwrap_err();
         assert!(e.to_string().contains("zero.pem"), "{e}");
         assert!(e.to_string().contains("character device"), "{e}");
+    }
+
+    #[test]
+    fn anchors_are_constrained_and_must_be_current_unless_configured() {
+        let c: TrustConfig = serde_json::from_str(r#"{"anchors": ["a.pem"]}"#).unwrap();
+        assert_eq!(c.anchor_mode, AnchorConstraints::Enforce);
+        assert!(!c.allow_expired_anchors);
+        let c: TrustConfig = serde_json::from_str(
+            r#"{"anchors": ["a.pem"], "anchor_mode": "bare", "allow_expired_anchors": true}"#,
+        )
+        .unwrap();
+        assert_eq!(c.anchor_mode, AnchorConstraints::Ignore);
+        assert!(c.allow_expired_anchors);
+        let e = serde_json::from_str::<TrustConfig>(
+            r#"{"anchors": ["a.pem"], "anchor_mode": "loose"}"#,
+        )
+        .unwrap_err();
+        assert!(e.to_string().contains("constrained"), "{e}");
     }
 
     #[test]

@@ -789,6 +789,12 @@ crls = ["pki/root.crl.pem", "pki/intermediate.crl.pem"]
 # (id-fpki-common-*, the default) or "test" (the Federal PKI's test arc, as
 # issued by `pivgate pki init --policy-set test`).
 # policy_set = "production"
+# What a trust anchor certificate contributes: "constrained" (default: its
+# validity, CA status, critical extensions, name constraints, path length and
+# policies apply below it, RFC 5937) or "bare" (only its name and key).
+# anchor_mode = "constrained"
+# Accept trust anchors outside their validity period.
+# allow_expired_anchors = false
 
 [trust.revocation]
 # require (default): refuse when CRLs are missing or stale; best-effort; off.

@@ -88,6 +88,8 @@ pub fn enrollment_authenticator(trust: Trust) -> Authenticator {
             read_chuid: true,
             revocation: trust.revocation,
             policy_set: trust.policy_set,
+            anchor_mode: trust.anchor_mode,
+            allow_expired_anchors: trust.allow_expired_anchors,
             ..Settings::default()
         },
     )

@@ -320,8 +320,15 @@ impl Service {
         let (trust, cached, trust_time) = trust.await?;
         let trust = trust.map_err(ServeError::trust)?;
         let revocation = config.revocation_policy();
-        let (store_, crls, fetch, policy_set, ocsp) = match trust {
-            Some(t) => (t.store, t.crls, t.fetch, t.policy_set, t.ocsp),
+        let (store_, crls, fetch, policy_set, anchor_settings, ocsp) = match trust {
+            Some(t) => (
+                t.store,
+                t.crls,
+                t.fetch,
+                t.policy_set,
+                (t.anchor_mode, t.allow_expired_anchors),
+                t.ocsp,
+            ),
             None => {
                 tracing::warn!(
                     "no trust anchors configured (`trust.anchors`): every card will be refused"
@@ -330,6 +337,7 @@ impl Service {
                     TrustStore::builder().build(),
                     CrlSet::builder().build(),
                     None,
+                    Default::default(),
                     Default::default(),
                     None,
                 )
@@ -351,6 +359,8 @@ impl Service {
             Settings {
                 revocation: revocation.clone(),
                 policy_set,
+                anchor_mode: anchor_settings.0,
+                allow_expired_anchors: anchor_settings.1,
                 ..Settings::default()
             },
         ));

@@ -68,8 +68,7 @@ fn start(pki: Option<&TestPki>, cluster: Option<TempCluster>) -> Api {
             ],
             revocation: Default::default(),
             fetch: None,
-            policy_set: Default::default(),
-            ocsp: None,
+            ..Default::default()
         }
     });
     let rt = tokio::runtime::Builder::new_multi_thread()

@@ -28,6 +28,8 @@ fn trust(pki: &TestPki) -> Trust {
         revocation: Default::default(),
         fetch: None,
         policy_set: Default::default(),
+        anchor_mode: Default::default(),
+        allow_expired_anchors: false,
         ocsp: None,
     }
 }
