@@ -1,0 +1,36 @@
+//! Door-side wires: OSDP between the controller and its readers, and Wiegand
+//! to legacy panels.
+//!
+//! # Design
+//!
+//! * [`osdp::codec`] frames and unframes OSDP v2.2 packets (SOM, address,
+//!   length, control, security block, code, data, MAC, CRC-16/AUG-CCITT or
+//!   checksum) with bounded parsing and a streaming decoder that resynchronises
+//!   on `SOM` after garbage; [`osdp::msg`] gives each command and reply a type.
+//! * [`osdp::sc`] is the AES-128 secure channel of the standard's Annex D
+//!   (SCBK / SCBK-D, S-ENC, S-MAC1, S-MAC2, cryptograms, R-MAC_I, MAC chaining
+//!   and data encryption), on aws-lc-rs's raw AES block function.
+//! * [`osdp::cp`] (control panel, multidrop) and [`osdp::pd`] (peripheral
+//!   device) are sans-I/O state machines: bytes and an explicit
+//!   [`std::time::Instant`] in, bytes and events out, so reply timeouts,
+//!   retries, offline detection and reconnection are tested without sleeping.
+//! * [`serial`] connects a state machine to a tty in raw mode (a real port, or a
+//!   pseudo-terminal pair in tests), paces writes at the configured baud rate
+//!   (10 bits per byte) so link time is real, and blocks in `poll(2)` for input.
+//! * [`wiegand`] encodes and decodes 26-bit H10301 and the 200-bit FASC-N frame
+//!   and computes a frame's time on the wire.
+//!
+//! # Why OSDP is written here
+//!
+//! crates.io has two OSDP crates. `libosdp` is a safe wrapper over the C
+//! library libosdp (built from C source with `cc`/`bindgen`): it drives its own
+//! timing loop through callbacks, cannot be stepped with an explicit clock,
+//! does not pace a pseudo-terminal, and would add a second C crypto stack beside
+//! aws-lc. `osdp` (0.1.x) is an early packet-level crate without the secure
+//! channel or CP/PD state machines. The protocol is small and fully specified,
+//! so it is written here as sans-I/O code, and libosdp itself — the reference
+//! open implementation, from PyPI — is the peer the interop tests run against.
+
+pub mod osdp;
+pub mod serial;
+pub mod wiegand;
