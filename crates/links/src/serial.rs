@@ -270,7 +270,7 @@ fn run_cp(
     let send = |port: &mut File, bytes: &[u8], stats: &mut LineStats| -> io::Result<()> {
         write_paced(port, bytes, link)?;
         stats.tx_bytes += bytes.len() as u64;
-        stats.tx_wire_time += wire_time(bytes.len(), link.baud);
+        stats.tx_wire_time = wire_time(stats.tx_bytes as usize, link.baud);
         Ok(())
     };
     loop {
@@ -421,7 +421,7 @@ fn run_pd(
             if !out.is_empty() {
                 write_paced(&mut port, &out, link)?;
                 stats.tx_bytes += out.len() as u64;
-                stats.tx_wire_time += wire_time(out.len(), link.baud);
+                stats.tx_wire_time = wire_time(stats.tx_bytes as usize, link.baud);
             }
         }
         while let Some(e) = pd.poll_event() {

@@ -115,7 +115,7 @@ impl H10301 {
                 got: bits.len(),
             });
         }
-        if (bits.ones(0, 13)) % 2 != 0 {
+        if !(bits.ones(0, 13)).is_multiple_of(2) {
             return Err(WiegandError::Parity {
                 format: "H10301",
                 which: "leading (even)",

@@ -357,38 +357,35 @@ impl FrameDecoder {
     /// decoder has already skipped past it), or `None` until more bytes arrive.
     #[allow(clippy::should_implement_trait)]
     pub fn next(&mut self) -> Option<Result<Frame, FrameError>> {
-        loop {
-            let start = self.buf.iter().position(|&b| b == SOM);
-            let skip = start.unwrap_or(self.buf.len());
-            self.stats.garbage_bytes +=
-                self.buf[..skip].iter().filter(|&&b| b != MARK).count() as u64;
-            self.buf.drain(..skip);
-            if self.buf.len() < 5 {
-                return None;
+        let start = self.buf.iter().position(|&b| b == SOM);
+        let skip = start.unwrap_or(self.buf.len());
+        self.stats.garbage_bytes += self.buf[..skip].iter().filter(|&&b| b != MARK).count() as u64;
+        self.buf.drain(..skip);
+        if self.buf.len() < 5 {
+            return None;
+        }
+        let declared = usize::from(u16::from_le_bytes([self.buf[2], self.buf[3]]));
+        if !(MIN_PACKET..=MAX_PACKET).contains(&declared) {
+            self.buf.drain(..1);
+            self.stats.bad_frames += 1;
+            return Some(Err(FrameError::BadLength(declared)));
+        }
+        if self.buf.len() < declared {
+            return None;
+        }
+        match Frame::decode(&self.buf[..declared]) {
+            Ok(frame) => {
+                self.buf.drain(..declared);
+                self.stats.frames += 1;
+                Some(Ok(frame))
             }
-            let declared = usize::from(u16::from_le_bytes([self.buf[2], self.buf[3]]));
-            if !(MIN_PACKET..=MAX_PACKET).contains(&declared) {
+            Err(e) => {
+                // A damaged packet, or a stray 0x53 inside garbage: skip
+                // this SOM only, so a real packet starting inside the
+                // rejected span is still found.
                 self.buf.drain(..1);
                 self.stats.bad_frames += 1;
-                return Some(Err(FrameError::BadLength(declared)));
-            }
-            if self.buf.len() < declared {
-                return None;
-            }
-            match Frame::decode(&self.buf[..declared]) {
-                Ok(frame) => {
-                    self.buf.drain(..declared);
-                    self.stats.frames += 1;
-                    return Some(Ok(frame));
-                }
-                Err(e) => {
-                    // A damaged packet, or a stray 0x53 inside garbage: skip
-                    // this SOM only, so a real packet starting inside the
-                    // rejected span is still found.
-                    self.buf.drain(..1);
-                    self.stats.bad_frames += 1;
-                    return Some(Err(e));
-                }
+                Some(Err(e))
             }
         }
     }

@@ -467,7 +467,7 @@ impl Command {
                 need(
                     "osdp_OUT",
                     "a positive multiple of 4",
-                    n > 0 && n % 4 == 0,
+                    n > 0 && n.is_multiple_of(4),
                     n,
                 )?;
                 Command::Output(
@@ -484,7 +484,7 @@ impl Command {
                 need(
                     "osdp_LED",
                     "a positive multiple of 14",
-                    n > 0 && n % 14 == 0,
+                    n > 0 && n.is_multiple_of(14),
                     n,
                 )?;
                 Command::Led(
@@ -695,7 +695,7 @@ impl Reply {
                 })
             }
             reply::PDCAP => {
-                need("osdp_PDCAP", "a multiple of 3", n % 3 == 0, n)?;
+                need("osdp_PDCAP", "a multiple of 3", n.is_multiple_of(3), n)?;
                 Reply::Capabilities(
                     d.chunks_exact(3)
                         .map(|c| Capability {

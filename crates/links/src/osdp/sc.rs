@@ -98,7 +98,7 @@ impl Aes128 {
 
     /// AES-CBC encryption in place (`data` a whole number of blocks); returns the last block.
     pub fn cbc_encrypt(&self, iv: &[u8; 16], data: &mut [u8]) -> Result<[u8; 16], ScError> {
-        if data.len() % 16 != 0 {
+        if !data.len().is_multiple_of(16) {
             return Err(ScError::BadBlockLength(data.len()));
         }
         let mut chain = *iv;
@@ -116,7 +116,7 @@ impl Aes128 {
 
     /// AES-CBC decryption in place.
     pub fn cbc_decrypt(&self, iv: &[u8; 16], data: &mut [u8]) -> Result<(), ScError> {
-        if data.len() % 16 != 0 {
+        if !data.len().is_multiple_of(16) {
             return Err(ScError::BadBlockLength(data.len()));
         }
         let mut chain = *iv;
@@ -209,9 +209,9 @@ impl SessionKeys {
     /// The full 16-byte MAC of `msg` with chaining value `iv`.
     pub fn mac(&self, iv: &[u8; 16], msg: &[u8]) -> Result<[u8; 16], ScError> {
         let mut buf = msg.to_vec();
-        if buf.is_empty() || buf.len() % 16 != 0 {
+        if buf.is_empty() || !buf.len().is_multiple_of(16) {
             buf.push(0x80);
-            while buf.len() % 16 != 0 {
+            while !buf.len().is_multiple_of(16) {
                 buf.push(0);
             }
         }
@@ -232,7 +232,7 @@ impl SessionKeys {
     pub fn encrypt_data(&self, last_mac: &[u8; 16], data: &[u8]) -> Result<Vec<u8>, ScError> {
         let mut buf = data.to_vec();
         buf.push(0x80);
-        while buf.len() % 16 != 0 {
+        while !buf.len().is_multiple_of(16) {
             buf.push(0);
         }
         let iv = complement(last_mac);
@@ -242,7 +242,7 @@ impl SessionKeys {
 
     /// Decrypts with IV = ¬`last_mac` and strips the `80 00..` padding.
     pub fn decrypt_data(&self, last_mac: &[u8; 16], data: &[u8]) -> Result<Vec<u8>, ScError> {
-        if data.is_empty() || data.len() % 16 != 0 {
+        if data.is_empty() || !data.len().is_multiple_of(16) {
             return Err(ScError::BadBlockLength(data.len()));
         }
         let mut buf = data.to_vec();
