@@ -267,8 +267,13 @@ fn run_cp(
 ) -> io::Result<LineStats> {
     let mut stats = LineStats::default();
     let mut buf = [0u8; 512];
-    let send = |port: &mut File, bytes: &[u8], stats: &mut LineStats| -> io::Result<()> {
+    let send = |cp: &mut ControlPanel,
+                port: &mut File,
+                bytes: &[u8],
+                stats: &mut LineStats|
+     -> io::Result<()> {
         write_paced(port, bytes, link)?;
+        cp.transmitted(Instant::now());
         stats.tx_bytes += bytes.len() as u64;
         stats.tx_wire_time = wire_time(stats.tx_bytes as usize, link.baud);
         Ok(())
@@ -276,10 +281,10 @@ fn run_cp(
     loop {
         let now = Instant::now();
         if let Some(bytes) = cp.handle_timeout(now) {
-            send(&mut port, &bytes, &mut stats)?;
+            send(&mut cp, &mut port, &bytes, &mut stats)?;
         }
         while let Some(bytes) = cp.poll_transmit(Instant::now()) {
-            send(&mut port, &bytes, &mut stats)?;
+            send(&mut cp, &mut port, &bytes, &mut stats)?;
         }
         while let Some(e) = cp.poll_event() {
             let _ = events.send(e);

@@ -407,3 +407,25 @@ fn tampered_secure_packet_fails_the_mac_and_the_reader_is_refused() {
     assert!(!ev.iter().any(|e| matches!(e, CpEvent::Card { .. })));
     assert!(!cp.is_online(4));
 }
+
+#[test]
+fn reply_timeout_runs_from_the_end_of_transmission() {
+    let cfg = CpConfig::default();
+    let mut cp = ControlPanel::new(cfg, vec![PdSetup::plain(1)]);
+    let t0 = Instant::now();
+    assert!(cp.poll_transmit(t0).is_some());
+    // A slow line: the command took 150 ms to leave.
+    let sent = t0 + Duration::from_millis(150);
+    cp.transmitted(sent);
+    assert!(cp
+        .handle_timeout(sent + cfg.reply_timeout - Duration::from_millis(1))
+        .is_none());
+    assert_eq!(cp.next_deadline(sent), sent + cfg.reply_timeout);
+    // No reply: the same bytes go out again (same sequence number).
+    let first = cp.handle_timeout(sent + cfg.reply_timeout);
+    assert!(first.is_some());
+    // A reply that starts arriving extends the wait for its remainder.
+    let t1 = sent + cfg.reply_timeout + Duration::from_millis(190);
+    cp.receive(&[0x53, 0x81, 0x0A], t1);
+    assert!(cp.handle_timeout(t1 + Duration::from_millis(20)).is_none());
+}

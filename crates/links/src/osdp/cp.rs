@@ -406,9 +406,7 @@ impl ControlPanel {
                 Some(bytes)
             }
             Err(e) => {
-                let address = pd.setup.address;
                 self.refuse(i, Refusal::Mac(e), now);
-                let _ = address;
                 None
             }
         }
@@ -461,6 +459,15 @@ impl ControlPanel {
         self.go_offline(i, OfflineReason::Refused, now, None);
     }
 
+    /// Tells the panel the last packet has left the line: the reply timeout
+    /// runs from the end of the command, which on a slow line is well after
+    /// [`ControlPanel::poll_transmit`] handed it out.
+    pub fn transmitted(&mut self, now: Instant) {
+        if let Some(f) = self.in_flight.as_mut() {
+            f.deadline = now + self.cfg.reply_timeout;
+        }
+    }
+
     /// Feeds bytes heard on the line.
     pub fn receive(&mut self, bytes: &[u8], now: Instant) {
         self.decoder.push(bytes);
@@ -468,6 +475,12 @@ impl ControlPanel {
             match r {
                 Ok(frame) => self.on_frame(frame, now),
                 Err(e) => self.events.push_back(CpEvent::BadFrame(e)),
+            }
+        }
+        // A reply is arriving: give the rest of it time to come in.
+        if self.decoder.pending() > 0 {
+            if let Some(f) = self.in_flight.as_mut() {
+                f.deadline = f.deadline.max(now + self.cfg.reply_timeout);
             }
         }
     }
