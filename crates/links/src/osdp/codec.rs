@@ -402,6 +402,37 @@ mod tests {
     }
 
     #[test]
+    fn annex_e_check_character_vectors() {
+        // OSDP specification Annex E, as transcribed in libosdp
+        // tests/unit-tests/test-sc-sia-vectors.c.
+        let crc1 = crc16(&[
+            0x53, 0x7F, 0x0D, 0x00, 0x04, 0x6E, 0x00, 0x80, 0x25, 0x00, 0x00,
+        ]);
+        assert_eq!(crc1.to_le_bytes(), [0x6E, 0x38]);
+        let crc2 = crc16(&[0x53, 0x00, 0x09, 0x00, 0x04, 0x61, 0x00]);
+        assert_eq!(crc2.to_le_bytes(), [0xC0, 0x66]);
+        assert_eq!(
+            checksum(&[0x53, 0x7F, 0x0C, 0x00, 0x00, 0x6E, 0x00, 0x80, 0x25, 0x00, 0x00]),
+            0x0F
+        );
+        assert_eq!(checksum(&[0x53, 0x00, 0x08, 0x00, 0x00, 0x61, 0x00]), 0x44);
+        // The first is a broadcast osdp_COMSET (address 0, 9600 baud): it
+        // decodes to the typed command.
+        let f = Frame::decode(&[
+            0x53, 0x7F, 0x0D, 0x00, 0x04, 0x6E, 0x00, 0x80, 0x25, 0x00, 0x00, 0x6E, 0x38,
+        ])
+        .unwrap();
+        assert_eq!(f.address, BROADCAST);
+        assert_eq!(
+            crate::osdp::msg::Command::decode(f.code, &f.data).unwrap(),
+            crate::osdp::msg::Command::ComSet {
+                address: 0,
+                baud: 9600
+            }
+        );
+    }
+
+    #[test]
     fn libosdp_poll_and_id_vectors() {
         // libosdp tests/unit-tests/test-cp-phy.c: POLL to PD 0x65 with SQN 0,
         // and ID (data 0x00) with SQN 1, both with CRC (mark byte omitted).

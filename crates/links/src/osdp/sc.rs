@@ -175,6 +175,16 @@ impl SessionKeys {
         })
     }
 
+    /// Session keys given directly (S-ENC, S-MAC1, S-MAC2), e.g. for test vectors.
+    pub fn from_raw(enc: [u8; 16], mac1: [u8; 16], mac2: [u8; 16]) -> Result<SessionKeys, ScError> {
+        Ok(SessionKeys {
+            enc: Aes128::new(&enc)?,
+            mac1: Aes128::new(&mac1)?,
+            mac2: Aes128::new(&mac2)?,
+            raw: [enc, mac1, mac2],
+        })
+    }
+
     /// S-ENC, S-MAC1, S-MAC2 (for tests and diagnostics).
     pub fn raw(&self) -> &[[u8; 16]; 3] {
         &self.raw
@@ -294,6 +304,105 @@ impl Session {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn h16(s: &str) -> [u8; 16] {
+        hex::decode(s).unwrap().try_into().unwrap()
+    }
+
+    #[test]
+    fn annex_e_scbk_d_session_vectors() {
+        // OSDP specification Annex E ("Examples"), as transcribed in libosdp
+        // tests/unit-tests/test-sc-sia-vectors.c: SCBK-D, RND.A (CP random)
+        // B0..B7, RND.B (PD random) A0..A7.
+        let rnd_a = [0xB0, 0xB1, 0xB2, 0xB3, 0xB4, 0xB5, 0xB6, 0xB7];
+        let rnd_b = [0xA0, 0xA1, 0xA2, 0xA3, 0xA4, 0xA5, 0xA6, 0xA7];
+        let keys = SessionKeys::derive(&Key::default_key(), &rnd_a).unwrap();
+        assert_eq!(
+            keys.raw()[0],
+            h16("BF8DC2A8329ACB8C67C6D0CD9A451682"),
+            "S-ENC"
+        );
+        assert_eq!(
+            keys.raw()[1],
+            h16("5E86C676603BDEE2D8BEAFE178637332"),
+            "S-MAC1"
+        );
+        assert_eq!(
+            keys.raw()[2],
+            h16("6FDA86E857777E81132035758239172E"),
+            "S-MAC2"
+        );
+        let server = keys.server_cryptogram(&rnd_a, &rnd_b).unwrap();
+        assert_eq!(
+            server,
+            h16("26D3356E07762D262801FC8E6665A891"),
+            "server (host) cryptogram"
+        );
+        let client = keys.client_cryptogram(&rnd_a, &rnd_b).unwrap();
+        assert_eq!(
+            client,
+            h16("FDE5D2F428EC16312471EA3C02BD7796"),
+            "client cryptogram"
+        );
+        assert_eq!(
+            keys.initial_rmac(&server).unwrap(),
+            h16("B2A30057EB98BA2229EC1F875662B524"),
+            "R-MAC_I"
+        );
+    }
+
+    #[test]
+    fn libosdp_mac_and_data_vectors() {
+        // libosdp tests/unit-tests/test-sc.c: NIST SP 800-38A F.2.1 key and
+        // IV used as S-MAC1 = S-MAC2 = S-ENC, and OSDP-padded blocks derived
+        // from them (cross-checked there with OpenSSL).
+        let key = h16("2b7e151628aed2a6abf7158809cf4f3c");
+        let iv = h16("000102030405060708090a0b0c0d0e0f");
+        let pt = hex::decode(concat!(
+            "6bc1bee22e409f96e93d7e117393172aae2d8a571e03ac9c9eb76fac45af8e51",
+            "30c81c46a35ce411e5fbc1191a0a52eff69f2445df4f9b17ad2b417be66c3710"
+        ))
+        .unwrap();
+        let keys = SessionKeys::from_raw(key, key, key).unwrap();
+        assert_eq!(
+            keys.mac(&iv, &pt[..16]).unwrap(),
+            h16("7649abac8119b246cee98e9b12e9197d")
+        );
+        assert_eq!(
+            keys.mac(&iv, &pt).unwrap(),
+            h16("3ff1caa1681fac09120eca307586e1a7")
+        );
+        let pt15: Vec<u8> = (0u8..15).collect();
+        let ct15 = h16("c5311f3d23d086ea86f5ee7f85247b40");
+        assert_eq!(keys.mac(&iv, &pt15).unwrap(), ct15);
+        // Data encryption uses IV = ¬(last MAC), so pass ¬iv as the last MAC.
+        let last = complement(&iv);
+        assert_eq!(keys.encrypt_data(&last, &pt15).unwrap(), ct15.to_vec());
+        let pt16: Vec<u8> = (0u8..16).collect();
+        let ct16 = hex::decode("7df76b0c1ab899b33e42f047b91b546fe2fe5bd6c1dfcdd19124f03e1a134d3b")
+            .unwrap();
+        assert_eq!(keys.encrypt_data(&last, &pt16).unwrap(), ct16);
+        assert_eq!(
+            keys.encrypt_data(&last, &[]).unwrap(),
+            hex::decode("4c08220c79d9191022dc6674874ceaf8").unwrap()
+        );
+        assert_eq!(keys.decrypt_data(&last, &ct15).unwrap(), pt15);
+        assert_eq!(keys.decrypt_data(&last, &ct16).unwrap(), pt16);
+        assert_eq!(
+            keys.decrypt_data(&last, &[0u8; 15]),
+            Err(ScError::BadBlockLength(15))
+        );
+        // A block without the 0x80 end marker is refused.
+        let mut no_marker = [0u8; 16];
+        Aes128::new(&key)
+            .unwrap()
+            .cbc_encrypt(&iv, &mut no_marker)
+            .unwrap();
+        assert_eq!(
+            keys.decrypt_data(&last, &no_marker),
+            Err(ScError::BadPadding)
+        );
+    }
 
     #[test]
     fn aes_fips197_vector() {
