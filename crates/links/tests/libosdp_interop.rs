@@ -495,3 +495,92 @@ fn pivgate_pd_with_libosdp_cp_plain() {
 fn pivgate_pd_with_libosdp_cp_secure() {
     pivgate_pd_with_libosdp_cp(Some(Key(*b"0123456789abcdef")));
 }
+
+struct KeyStore(mpsc::Sender<String>);
+
+impl PdApp for KeyStore {
+    fn keyset(&mut self, key: &Key) -> bool {
+        self.0.send(hex::encode(key.0)).is_ok()
+    }
+}
+
+#[test]
+fn libosdp_cp_installs_a_key_on_pivgate_pd_in_install_mode() {
+    let pty = Pty::open().unwrap();
+    let mut cfg = PdConfig::reader(
+        12,
+        links::osdp::msg::PdId {
+            vendor: [1, 2, 3],
+            model: 4,
+            version: 5,
+            serial: 0xBEEF,
+            firmware: [1, 0, 0],
+        },
+    );
+    cfg.install_mode = true;
+    let (tx, keys) = mpsc::channel();
+    let pd = PdHandle::spawn(
+        pty.master.try_clone().unwrap(),
+        PeripheralDevice::new(cfg),
+        Box::new(KeyStore(tx)),
+        Link::paced(115200),
+    )
+    .unwrap();
+    let mut peer = Peer::start(
+        "libosdp_cp.py",
+        &[
+            "--device".into(),
+            pty.slave_path.display().to_string(),
+            "--address".into(),
+            "12".into(),
+            "--install-mode".into(),
+            "--scbk".into(),
+            "000102030405060708090a0b0c0d0e0f".into(),
+        ],
+    );
+    let st = peer.expect("online status", |v| v.get("online").is_some());
+    assert_eq!(st["online"], true);
+    std::thread::sleep(Duration::from_millis(300));
+    let seen: Vec<PdEvent> = pd.events().try_iter().collect();
+    assert!(
+        seen.contains(&PdEvent::Secured { default_key: true }),
+        "{seen:?} {st}"
+    );
+
+    let new_key = "000102030405060708090a0b0c0d0e0f";
+    peer.send(json!({ "keyset": new_key }));
+    peer.expect("keyset submission", |v| {
+        v["submitted"] == "keyset" && v["ok"] == true
+    });
+    assert_eq!(keys.recv_timeout(WAIT).unwrap(), new_key);
+    // libosdp restarts the secure channel with the new key.
+    let end = std::time::Instant::now() + WAIT;
+    let mut rekeyed = false;
+    while std::time::Instant::now() < end && !rekeyed {
+        if let Ok(e) = pd.events().recv_timeout(Duration::from_millis(200)) {
+            rekeyed = e == PdEvent::Secured { default_key: false };
+        }
+    }
+    assert!(
+        rekeyed,
+        "the pivgate PD was not secured again with the installed key"
+    );
+    // libosdp marks its side active once it has checked our R-MAC_I; then
+    // traffic continues over the new session.
+    let end = std::time::Instant::now() + WAIT;
+    let st = loop {
+        peer.send(json!({"query": "status"}));
+        let st = peer.expect("status", |v| v.get("online").is_some());
+        if st["sc"] == true || std::time::Instant::now() > end {
+            break st;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    std::thread::sleep(Duration::from_millis(300));
+    let after: Vec<PdEvent> = pd.events().try_iter().collect();
+    assert_eq!(st["online"], true, "{after:?}");
+    assert_eq!(st["sc"], true, "{after:?}");
+    assert!(after.is_empty(), "{after:?}");
+    drop(peer);
+    pd.shutdown().unwrap();
+}

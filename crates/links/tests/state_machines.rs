@@ -429,3 +429,60 @@ fn reply_timeout_runs_from_the_end_of_transmission() {
     cp.receive(&[0x53, 0x81, 0x0A], t1);
     assert!(cp.handle_timeout(t1 + Duration::from_millis(20)).is_none());
 }
+
+#[test]
+fn pd_resends_its_reply_to_a_repeated_sequence_number_and_naks_a_skipped_one() {
+    use links::osdp::codec::Frame;
+    let mut pd = PeripheralDevice::new(PdConfig::reader(1, id(1)));
+    let mut app = Recorder::default();
+    let send = |pd: &mut PeripheralDevice, app: &mut Recorder, sqn: u8, code: u8, data: Vec<u8>| {
+        let bytes = Frame::new(1, false, sqn, code, data).encode().unwrap();
+        Frame::decode(&pd.receive(&bytes, app)).unwrap()
+    };
+    assert_eq!(send(&mut pd, &mut app, 0, 0x61, vec![0]).code, 0x45);
+    pd.card_read(RawCard {
+        reader: 0,
+        format: 0,
+        bits: 8,
+        data: vec![1],
+    });
+    let first = send(&mut pd, &mut app, 1, 0x60, vec![]);
+    assert_eq!(first.code, 0x50);
+    // The panel missed the reply and asks again with the same number: the card
+    // read is sent again, not lost and not replaced by an ACK.
+    assert_eq!(send(&mut pd, &mut app, 1, 0x60, vec![]), first);
+    // Skipping a number is refused with NAK 4.
+    let nak = send(&mut pd, &mut app, 3, 0x60, vec![]);
+    assert_eq!((nak.code, nak.data.clone()), (0x41, vec![4]));
+    // Unknown commands and bad lengths get their own NAK reasons.
+    let r = send(&mut pd, &mut app, 0, 0x7E, vec![]);
+    assert_eq!((r.code, r.data), (0x41, vec![3]));
+    let r = send(&mut pd, &mut app, 1, 0x6A, vec![1, 2]);
+    assert_eq!((r.code, r.data), (0x41, vec![2]));
+    // Packets for another address, and replies, are not answered.
+    let other = Frame::new(2, false, 2, 0x60, vec![]).encode().unwrap();
+    assert!(pd.receive(&other, &mut app).is_empty());
+    let reply = Frame::new(1, true, 2, 0x40, vec![]).encode().unwrap();
+    assert!(pd.receive(&reply, &mut app).is_empty());
+}
+
+#[test]
+fn secure_pd_refuses_plaintext_commands_and_scbk_d_outside_install_mode() {
+    use links::osdp::codec::{Frame, Scb};
+    let mut cfg = PdConfig::reader(1, id(1));
+    cfg.scbk = Some(Key([1; 16]));
+    cfg.require_secure = true;
+    let mut pd = PeripheralDevice::new(cfg);
+    let mut app = Recorder::default();
+    let out = |bytes: Vec<u8>| Frame::decode(&bytes).unwrap();
+    let poll = Frame::new(1, false, 0, 0x60, vec![]).encode().unwrap();
+    let r = out(pd.receive(&poll, &mut app));
+    assert_eq!((r.code, r.data), (0x41, vec![6]));
+    let mut chlng = Frame::new(1, false, 1, 0x76, vec![0; 8]);
+    chlng.scb = Some(Scb {
+        kind: 0x11,
+        data: vec![0],
+    });
+    let r = out(pd.receive(&chlng.encode().unwrap(), &mut app));
+    assert_eq!((r.code, r.data), (0x41, vec![6]));
+}

@@ -3,6 +3,8 @@
 stdout: {"online": bool, "sc": bool}, then one line per event from the device
         and per answered request.
 stdin:  {"led": true}, {"buzzer": true}, {"output": true}, {"keyset": HEX},
+        (with --install-mode and --scbk, the panel provisions the keyless
+        device over SCBK-D)
         {"query": "status"}, {"quit": true}.
 """
 import argparse
@@ -17,9 +19,12 @@ ap = argparse.ArgumentParser()
 ap.add_argument("--device", required=True)
 ap.add_argument("--address", type=int, required=True)
 ap.add_argument("--scbk")
+ap.add_argument("--install-mode", action="store_true")
 args = ap.parse_args()
 
-flags = [LibFlag.EnforceSecure] if args.scbk else []
+flags = [LibFlag.EnforceSecure] if args.scbk and not args.install_mode else []
+if args.install_mode:
+    flags.append(LibFlag.InstallMode)
 scbk = bytes.fromhex(args.scbk) if args.scbk else None
 info = PDInfo(args.address, TtyChannel(args.device), scbk=scbk, flags=flags)
 
@@ -52,6 +57,11 @@ for line in sys.stdin:
             "command": Command.Output, "output_no": 0, "control_code": 4,
             "timer_count": 50})
         emit({"submitted": "output", "ok": bool(ok)})
+    elif "keyset" in req:
+        ok = cp.submit_command(args.address, {
+            "command": Command.Keyset, "type": 1,
+            "data": bytes.fromhex(req["keyset"])})
+        emit({"submitted": "keyset", "ok": bool(ok)})
     elif req.get("query") == "status":
         emit({"online": cp.is_online(args.address), "sc": cp.is_sc_active(args.address)})
     elif "quit" in req:
