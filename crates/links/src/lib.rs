@@ -17,6 +17,10 @@
 //! * [`serial`] connects a state machine to a tty in raw mode (a real port, or a
 //!   pseudo-terminal pair in tests), paces writes at the configured baud rate
 //!   (10 bits per byte) so link time is real, and blocks in `poll(2)` for input.
+//! * [`transparent`] is a [`host::Transport`] over an OSDP reader in
+//!   transparent mode (`osdp_XWR`/`osdp_XRD`): the controller runs PKI-CAK
+//!   itself through the reader, with the same mechanism and fast path as over
+//!   PC/SC, and the line counters give the link's share of a tap.
 //! * [`wiegand`] encodes and decodes 26-bit H10301 and the 200-bit FASC-N frame
 //!   and computes a frame's time on the wire.
 //!
@@ -33,4 +37,5 @@
 
 pub mod osdp;
 pub mod serial;
+pub mod transparent;
 pub mod wiegand;

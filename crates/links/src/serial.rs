@@ -15,7 +15,7 @@ use std::io::{self, Read, Write};
 use std::os::fd::{AsFd, BorrowedFd};
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
-use std::sync::mpsc;
+use std::sync::{mpsc, Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -112,6 +112,25 @@ pub struct LineStats {
     pub rx_bytes: u64,
     /// Time the transmitted bytes held the line at the configured baud rate.
     pub tx_wire_time: Duration,
+    /// Time the received bytes held the line at the configured baud rate.
+    pub rx_wire_time: Duration,
+}
+
+impl LineStats {
+    /// Line time in both directions.
+    pub fn wire_time(&self) -> Duration {
+        self.tx_wire_time + self.rx_wire_time
+    }
+
+    /// What happened since `earlier` (a snapshot of the same counters).
+    pub fn since(&self, earlier: &LineStats) -> LineStats {
+        LineStats {
+            tx_bytes: self.tx_bytes - earlier.tx_bytes,
+            rx_bytes: self.rx_bytes - earlier.rx_bytes,
+            tx_wire_time: self.tx_wire_time.saturating_sub(earlier.tx_wire_time),
+            rx_wire_time: self.rx_wire_time.saturating_sub(earlier.rx_wire_time),
+        }
+    }
 }
 
 /// Writes `bytes`, paced at the link's rate when asked.
@@ -175,6 +194,7 @@ enum CpCtl {
 
 /// A control panel running on its own thread over a serial line.
 pub struct CpHandle {
+    stats: Arc<Mutex<LineStats>>,
     ctl: mpsc::Sender<CpCtl>,
     waker: UnixStream,
     events: mpsc::Receiver<CpEvent>,
@@ -188,10 +208,13 @@ impl CpHandle {
         let (ev_tx, events) = mpsc::channel();
         let (waker, waker_rx) = UnixStream::pair()?;
         waker_rx.set_nonblocking(true)?;
+        let stats = Arc::new(Mutex::new(LineStats::default()));
+        let shared = stats.clone();
         let thread = std::thread::Builder::new()
             .name("osdp-cp".into())
-            .spawn(move || run_cp(port, cp, link, ctl_rx, waker_rx, ev_tx))?;
+            .spawn(move || run_cp(port, cp, link, ctl_rx, waker_rx, ev_tx, shared))?;
         Ok(CpHandle {
+            stats,
             ctl,
             waker,
             events,
@@ -211,6 +234,11 @@ impl CpHandle {
         }
         self.ring();
         rx.recv().unwrap_or(Err(CpError::Offline(address)))
+    }
+
+    /// The line counters so far (take two snapshots to measure one exchange).
+    pub fn line_stats(&self) -> LineStats {
+        self.stats.lock().map(|s| *s).unwrap_or_default()
     }
 
     /// The panel's events.
@@ -264,8 +292,14 @@ fn run_cp(
     ctl: mpsc::Receiver<CpCtl>,
     waker: UnixStream,
     events: mpsc::Sender<CpEvent>,
+    shared: Arc<Mutex<LineStats>>,
 ) -> io::Result<LineStats> {
     let mut stats = LineStats::default();
+    let publish = |stats: &LineStats| {
+        if let Ok(mut s) = shared.lock() {
+            *s = *stats;
+        }
+    };
     let mut buf = [0u8; 512];
     let send = |cp: &mut ControlPanel,
                 port: &mut File,
@@ -295,8 +329,10 @@ fn run_cp(
         if readable {
             let n = port.read(&mut buf)?;
             stats.rx_bytes += n as u64;
+            stats.rx_wire_time = wire_time(stats.rx_bytes as usize, link.baud);
             cp.receive(&buf[..n], Instant::now());
         }
+        publish(&stats);
         if rang {
             drain_waker(&waker);
         }
@@ -422,6 +458,7 @@ fn run_pd(
         if readable {
             let n = port.read(&mut buf)?;
             stats.rx_bytes += n as u64;
+            stats.rx_wire_time = wire_time(stats.rx_bytes as usize, link.baud);
             let out = pd.receive(&buf[..n], app.as_mut());
             if !out.is_empty() {
                 write_paced(&mut port, &out, link)?;
