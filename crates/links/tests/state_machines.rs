@@ -486,3 +486,60 @@ fn secure_pd_refuses_plaintext_commands_and_scbk_d_outside_install_mode() {
     let r = out(pd.receive(&chlng.encode().unwrap(), &mut app));
     assert_eq!((r.code, r.data), (0x41, vec![6]));
 }
+
+#[test]
+fn a_refused_reader_does_not_disturb_the_others_on_the_bus() {
+    let good = Key([0x61; 16]);
+    let mut pd1 = PdConfig::reader(1, id(1));
+    pd1.scbk = Some(Key([0x62; 16])); // not the key the panel holds
+    let mut pd2 = PdConfig::reader(2, id(2));
+    pd2.scbk = Some(good.clone());
+    let mut bus = Bus::new(
+        CpConfig::default(),
+        vec![
+            PdSetup::secure(1, good.clone()),
+            PdSetup::secure(2, good),
+            PdSetup::plain(3),
+        ],
+        vec![pd1, pd2, PdConfig::reader(3, id(3))],
+    );
+    bus.run(Duration::from_millis(200));
+    let ev = bus.take();
+    assert!(
+        ev.contains(&CpEvent::Refused {
+            address: 1,
+            reason: Refusal::Cryptogram
+        }),
+        "{ev:?}"
+    );
+    assert!(bus.cp.is_secure(2));
+    assert!(bus.cp.is_online(3));
+    // Garbage on the line is counted and skipped.
+    bus.cp
+        .receive(&[0x53, 0x99, 0x02, 0x00, 0x00, 0x12, 0x34], bus.now);
+    bus.pds[1].0.card_read(RawCard {
+        reader: 0,
+        format: 1,
+        bits: 26,
+        data: vec![1, 2, 3, 0x40],
+    });
+    bus.pds[2].0.keypad(0, b"5");
+    bus.run(Duration::from_millis(200));
+    let ev = bus.take();
+    assert!(
+        ev.iter().any(|e| matches!(e, CpEvent::BadFrame(_))),
+        "{ev:?}"
+    );
+    assert!(
+        ev.iter()
+            .any(|e| matches!(e, CpEvent::Card { address: 2, .. })),
+        "{ev:?}"
+    );
+    assert!(
+        ev.iter()
+            .any(|e| matches!(e, CpEvent::Keypad { address: 3, .. })),
+        "{ev:?}"
+    );
+    assert!(bus.cp.decoder_stats().bad_frames >= 1);
+    assert!(bus.cp.is_secure(2) && bus.cp.is_online(3) && !bus.cp.is_online(1));
+}
