@@ -543,3 +543,43 @@ fn a_refused_reader_does_not_disturb_the_others_on_the_bus() {
     assert!(bus.cp.decoder_stats().bad_frames >= 1);
     assert!(bus.cp.is_secure(2) && bus.cp.is_online(3) && !bus.cp.is_online(1));
 }
+
+#[test]
+fn a_device_that_loses_its_session_is_reconnected_and_secured_again() {
+    let key = Key([0x71; 16]);
+    let mut pdc = PdConfig::reader(6, id(6));
+    pdc.scbk = Some(key.clone());
+    let mut bus = Bus::new(
+        CpConfig::default(),
+        vec![PdSetup::secure(6, key)],
+        vec![pdc],
+    );
+    bus.run(Duration::from_millis(100));
+    assert!(bus.cp.is_secure(6));
+    bus.take();
+    // The reader restarts (power cycle): it has no session any more.
+    let mut cfg = PdConfig::reader(6, id(6));
+    cfg.scbk = Some(Key([0x71; 16]));
+    bus.pds[0].0 = PeripheralDevice::new(cfg);
+    bus.run(Duration::from_millis(200));
+    let ev = bus.take();
+    assert!(
+        ev.contains(&CpEvent::Offline {
+            address: 6,
+            reason: OfflineReason::SessionLost
+        }),
+        "{ev:?}"
+    );
+    assert!(
+        ev.iter().any(|e| matches!(
+            e,
+            CpEvent::Online {
+                address: 6,
+                secure: true,
+                ..
+            }
+        )),
+        "{ev:?}"
+    );
+    assert!(bus.cp.is_secure(6));
+}

@@ -371,7 +371,10 @@ impl FrameDecoder {
             return Some(Err(FrameError::BadLength(declared)));
         }
         if self.buf.len() < declared {
-            return None;
+            // Either the rest has not arrived yet, or this SOM was a stray
+            // byte announcing a long packet. If a complete, valid packet
+            // starts after it, the stray start is dropped.
+            return self.later_frame();
         }
         match Frame::decode(&self.buf[..declared]) {
             Ok(frame) => {
@@ -388,6 +391,31 @@ impl FrameDecoder {
                 Some(Err(e))
             }
         }
+    }
+}
+
+impl FrameDecoder {
+    fn later_frame(&mut self) -> Option<Result<Frame, FrameError>> {
+        let mut from = 1;
+        while let Some(off) = self.buf[from..].iter().position(|&b| b == SOM) {
+            let p = from + off;
+            from = p + 1;
+            let Some(h) = self.buf.get(p..p + 5) else {
+                break;
+            };
+            let len = usize::from(u16::from_le_bytes([h[2], h[3]]));
+            if !(MIN_PACKET..=MAX_PACKET).contains(&len) || p + len > self.buf.len() {
+                continue;
+            }
+            if let Ok(frame) = Frame::decode(&self.buf[p..p + len]) {
+                self.stats.bad_frames += 1;
+                self.stats.garbage_bytes += p as u64;
+                self.buf.drain(..p + len);
+                self.stats.frames += 1;
+                return Some(Ok(frame));
+            }
+        }
+        None
     }
 }
 
@@ -457,6 +485,18 @@ mod tests {
         assert_eq!(bytes.len(), 7);
         assert_eq!(bytes.iter().fold(0u8, |a, &b| a.wrapping_add(b)), 0);
         assert_eq!(Frame::decode(&bytes).unwrap(), f);
+    }
+
+    #[test]
+    fn a_stray_som_announcing_a_long_packet_does_not_hide_the_next_one() {
+        let good = Frame::new(1, false, 1, 0x60, vec![]).encode().unwrap();
+        let mut dec = FrameDecoder::new();
+        // 0x53 followed by a plausible 0x0300-byte length, then a real packet.
+        dec.push(&[0x53, 0x01, 0x00, 0x03, 0x04]);
+        dec.push(&good);
+        assert_eq!(dec.next(), Some(Ok(Frame::decode(&good).unwrap())));
+        assert_eq!(dec.pending(), 0);
+        assert_eq!(dec.stats().bad_frames, 1);
     }
 
     #[test]

@@ -21,7 +21,7 @@ use std::time::{Duration, Instant};
 use thiserror::Error;
 
 use super::codec::{scs, Frame, FrameDecoder, FrameError, Scb};
-use super::msg::{Capability, Command, MsgError, NakReason, PdId, RawCard, Reply};
+use super::msg::{reply, Capability, Command, MsgError, NakReason, PdId, RawCard, Reply};
 use super::sc::{self, Key, Session, SessionKeys};
 use super::{next_sqn, open, random, seal, LinkError};
 
@@ -88,6 +88,9 @@ pub enum OfflineReason {
     SequenceRejected,
     /// The secure channel failed (see the preceding [`CpEvent::Refused`]).
     Refused,
+    /// The device dropped the secure session (NAK 6 to a secured command);
+    /// the connection and the handshake start again.
+    SessionLost,
 }
 
 /// Why a device was refused.
@@ -499,6 +502,14 @@ impl ControlPanel {
         };
         let data = match open(&frame, self.pds[i].session.as_mut(), false) {
             Ok(d) => d,
+            Err(LinkError::PlaintextInSession) if frame.code == reply::NAK => {
+                // A device that lost its session (a restart) can only answer
+                // in plaintext. Nothing it says is trusted; the session is
+                // set up again from the start.
+                self.go_offline(i, OfflineReason::SessionLost, now, Some(&f));
+                self.pds[i].due = Some(now);
+                return;
+            }
             Err(e) => return self.refuse(i, Refusal::Mac(e), now),
         };
         let address = self.pds[i].setup.address;
@@ -518,6 +529,12 @@ impl ControlPanel {
         }
         if reply == Reply::Nak(NakReason::SequenceNumber) {
             return self.go_offline(i, OfflineReason::SequenceRejected, now, Some(&f));
+        }
+        if reply == Reply::Nak(NakReason::ScConditions) && self.pds[i].session.is_some() {
+            self.go_offline(i, OfflineReason::SessionLost, now, Some(&f));
+            // Reconnect at once rather than after the offline back-off.
+            self.pds[i].due = Some(now);
+            return;
         }
         self.advance(i, now);
         self.on_reply(i, f, reply, &frame, now);
