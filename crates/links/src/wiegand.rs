@@ -218,6 +218,33 @@ mod tests {
             .encode(),
             s("01111111111111111111111111")
         );
+        // Published examples:
+        // - accessgrid.com, "Examples of every access control bit format"
+        //   (2025), Standard 26bit (H10301): facility 42, card 69.
+        assert_eq!(
+            H10301 {
+                facility: 42,
+                card: 69
+            }
+            .encode(),
+            s("10010101000000000010001010")
+        );
+        // - Nedap COMBI-BOOSTER user's manual, §6.3: an HID card with
+        //   facility code 10 and number 1093 is sent as hex 014088B.
+        let bits = H10301 {
+            facility: 10,
+            card: 1093,
+        }
+        .encode();
+        let value = bits.0.iter().fold(0u32, |a, &b| (a << 1) | u32::from(b));
+        assert_eq!(value, 0x014088B);
+        assert_eq!(
+            H10301::decode(&bits).unwrap(),
+            H10301 {
+                facility: 10,
+                card: 1093
+            }
+        );
         for v in [(0u8, 0u16), (18, 51387), (123, 4567), (255, 0)] {
             let c = H10301 {
                 facility: v.0,
@@ -240,6 +267,29 @@ mod tests {
         assert!(matches!(
             H10301::decode(&bad),
             Err(WiegandError::Parity { .. })
+        ));
+    }
+
+    #[test]
+    fn fascn_frame_of_the_published_sample() {
+        // The sample FASC-N of SP 800-73 / TIG SCEPACS (hex of the 25 bytes):
+        // the 200-bit frame is these bits, first bit = MSB of the first byte.
+        let sample = hex::decode("D4E739DA739CED39CE739D836858210842108421C84210C3EB").unwrap();
+        let f = Fascn::decode(&sample).unwrap();
+        let bits = encode_fascn(&f).unwrap();
+        assert_eq!(bits.to_bytes(), sample);
+        assert_eq!(
+            &bits.0[..8],
+            &[true, true, false, true, false, true, false, false]
+        );
+        assert_eq!(decode_fascn(&bits).unwrap().agency_code, "9999");
+        assert!(matches!(
+            decode_fascn(&Bits(bits.0[..199].to_vec())),
+            Err(WiegandError::Length {
+                expected: 200,
+                got: 199,
+                ..
+            })
         ));
     }
 
