@@ -35,6 +35,29 @@
 //! so it is written here as sans-I/O code, and libosdp itself — the reference
 //! open implementation, from PyPI — is the peer the interop tests run against.
 
+//! # Tested against
+//!
+//! * libosdp 3.2 (PyPI) as reader and as panel over a paced pseudo-terminal:
+//!   ID, CAP, card reads, keypad, LED, buzzer, output, the secure channel with
+//!   an installed key, and install mode (SCBK-D, then `osdp_KEYSET`, after
+//!   which SCBK-D is refused) in both directions (`tests/libosdp_interop.rs`).
+//! * The standard's Annex E vectors (CRC, checksum, SCBK-D session keys,
+//!   cryptograms, R-MAC_I) and libosdp's MAC and data-encryption vectors.
+//! * pivgate panel ↔ pivgate reader, transparent APDUs and PKI-CAK (full read
+//!   and fast path) at 9600 and 115200 baud.
+//!
+//! # Limits
+//!
+//! * Transparent mode (`osdp_XWR`/`osdp_XRD`, extended mode 1) is tested
+//!   pivgate ↔ pivgate only: libosdp's wheels are built without it.
+//! * Multi-part messages, file transfer, `osdp_TEXT`, biometrics and
+//!   manufacturer commands are not implemented (a PD answers them with NAK 3).
+//! * The reader answers a request from its owner synchronously; it does not
+//!   send `osdp_BUSY` while a slow card works (the panel accepts `osdp_BUSY`
+//!   from other readers and asks again).
+//! * `osdp_COMSET` is carried and answered, but the serial adapter does not
+//!   switch its own speed or address afterwards.
+
 pub mod osdp;
 pub mod serial;
 pub mod transparent;
