@@ -583,3 +583,40 @@ fn a_device_that_loses_its_session_is_reconnected_and_secured_again() {
     );
     assert!(bus.cp.is_secure(6));
 }
+
+#[test]
+fn a_transparent_apdu_may_take_as_long_as_a_card_operation() {
+    let cfg = CpConfig::default();
+    let mut bus = Bus::new(
+        cfg,
+        vec![PdSetup::plain(1)],
+        vec![PdConfig::reader(1, id(1))],
+    );
+    bus.run(Duration::from_millis(60));
+    assert!(bus.cp.is_online(1));
+    bus.cp
+        .submit(
+            1,
+            Command::Transparent(XwrRequest::Apdu {
+                reader: 0,
+                apdu: vec![0, 0x87, 0x11, 0x9A],
+            }),
+        )
+        .unwrap();
+    // Take the APDU off the line but let the "card" think for a second.
+    let t0 = bus.now + Duration::from_millis(100);
+    let mut sent = None;
+    let mut t = bus.now;
+    while sent.is_none() {
+        sent = bus.cp.poll_transmit(t).filter(|b| b[5] == 0xA1);
+        t += Duration::from_millis(1);
+    }
+    bus.cp.transmitted(t0);
+    assert!(bus
+        .cp
+        .handle_timeout(t0 + Duration::from_millis(1000))
+        .is_none());
+    assert_eq!(bus.cp.next_deadline(t0), t0 + cfg.transparent_timeout);
+    // A poll still times out at the standard's 200 ms.
+    assert_eq!(cfg.reply_timeout, Duration::from_millis(200));
+}

@@ -21,7 +21,9 @@ use std::time::{Duration, Instant};
 use thiserror::Error;
 
 use super::codec::{scs, Frame, FrameDecoder, FrameError, Scb};
-use super::msg::{reply, Capability, Command, MsgError, NakReason, PdId, RawCard, Reply};
+use super::msg::{
+    reply, Capability, Command, MsgError, NakReason, PdId, RawCard, Reply, XwrRequest,
+};
 use super::sc::{self, Key, Session, SessionKeys};
 use super::{next_sqn, open, random, seal, LinkError};
 
@@ -36,6 +38,10 @@ pub struct CpConfig {
     pub poll_interval: Duration,
     /// How often an offline device is tried again.
     pub offline_retry: Duration,
+    /// How long to wait for the answer to a transparent-mode APDU: the reader
+    /// answers once the card has, and a card's private-key operation can take
+    /// over a second (the reference door's card takes 1.2 s).
+    pub transparent_timeout: Duration,
 }
 
 impl Default for CpConfig {
@@ -45,6 +51,7 @@ impl Default for CpConfig {
             retries: 2,
             poll_interval: Duration::from_millis(50),
             offline_retry: Duration::from_secs(1),
+            transparent_timeout: Duration::from_secs(3),
         }
     }
 }
@@ -212,6 +219,8 @@ struct Pd {
 }
 
 struct InFlight {
+    /// How long this command's reply may take.
+    timeout: Duration,
     pd: usize,
     command: Command,
     owner: bool,
@@ -397,13 +406,19 @@ impl ControlPanel {
         }
         match seal(f, session, true) {
             Ok(bytes) => {
+                let timeout = if matches!(command, Command::Transparent(XwrRequest::Apdu { .. })) {
+                    self.cfg.transparent_timeout
+                } else {
+                    self.cfg.reply_timeout
+                };
                 self.in_flight = Some(InFlight {
+                    timeout,
                     pd: i,
                     command,
                     owner,
                     bytes: bytes.clone(),
                     sqn,
-                    deadline: now + self.cfg.reply_timeout,
+                    deadline: now + timeout,
                     attempts: 0,
                 });
                 Some(bytes)
@@ -425,7 +440,7 @@ impl ControlPanel {
         self.decoder.clear();
         if f.attempts < self.cfg.retries {
             f.attempts += 1;
-            f.deadline = now + self.cfg.reply_timeout;
+            f.deadline = now + f.timeout;
             return Some(f.bytes.clone());
         }
         let f = self.in_flight.take()?;
@@ -467,7 +482,7 @@ impl ControlPanel {
     /// [`ControlPanel::poll_transmit`] handed it out.
     pub fn transmitted(&mut self, now: Instant) {
         if let Some(f) = self.in_flight.as_mut() {
-            f.deadline = now + self.cfg.reply_timeout;
+            f.deadline = now + f.timeout;
         }
     }
 
