@@ -8,7 +8,7 @@ use links::osdp::cp::{ControlPanel, CpConfig, CpEvent, PdSetup};
 use links::osdp::msg::{Command, PdId, Reply, XrdReply, XwrRequest};
 use links::osdp::pd::{PdApp, PdConfig, PeripheralDevice};
 use links::osdp::sc::Key;
-use links::serial::{wire_time, CpHandle, Link, PdHandle, Pty};
+use links::serial::{open_serial, wire_time, CpHandle, Link, PdHandle, Pty};
 
 const WAIT: Duration = Duration::from_secs(15);
 
@@ -74,8 +74,10 @@ fn run(baud: u32) {
     );
     cfg.install_mode = true;
     cfg.require_secure = true;
+    // The reader opens its side by path, as it would a serial device.
+    let port = open_serial(&pty.slave_path, baud).unwrap();
     let pd = PdHandle::spawn(
-        pty.slave.try_clone().unwrap(),
+        port,
         PeripheralDevice::new(cfg),
         Box::new(Card),
         Link::paced(baud),

@@ -8,7 +8,7 @@ use links::osdp::msg::{
     BuzzerControl, Command, LedControl, LedState, OutputControl, PdId, RawCard, Reply, XrdReply,
     XwrRequest,
 };
-use links::osdp::pd::{PdApp, PdConfig, PeripheralDevice};
+use links::osdp::pd::{NoApp, PdApp, PdConfig, PeripheralDevice};
 use links::osdp::sc::Key;
 
 #[derive(Default)]
@@ -619,4 +619,21 @@ fn a_transparent_apdu_may_take_as_long_as_a_card_operation() {
     assert_eq!(bus.cp.next_deadline(t0), t0 + cfg.transparent_timeout);
     // A poll still times out at the standard's 200 ms.
     assert_eq!(cfg.reply_timeout, Duration::from_millis(200));
+}
+
+#[test]
+fn pd_answers_a_checksum_command_with_a_checksum() {
+    use links::osdp::codec::Frame;
+    let mut pd = PeripheralDevice::new(PdConfig::reader(1, id(1)));
+    let mut f = Frame::new(1, false, 0, 0x61, vec![0]);
+    f.crc = false;
+    let r = Frame::decode(&pd.receive(&f.encode().unwrap(), &mut NoApp)).unwrap();
+    assert!(!r.crc);
+    assert_eq!(r.code, 0x45);
+    let r = Frame::decode(&pd.receive(
+        &Frame::new(1, false, 1, 0x60, vec![]).encode().unwrap(),
+        &mut NoApp,
+    ))
+    .unwrap();
+    assert!(r.crc);
 }

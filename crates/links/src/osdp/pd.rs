@@ -152,6 +152,8 @@ struct Handshake {
 /// The PD state machine.
 pub struct PeripheralDevice {
     cfg: PdConfig,
+    /// Answer with a CRC (true) or a checksum, as the panel asked.
+    crc: bool,
     decoder: FrameDecoder,
     session: Option<Session>,
     handshake: Option<Handshake>,
@@ -167,6 +169,7 @@ impl PeripheralDevice {
     pub fn new(cfg: PdConfig) -> PeripheralDevice {
         PeripheralDevice {
             cfg,
+            crc: true,
             decoder: FrameDecoder::new(),
             session: None,
             handshake: None,
@@ -254,6 +257,7 @@ impl PeripheralDevice {
             return None;
         }
         let sqn = frame.sqn;
+        self.crc = frame.crc;
         if sqn == 0 {
             if self.last_sqn.is_some() {
                 self.events.push_back(PdEvent::Reset);
@@ -285,6 +289,7 @@ impl PeripheralDevice {
             reply.code(),
             reply.encode_data(),
         );
+        f.crc = self.crc;
         f.scb = scb;
         let session = if plain { None } else { self.session.as_mut() };
         match seal(f, session, false) {
