@@ -21,11 +21,19 @@ use serde_json::{json, Value};
 const WAIT: Duration = Duration::from_secs(15);
 
 fn python() -> PathBuf {
+    // The interpreter of the virtual environment scripts/setup.sh makes
+    // (PIVGATE_OSDP_VENV, default ~/.cache/pivgate/osdp-venv), or any Python
+    // with libosdp named by PIVGATE_OSDP_PYTHON.
     let p = std::env::var_os("PIVGATE_OSDP_PYTHON")
         .map(PathBuf::from)
         .unwrap_or_else(|| {
-            let home = std::env::var_os("HOME").unwrap_or_default();
-            PathBuf::from(home).join(".cache/pivgate/osdp-venv/bin/python")
+            let venv = std::env::var_os("PIVGATE_OSDP_VENV")
+                .map(PathBuf::from)
+                .unwrap_or_else(|| {
+                    let home = std::env::var_os("HOME").unwrap_or_default();
+                    PathBuf::from(home).join(".cache/pivgate/osdp-venv")
+                });
+            venv.join("bin/python")
         });
     let ok = Proc::new(&p)
         .args(["-c", "import osdp"])
@@ -35,7 +43,7 @@ fn python() -> PathBuf {
         .is_ok_and(|s| s.success());
     assert!(
         ok,
-        "libosdp (PyPI) is not available at {}: run scripts/setup.sh (or set PIVGATE_OSDP_PYTHON)",
+        "libosdp (PyPI) is not available to {}: run scripts/setup.sh (or set PIVGATE_OSDP_PYTHON)",
         p.display()
     );
     p
