@@ -92,3 +92,60 @@ proptest! {
         prop_assert!(found);
     }
 }
+
+proptest! {
+    /// The same receive paths as the `osdp_decode` fuzz target: bus bytes in
+    /// uneven slices to a plain PD, a keyed PD in install mode and a panel
+    /// waiting for replies. Nothing panics.
+    #[test]
+    fn state_machines_survive_arbitrary_bus_bytes(
+        pieces in proptest::collection::vec(
+            prop_oneof![
+                frame().prop_map(|f| f.encode().unwrap()),
+                // Addressed to the devices, with codes they know.
+                (frame(), 1u8..3, proptest::sample::select(vec![
+                    0x60u8, 0x61, 0x62, 0x64, 0x68, 0x69, 0x6A, 0x6E, 0x75, 0x76, 0x77, 0xA1,
+                    0x40, 0x41, 0x45, 0x46, 0x50, 0x53, 0x76, 0x78, 0x79, 0xB1,
+                ]))
+                    .prop_map(|(mut f, a, c)| {
+                        f.address = a;
+                        f.code = c;
+                        f.encode().unwrap()
+                    }),
+                proptest::collection::vec(any::<u8>(), 0..40),
+            ],
+            0..30,
+        ),
+        step in 1usize..64,
+    ) {
+        // Well-formed packets (any code, address, sequence number, security
+        // block) mixed with garbage.
+        let data: Vec<u8> = pieces.concat();
+        use links::osdp::cp::{ControlPanel, CpConfig, PdSetup};
+        use links::osdp::msg::PdId;
+        use links::osdp::pd::{NoApp, PdConfig, PeripheralDevice};
+        use links::osdp::sc::Key;
+        use std::time::{Duration, Instant};
+
+        let mut plain = PeripheralDevice::new(PdConfig::reader(1, PdId::default()));
+        let mut cfg = PdConfig::reader(1, PdId::default());
+        cfg.scbk = Some(Key([7; 16]));
+        cfg.install_mode = true;
+        let mut keyed = PeripheralDevice::new(cfg);
+        let mut cp = ControlPanel::new(
+            CpConfig::default(),
+            vec![PdSetup::plain(1), PdSetup::secure(2, Key([7; 16]))],
+        );
+        let mut now = Instant::now();
+        let _ = cp.poll_transmit(now);
+        for chunk in data.chunks(step) {
+            let _ = plain.receive(chunk, &mut NoApp);
+            let _ = keyed.receive(chunk, &mut NoApp);
+            cp.receive(chunk, now);
+            now += Duration::from_millis(7);
+            let _ = cp.handle_timeout(now);
+            let _ = cp.poll_transmit(now);
+            while cp.poll_event().is_some() {}
+        }
+    }
+}
