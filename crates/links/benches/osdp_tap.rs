@@ -14,42 +14,14 @@ use std::time::{Duration, Instant};
 
 use auth::{Authenticator, Mechanism, PathTaken, Settings};
 use card::Card;
-use host::{Channel, InProcess};
+use host::InProcess;
 use links::osdp::cp::{ControlPanel, CpConfig, CpEvent, PdSetup};
-use links::osdp::msg::{PdId, XrdReply, XwrRequest};
-use links::osdp::pd::{PdApp, PdConfig, PeripheralDevice};
+use links::osdp::msg::PdId;
+use links::osdp::pd::{PdConfig, PeripheralDevice};
 use links::osdp::sc::Key;
 use links::serial::{CpHandle, Link, PdHandle, Pty};
-use links::transparent::OsdpTransport;
+use links::transparent::{CardBridge, OsdpTransport};
 use pki::issue::{CardOptions, KeyAlgorithm, TestPki, TestPkiOptions};
-
-struct Slot(InProcess);
-
-impl PdApp for Slot {
-    fn transparent(&mut self, r: &XwrRequest) -> Option<XrdReply> {
-        Some(match r {
-            XwrRequest::Apdu { reader, apdu } => match self.0.transmit(apdu) {
-                Ok(data) => XrdReply::Response {
-                    reader: *reader,
-                    status: 0,
-                    data,
-                },
-                Err(_) => XrdReply::Response {
-                    reader: *reader,
-                    status: 1,
-                    data: vec![],
-                },
-            },
-            XwrRequest::Scan { reader } | XwrRequest::Done { reader } => XrdReply::CardPresent {
-                reader: *reader,
-                status: 1,
-            },
-            XwrRequest::GetMode | XwrRequest::SetMode { .. } => {
-                XrdReply::Mode { mode: 1, config: 0 }
-            }
-        })
-    }
-}
 
 fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(|a, b| a.partial_cmp(b).unwrap());
@@ -90,9 +62,12 @@ fn main() {
         );
         cfg.scbk = Some(key.clone());
         cfg.require_secure = true;
-        let slot = Slot(InProcess::new(Card::new(
-            creds.card_image(Some(1)).unwrap(),
-        )));
+        let slot = CardBridge::new(
+            Box::new(InProcess::new(Card::new(
+                creds.card_image(Some(1)).unwrap(),
+            ))),
+            0,
+        );
         let pd = PdHandle::spawn(
             pty.slave.try_clone().unwrap(),
             PeripheralDevice::new(cfg),

@@ -20,7 +20,10 @@
 //! * [`transparent`] is a [`host::Transport`] over an OSDP reader in
 //!   transparent mode (`osdp_XWR`/`osdp_XRD`): the controller runs PKI-CAK
 //!   itself through the reader, with the same mechanism and fast path as over
-//!   PC/SC, and the line counters give the link's share of a tap.
+//!   PC/SC, and the line counters give the link's share of a tap. Its reader
+//!   side, [`transparent::CardBridge`], relays a panel's APDUs to any local
+//!   [`host::Transport`], so a host with a PC/SC reader can serve as an OSDP
+//!   reader.
 //! * [`wiegand`] encodes and decodes 26-bit H10301 and the 200-bit FASC-N frame
 //!   and computes a frame's time on the wire.
 //!

@@ -186,3 +186,88 @@ impl Transport for OsdpTransport {
         &self.name
     }
 }
+
+/// The reader side of transparent mode: a [`crate::osdp::pd::PdApp`] that
+/// relays the panel's APDUs to a local card through any [`host::Transport`]
+/// (a PC/SC reader, or the in-process software card), so a host can act as an
+/// OSDP reader for another controller.
+pub struct CardBridge {
+    transport: Box<dyn Transport + Send>,
+    reader: u8,
+    mode: u8,
+}
+
+impl CardBridge {
+    /// Relays requests for reader number `reader` to `transport`.
+    pub fn new(transport: Box<dyn Transport + Send>, reader: u8) -> CardBridge {
+        CardBridge {
+            transport,
+            reader,
+            mode: 1,
+        }
+    }
+}
+
+/// `osdp_PR01SCREP` status values used by [`CardBridge`].
+pub mod status {
+    /// The card answered.
+    pub const OK: u8 = 0;
+    /// No card (absent or removed).
+    pub const NO_CARD: u8 = 1;
+    /// The card or the local reader failed.
+    pub const FAILED: u8 = 2;
+}
+
+impl crate::osdp::pd::PdApp for CardBridge {
+    fn transparent(&mut self, request: &XwrRequest) -> Option<XrdReply> {
+        match request {
+            XwrRequest::GetMode => Some(XrdReply::Mode {
+                mode: self.mode,
+                config: 0,
+            }),
+            XwrRequest::SetMode { mode, config } => {
+                if *mode <= 1 {
+                    self.mode = *mode;
+                }
+                Some(XrdReply::Mode {
+                    mode: self.mode,
+                    config: *config,
+                })
+            }
+            _ if self.mode != 1 => None,
+            XwrRequest::Apdu { reader, .. }
+            | XwrRequest::Done { reader }
+            | XwrRequest::Scan { reader }
+                if *reader != self.reader =>
+            {
+                None
+            }
+            XwrRequest::Apdu { reader, apdu } => Some(match self.transport.transmit(apdu) {
+                Ok(data) => XrdReply::Response {
+                    reader: *reader,
+                    status: status::OK,
+                    data,
+                },
+                Err(TransportError::NoCard(_) | TransportError::CardRemoved) => {
+                    XrdReply::Response {
+                        reader: *reader,
+                        status: status::NO_CARD,
+                        data: vec![],
+                    }
+                }
+                Err(_) => XrdReply::Response {
+                    reader: *reader,
+                    status: status::FAILED,
+                    data: vec![],
+                },
+            }),
+            XwrRequest::Scan { reader } | XwrRequest::Done { reader } => {
+                let present = self.transport.reconnect(false).is_ok();
+                Some(XrdReply::CardPresent {
+                    reader: *reader,
+                    status: u8::from(present),
+                })
+            }
+        }
+    }
+}

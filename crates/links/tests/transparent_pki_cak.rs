@@ -8,47 +8,14 @@ use std::time::Duration;
 
 use auth::{Authenticator, Mechanism, PathTaken, Settings};
 use card::Card;
-use host::{Channel, InProcess};
+use host::InProcess;
 use links::osdp::cp::{ControlPanel, CpConfig, CpEvent, PdSetup};
-use links::osdp::msg::{PdId, XrdReply, XwrRequest};
-use links::osdp::pd::{PdApp, PdConfig, PeripheralDevice};
+use links::osdp::msg::PdId;
+use links::osdp::pd::{PdConfig, PeripheralDevice};
 use links::osdp::sc::Key;
 use links::serial::{wire_time, CpHandle, Link, PdHandle, Pty};
-use links::transparent::OsdpTransport;
+use links::transparent::{CardBridge, OsdpTransport};
 use pki::issue::{CardOptions, KeyAlgorithm, TestPki, TestPkiOptions};
-
-/// The reader side: relays each APDU to the card in its slot.
-struct Slot(InProcess);
-
-impl PdApp for Slot {
-    fn transparent(&mut self, r: &XwrRequest) -> Option<XrdReply> {
-        Some(match r {
-            XwrRequest::Apdu { reader, apdu } => match self.0.transmit(apdu) {
-                Ok(data) => XrdReply::Response {
-                    reader: *reader,
-                    status: 0,
-                    data,
-                },
-                Err(_) => XrdReply::Response {
-                    reader: *reader,
-                    status: 1,
-                    data: vec![],
-                },
-            },
-            XwrRequest::Scan { reader } => XrdReply::CardPresent {
-                reader: *reader,
-                status: 1,
-            },
-            XwrRequest::Done { reader } => XrdReply::CardPresent {
-                reader: *reader,
-                status: 1,
-            },
-            XwrRequest::GetMode | XwrRequest::SetMode { .. } => {
-                XrdReply::Mode { mode: 1, config: 0 }
-            }
-        })
-    }
-}
 
 fn pki_cak_through_an_osdp_reader(baud: u32) {
     let pki = TestPki::generate(TestPkiOptions::default()).unwrap();
@@ -58,9 +25,12 @@ fn pki_cak_through_an_osdp_reader(baud: u32) {
             ..CardOptions::default()
         })
         .unwrap();
-    let slot = Slot(InProcess::new(Card::new(
-        creds.card_image(Some(5)).unwrap(),
-    )));
+    let slot = CardBridge::new(
+        Box::new(InProcess::new(Card::new(
+            creds.card_image(Some(5)).unwrap(),
+        ))),
+        0,
+    );
 
     let pty = Pty::open().unwrap();
     let key = Key([0x42; 16]);
@@ -145,4 +115,67 @@ fn pki_cak_through_an_osdp_reader_at_9600_baud() {
     // than the 200 ms reply timeout: the panel must wait for a reply that is
     // arriving rather than retransmit.
     pki_cak_through_an_osdp_reader(9600);
+}
+
+#[test]
+fn card_bridge_relays_for_its_reader_only_and_reports_a_missing_card() {
+    use links::osdp::msg::{XrdReply, XwrRequest};
+    use links::osdp::pd::PdApp;
+    use links::transparent::status;
+
+    let pki = TestPki::generate(TestPkiOptions::default()).unwrap();
+    let creds = pki.issue_card(&CardOptions::default()).unwrap();
+    let image = creds.card_image(Some(9)).unwrap();
+    let select = vec![
+        0x00, 0xA4, 0x04, 0x00, 0x09, 0xA0, 0, 0, 3, 8, 0, 0, 0x10, 0, 0x00,
+    ];
+
+    let mut bridge = CardBridge::new(Box::new(InProcess::new(Card::new(image.clone()))), 0);
+    match bridge.transparent(&XwrRequest::Apdu {
+        reader: 0,
+        apdu: select.clone(),
+    }) {
+        Some(XrdReply::Response {
+            reader: 0,
+            status: status::OK,
+            data,
+        }) => {
+            assert_eq!(&data[data.len() - 2..], &[0x90, 0x00]);
+        }
+        other => panic!("{other:?}"),
+    }
+    // Another reader number, or extended mode 0, is not relayed (NAK).
+    assert_eq!(
+        bridge.transparent(&XwrRequest::Apdu {
+            reader: 1,
+            apdu: select.clone()
+        }),
+        None
+    );
+    assert_eq!(
+        bridge.transparent(&XwrRequest::SetMode { mode: 0, config: 0 }),
+        Some(XrdReply::Mode { mode: 0, config: 0 })
+    );
+    assert_eq!(
+        bridge.transparent(&XwrRequest::Apdu {
+            reader: 0,
+            apdu: select.clone()
+        }),
+        None
+    );
+
+    let mut removed = InProcess::new(Card::new(image));
+    removed.remove();
+    let mut bridge = CardBridge::new(Box::new(removed), 0);
+    assert_eq!(
+        bridge.transparent(&XwrRequest::Apdu {
+            reader: 0,
+            apdu: select
+        }),
+        Some(XrdReply::Response {
+            reader: 0,
+            status: status::NO_CARD,
+            data: vec![]
+        })
+    );
 }
