@@ -14,6 +14,8 @@ use crate::serial::{CpHandle, LineStats};
 
 /// The largest short APDU: header, Lc, 255 data bytes, Le.
 const MAX_APDU: usize = 4 + 1 + 255 + 1;
+/// Bus events kept for [`OsdpTransport::take_events`].
+const STASH_LIMIT: usize = 1024;
 
 /// A card behind an OSDP reader on a bus driven by a [`CpHandle`].
 pub struct OsdpTransport {
@@ -112,7 +114,13 @@ impl OsdpTransport {
                     self.stash.push(CpEvent::Refused { address, reason });
                     return Err(self.link("the reader failed the secure channel"));
                 }
-                other => self.stash.push(other),
+                other => {
+                    // Keep the most recent events if nobody collects them.
+                    if self.stash.len() >= STASH_LIMIT {
+                        self.stash.remove(0);
+                    }
+                    self.stash.push(other);
+                }
             }
         }
     }
