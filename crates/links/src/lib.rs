@@ -24,8 +24,9 @@
 //!   side, [`transparent::CardBridge`], relays a panel's APDUs to any local
 //!   [`host::Transport`], so a host with a PC/SC reader can serve as an OSDP
 //!   reader.
-//! * [`wiegand`] encodes and decodes 26-bit H10301 and the 200-bit FASC-N frame
-//!   and computes a frame's time on the wire.
+//! * [`wiegand`] encodes and decodes 26-bit H10301 and the 200-bit FASC-N frame,
+//!   computes a frame's time on the wire, records frames sent to a line and
+//!   reassembles frames from timed pulses.
 //!
 //! # Why OSDP is written here
 //!

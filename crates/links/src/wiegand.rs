@@ -1,8 +1,10 @@
 //! Wiegand: the one-way, two-wire (DATA0/DATA1) link from reader to panel.
 //! A frame is a string of bits, each a low pulse on DATA0 (a 0) or DATA1 (a 1)
 //! of `pulse_width`, one every `bit_interval`; there is no security and no
-//! acknowledgement. Sans-I/O: frames are [`Bits`], and [`Timing::frame_time`]
-//! says how long one takes on the wire.
+//! acknowledgement. Sans-I/O: frames are [`Bits`], [`Timing::frame_time`]
+//! says how long one takes on the wire, [`WiegandOutput`] is where a frame is
+//! sent ([`RecordedLine`] records it; a GPIO backend is yet to come), and
+//! [`WiegandReceiver`] reassembles frames from timed pulses on the panel side.
 //!
 //! Formats:
 //! * **H10301**, 26 bits: even parity over bits 1–12, 8-bit facility code,
@@ -186,6 +188,77 @@ impl Timing {
     }
 }
 
+/// Where a Wiegand frame goes: the two data lines.
+pub trait WiegandOutput {
+    /// Sends `bits` with `timing`, returning when the last pulse is done.
+    fn send(&mut self, bits: &Bits, timing: &Timing) -> std::io::Result<()>;
+}
+
+/// A line that records what it was asked to send, with each pulse's start
+/// offset: the backend for tests and for showing a frame's timing.
+#[derive(Debug, Default)]
+pub struct RecordedLine {
+    /// Every frame sent: its pulse schedule (start offset, DATA1?) and pulse width.
+    pub frames: Vec<(Vec<(Duration, bool)>, Duration)>,
+}
+
+impl WiegandOutput for RecordedLine {
+    fn send(&mut self, bits: &Bits, timing: &Timing) -> std::io::Result<()> {
+        self.frames
+            .push((timing.schedule(bits), timing.pulse_width));
+        Ok(())
+    }
+}
+
+/// The panel side of a Wiegand reader, sans-I/O: feed it each pulse with its
+/// time; a frame ends when the lines stay quiet for `frame_gap`.
+#[derive(Debug)]
+pub struct WiegandReceiver {
+    frame_gap: Duration,
+    bits: Vec<bool>,
+    last: Option<std::time::Instant>,
+    max_bits: usize,
+}
+
+impl WiegandReceiver {
+    /// `frame_gap` is the silence that ends a frame (well above the bit
+    /// interval; 25 ms is common); frames longer than `max_bits` are cut.
+    pub fn new(frame_gap: Duration, max_bits: usize) -> WiegandReceiver {
+        WiegandReceiver {
+            frame_gap,
+            bits: Vec::new(),
+            last: None,
+            max_bits,
+        }
+    }
+
+    /// A pulse on DATA1 (`one`) or DATA0 at `at`. Returns a finished frame if
+    /// this pulse came after a gap that ended the previous one.
+    pub fn pulse(&mut self, at: std::time::Instant, one: bool) -> Option<Bits> {
+        let done = self.poll(at);
+        if self.bits.len() < self.max_bits {
+            self.bits.push(one);
+        }
+        self.last = Some(at);
+        done
+    }
+
+    /// The frame, once the lines have been quiet for the gap at `now`.
+    pub fn poll(&mut self, now: std::time::Instant) -> Option<Bits> {
+        let last = self.last?;
+        if now.saturating_duration_since(last) < self.frame_gap || self.bits.is_empty() {
+            return None;
+        }
+        self.last = None;
+        Some(Bits(std::mem::take(&mut self.bits)))
+    }
+
+    /// When [`WiegandReceiver::poll`] should next be called.
+    pub fn deadline(&self) -> Option<std::time::Instant> {
+        self.last.map(|l| l + self.frame_gap)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -304,6 +377,47 @@ mod tests {
             b.0[i] = !b.0[i];
             assert!(decode_fascn(&b).is_err(), "bit {i} flip undetected");
         }
+    }
+
+    #[test]
+    fn receiver_reassembles_frames_from_timed_pulses() {
+        let timing = Timing::default();
+        let frame = H10301 {
+            facility: 42,
+            card: 69,
+        }
+        .encode();
+        let mut line = RecordedLine::default();
+        line.send(&frame, &timing).unwrap();
+        let (schedule, width) = &line.frames[0];
+        assert_eq!(*width, Duration::from_micros(50));
+        assert_eq!(schedule.len(), 26);
+        assert_eq!(schedule[25].0, Duration::from_millis(50));
+
+        let mut rx = WiegandReceiver::new(Duration::from_millis(25), 256);
+        let t0 = std::time::Instant::now();
+        for (at, one) in schedule {
+            assert_eq!(rx.pulse(t0 + *at, *one), None);
+        }
+        let end = t0 + schedule[25].0;
+        assert_eq!(rx.deadline(), Some(end + Duration::from_millis(25)));
+        assert_eq!(rx.poll(end + Duration::from_millis(10)), None);
+        let got = rx.poll(end + Duration::from_millis(25)).unwrap();
+        assert_eq!(
+            H10301::decode(&got).unwrap(),
+            H10301 {
+                facility: 42,
+                card: 69
+            }
+        );
+        // A second frame after the gap is reported when its first pulse arrives
+        // only if the first one was not collected; here it starts clean.
+        let t1 = end + Duration::from_secs(1);
+        rx.pulse(t1, true);
+        assert_eq!(
+            rx.poll(t1 + Duration::from_millis(30)),
+            Some(Bits(vec![true]))
+        );
     }
 
     #[test]
