@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs everything pivgate needs on a fresh Debian machine, idempotently:
 # the PC/SC stack with the vpcd virtual reader, the interop peers (OpenSC,
-# yubico-piv-tool, pyscard, ykman) and the benchmark peers (OpenSSL, GnuTLS, Python
+# yubico-piv-tool, pyscard, ykman, libosdp) and the benchmark peers (OpenSSL, GnuTLS, Python
 # cryptography). Safe to run again; it only installs what is missing.
 set -euo pipefail
 
@@ -52,4 +52,14 @@ if ! command -v ykman >/dev/null 2>&1; then
   else
     echo "setup: add $YKMAN_VENV/bin to PATH for ykman" >&2
   fi
+fi
+
+# libosdp (PyPI), the reference OSDP implementation the links crate's interop
+# tests run against (crates/links/tests/peers/). Its own virtual environment;
+# the tests find it at this path (or through PIVGATE_OSDP_PYTHON).
+OSDP_VENV="${PIVGATE_OSDP_VENV:-$HOME/.cache/pivgate/osdp-venv}"
+if ! "$OSDP_VENV/bin/python" -c "import osdp" >/dev/null 2>&1; then
+  echo "setup: installing libosdp into $OSDP_VENV" >&2
+  /usr/bin/python3 -m venv "$OSDP_VENV"
+  "$OSDP_VENV/bin/pip" install -q --disable-pip-version-check libosdp
 fi

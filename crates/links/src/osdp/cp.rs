@@ -1,0 +1,732 @@
+//! The control panel side, sans-I/O, for a multidrop bus.
+//!
+//! One command is in flight at a time (the bus is half duplex). Devices take
+//! turns: a device with a queued command goes next in round-robin order, an
+//! idle online device is polled every [`CpConfig::poll_interval`], an offline
+//! one is retried every [`CpConfig::offline_retry`]. A reply that does not
+//! come within [`CpConfig::reply_timeout`] (the standard's 200 ms) is asked for
+//! again with the same sequence number up to [`CpConfig::retries`] times; then
+//! the device is offline. Connecting is `osdp_ID` (sequence 0), `osdp_CAP`,
+//! then, when a key is configured, the secure channel handshake, and in
+//! install mode an `osdp_KEYSET` to the configured key followed by a new
+//! handshake with it.
+//!
+//! The driver calls [`ControlPanel::poll_transmit`] when the line is free,
+//! [`ControlPanel::receive`] with what it hears and
+//! [`ControlPanel::handle_timeout`] at [`ControlPanel::next_deadline`].
+
+use std::collections::VecDeque;
+use std::time::{Duration, Instant};
+
+use thiserror::Error;
+
+use super::codec::{scs, Frame, FrameDecoder, FrameError, Scb};
+use super::msg::{
+    reply, Capability, Command, MsgError, NakReason, PdId, RawCard, Reply, XwrRequest,
+};
+use super::sc::{self, Key, Session, SessionKeys};
+use super::{next_sqn, open, random, seal, LinkError};
+
+/// Bus timing.
+#[derive(Debug, Clone, Copy)]
+pub struct CpConfig {
+    /// How long to wait for a reply (the standard: 200 ms).
+    pub reply_timeout: Duration,
+    /// Retransmissions before a device is declared offline.
+    pub retries: u32,
+    /// How often an idle online device is polled.
+    pub poll_interval: Duration,
+    /// How often an offline device is tried again.
+    pub offline_retry: Duration,
+    /// How long to wait for the answer to a transparent-mode APDU: the reader
+    /// answers once the card has, and a card's private-key operation can take
+    /// over a second (the reference door's card takes 1.2 s).
+    pub transparent_timeout: Duration,
+}
+
+impl Default for CpConfig {
+    fn default() -> CpConfig {
+        CpConfig {
+            reply_timeout: Duration::from_millis(200),
+            retries: 2,
+            poll_interval: Duration::from_millis(50),
+            offline_retry: Duration::from_secs(1),
+            transparent_timeout: Duration::from_secs(3),
+        }
+    }
+}
+
+/// How the panel talks to one device.
+#[derive(Debug, Clone)]
+pub struct PdSetup {
+    pub address: u8,
+    /// The device's secure channel base key; `None` for a plaintext link.
+    pub scbk: Option<Key>,
+    /// The device is in install mode: connect with SCBK-D, then install `scbk`
+    /// with `osdp_KEYSET`.
+    pub install_mode: bool,
+}
+
+impl PdSetup {
+    /// A plaintext link.
+    pub fn plain(address: u8) -> PdSetup {
+        PdSetup {
+            address,
+            scbk: None,
+            install_mode: false,
+        }
+    }
+    /// A secure link with an installed key.
+    pub fn secure(address: u8, scbk: Key) -> PdSetup {
+        PdSetup {
+            address,
+            scbk: Some(scbk),
+            install_mode: false,
+        }
+    }
+}
+
+/// Why a device went offline.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum OfflineReason {
+    /// No valid reply after the retries.
+    NoReply,
+    /// The device rejected the sequence number; the connection restarts.
+    SequenceRejected,
+    /// The secure channel failed (see the preceding [`CpEvent::Refused`]).
+    Refused,
+    /// The device dropped the secure session (NAK 6 to a secured command);
+    /// the connection and the handshake start again.
+    SessionLost,
+}
+
+/// Why a device was refused.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Refusal {
+    /// A reply's MAC did not verify (or a plaintext reply came inside the session).
+    Mac(LinkError),
+    /// The device's cryptogram or initial R-MAC is not the one our key gives.
+    Cryptogram,
+    /// The device refused the handshake (NAK), e.g. SCBK-D outside install mode.
+    HandshakeRefused(NakReason),
+    /// The device answered the handshake with something else.
+    HandshakeReply(u8),
+    /// The device refused `osdp_KEYSET`.
+    KeySetRefused(NakReason),
+}
+
+/// What the panel reports.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CpEvent {
+    Online {
+        address: u8,
+        id: PdId,
+        capabilities: Vec<Capability>,
+        secure: bool,
+    },
+    Offline {
+        address: u8,
+        reason: OfflineReason,
+    },
+    /// A new key was installed with `osdp_KEYSET`.
+    KeyInstalled {
+        address: u8,
+    },
+    /// The device failed the secure channel and is not trusted.
+    Refused {
+        address: u8,
+        reason: Refusal,
+    },
+    Card {
+        address: u8,
+        card: RawCard,
+    },
+    CardText {
+        address: u8,
+        reader: u8,
+        text: Vec<u8>,
+    },
+    Keypad {
+        address: u8,
+        reader: u8,
+        keys: Vec<u8>,
+    },
+    LocalStatus {
+        address: u8,
+        tamper: bool,
+        power: bool,
+    },
+    /// The reply to a command submitted with [`ControlPanel::submit`].
+    Completed {
+        address: u8,
+        command: u8,
+        reply: Reply,
+    },
+    /// A submitted command that was dropped because the device went offline.
+    Abandoned {
+        address: u8,
+        command: u8,
+    },
+    /// A damaged or unexpected packet was discarded.
+    BadFrame(FrameError),
+    /// A reply whose data did not decode was discarded.
+    BadReply {
+        address: u8,
+        error: MsgError,
+    },
+}
+
+/// Commands the panel will not queue.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum CpError {
+    #[error("no device with address {0} is configured on this bus")]
+    UnknownAddress(u8),
+    #[error("device {0} is offline")]
+    Offline(u8),
+    #[error("osdp_KEYSET needs an established secure channel with device {0}")]
+    NotSecure(u8),
+    #[error("the secure channel handshake commands are sent by the panel itself")]
+    Reserved,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Phase {
+    Offline,
+    Connecting,
+    Online,
+}
+
+struct Handshake {
+    keys: SessionKeys,
+    rnd_a: [u8; 8],
+    server: Option<[u8; 16]>,
+    default_key: bool,
+}
+
+struct Pd {
+    setup: PdSetup,
+    phase: Phase,
+    sqn: u8,
+    /// Commands the panel itself must send next (connect sequence, handshake).
+    internal: VecDeque<Command>,
+    queue: VecDeque<Command>,
+    session: Option<Session>,
+    handshake: Option<Handshake>,
+    id: PdId,
+    caps: Vec<Capability>,
+    due: Option<Instant>,
+    keyset_pending: bool,
+}
+
+struct InFlight {
+    /// How long this command's reply may take.
+    timeout: Duration,
+    pd: usize,
+    command: Command,
+    owner: bool,
+    bytes: Vec<u8>,
+    sqn: u8,
+    deadline: Instant,
+    attempts: u32,
+}
+
+/// The CP state machine.
+pub struct ControlPanel {
+    cfg: CpConfig,
+    pds: Vec<Pd>,
+    next: usize,
+    in_flight: Option<InFlight>,
+    decoder: FrameDecoder,
+    events: VecDeque<CpEvent>,
+}
+
+impl ControlPanel {
+    pub fn new(cfg: CpConfig, devices: Vec<PdSetup>) -> ControlPanel {
+        let pds = devices
+            .into_iter()
+            .map(|setup| Pd {
+                setup,
+                phase: Phase::Offline,
+                sqn: 0,
+                internal: VecDeque::new(),
+                queue: VecDeque::new(),
+                session: None,
+                handshake: None,
+                id: PdId::default(),
+                caps: Vec::new(),
+                due: None,
+                keyset_pending: false,
+            })
+            .collect();
+        ControlPanel {
+            cfg,
+            pds,
+            next: 0,
+            in_flight: None,
+            decoder: FrameDecoder::new(),
+            events: VecDeque::new(),
+        }
+    }
+
+    fn index(&self, address: u8) -> Result<usize, CpError> {
+        self.pds
+            .iter()
+            .position(|p| p.setup.address == address)
+            .ok_or(CpError::UnknownAddress(address))
+    }
+
+    /// True when the device is online.
+    pub fn is_online(&self, address: u8) -> bool {
+        self.index(address)
+            .is_ok_and(|i| self.pds[i].phase == Phase::Online)
+    }
+
+    /// True when the device is online over the secure channel.
+    pub fn is_secure(&self, address: u8) -> bool {
+        self.index(address)
+            .is_ok_and(|i| self.pds[i].phase == Phase::Online && self.pds[i].session.is_some())
+    }
+
+    /// Queues a command for an online device; its reply comes back as
+    /// [`CpEvent::Completed`].
+    pub fn submit(&mut self, address: u8, command: Command) -> Result<(), CpError> {
+        let i = self.index(address)?;
+        let pd = &mut self.pds[i];
+        if matches!(
+            command,
+            Command::Challenge { .. } | Command::ServerCryptogram { .. }
+        ) {
+            return Err(CpError::Reserved);
+        }
+        if pd.phase != Phase::Online {
+            return Err(CpError::Offline(address));
+        }
+        if matches!(command, Command::KeySet { .. }) && pd.session.is_none() {
+            return Err(CpError::NotSecure(address));
+        }
+        pd.queue.push_back(command);
+        Ok(())
+    }
+
+    /// Takes the next event.
+    pub fn poll_event(&mut self) -> Option<CpEvent> {
+        self.events.pop_front()
+    }
+
+    /// Counters of the bus decoder.
+    pub fn decoder_stats(&self) -> super::codec::DecoderStats {
+        self.decoder.stats()
+    }
+
+    /// When [`ControlPanel::handle_timeout`] or [`ControlPanel::poll_transmit`]
+    /// next has something to do.
+    pub fn next_deadline(&self, now: Instant) -> Instant {
+        if let Some(f) = &self.in_flight {
+            return f.deadline;
+        }
+        self.pds
+            .iter()
+            .map(|p| self.due_at(p, now))
+            .min()
+            .unwrap_or(now + self.cfg.offline_retry)
+    }
+
+    fn due_at(&self, p: &Pd, now: Instant) -> Instant {
+        if !p.internal.is_empty() || (p.phase == Phase::Online && !p.queue.is_empty()) {
+            return now;
+        }
+        p.due.unwrap_or(now)
+    }
+
+    /// The next packet to put on the line, if the line is free and a device is due.
+    pub fn poll_transmit(&mut self, now: Instant) -> Option<Vec<u8>> {
+        if self.in_flight.is_some() || self.pds.is_empty() {
+            return None;
+        }
+        let n = self.pds.len();
+        for k in 0..n {
+            let i = (self.next + k) % n;
+            if self.due_at(&self.pds[i], now) > now {
+                continue;
+            }
+            let pd = &mut self.pds[i];
+            let (command, owner) = if pd.phase == Phase::Offline {
+                pd.phase = Phase::Connecting;
+                pd.sqn = 0;
+                pd.session = None;
+                pd.handshake = None;
+                pd.internal.clear();
+                pd.keyset_pending = pd.setup.install_mode && pd.setup.scbk.is_some();
+                (Command::Id, false)
+            } else if let Some(c) = pd.internal.pop_front() {
+                (c, false)
+            } else if pd.phase == Phase::Online {
+                match pd.queue.pop_front() {
+                    Some(c) => (c, true),
+                    None => (Command::Poll, false),
+                }
+            } else {
+                continue;
+            };
+            self.next = (i + 1) % n;
+            return self.send(i, command, owner, now);
+        }
+        None
+    }
+
+    fn send(&mut self, i: usize, command: Command, owner: bool, now: Instant) -> Option<Vec<u8>> {
+        let pd = &mut self.pds[i];
+        let sqn = pd.sqn;
+        let mut f = Frame::new(
+            pd.setup.address,
+            false,
+            sqn,
+            command.code(),
+            command.encode_data(),
+        );
+        let mut session = pd.session.as_mut();
+        match &command {
+            Command::Challenge { .. } => {
+                let default = pd.handshake.as_ref().is_some_and(|h| h.default_key);
+                f.scb = Some(Scb {
+                    kind: scs::SCS_11,
+                    data: vec![u8::from(!default)],
+                });
+                session = None;
+            }
+            Command::ServerCryptogram { .. } => {
+                let default = pd.handshake.as_ref().is_some_and(|h| h.default_key);
+                f.scb = Some(Scb {
+                    kind: scs::SCS_13,
+                    data: vec![u8::from(!default)],
+                });
+                session = None;
+            }
+            _ => {}
+        }
+        match seal(f, session, true) {
+            Ok(bytes) => {
+                let timeout = if matches!(command, Command::Transparent(XwrRequest::Apdu { .. })) {
+                    self.cfg.transparent_timeout
+                } else {
+                    self.cfg.reply_timeout
+                };
+                self.in_flight = Some(InFlight {
+                    timeout,
+                    pd: i,
+                    command,
+                    owner,
+                    bytes: bytes.clone(),
+                    sqn,
+                    deadline: now + timeout,
+                    attempts: 0,
+                });
+                Some(bytes)
+            }
+            Err(e) => {
+                self.refuse(i, Refusal::Mac(e), now);
+                None
+            }
+        }
+    }
+
+    /// Handles the reply timeout: retransmits (returning the bytes) or declares
+    /// the device offline.
+    pub fn handle_timeout(&mut self, now: Instant) -> Option<Vec<u8>> {
+        let f = self.in_flight.as_mut()?;
+        if now < f.deadline {
+            return None;
+        }
+        self.decoder.clear();
+        if f.attempts < self.cfg.retries {
+            f.attempts += 1;
+            f.deadline = now + f.timeout;
+            return Some(f.bytes.clone());
+        }
+        let f = self.in_flight.take()?;
+        self.go_offline(f.pd, OfflineReason::NoReply, now, Some(&f));
+        None
+    }
+
+    fn go_offline(&mut self, i: usize, reason: OfflineReason, now: Instant, f: Option<&InFlight>) {
+        let retry = self.cfg.offline_retry;
+        let pd = &mut self.pds[i];
+        let address = pd.setup.address;
+        let was = pd.phase;
+        pd.phase = Phase::Offline;
+        pd.session = None;
+        pd.handshake = None;
+        pd.internal.clear();
+        pd.due = Some(now + retry);
+        let mut abandoned: Vec<u8> = pd.queue.drain(..).map(|c| c.code()).collect();
+        if let Some(f) = f.filter(|f| f.owner) {
+            abandoned.insert(0, f.command.code());
+        }
+        for command in abandoned {
+            self.events
+                .push_back(CpEvent::Abandoned { address, command });
+        }
+        if was != Phase::Offline {
+            self.events.push_back(CpEvent::Offline { address, reason });
+        }
+    }
+
+    fn refuse(&mut self, i: usize, reason: Refusal, now: Instant) {
+        let address = self.pds[i].setup.address;
+        self.events.push_back(CpEvent::Refused { address, reason });
+        self.go_offline(i, OfflineReason::Refused, now, None);
+    }
+
+    /// Tells the panel the last packet has left the line: the reply timeout
+    /// runs from the end of the command, which on a slow line is well after
+    /// [`ControlPanel::poll_transmit`] handed it out.
+    pub fn transmitted(&mut self, now: Instant) {
+        if let Some(f) = self.in_flight.as_mut() {
+            f.deadline = now + f.timeout;
+        }
+    }
+
+    /// Feeds bytes heard on the line.
+    pub fn receive(&mut self, bytes: &[u8], now: Instant) {
+        self.decoder.push(bytes);
+        while let Some(r) = self.decoder.next() {
+            match r {
+                Ok(frame) => self.on_frame(frame, now),
+                Err(e) => self.events.push_back(CpEvent::BadFrame(e)),
+            }
+        }
+        // A reply is arriving: give the rest of it time to come in.
+        if self.decoder.pending() > 0 {
+            if let Some(f) = self.in_flight.as_mut() {
+                f.deadline = f.deadline.max(now + self.cfg.reply_timeout);
+            }
+        }
+    }
+
+    fn on_frame(&mut self, frame: Frame, now: Instant) {
+        let Some(f) = self.in_flight.as_ref() else {
+            return;
+        };
+        let i = f.pd;
+        if !frame.reply || frame.address != self.pds[i].setup.address || frame.sqn != f.sqn {
+            // Our own echo, another device's late reply, or a stale packet.
+            return;
+        }
+        let Some(f) = self.in_flight.take() else {
+            return;
+        };
+        let data = match open(&frame, self.pds[i].session.as_mut(), false) {
+            Ok(d) => d,
+            Err(LinkError::PlaintextInSession) if frame.code == reply::NAK => {
+                // A device that lost its session (a restart) can only answer
+                // in plaintext. Nothing it says is trusted; the session is
+                // set up again from the start.
+                self.go_offline(i, OfflineReason::SessionLost, now, Some(&f));
+                self.pds[i].due = Some(now);
+                return;
+            }
+            Err(e) => return self.refuse(i, Refusal::Mac(e), now),
+        };
+        let address = self.pds[i].setup.address;
+        let reply = match Reply::decode(frame.code, &data) {
+            Ok(r) => r,
+            Err(error) => {
+                self.events.push_back(CpEvent::BadReply { address, error });
+                self.advance(i, now);
+                return;
+            }
+        };
+        if reply == Reply::Busy {
+            // Ask again later with the same sequence number.
+            self.pds[i].internal.push_front(f.command);
+            self.pds[i].due = Some(now + self.cfg.poll_interval);
+            return;
+        }
+        if reply == Reply::Nak(NakReason::SequenceNumber) {
+            return self.go_offline(i, OfflineReason::SequenceRejected, now, Some(&f));
+        }
+        if reply == Reply::Nak(NakReason::ScConditions) && self.pds[i].session.is_some() {
+            self.go_offline(i, OfflineReason::SessionLost, now, Some(&f));
+            // Reconnect at once rather than after the offline back-off.
+            self.pds[i].due = Some(now);
+            return;
+        }
+        self.advance(i, now);
+        self.on_reply(i, f, reply, &frame, now);
+    }
+
+    fn advance(&mut self, i: usize, now: Instant) {
+        let pd = &mut self.pds[i];
+        pd.sqn = next_sqn(pd.sqn);
+        pd.due = Some(now + self.cfg.poll_interval);
+    }
+
+    fn start_handshake(&mut self, i: usize) -> Result<(), Refusal> {
+        let pd = &mut self.pds[i];
+        let default_key = pd.keyset_pending;
+        let key = if default_key {
+            Key::default_key()
+        } else {
+            match &pd.setup.scbk {
+                Some(k) => k.clone(),
+                None => return Ok(()),
+            }
+        };
+        let rnd_a: [u8; 8] = random();
+        let keys = SessionKeys::derive(&key, &rnd_a).map_err(|e| Refusal::Mac(e.into()))?;
+        pd.session = None;
+        pd.handshake = Some(Handshake {
+            keys,
+            rnd_a,
+            server: None,
+            default_key,
+        });
+        pd.internal.push_back(Command::Challenge { rnd_a });
+        Ok(())
+    }
+
+    fn online(&mut self, i: usize) {
+        let pd = &mut self.pds[i];
+        pd.phase = Phase::Online;
+        self.events.push_back(CpEvent::Online {
+            address: pd.setup.address,
+            id: pd.id,
+            capabilities: pd.caps.clone(),
+            secure: pd.session.is_some(),
+        });
+    }
+
+    fn on_reply(&mut self, i: usize, f: InFlight, reply: Reply, frame: &Frame, now: Instant) {
+        let address = self.pds[i].setup.address;
+        match (&f.command, reply) {
+            (Command::Id, Reply::Id(id)) if !f.owner => {
+                self.pds[i].id = id;
+                self.pds[i].internal.push_back(Command::Cap);
+            }
+            (Command::Cap, Reply::Capabilities(caps)) if !f.owner => {
+                self.pds[i].caps = caps;
+                if self.pds[i].setup.scbk.is_some() {
+                    if let Err(r) = self.start_handshake(i) {
+                        self.refuse(i, r, now);
+                    }
+                } else {
+                    self.online(i);
+                }
+            }
+            (Command::Challenge { .. }, reply) => {
+                let Reply::ClientCryptogram {
+                    rnd_b, cryptogram, ..
+                } = reply
+                else {
+                    let r = match reply {
+                        Reply::Nak(n) => Refusal::HandshakeRefused(n),
+                        other => Refusal::HandshakeReply(other.code()),
+                    };
+                    return self.refuse(i, r, now);
+                };
+                let pd = &mut self.pds[i];
+                let Some(h) = pd.handshake.as_mut() else {
+                    return self.refuse(i, Refusal::Cryptogram, now);
+                };
+                let expected = h.keys.client_cryptogram(&h.rnd_a, &rnd_b);
+                let server = h.keys.server_cryptogram(&h.rnd_a, &rnd_b);
+                let sel_ok = frame.scb.as_ref().is_some_and(|s| s.kind == scs::SCS_12);
+                match (expected, server) {
+                    (Ok(e), Ok(s)) if sel_ok && sc::ct_eq(&e, &cryptogram) => {
+                        h.server = Some(s);
+                        pd.internal
+                            .push_back(Command::ServerCryptogram { cryptogram: s });
+                    }
+                    _ => self.refuse(i, Refusal::Cryptogram, now),
+                }
+            }
+            (Command::ServerCryptogram { .. }, reply) => {
+                let Reply::InitialRmac(rmac) = reply else {
+                    let r = match reply {
+                        Reply::Nak(n) => Refusal::HandshakeRefused(n),
+                        other => Refusal::HandshakeReply(other.code()),
+                    };
+                    return self.refuse(i, r, now);
+                };
+                let pd = &mut self.pds[i];
+                let Some(h) = pd.handshake.take() else {
+                    return self.refuse(i, Refusal::Cryptogram, now);
+                };
+                let ok = h
+                    .server
+                    .and_then(|s| h.keys.initial_rmac(&s).ok())
+                    .is_some_and(|e| sc::ct_eq(&e, &rmac))
+                    && frame
+                        .scb
+                        .as_ref()
+                        .is_some_and(|s| s.kind == scs::SCS_14 && s.data.first() == Some(&1));
+                if !ok {
+                    return self.refuse(i, Refusal::Cryptogram, now);
+                }
+                pd.session = Some(Session::new(h.keys, rmac));
+                if h.default_key {
+                    let key = pd.setup.scbk.clone().map(|k| k.0).unwrap_or_default();
+                    pd.internal.push_back(Command::KeySet { key });
+                } else if pd.phase != Phase::Online {
+                    self.online(i);
+                }
+            }
+            (Command::KeySet { .. }, reply) if !f.owner => match reply {
+                Reply::Ack => {
+                    let pd = &mut self.pds[i];
+                    pd.keyset_pending = false;
+                    pd.setup.install_mode = false;
+                    self.events.push_back(CpEvent::KeyInstalled { address });
+                    if let Err(r) = self.start_handshake(i) {
+                        self.refuse(i, r, now);
+                    }
+                }
+                Reply::Nak(n) => self.refuse(i, Refusal::KeySetRefused(n), now),
+                other => self.refuse(i, Refusal::HandshakeReply(other.code()), now),
+            },
+            (command, reply) => {
+                let owner_keyset = matches!(command, Command::KeySet { .. }) && f.owner;
+                if owner_keyset {
+                    if let (Command::KeySet { key }, Reply::Ack) = (command, &reply) {
+                        // The device now holds this key: restart the session with it.
+                        self.pds[i].setup.scbk = Some(Key(*key));
+                        self.events.push_back(CpEvent::KeyInstalled { address });
+                        if let Err(r) = self.start_handshake(i) {
+                            return self.refuse(i, r, now);
+                        }
+                    }
+                }
+                self.report(i, f.owner, command.code(), reply);
+            }
+        }
+    }
+
+    fn report(&mut self, i: usize, owner: bool, command: u8, reply: Reply) {
+        let address = self.pds[i].setup.address;
+        let event = match reply {
+            Reply::Raw(card) => Some(CpEvent::Card { address, card }),
+            Reply::Formatted { reader, text, .. } => Some(CpEvent::CardText {
+                address,
+                reader,
+                text,
+            }),
+            Reply::Keypad { reader, keys } => Some(CpEvent::Keypad {
+                address,
+                reader,
+                keys,
+            }),
+            Reply::LocalStatus { tamper, power } if !owner => Some(CpEvent::LocalStatus {
+                address,
+                tamper,
+                power,
+            }),
+            reply if owner => Some(CpEvent::Completed {
+                address,
+                command,
+                reply,
+            }),
+            _ => None,
+        };
+        self.events.extend(event);
+    }
+}

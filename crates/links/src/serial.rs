@@ -1,0 +1,473 @@
+//! The serial adapter: a tty in raw mode (a real RS-485 adapter, or one side
+//! of a pseudo-terminal pair in tests), a pacer that holds the line for the
+//! time the bytes take at the configured baud rate, and one thread per state
+//! machine that blocks in `poll(2)` on the line and a wake-up socket — never
+//! sleeping to look for input.
+//!
+//! Pacing: a UART sends 10 bits per byte (start, 8 data, stop), so a frame of
+//! `n` bytes occupies the line for `n × 10 / baud` seconds. A pseudo-terminal
+//! delivers instantly; [`Link::paced`] makes it behave like the real line by
+//! writing in small slices, each no earlier than the line would have carried
+//! the bytes before it.
+
+use std::fs::File;
+use std::io::{self, Read, Write};
+use std::os::fd::{AsFd, BorrowedFd};
+use std::os::unix::net::UnixStream;
+use std::path::{Path, PathBuf};
+use std::sync::{mpsc, Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use rustix::event::{poll, PollFd, PollFlags, Timespec};
+use rustix::fs::{Mode, OFlags};
+use rustix::pty::OpenptFlags;
+use rustix::termios::{tcgetattr, tcsetattr, OptionalActions};
+
+use crate::osdp::cp::{ControlPanel, CpError, CpEvent};
+use crate::osdp::msg::{Command, RawCard};
+use crate::osdp::pd::{PdApp, PdEvent, PeripheralDevice};
+
+/// The time `bytes` bytes occupy a UART line at `baud` (10 bits per byte).
+pub fn wire_time(bytes: usize, baud: u32) -> Duration {
+    if baud == 0 {
+        return Duration::ZERO;
+    }
+    Duration::from_nanos((bytes as u64) * 10 * 1_000_000_000 / u64::from(baud))
+}
+
+/// Line settings.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Link {
+    /// Bits per second (OSDP: 9600, 19200, 38400, 57600, 115200, 230400).
+    pub baud: u32,
+    /// Pace writes at `baud` (for pseudo-terminals; a real UART paces itself).
+    pub pace: bool,
+}
+
+impl Link {
+    /// A pseudo-terminal made to behave like a line at `baud`.
+    pub fn paced(baud: u32) -> Link {
+        Link { baud, pace: true }
+    }
+}
+
+/// Puts a tty in raw mode (no echo, no line editing, 8N1) and sets its speed.
+pub fn set_raw(fd: BorrowedFd<'_>, baud: Option<u32>) -> io::Result<()> {
+    let mut t = tcgetattr(fd)?;
+    t.make_raw();
+    if let Some(b) = baud {
+        t.set_speed(b)?;
+    }
+    tcsetattr(fd, OptionalActions::Now, &t)?;
+    Ok(())
+}
+
+/// Opens a serial device in raw mode at `baud`.
+pub fn open_serial(path: &Path, baud: u32) -> io::Result<File> {
+    let fd = rustix::fs::open(
+        path,
+        OFlags::RDWR | OFlags::NOCTTY | OFlags::CLOEXEC,
+        Mode::empty(),
+    )?;
+    set_raw(fd.as_fd(), Some(baud))?;
+    Ok(File::from(fd))
+}
+
+/// A pseudo-terminal pair in raw mode. The subordinate side stays open here so
+/// the controlling side never reads end-of-file while a peer process starts.
+pub struct Pty {
+    pub master: File,
+    pub slave: File,
+    pub slave_path: PathBuf,
+}
+
+impl Pty {
+    pub fn open() -> io::Result<Pty> {
+        let master =
+            rustix::pty::openpt(OpenptFlags::RDWR | OpenptFlags::NOCTTY | OpenptFlags::CLOEXEC)?;
+        rustix::pty::grantpt(&master)?;
+        rustix::pty::unlockpt(&master)?;
+        let name = rustix::pty::ptsname(&master, Vec::new())?;
+        let slave_path = PathBuf::from(name.to_string_lossy().into_owned());
+        let slave = rustix::fs::open(
+            &slave_path,
+            OFlags::RDWR | OFlags::NOCTTY | OFlags::CLOEXEC,
+            Mode::empty(),
+        )?;
+        set_raw(slave.as_fd(), None)?;
+        set_raw(master.as_fd(), None)?;
+        Ok(Pty {
+            master: File::from(master),
+            slave: File::from(slave),
+            slave_path,
+        })
+    }
+}
+
+/// Byte and time counters of one side of a line.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct LineStats {
+    pub tx_bytes: u64,
+    pub rx_bytes: u64,
+    /// Time the transmitted bytes held the line at the configured baud rate.
+    pub tx_wire_time: Duration,
+    /// Time the received bytes held the line at the configured baud rate.
+    pub rx_wire_time: Duration,
+}
+
+impl LineStats {
+    /// Line time in both directions.
+    pub fn wire_time(&self) -> Duration {
+        self.tx_wire_time + self.rx_wire_time
+    }
+
+    /// What happened since `earlier` (a snapshot of the same counters).
+    pub fn since(&self, earlier: &LineStats) -> LineStats {
+        LineStats {
+            tx_bytes: self.tx_bytes - earlier.tx_bytes,
+            rx_bytes: self.rx_bytes - earlier.rx_bytes,
+            tx_wire_time: self.tx_wire_time.saturating_sub(earlier.tx_wire_time),
+            rx_wire_time: self.rx_wire_time.saturating_sub(earlier.rx_wire_time),
+        }
+    }
+}
+
+/// Writes `bytes`, paced at the link's rate when asked.
+pub fn write_paced(port: &mut File, bytes: &[u8], link: Link) -> io::Result<()> {
+    if !link.pace || link.baud == 0 {
+        port.write_all(bytes)?;
+        return port.flush();
+    }
+    // Slices of about one millisecond of line time.
+    let slice = ((link.baud / 10 / 1000) as usize).max(1);
+    let start = Instant::now();
+    let mut sent = 0;
+    for chunk in bytes.chunks(slice) {
+        let due = start + wire_time(sent + chunk.len(), link.baud);
+        let now = Instant::now();
+        if due > now {
+            std::thread::sleep(due - now);
+        }
+        port.write_all(chunk)?;
+        sent += chunk.len();
+    }
+    port.flush()
+}
+
+fn timespec(d: Duration) -> Timespec {
+    Timespec {
+        tv_sec: d.as_secs() as _,
+        tv_nsec: d.subsec_nanos() as _,
+    }
+}
+
+/// Waits until the port is readable, the waker rings, or `timeout` passes.
+/// Returns (port readable, waker rang).
+fn wait(port: &File, waker: &UnixStream, timeout: Option<Duration>) -> io::Result<(bool, bool)> {
+    let mut fds = [
+        PollFd::new(port, PollFlags::IN),
+        PollFd::new(waker, PollFlags::IN),
+    ];
+    let ts = timeout.map(timespec);
+    match poll(&mut fds, ts.as_ref()) {
+        Ok(_) => {}
+        Err(rustix::io::Errno::INTR) => return Ok((false, false)),
+        Err(e) => return Err(e.into()),
+    }
+    let ready = |f: &PollFd<'_>| {
+        f.revents()
+            .intersects(PollFlags::IN | PollFlags::HUP | PollFlags::ERR)
+    };
+    Ok((ready(&fds[0]), ready(&fds[1])))
+}
+
+fn drain_waker(mut w: &UnixStream) {
+    let mut b = [0u8; 64];
+    let _ = w.read(&mut b);
+}
+
+enum CpCtl {
+    Submit(u8, Command, mpsc::Sender<Result<(), CpError>>),
+    Shutdown,
+}
+
+/// A control panel running on its own thread over a serial line.
+pub struct CpHandle {
+    stats: Arc<Mutex<LineStats>>,
+    ctl: mpsc::Sender<CpCtl>,
+    waker: UnixStream,
+    events: mpsc::Receiver<CpEvent>,
+    thread: Option<JoinHandle<io::Result<LineStats>>>,
+}
+
+impl CpHandle {
+    /// Starts the panel on `port`.
+    pub fn spawn(port: File, cp: ControlPanel, link: Link) -> io::Result<CpHandle> {
+        let (ctl, ctl_rx) = mpsc::channel();
+        let (ev_tx, events) = mpsc::channel();
+        let (waker, waker_rx) = UnixStream::pair()?;
+        waker_rx.set_nonblocking(true)?;
+        let stats = Arc::new(Mutex::new(LineStats::default()));
+        let shared = stats.clone();
+        let thread = std::thread::Builder::new()
+            .name("osdp-cp".into())
+            .spawn(move || run_cp(port, cp, link, ctl_rx, waker_rx, ev_tx, shared))?;
+        Ok(CpHandle {
+            stats,
+            ctl,
+            waker,
+            events,
+            thread: Some(thread),
+        })
+    }
+
+    fn ring(&self) {
+        let _ = (&self.waker).write(&[1]);
+    }
+
+    /// Queues a command (see [`ControlPanel::submit`]).
+    pub fn submit(&self, address: u8, command: Command) -> Result<(), CpError> {
+        let (tx, rx) = mpsc::channel();
+        if self.ctl.send(CpCtl::Submit(address, command, tx)).is_err() {
+            return Err(CpError::Offline(address));
+        }
+        self.ring();
+        rx.recv().unwrap_or(Err(CpError::Offline(address)))
+    }
+
+    /// The line counters so far (take two snapshots to measure one exchange).
+    pub fn line_stats(&self) -> LineStats {
+        self.stats.lock().map(|s| *s).unwrap_or_default()
+    }
+
+    /// The panel's events.
+    pub fn events(&self) -> &mpsc::Receiver<CpEvent> {
+        &self.events
+    }
+
+    /// Waits up to `timeout` for an event matching `pred`, returning it (and
+    /// dropping the events before it).
+    pub fn wait_for(
+        &self,
+        timeout: Duration,
+        mut pred: impl FnMut(&CpEvent) -> bool,
+    ) -> Option<CpEvent> {
+        let end = Instant::now() + timeout;
+        loop {
+            let left = end.checked_duration_since(Instant::now())?;
+            match self.events.recv_timeout(left) {
+                Ok(e) if pred(&e) => return Some(e),
+                Ok(_) => {}
+                Err(_) => return None,
+            }
+        }
+    }
+
+    /// Stops the thread; returns the line counters.
+    pub fn shutdown(mut self) -> io::Result<LineStats> {
+        let _ = self.ctl.send(CpCtl::Shutdown);
+        self.ring();
+        match self.thread.take().map(|t| t.join()) {
+            Some(Ok(r)) => r,
+            _ => Err(io::Error::other("the OSDP control panel thread panicked")),
+        }
+    }
+}
+
+impl Drop for CpHandle {
+    fn drop(&mut self) {
+        if let Some(t) = self.thread.take() {
+            let _ = self.ctl.send(CpCtl::Shutdown);
+            self.ring();
+            let _ = t.join();
+        }
+    }
+}
+
+fn run_cp(
+    mut port: File,
+    mut cp: ControlPanel,
+    link: Link,
+    ctl: mpsc::Receiver<CpCtl>,
+    waker: UnixStream,
+    events: mpsc::Sender<CpEvent>,
+    shared: Arc<Mutex<LineStats>>,
+) -> io::Result<LineStats> {
+    let mut stats = LineStats::default();
+    let publish = |stats: &LineStats| {
+        if let Ok(mut s) = shared.lock() {
+            *s = *stats;
+        }
+    };
+    let mut buf = [0u8; 512];
+    let send = |cp: &mut ControlPanel,
+                port: &mut File,
+                bytes: &[u8],
+                stats: &mut LineStats|
+     -> io::Result<()> {
+        write_paced(port, bytes, link)?;
+        cp.transmitted(Instant::now());
+        stats.tx_bytes += bytes.len() as u64;
+        stats.tx_wire_time = wire_time(stats.tx_bytes as usize, link.baud);
+        Ok(())
+    };
+    loop {
+        let now = Instant::now();
+        if let Some(bytes) = cp.handle_timeout(now) {
+            send(&mut cp, &mut port, &bytes, &mut stats)?;
+        }
+        while let Some(bytes) = cp.poll_transmit(Instant::now()) {
+            send(&mut cp, &mut port, &bytes, &mut stats)?;
+        }
+        while let Some(e) = cp.poll_event() {
+            let _ = events.send(e);
+        }
+        let now = Instant::now();
+        let timeout = cp.next_deadline(now).saturating_duration_since(now);
+        let (readable, rang) = wait(&port, &waker, Some(timeout))?;
+        if readable {
+            let n = port.read(&mut buf)?;
+            stats.rx_bytes += n as u64;
+            stats.rx_wire_time = wire_time(stats.rx_bytes as usize, link.baud);
+            cp.receive(&buf[..n], Instant::now());
+        }
+        publish(&stats);
+        if rang {
+            drain_waker(&waker);
+        }
+        while let Ok(c) = ctl.try_recv() {
+            match c {
+                CpCtl::Submit(a, cmd, reply) => {
+                    let _ = reply.send(cp.submit(a, cmd));
+                }
+                CpCtl::Shutdown => return Ok(stats),
+            }
+        }
+    }
+}
+
+enum PdCtl {
+    Card(RawCard),
+    Text(u8, Vec<u8>),
+    Keypad(u8, Vec<u8>),
+    LocalStatus(bool, bool),
+    Shutdown,
+}
+
+/// A peripheral device running on its own thread over a serial line.
+pub struct PdHandle {
+    ctl: mpsc::Sender<PdCtl>,
+    waker: UnixStream,
+    events: mpsc::Receiver<PdEvent>,
+    thread: Option<JoinHandle<io::Result<LineStats>>>,
+}
+
+impl PdHandle {
+    /// Starts the device on `port`; `app` receives the panel's requests.
+    pub fn spawn(
+        port: File,
+        pd: PeripheralDevice,
+        app: Box<dyn PdApp + Send>,
+        link: Link,
+    ) -> io::Result<PdHandle> {
+        let (ctl, ctl_rx) = mpsc::channel();
+        let (ev_tx, events) = mpsc::channel();
+        let (waker, waker_rx) = UnixStream::pair()?;
+        waker_rx.set_nonblocking(true)?;
+        let thread = std::thread::Builder::new()
+            .name("osdp-pd".into())
+            .spawn(move || run_pd(port, pd, app, link, ctl_rx, waker_rx, ev_tx))?;
+        Ok(PdHandle {
+            ctl,
+            waker,
+            events,
+            thread: Some(thread),
+        })
+    }
+
+    fn send(&self, c: PdCtl) {
+        let _ = self.ctl.send(c);
+        let _ = (&self.waker).write(&[1]);
+    }
+
+    /// Reports a card read on the next poll.
+    pub fn card_read(&self, card: RawCard) {
+        self.send(PdCtl::Card(card));
+    }
+    /// Reports card data as text on the next poll.
+    pub fn card_text(&self, reader: u8, text: &[u8]) {
+        self.send(PdCtl::Text(reader, text.to_vec()));
+    }
+    /// Reports keypad input on the next poll.
+    pub fn keypad(&self, reader: u8, keys: &[u8]) {
+        self.send(PdCtl::Keypad(reader, keys.to_vec()));
+    }
+    /// Sets tamper and power state.
+    pub fn set_local_status(&self, tamper: bool, power: bool) {
+        self.send(PdCtl::LocalStatus(tamper, power));
+    }
+    /// The device's events.
+    pub fn events(&self) -> &mpsc::Receiver<PdEvent> {
+        &self.events
+    }
+    /// Stops the thread; returns the line counters.
+    pub fn shutdown(mut self) -> io::Result<LineStats> {
+        self.send(PdCtl::Shutdown);
+        match self.thread.take().map(|t| t.join()) {
+            Some(Ok(r)) => r,
+            _ => Err(io::Error::other("the OSDP device thread panicked")),
+        }
+    }
+}
+
+impl Drop for PdHandle {
+    fn drop(&mut self) {
+        if let Some(t) = self.thread.take() {
+            self.send(PdCtl::Shutdown);
+            let _ = t.join();
+        }
+    }
+}
+
+fn run_pd(
+    mut port: File,
+    mut pd: PeripheralDevice,
+    mut app: Box<dyn PdApp + Send>,
+    link: Link,
+    ctl: mpsc::Receiver<PdCtl>,
+    waker: UnixStream,
+    events: mpsc::Sender<PdEvent>,
+) -> io::Result<LineStats> {
+    let mut stats = LineStats::default();
+    let mut buf = [0u8; 512];
+    loop {
+        let (readable, rang) = wait(&port, &waker, None)?;
+        if rang {
+            drain_waker(&waker);
+        }
+        while let Ok(c) = ctl.try_recv() {
+            match c {
+                PdCtl::Card(card) => pd.card_read(card),
+                PdCtl::Text(r, t) => pd.card_text(r, &t),
+                PdCtl::Keypad(r, k) => pd.keypad(r, &k),
+                PdCtl::LocalStatus(t, p) => pd.set_local_status(t, p),
+                PdCtl::Shutdown => return Ok(stats),
+            }
+        }
+        if readable {
+            let n = port.read(&mut buf)?;
+            stats.rx_bytes += n as u64;
+            stats.rx_wire_time = wire_time(stats.rx_bytes as usize, link.baud);
+            let out = pd.receive(&buf[..n], app.as_mut());
+            if !out.is_empty() {
+                write_paced(&mut port, &out, link)?;
+                stats.tx_bytes += out.len() as u64;
+                stats.tx_wire_time = wire_time(stats.tx_bytes as usize, link.baud);
+            }
+        }
+        while let Some(e) = pd.poll_event() {
+            let _ = events.send(e);
+        }
+    }
+}
