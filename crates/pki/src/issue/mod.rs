@@ -26,6 +26,7 @@ mod builder;
 mod card_image;
 mod chuid_sign;
 mod keys;
+pub mod mesh;
 mod testpki;
 
 pub use builder::{
