@@ -265,8 +265,21 @@ struct Search<'c, 'a> {
     mapped: bool,
     /// Whether the current round cut a branch for length.
     cut: bool,
+    /// Whether a complete path has been rejected: from then on only certificates valid at the
+    /// validation time are tried (a path through another cannot be valid, and its error would
+    /// not be reported).
+    rejected: bool,
+    /// Certificates that make any path through them invalid (a failure of their own:
+    /// expired, revoked, not a CA, …), with the trust anchor it was found under
+    /// ([`ANY_ANCHOR`] when it does not depend on the anchor).
+    poisoned: Vec<(u32, u32)>,
+    /// Trust anchors in the map.
+    anchors: usize,
     best: Best,
 }
+
+/// A poisoned certificate whatever the trust anchor.
+const ANY_ANCHOR: u32 = u32::MAX;
 
 impl<'c, 'a> Search<'c, 'a> {
     fn new(ctx: &'c Ctx<'a>, opts: &'c ValidationOptions, leaf: Arc<Cert>) -> Self {
@@ -279,6 +292,9 @@ impl<'c, 'a> Search<'c, 'a> {
             verdicts: HashMap::new(),
             mapped: false,
             cut: false,
+            rejected: false,
+            poisoned: Vec::new(),
+            anchors: 0,
             best: Best::default(),
         };
         s.add_node(leaf, false);
@@ -417,6 +433,7 @@ impl<'c, 'a> Search<'c, 'a> {
             }
         }
         self.mapped = true;
+        self.anchors = self.nodes.iter().filter(|n| n.anchor).count();
         for n in 0..self.nodes.len() {
             if let Some(mut issuers) = self.nodes[n].issuers.take() {
                 self.order(&mut issuers);
@@ -469,6 +486,49 @@ impl<'c, 'a> Search<'c, 'a> {
             subject: leaf.subject_display().to_string(),
             issuer: leaf.issuer_display(),
         }))
+    }
+
+    fn is_poisoned(&self, n: u32, anchor: u32) -> bool {
+        self.poisoned
+            .iter()
+            .any(|&(p, a)| p == n && (a == ANY_ANCHOR || a == anchor))
+    }
+
+    /// When `e`, the error of the complete path `path` to `anchor`, is a failure of one
+    /// certificate of its own (expired, revoked, no revocation data, not a CA, a key usage or
+    /// critical extension), remembers that certificate so no other path is built through it,
+    /// and returns its position. Revocation depends on the trust anchor the CRL signer chains
+    /// to, the rest on the certificate alone.
+    fn poison(&mut self, path: &[u32], anchor: u32, e: &ValidationError) -> Option<usize> {
+        use ValidationError::*;
+        let (subject, per_anchor) = match e {
+            Expired { subject, .. }
+            | NotYetValid { subject, .. }
+            | NotACa { subject }
+            | KeyUsage { subject, .. }
+            | EkuMissing { subject, .. }
+            | UnknownCriticalExtension { subject, .. } => (subject, false),
+            Revoked { subject, .. }
+            | RevocationUnavailable { subject, .. }
+            | RevocationStale { subject, .. } => (subject, true),
+            _ => return None,
+        };
+        // The error names its certificate; act only when the name is unambiguous.
+        let mut at = path
+            .iter()
+            .enumerate()
+            .filter(|(_, &n)| self.nodes[n as usize].cert.subject_display() == subject);
+        let (i, &n) = at.next()?;
+        if at.next().is_some() {
+            return None;
+        }
+        let anchor = if per_anchor && self.anchors != 1 {
+            anchor
+        } else {
+            ANY_ANCHOR
+        };
+        self.poisoned.push((n, anchor));
+        Some(i)
     }
 
     /// The signature on `n` verified with the key of `issuer`, once per search.
@@ -562,6 +622,9 @@ impl<'c, 'a> Search<'c, 'a> {
                     // This path was evaluated in an earlier round.
                     continue;
                 }
+                if path.iter().any(|&p| self.is_poisoned(p, c)) {
+                    continue;
+                }
                 let certs: Vec<Arc<Cert>> = path
                     .iter()
                     .map(|&p| self.nodes[p as usize].cert.clone())
@@ -571,7 +634,13 @@ impl<'c, 'a> Search<'c, 'a> {
                     Ok(p) => return Out::Found(p),
                     Err(e) => {
                         let current = certs.iter().all(|c| self.current(c));
+                        let culprit = self.poison(path, c, &e);
                         self.best.record_path(current, e);
+                        self.rejected = true;
+                        if culprit == Some(0) && self.is_poisoned(0, ANY_ANCHOR) {
+                            // The end entity itself fails, on every path.
+                            return Out::Stop;
+                        }
                     }
                 }
                 continue;
@@ -580,10 +649,18 @@ impl<'c, 'a> Search<'c, 'a> {
                 blocked = true;
                 continue;
             }
-            if node.up == UNREACHABLE {
+            if self.rejected && !self.current(&node.cert) {
                 continue;
             }
-            if k + node.up as usize > bound {
+            let up = if self.rejected {
+                node.up_current
+            } else {
+                node.up
+            };
+            if up == UNREACHABLE || self.is_poisoned(c, ANY_ANCHOR) {
+                continue;
+            }
+            if k + up as usize > bound {
                 self.cut = true;
                 if bound >= self.opts.max_depth {
                     let e = ValidationError::DepthExceeded {
@@ -595,6 +672,7 @@ impl<'c, 'a> Search<'c, 'a> {
                 continue;
             }
             let remaining = (bound - k) as u32;
+            let node = &self.nodes[c as usize];
             if node.dead.is_some_and(|d| d >= remaining) {
                 continue;
             }
