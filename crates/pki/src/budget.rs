@@ -30,7 +30,7 @@ pub struct Budget {
 
 /// The limits in force.
 pub const LIMITS: Budget = Budget {
-    candidates: 20_000,
+    candidates: 100_000,
     signer_nesting: 4,
     graph_edges: 50_000,
     policy_nodes: 10_000,

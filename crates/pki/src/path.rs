@@ -226,9 +226,13 @@ struct Node {
     up: u32,
     /// The same through certificates valid at the validation time only.
     up_current: u32,
-    /// The largest such number within which this certificate is known to reach no anchor.
-    dead: Option<u32>,
+    /// Dead ends: (`r`, `b`) when this certificate reaches no anchor within `r` more
+    /// certificates on any path that holds every CA of `b`.
+    dead: Vec<(u32, Vec<u32>)>,
 }
+
+/// Most dead-end records kept per certificate.
+const DEAD_ENDS: usize = 8;
 
 struct Issuers {
     /// Node and whether the key identifiers match.
@@ -242,10 +246,10 @@ enum Out {
     Found(ValidatedPath),
     /// A trust anchor was reached (whether or not the path was valid).
     Reached,
-    /// No trust anchor was reached; `blocked` when a CA already on the path was passed over
-    /// (the result then depends on the path below and is not remembered).
+    /// No trust anchor was reached; `blockers` are the CAs on the path below that were passed
+    /// over for being there already (the result holds for any path that has them all).
     Nothing {
-        blocked: bool,
+        blockers: Vec<u32>,
     },
     /// The work budget ran out.
     Stop,
@@ -314,7 +318,7 @@ impl<'c, 'a> Search<'c, 'a> {
             issuers: None,
             up: if anchor { 0 } else { 1 },
             up_current: if anchor { 0 } else { 1 },
-            dead: None,
+            dead: Vec::new(),
         });
         (self.nodes.len() - 1) as u32
     }
@@ -358,12 +362,20 @@ impl<'c, 'a> Search<'c, 'a> {
 
     /// Closest to an anchor through certificates valid at the validation time first, then
     /// closest through any, then matching key identifiers, then valid at the validation time,
-    /// then anchors; otherwise as found (store anchors, store, offered).
+    /// then the most recently issued, then anchors; otherwise as found (store anchors, store,
+    /// offered).
     fn order(&self, issuers: &mut Issuers) {
         issuers.candidates.sort_by_key(|&(c, key_match)| {
             let node = &self.nodes[c as usize];
             let current = self.current(&node.cert);
-            (node.up_current, node.up, !key_match, !current, !node.anchor)
+            (
+                node.up_current,
+                node.up,
+                !key_match,
+                !current,
+                std::cmp::Reverse(node.cert.not_before),
+                !node.anchor,
+            )
         });
     }
 
@@ -591,10 +603,12 @@ impl<'c, 'a> Search<'c, 'a> {
                 };
                 self.best.record(k, e);
             }
-            return Out::Nothing { blocked: false };
+            return Out::Nothing {
+                blockers: Vec::new(),
+            };
         }
         let mut reached = false;
-        let mut blocked = false;
+        let mut blockers: Vec<u32> = Vec::new();
         for (c, _) in candidates {
             if let Err(tried) = self.ctx.spent.candidate() {
                 let e = ValidationError::WorkLimitExceeded {
@@ -646,7 +660,9 @@ impl<'c, 'a> Search<'c, 'a> {
                 continue;
             }
             if on_path.contains(&node.entity) {
-                blocked = true;
+                if !blockers.contains(&node.entity) {
+                    blockers.push(node.entity);
+                }
                 continue;
             }
             if self.rejected && !self.current(&node.cert) {
@@ -673,7 +689,11 @@ impl<'c, 'a> Search<'c, 'a> {
             }
             let remaining = (bound - k) as u32;
             let node = &self.nodes[c as usize];
-            if node.dead.is_some_and(|d| d >= remaining) {
+            if node
+                .dead
+                .iter()
+                .any(|(r, b)| *r >= remaining && b.iter().all(|e| on_path.contains(e)))
+            {
                 continue;
             }
             let entity = node.entity;
@@ -689,19 +709,26 @@ impl<'c, 'a> Search<'c, 'a> {
             match out {
                 Out::Found(_) | Out::Stop => return out,
                 Out::Reached => reached = true,
-                Out::Nothing { blocked: b } => {
-                    if !b {
-                        let dead = &mut self.nodes[c as usize].dead;
-                        *dead = Some(dead.map_or(remaining, |d| d.max(remaining)));
+                Out::Nothing { blockers: mut b } => {
+                    // Passing over the candidate's own CA below it holds on every path.
+                    b.retain(|&e| e != entity);
+                    for &e in &b {
+                        if !blockers.contains(&e) {
+                            blockers.push(e);
+                        }
                     }
-                    blocked |= b;
+                    let dead = &mut self.nodes[c as usize].dead;
+                    dead.retain(|(r, d)| !(*r <= remaining && b.iter().all(|e| d.contains(e))));
+                    if dead.len() < DEAD_ENDS {
+                        dead.push((remaining, b));
+                    }
                 }
             }
         }
         if reached {
             Out::Reached
         } else {
-            Out::Nothing { blocked }
+            Out::Nothing { blockers }
         }
     }
 }

@@ -476,7 +476,9 @@ impl Mesh {
                 )?;
             }
             if i % 3 == 0 {
-                // Cross-certificates with the bridge's old key, still in the pool.
+                // Cross-certificates with the bridge's old key, issued before the re-key and
+                // still in the pool.
+                let older = (t - 3 * 365 * DAY, t + 2 * 365 * DAY);
                 g.certify(
                     format!("agency-{i}-by-bridge-old-key"),
                     &old_bridge,
@@ -485,7 +487,7 @@ impl Mesh {
                     &[bmh],
                     &[(bmh, p)],
                     nc,
-                    valid,
+                    older,
                 )?;
                 g.certify(
                     format!("bridge-old-key-by-agency-{i}"),
@@ -495,7 +497,7 @@ impl Mesh {
                     &[p],
                     &[(p, bmh)],
                     None,
-                    valid,
+                    older,
                 )?;
             }
             let mut cas = Vec::new();
