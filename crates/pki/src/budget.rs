@@ -10,9 +10,10 @@ use std::cell::Cell;
 /// The work limits. [`LIMITS`] holds the values in force.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Budget {
-    /// Most candidate issuers tried for one validation, CRL signer candidates included. An
-    /// honest PKI of several hundred cross-certified CAs needs a few dozen per validation;
-    /// only crafted input comes near this.
+    /// Most candidate issuers tried for one validation, CRL signer candidates included. In a
+    /// bridged mesh of over 300 cross-certified CAs a valid path takes a handful and an
+    /// invalid end entity whose every path must be tried under 2,000; only crafted input comes
+    /// near this.
     pub candidates: usize,
     /// Deepest nesting of CRL-signer path validations (a CRL signer whose own CRL has another
     /// signer, and so on).
