@@ -1,6 +1,6 @@
 //! Path building and validation through a bridged mesh (`pki::issue::mesh`, over 300 CA
-//! certificates cross-certified both ways) for end entities whose shortest path has 2, 3 and
-//! 4 certificates, beside OpenSSL (`X509_verify_cert` with the pool as untrusted certificates,
+//! certificates cross-certified both ways) for end entities whose shortest path has 2, 3, 4
+//! and 5 certificates, beside OpenSSL (`X509_verify_cert` with the pool as untrusted certificates,
 //! CRL checking and explicit policy, in `bench/peers/peers.c`) and Go's `crypto/x509`
 //! (`Certificate.Verify` with the pool as Intermediates, `bench/peers/go_peers.go`; Go checks
 //! neither CRLs nor policies). Each peer loads the pool once and reports its own median per
@@ -83,6 +83,8 @@ fn main() {
         ("agency-0-contractor-own-root", 2),
         ("ssp-1-subscriber", 3),
         ("agency-5-employee", 4),
+        // Through the commercial bridge, whose cross-certificates carry no name constraints.
+        ("member-1-subscriber", 5),
     ];
     let leaves: Vec<&MeshLeaf> = picks
         .iter()
