@@ -12,7 +12,7 @@ use std::cell::Cell;
 pub struct Budget {
     /// Most candidate issuers tried for one validation, CRL signer candidates included. In a
     /// bridged mesh of over 300 cross-certified CAs a valid path takes a handful and an
-    /// invalid end entity whose every path must be tried under 2,000; only crafted input comes
+    /// invalid end entity whose every path must be tried about 2,300; only crafted input comes
     /// near this.
     pub candidates: usize,
     /// Deepest nesting of CRL-signer path validations (a CRL signer whose own CRL has another

@@ -9,7 +9,7 @@
 //!   passed over. Candidates are tried closest to a trust anchor first, then with a matching
 //!   key identifier, then valid at the validation time, then trust anchors first.
 //! - **A map first.** Before searching, the issuer graph above the end entity is mapped
-//!   breadth first, up to one level past the first trust anchor (and within
+//!   breadth first, up to the level where the first trust anchor turns up (and within
 //!   [`Budget::graph_edges`](crate::budget::Budget::graph_edges)), and every certificate gets
 //!   a lower bound on the number of certificates between it and a trust anchor. When the map
 //!   is complete, certificates that reach no anchor are never explored; the bound cuts
@@ -25,8 +25,8 @@
 //!   validation time are.
 //! - **A work budget against crafted input** ([`crate::budget`]), far above what an honest PKI
 //!   needs: in a mesh of over 300 cross-certified CAs a valid path takes 2 to 5 candidates,
-//!   and an end entity whose every path must be tried (a name-constraint violation) under
-//!   2,000.
+//!   and an end entity whose every path must be tried (a name-constraint violation) about
+//!   2,300.
 //!
 //! When no path validates, the error reported is that of a complete path that failed (revoked,
 //! expired, policy, name constraints, missing revocation data; a path of currently valid
@@ -394,9 +394,9 @@ impl<'c, 'a> Search<'c, 'a> {
     /// Maps the issuer graph above the end entity and sets each certificate's distance to a
     /// trust anchor. Leaves the lower bounds in place when the graph is too big to map.
     fn map(&mut self) {
-        // Breadth first from the end entity, by levels; once a trust anchor turns up, one
-        // more level is mapped (enough to order the candidates of the shortest paths and
-        // their neighbours) and the rest is left to the search.
+        // Breadth first from the end entity, by levels; once a trust anchor turns up, the
+        // level is finished (enough to order the candidates of the shortest paths) and the
+        // rest is left to the search.
         let mut queue = VecDeque::from([(0u32, 0usize)]);
         let mut work = 0usize;
         let mut last_level = usize::MAX;
@@ -414,7 +414,7 @@ impl<'c, 'a> Search<'c, 'a> {
             for &(c, _) in &issuers.candidates {
                 let node = &self.nodes[c as usize];
                 if node.anchor {
-                    last_level = last_level.min(level + 1);
+                    last_level = last_level.min(level);
                 } else if node.issuers.is_none() {
                     queue.push_back((c, level + 1));
                 }
