@@ -54,6 +54,20 @@ pub enum PkiCommand {
     /// Re-issue a test PKI's CRLs with a fresh thisUpdate/nextUpdate (same
     /// entries, next CRL numbers), e.g. before the old ones go stale.
     RefreshCrls(RefreshArgs),
+    /// Write a bridged test PKI (a bridge cross-certified both ways with
+    /// agency roots, SSP CAs, a second bridge, old and expired
+    /// cross-certificates, unrelated roots) as PEM files: anchors/, pool.pem,
+    /// crls.pem, leaves/ and leaves.tsv with each end entity's expected outcome.
+    Mesh(MeshArgs),
+}
+
+#[derive(Args)]
+pub struct MeshArgs {
+    /// Where to write the mesh.
+    out: PathBuf,
+    /// About 60 CA certificates instead of over 300.
+    #[arg(long)]
+    small: bool,
 }
 
 #[derive(Args)]
@@ -507,6 +521,25 @@ pub fn run(cmd: PkiCommand) -> anyhow::Result<ExitCode> {
         PkiCommand::IssueCard(a) => issue_card(a),
         PkiCommand::Revoke(a) => revoke(a),
         PkiCommand::RefreshCrls(a) => refresh_crls(a),
+        PkiCommand::Mesh(a) => {
+            use pki::issue::mesh::{Mesh, MeshOptions};
+            let opts = if a.small {
+                MeshOptions::small()
+            } else {
+                MeshOptions::default()
+            };
+            let mesh = Mesh::generate(&opts)?;
+            mesh.write(&a.out)?;
+            println!(
+                "wrote {} CA certificates, {} CRLs and {} end entities to {} (validation time {})",
+                mesh.cas().len(),
+                mesh.crls().len(),
+                mesh.leaves().len(),
+                a.out.display(),
+                Time(mesh.time())
+            );
+            Ok(ExitCode::SUCCESS)
+        }
     }
 }
 

@@ -137,19 +137,20 @@ fn staleness(due: Time, now: Time) -> String {
 
 /// How far path building got when it produced an error, lowest first (see
 /// [`ValidationError::rank`]). Of several failed candidate paths, path building reports an error
-/// of a complete path before one of an incomplete path, and an exhausted budget before both;
-/// among incomplete paths the longest wins, and at equal length the higher rank.
+/// of a complete path before an exhausted budget, and an exhausted budget before an error of an
+/// incomplete path; among incomplete paths the longest wins, and at equal length the higher
+/// rank.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Rank {
     /// No usable issuer was found (none known, too deep, or unparsable).
     IssuerNotFound,
     /// An issuer was found by name but its key does not verify the certificate.
     IssuerDoesNotVerify,
-    /// A complete path to a trust anchor was built but breaks a rule of RFC 5280 §6.1, local
-    /// policy, or revocation (§6.3).
-    PathRejected,
-    /// Path building used up its work budget; nothing better can be said.
+    /// Path building used up its work budget before it completed any path.
     BudgetExhausted,
+    /// A complete path to a trust anchor was built but breaks a rule of RFC 5280 §6.1, local
+    /// policy, or revocation (§6.3): that is the reason to report, whatever else was tried.
+    PathRejected,
 }
 
 impl ValidationError {
@@ -574,9 +575,8 @@ pub(crate) mod tests {
         let rank_of = |code: &str| e.iter().find(|e| e.code() == code).unwrap().rank();
         assert!(rank_of("no-path-to-anchor") < rank_of("certificate-signature-invalid"));
         assert!(rank_of("issuer-key-mismatch") < rank_of("certificate-expired"));
-        assert!(rank_of("certificate-revoked") < rank_of("work-limit-exceeded"));
         // The anchor's own problems are those of a complete path: they outrank any path that
-        // could not be completed and yield to an exhausted budget.
+        // could not be completed, and running out of budget.
         for code in [
             "anchor-expired",
             "anchor-not-yet-valid",
@@ -585,7 +585,7 @@ pub(crate) mod tests {
         ] {
             assert_eq!(rank_of(code), rank_of("certificate-expired"), "{code}");
             assert!(rank_of(code) > rank_of("issuer-key-mismatch"), "{code}");
-            assert!(rank_of(code) < rank_of("work-limit-exceeded"), "{code}");
+            assert!(rank_of(code) > rank_of("work-limit-exceeded"), "{code}");
         }
         // A certificate that breaks a rule cannot be anyone's issuer, like one that is not a
         // certificate at all.
@@ -593,5 +593,9 @@ pub(crate) mod tests {
             rank_of("certificate-rule-violation"),
             rank_of("certificate-malformed")
         );
+        // A path that was found and failed says more than running out of budget.
+        assert!(rank_of("work-limit-exceeded") < rank_of("certificate-revoked"));
+        assert!(rank_of("work-limit-exceeded") < rank_of("revocation-unavailable"));
+        assert!(rank_of("certificate-signature-invalid") < rank_of("work-limit-exceeded"));
     }
 }

@@ -31,6 +31,7 @@ mod chuid_sign;
 mod cms_sign;
 pub mod containers;
 mod keys;
+pub mod mesh;
 pub mod ocsp_responder;
 mod security_object;
 mod testpki;
