@@ -113,9 +113,21 @@ pub fn verify_security_object_cmd(a: VerifySecurityObjectArgs) -> anyhow::Result
         .map(|(_, b)| chuid_signer_certificates(b))
         .unwrap_or_default();
     let extra: Vec<&[u8]> = signer.iter().map(|v| v.as_slice()).collect();
+    // The CCC is not among the data groups a Security Object covers (it is
+    // not signed, and changes when containers are added): it is checked only
+    // when the mapping names it, and otherwise reported as not covered. Any
+    // other container given must be covered.
+    let maps_ccc = piv::security_object::SecurityObjectContainer::decode(&so)
+        .is_ok_and(|c| c.mapping.iter().any(|g| g.object == DataObject::Ccc));
+    let not_covered: Vec<String> = objects
+        .iter()
+        .filter(|(o, _)| *o == DataObject::Ccc && !maps_ccc)
+        .map(|(o, _)| o.name())
+        .collect();
     let given: Vec<(DataObject, &[u8])> = objects
         .iter()
         .filter(|(o, _)| *o != DataObject::SecurityObject)
+        .filter(|(o, _)| *o != DataObject::Ccc || maps_ccc)
         .map(|(o, b)| (*o, b.as_slice()))
         .collect();
     let inputs = load_inputs(&a.trust)?;
@@ -155,6 +167,7 @@ pub fn verify_security_object_cmd(a: VerifySecurityObjectArgs) -> anyhow::Result
         j["hash"] = json!(v.hash);
         j["signer_dn"] = json!(v.signer_dn.as_str());
         j["data_groups"] = json!(v.groups);
+        j["not_covered"] = json!(not_covered);
         println!("{j}");
     } else {
         println!(
@@ -170,6 +183,9 @@ pub fn verify_security_object_cmd(a: VerifySecurityObjectArgs) -> anyhow::Result
                 "  data group {}: {} (ContainerID {}): {status}",
                 g.number, g.container, g.container_id
             );
+        }
+        for c in &not_covered {
+            println!("  {c}: not covered by the Security Object (not checked)");
         }
         println!("pivSigner-DN: {}", signer_dn_text(v.signer_dn));
         println!("signer:");

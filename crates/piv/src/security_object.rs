@@ -95,6 +95,12 @@ fn decode_mapping(v: &[u8]) -> Result<Vec<DataGroup>, PivError> {
                 "a data group number appears twice",
             ));
         }
+        if out.iter().any(|g| g.object == object) {
+            return Err(PivError::invalid(
+                "Security Object mapping",
+                "a ContainerID appears twice",
+            ));
+        }
         out.push(DataGroup {
             number: e[0],
             object,
@@ -131,6 +137,15 @@ mod tests {
         );
         assert!(SecurityObjectContainer::decode(&[0xBA, 2, 1, 0x30]).is_err());
         assert!(SecurityObjectContainer::decode(&[0xBA, 3, 1, 0x12, 0x34]).is_err());
+        // Two data groups for one container.
+        let twice = SecurityObjectContainer::decode(&[
+            0xBA, 6, 1, 0x30, 0x00, 2, 0x30, 0x00, 0xBB, 2, 0x30, 0,
+        ])
+        .unwrap_err();
+        assert!(
+            twice.to_string().contains("ContainerID appears twice"),
+            "{twice}"
+        );
         assert_eq!(
             SecurityObjectContainer::decode(&[0xBA, 0]).unwrap_err(),
             PivError::MissingTag(0xBB)

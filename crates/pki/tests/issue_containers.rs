@@ -6,7 +6,7 @@
 use der::Decode;
 use piv::cbeff::{container_record, CbeffRecord};
 use piv::chuid::Chuid;
-use piv::security_object::SecurityObjectContainer;
+use piv::security_object::{DataGroup, SecurityObjectContainer};
 use piv::DataObject;
 use pki::crl::CrlSet;
 use pki::fips201::{
@@ -53,10 +53,16 @@ fn issue(alg: KeyAlgorithm) -> Card {
     }
 }
 
+/// The containers the Security Object covers (all but the CCC), and the
+/// Security Object itself.
 fn objects(card: &CardCredentials) -> Vec<(DataObject, Vec<u8>)> {
     let c = card.containers.as_ref().unwrap();
-    let mut v: Vec<(DataObject, Vec<u8>)> =
-        c.objects().iter().map(|(o, b)| (*o, b.to_vec())).collect();
+    let mut v: Vec<(DataObject, Vec<u8>)> = c
+        .objects()
+        .iter()
+        .filter(|(o, _)| *o != DataObject::Ccc)
+        .map(|(o, b)| (*o, b.to_vec()))
+        .collect();
     v.push((DataObject::Chuid, card.chuid.clone()));
     v
 }
@@ -201,6 +207,152 @@ fn the_security_object_verifies_and_catches_a_tampered_data_group() {
     assert!(
         verify_security_object(&c.store, &so.encode(), &given, &extra, &c.crls, &opts).is_err()
     );
+}
+
+/// The Security Object with its (unsigned) mapping rewritten by `edit`.
+fn remapped(security_object: &[u8], edit: impl FnOnce(&mut Vec<DataGroup>)) -> Vec<u8> {
+    let mut so = SecurityObjectContainer::decode(security_object).unwrap();
+    edit(&mut so.mapping);
+    so.encode()
+}
+
+#[test]
+fn the_unsigned_mapping_cannot_hide_a_tampered_container() {
+    let c = issue(KeyAlgorithm::P256);
+    let containers = c.card.containers.as_ref().unwrap();
+    let signer = chuid_signer_certificates(&c.card.chuid);
+    let extra: Vec<&[u8]> = signer.iter().map(|v| v.as_slice()).collect();
+    let opts = ValidationOptions::default();
+    let mut printed = containers.printed_info.clone();
+    printed[3] ^= 0x20;
+    let mut objs = objects(&c.card);
+    for (o, b) in objs.iter_mut() {
+        if *o == DataObject::PrintedInfo {
+            *b = printed.clone();
+        }
+    }
+    let given: Vec<(DataObject, &[u8])> = objs.iter().map(|(o, b)| (*o, b.as_slice())).collect();
+    let verify = |so: &[u8], given: &[(DataObject, &[u8])]| {
+        verify_security_object(&c.store, so, given, &extra, &c.crls, &opts)
+    };
+
+    // Data group 3 (Printed Information) pointed at the Iris container,
+    // which was not read: the edited Printed Information is named by no
+    // data group, and is refused rather than left unchecked.
+    let to_iris = remapped(&containers.security_object, |m| {
+        m.iter_mut().find(|g| g.number == 3).unwrap().object = DataObject::Iris
+    });
+    let e = verify(&to_iris, &given).unwrap_err();
+    assert_eq!(e.code(), "security-object-container-not-mapped");
+    assert_eq!(
+        e,
+        SecurityObjectError::NotMapped {
+            container: "Printed Information".into()
+        }
+    );
+
+    // Two data groups swapped, both containers given: each is compared with
+    // the other's signed hash.
+    let swapped = remapped(&containers.security_object, |m| {
+        let (a, b) = (m[0].object, m[2].object);
+        m[0].object = b;
+        m[2].object = a;
+    });
+    let untouched = objects(&c.card);
+    let original: Vec<(DataObject, &[u8])> =
+        untouched.iter().map(|(o, b)| (*o, b.as_slice())).collect();
+    assert_eq!(
+        verify(&swapped, &original).unwrap_err().code(),
+        "security-object-data-group-mismatch"
+    );
+
+    // A data group dropped from the mapping: its signed hash is unmapped.
+    let dropped = remapped(&containers.security_object, |m| m.retain(|g| g.number != 3));
+    assert_eq!(
+        verify(&dropped, &original).unwrap_err(),
+        SecurityObjectError::HashMissing { number: 3 }
+    );
+    // A data group added that the signature does not hash.
+    let added = remapped(&containers.security_object, |m| {
+        m.push(DataGroup {
+            number: 9,
+            object: DataObject::Iris,
+        })
+    });
+    assert_eq!(
+        verify(&added, &original).unwrap_err(),
+        SecurityObjectError::HashMissing { number: 9 }
+    );
+    // The CCC is not covered: given, it is refused as not mapped.
+    let mut with_ccc = original.clone();
+    with_ccc.push((DataObject::Ccc, &containers.ccc));
+    assert_eq!(
+        verify(&containers.security_object, &with_ccc)
+            .unwrap_err()
+            .code(),
+        "security-object-container-not-mapped"
+    );
+    // The untouched Security Object still verifies.
+    verify(&containers.security_object, &original).unwrap();
+}
+
+#[test]
+fn the_pivsigner_dn_is_compared_as_a_name_not_as_bytes() {
+    use pki::issue::SignerDn;
+    let c = issue(KeyAlgorithm::P256);
+    let subject = x509_cert::Certificate::from_der(c.pki.content_signer_der())
+        .unwrap()
+        .tbs_certificate
+        .subject;
+    let org = subject
+        .0
+        .iter()
+        .flat_map(|rdn| rdn.0.iter())
+        .find(|a| a.oid == const_oid::db::rfc4519::O)
+        .map(|a| String::from_utf8(a.value.value().to_vec()).unwrap())
+        .unwrap();
+    let hex_printable = |s: &str| {
+        let mut v = vec![0x13, s.len() as u8];
+        v.extend_from_slice(s.as_bytes());
+        hex::encode(v)
+    };
+    let sign = |dn: SignerDn| {
+        let mut chuid = Chuid::decode(&c.card.chuid).unwrap();
+        pki::issue::sign_chuid_as(
+            &mut chuid,
+            c.pki.content_signer_der(),
+            c.pki.content_signer_key(),
+            true,
+            dn,
+        )
+        .unwrap();
+        verify_chuid(
+            &c.store,
+            &chuid.encode(),
+            &[],
+            &c.crls,
+            &ValidationOptions::default(),
+        )
+    };
+    // The same name with its values as PrintableString rather than
+    // UTF8String, or in other case: equal per RFC 5280 §7.1.
+    for dn in [
+        format!(
+            "CN=#{},O=#{},C=US",
+            hex_printable("Test CHUID Content Signer"),
+            hex_printable(&org)
+        ),
+        format!("CN=TEST chuid CONTENT signer,O={},C=us", org.to_uppercase()),
+    ] {
+        let v = sign(SignerDn::Other(dn.clone())).unwrap_or_else(|e| panic!("{dn}: {e}"));
+        assert_eq!(v.signer_dn, SignerDnCheck::Matches, "{dn}");
+    }
+    // Another name is still refused.
+    let e = sign(SignerDn::Other(format!(
+        "CN=Test CHUID Content Signer 2,O={org},C=US"
+    )))
+    .unwrap_err();
+    assert_eq!(e.code(), "chuid-signer-dn-mismatch");
 }
 
 #[test]

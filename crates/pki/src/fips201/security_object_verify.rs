@@ -39,6 +39,12 @@ pub enum SecurityObjectError {
         "data group {number} ({object}) does not match the hash in the Security Object: it was altered after signing"
     )]
     DataGroupMismatch { number: u8, object: String },
+    #[error(
+        "the {container} was given but the Security Object's mapping names no data group for it: its contents are not covered by the signature"
+    )]
+    NotMapped { container: String },
+    #[error("the Security Object's LDSSecurityObject hashes data group {number} twice")]
+    HashTwice { number: u8 },
 }
 
 impl SecurityObjectError {
@@ -52,6 +58,8 @@ impl SecurityObjectError {
             UnsupportedDigest(_) => "security-object-digest-unsupported",
             HashMissing { .. } => "security-object-hash-missing",
             DataGroupMismatch { .. } => "security-object-data-group-mismatch",
+            NotMapped { .. } => "security-object-container-not-mapped",
+            HashTwice { .. } => "security-object-hash-duplicated",
         }
     }
 }
@@ -118,6 +126,13 @@ fn unwrapped(object: DataObject, data: &[u8]) -> &[u8] {
 /// Verifies a Security Object (container content, with or without `53`)
 /// against the containers read from the card, `objects` (content with or
 /// without `53`; data groups not given are reported as not read).
+///
+/// The `BA` mapping is not signed, so it is held to the signature: its data
+/// groups must be exactly those the LDSSecurityObject hashes, it may name a
+/// container once only, and every container given (other than the Security
+/// Object itself) must be named by it. Otherwise pointing a data group at a
+/// container that was not read would leave a given container unchecked.
+/// Give only the containers the Security Object is meant to cover.
 pub fn verify_security_object(
     store: &TrustStore,
     security_object: &[u8],
@@ -151,7 +166,15 @@ pub fn verify_security_object(
             ))
         }
     };
-    for h in &lds.data_group_hash_values {
+    for (i, h) in lds.data_group_hash_values.iter().enumerate() {
+        if lds.data_group_hash_values[..i]
+            .iter()
+            .any(|p| p.data_group_number == h.data_group_number)
+        {
+            return Err(SecurityObjectError::HashTwice {
+                number: h.data_group_number,
+            });
+        }
         if !container
             .mapping
             .iter()
@@ -159,6 +182,15 @@ pub fn verify_security_object(
         {
             return Err(SecurityObjectError::HashMissing {
                 number: h.data_group_number,
+            });
+        }
+    }
+    for (object, _) in objects {
+        if *object != DataObject::SecurityObject
+            && !container.mapping.iter().any(|g| g.object == *object)
+        {
+            return Err(SecurityObjectError::NotMapped {
+                container: object.name(),
             });
         }
     }
