@@ -423,6 +423,146 @@ fn both_biometrics_verify_and_carry_the_card_identifiers() {
     }
 }
 
+/// The biometric container re-signed by the test PKI's content signer
+/// after `edit` changed its CBEFF header, without the entryUUID attribute
+/// when `drop_uuid`: a record another issuer could have signed.
+fn resigned_biometric(
+    c: &Card,
+    container: &[u8],
+    edit: impl Fn(&mut piv::cbeff::CbeffHeader),
+    drop_uuid: bool,
+) -> Vec<u8> {
+    use cms::content_info::ContentInfo;
+    use cms::signed_data::SignedData;
+    use der::{Any, Encode};
+    let record = CbeffRecord::parse(container_record(container).unwrap()).unwrap();
+    let ci = ContentInfo::from_der(&record.signature_block).unwrap();
+    let sd: SignedData = ci.content.decode_as().unwrap();
+    let key = c.pki.content_signer_key();
+    let mut header = record.header.clone();
+    edit(&mut header);
+    let mut guess = record.signature_block.len();
+    loop {
+        header.sb_length = guess as u16;
+        let mut signed = header.encode().to_vec();
+        signed.extend_from_slice(&record.bdb);
+        let digest = aws_lc_rs::digest::digest(key.digest_algorithm(), &signed);
+        let mut sd = sd.clone();
+        let mut si = sd.signer_infos.0.get(0).unwrap().clone();
+        let mut attrs = der::asn1::SetOfVec::new();
+        for a in si.signed_attrs.as_ref().unwrap().iter() {
+            if drop_uuid && a.oid == pki::fips201::oids::ENTRY_UUID {
+                continue;
+            }
+            let mut a = a.clone();
+            if a.oid == const_oid::db::rfc5911::ID_MESSAGE_DIGEST {
+                let v = Any::encode_from(&der::asn1::OctetString::new(digest.as_ref()).unwrap())
+                    .unwrap();
+                a.values = der::asn1::SetOfVec::try_from(vec![v]).unwrap();
+            }
+            attrs.insert(a).unwrap();
+        }
+        si.signature =
+            der::asn1::OctetString::new(key.sign(&attrs.to_der().unwrap()).unwrap()).unwrap();
+        si.signed_attrs = Some(attrs);
+        sd.signer_infos =
+            cms::signed_data::SignerInfos(der::asn1::SetOfVec::try_from(vec![si]).unwrap());
+        let sb = ContentInfo {
+            content_type: ci.content_type,
+            content: Any::encode_from(&sd).unwrap(),
+        }
+        .to_der()
+        .unwrap();
+        if sb.len() == guess {
+            signed.extend_from_slice(&sb);
+            return piv::cbeff::encode_container(&signed);
+        }
+        guess = sb.len();
+    }
+}
+
+#[test]
+fn biometric_headers_are_held_to_sp800_76() {
+    let c = issue(KeyAlgorithm::P256);
+    let containers = c.card.containers.as_ref().unwrap();
+    let signer = chuid_signer_certificates(&c.card.chuid);
+    let extra: Vec<&[u8]> = signer.iter().map(|v| v.as_slice()).collect();
+    let chuid = Chuid::decode(&c.card.chuid).unwrap();
+    let card = Some((&chuid.fascn, &chuid.guid));
+    let opts = ValidationOptions::default();
+    let verify = |container: &[u8], card, opts: &ValidationOptions| {
+        verify_biometric(&c.store, container, card, &extra, &c.crls, opts)
+    };
+    let fp = &containers.fingerprints;
+    // Re-signed unchanged, the record verifies: what fails below is the
+    // change alone.
+    let same = resigned_biometric(&c, fp, |_| {}, false);
+    verify(&same, card, &opts).unwrap();
+
+    let v2 = resigned_biometric(&c, fp, |h| h.version = 0x02, false);
+    assert_eq!(
+        verify(&v2, card, &opts).unwrap_err(),
+        BiometricError::HeaderVersion(0x02)
+    );
+    // Signed, but without the integrity bit, or with extra bits.
+    for options in [0x01, 0x0F, 0x8D] {
+        let so = resigned_biometric(&c, fp, |h| h.security_options = options, false);
+        let e = verify(&so, card, &opts).unwrap_err();
+        assert_eq!(e, BiometricError::SecurityOptions(options));
+        assert_eq!(e.code(), "biometric-security-options");
+    }
+
+    // The validity period of the header against the validation time.
+    let header = CbeffRecord::parse(container_record(fp).unwrap())
+        .unwrap()
+        .header;
+    let at = |t: piv::cbeff::CbeffTime, plus: i64| ValidationOptions {
+        time: pki::time::Time::from_parts(
+            i64::from(t.year),
+            u32::from(t.month),
+            u32::from(t.day),
+            u32::from(t.hour),
+            u32::from(t.minute),
+            u32::from(t.second),
+        )
+        .unwrap()
+        .plus_secs(plus),
+        ..opts.clone()
+    };
+    let e = verify(fp, card, &at(header.not_after, 1)).unwrap_err();
+    assert_eq!(e.code(), "biometric-expired", "{e}");
+    // At the last second the record itself is still valid (the CRLs of the
+    // test PKI are stale by then, which is refused on its own ground).
+    let e = verify(fp, card, &at(header.not_after, 0)).unwrap_err();
+    assert_eq!(e.code(), "biometric-signature-refused", "{e}");
+    let e = verify(fp, card, &at(header.not_before, -1)).unwrap_err();
+    assert_eq!(e.code(), "biometric-not-yet-valid", "{e}");
+    // Expired a year ago, signed by a signer still valid today.
+    let expired = resigned_biometric(
+        &c,
+        fp,
+        |h| {
+            h.not_after.year = h.created.year - 1;
+            h.not_before.year = h.created.year - 2;
+        },
+        false,
+    );
+    assert_eq!(
+        verify(&expired, card, &opts).unwrap_err().code(),
+        "biometric-expired"
+    );
+
+    // No entryUUID, on a card with a UUID: refused; on a card without one
+    // (all-zero GUID), or with no card to compare with, accepted.
+    let no_uuid = resigned_biometric(&c, fp, |_| {}, true);
+    let e = verify(&no_uuid, card, &opts).unwrap_err();
+    assert_eq!(e.code(), "biometric-uuid-missing");
+    assert!(e.to_string().contains("entryUUID"), "{e}");
+    let v = verify(&no_uuid, Some((&chuid.fascn, &[0u8; 16])), &opts).unwrap();
+    assert_eq!(v.uuid, None);
+    verify(&no_uuid, None, &opts).unwrap();
+}
+
 #[test]
 fn one_fascn_and_uuid_everywhere() {
     let c = issue(KeyAlgorithm::P256);
