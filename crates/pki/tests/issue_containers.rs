@@ -667,9 +667,44 @@ fn openssl_verifies_every_signed_object_of_an_issued_card() {
     let c = issue(KeyAlgorithm::P256);
     let containers = c.card.containers.as_ref().unwrap();
 
-    // The CHUID, its content reconstructed: everything but 3E, FE 00 last.
+    // The CHUID, its content rebuilt here from the bytes as stored: the
+    // TLVs up to the signature (3E), then the error detection code FE 00
+    // (SP 800-73-4 Part 1 §3.1.2.1).
     let chuid = Chuid::decode(&c.card.chuid).unwrap();
-    let content = piv::chuid::digest_content_of(&c.card.chuid).unwrap();
+    let content = {
+        let raw = c.card.chuid.as_slice();
+        // One BER-TLV with a one-byte tag: (tag, header length, value length).
+        let tlv_at = |i: usize| -> (u8, usize, usize) {
+            match raw[i + 1] {
+                n if n < 0x80 => (raw[i], 2, usize::from(n)),
+                0x81 => (raw[i], 3, usize::from(raw[i + 2])),
+                0x82 => (
+                    raw[i],
+                    4,
+                    usize::from(raw[i + 2]) << 8 | usize::from(raw[i + 3]),
+                ),
+                l => panic!("length byte {l:#04X}"),
+            }
+        };
+        assert_ne!(raw[0], 0x53, "the CHUID is stored without its container");
+        let mut i = 0;
+        loop {
+            let (tag, hdr, len) = tlv_at(i);
+            if tag == 0x3E {
+                break;
+            }
+            i += hdr + len;
+        }
+        let (_, hdr, len) = tlv_at(i);
+        assert_eq!(&raw[i + hdr + len..], [0xFE, 0x00], "FE 00 follows 3E");
+        let mut v = raw[..i].to_vec();
+        v.extend_from_slice(&[0xFE, 0x00]);
+        v
+    };
+    assert_eq!(
+        content,
+        piv::chuid::digest_content_of(&c.card.chuid).unwrap()
+    );
     let (ok, err) = openssl_cms_verify(
         dir.path(),
         &c,
