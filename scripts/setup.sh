@@ -52,8 +52,10 @@ else
   YKMAN_VENV="${HOME:-/root}/.cache/pivgate/ykman-venv"
 fi
 ykman_installed() {
+  local shown
   "$YKMAN_VENV/bin/ykman" --version >/dev/null 2>&1 &&
-    "$YKMAN_VENV/bin/pip" show yubikey-manager 2>/dev/null | grep -qx "Version: $YKMAN_VERSION"
+    shown="$("$YKMAN_VENV/bin/pip" show yubikey-manager 2>/dev/null)" &&
+    grep -qx "Version: $YKMAN_VERSION" <<<"$shown"
 }
 if ! ykman_installed; then
   echo "setup: installing ykman (yubikey-manager $YKMAN_VERSION) into $YKMAN_VENV" >&2
