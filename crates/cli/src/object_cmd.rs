@@ -18,15 +18,11 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 /// The file names of the containers in a card directory (`pivgate pki
-/// issue-card --out`, `pivgate read --save`).
-pub const CONTAINER_FILES: [(DataObject, &str); 6] = [
-    (DataObject::Chuid, "chuid.bin"),
-    (DataObject::Ccc, "ccc.bin"),
-    (DataObject::PrintedInfo, "printed-info.bin"),
-    (DataObject::Fingerprints, "fingerprints.bin"),
-    (DataObject::FacialImage, "facial-image.bin"),
-    (DataObject::SecurityObject, "security-object.bin"),
-];
+/// issue-card --out`, `pivgate read --save`): the CHUID's and those of
+/// [`pki::issue::containers::CONTAINER_FILES`].
+pub fn container_files() -> impl Iterator<Item = (DataObject, &'static str)> {
+    std::iter::once((DataObject::Chuid, "chuid.bin")).chain(pki::issue::containers::CONTAINER_FILES)
+}
 
 #[derive(Args)]
 pub struct VerifySecurityObjectArgs {
@@ -83,7 +79,7 @@ fn parse_container_arg(s: &str) -> anyhow::Result<(DataObject, PathBuf)> {
 pub fn verify_security_object_cmd(a: VerifySecurityObjectArgs) -> anyhow::Result<ExitCode> {
     let mut objects: Vec<(DataObject, Vec<u8>)> = Vec::new();
     if let Some(dir) = &a.dir {
-        for (o, file) in CONTAINER_FILES {
+        for (o, file) in container_files() {
             let p = dir.join(file);
             if p.exists() {
                 objects.push((o, read_object(&p)?));
@@ -468,13 +464,12 @@ fn summarise(object: DataObject, content: &[u8]) -> String {
 }
 
 /// Writes each container read into `dir` under the names of
-/// [`CONTAINER_FILES`] (others as TAG.bin).
+/// [`container_files`] (others as TAG.bin).
 pub fn save_containers(dir: &Path, entries: &[ContainerEntry]) -> anyhow::Result<()> {
     std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
     for e in entries {
         let Some(content) = &e.content else { continue };
-        let name = CONTAINER_FILES
-            .iter()
+        let name = container_files()
             .find(|(o, _)| format!("{:X}", o.tag()) == e.tag)
             .map(|(_, f)| f.to_string())
             .unwrap_or_else(|| format!("{}.bin", e.tag));
@@ -561,7 +556,7 @@ mod tests {
 
         let dir = tempfile::tempdir().unwrap();
         save_containers(dir.path(), &with).unwrap();
-        for (_, f) in CONTAINER_FILES {
+        for (_, f) in container_files() {
             assert!(dir.path().join(f).exists(), "{f}");
         }
         assert!(dir.path().join("7E.bin").exists());

@@ -42,8 +42,6 @@ pub const TAG_CARDHOLDER_UUID: u32 = 0x36;
 pub const TAG_AUTH_KEY_MAP: u32 = 0x3D;
 pub const TAG_SIGNATURE: u32 = 0x3E;
 pub const TAG_EDC: u32 = 0xFE;
-/// The data-object container tag.
-const TAG_CONTAINER: u32 = 0x53;
 
 /// Why a CHUID could not be decoded.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
@@ -264,12 +262,9 @@ fn fixed<const N: usize>(name: &'static str, tag: u32, v: &[u8]) -> Result<[u8; 
     })
 }
 
-/// Strips the `53` data-object container when `data` is exactly one such TLV.
+/// The CHUID's TLVs, with or without its `53` container.
 fn unwrap_container(data: &[u8]) -> Result<&[u8], ChuidError> {
-    if data.first() == Some(&0x53) {
-        return Ok(tlv::parse_single(data, TAG_CONTAINER)?);
-    }
-    Ok(data)
+    Ok(crate::container_content(data, crate::CONTAINER_TAG)?)
 }
 
 /// The CHUID's TLVs as read from the card except the signature (`3E`) and

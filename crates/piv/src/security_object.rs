@@ -51,11 +51,7 @@ impl SecurityObjectContainer {
 
     /// Decodes the content of tag `53` (or the whole `53` TLV).
     pub fn decode(data: &[u8]) -> Result<Self, PivError> {
-        let data = if data.first() == Some(&0x53) {
-            tlv::parse_single(data, 0x53)?
-        } else {
-            data
-        };
+        let data = crate::container_content(data, crate::CONTAINER_TAG)?;
         let mut mapping = None;
         let mut signature = None;
         for t in Reader::new(data) {

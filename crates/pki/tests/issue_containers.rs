@@ -100,10 +100,8 @@ fn the_security_object_verifies_and_catches_a_tampered_data_group() {
         .all(|g| g.status == DataGroupStatus::Matches));
 
     // The same containers as GET DATA returns them, inside 53.
-    let wrapped: Vec<(DataObject, Vec<u8>)> = objs
-        .iter()
-        .map(|(o, b)| (*o, pki::fips201::lds::as_read(*o, b)))
-        .collect();
+    let wrapped: Vec<(DataObject, Vec<u8>)> =
+        objs.iter().map(|(o, b)| (*o, o.as_read(b))).collect();
     let given_wrapped: Vec<(DataObject, &[u8])> =
         wrapped.iter().map(|(o, b)| (*o, b.as_slice())).collect();
     verify_security_object(
