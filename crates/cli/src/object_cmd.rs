@@ -34,15 +34,18 @@ pub struct VerifySecurityObjectArgs {
     chuid: Option<PathBuf>,
     /// A directory of container files (chuid.bin, printed-info.bin,
     /// fingerprints.bin, facial-image.bin, ccc.bin, security-object.bin);
-    /// the files present are checked, the Security Object is taken from it
-    /// when no SECURITY_OBJECT is given.
+    /// the files present are checked (the CCC only when the Security Object
+    /// maps it, else it is reported as not covered; any other container
+    /// given must be covered), the Security Object is taken from it when no
+    /// SECURITY_OBJECT is given.
     #[arg(long, value_name = "DIR")]
     dir: Option<PathBuf>,
     /// A container read from the card, as TAG=FILE (e.g. 5FC109=printed.bin).
     #[arg(long = "container", value_name = "TAG=FILE")]
     containers: Vec<String>,
     /// Also accept a Security Object whose data groups were not all given
-    /// (by default every mapped data group must be checked).
+    /// (by default every mapped data group must be checked); a container
+    /// given that no data group covers is refused all the same.
     #[arg(long)]
     allow_unread: bool,
     /// The Security Object file (5FC106).
