@@ -38,17 +38,36 @@ fi
 # ykman (yubikey-manager, from PyPI) for the YubiKey interop tests. It drives
 # the reader through pyscard: a virtual environment over the system Python
 # reuses Debian's python3-pyscard (no compiler or PC/SC headers needed), and
-# pip into the distribution's Python is refused (PEP 668). The command is
-# linked into /usr/local/bin so that tests find it on PATH.
-YKMAN_VENV="${PIVGATE_YKMAN_VENV:-$HOME/.cache/pivgate/ykman-venv}"
-if ! "$YKMAN_VENV/bin/ykman" --version >/dev/null 2>&1; then
-  echo "setup: installing ykman (yubikey-manager) into $YKMAN_VENV" >&2
-  /usr/bin/python3 -m venv --system-site-packages "$YKMAN_VENV"
-  "$YKMAN_VENV/bin/pip" install -q --disable-pip-version-check yubikey-manager
+# pip into the distribution's Python is refused (PEP 668). The version is
+# pinned so that a later release cannot pull in a pyscard that must be built
+# from source. The venv lives in /opt (or under the home directory when /opt
+# is not writable), and the command is linked into /usr/local/bin so that
+# tests find it on PATH.
+YKMAN_VERSION=5.9.2
+if [ -n "${PIVGATE_YKMAN_VENV:-}" ]; then
+  YKMAN_VENV="$PIVGATE_YKMAN_VENV"
+elif mkdir -p /opt/pivgate 2>/dev/null && [ -w /opt/pivgate ]; then
+  YKMAN_VENV=/opt/pivgate/ykman-venv
+else
+  YKMAN_VENV="${HOME:-/root}/.cache/pivgate/ykman-venv"
 fi
-if ! command -v ykman >/dev/null 2>&1; then
+ykman_installed() {
+  local shown
+  "$YKMAN_VENV/bin/ykman" --version >/dev/null 2>&1 &&
+    shown="$("$YKMAN_VENV/bin/pip" show yubikey-manager 2>/dev/null)" &&
+    grep -qx "Version: $YKMAN_VERSION" <<<"$shown"
+}
+if ! ykman_installed; then
+  echo "setup: installing ykman (yubikey-manager $YKMAN_VERSION) into $YKMAN_VENV" >&2
+  /usr/bin/python3 -m venv --system-site-packages "$YKMAN_VENV"
+  "$YKMAN_VENV/bin/pip" install -q --disable-pip-version-check "yubikey-manager==$YKMAN_VERSION"
+fi
+# Link it unless another working ykman that is not a link of ours comes first.
+LINK=/usr/local/bin/ykman
+if [ "$(readlink "$LINK" 2>/dev/null)" != "$YKMAN_VENV/bin/ykman" ] &&
+  { [ -L "$LINK" ] || ! command -v ykman >/dev/null 2>&1; }; then
   if [ -w /usr/local/bin ]; then
-    ln -sf "$YKMAN_VENV/bin/ykman" /usr/local/bin/ykman
+    ln -sfn "$YKMAN_VENV/bin/ykman" "$LINK"
   else
     echo "setup: add $YKMAN_VENV/bin to PATH for ykman" >&2
   fi

@@ -18,15 +18,11 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 /// The file names of the containers in a card directory (`pivgate pki
-/// issue-card --out`, `pivgate read --save`).
-pub const CONTAINER_FILES: [(DataObject, &str); 6] = [
-    (DataObject::Chuid, "chuid.bin"),
-    (DataObject::Ccc, "ccc.bin"),
-    (DataObject::PrintedInfo, "printed-info.bin"),
-    (DataObject::Fingerprints, "fingerprints.bin"),
-    (DataObject::FacialImage, "facial-image.bin"),
-    (DataObject::SecurityObject, "security-object.bin"),
-];
+/// issue-card --out`, `pivgate read --save`): the CHUID's and those of
+/// [`pki::issue::containers::CONTAINER_FILES`].
+pub fn container_files() -> impl Iterator<Item = (DataObject, &'static str)> {
+    std::iter::once((DataObject::Chuid, "chuid.bin")).chain(pki::issue::containers::CONTAINER_FILES)
+}
 
 #[derive(Args)]
 pub struct VerifySecurityObjectArgs {
@@ -38,15 +34,18 @@ pub struct VerifySecurityObjectArgs {
     chuid: Option<PathBuf>,
     /// A directory of container files (chuid.bin, printed-info.bin,
     /// fingerprints.bin, facial-image.bin, ccc.bin, security-object.bin);
-    /// the files present are checked, the Security Object is taken from it
-    /// when no SECURITY_OBJECT is given.
+    /// the files present are checked (the CCC only when the Security Object
+    /// maps it, else it is reported as not covered; any other container
+    /// given must be covered), the Security Object is taken from it when no
+    /// SECURITY_OBJECT is given.
     #[arg(long, value_name = "DIR")]
     dir: Option<PathBuf>,
     /// A container read from the card, as TAG=FILE (e.g. 5FC109=printed.bin).
     #[arg(long = "container", value_name = "TAG=FILE")]
     containers: Vec<String>,
     /// Also accept a Security Object whose data groups were not all given
-    /// (by default every mapped data group must be checked).
+    /// (by default every mapped data group must be checked); a container
+    /// given that no data group covers is refused all the same.
     #[arg(long)]
     allow_unread: bool,
     /// The Security Object file (5FC106).
@@ -83,7 +82,7 @@ fn parse_container_arg(s: &str) -> anyhow::Result<(DataObject, PathBuf)> {
 pub fn verify_security_object_cmd(a: VerifySecurityObjectArgs) -> anyhow::Result<ExitCode> {
     let mut objects: Vec<(DataObject, Vec<u8>)> = Vec::new();
     if let Some(dir) = &a.dir {
-        for (o, file) in CONTAINER_FILES {
+        for (o, file) in container_files() {
             let p = dir.join(file);
             if p.exists() {
                 objects.push((o, read_object(&p)?));
@@ -113,9 +112,21 @@ pub fn verify_security_object_cmd(a: VerifySecurityObjectArgs) -> anyhow::Result
         .map(|(_, b)| chuid_signer_certificates(b))
         .unwrap_or_default();
     let extra: Vec<&[u8]> = signer.iter().map(|v| v.as_slice()).collect();
+    // The CCC is not among the data groups a Security Object covers (it is
+    // not signed, and changes when containers are added): it is checked only
+    // when the mapping names it, and otherwise reported as not covered. Any
+    // other container given must be covered.
+    let maps_ccc = piv::security_object::SecurityObjectContainer::decode(&so)
+        .is_ok_and(|c| c.mapping.iter().any(|g| g.object == DataObject::Ccc));
+    let not_covered: Vec<String> = objects
+        .iter()
+        .filter(|(o, _)| *o == DataObject::Ccc && !maps_ccc)
+        .map(|(o, _)| o.name())
+        .collect();
     let given: Vec<(DataObject, &[u8])> = objects
         .iter()
         .filter(|(o, _)| *o != DataObject::SecurityObject)
+        .filter(|(o, _)| *o != DataObject::Ccc || maps_ccc)
         .map(|(o, b)| (*o, b.as_slice()))
         .collect();
     let inputs = load_inputs(&a.trust)?;
@@ -155,6 +166,7 @@ pub fn verify_security_object_cmd(a: VerifySecurityObjectArgs) -> anyhow::Result
         j["hash"] = json!(v.hash);
         j["signer_dn"] = json!(v.signer_dn.as_str());
         j["data_groups"] = json!(v.groups);
+        j["not_covered"] = json!(not_covered);
         println!("{j}");
     } else {
         println!(
@@ -170,6 +182,9 @@ pub fn verify_security_object_cmd(a: VerifySecurityObjectArgs) -> anyhow::Result
                 "  data group {}: {} (ContainerID {}): {status}",
                 g.number, g.container, g.container_id
             );
+        }
+        for c in &not_covered {
+            println!("  {c}: not covered by the Security Object (not checked)");
         }
         println!("pivSigner-DN: {}", signer_dn_text(v.signer_dn));
         println!("signer:");
@@ -452,13 +467,12 @@ fn summarise(object: DataObject, content: &[u8]) -> String {
 }
 
 /// Writes each container read into `dir` under the names of
-/// [`CONTAINER_FILES`] (others as TAG.bin).
+/// [`container_files`] (others as TAG.bin).
 pub fn save_containers(dir: &Path, entries: &[ContainerEntry]) -> anyhow::Result<()> {
     std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
     for e in entries {
         let Some(content) = &e.content else { continue };
-        let name = CONTAINER_FILES
-            .iter()
+        let name = container_files()
             .find(|(o, _)| format!("{:X}", o.tag()) == e.tag)
             .map(|(_, f)| f.to_string())
             .unwrap_or_else(|| format!("{}.bin", e.tag));
@@ -545,7 +559,7 @@ mod tests {
 
         let dir = tempfile::tempdir().unwrap();
         save_containers(dir.path(), &with).unwrap();
-        for (_, f) in CONTAINER_FILES {
+        for (_, f) in container_files() {
             assert!(dir.path().join(f).exists(), "{f}");
         }
         assert!(dir.path().join("7E.bin").exists());

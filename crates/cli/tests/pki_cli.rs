@@ -1262,6 +1262,10 @@ fn issued_containers_verify_and_tampering_is_named() {
     let out = text(&o);
     assert!(out.starts_with("VALID Security Object signature"), "{out}");
     assert!(out.contains("data group 3: Printed Information (ContainerID 3001): hash matches"));
+    assert!(
+        out.contains("Card Capability Container: not covered by the Security Object"),
+        "{out}"
+    );
 
     // Without the CHUID there is no signer certificate: a hint says why.
     let only = dir.path().join("only");
@@ -1302,6 +1306,35 @@ fn issued_containers_verify_and_tampering_is_named() {
     assert_eq!(code(&o), 1, "{}", text(&o));
     let j: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(j["kind"], "security-object-data-group-mismatch");
+    // The unsigned mapping pointing data group 3 at the Iris container, which
+    // was not given: the edited Printed Information is not left unchecked,
+    // even with --allow-unread.
+    let mut remapped =
+        piv::security_object::SecurityObjectContainer::decode(&std::fs::read(&so).unwrap())
+            .unwrap();
+    remapped
+        .mapping
+        .iter_mut()
+        .find(|g| g.number == 3)
+        .unwrap()
+        .object = piv::DataObject::Iris;
+    let remapped_so = dir.path().join("so-remapped.bin");
+    std::fs::write(&remapped_so, remapped.encode()).unwrap();
+    let o = cmd(
+        "verify-security-object",
+        &[
+            "--dir",
+            s(&card),
+            "--container",
+            &arg,
+            "--allow-unread",
+            "--json",
+            s(&remapped_so),
+        ],
+    );
+    assert_eq!(code(&o), 1, "{}", text(&o));
+    let j: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(j["kind"], "security-object-container-not-mapped", "{j}");
     let o = cmd(
         "verify-security-object",
         &["--container", "5FC1FF=x", s(&so)],

@@ -225,11 +225,7 @@ pub fn encode_container(record: &[u8]) -> Vec<u8> {
 /// The CBEFF record (value of `BC`) of a biometric container's content (or
 /// of the whole `53` TLV).
 pub fn container_record(data: &[u8]) -> Result<&[u8], PivError> {
-    let data = if data.first() == Some(&0x53) {
-        tlv::parse_single(data, 0x53)?
-    } else {
-        data
-    };
+    let data = crate::container_content(data, crate::CONTAINER_TAG)?;
     let mut record = None;
     for t in Reader::new(data) {
         let t = t?;

@@ -42,8 +42,6 @@ pub const TAG_CARDHOLDER_UUID: u32 = 0x36;
 pub const TAG_AUTH_KEY_MAP: u32 = 0x3D;
 pub const TAG_SIGNATURE: u32 = 0x3E;
 pub const TAG_EDC: u32 = 0xFE;
-/// The data-object container tag.
-const TAG_CONTAINER: u32 = 0x53;
 
 /// Why a CHUID could not be decoded.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
@@ -71,6 +69,10 @@ pub enum ChuidError {
     BadDate(String),
     #[error("CHUID FASC-N: {0}")]
     Fascn(#[from] FascnError),
+    #[error(
+        "CHUID error detection code (tag 0xFE) holds {0} byte(s); SP 800-73-4 Table 9 requires it to be empty"
+    )]
+    EdcNotEmpty(usize),
 }
 
 /// A calendar date as stored in the CHUID expiration element.
@@ -260,12 +262,9 @@ fn fixed<const N: usize>(name: &'static str, tag: u32, v: &[u8]) -> Result<[u8; 
     })
 }
 
-/// Strips the `53` data-object container when `data` is exactly one such TLV.
+/// The CHUID's TLVs, with or without its `53` container.
 fn unwrap_container(data: &[u8]) -> Result<&[u8], ChuidError> {
-    if data.first() == Some(&0x53) {
-        return Ok(tlv::parse_single(data, TAG_CONTAINER)?);
-    }
-    Ok(data)
+    Ok(crate::container_content(data, crate::CONTAINER_TAG)?)
 }
 
 /// The CHUID's TLVs as read from the card except the signature (`3E`) and
@@ -278,6 +277,9 @@ pub fn signed_content_of(data: &[u8]) -> Result<Vec<u8>, ChuidError> {
     while !r.is_empty() {
         let start = r.offset();
         let t = r.read()?;
+        if t.tag == TAG_EDC && !t.value.is_empty() {
+            return Err(ChuidError::EdcNotEmpty(t.value.len()));
+        }
         if t.tag != TAG_SIGNATURE && t.tag != TAG_EDC {
             out.extend_from_slice(&data[start..r.offset()]);
         }
@@ -374,6 +376,11 @@ impl Chuid {
                     after_signature = true;
                     // An empty 3E is an unsigned CHUID.
                     c.signature = (!t.value.is_empty()).then(|| t.value.to_vec());
+                }
+                // Not covered by the signature in every digest form, so
+                // any contents would give one signed CHUID many encodings.
+                TAG_EDC if !t.value.is_empty() => {
+                    return Err(ChuidError::EdcNotEmpty(t.value.len()))
                 }
                 TAG_EDC => after_signature = true,
                 other => return Err(ChuidError::UnknownTag(other)),
@@ -496,6 +503,24 @@ mod tests {
         tlv::push(&mut no_edc, TAG_SIGNATURE, &[0x30, 0x00]);
         assert_eq!(digest_content_of(&no_edc).unwrap(), expected);
         assert_eq!(signed_content_of(&no_edc).unwrap(), c.signed_content());
+    }
+
+    #[test]
+    fn an_error_detection_code_with_contents_is_refused() {
+        let c = sample();
+        let mut enc = c.signed_content();
+        tlv::push(&mut enc, TAG_SIGNATURE, &[0x30, 0x00]);
+        let mut with_edc = enc.clone();
+        tlv::push(&mut with_edc, TAG_EDC, &[]);
+        assert!(Chuid::decode(&with_edc).is_ok());
+        tlv::push(&mut enc, TAG_EDC, &[0xAA, 0xBB]);
+        let e = Chuid::decode(&enc).unwrap_err();
+        assert_eq!(e, ChuidError::EdcNotEmpty(2));
+        assert!(e.to_string().contains("requires it to be empty"), "{e}");
+        assert_eq!(
+            signed_content_of(&enc).unwrap_err(),
+            ChuidError::EdcNotEmpty(2)
+        );
     }
 
     #[test]

@@ -30,7 +30,7 @@ pub use container::CertContainer;
 pub use error::PivError;
 pub use keys::{Algorithm, KeyRef, PinRef};
 pub use mechanism::{Assurance, Mechanism};
-pub use objects::{Access, DataObject};
+pub use objects::{container_content, Access, DataObject, CONTAINER_TAG};
 pub use pubkey::PublicKeyTemplate;
 
 /// Instruction bytes of the PIV card edge (SP 800-73-4 Part 2 §3) and the

@@ -55,6 +55,23 @@ pub enum DataObject {
     Vendor(u8),
 }
 
+/// The tag of the template a PIV data object is read and written in.
+pub const CONTAINER_TAG: u32 = 0x53;
+
+/// The contents of a data object given with or without the TLV it is read in
+/// (`wrapper`: `53`, or see [`DataObject::wrapper_tag`]): the value of that
+/// TLV when `data` starts with its tag (it must then be exactly that one
+/// TLV), `data` itself otherwise.
+pub fn container_content(data: &[u8], wrapper: u32) -> Result<&[u8], iso7816::tlv::TlvError> {
+    let mut tag = Vec::with_capacity(3);
+    iso7816::tlv::push_tag(&mut tag, wrapper);
+    if data.starts_with(&tag) {
+        iso7816::tlv::parse_single(data, wrapper)
+    } else {
+        Ok(data)
+    }
+}
+
 impl DataObject {
     pub fn from_tag(tag: u32) -> Option<Self> {
         Some(match tag {
@@ -191,6 +208,21 @@ impl DataObject {
         matches!(self, DataObject::Discovery | DataObject::Bitgt)
     }
 
+    /// The tag of the TLV GET DATA returns the object in: `53`, or the
+    /// object's own tag for the discovery object and the BIT group template.
+    pub fn wrapper_tag(self) -> u32 {
+        if self.is_self_tagged() {
+            self.tag()
+        } else {
+            CONTAINER_TAG
+        }
+    }
+
+    /// The object as GET DATA returns it, from its content.
+    pub fn as_read(self, content: &[u8]) -> Vec<u8> {
+        iso7816::tlv::encode(self.wrapper_tag(), content)
+    }
+
     /// Whether the object is a certificate container.
     pub fn is_certificate(self) -> bool {
         matches!(
@@ -236,6 +268,28 @@ impl DataObject {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn objects_are_wrapped_as_get_data_returns_them_and_unwrapped() {
+        assert_eq!(DataObject::Chuid.as_read(&[1, 2]), [0x53, 2, 1, 2]);
+        assert_eq!(DataObject::Discovery.as_read(&[9]), [0x7E, 1, 9]);
+        let big = vec![0u8; 300];
+        assert_eq!(
+            DataObject::FacialImage.as_read(&big)[..4],
+            [0x53, 0x82, 1, 44]
+        );
+        assert_eq!(DataObject::Ccc.as_read(&[0; 200])[..3], [0x53, 0x81, 200]);
+        for o in [DataObject::Chuid, DataObject::Discovery, DataObject::Bitgt] {
+            let read = o.as_read(&big);
+            assert_eq!(container_content(&read, o.wrapper_tag()).unwrap(), big);
+        }
+        assert_eq!(
+            container_content(&[0x30, 1, 2], 0x53).unwrap(),
+            [0x30, 1, 2]
+        );
+        assert!(container_content(&[0x53, 1, 2, 3], 0x53).is_err());
+        assert!(container_content(&[0x53, 5, 2], 0x53).is_err());
+    }
 
     #[test]
     fn tags_round_trip_over_the_whole_space() {

@@ -74,11 +74,7 @@ impl PrintedInfo {
 
     /// Decodes the content of tag `53` (or the whole `53` TLV).
     pub fn decode(data: &[u8]) -> Result<Self, PivError> {
-        let data = if data.first() == Some(&0x53) {
-            tlv::parse_single(data, 0x53)?
-        } else {
-            data
-        };
+        let data = crate::container_content(data, crate::CONTAINER_TAG)?;
         let mut fields: [Option<String>; 7] = Default::default();
         for t in Reader::new(data) {
             let t = t?;

@@ -51,11 +51,7 @@ impl SecurityObjectContainer {
 
     /// Decodes the content of tag `53` (or the whole `53` TLV).
     pub fn decode(data: &[u8]) -> Result<Self, PivError> {
-        let data = if data.first() == Some(&0x53) {
-            tlv::parse_single(data, 0x53)?
-        } else {
-            data
-        };
+        let data = crate::container_content(data, crate::CONTAINER_TAG)?;
         let mut mapping = None;
         let mut signature = None;
         for t in Reader::new(data) {
@@ -95,6 +91,12 @@ fn decode_mapping(v: &[u8]) -> Result<Vec<DataGroup>, PivError> {
                 "a data group number appears twice",
             ));
         }
+        if out.iter().any(|g| g.object == object) {
+            return Err(PivError::invalid(
+                "Security Object mapping",
+                "a ContainerID appears twice",
+            ));
+        }
         out.push(DataGroup {
             number: e[0],
             object,
@@ -131,6 +133,15 @@ mod tests {
         );
         assert!(SecurityObjectContainer::decode(&[0xBA, 2, 1, 0x30]).is_err());
         assert!(SecurityObjectContainer::decode(&[0xBA, 3, 1, 0x12, 0x34]).is_err());
+        // Two data groups for one container.
+        let twice = SecurityObjectContainer::decode(&[
+            0xBA, 6, 1, 0x30, 0x00, 2, 0x30, 0x00, 0xBB, 2, 0x30, 0,
+        ])
+        .unwrap_err();
+        assert!(
+            twice.to_string().contains("ContainerID appears twice"),
+            "{twice}"
+        );
         assert_eq!(
             SecurityObjectContainer::decode(&[0xBA, 0]).unwrap_err(),
             PivError::MissingTag(0xBB)

@@ -93,7 +93,12 @@ pub fn check(names: &[GeneralName], nc: &NameConstraints, display: &str) -> Resu
                 list.as_ref()
                     .is_some_and(|l| l.iter().any(|c| same_form(c, name)))
             };
-            if constrained(&nc.permitted) || constrained(&nc.excluded) {
+            // RFC 5280 §4.2.1.10 applies URI constraints to the host: a URI
+            // without one (the card UUID's urn:uuid of FIPS 201) cannot lie
+            // inside an excluded subtree, but cannot be shown to lie inside
+            // a permitted one either.
+            let hostless_uri = matches!(name, GeneralName::Uri(_));
+            if constrained(&nc.permitted) || (!hostless_uri && constrained(&nc.excluded)) {
                 return Err(Violation {
                     name: format!("{}, which {problem},", describe(name, display)),
                     excluded: !constrained(&nc.permitted),
@@ -305,17 +310,53 @@ mod tests {
     }
 
     #[test]
+    fn a_piv_card_uuid_san_passes_an_excluded_uri_subtree() {
+        // FIPS 201 puts the card UUID in the subjectAltName as a urn:uuid URI.
+        let names = [
+            GeneralName::Uri("urn:uuid:a4d5b1c2-0f3e-4e5a-9b8c-7d6e5f4a3b2c".into()),
+            GeneralName::Rfc822("someone@agency.example".into()),
+        ];
+        let nc = NameConstraints {
+            permitted: None,
+            excluded: Some(vec![
+                GeneralName::Uri("example.org".into()),
+                GeneralName::Uri(".example.org".into()),
+            ]),
+        };
+        assert!(check(&names, &nc, "CN=Cardholder").is_ok());
+        // Alongside a permitted subtree of another form it is not inspected.
+        let nc = NameConstraints {
+            permitted: Some(vec![GeneralName::Rfc822("agency.example".into())]),
+            excluded: Some(vec![GeneralName::Uri(".example.org".into())]),
+        };
+        assert!(check(&names, &nc, "CN=Cardholder").is_ok());
+    }
+
+    #[test]
     fn malformed_names_of_a_constrained_form_are_refused_not_compared() {
         let excluded_only = |n: GeneralName| NameConstraints {
             permitted: None,
             excluded: Some(vec![n]),
         };
-        // Without a host, an excluded URI subtree could not be matched at all.
+        // Without a host, a URI cannot lie inside an excluded URI subtree
+        // (RFC 5280 applies URI constraints to the host), but cannot be shown
+        // to lie inside a permitted one.
         let nc = excluded_only(GeneralName::Uri(".example.com".into()));
+        assert!(check(&[GeneralName::Uri("urn:uuid:1234".into())], &nc, "x").is_ok());
+        assert!(check(&[GeneralName::Uri("https://other.org/".into())], &nc, "x").is_ok());
+        assert!(check(
+            &[GeneralName::Uri("https://a.example.com/".into())],
+            &nc,
+            "x"
+        )
+        .is_err());
+        let nc = NameConstraints {
+            permitted: Some(vec![GeneralName::Uri(".example.com".into())]),
+            excluded: None,
+        };
         let v = check(&[GeneralName::Uri("urn:uuid:1234".into())], &nc, "x").unwrap_err();
         assert!(v.name.contains("has no host"), "{v:?}");
-        assert!(v.excluded);
-        assert!(check(&[GeneralName::Uri("https://other.org/".into())], &nc, "x").is_ok());
+        assert!(!v.excluded);
         // Two `@`: which part is the host?
         let nc = excluded_only(GeneralName::Rfc822("bad.example".into()));
         let v = check(

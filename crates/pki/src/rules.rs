@@ -174,6 +174,12 @@ pub(crate) fn update_policy_counters(c: &Cert, state: &mut State<'_>) {
             *v = v.saturating_sub(1);
         }
     }
+    apply_policy_limits(c, state);
+}
+
+/// §6.1.4 (i)-(j) (and §3.2, §3.4 for an anchor): policyConstraints and
+/// inhibitAnyPolicy can only lower the policy counters.
+fn apply_policy_limits(c: &Cert, state: &mut State<'_>) {
     if let Some((require, inhibit)) = c.ext.policy_constraints {
         if let Some(r) = require {
             state.explicit_policy = state.explicit_policy.min(r as usize);
@@ -363,17 +369,7 @@ pub(crate) fn apply_anchor<'p, 'o>(
     if let Some((_, Some(len))) = anchor.ext.basic_constraints {
         state.max_path_length = state.max_path_length.min(len as usize);
     }
-    if let Some((require, inhibit)) = anchor.ext.policy_constraints {
-        if let Some(r) = require {
-            state.explicit_policy = state.explicit_policy.min(r as usize);
-        }
-        if let Some(m) = inhibit {
-            state.policy_mapping = state.policy_mapping.min(m as usize);
-        }
-    }
-    if let Some(v) = anchor.ext.inhibit_any_policy {
-        state.inhibit_any_policy = state.inhibit_any_policy.min(v as usize);
-    }
+    apply_policy_limits(anchor, state);
     let policies =
         anchor.ext.policies.as_ref().map(|p| {
             subject_domain_policies(p, anchor.ext.policy_mappings.as_deref().unwrap_or(&[]))

@@ -5,7 +5,9 @@
 use piv::cbeff::{container_record, CbeffRecord};
 use piv::DataObject;
 use pki::crl::CrlSet;
-use pki::fips201::{chuid_signer_certificates, verify_biometric, verify_security_object};
+use pki::fips201::{
+    chuid_signer_certificates, verify_biometric, verify_security_object, DataGroupStatus,
+};
 use pki::issue::{CardCredentials, CardOptions, TestPki, TestPkiOptions};
 use pki::store::TrustStore;
 use pki::validate::ValidationOptions;
@@ -49,6 +51,71 @@ fn mutate(mut bytes: Vec<u8>, edits: &[(usize, u8)]) -> Vec<u8> {
     bytes
 }
 
+/// The data groups of the issued Security Object, from a clean verification.
+fn original_groups() -> Vec<(u8, String)> {
+    let f = fixture();
+    let c = f.card.containers.as_ref().unwrap();
+    let extra: Vec<&[u8]> = f.signer.iter().map(|v| v.as_slice()).collect();
+    let v = verify_security_object(
+        &f.store,
+        &c.security_object,
+        &given(f, &c.printed_info),
+        &extra,
+        &f.crls,
+        &ValidationOptions::default(),
+    )
+    .unwrap();
+    v.groups
+        .iter()
+        .map(|g| (g.number, g.container.clone()))
+        .collect()
+}
+
+fn given<'a>(f: &'a Fixture, printed: &'a [u8]) -> [(DataObject, &'a [u8]); 4] {
+    let c = f.card.containers.as_ref().unwrap();
+    [
+        (DataObject::Chuid, f.card.chuid.as_slice()),
+        (DataObject::PrintedInfo, printed),
+        (DataObject::Fingerprints, c.fingerprints.as_slice()),
+        (DataObject::FacialImage, c.facial_image.as_slice()),
+    ]
+}
+
+#[test]
+fn the_original_groups_are_the_four_given_containers() {
+    assert_eq!(
+        original_groups(),
+        [
+            (1, "CHUID".to_string()),
+            (2, "Cardholder Fingerprints".to_string()),
+            (3, "Printed Information".to_string()),
+            (4, "Cardholder Facial Image".to_string()),
+        ]
+    );
+}
+
+#[test]
+fn a_remapped_data_group_fails_the_mutation_check() {
+    // The remapping of data group 3 to the (unread) Iris container, with
+    // the Printed Information edited, is refused.
+    let f = fixture();
+    let c = f.card.containers.as_ref().unwrap();
+    let extra: Vec<&[u8]> = f.signer.iter().map(|v| v.as_slice()).collect();
+    let mut so = piv::security_object::SecurityObjectContainer::decode(&c.security_object).unwrap();
+    so.mapping[2].object = DataObject::Iris;
+    let mut printed = c.printed_info.clone();
+    printed[5] ^= 1;
+    let r = verify_security_object(
+        &f.store,
+        &so.encode(),
+        &given(f, &printed),
+        &extra,
+        &f.crls,
+        &ValidationOptions::default(),
+    );
+    assert!(r.is_err(), "{:?}", r.map(|v| v.groups));
+}
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(200))]
 
@@ -65,17 +132,21 @@ proptest! {
         } else {
             (c.security_object.clone(), mutate(c.printed_info.clone(), &edits))
         };
-        let given = [
-            (DataObject::Chuid, f.card.chuid.as_slice()),
-            (DataObject::PrintedInfo, printed.as_slice()),
-            (DataObject::Fingerprints, c.fingerprints.as_slice()),
-            (DataObject::FacialImage, c.facial_image.as_slice()),
-        ];
+        let given = given(f, &printed);
         let r = verify_security_object(&f.store, &so, &given, &extra, &f.crls, &ValidationOptions::default());
-        if r.is_ok() {
+        if let Ok(v) = r {
             // Only a change the hashes cannot see may pass: none to the
-            // Printed Information.
+            // Printed Information, and none to the mapping that would leave
+            // a given container unchecked or name it under another group.
             prop_assert_eq!(printed, c.printed_info.clone());
+            prop_assert!(
+                v.groups.iter().all(|g| g.status == DataGroupStatus::Matches),
+                "{:?}",
+                v.groups
+            );
+            let groups: Vec<(u8, String)> =
+                v.groups.iter().map(|g| (g.number, g.container.clone())).collect();
+            prop_assert_eq!(groups, original_groups());
         }
     }
 

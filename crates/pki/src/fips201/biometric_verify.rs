@@ -11,9 +11,10 @@ use super::cms_check::{self, CmsCheckError, SignerDnCheck};
 use super::PivValidated;
 use crate::crl::CrlSet;
 use crate::store::TrustStore;
+use crate::time::Time;
 use crate::validate::ValidationOptions;
 use der::asn1::OctetString;
-use piv::cbeff::{self, CbeffHeader, CbeffRecord};
+use piv::cbeff::{self, CbeffHeader, CbeffRecord, CbeffTime};
 use piv::PivError;
 use thiserror::Error;
 
@@ -34,6 +35,20 @@ pub enum BiometricError {
     },
     #[error("the biometric record's entryUUID is {found}, not the card UUID {card}")]
     UuidMismatch { found: String, card: String },
+    #[error(
+        "the biometric record has no entryUUID signed attribute, which SP 800-76-2 §9.2.2 requires as the card has a UUID ({card})"
+    )]
+    UuidMissing { card: String },
+    #[error("the CBEFF header version is {0:#04X}; SP 800-76-2 Table 7 requires 0x03")]
+    HeaderVersion(u8),
+    #[error(
+        "the CBEFF security options are {0:#010b}; SP 800-76-2 Table 7 requires 0b00001101 (signed, integrity)"
+    )]
+    SecurityOptions(u8),
+    #[error("the biometric record expired on {not_after} (checked at {at})")]
+    Expired { not_after: String, at: String },
+    #[error("the biometric record is not valid before {not_before} (checked at {at})")]
+    NotYetValid { not_before: String, at: String },
 }
 
 impl BiometricError {
@@ -45,6 +60,11 @@ impl BiometricError {
             BiometricError::Signature(_) => "biometric-signature-refused",
             BiometricError::FascnMismatch { .. } => "biometric-fascn-mismatch",
             BiometricError::UuidMismatch { .. } => "biometric-uuid-mismatch",
+            BiometricError::UuidMissing { .. } => "biometric-uuid-missing",
+            BiometricError::HeaderVersion(_) => "biometric-header-version",
+            BiometricError::SecurityOptions(_) => "biometric-security-options",
+            BiometricError::Expired { .. } => "biometric-expired",
+            BiometricError::NotYetValid { .. } => "biometric-not-yet-valid",
         }
     }
 }
@@ -83,6 +103,7 @@ pub fn verify_biometric(
     if record.header.security_options & 0x01 == 0 || record.signature_block.is_empty() {
         return Err(BiometricError::Unsigned(record.header.security_options));
     }
+    check_header(&record.header, opts.time)?;
     let sd = cms_check::signed_data(&record.signature_block)?;
     let si = cms_check::single_signer(&sd, super::oids::PIV_BIOMETRIC_OBJECT, false)?;
     cms_check::matching_content(si, &[&record.signed_bytes])?;
@@ -118,13 +139,20 @@ pub fn verify_biometric(
                 card: hex::encode_upper(fascn),
             });
         }
-        if let Some(u) = uuid {
-            if &u != card_uuid {
+        match uuid {
+            Some(u) if &u != card_uuid => {
                 return Err(BiometricError::UuidMismatch {
                     found: piv::chuid::uuid_urn(&u),
                     card: piv::chuid::uuid_urn(card_uuid),
-                });
+                })
             }
+            // An all-zero GUID is a card without a UUID (SP 800-73-4 Table 9).
+            None if card_uuid != &[0u8; 16] => {
+                return Err(BiometricError::UuidMissing {
+                    card: piv::chuid::uuid_urn(card_uuid),
+                })
+            }
+            _ => {}
         }
     }
     Ok(VerifiedBiometric {
@@ -133,5 +161,46 @@ pub fn verify_biometric(
         signer: checked.signer,
         signer_dn: checked.signer_dn,
         uuid,
+    })
+}
+
+/// The patron header fields SP 800-76-2 Table 7 fixes, and its validity
+/// period at `at`.
+fn check_header(h: &CbeffHeader, at: Time) -> Result<(), BiometricError> {
+    if h.version != cbeff::PATRON_HEADER_VERSION {
+        return Err(BiometricError::HeaderVersion(h.version));
+    }
+    if h.security_options != cbeff::SECURITY_OPTIONS_SIGNED {
+        return Err(BiometricError::SecurityOptions(h.security_options));
+    }
+    if at < time_of(h.not_before) {
+        return Err(BiometricError::NotYetValid {
+            not_before: h.not_before.to_string(),
+            at: at.to_string(),
+        });
+    }
+    if at > time_of(h.not_after) {
+        return Err(BiometricError::Expired {
+            not_after: h.not_after.to_string(),
+            at: at.to_string(),
+        });
+    }
+    Ok(())
+}
+
+/// A CBEFF time as a [`Time`]. The fields were range-checked when the
+/// header was decoded; a leap second counts as the second before, and a day
+/// the month does not have (31 February) runs on into the next month.
+fn time_of(t: CbeffTime) -> Time {
+    Time::from_parts(
+        i64::from(t.year),
+        u32::from(t.month),
+        1,
+        u32::from(t.hour),
+        u32::from(t.minute),
+        u32::from(t.second.min(59)),
+    )
+    .map_or(Time(0), |first| {
+        first.plus_secs((i64::from(t.day) - 1) * 86_400)
     })
 }

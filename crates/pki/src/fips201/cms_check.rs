@@ -277,6 +277,21 @@ pub(crate) struct CheckedSigner {
     pub signer_dn: SignerDnCheck,
 }
 
+/// Whether two names match per RFC 5280 §7.1 (whatever string types and
+/// case each uses); names that cannot be normalised match only when their
+/// encodings are equal.
+fn same_name(a: &Name, b: &Name) -> bool {
+    let norm = |n: &Name| {
+        n.to_der()
+            .ok()
+            .and_then(|d| crate::name::NormName::from_der(&d).ok())
+    };
+    match (norm(a), norm(b)) {
+        (Some(x), Some(y)) => x == y,
+        _ => a == b,
+    }
+}
+
 /// Finds the signer certificate (in the SignedData, else among
 /// `extra_certs`), checks pivSigner-DN against it, verifies the signature
 /// over the signed attributes and validates the signer under the
@@ -318,7 +333,7 @@ pub(crate) fn check_signer(
         None => SignerDnCheck::Absent,
         Some(v) => {
             let named: Name = v.decode_as().map_err(|e| malformed("pivSigner-DN", e))?;
-            if named != signer_cert.tbs_certificate.subject {
+            if !same_name(&named, &signer_cert.tbs_certificate.subject) {
                 return Err(CmsCheckError::SignerDnMismatch {
                     named: named.to_string(),
                     signer: signer_name,

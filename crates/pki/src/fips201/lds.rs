@@ -13,7 +13,6 @@
 
 use der::asn1::OctetString;
 use der::Sequence;
-use piv::DataObject;
 use spki::AlgorithmIdentifierOwned;
 
 /// One data group's hash.
@@ -29,41 +28,4 @@ pub struct LdsSecurityObject {
     pub version: u8,
     pub hash_algorithm: AlgorithmIdentifierOwned,
     pub data_group_hash_values: Vec<DataGroupHash>,
-}
-
-/// A data object as GET DATA returns it, from its stored content: inside
-/// `53`, or under its own tag for the discovery object and the BIT group
-/// template (a form of Security Object hash some issuers use).
-pub fn as_read(object: DataObject, content: &[u8]) -> Vec<u8> {
-    let mut out = if object.is_self_tagged() {
-        object.tag_bytes()
-    } else {
-        vec![0x53]
-    };
-    let n = content.len();
-    match n {
-        0..=0x7F => out.push(n as u8),
-        0x80..=0xFF => out.extend_from_slice(&[0x81, n as u8]),
-        0x100..=0xFFFF => out.extend_from_slice(&[0x82, (n >> 8) as u8, n as u8]),
-        _ => out.extend_from_slice(&[0x83, (n >> 16) as u8, (n >> 8) as u8, n as u8]),
-    }
-    out.extend_from_slice(content);
-    out
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn objects_are_wrapped_as_get_data_returns_them() {
-        assert_eq!(as_read(DataObject::Chuid, &[1, 2]), [0x53, 2, 1, 2]);
-        assert_eq!(as_read(DataObject::Discovery, &[9]), [0x7E, 1, 9]);
-        let big = vec![0u8; 300];
-        assert_eq!(
-            as_read(DataObject::FacialImage, &big)[..4],
-            [0x53, 0x82, 1, 44]
-        );
-        assert_eq!(as_read(DataObject::Ccc, &[0; 200])[..3], [0x53, 0x81, 200]);
-    }
 }

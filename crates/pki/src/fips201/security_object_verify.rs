@@ -10,7 +10,7 @@
 //! DATA returns it (with the `53` tag and length) is accepted too.
 
 use super::cms_check::{self, CmsCheckError, SignerDnCheck};
-use super::lds::{as_read, LdsSecurityObject};
+use super::lds::LdsSecurityObject;
 use super::PivValidated;
 use crate::crl::CrlSet;
 use crate::store::TrustStore;
@@ -39,6 +39,12 @@ pub enum SecurityObjectError {
         "data group {number} ({object}) does not match the hash in the Security Object: it was altered after signing"
     )]
     DataGroupMismatch { number: u8, object: String },
+    #[error(
+        "the {container} was given but the Security Object's mapping names no data group for it: its contents are not covered by the signature"
+    )]
+    NotMapped { container: String },
+    #[error("the Security Object's LDSSecurityObject hashes data group {number} twice")]
+    HashTwice { number: u8 },
 }
 
 impl SecurityObjectError {
@@ -52,6 +58,8 @@ impl SecurityObjectError {
             UnsupportedDigest(_) => "security-object-digest-unsupported",
             HashMissing { .. } => "security-object-hash-missing",
             DataGroupMismatch { .. } => "security-object-data-group-mismatch",
+            NotMapped { .. } => "security-object-container-not-mapped",
+            HashTwice { .. } => "security-object-hash-duplicated",
         }
     }
 }
@@ -92,32 +100,16 @@ pub struct VerifiedSecurityObject {
     pub groups: Vec<DataGroupResult>,
 }
 
-/// The contents of a data object given with or without its `53` (or own)
-/// tag: the value when `data` is exactly one such TLV.
-fn unwrapped(object: DataObject, data: &[u8]) -> &[u8] {
-    let tag = if object.is_self_tagged() {
-        object.tag_bytes()
-    } else {
-        vec![0x53]
-    };
-    let Some(rest) = data.strip_prefix(tag.as_slice()) else {
-        return data;
-    };
-    let (len, hdr) = match rest.first() {
-        Some(&n) if n < 0x80 => (usize::from(n), 1),
-        Some(0x81) if rest.len() > 1 => (usize::from(rest[1]), 2),
-        Some(0x82) if rest.len() > 2 => (usize::from(u16::from_be_bytes([rest[1], rest[2]])), 3),
-        _ => return data,
-    };
-    match rest.get(hdr..) {
-        Some(v) if v.len() == len => v,
-        _ => data,
-    }
-}
-
 /// Verifies a Security Object (container content, with or without `53`)
 /// against the containers read from the card, `objects` (content with or
 /// without `53`; data groups not given are reported as not read).
+///
+/// The `BA` mapping is not signed, so it is held to the signature: its data
+/// groups must be exactly those the LDSSecurityObject hashes, it may name a
+/// container once only, and every container given (other than the Security
+/// Object itself) must be named by it. Otherwise pointing a data group at a
+/// container that was not read would leave a given container unchecked.
+/// Give only the containers the Security Object is meant to cover.
 pub fn verify_security_object(
     store: &TrustStore,
     security_object: &[u8],
@@ -151,7 +143,15 @@ pub fn verify_security_object(
             ))
         }
     };
-    for h in &lds.data_group_hash_values {
+    for (i, h) in lds.data_group_hash_values.iter().enumerate() {
+        if lds.data_group_hash_values[..i]
+            .iter()
+            .any(|p| p.data_group_number == h.data_group_number)
+        {
+            return Err(SecurityObjectError::HashTwice {
+                number: h.data_group_number,
+            });
+        }
         if !container
             .mapping
             .iter()
@@ -159,6 +159,15 @@ pub fn verify_security_object(
         {
             return Err(SecurityObjectError::HashMissing {
                 number: h.data_group_number,
+            });
+        }
+    }
+    for (object, _) in objects {
+        if *object != DataObject::SecurityObject
+            && !container.mapping.iter().any(|g| g.object == *object)
+        {
+            return Err(SecurityObjectError::NotMapped {
+                container: object.name(),
             });
         }
     }
@@ -173,8 +182,10 @@ pub fn verify_security_object(
             None => DataGroupStatus::NotRead,
             Some((object, content)) => {
                 let expected = expected.data_group_hash_value.as_bytes();
-                let bare = unwrapped(*object, content);
-                let wrapped = aws_lc_rs::digest::digest(alg, &as_read(*object, bare));
+                // Given with its 53 (or own) tag or without: either way the
+                // hash may cover the contents or the object as read.
+                let bare = piv::container_content(content, object.wrapper_tag()).unwrap_or(content);
+                let wrapped = aws_lc_rs::digest::digest(alg, &object.as_read(bare));
                 let bare = aws_lc_rs::digest::digest(alg, bare);
                 if wrapped.as_ref() != expected && bare.as_ref() != expected {
                     return Err(SecurityObjectError::DataGroupMismatch {
