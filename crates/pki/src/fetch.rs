@@ -426,30 +426,16 @@ impl CrlFetcher {
         };
         let url = current.as_str();
         let limit = self.config.max_bytes;
-        let too_large = || FetchError::TooLarge {
-            url: url.to_string(),
-            limit,
-        };
-        if let Some(len) = resp
-            .header("Content-Length")
-            .and_then(|v| v.trim().parse::<u64>().ok())
-        {
-            if len > limit as u64 {
-                return Err(too_large());
-            }
-        }
-        let mut body = Vec::new();
-        resp.into_reader()
-            .take(limit as u64 + 1)
-            .read_to_end(&mut body)
-            .map_err(|e| FetchError::Transport {
+        read_capped(resp, limit).map_err(|e| match e {
+            CappedRead::TooLarge => FetchError::TooLarge {
                 url: url.to_string(),
-                reason: e.to_string(),
-            })?;
-        if body.len() > limit {
-            return Err(too_large());
-        }
-        Ok(body)
+                limit,
+            },
+            CappedRead::Transport(reason) => FetchError::Transport {
+                url: url.to_string(),
+                reason,
+            },
+        })
     }
 
     /// Every CRL held (fresh or past its nextUpdate, so the validator can
@@ -649,6 +635,36 @@ fn copy_of(base: &CrlSet, fetched: &[FetchedCrl]) -> CrlSet {
         }
     }
     b.build()
+}
+
+/// Why [`read_capped`] returned no body.
+pub(crate) enum CappedRead {
+    /// The announced length or the body itself passed the limit.
+    TooLarge,
+    /// The connection failed while the body was read.
+    Transport(String),
+}
+
+/// The body of `resp`, refused as soon as it (or its Content-Length) passes `limit` bytes:
+/// at most `limit + 1` bytes are ever read, whatever the peer sends.
+pub(crate) fn read_capped(resp: ureq::Response, limit: usize) -> Result<Vec<u8>, CappedRead> {
+    if let Some(len) = resp
+        .header("Content-Length")
+        .and_then(|v| v.trim().parse::<u64>().ok())
+    {
+        if len > limit as u64 {
+            return Err(CappedRead::TooLarge);
+        }
+    }
+    let mut body = Vec::new();
+    resp.into_reader()
+        .take(limit as u64 + 1)
+        .read_to_end(&mut body)
+        .map_err(|e| CappedRead::Transport(e.to_string()))?;
+    if body.len() > limit {
+        return Err(CappedRead::TooLarge);
+    }
+    Ok(body)
 }
 
 #[cfg(test)]

@@ -29,7 +29,6 @@ use crate::time::Time;
 use crate::validate::{validate, RevocationMode, ValidationOptions};
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
-use std::io::Read;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use thiserror::Error;
@@ -493,29 +492,16 @@ impl OcspClient {
             });
         }
         let limit = self.config.max_bytes;
-        let too_large = || OcspError::TooLarge {
-            url: url.to_string(),
-            limit,
-        };
-        if let Some(len) = resp
-            .header("Content-Length")
-            .and_then(|v| v.trim().parse::<u64>().ok())
-        {
-            if len > limit as u64 {
-                return Err(too_large());
-            }
-        }
-        let mut body = Vec::new();
-        resp.into_reader()
-            .take(limit as u64 + 1)
-            .read_to_end(&mut body)
-            .map_err(|e| OcspError::Transport {
+        let body = crate::fetch::read_capped(resp, limit).map_err(|e| match e {
+            crate::fetch::CappedRead::TooLarge => OcspError::TooLarge {
                 url: url.to_string(),
-                reason: e.to_string(),
-            })?;
-        if body.len() > limit {
-            return Err(too_large());
-        }
+                limit,
+            },
+            crate::fetch::CappedRead::Transport(reason) => OcspError::Transport {
+                url: url.to_string(),
+                reason,
+            },
+        })?;
         let parsed = OcspResponse::from_der(body).map_err(|source| OcspError::Response {
             url: url.to_string(),
             source,
