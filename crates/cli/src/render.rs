@@ -40,6 +40,15 @@ pub fn stage_table(t: &Transaction) -> String {
         "  host compute (module processing): {} ms",
         ms(t.host_compute_us)
     );
+    if let Some(link) = t.link_us {
+        let total = totals(&t.stages).wall_us.max(1);
+        let _ = writeln!(
+            s,
+            "  reader link (line time, both directions): {} ms, {:.0} % of the tap",
+            ms(link),
+            100.0 * link as f64 / total as f64
+        );
+    }
     s
 }
 
