@@ -351,6 +351,7 @@ enum PdCtl {
     Card(RawCard),
     Text(u8, Vec<u8>),
     Keypad(u8, Vec<u8>),
+    Presence(u8, bool),
     LocalStatus(bool, bool),
     Shutdown,
 }
@@ -398,6 +399,10 @@ impl PdHandle {
     /// Reports card data as text on the next poll.
     pub fn card_text(&self, reader: u8, text: &[u8]) {
         self.send(PdCtl::Text(reader, text.to_vec()));
+    }
+    /// Reports a card's arrival or removal (transparent mode) on the next poll.
+    pub fn card_presence(&self, reader: u8, present: bool) {
+        self.send(PdCtl::Presence(reader, present));
     }
     /// Reports keypad input on the next poll.
     pub fn keypad(&self, reader: u8, keys: &[u8]) {
@@ -451,6 +456,7 @@ fn run_pd(
                 PdCtl::Card(card) => pd.card_read(card),
                 PdCtl::Text(r, t) => pd.card_text(r, &t),
                 PdCtl::Keypad(r, k) => pd.keypad(r, &k),
+                PdCtl::Presence(r, p) => pd.card_presence(r, p),
                 PdCtl::LocalStatus(t, p) => pd.set_local_status(t, p),
                 PdCtl::Shutdown => return Ok(stats),
             }
