@@ -64,6 +64,20 @@ fn row(s: &mut String, name: &str, st: &Stage) {
     );
 }
 
+/// The module → controller Wiegand stage of a granted tap, beside the
+/// reference door's.
+pub fn wiegand_stage(format: &str, bits: usize, wire: std::time::Duration) -> String {
+    let reference = REFERENCE_DOOR
+        .iter()
+        .find(|(n, _)| n.contains("Wiegand"))
+        .map(|(_, v)| *v)
+        .unwrap_or_default();
+    format!(
+        "  module to controller (Wiegand {format}, {bits} bits): {:.0} ms on the wire (reference door: {reference:.0} ms)",
+        wire.as_secs_f64() * 1e3
+    )
+}
+
 /// A human summary of a transaction: result, identity, stages.
 pub fn transaction(t: &Transaction) -> String {
     let mut s = String::new();

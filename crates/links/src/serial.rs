@@ -392,6 +392,15 @@ impl PdHandle {
         let _ = (&self.waker).write(&[1]);
     }
 
+    /// A handle other threads can use to report cards and to stop the
+    /// device (a card watcher, a signal handler).
+    pub fn remote(&self) -> io::Result<PdRemote> {
+        Ok(PdRemote {
+            ctl: self.ctl.clone(),
+            waker: self.waker.try_clone()?,
+        })
+    }
+
     /// Reports a card read on the next poll.
     pub fn card_read(&self, card: RawCard) {
         self.send(PdCtl::Card(card));
@@ -423,6 +432,32 @@ impl PdHandle {
             Some(Ok(r)) => r,
             _ => Err(io::Error::other("the OSDP device thread panicked")),
         }
+    }
+}
+
+/// Reports to a running device from another thread; see [`PdHandle::remote`].
+pub struct PdRemote {
+    ctl: mpsc::Sender<PdCtl>,
+    waker: UnixStream,
+}
+
+impl PdRemote {
+    fn send(&self, c: PdCtl) {
+        let _ = self.ctl.send(c);
+        let _ = (&self.waker).write(&[1]);
+    }
+    /// Reports a card's arrival or removal (transparent mode) on the next poll.
+    pub fn card_presence(&self, reader: u8, present: bool) {
+        self.send(PdCtl::Presence(reader, present));
+    }
+    /// Reports a card read on the next poll.
+    pub fn card_read(&self, card: RawCard) {
+        self.send(PdCtl::Card(card));
+    }
+    /// Stops the device's thread: its event channel then closes, which ends
+    /// a loop reading [`PdHandle::events`].
+    pub fn stop(&self) {
+        self.send(PdCtl::Shutdown);
     }
 }
 
