@@ -302,14 +302,15 @@ fn watch_pcsc(ctx: pcsc::Context, name: String, remote: PdRemote, stopping: Arc<
         }
         let st = states[0].event_state();
         let now = st.contains(State::PRESENT) && !st.contains(State::MUTE);
-        if present != Some(now) {
+        // An empty reader at start-up is not news; every change after is.
+        if present != Some(now) && (present.is_some() || now) {
             eprintln!(
                 "osdp: card {} reader {name:?}",
                 if now { "presented to" } else { "removed from" }
             );
             remote.card_presence(0, now);
-            present = Some(now);
         }
+        present = Some(now);
         states[0].sync_current_state();
     }
 }
