@@ -6,6 +6,7 @@ use std::process::ExitCode;
 
 mod card_cmd;
 mod demo;
+mod demo_osdp;
 #[cfg(feature = "pcsc-demo")]
 mod demo_pcsc;
 mod door_cmd;
