@@ -36,10 +36,16 @@ pub struct OsdpTap {
 }
 
 /// Runs a full-read tap and a fast-path repeat tap at each baud rate.
-pub fn taps(pki: &TestPki, creds: &CardCredentials, profile: TimingProfile) -> Result<Vec<OsdpTap>> {
+pub fn taps(
+    pki: &TestPki,
+    creds: &CardCredentials,
+    profile: TimingProfile,
+) -> Result<Vec<OsdpTap>> {
     let mut out = Vec::new();
     for baud in BAUDS {
-        let image = creds.card_image(Some(1)).context("personalising the card")?;
+        let image = creds
+            .card_image(Some(1))
+            .context("personalising the card")?;
         let bridge = CardBridge::new(
             Box::new(InProcess::with_profile(Card::new(image), profile)),
             0,

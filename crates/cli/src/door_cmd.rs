@@ -154,7 +154,9 @@ pub fn authenticate(args: AuthArgs) -> Result<ExitCode> {
         anyhow::bail!("PKI-AUTH needs the PIN: pass --pin-stdin and write it to standard input");
     }
     if args.json && args.wiegand.wiegand_out.as_deref() == Some("-") {
-        anyhow::bail!("--json and --wiegand-out - both write standard output: give --wiegand-out a file");
+        anyhow::bail!(
+            "--json and --wiegand-out - both write standard output: give --wiegand-out a file"
+        );
     }
     let authn = Authenticator::new(trust.store, trust.crls, settings);
     let (mut t, detect): (Box<dyn Transport>, Duration) = match &args.osdp.osdp {
@@ -200,10 +202,17 @@ pub fn authenticate(args: AuthArgs) -> Result<ExitCode> {
     } else {
         print!("{}", render::transaction(&tx));
         if args.osdp.osdp.is_some() {
-            println!("  reader link: OSDP at {} baud, {}", args.osdp.baud, t.reader());
+            println!(
+                "  reader link: OSDP at {} baud, {}",
+                args.osdp.baud,
+                t.reader()
+            );
         }
         if let Some(f) = &frame {
-            println!("{}", render::wiegand_stage(f.name, f.bits.len(), f.wire_time()));
+            println!(
+                "{}",
+                render::wiegand_stage(f.name, f.bits.len(), f.wire_time())
+            );
         }
     }
     if let Some(e) = frame_error {

@@ -89,9 +89,7 @@ pub struct Security {
 }
 
 fn parse_baud(s: &str) -> Result<u32, String> {
-    let b: u32 = s
-        .parse()
-        .map_err(|_| format!("`{s}` is not a baud rate"))?;
+    let b: u32 = s.parse().map_err(|_| format!("`{s}` is not a baud rate"))?;
     if BAUDS.contains(&b) {
         Ok(b)
     } else {
@@ -232,7 +230,10 @@ impl PdApp for ReaderApp {
         match &self.key_file {
             Some(path) => match store_key(path, key) {
                 Ok(()) => {
-                    eprintln!("osdp: the panel installed a new key; saved to {}", path.display());
+                    eprintln!(
+                        "osdp: the panel installed a new key; saved to {}",
+                        path.display()
+                    );
                     true
                 }
                 Err(e) => {
@@ -567,7 +568,10 @@ pub fn connect_panel(
         match ev {
             Some(CpEvent::CardPresence { .. }) => {}
             Some(_) => bail!("the reader went offline while waiting for a card"),
-            None => bail!("timed out after {:?} waiting for a card", wait.unwrap_or(forever)),
+            None => bail!(
+                "timed out after {:?} waiting for a card",
+                wait.unwrap_or(forever)
+            ),
         }
         transport = OsdpTransport::new(cp, address, 0);
     }
@@ -639,10 +643,7 @@ impl WiegandArgs {
                         fascn.credential_number
                     )
                 })?;
-                (
-                    "H10301 26-bit",
-                    wiegand::H10301 { facility, card }.encode(),
-                )
+                ("H10301 26-bit", wiegand::H10301 { facility, card }.encode())
             }
         };
         Ok(WiegandFrame { name, bits, timing })
@@ -671,12 +672,22 @@ impl WiegandFrame {
             self.timing.bit_interval.as_micros(),
             self.wire_time().as_secs_f64() * 1e3
         );
-        let bits: String = self.bits.0.iter().map(|&b| if b { '1' } else { '0' }).collect();
+        let bits: String = self
+            .bits
+            .0
+            .iter()
+            .map(|&b| if b { '1' } else { '0' })
+            .collect();
         let _ = writeln!(s, "# bits {bits}");
         let _ = writeln!(s, "# hex {}", hex::encode(self.bits.to_bytes()));
         for (frame, _) in &line.frames {
             for (at, one) in frame {
-                let _ = writeln!(s, "{} {}", at.as_micros(), if *one { "DATA1" } else { "DATA0" });
+                let _ = writeln!(
+                    s,
+                    "{} {}",
+                    at.as_micros(),
+                    if *one { "DATA1" } else { "DATA0" }
+                );
             }
         }
         s

@@ -67,10 +67,7 @@ fn start_reader(args: &[&str]) -> Running {
 /// SIGTERM, then the exit code and what the reader logged.
 fn stop_reader(mut r: Running) -> (i32, String) {
     let pid = r.0.id().to_string();
-    Command::new("kill")
-        .args(["-TERM", &pid])
-        .status()
-        .unwrap();
+    Command::new("kill").args(["-TERM", &pid]).status().unwrap();
     let status = r.0.wait().unwrap();
     let mut log = String::new();
     r.0.stderr.take().unwrap().read_to_string(&mut log).unwrap();
@@ -164,7 +161,11 @@ fn pki_cak_through_a_pivgate_reader(baud: &str) {
     // A panel holding another key is refused before any APDU moves.
     let out = auth_osdp(&site, &wire.b.slave_path, baud, &["--key-file", s(&wrong)]);
     assert_eq!(code(&out), 2, "{}", text(&out));
-    assert!(stderr(&out).contains("failed the secure channel"), "{}", text(&out));
+    assert!(
+        stderr(&out).contains("failed the secure channel"),
+        "{}",
+        text(&out)
+    );
 
     // The right key: granted through the secure channel, the link's share shown.
     let out = auth_osdp(
@@ -272,7 +273,12 @@ fn install_mode_hands_the_panel_key_to_the_reader() {
     let mode = std::fs::metadata(&stored).unwrap().permissions().mode() & 0o777;
     assert_eq!(mode, 0o600);
     // From now on the installed key works without install mode.
-    let out = auth_osdp(&site, &wire.b.slave_path, "115200", &["--key-file", s(&key)]);
+    let out = auth_osdp(
+        &site,
+        &wire.b.slave_path,
+        "115200",
+        &["--key-file", s(&key)],
+    );
     assert_eq!(code(&out), 0, "{}", text(&out));
     let (status, log) = stop_reader(reader);
     assert_eq!(status, 0, "{log}");

@@ -88,7 +88,10 @@ fn pki_cak_through_an_osdp_reader(baud: u32) {
     let full_line = transport.line_stats().since(&before);
     // The transaction carries the line time of its own exchange.
     let link = Duration::from_micros(full.link_us.expect("an OSDP tap knows its line time"));
-    assert!(link > Duration::ZERO && link <= full_line.wire_time(), "{link:?}");
+    assert!(
+        link > Duration::ZERO && link <= full_line.wire_time(),
+        "{link:?}"
+    );
     let full_apdu = full.total();
 
     let before = transport.line_stats();
