@@ -630,7 +630,7 @@ impl WiegandArgs {
         };
         let (name, bits) = match self.wiegand_format {
             WiegandFormat::Fascn200 => (
-                "FASC-N 200-bit",
+                "FASC-N",
                 wiegand::encode_fascn(fascn).context("encoding the FASC-N")?,
             ),
             WiegandFormat::H10301 => {
@@ -643,7 +643,7 @@ impl WiegandArgs {
                         fascn.credential_number
                     )
                 })?;
-                ("H10301 26-bit", wiegand::H10301 { facility, card }.encode())
+                ("H10301", wiegand::H10301 { facility, card }.encode())
             }
         };
         Ok(WiegandFrame { name, bits, timing })

@@ -41,10 +41,13 @@ pub fn stage_table(t: &Transaction) -> String {
         ms(t.host_compute_us)
     );
     if let Some(link) = t.link_us {
-        let total = totals(&t.stages).wall_us.max(1);
+        // The line time is counted from the card's selection on; detection
+        // (the wait for a card) is not part of it.
+        let detect = t.stage(StageName::Detect).map_or(0, |d| d.wall_us);
+        let total = totals(&t.stages).wall_us.saturating_sub(detect).max(1);
         let _ = writeln!(
             s,
-            "  reader link (line time, both directions): {} ms, {:.0} % of the tap",
+            "  reader link (line time, both directions): {} ms, {:.0} % of the tap after detection",
             ms(link),
             100.0 * link as f64 / total as f64
         );

@@ -88,6 +88,8 @@ impl Site {
             "new",
             "--pki",
             &site.d("pki"),
+            "--fascn",
+            FASCN,
             "--out",
             &site.d("card.json"),
         ]);
@@ -113,6 +115,11 @@ impl Site {
         .to_vec()
     }
 }
+
+/// Agency 9999, system 9999, credential 012345 (fits H10301's 16-bit card
+/// number), series 0, issue 1, person 0000000001, org category 1, org 0000,
+/// association 1.
+const FASCN: &str = "99999999012345010000000001100001";
 
 const KEY: &str = "000102030405060708090a0b0c0d0e0f";
 
@@ -215,7 +222,7 @@ fn pki_cak_through_a_pivgate_reader(baud: &str) {
     let frame = std::fs::read_to_string(&frame).unwrap();
     assert!(
         frame.starts_with(
-            "# wiegand FASC-N 200-bit: 200 bits, pulse 50 us every 2000 us, 400.0 ms on the wire"
+            "# wiegand FASC-N: 200 bits, pulse 50 us every 2000 us, 400.0 ms on the wire"
         ),
         "{frame}"
     );
@@ -224,10 +231,69 @@ fn pki_cak_through_a_pivgate_reader(baud: &str) {
     assert!(pulses[0].starts_with("0 DATA"), "{}", pulses[0]);
     assert!(pulses[199].starts_with("398000 DATA"), "{}", pulses[199]);
 
+    if baud == "115200" {
+        // The 26-bit format, written to standard output after the transaction.
+        let out = auth_osdp(
+            &site,
+            &wire.b.slave_path,
+            baud,
+            &[
+                "--key-file",
+                s(&key),
+                "--wiegand-format",
+                "h10301",
+                "--wiegand-facility",
+                "12",
+                "--wiegand-out",
+                "-",
+            ],
+        );
+        assert_eq!(code(&out), 0, "{}", text(&out));
+        let shown = String::from_utf8_lossy(&out.stdout).to_string();
+        assert!(
+            shown.contains("(Wiegand H10301, 26 bits): 52 ms on the wire"),
+            "{shown}"
+        );
+        let bits = shown
+            .lines()
+            .find_map(|l| l.strip_prefix("# bits "))
+            .expect("the frame's bits");
+        let bits = links::wiegand::Bits(bits.chars().map(|c| c == '1').collect());
+        assert_eq!(
+            links::wiegand::H10301::decode(&bits).unwrap(),
+            links::wiegand::H10301 {
+                facility: 12,
+                card: 12345
+            }
+        );
+        // H10301 needs a facility code: the transaction is still printed.
+        let out = auth_osdp(
+            &site,
+            &wire.b.slave_path,
+            baud,
+            &[
+                "--key-file",
+                s(&key),
+                "--wiegand-format",
+                "h10301",
+                "--wiegand-out",
+                "-",
+            ],
+        );
+        assert_eq!(code(&out), 2, "{}", text(&out));
+        assert!(String::from_utf8_lossy(&out.stdout).contains("GRANTED"));
+        assert!(
+            stderr(&out).contains("--wiegand-facility"),
+            "{}",
+            text(&out)
+        );
+    }
+
     let (status, log) = stop_reader(reader);
     assert_eq!(status, 0, "{log}");
-    // Up for the two panels with the right key only.
-    assert_eq!(log.matches("secure channel up").count(), 2, "{log}");
+    // Up for each panel with the right key only.
+    let panels = if baud == "115200" { 4 } else { 2 };
+    assert_eq!(log.matches("secure channel up").count(), panels, "{log}");
     assert!(log.contains("stopped;"), "{log}");
 }
 
