@@ -74,6 +74,11 @@ pub fn median_transaction(set: &[Transaction]) -> Option<Transaction> {
         );
     }
     m.host_compute_us = median(set.iter().map(|t| t.host_compute_us).collect());
+    m.link_us = set
+        .iter()
+        .map(|t| t.link_us)
+        .collect::<Option<Vec<u64>>>()
+        .map(median);
     Some(m)
 }
 
@@ -146,6 +151,7 @@ mod tests {
             outcome: Outcome::Granted,
             pin_retries: None,
             host_compute_us: host_us,
+            link_us: None,
         }
     }
 

@@ -252,6 +252,7 @@ impl Authenticator {
         if let Some(d) = detect {
             run.timer.push(StageName::Detect, d, Default::default());
         }
+        let line_before = transport.line_time();
         let result = transport.with_transaction(|ch| {
             Ok(match mechanism {
                 Mechanism::PkiCak => self.pki_cak(ch, &mut run),
@@ -274,6 +275,9 @@ impl Authenticator {
             outcome,
             pin_retries: run.pin_retries,
             host_compute_us: run.compute.as_micros() as u64,
+            link_us: line_before
+                .zip(transport.line_time())
+                .map(|(a, b)| b.saturating_sub(a).as_micros() as u64),
         }
     }
 
@@ -288,6 +292,7 @@ impl Authenticator {
             outcome: Outcome::Refused(refusal),
             pin_retries: None,
             host_compute_us: 0,
+            link_us: None,
         }
     }
 

@@ -354,6 +354,12 @@ pub struct Transaction {
     /// Host computation (parsing, validation, signature checks), µs: the
     /// authentication module's own share of the wall time.
     pub host_compute_us: u64,
+    /// Time the tap's bytes held the link between controller and reader
+    /// (both directions, framing included), µs, for a reader on a line of
+    /// known speed (OSDP); absent for PC/SC and in-process readers. It is a
+    /// share of the card stages' wall time, not a stage of its own.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub link_us: Option<u64>,
 }
 
 impl Transaction {

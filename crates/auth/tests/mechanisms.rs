@@ -542,3 +542,73 @@ fn a_door_accepts_test_policy_cards_only_when_configured_for_them() {
         assert!(refused(&t).contains("polic"), "{mechanism:?}: {t:?}");
     }
 }
+
+/// A reader on a line of known speed: each command and answer byte holds
+/// the line for 1 µs (a made-up rate that makes the arithmetic exact).
+struct Line {
+    inner: InProcess,
+    line_bytes: u64,
+}
+
+impl Channel for Line {
+    fn transmit(&mut self, apdu: &[u8]) -> Result<Vec<u8>, TransportError> {
+        let r = self.inner.transmit(apdu)?;
+        self.line_bytes += (apdu.len() + r.len()) as u64;
+        Ok(r)
+    }
+    fn extended_length(&self) -> bool {
+        self.inner.extended_length()
+    }
+    fn traffic(&self) -> Traffic {
+        self.inner.traffic()
+    }
+}
+
+impl Transport for Line {
+    fn transaction(
+        &mut self,
+        f: &mut dyn FnMut(&mut dyn Channel) -> Result<(), TransportError>,
+    ) -> Result<(), TransportError> {
+        f(self)
+    }
+    fn reconnect(&mut self, reset: bool) -> Result<(), TransportError> {
+        self.inner.reconnect(reset)
+    }
+    fn atr(&self) -> &[u8] {
+        self.inner.atr()
+    }
+    fn reader(&self) -> &str {
+        "line"
+    }
+    fn line_time(&self) -> Option<std::time::Duration> {
+        Some(std::time::Duration::from_micros(self.line_bytes))
+    }
+}
+
+#[test]
+fn the_link_share_is_recorded_only_for_transports_that_know_their_line_time() {
+    let f = fixture();
+    let authn = authenticator();
+    let t = authn.authenticate(
+        &mut transport(image(&f.p256)),
+        Mechanism::PkiCak,
+        None,
+        None,
+    );
+    granted(&t);
+    assert_eq!(t.link_us, None);
+    assert!(!serde_json::to_string(&t).unwrap().contains("link_us"));
+
+    // Bytes moved before the tap are not the tap's.
+    let mut line = Line {
+        inner: transport(image(&f.p256)),
+        line_bytes: 5_000,
+    };
+    let t = authn.authenticate(&mut line, Mechanism::PkiCak, None, None);
+    granted(&t);
+    let tot = t.total();
+    assert_eq!(t.link_us, Some(tot.bytes_in + tot.bytes_out));
+    let back: auth::Transaction =
+        serde_json::from_str(&serde_json::to_string(&t).unwrap()).unwrap();
+    assert_eq!(back.link_us, t.link_us);
+}

@@ -580,6 +580,10 @@ pub fn run(args: DemoArgs) -> Result<ExitCode> {
         )
     );
 
+    eprintln!("  tapping Ada Lovelace's card through an OSDP reader at 9600 and 115200 baud");
+    let osdp = crate::demo_osdp::taps(&pki, &ada, profile)?;
+    print!("{}", crate::demo_osdp::render(&osdp, profile.name()));
+
     let page = demo
         .rt
         .block_on(store.query_events(&EventQuery {

@@ -67,6 +67,10 @@ pub struct AuthArgs {
     /// Print the transaction as JSON.
     #[arg(long)]
     json: bool,
+    #[command(flatten)]
+    osdp: crate::osdp_cmd::PanelArgs,
+    #[command(flatten)]
+    wiegand: crate::osdp_cmd::WiegandArgs,
 }
 
 fn wait_and_connect(
@@ -149,16 +153,73 @@ pub fn authenticate(args: AuthArgs) -> Result<ExitCode> {
     if matches!(mechanism, Mechanism::PkiAuth) && !args.pin_stdin {
         anyhow::bail!("PKI-AUTH needs the PIN: pass --pin-stdin and write it to standard input");
     }
+    if args.json && args.wiegand.wiegand_out.as_deref() == Some("-") {
+        anyhow::bail!(
+            "--json and --wiegand-out - both write standard output: give --wiegand-out a file"
+        );
+    }
     let authn = Authenticator::new(trust.store, trust.crls, settings);
-    let (mut t, detect) = wait_and_connect(args.reader.as_deref(), args.wait)?;
+    let (mut t, detect): (Box<dyn Transport>, Duration) = match &args.osdp.osdp {
+        Some(dev) => {
+            if args.reader.is_some() {
+                anyhow::bail!("--reader names a PC/SC reader; with --osdp the reader is --address");
+            }
+            let (t, d) = crate::osdp_cmd::connect_panel(
+                &args.osdp,
+                dev,
+                args.wait.map(Duration::from_secs),
+            )?;
+            (Box::new(t), d)
+        }
+        None => {
+            let (t, d) = wait_and_connect(args.reader.as_deref(), args.wait)?;
+            (Box::new(t), d)
+        }
+    };
     let mut pin = StdinPin;
     let pin_src: Option<&mut dyn auth::PinSource> =
         if args.pin_stdin { Some(&mut pin) } else { None };
-    let tx = authn.authenticate(&mut t, mechanism, pin_src, Some(detect));
+    let tx = authn.authenticate(t.as_mut(), mechanism, pin_src, Some(detect));
+    // Printed with the transaction, whatever happens to the frame.
+    let (frame, frame_error) = match &args.wiegand.wiegand_out {
+        Some(_) if tx.outcome.granted() => match args.wiegand.frame(tx.card.fascn.as_ref()) {
+            Ok(f) => (Some(f), None),
+            Err(e) => (None, Some(e)),
+        },
+        _ => (None, None),
+    };
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&tx)?);
+        let mut j = serde_json::to_value(&tx)?;
+        if let Some(f) = &frame {
+            j["wiegand"] = serde_json::json!({
+                "format": f.name,
+                "bits": f.bits.len(),
+                "hex": hex::encode(f.bits.to_bytes()),
+                "wire_us": f.wire_time().as_micros() as u64,
+            });
+        }
+        println!("{}", serde_json::to_string_pretty(&j)?);
     } else {
         print!("{}", render::transaction(&tx));
+        if args.osdp.osdp.is_some() {
+            println!(
+                "  reader link: OSDP at {} baud, {}",
+                args.osdp.baud,
+                t.reader()
+            );
+        }
+        if let Some(f) = &frame {
+            println!(
+                "{}",
+                render::wiegand_stage(f.name, f.bits.len(), f.wire_time())
+            );
+        }
+    }
+    if let Some(e) = frame_error {
+        return Err(e.context("building the Wiegand frame"));
+    }
+    if let (Some(to), Some(f)) = (&args.wiegand.wiegand_out, &frame) {
+        f.write(to)?;
     }
     Ok(if tx.outcome.granted() {
         ExitCode::SUCCESS

@@ -6,10 +6,12 @@ use std::process::ExitCode;
 
 mod card_cmd;
 mod demo;
+mod demo_osdp;
 #[cfg(feature = "pcsc-demo")]
 mod demo_pcsc;
 mod door_cmd;
 mod object_cmd;
+mod osdp_cmd;
 mod personalise;
 mod pki_cmd;
 mod render;
@@ -34,8 +36,9 @@ enum Command {
     /// Show what the card in a PC/SC reader holds: FASC-N, UUID, expiry,
     /// certificates, policies, key algorithms.
     Read(door_cmd::ReadArgs),
-    /// Authenticate the card in a PC/SC reader with PKI-CAK, PKI-AUTH or
-    /// CHUID and print the timed transaction. Exit 0 granted, 1 refused,
+    /// Authenticate the card in a PC/SC reader (or, with --osdp, behind an
+    /// OSDP reader) with PKI-CAK, PKI-AUTH or CHUID and print the timed
+    /// transaction. Exit 0 granted, 1 refused,
     /// 2 usage or I/O error.
     Auth(door_cmd::AuthArgs),
     /// The door demo: starts the door service in this process on a
@@ -57,6 +60,10 @@ enum Command {
     /// Enroll the card in a PC/SC reader after a full validation (PKI-CAK,
     /// and the CHUID's signature and binding). Exit 0 enrolled, 1 refused.
     Enroll(serve_cmd::EnrollArgs),
+    /// Offer this host's card reader to a door controller over a reader
+    /// link (OSDP, transparent mode).
+    #[command(subcommand)]
+    Reader(osdp_cmd::ReaderCommand),
     /// API bearer tokens.
     #[command(subcommand)]
     Token(serve_cmd::TokenCommand),
@@ -89,6 +96,7 @@ fn main() -> ExitCode {
         Command::Serve(a) => serve_cmd::serve(a),
         Command::Token(c) => serve_cmd::token(c),
         Command::Enroll(a) => serve_cmd::enroll(a),
+        Command::Reader(c) => osdp_cmd::run(c),
     };
     match result {
         Ok(code) => code,

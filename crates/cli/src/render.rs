@@ -40,6 +40,18 @@ pub fn stage_table(t: &Transaction) -> String {
         "  host compute (module processing): {} ms",
         ms(t.host_compute_us)
     );
+    if let Some(link) = t.link_us {
+        // The line time is counted from the card's selection on; detection
+        // (the wait for a card) is not part of it.
+        let detect = t.stage(StageName::Detect).map_or(0, |d| d.wall_us);
+        let total = totals(&t.stages).wall_us.saturating_sub(detect).max(1);
+        let _ = writeln!(
+            s,
+            "  reader link (line time, both directions): {} ms, {:.0} % of the tap after detection",
+            ms(link),
+            100.0 * link as f64 / total as f64
+        );
+    }
     s
 }
 
@@ -53,6 +65,20 @@ fn row(s: &mut String, name: &str, st: &Stage) {
         st.bytes_out,
         st.bytes_in
     );
+}
+
+/// The module → controller Wiegand stage of a granted tap, beside the
+/// reference door's.
+pub fn wiegand_stage(format: &str, bits: usize, wire: std::time::Duration) -> String {
+    let reference = REFERENCE_DOOR
+        .iter()
+        .find(|(n, _)| n.contains("Wiegand"))
+        .map(|(_, v)| *v)
+        .unwrap_or_default();
+    format!(
+        "  module to controller (Wiegand {format}, {bits} bits): {:.0} ms on the wire (reference door: {reference:.0} ms)",
+        wire.as_secs_f64() * 1e3
+    )
 }
 
 /// A human summary of a transaction: result, identity, stages.

@@ -116,6 +116,19 @@ fn check_scenarios(out: &str) {
     }
     assert!(out.contains("Against the reference door"), "{out}");
     assert!(out.contains("Recorded: 7 tap events"), "{out}");
+    // A tap through an OSDP reader at both baud rates, both paths, beside
+    // the reference door's reader link.
+    for want in [
+        "PKI-CAK through an OSDP reader (transparent mode, secure channel",
+        "  9600    full read ",
+        "  9600    fast path ",
+        "  115200  full read ",
+        "  115200  fast path ",
+        "reader to module link takes 397 ms",
+        "400 ms at 2 ms per bit (reference door: 414 ms)",
+    ] {
+        assert!(out.contains(want), "{want:?} missing:\n{out}");
+    }
 }
 
 /// The API base and token the demo printed.

@@ -114,6 +114,15 @@ pub trait Transport: Channel {
 
     /// The reader's name, for messages.
     fn reader(&self) -> &str;
+
+    /// Cumulative time this transport's bytes have held the link between
+    /// the host and the reader, when that link has a known speed (a serial
+    /// line to an OSDP reader): take two readings to get one exchange's
+    /// share. `None` when the link's time is not separable from the card's
+    /// (PC/SC, in-process).
+    fn line_time(&self) -> Option<Duration> {
+        None
+    }
 }
 
 /// Value-returning convenience over [`Transport::transaction`], for every

@@ -7,11 +7,13 @@
 //! is the model `line bytes × 10 / baud`, both directions, polls included;
 //! the reference door's reader → module link is 397 ms.
 //!
-//! Run: `cargo bench -p links --bench osdp_tap`. Prints a table; nothing is
-//! asserted.
+//! Run: `cargo bench -p links --bench osdp_tap` (release). Prints a table
+//! with each line time beside the reference door's reader link (the ratio
+//! line time / 397 ms); nothing is asserted.
 
 use std::time::{Duration, Instant};
 
+use auth::measure::REFERENCE_DOOR;
 use auth::{Authenticator, Mechanism, PathTaken, Settings};
 use card::Card;
 use host::InProcess;
@@ -48,8 +50,11 @@ fn main() {
         )
     };
 
-    println!("| baud | path | taps | wall ms (median) | line time ms | link share | APDUs | APDU bytes | line bytes |");
-    println!("|---|---|---|---|---|---|---|---|---|");
+    let (ref_name, ref_ms) = REFERENCE_DOOR[1];
+    println!("Reference door, {ref_name}: {ref_ms:.0} ms");
+    println!();
+    println!("| baud | path | taps | wall ms (median) | line time ms | link share | line time / reference {ref_ms:.0} ms | APDUs | APDU bytes | line bytes |");
+    println!("|---|---|---|---|---|---|---|---|---|---|");
     for (baud, taps) in [(115200u32, 20usize), (9600, 5)] {
         let pty = Pty::open().expect("pty");
         let key = Key([0x42; 16]);
@@ -114,13 +119,14 @@ fn main() {
             let w = median(wall);
             let l = median(line_ms);
             println!(
-                "| {baud} | {} | {taps} | {w:.1} | {l:.1} | {:.0} % | {} | {} | {} |",
+                "| {baud} | {} | {taps} | {w:.1} | {l:.1} | {:.0} % | {:.2}× | {} | {} | {} |",
                 if path == PathTaken::Full {
                     "full read"
                 } else {
                     "fast path"
                 },
                 100.0 * l / w,
+                l / ref_ms,
                 total.apdus,
                 total.bytes_in + total.bytes_out,
                 line.tx_bytes + line.rx_bytes,

@@ -23,7 +23,11 @@
 //!   PC/SC, and the line counters give the link's share of a tap. Its reader
 //!   side, [`transparent::CardBridge`], relays a panel's APDUs to any local
 //!   [`host::Transport`], so a host with a PC/SC reader can serve as an OSDP
-//!   reader.
+//!   reader (`pivgate reader osdp`); the reader reports a card's arrival and
+//!   removal with `osdp_PR01PRES` on the next poll
+//!   ([`serial::PdRemote::card_presence`], [`osdp::cp::CpEvent::CardPresence`]).
+//!   [`host::Transport::line_time`] gives each tap's `Transaction` the line
+//!   time it spent on the link (`link_us`).
 //! * [`wiegand`] encodes and decodes 26-bit H10301 and the 200-bit FASC-N frame,
 //!   computes a frame's time on the wire, records frames sent to a line and
 //!   reassembles frames from timed pulses.

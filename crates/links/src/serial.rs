@@ -351,6 +351,7 @@ enum PdCtl {
     Card(RawCard),
     Text(u8, Vec<u8>),
     Keypad(u8, Vec<u8>),
+    Presence(u8, bool),
     LocalStatus(bool, bool),
     Shutdown,
 }
@@ -391,6 +392,15 @@ impl PdHandle {
         let _ = (&self.waker).write(&[1]);
     }
 
+    /// A handle other threads can use to report cards and to stop the
+    /// device (a card watcher, a signal handler).
+    pub fn remote(&self) -> io::Result<PdRemote> {
+        Ok(PdRemote {
+            ctl: self.ctl.clone(),
+            waker: self.waker.try_clone()?,
+        })
+    }
+
     /// Reports a card read on the next poll.
     pub fn card_read(&self, card: RawCard) {
         self.send(PdCtl::Card(card));
@@ -398,6 +408,10 @@ impl PdHandle {
     /// Reports card data as text on the next poll.
     pub fn card_text(&self, reader: u8, text: &[u8]) {
         self.send(PdCtl::Text(reader, text.to_vec()));
+    }
+    /// Reports a card's arrival or removal (transparent mode) on the next poll.
+    pub fn card_presence(&self, reader: u8, present: bool) {
+        self.send(PdCtl::Presence(reader, present));
     }
     /// Reports keypad input on the next poll.
     pub fn keypad(&self, reader: u8, keys: &[u8]) {
@@ -418,6 +432,32 @@ impl PdHandle {
             Some(Ok(r)) => r,
             _ => Err(io::Error::other("the OSDP device thread panicked")),
         }
+    }
+}
+
+/// Reports to a running device from another thread; see [`PdHandle::remote`].
+pub struct PdRemote {
+    ctl: mpsc::Sender<PdCtl>,
+    waker: UnixStream,
+}
+
+impl PdRemote {
+    fn send(&self, c: PdCtl) {
+        let _ = self.ctl.send(c);
+        let _ = (&self.waker).write(&[1]);
+    }
+    /// Reports a card's arrival or removal (transparent mode) on the next poll.
+    pub fn card_presence(&self, reader: u8, present: bool) {
+        self.send(PdCtl::Presence(reader, present));
+    }
+    /// Reports a card read on the next poll.
+    pub fn card_read(&self, card: RawCard) {
+        self.send(PdCtl::Card(card));
+    }
+    /// Stops the device's thread: its event channel then closes, which ends
+    /// a loop reading [`PdHandle::events`].
+    pub fn stop(&self) {
+        self.send(PdCtl::Shutdown);
     }
 }
 
@@ -451,6 +491,7 @@ fn run_pd(
                 PdCtl::Card(card) => pd.card_read(card),
                 PdCtl::Text(r, t) => pd.card_text(r, &t),
                 PdCtl::Keypad(r, k) => pd.keypad(r, &k),
+                PdCtl::Presence(r, p) => pd.card_presence(r, p),
                 PdCtl::LocalStatus(t, p) => pd.set_local_status(t, p),
                 PdCtl::Shutdown => return Ok(stats),
             }

@@ -193,6 +193,10 @@ impl Transport for OsdpTransport {
     fn reader(&self) -> &str {
         &self.name
     }
+
+    fn line_time(&self) -> Option<Duration> {
+        Some(self.cp.line_stats().wire_time())
+    }
 }
 
 /// The reader side of transparent mode: a [`crate::osdp::pd::PdApp`] that

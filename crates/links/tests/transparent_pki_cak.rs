@@ -60,6 +60,20 @@ fn pki_cak_through_an_osdp_reader(baud: u32) {
         "{online:?}"
     );
 
+    // The reader tells the panel a card arrived, in answer to a poll.
+    pd.card_presence(0, true);
+    let presence = cp.wait_for(Duration::from_secs(10), |e| {
+        matches!(e, CpEvent::CardPresence { .. })
+    });
+    assert_eq!(
+        presence,
+        Some(CpEvent::CardPresence {
+            address: 3,
+            reader: 0,
+            present: true
+        })
+    );
+
     let mut transport = OsdpTransport::new(cp, 3, 0);
     let authn = Authenticator::new(
         pki.trust_store(),
@@ -72,6 +86,12 @@ fn pki_cak_through_an_osdp_reader(baud: u32) {
     assert!(full.outcome.granted(), "refused: {:?}", full.outcome);
     assert_eq!(full.path, PathTaken::Full);
     let full_line = transport.line_stats().since(&before);
+    // The transaction carries the line time of its own exchange.
+    let link = Duration::from_micros(full.link_us.expect("an OSDP tap knows its line time"));
+    assert!(
+        link > Duration::ZERO && link <= full_line.wire_time(),
+        "{link:?}"
+    );
     let full_apdu = full.total();
 
     let before = transport.line_stats();

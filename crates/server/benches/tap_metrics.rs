@@ -43,6 +43,7 @@ fn tap(door: i64) -> TapResult {
             outcome: Outcome::Granted,
             pin_retries: None,
             host_compute_us: 1_000,
+            link_us: None,
         },
         decision: Some(Decision {
             door: DoorId(door),

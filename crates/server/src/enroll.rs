@@ -206,6 +206,7 @@ fn certificate_transaction(card: auth::CardIdentity, outcome: Outcome) -> Transa
         outcome,
         pin_retries: None,
         host_compute_us: 0,
+        link_us: None,
     }
 }
 

@@ -22,7 +22,7 @@ use thiserror::Error;
 
 use super::codec::{scs, Frame, FrameDecoder, FrameError, Scb};
 use super::msg::{
-    reply, Capability, Command, MsgError, NakReason, PdId, RawCard, Reply, XwrRequest,
+    reply, Capability, Command, MsgError, NakReason, PdId, RawCard, Reply, XrdReply, XwrRequest,
 };
 use super::sc::{self, Key, Session, SessionKeys};
 use super::{next_sqn, open, random, seal, LinkError};
@@ -150,6 +150,13 @@ pub enum CpEvent {
         address: u8,
         reader: u8,
         keys: Vec<u8>,
+    },
+    /// A reader in transparent mode reported a card arriving (`present`) on
+    /// `reader`, or leaving it (`osdp_PR01PRES` in answer to a poll).
+    CardPresence {
+        address: u8,
+        reader: u8,
+        present: bool,
     },
     LocalStatus {
         address: u8,
@@ -715,6 +722,13 @@ impl ControlPanel {
                 reader,
                 keys,
             }),
+            Reply::Transparent(XrdReply::CardPresent { reader, status }) if !owner => {
+                Some(CpEvent::CardPresence {
+                    address,
+                    reader,
+                    present: status != 0,
+                })
+            }
             Reply::LocalStatus { tamper, power } if !owner => Some(CpEvent::LocalStatus {
                 address,
                 tamper,

@@ -216,6 +216,18 @@ impl PeripheralDevice {
         });
     }
 
+    /// Queues a transparent-mode card presence report (`osdp_XRD`
+    /// `osdp_PR01PRES`) for the next poll: how a reader in extended mode 1
+    /// tells its panel that a card arrived on `reader` (or left it), so the
+    /// panel can start its APDU exchange.
+    pub fn card_presence(&mut self, reader: u8, present: bool) {
+        self.reports
+            .push_back(Reply::Transparent(XrdReply::CardPresent {
+                reader,
+                status: u8::from(present),
+            }));
+    }
+
     /// Queues keypad input (ASCII digits, `*` as 0x7F, `#` as 0x0D).
     pub fn keypad(&mut self, reader: u8, keys: &[u8]) {
         self.reports.push_back(Reply::Keypad {
