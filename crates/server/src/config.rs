@@ -56,6 +56,9 @@ pub struct Config {
     pub output: OutputConfig,
     #[serde(default)]
     pub keypad: KeypadConfig,
+    /// OSDP readers on serial lines (see [`crate::osdp`]).
+    #[serde(default, skip_serializing_if = "OsdpConfig::is_empty")]
+    pub osdp: OsdpConfig,
     /// Written to an empty database on the first start.
     #[serde(default)]
     pub seed: Option<Seed>,
@@ -214,6 +217,84 @@ impl Default for KeypadConfig {
     }
 }
 
+/// `[osdp]`: OSDP v2.2 readers on serial lines, the service being the
+/// control panel. A reader is bound to a door like a PC/SC reader, by a
+/// reader record (seed or API) whose connection is
+/// [`OsdpPort::connection`]: `osdp:DEVICE#ADDRESS`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct OsdpConfig {
+    #[serde(default)]
+    pub ports: Vec<OsdpPort>,
+}
+
+impl OsdpConfig {
+    pub fn is_empty(&self) -> bool {
+        self.ports.is_empty()
+    }
+}
+
+/// The baud rates OSDP v2.2 names.
+pub const OSDP_BAUD_RATES: [u32; 5] = [9600, 19200, 38400, 57600, 115200];
+
+/// `[[osdp.ports]]`: one serial line (an RS-485 bus) and the readers on it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct OsdpPort {
+    /// The serial device, e.g. `/dev/ttyUSB0`.
+    pub device: PathBuf,
+    /// 9600, 19200, 38400, 57600 or 115200.
+    #[serde(default = "default_osdp_baud")]
+    pub baud: u32,
+    #[serde(default)]
+    pub readers: Vec<OsdpReader>,
+}
+
+fn default_osdp_baud() -> u32 {
+    9600
+}
+
+impl OsdpPort {
+    /// The connection string of the reader at `address` on this port, as
+    /// reader records name it.
+    pub fn connection(&self, address: u8) -> String {
+        format!("osdp:{}#{address}", self.device.display())
+    }
+}
+
+/// `[[osdp.ports.readers]]`: one reader (PD) on the bus.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct OsdpReader {
+    /// The reader's address on the bus, 0 to 126.
+    pub address: u8,
+    /// The secure channel base key (SCBK): 32 hex digits, in a file of
+    /// mode 0600 (or stricter) owned by the service's user.
+    #[serde(default)]
+    pub key_file: Option<PathBuf>,
+    /// The reader still has the default key (SCBK-D): connect with it,
+    /// install a freshly generated key with `osdp_KEYSET` and write it to
+    /// `key_file`; once `key_file` exists it is used instead.
+    #[serde(default)]
+    pub install_mode: bool,
+    /// The secure channel; `false` is a plaintext link (card data, keypad
+    /// and lock commands readable and forgeable on the wire).
+    #[serde(default = "default_true")]
+    pub secure: bool,
+    /// The reader's output wired to the lock relay (`osdp_OUT`); without
+    /// it the door's lock is driven by the service's door output.
+    #[serde(default)]
+    pub lock_output: Option<u8>,
+    /// How long `lock_output` releases the lock, ms (default
+    /// `output.unlock_ms`); sent in 100 ms units.
+    #[serde(default)]
+    pub unlock_ms: Option<u64>,
+}
+
+fn default_true() -> bool {
+    true
+}
+
 /// A site, its doors, reader bindings and schedules for an empty database.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -285,6 +366,7 @@ impl Default for Config {
             revocation: RevocationSettings::default(),
             output: OutputConfig::default(),
             keypad: KeypadConfig::default(),
+            osdp: OsdpConfig::default(),
             seed: None,
         }
     }
@@ -400,6 +482,13 @@ impl Config {
             t.intermediates.iter_mut().for_each(fix);
             t.crls.iter_mut().for_each(fix);
         }
+        for p in &mut self.osdp.ports {
+            for r in &mut p.readers {
+                if let Some(k) = &mut r.key_file {
+                    fix(k);
+                }
+            }
+        }
     }
 
     /// Checks what types alone cannot: the listen address against TLS, the
@@ -475,9 +564,66 @@ impl Config {
                 ),
             ));
         }
+        self.check_osdp()
+            .map_err(|(key, problem)| invalid(&key, problem))?;
         if let Some(seed) = &self.seed {
             seed.entities()
                 .map_err(|(key, problem)| invalid(&key, problem))?;
+        }
+        Ok(())
+    }
+
+    fn check_osdp(&self) -> Result<(), (String, String)> {
+        let ports = &self.osdp.ports;
+        for (i, p) in ports.iter().enumerate() {
+            let key = |k: &str| format!("osdp.ports[{i}].{k}");
+            if p.device.as_os_str().is_empty() {
+                return Err((key("device"), "empty: name the serial device, e.g. /dev/ttyUSB0".into()));
+            }
+            if ports[..i].iter().any(|o| o.device == p.device) {
+                return Err((
+                    key("device"),
+                    format!("{} is configured twice: put every reader of one bus under one port", p.device.display()),
+                ));
+            }
+            if !OSDP_BAUD_RATES.contains(&p.baud) {
+                return Err((
+                    key("baud"),
+                    format!("{} is not an OSDP baud rate (9600, 19200, 38400, 57600 or 115200)", p.baud),
+                ));
+            }
+            if p.readers.is_empty() {
+                return Err((key("readers"), "empty: add the readers on this bus ([[osdp.ports.readers]] with their address)".into()));
+            }
+            for (j, r) in p.readers.iter().enumerate() {
+                let key = |k: &str| format!("osdp.ports[{i}].readers[{j}].{k}");
+                if r.address > 126 {
+                    return Err((key("address"), format!("{} is out of range (0 to 126; 127 is the broadcast address)", r.address)));
+                }
+                if p.readers[..j].iter().any(|o| o.address == r.address) {
+                    return Err((key("address"), format!("address {} is used twice on {}", r.address, p.device.display())));
+                }
+                match (r.secure, &r.key_file, r.install_mode) {
+                    (true, None, true) => {
+                        return Err((key("key_file"), "missing: install mode writes the new secure channel key there".into()))
+                    }
+                    (true, None, false) => {
+                        return Err((key("key_file"), "missing: a secure reader needs its secure channel base key (32 hex digits in a file of mode 0600), or `install_mode = true` to install one, or `secure = false` for a plaintext link".into()))
+                    }
+                    (false, Some(_), _) | (false, _, true) => {
+                        return Err((key("secure"), "false, but a key or install mode is configured: remove `secure = false` or the key settings".into()))
+                    }
+                    _ => {}
+                }
+                if let Some(ms) = r.unlock_ms {
+                    if ms < 100 || ms > u64::from(u16::MAX) * 100 {
+                        return Err((key("unlock_ms"), format!("{ms} is out of range (100 to 6553500)")));
+                    }
+                }
+                if r.unlock_ms.is_some() && r.lock_output.is_none() {
+                    return Err((key("unlock_ms"), "applies only with `lock_output` (the reader output wired to the lock)".into()));
+                }
+            }
         }
         Ok(())
     }

@@ -52,6 +52,7 @@ pub mod init;
 pub mod keypad;
 pub mod live;
 pub mod metrics;
+pub mod osdp;
 pub mod readers;
 pub mod revocation;
 pub mod service;
