@@ -578,18 +578,27 @@ impl Config {
         for (i, p) in ports.iter().enumerate() {
             let key = |k: &str| format!("osdp.ports[{i}].{k}");
             if p.device.as_os_str().is_empty() {
-                return Err((key("device"), "empty: name the serial device, e.g. /dev/ttyUSB0".into()));
+                return Err((
+                    key("device"),
+                    "empty: name the serial device, e.g. /dev/ttyUSB0".into(),
+                ));
             }
             if ports[..i].iter().any(|o| o.device == p.device) {
                 return Err((
                     key("device"),
-                    format!("{} is configured twice: put every reader of one bus under one port", p.device.display()),
+                    format!(
+                        "{} is configured twice: put every reader of one bus under one port",
+                        p.device.display()
+                    ),
                 ));
             }
             if !OSDP_BAUD_RATES.contains(&p.baud) {
                 return Err((
                     key("baud"),
-                    format!("{} is not an OSDP baud rate (9600, 19200, 38400, 57600 or 115200)", p.baud),
+                    format!(
+                        "{} is not an OSDP baud rate (9600, 19200, 38400, 57600 or 115200)",
+                        p.baud
+                    ),
                 ));
             }
             if p.readers.is_empty() {
@@ -598,10 +607,23 @@ impl Config {
             for (j, r) in p.readers.iter().enumerate() {
                 let key = |k: &str| format!("osdp.ports[{i}].readers[{j}].{k}");
                 if r.address > 126 {
-                    return Err((key("address"), format!("{} is out of range (0 to 126; 127 is the broadcast address)", r.address)));
+                    return Err((
+                        key("address"),
+                        format!(
+                            "{} is out of range (0 to 126; 127 is the broadcast address)",
+                            r.address
+                        ),
+                    ));
                 }
                 if p.readers[..j].iter().any(|o| o.address == r.address) {
-                    return Err((key("address"), format!("address {} is used twice on {}", r.address, p.device.display())));
+                    return Err((
+                        key("address"),
+                        format!(
+                            "address {} is used twice on {}",
+                            r.address,
+                            p.device.display()
+                        ),
+                    ));
                 }
                 match (r.secure, &r.key_file, r.install_mode) {
                     (true, None, true) => {
@@ -617,11 +639,18 @@ impl Config {
                 }
                 if let Some(ms) = r.unlock_ms {
                     if ms < 100 || ms > u64::from(u16::MAX) * 100 {
-                        return Err((key("unlock_ms"), format!("{ms} is out of range (100 to 6553500)")));
+                        return Err((
+                            key("unlock_ms"),
+                            format!("{ms} is out of range (100 to 6553500)"),
+                        ));
                     }
                 }
                 if r.unlock_ms.is_some() && r.lock_output.is_none() {
-                    return Err((key("unlock_ms"), "applies only with `lock_output` (the reader output wired to the lock)".into()));
+                    return Err((
+                        key("unlock_ms"),
+                        "applies only with `lock_output` (the reader output wired to the lock)"
+                            .into(),
+                    ));
                 }
             }
         }

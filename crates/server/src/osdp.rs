@@ -98,7 +98,8 @@ pub fn read_key_file(path: &Path, key: &str) -> Result<Key, OsdpError> {
         path: path.to_owned(),
         problem,
     };
-    let meta = std::fs::metadata(path).map_err(|e| fail(format!("cannot read the key file: {e}")))?;
+    let meta =
+        std::fs::metadata(path).map_err(|e| fail(format!("cannot read the key file: {e}")))?;
     let mode = meta.permissions().mode() & 0o777;
     if mode & 0o077 != 0 {
         return Err(fail(format!(
@@ -115,7 +116,8 @@ pub fn read_key_file(path: &Path, key: &str) -> Result<Key, OsdpError> {
         )));
     }
     let text = Zeroizing::new(
-        std::fs::read_to_string(path).map_err(|e| fail(format!("cannot read the key file: {e}")))?,
+        std::fs::read_to_string(path)
+            .map_err(|e| fail(format!("cannot read the key file: {e}")))?,
     );
     let hex_text = text.trim();
     let mut k = [0u8; 16];
@@ -130,7 +132,10 @@ pub fn read_key_file(path: &Path, key: &str) -> Result<Key, OsdpError> {
 /// Writes `key` as hex to `path` with mode 0600, durably (the file is
 /// written under a temporary name and renamed).
 fn write_key_file(path: &Path, key: &Key) -> std::io::Result<()> {
-    let dir = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    let dir = path
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
     let tmp = path.with_extension("tmp");
     {
         let mut f = std::fs::OpenOptions::new()
@@ -299,7 +304,11 @@ impl OsdpOutput {
         }
     }
 
-    fn drive(&self, door: DoorId, control: impl Fn(&Route) -> OutputControl) -> Option<Result<(), OutputError>> {
+    fn drive(
+        &self,
+        door: DoorId,
+        control: impl Fn(&Route) -> OutputControl,
+    ) -> Option<Result<(), OutputError>> {
         self.with_routes(door, |routes| {
             let mut result = Ok(());
             for r in routes {
@@ -310,7 +319,8 @@ impl OsdpOutput {
                     });
                     continue;
                 }
-                r.commander.send(r.address, Command::Output(vec![control(r)]));
+                r.commander
+                    .send(r.address, Command::Output(vec![control(r)]));
             }
             result
         })
@@ -333,7 +343,11 @@ impl DoorOutput for OsdpOutput {
         match driven {
             Some(r) => {
                 if r.is_ok() {
-                    tracing::info!(door = door.0, ms = duration.as_millis() as u64, "lock released (osdp_OUT)");
+                    tracing::info!(
+                        door = door.0,
+                        ms = duration.as_millis() as u64,
+                        "lock released (osdp_OUT)"
+                    );
                 }
                 r
             }
@@ -393,9 +407,15 @@ impl Shared {
     }
 
     /// The reader record of `connection` in `snapshot`, cached per snapshot.
-    fn bound(cache: &mut (Option<Arc<AccessSnapshot>>, Option<(ReaderId, DoorId)>), snapshot: Arc<AccessSnapshot>, connection: &str) -> Option<(ReaderId, DoorId)> {
+    fn bound(
+        cache: &mut (Option<Arc<AccessSnapshot>>, Option<(ReaderId, DoorId)>),
+        snapshot: Arc<AccessSnapshot>,
+        connection: &str,
+    ) -> Option<(ReaderId, DoorId)> {
         if !cache.0.as_ref().is_some_and(|s| Arc::ptr_eq(s, &snapshot)) {
-            cache.1 = snapshot.reader_by_connection(connection).map(|r| (r.id, r.door));
+            cache.1 = snapshot
+                .reader_by_connection(connection)
+                .map(|r| (r.id, r.door));
             cache.0 = Some(snapshot);
         }
         cache.1
@@ -524,7 +544,9 @@ pub fn start(
                 .spawn(move || worker.run(jobs_rx, bus_rx))
             {
                 Ok(t) => workers.push(t),
-                Err(e) => tracing::error!(error = %e, reader = %r.connection, "cannot start the reader's tap thread"),
+                Err(e) => {
+                    tracing::error!(error = %e, reader = %r.connection, "cannot start the reader's tap thread")
+                }
             }
             states.push(ReaderState {
                 address: r.address,
@@ -608,7 +630,11 @@ fn dispatch(cp: CpHandle, mut readers: Vec<ReaderState>, shared: &Shared, device
             continue;
         };
         let r = &mut readers[i];
-        let bound = Shared::bound(&mut bindings[i], shared.controller.snapshot(), &r.connection);
+        let bound = Shared::bound(
+            &mut bindings[i],
+            shared.controller.snapshot(),
+            &r.connection,
+        );
         let (reader_id, door) = (bound.map(|b| b.0), bound.map(|b| b.1));
         let record = |code: &str, reason: String| {
             shared.record(NewEvent::reader(
@@ -621,7 +647,12 @@ fn dispatch(cp: CpHandle, mut readers: Vec<ReaderState>, shared: &Shared, device
             ));
         };
         match event {
-            CpEvent::Online { secure, capabilities, id, .. } => {
+            CpEvent::Online {
+                secure,
+                capabilities,
+                id,
+                ..
+            } => {
                 let transparent = capabilities
                     .iter()
                     .any(|c| c.function == capability::SMART_CARD && c.compliance >= 1);
@@ -643,7 +674,10 @@ fn dispatch(cp: CpHandle, mut readers: Vec<ReaderState>, shared: &Shared, device
                 );
             }
             CpEvent::Offline { reason, .. } => {
-                let _ = r.bus.send(CpEvent::Offline { address, reason: reason.clone() });
+                let _ = r.bus.send(CpEvent::Offline {
+                    address,
+                    reason: reason.clone(),
+                });
                 if r.online.swap(false, Ordering::AcqRel) {
                     if let Some(id) = reader_id {
                         shared.status.set(id, false);
@@ -654,11 +688,17 @@ fn dispatch(cp: CpHandle, mut readers: Vec<ReaderState>, shared: &Shared, device
                         OfflineReason::Refused => "it failed the secure channel",
                         OfflineReason::SessionLost => "it dropped the secure session",
                     };
-                    record("osdp-offline", format!("OSDP reader {} is offline: {why}", r.connection));
+                    record(
+                        "osdp-offline",
+                        format!("OSDP reader {} is offline: {why}", r.connection),
+                    );
                 }
             }
             CpEvent::Refused { reason, .. } => {
-                let _ = r.bus.send(CpEvent::Refused { address, reason: reason.clone() });
+                let _ = r.bus.send(CpEvent::Refused {
+                    address,
+                    reason: reason.clone(),
+                });
                 if let Some(id) = reader_id {
                     shared.status.set(id, false);
                 }
@@ -679,12 +719,19 @@ fn dispatch(cp: CpHandle, mut readers: Vec<ReaderState>, shared: &Shared, device
                 if let Some(path) = r.install.take() {
                     let pending = pending_key_path(&path);
                     match std::fs::rename(&pending, &path).and_then(|()| {
-                        let dir = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+                        let dir = path
+                            .parent()
+                            .filter(|p| !p.as_os_str().is_empty())
+                            .unwrap_or(Path::new("."));
                         File::open(dir)?.sync_all()
                     }) {
                         Ok(()) => record(
                             "osdp-key-installed",
-                            format!("OSDP reader {} took a new secure channel key, kept in {}", r.connection, path.display()),
+                            format!(
+                                "OSDP reader {} took a new secure channel key, kept in {}",
+                                r.connection,
+                                path.display()
+                            ),
                         ),
                         Err(e) => {
                             tracing::error!(error = %e, file = %path.display(), "the installed key could not be kept");
@@ -700,17 +747,29 @@ fn dispatch(cp: CpHandle, mut readers: Vec<ReaderState>, shared: &Shared, device
                 if tamper != r.tamper {
                     r.tamper = tamper;
                     if tamper {
-                        record("osdp-tamper", format!("OSDP reader {} reports tamper", r.connection));
+                        record(
+                            "osdp-tamper",
+                            format!("OSDP reader {} reports tamper", r.connection),
+                        );
                     } else {
-                        record("osdp-tamper-cleared", format!("OSDP reader {} reports tamper cleared", r.connection));
+                        record(
+                            "osdp-tamper-cleared",
+                            format!("OSDP reader {} reports tamper cleared", r.connection),
+                        );
                     }
                 }
                 if power != r.power {
                     r.power = power;
                     if power {
-                        record("osdp-power-failure", format!("OSDP reader {} reports a power failure", r.connection));
+                        record(
+                            "osdp-power-failure",
+                            format!("OSDP reader {} reports a power failure", r.connection),
+                        );
                     } else {
-                        record("osdp-power-restored", format!("OSDP reader {} reports power restored", r.connection));
+                        record(
+                            "osdp-power-restored",
+                            format!("OSDP reader {} reports power restored", r.connection),
+                        );
                     }
                 }
             }
@@ -734,7 +793,9 @@ fn dispatch(cp: CpHandle, mut readers: Vec<ReaderState>, shared: &Shared, device
                                         tracing::info!(reader = %r.connection, error = %e, "keypad entry not accepted");
                                     }
                                 }
-                                None => tracing::warn!(reader = %r.connection, "keypad entry at a reader bound to no door"),
+                                None => {
+                                    tracing::warn!(reader = %r.connection, "keypad entry at a reader bound to no door")
+                                }
                             }
                         }
                         // `*`: 0x7F in OSDP.
@@ -742,7 +803,12 @@ fn dispatch(cp: CpHandle, mut readers: Vec<ReaderState>, shared: &Shared, device
                     }
                 }
             }
-            e @ CpEvent::Completed { command: cmd::XWR, .. } | e @ CpEvent::Abandoned { command: cmd::XWR, .. } => {
+            e @ CpEvent::Completed {
+                command: cmd::XWR, ..
+            }
+            | e @ CpEvent::Abandoned {
+                command: cmd::XWR, ..
+            } => {
                 let _ = r.bus.send(e);
             }
             CpEvent::Completed { command, reply, .. } => {
@@ -783,7 +849,8 @@ impl TapWorker {
                 Job::Text { reader } => *reader,
             };
             let snapshot = self.shared.controller.snapshot();
-            let Some((reader_id, door)) = Shared::bound(&mut cache, snapshot, &self.connection) else {
+            let Some((reader_id, door)) = Shared::bound(&mut cache, snapshot, &self.connection)
+            else {
                 tracing::warn!(reader = %self.connection, "card at an OSDP reader bound to no door: add a reader with this connection to a door");
                 continue;
             };
@@ -833,7 +900,10 @@ impl TapWorker {
                 "osdp_RAW",
                 serde_json::json!({ "link": "osdp", "card_data": "raw", "format": c.format, "bits": c.bits }),
             ),
-            Job::Text { .. } => ("osdp_FMT", serde_json::json!({ "link": "osdp", "card_data": "formatted" })),
+            Job::Text { .. } => (
+                "osdp_FMT",
+                serde_json::json!({ "link": "osdp", "card_data": "formatted" }),
+            ),
         };
         let reason = format!(
             "OSDP reader {} sent card data ({what}) without transparent smart-card access: card data can be copied and the reader is not trusted, and no door mechanism (PKI-CAK, PKI-AUTH, CHUID) accepts it — use a reader with transparent mode (osdp_XWR)",
@@ -853,7 +923,11 @@ impl TapWorker {
     /// Green LED and a short beep for a grant; red LED and three beeps for
     /// a refusal. Sent without waiting for the panel's thread.
     fn feedback(&self, reader: u8, granted: bool) {
-        let (on_color, beeps) = if granted { (color::GREEN, 1) } else { (color::RED, 3) };
+        let (on_color, beeps) = if granted {
+            (color::GREEN, 1)
+        } else {
+            (color::RED, 3)
+        };
         self.commander.send(
             self.address,
             Command::Led(vec![LedControl {

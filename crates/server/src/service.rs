@@ -393,7 +393,8 @@ impl Service {
         let output = output.unwrap_or_else(|| Arc::new(SimulatedOutput::new()));
         // Doors whose OSDP reader drives the lock relay use it; the others
         // keep `output`.
-        let osdp_output = (!osdp_plans.is_empty()).then(|| Arc::new(OsdpOutput::new(output.clone())));
+        let osdp_output =
+            (!osdp_plans.is_empty()).then(|| Arc::new(OsdpOutput::new(output.clone())));
         let output: Arc<dyn DoorOutput> = match &osdp_output {
             Some(o) => o.clone(),
             None => output,
