@@ -391,6 +391,9 @@ enum Job {
     Text { reader: u8 },
 }
 
+/// A reader's record (id and door) as of a snapshot.
+type Binding = (Option<Arc<AccessSnapshot>>, Option<(ReaderId, DoorId)>);
+
 /// What every thread of the OSDP ports shares.
 struct Shared {
     controller: Arc<Controller>,
@@ -408,7 +411,7 @@ impl Shared {
 
     /// The reader record of `connection` in `snapshot`, cached per snapshot.
     fn bound(
-        cache: &mut (Option<Arc<AccessSnapshot>>, Option<(ReaderId, DoorId)>),
+        cache: &mut Binding,
         snapshot: Arc<AccessSnapshot>,
         connection: &str,
     ) -> Option<(ReaderId, DoorId)> {
@@ -606,7 +609,7 @@ fn detail(device: &Path, address: u8) -> serde_json::Value {
 
 /// Reads the panel's events until its thread ends.
 fn dispatch(cp: CpHandle, mut readers: Vec<ReaderState>, shared: &Shared, device: &Path) {
-    let mut bindings: Vec<(Option<Arc<AccessSnapshot>>, Option<(ReaderId, DoorId)>)> =
+    let mut bindings: Vec<Binding> =
         readers.iter().map(|_| (None, None)).collect();
     while let Ok(event) = cp.events().recv() {
         let address = match &event {
