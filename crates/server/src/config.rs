@@ -1023,6 +1023,31 @@ unlock_ms = 5000
 # a tap waits for the PIN (a PIN typed before the card is kept 10 s at most).
 timeout_ms = 20000
 
+# OSDP v2.2 readers on a serial line (RS-485 bus), this service being the
+# control panel. Bind each to a door like a PC/SC reader, with the
+# connection "osdp:DEVICE#ADDRESS" (below in [seed.readers], or through the
+# API). A reader with transparent smart-card access (osdp_XWR) has the card
+# authenticated by this service itself (PKI-CAK through the reader, which is
+# never trusted); card data alone (osdp_RAW/osdp_FMT) is refused at every
+# door. Reader online/offline, secure channel failures, tamper and power are
+# events; its keypad (osdp_KEYPAD, digits then #) is the PIN source of card +
+# PIN doors; grants and refusals show on its LED and buzzer.
+# [[osdp.ports]]
+# device = "/dev/ttyUSB0"
+# baud = 9600              # 9600, 19200, 38400, 57600 or 115200
+# [[osdp.ports.readers]]
+# address = 1              # 0 to 126, unique on the port
+# # The secure channel base key: 32 hex digits in a file of mode 0600 owned
+# # by the service's user (start-up refuses anything else).
+# key_file = "osdp/front.key"
+# # A reader still on the default key (SCBK-D): install a freshly generated
+# # key (osdp_KEYSET) and write it to key_file; later starts use the file.
+# # install_mode = true
+# # secure = false         # plaintext link: only with a warning, never by default
+# # The reader output wired to the lock relay (osdp_OUT), and its pulse.
+# lock_output = 0
+# unlock_ms = 5000
+
 # Written to the database on the first start only; afterwards manage
 # sites, doors and readers through the API.
 [seed.site]
@@ -1056,7 +1081,7 @@ name = "day shift"
 schedule = "weekdays 07-19"
 doors = ["Front door"]
 
-# PC/SC reader name = door name
+# PC/SC reader name (or "osdp:DEVICE#ADDRESS") = door name
 [seed.readers]
 "{reader}" = "Front door"
 "#
@@ -1182,6 +1207,66 @@ mod tests {
         .unwrap_err();
         assert_eq!(e.key(), Some("seed.groups[0].doors[0]"), "{e}");
         assert!(e.to_string().contains("door `Back`"), "{e}");
+    }
+
+    #[test]
+    fn osdp_ports_and_readers_are_checked() {
+        let port = "[[osdp.ports]]\ndevice = \"/dev/ttyUSB0\"\nbaud = 115200\n";
+        let c = parse(&format!(
+            "{port}[[osdp.ports.readers]]\naddress = 1\nkey_file = \"k1\"\nlock_output = 0\nunlock_ms = 3000\n[[osdp.ports.readers]]\naddress = 2\nkey_file = \"k2\"\ninstall_mode = true\n[[osdp.ports.readers]]\naddress = 3\nsecure = false\n"
+        ))
+        .unwrap();
+        let p = &c.osdp.ports[0];
+        assert_eq!(p.readers.len(), 3);
+        assert!(p.readers[0].secure && !p.readers[2].secure);
+        assert_eq!(p.connection(1), "osdp:/dev/ttyUSB0#1");
+        // The default baud rate.
+        let c = parse("[[osdp.ports]]\ndevice = \"/dev/ttyS0\"\n[[osdp.ports.readers]]\naddress = 0\nsecure = false\n").unwrap();
+        assert_eq!(c.osdp.ports[0].baud, 9600);
+
+        let bad = |tail: &str, key: &str, words: &str| {
+            let e = parse(&format!("{port}{tail}")).unwrap_err();
+            assert_eq!(e.key(), Some(key), "{e}");
+            assert!(e.to_string().contains(words), "{e}");
+        };
+        bad(
+            "[[osdp.ports.readers]]\naddress = 127\nsecure = false\n",
+            "osdp.ports[0].readers[0].address",
+            "0 to 126",
+        );
+        bad(
+            "[[osdp.ports.readers]]\naddress = 1\nsecure = false\n[[osdp.ports.readers]]\naddress = 1\nsecure = false\n",
+            "osdp.ports[0].readers[1].address",
+            "used twice",
+        );
+        bad(
+            "[[osdp.ports.readers]]\naddress = 1\n",
+            "osdp.ports[0].readers[0].key_file",
+            "install_mode",
+        );
+        bad(
+            "[[osdp.ports.readers]]\naddress = 1\ninstall_mode = true\n",
+            "osdp.ports[0].readers[0].key_file",
+            "install mode writes",
+        );
+        bad(
+            "[[osdp.ports.readers]]\naddress = 1\nsecure = false\nkey_file = \"k\"\n",
+            "osdp.ports[0].readers[0].secure",
+            "false",
+        );
+        bad(
+            "[[osdp.ports.readers]]\naddress = 1\nsecure = false\nunlock_ms = 500\n",
+            "osdp.ports[0].readers[0].unlock_ms",
+            "lock_output",
+        );
+        bad("", "osdp.ports[0].readers", "empty");
+        let e = parse("[[osdp.ports]]\ndevice = \"/dev/ttyS0\"\nbaud = 4800\n[[osdp.ports.readers]]\naddress = 0\nsecure = false\n").unwrap_err();
+        assert_eq!(e.key(), Some("osdp.ports[0].baud"), "{e}");
+        assert!(e.to_string().contains("9600, 19200"), "{e}");
+        let e = parse("[[osdp.ports]]\ndevice = \"/dev/ttyS0\"\nspeed = 9600\n").unwrap_err();
+        assert!(e.to_string().contains("unknown field `speed`"), "{e}");
+        let e = parse("[[osdp.ports]]\ndevice = \"/dev/ttyS0\"\n[[osdp.ports.readers]]\naddress = 300\n").unwrap_err();
+        assert!(matches!(e, ConfigError::Parse { .. }), "{e}");
     }
 
     #[test]
