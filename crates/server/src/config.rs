@@ -1265,7 +1265,10 @@ mod tests {
         assert!(e.to_string().contains("9600, 19200"), "{e}");
         let e = parse("[[osdp.ports]]\ndevice = \"/dev/ttyS0\"\nspeed = 9600\n").unwrap_err();
         assert!(e.to_string().contains("unknown field `speed`"), "{e}");
-        let e = parse("[[osdp.ports]]\ndevice = \"/dev/ttyS0\"\n[[osdp.ports.readers]]\naddress = 300\n").unwrap_err();
+        let e = parse(
+            "[[osdp.ports]]\ndevice = \"/dev/ttyS0\"\n[[osdp.ports.readers]]\naddress = 300\n",
+        )
+        .unwrap_err();
         assert!(matches!(e, ConfigError::Parse { .. }), "{e}");
     }
 

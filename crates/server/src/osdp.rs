@@ -609,8 +609,7 @@ fn detail(device: &Path, address: u8) -> serde_json::Value {
 
 /// Reads the panel's events until its thread ends.
 fn dispatch(cp: CpHandle, mut readers: Vec<ReaderState>, shared: &Shared, device: &Path) {
-    let mut bindings: Vec<Binding> =
-        readers.iter().map(|_| (None, None)).collect();
+    let mut bindings: Vec<Binding> = readers.iter().map(|_| (None, None)).collect();
     while let Ok(event) = cp.events().recv() {
         let address = match &event {
             CpEvent::Online { address, .. }

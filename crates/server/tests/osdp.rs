@@ -74,7 +74,7 @@ struct Site {
     card: Arc<Mutex<Option<CardBridge>>>,
 }
 
-fn config_text(device: &Path, reader: &str) -> String {
+fn config_text(device: &Path, reader: &str, mechanism: &str) -> String {
     format!(
         r#"
 data_dir = "data"
@@ -95,6 +95,7 @@ name = "HQ"
 time_zone = "UTC"
 [[seed.doors]]
 name = "Front"
+mechanism = "{mechanism}"
 [[seed.schedules]]
 name = "always"
 windows = ["mon-sun 00:00-24:00"]
@@ -110,8 +111,12 @@ doors = ["Front"]
 }
 
 impl Site {
-    /// A site whose reader has `reader` settings (TOML lines).
+    /// A PKI-CAK door whose reader has `reader` settings (TOML lines).
     fn new(reader: &str) -> Site {
+        Site::with(reader, "pki-cak")
+    }
+
+    fn with(reader: &str, mechanism: &str) -> Site {
         let dir = tempfile::tempdir().unwrap();
         let pki = TestPki::init(&dir.path().join("pki"), TestPkiOptions::default()).unwrap();
         let issue = |name: &str| {
@@ -125,7 +130,7 @@ impl Site {
         let pty = Pty::open().unwrap();
         std::fs::write(
             dir.path().join("pivgate.toml"),
-            config_text(&pty.slave_path, reader),
+            config_text(&pty.slave_path, reader, mechanism),
         )
         .unwrap();
         let rt = tokio::runtime::Builder::new_multi_thread()
@@ -160,6 +165,17 @@ impl Site {
 
     /// The pivgate reader at the other end of the line.
     fn reader(&self, scbk: Option<Key>, install_mode: bool) -> (PdHandle, mpsc::Receiver<Told>) {
+        self.reader_with(scbk, install_mode, true)
+    }
+
+    /// `transparent`: the reader offers transparent smart-card access; without
+    /// it, it can only send card data.
+    fn reader_with(
+        &self,
+        scbk: Option<Key>,
+        install_mode: bool,
+        transparent: bool,
+    ) -> (PdHandle, mpsc::Receiver<Told>) {
         let mut cfg = PdConfig::reader(
             ADDRESS,
             PdId {
@@ -167,6 +183,10 @@ impl Site {
                 ..PdId::default()
             },
         );
+        if !transparent {
+            cfg.capabilities
+                .retain(|c| c.function != links::osdp::msg::capability::SMART_CARD);
+        }
         cfg.require_secure = scbk.is_some() || install_mode;
         cfg.scbk = scbk;
         cfg.install_mode = install_mode;
@@ -453,6 +473,94 @@ fn install_mode_writes_the_key_file_and_the_next_start_uses_it() {
     let online = wait_event(&site.rt, &mut events, "online", reader_event("osdp-online"));
     assert!(online.event.reason.unwrap().contains("secure channel"));
     assert!(!site.dir.path().join("reader.key.new").exists());
+    site.rt.block_on(s.shutdown()).unwrap();
+    pd.shutdown().unwrap();
+}
+
+#[test]
+fn card_data_without_transparent_mode_is_refused_at_a_pki_door() {
+    let site = Site::new("secure = false");
+    let s = site.start().unwrap();
+    let l = s.loaded();
+    let mut events = l.controller.log().subscribe();
+    site.enroll(&s, &site.alice, "Alice");
+    let (pd, told) = site.reader_with(None, false, false);
+    let online = wait_event(&site.rt, &mut events, "online", reader_event("osdp-online"));
+    let reason = online.event.reason.unwrap();
+    assert!(
+        reason.contains("plaintext") && reason.contains("card data only"),
+        "{reason}"
+    );
+
+    // Even with Alice's card on it, the reader can only send its number.
+    site.present(&pd, &site.alice);
+    let tap = wait_event(&site.rt, &mut events, "tap", |e| {
+        e.event.kind == EventKind::Tap
+    });
+    assert_eq!(tap.event.result, Some(EventResult::Refused));
+    assert_eq!(
+        tap.event.code.as_deref(),
+        Some(server::osdp::UNTRUSTED_CARD_DATA)
+    );
+    assert!(tap.event.reader.is_some());
+    let reason = tap.event.reason.unwrap();
+    assert!(reason.contains("transparent"), "{reason}");
+    assert_eq!(tap.event.data.as_ref().unwrap()["bits"], 8);
+    let red = wait_told(&told, "a red LED", |t| {
+        matches!(t, Told::Led(_) | Told::Output(_))
+    });
+    assert!(
+        matches!(&red, Told::Led(l) if l.temporary.on_color == color::RED),
+        "{red:?}"
+    );
+
+    // osdp_FMT card data too.
+    pd.card_text(0, b"12345678");
+    let tap = wait_event(&site.rt, &mut events, "tap", |e| {
+        e.event.kind == EventKind::Tap
+    });
+    assert_eq!(
+        tap.event.code.as_deref(),
+        Some(server::osdp::UNTRUSTED_CARD_DATA)
+    );
+    site.rt.block_on(s.shutdown()).unwrap();
+    pd.shutdown().unwrap();
+}
+
+#[test]
+fn the_reader_keypad_is_the_pin_source_of_a_card_and_pin_door() {
+    let key = Key([0x3A; 16]);
+    let site = Site::with("key_file = \"reader.key\"", "pki-auth");
+    site.write_key(&key, 0o600);
+    let s = site.start().unwrap();
+    let l = s.loaded();
+    let mut events = l.controller.log().subscribe();
+    site.enroll(&s, &site.alice, "Alice");
+    let (pd, _told) = site.reader(Some(key), false);
+    wait_event(&site.rt, &mut events, "online", reader_event("osdp-online"));
+
+    // The PIN typed before the card (digits, then # as OSDP sends it).
+    pd.keypad(0, b"123456\r");
+    site.present(&pd, &site.alice);
+    let tap = wait_event(&site.rt, &mut events, "tap", |e| {
+        e.event.kind == EventKind::Tap
+    });
+    assert_eq!(
+        tap.event.result,
+        Some(EventResult::Granted),
+        "{:?}",
+        tap.event.reason
+    );
+    assert_eq!(tap.event.data.as_ref().unwrap()["mechanism"], "pki-auth");
+
+    // A wrong PIN typed after the card (the tap waits for it); `*` clears
+    // what was typed before it.
+    site.present(&pd, &site.alice);
+    pd.keypad(0, b"12\x7f999999#");
+    let tap = wait_event(&site.rt, &mut events, "tap", |e| {
+        e.event.kind == EventKind::Tap
+    });
+    assert_eq!(tap.event.code.as_deref(), Some("wrong-pin"));
     site.rt.block_on(s.shutdown()).unwrap();
     pd.shutdown().unwrap();
 }
