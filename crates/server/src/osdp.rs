@@ -71,6 +71,8 @@ pub const UNTRUSTED_CARD_DATA: &str = "osdp-card-data-untrusted";
 /// Why the OSDP readers could not be started.
 #[derive(Debug, thiserror::Error)]
 pub enum OsdpError {
+    #[error("`{key}`: {problem}")]
+    Invalid { key: String, problem: String },
     #[error("`{key}`: {path}: {problem}", path = path.display())]
     KeyFile {
         key: String,
@@ -235,10 +237,9 @@ fn plan_reader(i: usize, j: usize, p: &OsdpPort, r: &OsdpReader) -> Result<Reade
             (PdSetup::secure(r.address, read_key_file(path, &key)?), None)
         }
         (None, true, _) => {
-            return Err(OsdpError::KeyFile {
+            return Err(OsdpError::Invalid {
                 key,
-                path: PathBuf::new(),
-                problem: "missing".into(),
+                problem: "missing: a secure reader needs its key file (or `secure = false`)".into(),
             })
         }
     };
@@ -380,6 +381,7 @@ struct ReaderState {
     tamper: bool,
     power: bool,
     install: Option<PathBuf>,
+    lock_output: Option<u8>,
     keys: Zeroizing<String>,
     /// The tap thread's work, and its share of the bus events.
     jobs: mpsc::Sender<Job>,
@@ -560,6 +562,7 @@ pub fn start(
                 tamper: false,
                 power: false,
                 install: r.install,
+                lock_output: r.lock_output,
                 keys: Zeroizing::new(String::new()),
                 jobs,
                 bus,
@@ -632,11 +635,18 @@ fn dispatch(cp: CpHandle, mut readers: Vec<ReaderState>, shared: &Shared, device
             continue;
         };
         let r = &mut readers[i];
-        let bound = Shared::bound(
-            &mut bindings[i],
-            shared.controller.snapshot(),
-            &r.connection,
-        );
+        let snapshot = shared.controller.snapshot();
+        let before = bindings[i].1;
+        let bound = Shared::bound(&mut bindings[i], snapshot.clone(), &r.connection);
+        if bound != before {
+            // Bound (or rebound) since the last event: its status follows.
+            if let Some((old, _)) = before {
+                shared.status.forget(old);
+            }
+            if let Some((id, _)) = bound {
+                shared.status.set(id, r.online.load(Ordering::Acquire));
+            }
+        }
         let (reader_id, door) = (bound.map(|b| b.0), bound.map(|b| b.1));
         let record = |code: &str, reason: String| {
             shared.record(NewEvent::reader(
@@ -663,6 +673,25 @@ fn dispatch(cp: CpHandle, mut readers: Vec<ReaderState>, shared: &Shared, device
                 r.refused = false;
                 if let Some(id) = reader_id {
                     shared.status.set(id, true);
+                }
+                // The lock relay takes the door's mode again (the reader
+                // may have restarted): held open for an unlocked door,
+                // locked otherwise.
+                if let Some(output) = r.lock_output {
+                    let mode = door.and_then(|d| snapshot.door(d)).map(|d| d.mode);
+                    let control_code = if mode == Some(DoorMode::Unlocked) {
+                        2
+                    } else {
+                        1
+                    };
+                    let _ = cp.submit(
+                        address,
+                        Command::Output(vec![OutputControl {
+                            output,
+                            control_code,
+                            timer: 0,
+                        }]),
+                    );
                 }
                 record(
                     "osdp-online",
@@ -829,6 +858,10 @@ fn dispatch(cp: CpHandle, mut readers: Vec<ReaderState>, shared: &Shared, device
         if let Some((id, _)) = b {
             shared.status.forget(id);
         }
+    }
+    // The panel's thread ended: stopped, or its serial line failed.
+    if let Err(e) = cp.shutdown() {
+        tracing::error!(device = %device.display(), error = %e, "OSDP port failed; its readers are no longer served until a restart");
     }
 }
 

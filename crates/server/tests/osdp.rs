@@ -305,6 +305,17 @@ fn secure_transparent_taps_feedback_lock_output_and_offline_events() {
         Some(true)
     );
 
+    // On connection the lock relay is put in the door's mode: locked.
+    let out = wait_told(&told, "to lock", |t| matches!(t, Told::Output(_)));
+    assert_eq!(
+        out,
+        Told::Output(OutputControl {
+            output: 0,
+            control_code: 1,
+            timer: 0
+        })
+    );
+
     // Alice is enrolled: the controller runs PKI-CAK through the reader.
     site.present(&pd, &site.alice);
     let tap = wait_event(&site.rt, &mut events, "tap", |e| {
@@ -364,6 +375,27 @@ fn secure_transparent_taps_feedback_lock_output_and_offline_events() {
         .unwrap();
     let out = wait_told(&told, "to pulse the lock", |t| matches!(t, Told::Output(_)));
     assert!(matches!(out, Told::Output(o) if o.control_code == 4 && o.timer == 30));
+
+    // The door held unlocked, then back to normal: the relay follows.
+    let door_id = tap.event.door.unwrap();
+    for (mode, code) in [
+        (access::DoorMode::Unlocked, 2),
+        (access::DoorMode::Normal, 1),
+    ] {
+        let mut door = l.controller.snapshot().door(door_id).unwrap().clone();
+        door.mode = mode;
+        site.rt.block_on(l.store.update_door(&door)).unwrap();
+        site.rt.block_on(s.reload()).unwrap();
+        let out = wait_told(&told, "the door's mode", |t| matches!(t, Told::Output(_)));
+        assert_eq!(
+            out,
+            Told::Output(OutputControl {
+                output: 0,
+                control_code: code,
+                timer: 0
+            })
+        );
+    }
 
     // The reader stops answering: offline; back: online again.
     pd.shutdown().unwrap();
