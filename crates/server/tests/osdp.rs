@@ -468,6 +468,28 @@ fn a_key_file_readable_by_others_stops_start_up() {
     std::fs::set_permissions(site.key_path(), std::fs::Permissions::from_mode(0o600)).unwrap();
     let e = site.start().unwrap_err().to_string();
     assert!(e.contains("32 hex digits"), "{e}");
+
+    // Owned by another user (only a privileged test run can make one).
+    site.write_key(&Key([0x11; 16]), 0o600);
+    if std::os::unix::fs::chown(site.key_path(), Some(65534), None).is_ok() {
+        let e = site.start().unwrap_err().to_string();
+        assert!(e.contains("owned by user 65534"), "{e}");
+        assert!(e.contains("chown"), "{e}");
+    }
+}
+
+#[test]
+fn a_serial_device_that_cannot_be_opened_stops_start_up() {
+    let site = Site::new("secure = false");
+    let text = std::fs::read_to_string(site.dir.path().join("pivgate.toml")).unwrap();
+    let text = text.replace(
+        &format!("device = \"{}\"", site.pty.slave_path.display()),
+        "device = \"/nonexistent/ttyOSDP\"",
+    );
+    std::fs::write(site.dir.path().join("pivgate.toml"), text).unwrap();
+    let e = site.start().unwrap_err().to_string();
+    assert!(e.contains("`osdp.ports[0].device`"), "{e}");
+    assert!(e.contains("/nonexistent/ttyOSDP"), "{e}");
 }
 
 #[test]
