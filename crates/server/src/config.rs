@@ -1220,6 +1220,8 @@ mod tests {
         assert_eq!(p.readers.len(), 3);
         assert!(p.readers[0].secure && !p.readers[2].secure);
         assert_eq!(p.connection(1), "osdp:/dev/ttyUSB0#1");
+        // Printed and read back.
+        assert_eq!(parse(&c.to_string()).unwrap(), c);
         // The default baud rate.
         let c = parse("[[osdp.ports]]\ndevice = \"/dev/ttyS0\"\n[[osdp.ports.readers]]\naddress = 0\nsecure = false\n").unwrap();
         assert_eq!(c.osdp.ports[0].baud, 9600);

@@ -991,3 +991,41 @@ impl TapWorker {
         );
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn key_files_are_read_and_written_with_mode_0600() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("k");
+        let key = Key([0xA5; 16]);
+        write_key_file(&p, &key).unwrap();
+        let meta = std::fs::metadata(&p).unwrap();
+        assert_eq!(meta.permissions().mode() & 0o777, 0o600);
+        assert_eq!(read_key_file(&p, "k").unwrap(), key);
+        // Upper case and surrounding white space are fine.
+        std::fs::write(&p, format!("  {}\n", hex::encode_upper(key.0))).unwrap();
+        assert_eq!(read_key_file(&p, "k").unwrap(), key);
+        std::fs::write(&p, hex::encode([1u8; 15])).unwrap();
+        let e = read_key_file(&p, "x.key_file").unwrap_err().to_string();
+        assert!(e.starts_with("`x.key_file`: "), "{e}");
+        assert!(e.contains("32 hex digits"), "{e}");
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o640)).unwrap();
+        let e = read_key_file(&p, "k").unwrap_err().to_string();
+        assert!(e.contains("mode 0640") && e.contains("chmod 600"), "{e}");
+        let e = read_key_file(&dir.path().join("none"), "k")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("cannot read"), "{e}");
+    }
+
+    #[test]
+    fn output_timers_round_up_to_100_ms() {
+        assert_eq!(timer_units(Duration::from_millis(5000)), 50);
+        assert_eq!(timer_units(Duration::from_millis(1)), 1);
+        assert_eq!(timer_units(Duration::from_millis(250)), 3);
+        assert_eq!(timer_units(Duration::from_secs(100_000)), u16::MAX);
+    }
+}
