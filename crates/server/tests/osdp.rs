@@ -770,3 +770,131 @@ mod libosdp {
         site.rt.block_on(s.shutdown()).unwrap();
     }
 }
+
+/// Copies everything read from `from` to each of `to` (a multidrop bus: every
+/// reader hears the panel, the panel hears every reader).
+fn bus_relay(mut from: std::fs::File, to: Vec<std::fs::File>) {
+    use std::io::{Read, Write};
+    std::thread::spawn(move || {
+        let mut to = to;
+        let mut b = [0u8; 512];
+        while let Ok(n) = from.read(&mut b) {
+            if n == 0 {
+                break;
+            }
+            for t in &mut to {
+                let _ = t.write_all(&b[..n]);
+            }
+        }
+    });
+}
+
+#[test]
+fn two_readers_on_one_bus_one_with_the_wrong_key() {
+    let good = Key([0x77; 16]);
+    let site = Site::new(
+        "key_file = \"reader.key\"\n[[osdp.ports.readers]]\naddress = 2\nkey_file = \"reader2.key\"",
+    );
+    site.write_key(&Key([0x66; 16]), 0o600);
+    let second = site.dir.path().join("reader2.key");
+    std::fs::write(&second, hex::encode(good.0)).unwrap();
+    std::fs::set_permissions(&second, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let conf = site.dir.path().join("pivgate.toml");
+    let mut text = std::fs::read_to_string(&conf).unwrap();
+    text.push_str(&format!(
+        "\"osdp:{}#2\" = \"Front\"\n",
+        site.pty.slave_path.display()
+    ));
+    std::fs::write(&conf, text).unwrap();
+
+    // Two readers, each on its own pseudo-terminal, joined into one bus.
+    let (a, b) = (Pty::open().unwrap(), Pty::open().unwrap());
+    bus_relay(
+        site.pty.master.try_clone().unwrap(),
+        vec![a.master.try_clone().unwrap(), b.master.try_clone().unwrap()],
+    );
+    bus_relay(
+        a.master.try_clone().unwrap(),
+        vec![site.pty.master.try_clone().unwrap()],
+    );
+    bus_relay(
+        b.master.try_clone().unwrap(),
+        vec![site.pty.master.try_clone().unwrap()],
+    );
+    let s = site.start().unwrap();
+    let l = s.loaded();
+    let mut events = l.controller.log().subscribe();
+    site.enroll(&s, &site.alice, "Alice");
+    let connection = |n: u8| format!("osdp:{}#{n}", site.pty.slave_path.display());
+    let id = |n: u8| {
+        l.controller
+            .snapshot()
+            .reader_by_connection(&connection(n))
+            .unwrap()
+            .id
+    };
+
+    let pd = |address: u8, key: &Key, port: &Pty| {
+        let mut cfg = PdConfig::reader(
+            address,
+            PdId {
+                serial: u32::from(address),
+                ..PdId::default()
+            },
+        );
+        cfg.scbk = Some(key.clone());
+        cfg.require_secure = true;
+        let (told, _rx) = mpsc::channel();
+        PdHandle::spawn(
+            port.slave.try_clone().unwrap(),
+            PeripheralDevice::new(cfg),
+            Box::new(Reader {
+                card: site.card.clone(),
+                told,
+            }),
+            Link::paced(BAUD),
+        )
+        .unwrap()
+    };
+    // Reader 1 holds another key than the one configured for it.
+    let pd1 = pd(1, &good, &a);
+    let pd2 = pd(2, &good, &b);
+    // In either order: reader 1 refused, reader 2 online.
+    let (mut refused, mut online) = (None, None);
+    while refused.is_none() || online.is_none() {
+        let e = wait_event(&site.rt, &mut events, "reader", |e| {
+            e.event.kind == EventKind::Reader
+        });
+        match e.event.code.as_deref() {
+            Some("osdp-refused") => refused = e.event.reader,
+            Some("osdp-online") => online = e.event.reader,
+            _ => {}
+        }
+    }
+    assert_eq!(refused, Some(id(1)));
+    assert_eq!(online, Some(id(2)));
+
+    // Reader 2 serves taps all the same.
+    site.present(&pd2, &site.alice);
+    let tap = wait_event(&site.rt, &mut events, "tap", |e| {
+        e.event.kind == EventKind::Tap
+    });
+    assert_eq!(
+        tap.event.result,
+        Some(EventResult::Granted),
+        "{:?}",
+        tap.event.reason
+    );
+    assert_eq!(tap.event.reader, Some(id(2)));
+    // The refused reader's card is not read.
+    site.present(&pd1, &site.alice);
+    site.present(&pd2, &site.alice);
+    let tap = wait_event(&site.rt, &mut events, "tap", |e| {
+        e.event.kind == EventKind::Tap
+    });
+    assert_eq!(tap.event.reader, Some(id(2)));
+    assert_eq!(l.reader_status.get(id(1)).map(|c| c.connected), Some(false));
+    site.rt.block_on(s.shutdown()).unwrap();
+    pd1.shutdown().unwrap();
+    pd2.shutdown().unwrap();
+}
