@@ -287,44 +287,33 @@ impl OsdpOutput {
         }
     }
 
-    /// The lock routes of the readers of `door` (none before the ports run).
-    fn with_routes<T>(&self, door: DoorId, f: impl FnOnce(Vec<&Route>) -> T) -> Option<T> {
-        let routes = self.routes.get()?;
-        let controller = self.controller.get()?.upgrade()?;
-        let snapshot = controller.snapshot();
-        let found: Vec<&Route> = snapshot
-            .readers()
-            .iter()
-            .filter(|r| r.door == door)
-            .filter_map(|r| routes.get(&r.connection))
-            .collect();
-        if found.is_empty() {
-            None
-        } else {
-            Some(f(found))
-        }
-    }
-
+    /// Sends `control` to the lock output of every OSDP reader of `door`;
+    /// `None` when it has none (or before the ports run).
     fn drive(
         &self,
         door: DoorId,
         control: impl Fn(&Route) -> OutputControl,
     ) -> Option<Result<(), OutputError>> {
-        self.with_routes(door, |routes| {
-            let mut result = Ok(());
-            for r in routes {
-                if !r.online.load(Ordering::Acquire) {
-                    result = Err(OutputError {
-                        door,
-                        problem: format!("OSDP reader {} is offline", r.connection),
-                    });
-                    continue;
-                }
-                r.commander
-                    .send(r.address, Command::Output(vec![control(r)]));
+        let routes = self.routes.get()?;
+        let controller = self.controller.get()?.upgrade()?;
+        let snapshot = controller.snapshot();
+        let mut driven = None;
+        for reader in snapshot.readers().iter().filter(|r| r.door == door) {
+            let Some(r) = routes.get(&reader.connection) else {
+                continue;
+            };
+            if !r.online.load(Ordering::Acquire) {
+                driven = Some(Err(OutputError {
+                    door,
+                    problem: format!("OSDP reader {} is offline", r.connection),
+                }));
+                continue;
             }
-            result
-        })
+            r.commander
+                .send(r.address, Command::Output(vec![control(r)]));
+            driven.get_or_insert(Ok(()));
+        }
+        driven
     }
 }
 
