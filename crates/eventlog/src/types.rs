@@ -92,7 +92,7 @@ macro_rules! text_enum {
 text_enum!(
     /// What an event records.
     EventKind, "an event kind",
-    "tap" => Tap, "admin" => Admin, "door-command" => DoorCommand
+    "tap" => Tap, "admin" => Admin, "door-command" => DoorCommand, "reader" => Reader
 );
 text_enum!(
     /// The result of a tap.
@@ -244,6 +244,34 @@ impl NewEvent {
             reason: Some(reason),
             actor: Some(actor.to_string()),
             data: None,
+        }
+    }
+}
+
+impl NewEvent {
+    /// Something a reader link reported (online, offline, refused by the
+    /// secure channel, tamper, power): `code` like `osdp-offline`, `reason`
+    /// the sentence, `detail` the link's particulars (device, address).
+    pub fn reader(
+        time: Timestamp,
+        door: Option<DoorId>,
+        reader: Option<ReaderId>,
+        code: &str,
+        reason: String,
+        detail: serde_json::Value,
+    ) -> Self {
+        NewEvent {
+            time,
+            kind: EventKind::Reader,
+            door,
+            reader,
+            cardholder: None,
+            credential: None,
+            result: None,
+            code: Some(code.to_string()),
+            reason: Some(reason),
+            actor: None,
+            data: Some(detail),
         }
     }
 }

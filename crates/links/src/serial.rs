@@ -196,7 +196,7 @@ enum CpCtl {
 pub struct CpHandle {
     stats: Arc<Mutex<LineStats>>,
     ctl: mpsc::Sender<CpCtl>,
-    waker: UnixStream,
+    waker: Arc<UnixStream>,
     events: mpsc::Receiver<CpEvent>,
     thread: Option<JoinHandle<io::Result<LineStats>>>,
 }
@@ -216,14 +216,24 @@ impl CpHandle {
         Ok(CpHandle {
             stats,
             ctl,
-            waker,
+            waker: Arc::new(waker),
             events,
             thread: Some(thread),
         })
     }
 
     fn ring(&self) {
-        let _ = (&self.waker).write(&[1]);
+        let _ = (&*self.waker).write(&[1]);
+    }
+
+    /// A handle other threads can keep to queue commands and read the line
+    /// counters while this handle's owner reads the events.
+    pub fn commander(&self) -> CpCommander {
+        CpCommander {
+            stats: self.stats.clone(),
+            ctl: self.ctl.clone(),
+            waker: self.waker.clone(),
+        }
     }
 
     /// Queues a command (see [`ControlPanel::submit`]).
@@ -282,6 +292,60 @@ impl Drop for CpHandle {
             self.ring();
             let _ = t.join();
         }
+    }
+}
+
+/// Queues commands on a running panel from any thread (see
+/// [`CpHandle::commander`]); the events stay with the [`CpHandle`].
+#[derive(Clone)]
+pub struct CpCommander {
+    stats: Arc<Mutex<LineStats>>,
+    ctl: mpsc::Sender<CpCtl>,
+    waker: Arc<UnixStream>,
+}
+
+impl std::fmt::Debug for CpCommander {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CpCommander").finish_non_exhaustive()
+    }
+}
+
+impl CpCommander {
+    fn ring(&self) {
+        let _ = (&*self.waker).write(&[1]);
+    }
+
+    /// Queues a command and waits for the panel to accept it (see
+    /// [`ControlPanel::submit`]); its reply comes as an event.
+    pub fn submit(&self, address: u8, command: Command) -> Result<(), CpError> {
+        let (tx, rx) = mpsc::channel();
+        if self.ctl.send(CpCtl::Submit(address, command, tx)).is_err() {
+            return Err(CpError::Offline(address));
+        }
+        self.ring();
+        rx.recv().unwrap_or(Err(CpError::Offline(address)))
+    }
+
+    /// Queues a command without waiting for the panel's thread (which may
+    /// be writing a long frame at a low baud rate); a command the panel
+    /// does not accept is dropped.
+    pub fn send(&self, address: u8, command: Command) {
+        let (tx, _) = mpsc::channel();
+        if self.ctl.send(CpCtl::Submit(address, command, tx)).is_ok() {
+            self.ring();
+        }
+    }
+
+    /// The line counters so far.
+    pub fn line_stats(&self) -> LineStats {
+        self.stats.lock().map(|s| *s).unwrap_or_default()
+    }
+
+    /// Stops the panel's thread: its event channel then ends, which tells
+    /// whoever reads the events to stop too.
+    pub fn shutdown(&self) {
+        let _ = self.ctl.send(CpCtl::Shutdown);
+        self.ring();
     }
 }
 

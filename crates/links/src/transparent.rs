@@ -10,16 +10,58 @@ use host::{Channel, Traffic, Transport, TransportError};
 
 use crate::osdp::cp::{CpError, CpEvent};
 use crate::osdp::msg::{cmd, Command, Reply, XrdReply, XwrRequest};
-use crate::serial::{CpHandle, LineStats};
+use crate::serial::{CpCommander, CpHandle, LineStats};
+
+/// What a [`OsdpTransport`] needs of the bus: a way to queue commands, the
+/// panel's events, and the line counters. A [`CpHandle`] owns all three; a
+/// [`SharedBus`] is for a service whose own thread reads the panel's events
+/// and hands one reader's share to its transport.
+pub trait Bus {
+    fn submit(&self, address: u8, command: Command) -> Result<(), CpError>;
+    fn events(&self) -> &std::sync::mpsc::Receiver<CpEvent>;
+    fn line_stats(&self) -> LineStats;
+}
+
+impl Bus for CpHandle {
+    fn submit(&self, address: u8, command: Command) -> Result<(), CpError> {
+        CpHandle::submit(self, address, command)
+    }
+    fn events(&self) -> &std::sync::mpsc::Receiver<CpEvent> {
+        CpHandle::events(self)
+    }
+    fn line_stats(&self) -> LineStats {
+        CpHandle::line_stats(self)
+    }
+}
+
+/// A bus whose events are forwarded by their reader (see [`Bus`]).
+#[derive(Debug)]
+pub struct SharedBus {
+    pub commander: CpCommander,
+    pub events: std::sync::mpsc::Receiver<CpEvent>,
+}
+
+impl Bus for SharedBus {
+    fn submit(&self, address: u8, command: Command) -> Result<(), CpError> {
+        self.commander.submit(address, command)
+    }
+    fn events(&self) -> &std::sync::mpsc::Receiver<CpEvent> {
+        &self.events
+    }
+    fn line_stats(&self) -> LineStats {
+        self.commander.line_stats()
+    }
+}
 
 /// The largest short APDU: header, Lc, 255 data bytes, Le.
 const MAX_APDU: usize = 4 + 1 + 255 + 1;
 /// Bus events kept for [`OsdpTransport::take_events`].
 const STASH_LIMIT: usize = 1024;
 
-/// A card behind an OSDP reader on a bus driven by a [`CpHandle`].
-pub struct OsdpTransport {
-    cp: CpHandle,
+/// A card behind an OSDP reader on a bus driven by a [`CpHandle`] (or
+/// another [`Bus`]).
+pub struct OsdpTransport<B = CpHandle> {
+    cp: B,
     address: u8,
     reader: u8,
     name: String,
@@ -28,9 +70,9 @@ pub struct OsdpTransport {
     stash: Vec<CpEvent>,
 }
 
-impl OsdpTransport {
+impl<B: Bus> OsdpTransport<B> {
     /// Card access through reader `reader` of the device at `address`.
-    pub fn new(cp: CpHandle, address: u8, reader: u8) -> OsdpTransport {
+    pub fn new(cp: B, address: u8, reader: u8) -> OsdpTransport<B> {
         OsdpTransport {
             cp,
             address,
@@ -54,7 +96,7 @@ impl OsdpTransport {
     }
 
     /// The bus handle back.
-    pub fn into_inner(self) -> CpHandle {
+    pub fn into_inner(self) -> B {
         self.cp
     }
 
@@ -126,7 +168,7 @@ impl OsdpTransport {
     }
 }
 
-impl Channel for OsdpTransport {
+impl<B: Bus> Channel for OsdpTransport<B> {
     fn transmit(&mut self, apdu: &[u8]) -> Result<Vec<u8>, TransportError> {
         if apdu.len() > MAX_APDU {
             return Err(TransportError::CommandTooLong(apdu.len()));
@@ -163,7 +205,7 @@ impl Channel for OsdpTransport {
     }
 }
 
-impl Transport for OsdpTransport {
+impl<B: Bus + Send> Transport for OsdpTransport<B> {
     fn transaction(
         &mut self,
         f: &mut dyn FnMut(&mut dyn Channel) -> Result<(), TransportError>,

@@ -56,6 +56,9 @@ pub struct Config {
     pub output: OutputConfig,
     #[serde(default)]
     pub keypad: KeypadConfig,
+    /// OSDP readers on serial lines (see [`crate::osdp`]).
+    #[serde(default, skip_serializing_if = "OsdpConfig::is_empty")]
+    pub osdp: OsdpConfig,
     /// Written to an empty database on the first start.
     #[serde(default)]
     pub seed: Option<Seed>,
@@ -214,6 +217,84 @@ impl Default for KeypadConfig {
     }
 }
 
+/// `[osdp]`: OSDP v2.2 readers on serial lines, the service being the
+/// control panel. A reader is bound to a door like a PC/SC reader, by a
+/// reader record (seed or API) whose connection is
+/// [`OsdpPort::connection`]: `osdp:DEVICE#ADDRESS`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct OsdpConfig {
+    #[serde(default)]
+    pub ports: Vec<OsdpPort>,
+}
+
+impl OsdpConfig {
+    pub fn is_empty(&self) -> bool {
+        self.ports.is_empty()
+    }
+}
+
+/// The baud rates OSDP v2.2 names.
+pub const OSDP_BAUD_RATES: [u32; 5] = [9600, 19200, 38400, 57600, 115200];
+
+/// `[[osdp.ports]]`: one serial line (an RS-485 bus) and the readers on it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct OsdpPort {
+    /// The serial device, e.g. `/dev/ttyUSB0`.
+    pub device: PathBuf,
+    /// 9600, 19200, 38400, 57600 or 115200.
+    #[serde(default = "default_osdp_baud")]
+    pub baud: u32,
+    #[serde(default)]
+    pub readers: Vec<OsdpReader>,
+}
+
+fn default_osdp_baud() -> u32 {
+    9600
+}
+
+impl OsdpPort {
+    /// The connection string of the reader at `address` on this port, as
+    /// reader records name it.
+    pub fn connection(&self, address: u8) -> String {
+        format!("osdp:{}#{address}", self.device.display())
+    }
+}
+
+/// `[[osdp.ports.readers]]`: one reader (PD) on the bus.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct OsdpReader {
+    /// The reader's address on the bus, 0 to 126.
+    pub address: u8,
+    /// The secure channel base key (SCBK): 32 hex digits, in a file of
+    /// mode 0600 (or stricter) owned by the service's user.
+    #[serde(default)]
+    pub key_file: Option<PathBuf>,
+    /// The reader still has the default key (SCBK-D): connect with it,
+    /// install a freshly generated key with `osdp_KEYSET` and write it to
+    /// `key_file`; once `key_file` exists it is used instead.
+    #[serde(default)]
+    pub install_mode: bool,
+    /// The secure channel; `false` is a plaintext link (card data, keypad
+    /// and lock commands readable and forgeable on the wire).
+    #[serde(default = "default_true")]
+    pub secure: bool,
+    /// The reader's output wired to the lock relay (`osdp_OUT`); without
+    /// it the door's lock is driven by the service's door output.
+    #[serde(default)]
+    pub lock_output: Option<u8>,
+    /// How long `lock_output` releases the lock, ms (default
+    /// `output.unlock_ms`); sent in 100 ms units.
+    #[serde(default)]
+    pub unlock_ms: Option<u64>,
+}
+
+fn default_true() -> bool {
+    true
+}
+
 /// A site, its doors, reader bindings and schedules for an empty database.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -285,6 +366,7 @@ impl Default for Config {
             revocation: RevocationSettings::default(),
             output: OutputConfig::default(),
             keypad: KeypadConfig::default(),
+            osdp: OsdpConfig::default(),
             seed: None,
         }
     }
@@ -400,6 +482,13 @@ impl Config {
             t.intermediates.iter_mut().for_each(fix);
             t.crls.iter_mut().for_each(fix);
         }
+        for p in &mut self.osdp.ports {
+            for r in &mut p.readers {
+                if let Some(k) = &mut r.key_file {
+                    fix(k);
+                }
+            }
+        }
     }
 
     /// Checks what types alone cannot: the listen address against TLS, the
@@ -475,9 +564,95 @@ impl Config {
                 ),
             ));
         }
+        self.check_osdp()
+            .map_err(|(key, problem)| invalid(&key, problem))?;
         if let Some(seed) = &self.seed {
             seed.entities()
                 .map_err(|(key, problem)| invalid(&key, problem))?;
+        }
+        Ok(())
+    }
+
+    fn check_osdp(&self) -> Result<(), (String, String)> {
+        let ports = &self.osdp.ports;
+        for (i, p) in ports.iter().enumerate() {
+            let key = |k: &str| format!("osdp.ports[{i}].{k}");
+            if p.device.as_os_str().is_empty() {
+                return Err((
+                    key("device"),
+                    "empty: name the serial device, e.g. /dev/ttyUSB0".into(),
+                ));
+            }
+            if ports[..i].iter().any(|o| o.device == p.device) {
+                return Err((
+                    key("device"),
+                    format!(
+                        "{} is configured twice: put every reader of one bus under one port",
+                        p.device.display()
+                    ),
+                ));
+            }
+            if !OSDP_BAUD_RATES.contains(&p.baud) {
+                return Err((
+                    key("baud"),
+                    format!(
+                        "{} is not an OSDP baud rate (9600, 19200, 38400, 57600 or 115200)",
+                        p.baud
+                    ),
+                ));
+            }
+            if p.readers.is_empty() {
+                return Err((key("readers"), "empty: add the readers on this bus ([[osdp.ports.readers]] with their address)".into()));
+            }
+            for (j, r) in p.readers.iter().enumerate() {
+                let key = |k: &str| format!("osdp.ports[{i}].readers[{j}].{k}");
+                if r.address > 126 {
+                    return Err((
+                        key("address"),
+                        format!(
+                            "{} is out of range (0 to 126; 127 is the broadcast address)",
+                            r.address
+                        ),
+                    ));
+                }
+                if p.readers[..j].iter().any(|o| o.address == r.address) {
+                    return Err((
+                        key("address"),
+                        format!(
+                            "address {} is used twice on {}",
+                            r.address,
+                            p.device.display()
+                        ),
+                    ));
+                }
+                match (r.secure, &r.key_file, r.install_mode) {
+                    (true, None, true) => {
+                        return Err((key("key_file"), "missing: install mode writes the new secure channel key there".into()))
+                    }
+                    (true, None, false) => {
+                        return Err((key("key_file"), "missing: a secure reader needs its secure channel base key (32 hex digits in a file of mode 0600), or `install_mode = true` to install one, or `secure = false` for a plaintext link".into()))
+                    }
+                    (false, Some(_), _) | (false, _, true) => {
+                        return Err((key("secure"), "false, but a key or install mode is configured: remove `secure = false` or the key settings".into()))
+                    }
+                    _ => {}
+                }
+                if let Some(ms) = r.unlock_ms {
+                    if ms < 100 || ms > u64::from(u16::MAX) * 100 {
+                        return Err((
+                            key("unlock_ms"),
+                            format!("{ms} is out of range (100 to 6553500)"),
+                        ));
+                    }
+                }
+                if r.unlock_ms.is_some() && r.lock_output.is_none() {
+                    return Err((
+                        key("unlock_ms"),
+                        "applies only with `lock_output` (the reader output wired to the lock)"
+                            .into(),
+                    ));
+                }
+            }
         }
         Ok(())
     }
@@ -848,6 +1023,31 @@ unlock_ms = 5000
 # a tap waits for the PIN (a PIN typed before the card is kept 10 s at most).
 timeout_ms = 20000
 
+# OSDP v2.2 readers on a serial line (RS-485 bus), this service being the
+# control panel. Bind each to a door like a PC/SC reader, with the
+# connection "osdp:DEVICE#ADDRESS" (below in [seed.readers], or through the
+# API). A reader with transparent smart-card access (osdp_XWR) has the card
+# authenticated by this service itself (PKI-CAK through the reader, which is
+# never trusted); card data alone (osdp_RAW/osdp_FMT) is refused at every
+# door. Reader online/offline, secure channel failures, tamper and power are
+# events; its keypad (osdp_KEYPAD, digits then #) is the PIN source of card +
+# PIN doors; grants and refusals show on its LED and buzzer.
+# [[osdp.ports]]
+# device = "/dev/ttyUSB0"
+# baud = 9600              # 9600, 19200, 38400, 57600 or 115200
+# [[osdp.ports.readers]]
+# address = 1              # 0 to 126, unique on the port
+# # The secure channel base key: 32 hex digits in a file of mode 0600 owned
+# # by the service's user (start-up refuses anything else).
+# key_file = "osdp/front.key"
+# # A reader still on the default key (SCBK-D): install a freshly generated
+# # key (osdp_KEYSET) and write it to key_file; later starts use the file.
+# # install_mode = true
+# # secure = false         # plaintext link: only with a warning, never by default
+# # The reader output wired to the lock relay (osdp_OUT), and its pulse.
+# lock_output = 0
+# unlock_ms = 5000
+
 # Written to the database on the first start only; afterwards manage
 # sites, doors and readers through the API.
 [seed.site]
@@ -881,7 +1081,7 @@ name = "day shift"
 schedule = "weekdays 07-19"
 doors = ["Front door"]
 
-# PC/SC reader name = door name
+# PC/SC reader name (or "osdp:DEVICE#ADDRESS") = door name
 [seed.readers]
 "{reader}" = "Front door"
 "#
@@ -1007,6 +1207,71 @@ mod tests {
         .unwrap_err();
         assert_eq!(e.key(), Some("seed.groups[0].doors[0]"), "{e}");
         assert!(e.to_string().contains("door `Back`"), "{e}");
+    }
+
+    #[test]
+    fn osdp_ports_and_readers_are_checked() {
+        let port = "[[osdp.ports]]\ndevice = \"/dev/ttyUSB0\"\nbaud = 115200\n";
+        let c = parse(&format!(
+            "{port}[[osdp.ports.readers]]\naddress = 1\nkey_file = \"k1\"\nlock_output = 0\nunlock_ms = 3000\n[[osdp.ports.readers]]\naddress = 2\nkey_file = \"k2\"\ninstall_mode = true\n[[osdp.ports.readers]]\naddress = 3\nsecure = false\n"
+        ))
+        .unwrap();
+        let p = &c.osdp.ports[0];
+        assert_eq!(p.readers.len(), 3);
+        assert!(p.readers[0].secure && !p.readers[2].secure);
+        assert_eq!(p.connection(1), "osdp:/dev/ttyUSB0#1");
+        // Printed and read back.
+        assert_eq!(parse(&c.to_string()).unwrap(), c);
+        // The default baud rate.
+        let c = parse("[[osdp.ports]]\ndevice = \"/dev/ttyS0\"\n[[osdp.ports.readers]]\naddress = 0\nsecure = false\n").unwrap();
+        assert_eq!(c.osdp.ports[0].baud, 9600);
+
+        let bad = |tail: &str, key: &str, words: &str| {
+            let e = parse(&format!("{port}{tail}")).unwrap_err();
+            assert_eq!(e.key(), Some(key), "{e}");
+            assert!(e.to_string().contains(words), "{e}");
+        };
+        bad(
+            "[[osdp.ports.readers]]\naddress = 127\nsecure = false\n",
+            "osdp.ports[0].readers[0].address",
+            "0 to 126",
+        );
+        bad(
+            "[[osdp.ports.readers]]\naddress = 1\nsecure = false\n[[osdp.ports.readers]]\naddress = 1\nsecure = false\n",
+            "osdp.ports[0].readers[1].address",
+            "used twice",
+        );
+        bad(
+            "[[osdp.ports.readers]]\naddress = 1\n",
+            "osdp.ports[0].readers[0].key_file",
+            "install_mode",
+        );
+        bad(
+            "[[osdp.ports.readers]]\naddress = 1\ninstall_mode = true\n",
+            "osdp.ports[0].readers[0].key_file",
+            "install mode writes",
+        );
+        bad(
+            "[[osdp.ports.readers]]\naddress = 1\nsecure = false\nkey_file = \"k\"\n",
+            "osdp.ports[0].readers[0].secure",
+            "false",
+        );
+        bad(
+            "[[osdp.ports.readers]]\naddress = 1\nsecure = false\nunlock_ms = 500\n",
+            "osdp.ports[0].readers[0].unlock_ms",
+            "lock_output",
+        );
+        bad("", "osdp.ports[0].readers", "empty");
+        let e = parse("[[osdp.ports]]\ndevice = \"/dev/ttyS0\"\nbaud = 4800\n[[osdp.ports.readers]]\naddress = 0\nsecure = false\n").unwrap_err();
+        assert_eq!(e.key(), Some("osdp.ports[0].baud"), "{e}");
+        assert!(e.to_string().contains("9600, 19200"), "{e}");
+        let e = parse("[[osdp.ports]]\ndevice = \"/dev/ttyS0\"\nspeed = 9600\n").unwrap_err();
+        assert!(e.to_string().contains("unknown field `speed`"), "{e}");
+        let e = parse(
+            "[[osdp.ports]]\ndevice = \"/dev/ttyS0\"\n[[osdp.ports.readers]]\naddress = 300\n",
+        )
+        .unwrap_err();
+        assert!(matches!(e, ConfigError::Parse { .. }), "{e}");
     }
 
     #[test]

@@ -12,7 +12,7 @@
 //!   [`auth::Authenticator`], decides on the current
 //!   [`access::AccessSnapshot`], commits the event through the group-commit
 //!   [`eventlog::EventLog`] and only then signals the [`door::DoorOutput`]
-//!   (simulated for now). Sans-network: it takes any [`host::Transport`], so
+//!   (simulated, or an OSDP reader's output: [`osdp::OsdpOutput`]). Sans-network: it takes any [`host::Transport`], so
 //!   tests drive it with in-process software cards.
 //! - [`enroll`]: full validation of a card (or of a certificate alone),
 //!   then registration with the certificate kept; [`enroll_api`]:
@@ -27,6 +27,11 @@
 //!   pad, sent by a keypad at the door through the API.
 //! - [`readers`]: one blocking thread per PC/SC reader bound to a door,
 //!   event-driven (`SCardGetStatusChange`).
+//! - [`osdp`]: OSDP readers on serial lines (`[[osdp.ports]]`): a control
+//!   panel per port, reader online/offline/refused/tamper/power events,
+//!   cards authenticated by the controller through the reader's transparent
+//!   mode (card data alone refused), keypad PINs, LED and buzzer feedback,
+//!   and the lock relay on the reader's output.
 //! - [`http`]: the axum API with bearer-token roles; [`token`]: token
 //!   generation and hashing; [`tls`]: rustls when a certificate is
 //!   configured (without one the API listens on loopback only).
@@ -52,6 +57,7 @@ pub mod init;
 pub mod keypad;
 pub mod live;
 pub mod metrics;
+pub mod osdp;
 pub mod readers;
 pub mod revocation;
 pub mod service;

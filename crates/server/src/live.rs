@@ -16,7 +16,7 @@
 //!   next event committed; so does an id beyond the newest event (it came
 //!   from another database).
 //! - **Filters.** `door`, `cardholder`, `kind` (`tap`, `admin`,
-//!   `door-command`) and `result` (`granted`, `refused`), as for
+//!   `door-command`, `reader`) and `result` (`granted`, `refused`), as for
 //!   `/api/v1/events`.
 //! - **Slow clients.** A client that falls more than the live buffer behind
 //!   never slows the writer: its stream notices, reads what it missed from

@@ -31,6 +31,7 @@ use crate::door::{Controller, DoorOutput, SimulatedOutput};
 use crate::http;
 use crate::keypad::Keypads;
 use crate::metrics::Metrics;
+use crate::osdp::{OsdpOutput, OsdpPorts};
 use crate::readers::{self, ReaderThreads};
 use crate::revocation::Revocation;
 use crate::status::{LastTaps, Observers, ReaderStatus, SignalTimes};
@@ -61,6 +62,8 @@ pub enum ServeError {
     Runtime(std::io::Error),
     #[error("the loading task failed: {0}")]
     Join(tokio::task::JoinError),
+    #[error(transparent)]
+    Osdp(#[from] crate::osdp::OsdpError),
 }
 
 impl From<StoreError> for ServeError {
@@ -205,6 +208,7 @@ pub struct Service {
     writer: JoinHandle<()>,
     revocation: JoinHandle<()>,
     readers: ReaderThreads,
+    osdp: OsdpPorts,
     sql: SqlStore,
     /// The event-log writer's own pool.
     writer_sql: SqlStore,
@@ -260,7 +264,7 @@ impl Service {
             None => tokio::spawn(http::serve(listener, state.clone(), stopped)),
         };
         match Self::load(&config, output, started).await {
-            Ok((loaded, writer, readers, (sql, writer_sql))) => {
+            Ok((loaded, writer, (readers, osdp), (sql, writer_sql))) => {
                 let revocation = tokio::spawn(loaded.revocation.clone().run(stop.subscribe()));
                 tracing::info!(
                     %addr,
@@ -279,6 +283,7 @@ impl Service {
                     writer,
                     revocation,
                     readers,
+                    osdp,
                     sql,
                     writer_sql,
                 })
@@ -295,7 +300,17 @@ impl Service {
         config: &Config,
         output: Option<Arc<dyn DoorOutput>>,
         started: Instant,
-    ) -> Result<(Loaded, JoinHandle<()>, ReaderThreads, (SqlStore, SqlStore)), ServeError> {
+    ) -> Result<
+        (
+            Loaded,
+            JoinHandle<()>,
+            (ReaderThreads, OsdpPorts),
+            (SqlStore, SqlStore),
+        ),
+        ServeError,
+    > {
+        // Key files are checked before anything else is opened.
+        let osdp_plans = crate::osdp::plan(&config.osdp)?;
         let trust_config = config.trust.clone();
         let crl_dir = config.data_dir.join(crate::revocation::CRL_DIR);
         let trust = tokio::task::spawn_blocking(move || {
@@ -376,6 +391,14 @@ impl Service {
             },
         );
         let output = output.unwrap_or_else(|| Arc::new(SimulatedOutput::new()));
+        // Doors whose OSDP reader drives the lock relay use it; the others
+        // keep `output`.
+        let osdp_output =
+            (!osdp_plans.is_empty()).then(|| Arc::new(OsdpOutput::new(output.clone())));
+        let output: Arc<dyn DoorOutput> = match &osdp_output {
+            Some(o) => o.clone(),
+            None => output,
+        };
         let credentials = snapshot.credentials().len();
         let signals = Arc::new(SignalTimes::new());
         let last_taps = Arc::new(LastTaps::new());
@@ -414,6 +437,19 @@ impl Service {
         )));
         let reader_status = Arc::new(ReaderStatus::new());
         let readers = readers::start(controller.clone(), keypads.clone(), reader_status.clone());
+        let osdp = match crate::osdp::start(
+            osdp_plans,
+            controller.clone(),
+            keypads.clone(),
+            reader_status.clone(),
+            osdp_output.as_deref(),
+        ) {
+            Ok(o) => o,
+            Err(e) => {
+                tokio::task::spawn_blocking(move || readers.stop()).await?;
+                return Err(e.into());
+            }
+        };
         let times = StartupTimes {
             trust_us: trust_time.as_micros() as u64,
             database_us: database.as_micros() as u64,
@@ -436,7 +472,7 @@ impl Service {
                 signals,
             },
             writer,
-            readers,
+            (readers, osdp),
             (sql, writer_sql),
         ))
     }
@@ -478,6 +514,8 @@ impl Service {
         // Reader threads finish their tap (committing its event) and stop.
         let readers = self.readers;
         tokio::task::spawn_blocking(move || readers.stop()).await?;
+        let osdp = self.osdp;
+        tokio::task::spawn_blocking(move || osdp.stop()).await?;
         // The last handle of the event log goes with the state: the writer
         // commits what was submitted, then ends.
         drop(self.state);

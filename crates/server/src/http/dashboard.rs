@@ -89,8 +89,9 @@ pub struct ReaderState {
     pub reader: i64,
     pub name: String,
     pub connection: String,
-    /// Whether the reader is plugged in; `null` when no watcher knows it
-    /// (not a PC/SC reader, or the PC/SC service is not available).
+    /// Whether the reader is plugged in (PC/SC) or online (OSDP); `null`
+    /// when no watcher knows it (no configured OSDP port serves it, or the
+    /// PC/SC service is not available).
     pub connected: Option<bool>,
     /// Since when it is (dis)connected, or watched.
     #[schema(value_type = Option<String>, format = DateTime)]

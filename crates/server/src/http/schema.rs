@@ -371,6 +371,8 @@ pub enum EventKind {
     Tap,
     Admin,
     DoorCommand,
+    /// A reader link's report (OSDP: online, offline, refused, tamper, power).
+    Reader,
 }
 
 /// The result of a tap.
@@ -381,7 +383,8 @@ pub enum EventResult {
     Refused,
 }
 
-/// A stored event: a tap, an administrative change or a door command.
+/// A stored event: a tap, an administrative change, a door command or a
+/// reader link's report.
 #[derive(Debug, Serialize, ToSchema)]
 pub struct Event {
     /// Ascending in commit order; the paging cursor.

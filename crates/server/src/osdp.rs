@@ -1,0 +1,1020 @@
+//! OSDP readers: the service as the control panel of each configured serial
+//! line (`[[osdp.ports]]`).
+//!
+//! Per port, the [`links::serial`] adapter runs the control panel state
+//! machine on its own thread (poll loop, reply timeouts, retries, offline
+//! detection and reconnection, the secure channel). A dispatcher thread of
+//! this module reads the panel's events:
+//!
+//! - reader online, offline, refused by the secure channel (a MAC or
+//!   cryptogram that does not verify, SCBK-D outside install mode), a key
+//!   installed, tamper and power changes (`osdp_LSTAT`): each one a `reader`
+//!   event in the log (once per change, not once per retry) and the
+//!   reader's connection in [`ReaderStatus`];
+//! - `osdp_KEYPAD` digits: collected per reader and, at `#` (or Enter),
+//!   handed to the door's [`Keypads`] entry, the PIN source of card + PIN
+//!   doors (`*` clears);
+//! - a card read (`osdp_RAW` / `osdp_FMT`): handed to the reader's own tap
+//!   thread. A reader that offers transparent smart-card access (`osdp_CAP`
+//!   function 13) has the card authenticated by the controller itself
+//!   through [`OsdpTransport`] — [`Controller::tap`], the same mechanism,
+//!   decision, anti-passback and event as a PC/SC reader — so the reader is
+//!   never trusted. Card data alone (a reader without transparent mode) is
+//!   not a credential any door mechanism accepts (PKI-CAK, PKI-AUTH and
+//!   CHUID all need the card itself): the tap is refused with
+//!   `osdp-card-data-untrusted` and recorded.
+//!
+//! After each tap the reader shows the result: green LED and one short beep
+//! for a grant, red LED and three beeps for a refusal. [`OsdpOutput`] is a
+//! [`DoorOutput`]: a door whose OSDP reader has `lock_output` gets its lock
+//! pulsed with `osdp_OUT` (also for momentary unlocks and door modes from
+//! the API); other doors use the service's other output.
+//!
+//! Keys: `key_file` holds the secure channel base key (32 hex digits); the
+//! file must be mode 0600 or stricter and owned by the service's user, or
+//! the service does not start. In install mode a fresh key is generated and
+//! written to `<key_file>.new` (0600) before connecting with SCBK-D; when
+//! the reader acknowledges `osdp_KEYSET` it is renamed to `key_file`, which
+//! later starts use.
+
+use std::collections::HashMap;
+use std::fs::File;
+use std::io::Write;
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc;
+use std::sync::{Arc, OnceLock, Weak};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use access::jiff::Timestamp;
+use access::{AccessSnapshot, DoorId, DoorMode, ReaderId};
+use eventlog::NewEvent;
+use links::osdp::cp::{ControlPanel, CpConfig, CpEvent, OfflineReason, PdSetup, Refusal};
+use links::osdp::msg::{
+    capability, cmd, color, BuzzerControl, Command, LedControl, LedState, OutputControl, RawCard,
+};
+use links::osdp::sc::Key;
+use links::serial::{open_serial, CpCommander, CpHandle, Link};
+use links::transparent::{OsdpTransport, SharedBus};
+use zeroize::Zeroizing;
+
+use crate::config::{OsdpConfig, OsdpPort, OsdpReader};
+use crate::door::{Controller, DoorOutput, OutputError};
+use crate::keypad::Keypads;
+use crate::status::ReaderStatus;
+
+/// The refusal code of card data from a reader without transparent mode.
+pub const UNTRUSTED_CARD_DATA: &str = "osdp-card-data-untrusted";
+
+/// Why the OSDP readers could not be started.
+#[derive(Debug, thiserror::Error)]
+pub enum OsdpError {
+    #[error("`{key}`: {problem}")]
+    Invalid { key: String, problem: String },
+    #[error("`{key}`: {path}: {problem}", path = path.display())]
+    KeyFile {
+        key: String,
+        path: PathBuf,
+        problem: String,
+    },
+    #[error("`{key}`: cannot open the serial device {device}: {error}", device = device.display())]
+    Serial {
+        key: String,
+        device: PathBuf,
+        error: std::io::Error,
+    },
+}
+
+/// The current user id (for key file ownership).
+fn euid() -> u32 {
+    rustix::process::geteuid().as_raw()
+}
+
+/// Reads an SCBK file: 32 hex digits, mode 0600 or stricter, owned by the
+/// service's user.
+pub fn read_key_file(path: &Path, key: &str) -> Result<Key, OsdpError> {
+    let fail = |problem: String| OsdpError::KeyFile {
+        key: key.to_string(),
+        path: path.to_owned(),
+        problem,
+    };
+    let meta =
+        std::fs::metadata(path).map_err(|e| fail(format!("cannot read the key file: {e}")))?;
+    let mode = meta.permissions().mode() & 0o777;
+    if mode & 0o077 != 0 {
+        return Err(fail(format!(
+            "the key file has mode {mode:04o}, readable by others: run `chmod 600 {}`",
+            path.display()
+        )));
+    }
+    let me = euid();
+    if meta.uid() != me {
+        return Err(fail(format!(
+            "the key file is owned by user {}, not by the service's user {me}: run `chown {me} {}`",
+            meta.uid(),
+            path.display()
+        )));
+    }
+    let text = Zeroizing::new(
+        std::fs::read_to_string(path)
+            .map_err(|e| fail(format!("cannot read the key file: {e}")))?,
+    );
+    let hex_text = text.trim();
+    let mut k = [0u8; 16];
+    if hex_text.len() != 32 || hex::decode_to_slice(hex_text, &mut k).is_err() {
+        return Err(fail(
+            "not a secure channel base key: the file must hold 32 hex digits (16 bytes)".into(),
+        ));
+    }
+    Ok(Key(k))
+}
+
+/// Writes `key` as hex to `path` with mode 0600, durably (the file is
+/// written under a temporary name and renamed).
+fn write_key_file(path: &Path, key: &Key) -> std::io::Result<()> {
+    let dir = path
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    let tmp = path.with_extension("tmp");
+    {
+        let mut f = std::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .mode(0o600)
+            .open(&tmp)?;
+        f.set_permissions(std::fs::Permissions::from_mode(0o600))?;
+        let text = Zeroizing::new(format!("{}\n", hex::encode(key.0)));
+        f.write_all(text.as_bytes())?;
+        f.sync_all()?;
+    }
+    std::fs::rename(&tmp, path)?;
+    File::open(dir)?.sync_all()
+}
+
+/// Where install mode keeps the key being installed until the reader has it.
+fn pending_key_path(key_file: &Path) -> PathBuf {
+    let mut p = key_file.as_os_str().to_owned();
+    p.push(".new");
+    PathBuf::from(p)
+}
+
+/// How one configured reader is reached, once keys are read.
+struct ReaderPlan {
+    address: u8,
+    connection: String,
+    setup: PdSetup,
+    /// Install mode: the key file to write once the reader took the key.
+    install: Option<PathBuf>,
+    lock_output: Option<u8>,
+    unlock: Option<Duration>,
+}
+
+/// A port whose keys are read, ready to open.
+pub struct PortPlan {
+    index: usize,
+    device: PathBuf,
+    baud: u32,
+    readers: Vec<ReaderPlan>,
+}
+
+/// Reads every key file (and prepares install-mode keys): a key file that
+/// is missing, malformed, readable by others or owned by another user stops
+/// start-up, naming the file and the fix.
+pub fn plan(config: &OsdpConfig) -> Result<Vec<PortPlan>, OsdpError> {
+    let mut plans = Vec::new();
+    for (i, p) in config.ports.iter().enumerate() {
+        let mut readers = Vec::new();
+        for (j, r) in p.readers.iter().enumerate() {
+            readers.push(plan_reader(i, j, p, r)?);
+        }
+        plans.push(PortPlan {
+            index: i,
+            device: p.device.clone(),
+            baud: p.baud,
+            readers,
+        });
+    }
+    Ok(plans)
+}
+
+fn plan_reader(i: usize, j: usize, p: &OsdpPort, r: &OsdpReader) -> Result<ReaderPlan, OsdpError> {
+    let key = format!("osdp.ports[{i}].readers[{j}].key_file");
+    let connection = p.connection(r.address);
+    let (setup, install) = match (&r.key_file, r.secure, r.install_mode) {
+        (_, false, _) => {
+            tracing::warn!(
+                reader = %connection,
+                "OSDP reader configured with `secure = false`: card data, keypad and lock commands travel in plaintext"
+            );
+            (PdSetup::plain(r.address), None)
+        }
+        (Some(path), true, true) if !path.exists() => {
+            let fresh = Key(links_random_key());
+            let pending = pending_key_path(path);
+            write_key_file(&pending, &fresh).map_err(|e| OsdpError::KeyFile {
+                key: key.clone(),
+                path: pending.clone(),
+                problem: format!("cannot write the key to be installed: {e}"),
+            })?;
+            tracing::info!(reader = %connection, "install mode: connecting with the default key to install a new one");
+            (
+                PdSetup {
+                    address: r.address,
+                    scbk: Some(fresh),
+                    install_mode: true,
+                },
+                Some(path.clone()),
+            )
+        }
+        (Some(path), true, install) => {
+            if install {
+                tracing::info!(reader = %connection, file = %path.display(), "install mode: the key is installed already; using it");
+            }
+            (PdSetup::secure(r.address, read_key_file(path, &key)?), None)
+        }
+        (None, true, _) => {
+            return Err(OsdpError::Invalid {
+                key,
+                problem: "missing: a secure reader needs its key file (or `secure = false`)".into(),
+            })
+        }
+    };
+    Ok(ReaderPlan {
+        address: r.address,
+        connection,
+        setup,
+        install,
+        lock_output: r.lock_output,
+        unlock: r.unlock_ms.map(Duration::from_millis),
+    })
+}
+
+fn links_random_key() -> [u8; 16] {
+    let mut k = [0u8; 16];
+    // aws-lc's generator only fails without any OS entropy source.
+    aws_lc_rs::rand::fill(&mut k).expect("the system random generator is available");
+    k
+}
+
+/// One reader's lock output on a bus.
+struct Route {
+    commander: CpCommander,
+    address: u8,
+    output: u8,
+    unlock: Option<Duration>,
+    online: Arc<AtomicBool>,
+    connection: String,
+}
+
+/// The door output of doors whose OSDP reader drives the lock relay
+/// (`lock_output`), and `fallback` for every other door.
+pub struct OsdpOutput {
+    fallback: Arc<dyn DoorOutput>,
+    routes: OnceLock<HashMap<String, Route>>,
+    controller: OnceLock<Weak<Controller>>,
+}
+
+impl OsdpOutput {
+    pub fn new(fallback: Arc<dyn DoorOutput>) -> Self {
+        OsdpOutput {
+            fallback,
+            routes: OnceLock::new(),
+            controller: OnceLock::new(),
+        }
+    }
+
+    /// Sends `control` to the lock output of every OSDP reader of `door`;
+    /// `None` when it has none (or before the ports run).
+    fn drive(
+        &self,
+        door: DoorId,
+        control: impl Fn(&Route) -> OutputControl,
+    ) -> Option<Result<(), OutputError>> {
+        let routes = self.routes.get()?;
+        let controller = self.controller.get()?.upgrade()?;
+        let snapshot = controller.snapshot();
+        let mut driven = None;
+        for reader in snapshot.readers().iter().filter(|r| r.door == door) {
+            let Some(r) = routes.get(&reader.connection) else {
+                continue;
+            };
+            if !r.online.load(Ordering::Acquire) {
+                driven = Some(Err(OutputError {
+                    door,
+                    problem: format!("OSDP reader {} is offline", r.connection),
+                }));
+                continue;
+            }
+            r.commander
+                .send(r.address, Command::Output(vec![control(r)]));
+            driven.get_or_insert(Ok(()));
+        }
+        driven
+    }
+}
+
+/// `osdp_OUT` timer units (100 ms), rounded up.
+fn timer_units(d: Duration) -> u16 {
+    u16::try_from(d.as_millis().div_ceil(100)).unwrap_or(u16::MAX)
+}
+
+impl DoorOutput for OsdpOutput {
+    fn momentary_unlock(&self, door: DoorId, duration: Duration) -> Result<(), OutputError> {
+        let driven = self.drive(door, |r| OutputControl {
+            output: r.output,
+            // Temporary on, then back to the permanent state (locked).
+            control_code: 4,
+            timer: timer_units(r.unlock.unwrap_or(duration)),
+        });
+        match driven {
+            Some(r) => {
+                if r.is_ok() {
+                    tracing::info!(
+                        door = door.0,
+                        ms = duration.as_millis() as u64,
+                        "lock released (osdp_OUT)"
+                    );
+                }
+                r
+            }
+            None => self.fallback.momentary_unlock(door, duration),
+        }
+    }
+
+    fn set_mode(&self, door: DoorId, mode: DoorMode) -> Result<(), OutputError> {
+        let code = if mode == DoorMode::Unlocked { 2 } else { 1 };
+        match self.drive(door, |r| OutputControl {
+            output: r.output,
+            control_code: code,
+            timer: 0,
+        }) {
+            Some(r) => r,
+            None => self.fallback.set_mode(door, mode),
+        }
+    }
+}
+
+/// A reader's state as the dispatcher follows it.
+struct ReaderState {
+    address: u8,
+    connection: String,
+    online: Arc<AtomicBool>,
+    /// Offers transparent smart-card access (from `osdp_CAP`).
+    transparent: Arc<AtomicBool>,
+    /// A refusal was recorded since the reader was last online.
+    refused: bool,
+    tamper: bool,
+    power: bool,
+    install: Option<PathBuf>,
+    lock_output: Option<u8>,
+    keys: Zeroizing<String>,
+    /// The tap thread's work, and its share of the bus events.
+    jobs: mpsc::Sender<Job>,
+    bus: mpsc::Sender<CpEvent>,
+}
+
+enum Job {
+    Card(RawCard),
+    Text { reader: u8 },
+}
+
+/// A reader's record (id and door) as of a snapshot.
+type Binding = (Option<Arc<AccessSnapshot>>, Option<(ReaderId, DoorId)>);
+
+/// What every thread of the OSDP ports shares.
+struct Shared {
+    controller: Arc<Controller>,
+    keypads: Arc<Keypads>,
+    status: Arc<ReaderStatus>,
+    runtime: tokio::runtime::Handle,
+}
+
+impl Shared {
+    fn record(&self, event: NewEvent) {
+        if let Err(e) = self.runtime.block_on(self.controller.log().append(event)) {
+            tracing::error!(error = %e, "reader event not recorded");
+        }
+    }
+
+    /// The reader record of `connection` in `snapshot`, cached per snapshot.
+    fn bound(
+        cache: &mut Binding,
+        snapshot: Arc<AccessSnapshot>,
+        connection: &str,
+    ) -> Option<(ReaderId, DoorId)> {
+        if !cache.0.as_ref().is_some_and(|s| Arc::ptr_eq(s, &snapshot)) {
+            cache.1 = snapshot
+                .reader_by_connection(connection)
+                .map(|r| (r.id, r.door));
+            cache.0 = Some(snapshot);
+        }
+        cache.1
+    }
+}
+
+/// The running OSDP ports.
+pub struct OsdpPorts {
+    ports: Vec<RunningPort>,
+}
+
+struct RunningPort {
+    device: PathBuf,
+    commander: CpCommander,
+    dispatcher: JoinHandle<()>,
+    workers: Vec<JoinHandle<()>>,
+}
+
+impl OsdpPorts {
+    /// No ports.
+    pub fn none() -> Self {
+        OsdpPorts { ports: Vec::new() }
+    }
+
+    pub fn len(&self) -> usize {
+        self.ports.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.ports.is_empty()
+    }
+
+    /// Stops every panel (a tap in progress ends with a link error, recorded
+    /// as a refusal) and waits for the threads.
+    pub fn stop(self) {
+        for p in &self.ports {
+            p.commander.shutdown();
+        }
+        for p in self.ports {
+            let _ = p.dispatcher.join();
+            for w in p.workers {
+                let _ = w.join();
+            }
+            tracing::info!(device = %p.device.display(), "OSDP port stopped");
+        }
+    }
+}
+
+/// Opens every planned port and starts its panel, dispatcher and one tap
+/// thread per reader; routes the lock outputs through `output`.
+pub fn start(
+    plans: Vec<PortPlan>,
+    controller: Arc<Controller>,
+    keypads: Arc<Keypads>,
+    status: Arc<ReaderStatus>,
+    output: Option<&OsdpOutput>,
+) -> Result<OsdpPorts, OsdpError> {
+    let shared = Arc::new(Shared {
+        controller: controller.clone(),
+        keypads,
+        status,
+        runtime: tokio::runtime::Handle::current(),
+    });
+    let mut running = OsdpPorts { ports: Vec::new() };
+    let mut routes = HashMap::new();
+    let configured: Vec<String> = plans
+        .iter()
+        .flat_map(|p| p.readers.iter().map(|r| r.connection.clone()))
+        .collect();
+    for plan in plans {
+        let key = format!("osdp.ports[{}].device", plan.index);
+        let port = match open_serial(&plan.device, plan.baud) {
+            Ok(p) => p,
+            Err(error) => {
+                running.stop();
+                return Err(OsdpError::Serial {
+                    key,
+                    device: plan.device,
+                    error,
+                });
+            }
+        };
+        let setups: Vec<PdSetup> = plan.readers.iter().map(|r| r.setup.clone()).collect();
+        let cp = ControlPanel::new(CpConfig::default(), setups);
+        let cp = match CpHandle::spawn(port, cp, Link::paced(plan.baud)) {
+            Ok(c) => c,
+            Err(error) => {
+                running.stop();
+                return Err(OsdpError::Serial {
+                    key,
+                    device: plan.device,
+                    error,
+                });
+            }
+        };
+        let commander = cp.commander();
+        let mut states = Vec::new();
+        let mut workers = Vec::new();
+        for r in plan.readers {
+            let online = Arc::new(AtomicBool::new(false));
+            let transparent = Arc::new(AtomicBool::new(false));
+            let (jobs, jobs_rx) = mpsc::channel();
+            let (bus, bus_rx) = mpsc::channel();
+            if let Some(output) = r.lock_output {
+                routes.insert(
+                    r.connection.clone(),
+                    Route {
+                        commander: commander.clone(),
+                        address: r.address,
+                        output,
+                        unlock: r.unlock,
+                        online: online.clone(),
+                        connection: r.connection.clone(),
+                    },
+                );
+            }
+            let worker = TapWorker {
+                shared: shared.clone(),
+                commander: commander.clone(),
+                address: r.address,
+                connection: r.connection.clone(),
+                transparent: transparent.clone(),
+            };
+            match std::thread::Builder::new()
+                .name(format!("osdp-reader-{}", r.address))
+                .spawn(move || worker.run(jobs_rx, bus_rx))
+            {
+                Ok(t) => workers.push(t),
+                Err(e) => {
+                    tracing::error!(error = %e, reader = %r.connection, "cannot start the reader's tap thread")
+                }
+            }
+            states.push(ReaderState {
+                address: r.address,
+                connection: r.connection,
+                online,
+                transparent,
+                refused: false,
+                tamper: false,
+                power: false,
+                install: r.install,
+                lock_output: r.lock_output,
+                keys: Zeroizing::new(String::new()),
+                jobs,
+                bus,
+            });
+        }
+        let device = plan.device.clone();
+        let sh = shared.clone();
+        let dispatcher = std::thread::Builder::new()
+            .name(format!("osdp-port-{}", plan.index))
+            .spawn(move || dispatch(cp, states, &sh, &device));
+        let dispatcher = match dispatcher {
+            Ok(d) => d,
+            Err(error) => {
+                commander.shutdown();
+                running.stop();
+                return Err(OsdpError::Serial {
+                    key,
+                    device: plan.device,
+                    error,
+                });
+            }
+        };
+        tracing::info!(device = %plan.device.display(), baud = plan.baud, readers = workers.len(), "OSDP port started");
+        running.ports.push(RunningPort {
+            device: plan.device,
+            commander,
+            dispatcher,
+            workers,
+        });
+    }
+    if let Some(o) = output {
+        let _ = o.routes.set(routes);
+        let _ = o.controller.set(Arc::downgrade(&controller));
+    }
+    let snapshot = controller.snapshot();
+    for r in snapshot.readers() {
+        if r.connection.starts_with("osdp:") && !configured.contains(&r.connection) {
+            tracing::warn!(reader = %r.connection, "reader record names an OSDP reader that no `[[osdp.ports]]` configures");
+        }
+    }
+    Ok(running)
+}
+
+fn detail(device: &Path, address: u8) -> serde_json::Value {
+    serde_json::json!({ "link": "osdp", "device": device.display().to_string(), "address": address })
+}
+
+/// Reads the panel's events until its thread ends.
+fn dispatch(cp: CpHandle, mut readers: Vec<ReaderState>, shared: &Shared, device: &Path) {
+    let mut bindings: Vec<Binding> = readers.iter().map(|_| (None, None)).collect();
+    while let Ok(event) = cp.events().recv() {
+        let address = match &event {
+            CpEvent::Online { address, .. }
+            | CpEvent::Offline { address, .. }
+            | CpEvent::KeyInstalled { address }
+            | CpEvent::Refused { address, .. }
+            | CpEvent::Card { address, .. }
+            | CpEvent::CardText { address, .. }
+            | CpEvent::Keypad { address, .. }
+            | CpEvent::LocalStatus { address, .. }
+            | CpEvent::Completed { address, .. }
+            | CpEvent::Abandoned { address, .. }
+            | CpEvent::BadReply { address, .. } => *address,
+            CpEvent::BadFrame(e) => {
+                tracing::debug!(device = %device.display(), error = %e, "damaged OSDP frame discarded");
+                continue;
+            }
+        };
+        let Some(i) = readers.iter().position(|r| r.address == address) else {
+            continue;
+        };
+        let r = &mut readers[i];
+        let snapshot = shared.controller.snapshot();
+        let before = bindings[i].1;
+        let bound = Shared::bound(&mut bindings[i], snapshot.clone(), &r.connection);
+        if bound != before {
+            // Bound (or rebound) since the last event: its status follows.
+            if let Some((old, _)) = before {
+                shared.status.forget(old);
+            }
+            if let Some((id, _)) = bound {
+                shared.status.set(id, r.online.load(Ordering::Acquire));
+            }
+        }
+        let (reader_id, door) = (bound.map(|b| b.0), bound.map(|b| b.1));
+        let record = |code: &str, reason: String| {
+            shared.record(NewEvent::reader(
+                Timestamp::now(),
+                door,
+                reader_id,
+                code,
+                reason,
+                detail(device, address),
+            ));
+        };
+        match event {
+            CpEvent::Online {
+                secure,
+                capabilities,
+                id,
+                ..
+            } => {
+                let transparent = capabilities
+                    .iter()
+                    .any(|c| c.function == capability::SMART_CARD && c.compliance >= 1);
+                r.transparent.store(transparent, Ordering::Release);
+                r.online.store(true, Ordering::Release);
+                r.refused = false;
+                if let Some(id) = reader_id {
+                    shared.status.set(id, true);
+                }
+                // The lock relay takes the door's mode again (the reader
+                // may have restarted): held open for an unlocked door,
+                // locked otherwise.
+                if let Some(output) = r.lock_output {
+                    let mode = door.and_then(|d| snapshot.door(d)).map(|d| d.mode);
+                    let control_code = if mode == Some(DoorMode::Unlocked) {
+                        2
+                    } else {
+                        1
+                    };
+                    let _ = cp.submit(
+                        address,
+                        Command::Output(vec![OutputControl {
+                            output,
+                            control_code,
+                            timer: 0,
+                        }]),
+                    );
+                }
+                record(
+                    "osdp-online",
+                    format!(
+                        "OSDP reader {} is online ({}; {}; vendor {:02x}{:02x}{:02x} model {} serial {})",
+                        r.connection,
+                        if secure { "secure channel" } else { "plaintext" },
+                        if transparent { "transparent smart-card access" } else { "card data only" },
+                        id.vendor[0], id.vendor[1], id.vendor[2], id.model, id.serial
+                    ),
+                );
+            }
+            CpEvent::Offline { reason, .. } => {
+                let _ = r.bus.send(CpEvent::Offline {
+                    address,
+                    reason: reason.clone(),
+                });
+                if r.online.swap(false, Ordering::AcqRel) {
+                    if let Some(id) = reader_id {
+                        shared.status.set(id, false);
+                    }
+                    let why = match reason {
+                        OfflineReason::NoReply => "it stopped answering",
+                        OfflineReason::SequenceRejected => "it rejected a sequence number",
+                        OfflineReason::Refused => "it failed the secure channel",
+                        OfflineReason::SessionLost => "it dropped the secure session",
+                    };
+                    record(
+                        "osdp-offline",
+                        format!("OSDP reader {} is offline: {why}", r.connection),
+                    );
+                }
+            }
+            CpEvent::Refused { reason, .. } => {
+                let _ = r.bus.send(CpEvent::Refused {
+                    address,
+                    reason: reason.clone(),
+                });
+                if let Some(id) = reader_id {
+                    shared.status.set(id, false);
+                }
+                if !r.refused {
+                    r.refused = true;
+                    let why = match &reason {
+                        Refusal::Mac(e) => format!("a message authentication code did not verify ({e})"),
+                        Refusal::Cryptogram => "its cryptogram does not match our key: the reader has another secure channel key".into(),
+                        Refusal::HandshakeRefused(n) => format!("it refused the secure channel handshake (NAK {}): it does not accept this key (or the default key outside install mode)", n.code()),
+                        Refusal::HandshakeReply(c) => format!("it answered the handshake with reply {c:#04x}"),
+                        Refusal::KeySetRefused(n) => format!("it refused the new key (NAK {})", n.code()),
+                    };
+                    tracing::warn!(reader = %r.connection, reason = %why, "OSDP reader refused");
+                    record("osdp-refused", format!("OSDP reader {} refused: {why}; it is not trusted until it passes the secure channel", r.connection));
+                }
+            }
+            CpEvent::KeyInstalled { .. } => {
+                if let Some(path) = r.install.take() {
+                    let pending = pending_key_path(&path);
+                    match std::fs::rename(&pending, &path).and_then(|()| {
+                        let dir = path
+                            .parent()
+                            .filter(|p| !p.as_os_str().is_empty())
+                            .unwrap_or(Path::new("."));
+                        File::open(dir)?.sync_all()
+                    }) {
+                        Ok(()) => record(
+                            "osdp-key-installed",
+                            format!(
+                                "OSDP reader {} took a new secure channel key, kept in {}",
+                                r.connection,
+                                path.display()
+                            ),
+                        ),
+                        Err(e) => {
+                            tracing::error!(error = %e, file = %path.display(), "the installed key could not be kept");
+                            record(
+                                "osdp-key-installed",
+                                format!("OSDP reader {} took a new secure channel key, but it could not be moved from {} to {}: {e}", r.connection, pending.display(), path.display()),
+                            );
+                        }
+                    }
+                }
+            }
+            CpEvent::LocalStatus { tamper, power, .. } => {
+                if tamper != r.tamper {
+                    r.tamper = tamper;
+                    if tamper {
+                        record(
+                            "osdp-tamper",
+                            format!("OSDP reader {} reports tamper", r.connection),
+                        );
+                    } else {
+                        record(
+                            "osdp-tamper-cleared",
+                            format!("OSDP reader {} reports tamper cleared", r.connection),
+                        );
+                    }
+                }
+                if power != r.power {
+                    r.power = power;
+                    if power {
+                        record(
+                            "osdp-power-failure",
+                            format!("OSDP reader {} reports a power failure", r.connection),
+                        );
+                    } else {
+                        record(
+                            "osdp-power-restored",
+                            format!("OSDP reader {} reports power restored", r.connection),
+                        );
+                    }
+                }
+            }
+            CpEvent::Card { card, .. } => {
+                let _ = r.jobs.send(Job::Card(card));
+            }
+            CpEvent::CardText { reader, .. } => {
+                let _ = r.jobs.send(Job::Text { reader });
+            }
+            CpEvent::Keypad { keys, .. } => {
+                for k in keys {
+                    match k {
+                        b'0'..=b'9' if r.keys.len() < 16 => r.keys.push(char::from(k)),
+                        b'0'..=b'9' => {}
+                        // `#`: 0x0D in OSDP (and ASCII `#` from some readers).
+                        0x0D | b'#' => {
+                            let pin = std::mem::take(&mut *r.keys);
+                            match door {
+                                Some(d) => {
+                                    if let Err(e) = shared.keypads.enter(d, Zeroizing::new(pin)) {
+                                        tracing::info!(reader = %r.connection, error = %e, "keypad entry not accepted");
+                                    }
+                                }
+                                None => {
+                                    tracing::warn!(reader = %r.connection, "keypad entry at a reader bound to no door")
+                                }
+                            }
+                        }
+                        // `*`: 0x7F in OSDP.
+                        _ => r.keys.clear(),
+                    }
+                }
+            }
+            e @ CpEvent::Completed {
+                command: cmd::XWR, ..
+            }
+            | e @ CpEvent::Abandoned {
+                command: cmd::XWR, ..
+            } => {
+                let _ = r.bus.send(e);
+            }
+            CpEvent::Completed { command, reply, .. } => {
+                if let links::osdp::msg::Reply::Nak(n) = reply {
+                    tracing::warn!(reader = %r.connection, command, nak = n.code(), "OSDP reader refused a command");
+                }
+            }
+            CpEvent::Abandoned { .. } => {}
+            CpEvent::BadReply { error, .. } => {
+                tracing::debug!(reader = %r.connection, error = %error, "undecodable OSDP reply discarded");
+            }
+            CpEvent::BadFrame(_) => {}
+        }
+    }
+    for (_, b) in bindings {
+        if let Some((id, _)) = b {
+            shared.status.forget(id);
+        }
+    }
+    // The panel's thread ended: stopped, or its serial line failed.
+    if let Err(e) = cp.shutdown() {
+        tracing::error!(device = %device.display(), error = %e, "OSDP port failed; its readers are no longer served until a restart");
+    }
+}
+
+/// One reader's taps.
+struct TapWorker {
+    shared: Arc<Shared>,
+    commander: CpCommander,
+    address: u8,
+    connection: String,
+    transparent: Arc<AtomicBool>,
+}
+
+impl TapWorker {
+    fn run(self, jobs: mpsc::Receiver<Job>, bus: mpsc::Receiver<CpEvent>) {
+        let mut bus = Some(bus);
+        let mut cache = (None, None);
+        while let Ok(job) = jobs.recv() {
+            let reader = match &job {
+                Job::Card(c) => c.reader,
+                Job::Text { reader } => *reader,
+            };
+            let snapshot = self.shared.controller.snapshot();
+            let Some((reader_id, door)) = Shared::bound(&mut cache, snapshot, &self.connection)
+            else {
+                tracing::warn!(reader = %self.connection, "card at an OSDP reader bound to no door: add a reader with this connection to a door");
+                continue;
+            };
+            let granted = if self.transparent.load(Ordering::Acquire) {
+                let Some(events) = bus.take() else { break };
+                // Answers to an earlier, abandoned exchange are stale.
+                while events.try_recv().is_ok() {}
+                let shared_bus = SharedBus {
+                    commander: self.commander.clone(),
+                    events,
+                };
+                let mut transport = OsdpTransport::new(shared_bus, self.address, reader);
+                let controller = &self.shared.controller;
+                let mut pin = self.shared.keypads.source(door);
+                let result = controller.tap(&mut transport, reader_id, Some(&mut pin), None);
+                bus = Some(transport.into_inner().events);
+                match result {
+                    Ok(r) => {
+                        tracing::info!(
+                            reader = %self.connection,
+                            door = r.door.0,
+                            code = r.code(),
+                            reason = r.reason().unwrap_or_default(),
+                            opened = r.opened,
+                            ms = r.transaction.total().wall_us as f64 / 1000.0,
+                            "tap"
+                        );
+                        r.granted()
+                    }
+                    Err(e) => {
+                        tracing::warn!(error = %e, reader = %self.connection, "tap not run");
+                        false
+                    }
+                }
+            } else {
+                self.refuse_card_data(&job, reader_id, door);
+                false
+            };
+            self.feedback(reader, granted);
+        }
+    }
+
+    /// Card data without the card: no mechanism accepts it.
+    fn refuse_card_data(&self, job: &Job, reader: ReaderId, door: DoorId) {
+        let (what, detail) = match job {
+            Job::Card(c) => (
+                "osdp_RAW",
+                serde_json::json!({ "link": "osdp", "card_data": "raw", "format": c.format, "bits": c.bits }),
+            ),
+            Job::Text { .. } => (
+                "osdp_FMT",
+                serde_json::json!({ "link": "osdp", "card_data": "formatted" }),
+            ),
+        };
+        let reason = format!(
+            "OSDP reader {} sent card data ({what}) without transparent smart-card access: card data can be copied and the reader is not trusted, and no door mechanism (PKI-CAK, PKI-AUTH, CHUID) accepts it — use a reader with transparent mode (osdp_XWR)",
+            self.connection
+        );
+        tracing::info!(reader = %self.connection, "card data without transparent mode refused");
+        self.shared.record(NewEvent::refused_tap(
+            Timestamp::now(),
+            door,
+            Some(reader),
+            UNTRUSTED_CARD_DATA,
+            reason,
+            detail,
+        ));
+    }
+
+    /// Green LED and a short beep for a grant; red LED and three beeps for
+    /// a refusal. Sent without waiting for the panel's thread.
+    fn feedback(&self, reader: u8, granted: bool) {
+        let (on_color, beeps) = if granted {
+            (color::GREEN, 1)
+        } else {
+            (color::RED, 3)
+        };
+        self.commander.send(
+            self.address,
+            Command::Led(vec![LedControl {
+                reader,
+                led: 0,
+                temporary: LedState {
+                    control_code: 2,
+                    on_time: 20,
+                    off_time: 0,
+                    on_color,
+                    off_color: color::BLACK,
+                },
+                timer: 20,
+                permanent: LedState::default(),
+            }]),
+        );
+        self.commander.send(
+            self.address,
+            Command::Buzzer(BuzzerControl {
+                reader,
+                tone: 2,
+                on_time: 1,
+                off_time: 1,
+                count: beeps,
+            }),
+        );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn key_files_are_read_and_written_with_mode_0600() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("k");
+        let key = Key([0xA5; 16]);
+        write_key_file(&p, &key).unwrap();
+        let meta = std::fs::metadata(&p).unwrap();
+        assert_eq!(meta.permissions().mode() & 0o777, 0o600);
+        assert_eq!(read_key_file(&p, "k").unwrap(), key);
+        // Upper case and surrounding white space are fine.
+        std::fs::write(&p, format!("  {}\n", hex::encode_upper(key.0))).unwrap();
+        assert_eq!(read_key_file(&p, "k").unwrap(), key);
+        std::fs::write(&p, hex::encode([1u8; 15])).unwrap();
+        let e = read_key_file(&p, "x.key_file").unwrap_err().to_string();
+        assert!(e.starts_with("`x.key_file`: "), "{e}");
+        assert!(e.contains("32 hex digits"), "{e}");
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o640)).unwrap();
+        let e = read_key_file(&p, "k").unwrap_err().to_string();
+        assert!(e.contains("mode 0640") && e.contains("chmod 600"), "{e}");
+        let e = read_key_file(&dir.path().join("none"), "k")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("cannot read"), "{e}");
+    }
+
+    #[test]
+    fn output_timers_round_up_to_100_ms() {
+        assert_eq!(timer_units(Duration::from_millis(5000)), 50);
+        assert_eq!(timer_units(Duration::from_millis(1)), 1);
+        assert_eq!(timer_units(Duration::from_millis(250)), 3);
+        assert_eq!(timer_units(Duration::from_secs(100_000)), u16::MAX);
+    }
+}
