@@ -379,7 +379,14 @@ struct ReaderState {
 
 enum Job {
     Card(RawCard),
-    Text { reader: u8 },
+    Text {
+        reader: u8,
+    },
+    /// A reader in transparent mode reported a card arriving (`osdp_XRD` card present), as
+    /// `pivgate reader osdp` does.
+    Present {
+        reader: u8,
+    },
 }
 
 /// A reader's record (id and door) as of a snapshot.
@@ -609,6 +616,7 @@ fn dispatch(cp: CpHandle, mut readers: Vec<ReaderState>, shared: &Shared, device
             | CpEvent::KeyInstalled { address }
             | CpEvent::Refused { address, .. }
             | CpEvent::Card { address, .. }
+            | CpEvent::CardPresence { address, .. }
             | CpEvent::CardText { address, .. }
             | CpEvent::Keypad { address, .. }
             | CpEvent::LocalStatus { address, .. }
@@ -799,6 +807,14 @@ fn dispatch(cp: CpHandle, mut readers: Vec<ReaderState>, shared: &Shared, device
             CpEvent::CardText { reader, .. } => {
                 let _ = r.jobs.send(Job::Text { reader });
             }
+            CpEvent::CardPresence {
+                reader,
+                present: true,
+                ..
+            } => {
+                let _ = r.jobs.send(Job::Present { reader });
+            }
+            CpEvent::CardPresence { present: false, .. } => {}
             CpEvent::Keypad { keys, .. } => {
                 for k in keys {
                     match k {
@@ -870,7 +886,7 @@ impl TapWorker {
         while let Ok(job) = jobs.recv() {
             let reader = match &job {
                 Job::Card(c) => c.reader,
-                Job::Text { reader } => *reader,
+                Job::Text { reader } | Job::Present { reader } => *reader,
             };
             let snapshot = self.shared.controller.snapshot();
             let Some((reader_id, door)) = Shared::bound(&mut cache, snapshot, &self.connection)
@@ -927,6 +943,12 @@ impl TapWorker {
             Job::Text { .. } => (
                 "osdp_FMT",
                 serde_json::json!({ "link": "osdp", "card_data": "formatted" }),
+            ),
+            // A card-present report from a reader whose capabilities did not
+            // offer transparent smart-card access: nothing can be asked of the card.
+            Job::Present { .. } => (
+                "an osdp_XRD card-present report",
+                serde_json::json!({ "link": "osdp", "card_data": "presence" }),
             ),
         };
         let reason = format!(
