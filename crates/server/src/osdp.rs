@@ -870,6 +870,19 @@ fn dispatch(cp: CpHandle, mut readers: Vec<ReaderState>, shared: &Shared, device
     }
 }
 
+/// The FASC-N a 200-bit card-data frame carries (SP 800-73-4's 200-bit
+/// encoding, every character's parity and the LRC checked), if it is one.
+fn claimed_fasc_n(card: &links::osdp::msg::RawCard) -> Option<access::FascN> {
+    if card.bits != 200 || card.data.len() != 25 {
+        return None;
+    }
+    let bits = links::wiegand::Bits::from_bytes(&card.data, 200);
+    links::wiegand::decode_fascn(&bits).ok()?;
+    let mut raw = [0u8; 25];
+    raw.copy_from_slice(&card.data);
+    Some(access::FascN(raw))
+}
+
 /// One reader's taps.
 struct TapWorker {
     shared: Arc<Shared>,
@@ -956,14 +969,30 @@ impl TapWorker {
             self.connection
         );
         tracing::info!(reader = %self.connection, "card data without transparent mode refused");
-        self.shared.record(NewEvent::refused_tap(
+        let mut detail = detail;
+        let mut event = NewEvent::refused_tap(
             Timestamp::now(),
             door,
             Some(reader),
             UNTRUSTED_CARD_DATA,
             reason,
-            detail,
-        ));
+            serde_json::Value::Null,
+        );
+        // A 200-bit frame is a FASC-N (its parity and LRC checked): the event
+        // names the credential it claims to be, so an operator sees whose card
+        // data was offered. It identifies; it never grants.
+        if let Job::Card(c) = job {
+            if let Some(fasc_n) = claimed_fasc_n(c) {
+                detail["fasc_n"] = serde_json::Value::String(fasc_n.to_string());
+                let snapshot = self.shared.controller.snapshot();
+                if let Some(cred) = snapshot.credential_by_fasc_n(&fasc_n) {
+                    event.credential = Some(cred.id);
+                    event.cardholder = Some(cred.cardholder);
+                }
+            }
+        }
+        event.data = Some(detail);
+        self.shared.record(event);
     }
 
     /// Green LED and a short beep for a grant; red LED and three beeps for

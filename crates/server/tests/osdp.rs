@@ -575,6 +575,43 @@ fn card_data_without_transparent_mode_is_refused_at_a_pki_door() {
         "{red:?}"
     );
 
+    // A 200-bit FASC-N frame of Alice's card: refused, but the event names
+    // the credential and cardholder it claims to be.
+    let fascn = site.alice.fascn.encode().unwrap();
+    pd.card_read(RawCard {
+        reader: 0,
+        format: 1,
+        bits: 200,
+        data: fascn.to_vec(),
+    });
+    let tap = wait_event(&site.rt, &mut events, "tap", |e| {
+        e.event.kind == EventKind::Tap
+    });
+    assert_eq!(tap.event.result, Some(EventResult::Refused));
+    assert_eq!(
+        tap.event.code.as_deref(),
+        Some(server::osdp::UNTRUSTED_CARD_DATA)
+    );
+    assert!(tap.event.cardholder.is_some(), "{:?}", tap.event);
+    assert!(tap.event.credential.is_some(), "{:?}", tap.event);
+    let data = tap.event.data.as_ref().unwrap();
+    assert_eq!(data["bits"], 200);
+    assert_eq!(data["fasc_n"], hex::encode(fascn), "{data}");
+    // A frame whose LRC is wrong identifies nobody.
+    let mut broken = fascn;
+    broken[24] ^= 0x01;
+    pd.card_read(RawCard {
+        reader: 0,
+        format: 1,
+        bits: 200,
+        data: broken.to_vec(),
+    });
+    let tap = wait_event(&site.rt, &mut events, "tap", |e| {
+        e.event.kind == EventKind::Tap
+    });
+    assert!(tap.event.cardholder.is_none(), "{:?}", tap.event);
+    assert!(tap.event.data.as_ref().unwrap().get("fasc_n").is_none());
+
     // osdp_FMT card data too.
     pd.card_text(0, b"12345678");
     let tap = wait_event(&site.rt, &mut events, "tap", |e| {
