@@ -23,7 +23,7 @@ use std::time::{Duration, Instant};
 use rustix::event::{poll, PollFd, PollFlags, Timespec};
 use rustix::fs::{Mode, OFlags};
 use rustix::pty::OpenptFlags;
-use rustix::termios::{tcgetattr, tcsetattr, OptionalActions};
+use rustix::termios::{tcflush, tcgetattr, tcsetattr, OptionalActions, QueueSelector};
 
 use crate::osdp::cp::{ControlPanel, CpError, CpEvent};
 use crate::osdp::msg::{Command, RawCard};
@@ -72,6 +72,12 @@ pub fn open_serial(path: &Path, baud: u32) -> io::Result<File> {
         Mode::empty(),
     )?;
     set_raw(fd.as_fd(), Some(baud))?;
+    // What arrived before this process was listening is not for it: a
+    // half-received frame, or — on a pseudo-terminal, which keeps what is
+    // written while nobody reads — the packets a panel sent to a reader
+    // that had stopped, which a restarted reader would otherwise take as
+    // secure-channel packets of a session it does not have.
+    tcflush(fd.as_fd(), QueueSelector::IFlush)?;
     Ok(File::from(fd))
 }
 
