@@ -292,7 +292,23 @@ fn serve_taps_through_a_pivgate_reader(baud: &str) {
 
     let (status, log) = stop_reader(pd);
     assert_eq!(status, 0, "{log}");
+    // The restarted reader never saw the packets sent while it was gone.
     assert!(log.contains("secure channel up"), "{log}");
+    assert!(!log.contains("failure"), "{log}");
+    // Each change once, in order: nothing refused, no extra state changes.
+    let (st, all) = api.call("GET", "/api/v1/events?kind=reader&limit=100", None);
+    assert_eq!(st, 200, "{all}");
+    let codes: Vec<&str> = all["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["code"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        codes,
+        ["osdp-online", "osdp-offline", "osdp-online"],
+        "{all}"
+    );
 }
 
 #[test]
