@@ -178,6 +178,20 @@ impl Api {
             .unwrap_or_else(|| panic!("no reader {connection}: {readers}"))
     }
 
+    /// Whether the door status shows reader `id` connected.
+    fn connected(&self, id: &Value) -> Value {
+        let (st, v) = self.call("GET", "/api/v1/doors/status", None);
+        assert_eq!(st, 200, "{v}");
+        v["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .flat_map(|d| d["readers"].as_array().unwrap().iter())
+            .find(|r| &r["reader"] == id)
+            .unwrap_or_else(|| panic!("reader {id} not in the door status: {v}"))["connected"]
+            .clone()
+    }
+
     /// The first event after event `after` that `want` accepts, waiting
     /// for it; `what` names it when it never comes.
     fn wait_event(&self, after: i64, what: &str, want: impl Fn(&Value) -> bool) -> Value {
@@ -246,6 +260,8 @@ fn serve_taps_through_a_pivgate_reader(baud: &str) {
     let said = online["reason"].as_str().unwrap();
     assert!(said.contains("secure channel"), "{said}");
     assert!(said.contains("transparent smart-card access"), "{said}");
+    // The reader's state is set before its event is recorded.
+    assert_eq!(api.connected(&reader), json!(true));
     let tap = api.wait_tap(id(&online));
     assert_eq!(tap["code"], "granted", "{tap}");
     assert_eq!(tap["result"], "granted", "{tap}");
@@ -279,6 +295,7 @@ fn serve_taps_through_a_pivgate_reader(baud: &str) {
             .contains("stopped answering"),
         "{offline}"
     );
+    assert_eq!(api.connected(&reader), json!(false));
 
     // Restarted with a card nobody enrolled: online again, the card refused.
     let pd = site.reader(baud, &site.stranger, &security);
