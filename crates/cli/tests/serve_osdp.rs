@@ -342,13 +342,13 @@ fn serve_taps_through_a_pivgate_reader_at_9600_baud() {
 /// both keep it, and the next start of the reader uses it.
 #[test]
 fn serve_installs_a_key_in_a_pivgate_reader() {
-    let panel_key = std::cell::OnceCell::new();
     let site = Site::new("115200", |dir| {
-        let key = dir.join("panel.key");
-        let _ = panel_key.set(key.clone());
-        format!("key_file = \"{}\"\ninstall_mode = true", s(&key))
+        format!(
+            "key_file = \"{}\"\ninstall_mode = true",
+            s(&dir.join("panel.key"))
+        )
     });
-    let panel_key = panel_key.into_inner().unwrap();
+    let panel_key = site.dir.path().join("panel.key");
     let reader_key = site.dir.path().join("reader.key");
     let (_serve, base) = util::serve(&site.config);
     let api = Api {
