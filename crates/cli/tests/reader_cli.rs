@@ -7,72 +7,11 @@
 
 mod util;
 
-use std::io::{Read, Write};
 use std::os::unix::fs::PermissionsExt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Stdio};
 
-use links::serial::Pty;
-use util::{code, ok, pivgate, s, stderr, text, Running};
-
-/// Two pseudo-terminal pairs whose controlling sides are joined: what one
-/// process writes to its side, the other reads from its own.
-struct NullModem {
-    a: Pty,
-    b: Pty,
-}
-
-impl NullModem {
-    fn new() -> NullModem {
-        let a = Pty::open().unwrap();
-        let b = Pty::open().unwrap();
-        for (from, to) in [(&a.master, &b.master), (&b.master, &a.master)] {
-            let mut from = from.try_clone().unwrap();
-            let mut to = to.try_clone().unwrap();
-            // The threads end with the test process (the subordinate
-            // sides stay open here, so the reads never see end-of-file).
-            std::thread::spawn(move || {
-                let mut buf = [0u8; 512];
-                while let Ok(n) = from.read(&mut buf) {
-                    if n == 0 || to.write_all(&buf[..n]).is_err() {
-                        return;
-                    }
-                }
-            });
-        }
-        NullModem { a, b }
-    }
-}
-
-fn key_file(dir: &Path, name: &str, hex: &str, mode: u32) -> PathBuf {
-    let p = dir.join(name);
-    std::fs::write(&p, format!("{hex}\n")).unwrap();
-    std::fs::set_permissions(&p, std::fs::Permissions::from_mode(mode)).unwrap();
-    p
-}
-
-fn start_reader(args: &[&str]) -> Running {
-    Running(
-        Command::new(util::BIN)
-            .args(["reader", "osdp"])
-            .args(args)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("pivgate reader osdp starts"),
-    )
-}
-
-/// SIGTERM, then the exit code and what the reader logged.
-fn stop_reader(mut r: Running) -> (i32, String) {
-    let pid = r.0.id().to_string();
-    Command::new("kill").args(["-TERM", &pid]).status().unwrap();
-    let status = r.0.wait().unwrap();
-    let mut log = String::new();
-    r.0.stderr.take().unwrap().read_to_string(&mut log).unwrap();
-    (status.code().unwrap_or(-1), log)
-}
+use util::{code, key_file, ok, pivgate, s, start_reader, stderr, stop_reader, text, NullModem};
 
 struct Site {
     dir: tempfile::TempDir,

@@ -10,6 +10,7 @@
 //! writing in small slices, each no earlier than the line would have carried
 //! the bytes before it.
 
+use std::collections::HashMap;
 use std::fs::File;
 use std::io::{self, Read, Write};
 use std::os::fd::{AsFd, BorrowedFd};
@@ -22,7 +23,7 @@ use std::time::{Duration, Instant};
 use rustix::event::{poll, PollFd, PollFlags, Timespec};
 use rustix::fs::{Mode, OFlags};
 use rustix::pty::OpenptFlags;
-use rustix::termios::{tcgetattr, tcsetattr, OptionalActions};
+use rustix::termios::{tcflush, tcgetattr, tcsetattr, OptionalActions, QueueSelector};
 
 use crate::osdp::cp::{ControlPanel, CpError, CpEvent};
 use crate::osdp::msg::{Command, RawCard};
@@ -71,6 +72,12 @@ pub fn open_serial(path: &Path, baud: u32) -> io::Result<File> {
         Mode::empty(),
     )?;
     set_raw(fd.as_fd(), Some(baud))?;
+    // What arrived before this process was listening is not for it: a
+    // half-received frame, or — on a pseudo-terminal, which keeps what is
+    // written while nobody reads — the packets a panel sent to a reader
+    // that had stopped, which a restarted reader would otherwise take as
+    // secure-channel packets of a session it does not have.
+    tcflush(fd.as_fd(), QueueSelector::IFlush)?;
     Ok(File::from(fd))
 }
 
@@ -105,6 +112,23 @@ impl Pty {
     }
 }
 
+/// A panel's line counters: the whole line's, and each device's share.
+#[derive(Debug, Default)]
+struct Counters {
+    line: LineStats,
+    devices: HashMap<u8, LineStats>,
+}
+
+impl Counters {
+    /// Counts bytes sent and received, for device `address` too when known.
+    fn count(&mut self, address: Option<u8>, tx: usize, rx: usize, baud: u32) {
+        self.line.count(tx, rx, baud);
+        if let Some(a) = address {
+            self.devices.entry(a).or_default().count(tx, rx, baud);
+        }
+    }
+}
+
 /// Byte and time counters of one side of a line.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct LineStats {
@@ -117,6 +141,13 @@ pub struct LineStats {
 }
 
 impl LineStats {
+    fn count(&mut self, tx: usize, rx: usize, baud: u32) {
+        self.tx_bytes += tx as u64;
+        self.rx_bytes += rx as u64;
+        self.tx_wire_time = wire_time(self.tx_bytes as usize, baud);
+        self.rx_wire_time = wire_time(self.rx_bytes as usize, baud);
+    }
+
     /// Line time in both directions.
     pub fn wire_time(&self) -> Duration {
         self.tx_wire_time + self.rx_wire_time
@@ -194,7 +225,7 @@ enum CpCtl {
 
 /// A control panel running on its own thread over a serial line.
 pub struct CpHandle {
-    stats: Arc<Mutex<LineStats>>,
+    stats: Arc<Mutex<Counters>>,
     ctl: mpsc::Sender<CpCtl>,
     waker: Arc<UnixStream>,
     events: mpsc::Receiver<CpEvent>,
@@ -208,7 +239,7 @@ impl CpHandle {
         let (ev_tx, events) = mpsc::channel();
         let (waker, waker_rx) = UnixStream::pair()?;
         waker_rx.set_nonblocking(true)?;
-        let stats = Arc::new(Mutex::new(LineStats::default()));
+        let stats = Arc::new(Mutex::new(Counters::default()));
         let shared = stats.clone();
         let thread = std::thread::Builder::new()
             .name("osdp-cp".into())
@@ -248,7 +279,14 @@ impl CpHandle {
 
     /// The line counters so far (take two snapshots to measure one exchange).
     pub fn line_stats(&self) -> LineStats {
-        self.stats.lock().map(|s| *s).unwrap_or_default()
+        self.stats.lock().map(|s| s.line).unwrap_or_default()
+    }
+
+    /// The share of the line counters of the device at `address`: the
+    /// packets sent to it and the bytes received while its reply was
+    /// awaited (other devices' traffic on the bus is not counted).
+    pub fn device_line_stats(&self, address: u8) -> LineStats {
+        device_stats(&self.stats, address)
     }
 
     /// The panel's events.
@@ -299,7 +337,7 @@ impl Drop for CpHandle {
 /// [`CpHandle::commander`]); the events stay with the [`CpHandle`].
 #[derive(Clone)]
 pub struct CpCommander {
-    stats: Arc<Mutex<LineStats>>,
+    stats: Arc<Mutex<Counters>>,
     ctl: mpsc::Sender<CpCtl>,
     waker: Arc<UnixStream>,
 }
@@ -338,7 +376,13 @@ impl CpCommander {
 
     /// The line counters so far.
     pub fn line_stats(&self) -> LineStats {
-        self.stats.lock().map(|s| *s).unwrap_or_default()
+        self.stats.lock().map(|s| s.line).unwrap_or_default()
+    }
+
+    /// One device's share of the line counters (see
+    /// [`CpHandle::device_line_stats`]).
+    pub fn device_line_stats(&self, address: u8) -> LineStats {
+        device_stats(&self.stats, address)
     }
 
     /// Stops the panel's thread: its event channel then ends, which tells
@@ -349,6 +393,14 @@ impl CpCommander {
     }
 }
 
+fn device_stats(stats: &Mutex<Counters>, address: u8) -> LineStats {
+    stats
+        .lock()
+        .ok()
+        .and_then(|s| s.devices.get(&address).copied())
+        .unwrap_or_default()
+}
+
 fn run_cp(
     mut port: File,
     mut cp: ControlPanel,
@@ -356,33 +408,28 @@ fn run_cp(
     ctl: mpsc::Receiver<CpCtl>,
     waker: UnixStream,
     events: mpsc::Sender<CpEvent>,
-    shared: Arc<Mutex<LineStats>>,
+    shared: Arc<Mutex<Counters>>,
 ) -> io::Result<LineStats> {
-    let mut stats = LineStats::default();
-    let publish = |stats: &LineStats| {
-        if let Ok(mut s) = shared.lock() {
-            *s = *stats;
+    let count = |address: Option<u8>, tx: usize, rx: usize| {
+        if let Ok(mut c) = shared.lock() {
+            c.count(address, tx, rx, link.baud);
         }
     };
     let mut buf = [0u8; 512];
-    let send = |cp: &mut ControlPanel,
-                port: &mut File,
-                bytes: &[u8],
-                stats: &mut LineStats|
-     -> io::Result<()> {
+    // A packet goes to the device whose reply the panel then awaits.
+    let send = |cp: &mut ControlPanel, port: &mut File, bytes: &[u8]| -> io::Result<()> {
         write_paced(port, bytes, link)?;
         cp.transmitted(Instant::now());
-        stats.tx_bytes += bytes.len() as u64;
-        stats.tx_wire_time = wire_time(stats.tx_bytes as usize, link.baud);
+        count(cp.awaiting(), bytes.len(), 0);
         Ok(())
     };
     loop {
         let now = Instant::now();
         if let Some(bytes) = cp.handle_timeout(now) {
-            send(&mut cp, &mut port, &bytes, &mut stats)?;
+            send(&mut cp, &mut port, &bytes)?;
         }
         while let Some(bytes) = cp.poll_transmit(Instant::now()) {
-            send(&mut cp, &mut port, &bytes, &mut stats)?;
+            send(&mut cp, &mut port, &bytes)?;
         }
         while let Some(e) = cp.poll_event() {
             let _ = events.send(e);
@@ -392,11 +439,10 @@ fn run_cp(
         let (readable, rang) = wait(&port, &waker, Some(timeout))?;
         if readable {
             let n = port.read(&mut buf)?;
-            stats.rx_bytes += n as u64;
-            stats.rx_wire_time = wire_time(stats.rx_bytes as usize, link.baud);
+            // Only the addressed device answers on the bus.
+            count(cp.awaiting(), 0, n);
             cp.receive(&buf[..n], Instant::now());
         }
-        publish(&stats);
         if rang {
             drain_waker(&waker);
         }
@@ -405,7 +451,9 @@ fn run_cp(
                 CpCtl::Submit(a, cmd, reply) => {
                     let _ = reply.send(cp.submit(a, cmd));
                 }
-                CpCtl::Shutdown => return Ok(stats),
+                CpCtl::Shutdown => {
+                    return Ok(shared.lock().map(|c| c.line).unwrap_or_default());
+                }
             }
         }
     }

@@ -13,13 +13,13 @@ use crate::osdp::msg::{cmd, Command, Reply, XrdReply, XwrRequest};
 use crate::serial::{CpCommander, CpHandle, LineStats};
 
 /// What a [`OsdpTransport`] needs of the bus: a way to queue commands, the
-/// panel's events, and the line counters. A [`CpHandle`] owns all three; a
+/// panel's events, and one device's share of the line counters. A [`CpHandle`] owns all three; a
 /// [`SharedBus`] is for a service whose own thread reads the panel's events
 /// and hands one reader's share to its transport.
 pub trait Bus {
     fn submit(&self, address: u8, command: Command) -> Result<(), CpError>;
     fn events(&self) -> &std::sync::mpsc::Receiver<CpEvent>;
-    fn line_stats(&self) -> LineStats;
+    fn line_stats(&self, address: u8) -> LineStats;
 }
 
 impl Bus for CpHandle {
@@ -29,8 +29,8 @@ impl Bus for CpHandle {
     fn events(&self) -> &std::sync::mpsc::Receiver<CpEvent> {
         CpHandle::events(self)
     }
-    fn line_stats(&self) -> LineStats {
-        CpHandle::line_stats(self)
+    fn line_stats(&self, address: u8) -> LineStats {
+        CpHandle::device_line_stats(self, address)
     }
 }
 
@@ -48,8 +48,8 @@ impl Bus for SharedBus {
     fn events(&self) -> &std::sync::mpsc::Receiver<CpEvent> {
         &self.events
     }
-    fn line_stats(&self) -> LineStats {
-        self.commander.line_stats()
+    fn line_stats(&self, address: u8) -> LineStats {
+        self.commander.device_line_stats(address)
     }
 }
 
@@ -90,9 +90,11 @@ impl<B: Bus> OsdpTransport<B> {
         std::mem::take(&mut self.stash)
     }
 
-    /// The serial line's counters, including link time at the baud rate.
+    /// This reader's share of the serial line's counters (commands to its
+    /// device and the device's replies, not other devices' traffic on the
+    /// bus), including link time at the baud rate.
     pub fn line_stats(&self) -> LineStats {
-        self.cp.line_stats()
+        self.cp.line_stats(self.address)
     }
 
     /// The bus handle back.
@@ -237,7 +239,7 @@ impl<B: Bus + Send> Transport for OsdpTransport<B> {
     }
 
     fn line_time(&self) -> Option<Duration> {
-        Some(self.cp.line_stats().wire_time())
+        Some(self.line_stats().wire_time())
     }
 }
 

@@ -1,6 +1,7 @@
 //! pivgate CP ↔ pivgate PD over a pseudo-terminal pair, paced like a serial
 //! line: secure channel from install mode and transparent smart-card APDUs
-//! (`osdp_XWR` / `osdp_XRD`).
+//! (`osdp_XWR` / `osdp_XRD`), and each device's share of the line counters
+//! on a bus where the panel also polls a device that is not there.
 
 use std::time::Duration;
 
@@ -85,11 +86,15 @@ fn run(baud: u32) {
     .unwrap();
     let cp = ControlPanel::new(
         CpConfig::default(),
-        vec![PdSetup {
-            address: 7,
-            scbk: Some(key),
-            install_mode: true,
-        }],
+        vec![
+            PdSetup {
+                address: 7,
+                scbk: Some(key),
+                install_mode: true,
+            },
+            // Configured but absent: polled, never answering.
+            PdSetup::plain(9),
+        ],
     );
     let cp = CpHandle::spawn(pty.master.try_clone().unwrap(), cp, Link::paced(baud)).unwrap();
     let online = cp.wait_for(WAIT, |e| matches!(e, CpEvent::Online { .. }));
@@ -161,6 +166,7 @@ fn run(baud: u32) {
         }
     );
 
+    let counters = cp.commander();
     let cp_stats = cp.shutdown().unwrap();
     let pd_stats = pd.shutdown().unwrap();
     assert_eq!(
@@ -169,6 +175,15 @@ fn run(baud: u32) {
     );
     assert_eq!(pd_stats.rx_bytes, cp_stats.tx_bytes);
     assert_eq!(cp_stats.rx_bytes, pd_stats.tx_bytes);
+
+    // Every packet went to one of the two devices; the reader's share
+    // leaves out the polls of the absent one.
+    let (seven, nine) = (counters.device_line_stats(7), counters.device_line_stats(9));
+    assert_eq!(seven.tx_bytes + nine.tx_bytes, cp_stats.tx_bytes);
+    assert!(nine.tx_bytes > 0, "{nine:?}");
+    assert!(seven.rx_bytes > 0 && seven.rx_bytes + nine.rx_bytes <= cp_stats.rx_bytes);
+    assert_eq!(seven.tx_wire_time, wire_time(seven.tx_bytes as usize, baud));
+    assert!(seven.wire_time() < cp_stats.wire_time());
 }
 
 #[test]

@@ -2,10 +2,13 @@
 //! read what it said, and check how it exited.
 #![allow(dead_code)] // each test binary uses its own subset
 
-use std::io::{BufRead, BufReader, Write};
-use std::path::Path;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::Duration;
+
+use links::serial::Pty;
 
 /// The binary under test.
 pub const BIN: &str = env!("CARGO_BIN_EXE_pivgate");
@@ -228,21 +231,88 @@ impl PcscSite {
 
     /// Starts `pivgate serve`; the process and the API's base URL.
     pub fn serve(&self) -> (Running, String) {
-        let mut serve = Command::new(BIN)
-            .args(["serve", "--config", &self.config])
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .unwrap();
-        let mut line = String::new();
-        BufReader::new(serve.stdout.take().unwrap())
-            .read_line(&mut line)
-            .unwrap();
-        let base = line
-            .split_whitespace()
-            .find(|w| w.starts_with("http://"))
-            .unwrap_or_else(|| panic!("{line:?}"))
-            .to_string();
-        (Running(serve), base)
+        serve(&self.config)
     }
+}
+
+/// Starts `pivgate serve --config config` and waits for its first line
+/// (printed once it listens); the process and the API's base URL.
+pub fn serve(config: &str) -> (Running, String) {
+    let mut serve = Command::new(BIN)
+        .args(["serve", "--config", config])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(serve.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let base = line
+        .split_whitespace()
+        .find(|w| w.starts_with("http://"))
+        .unwrap_or_else(|| panic!("{line:?}"))
+        .to_string();
+    (Running(serve), base)
+}
+
+/// Two pseudo-terminal pairs whose controlling sides are joined: what one
+/// process writes to its side, the other reads from its own.
+pub struct NullModem {
+    pub a: Pty,
+    pub b: Pty,
+}
+
+impl NullModem {
+    pub fn new() -> NullModem {
+        let a = Pty::open().unwrap();
+        let b = Pty::open().unwrap();
+        for (from, to) in [(&a.master, &b.master), (&b.master, &a.master)] {
+            let mut from = from.try_clone().unwrap();
+            let mut to = to.try_clone().unwrap();
+            // The threads end with the test process (the subordinate
+            // sides stay open here, so the reads never see end-of-file).
+            std::thread::spawn(move || {
+                let mut buf = [0u8; 512];
+                while let Ok(n) = from.read(&mut buf) {
+                    if n == 0 || to.write_all(&buf[..n]).is_err() {
+                        return;
+                    }
+                }
+            });
+        }
+        NullModem { a, b }
+    }
+}
+
+/// Writes `hex` and a newline to `dir/name` with permissions `mode`.
+pub fn key_file(dir: &Path, name: &str, hex: &str, mode: u32) -> PathBuf {
+    let p = dir.join(name);
+    std::fs::write(&p, format!("{hex}\n")).unwrap();
+    std::fs::set_permissions(&p, std::fs::Permissions::from_mode(mode)).unwrap();
+    p
+}
+
+/// Starts `pivgate reader osdp args…`, its standard error piped.
+pub fn start_reader(args: &[&str]) -> Running {
+    Running(
+        Command::new(BIN)
+            .args(["reader", "osdp"])
+            .args(args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("pivgate reader osdp starts"),
+    )
+}
+
+/// SIGTERM, then the exit code and what the reader logged.
+pub fn stop_reader(mut r: Running) -> (i32, String) {
+    let pid = r.0.id().to_string();
+    Command::new("kill").args(["-TERM", &pid]).status().unwrap();
+    let status = r.0.wait().unwrap();
+    let mut log = String::new();
+    r.0.stderr.take().unwrap().read_to_string(&mut log).unwrap();
+    (status.code().unwrap_or(-1), log)
 }

@@ -325,6 +325,16 @@ impl ControlPanel {
         self.decoder.stats()
     }
 
+    /// The address of the device whose reply the panel awaits: the one
+    /// its last transmitted packet went to, until the reply or the timeout.
+    /// On a bus only the addressed device answers, so what the line
+    /// carries meanwhile is that device's.
+    pub fn awaiting(&self) -> Option<u8> {
+        self.in_flight
+            .as_ref()
+            .map(|f| self.pds[f.pd].setup.address)
+    }
+
     /// When [`ControlPanel::handle_timeout`] or [`ControlPanel::poll_transmit`]
     /// next has something to do.
     pub fn next_deadline(&self, now: Instant) -> Instant {
