@@ -715,6 +715,9 @@ fn dispatch(cp: CpHandle, mut readers: Vec<ReaderState>, shared: &Shared, device
                         OfflineReason::SequenceRejected => "it rejected a sequence number",
                         OfflineReason::Refused => "it failed the secure channel",
                         OfflineReason::SessionLost => "it dropped the secure session",
+                        OfflineReason::UnexpectedReply { .. } => {
+                            "it answered the connect sequence out of turn"
+                        }
                     };
                     record(
                         "osdp-offline",

@@ -7,9 +7,13 @@
 //! come within [`CpConfig::reply_timeout`] (the standard's 200 ms) is asked for
 //! again with the same sequence number up to [`CpConfig::retries`] times; then
 //! the device is offline. Connecting is `osdp_ID` (sequence 0), `osdp_CAP`,
-//! then, when a key is configured, the secure channel handshake, and in
-//! install mode an `osdp_KEYSET` to the configured key followed by a new
-//! handshake with it.
+//! then, when a key is configured, the secure channel handshake with it. In
+//! install mode, a device that refuses the configured key is tried with
+//! SCBK-D, and that session installs the configured key with `osdp_KEYSET`
+//! and starts a new handshake with it; once a handshake with the configured
+//! key succeeds, install mode is over. While connecting, only the expected
+//! answer to the panel's own command is taken: anything else fails the
+//! connection, which is tried again later.
 //!
 //! The driver calls [`ControlPanel::poll_transmit`] when the line is free,
 //! [`ControlPanel::receive`] with what it hears and
@@ -98,6 +102,9 @@ pub enum OfflineReason {
     /// The device dropped the secure session (NAK 6 to a secured command);
     /// the connection and the handshake start again.
     SessionLost,
+    /// While connecting, the device answered the panel's `command` with an
+    /// unexpected or undecodable `reply`.
+    UnexpectedReply { command: u8, reply: u8 },
 }
 
 /// Why a device was refused.
@@ -222,7 +229,11 @@ struct Pd {
     id: PdId,
     caps: Vec<Capability>,
     due: Option<Instant>,
-    keyset_pending: bool,
+    /// The handshake with the configured key failed in install mode: the
+    /// next one uses SCBK-D.
+    try_default: bool,
+    /// A command the device answered with `osdp_BUSY`, sent again at `due`.
+    busy: Option<InFlight>,
 }
 
 struct InFlight {
@@ -247,6 +258,12 @@ pub struct ControlPanel {
     events: VecDeque<CpEvent>,
 }
 
+/// True when a reply arrives for a command the panel sent itself before the
+/// device is online: it should have been one of the connect sequence's.
+fn connecting_reply(phase: Phase, owner: bool) -> bool {
+    phase != Phase::Online && !owner
+}
+
 impl ControlPanel {
     pub fn new(cfg: CpConfig, devices: Vec<PdSetup>) -> ControlPanel {
         let pds = devices
@@ -262,7 +279,8 @@ impl ControlPanel {
                 id: PdId::default(),
                 caps: Vec::new(),
                 due: None,
-                keyset_pending: false,
+                try_default: false,
+                busy: None,
             })
             .collect();
         ControlPanel {
@@ -339,9 +357,15 @@ impl ControlPanel {
     }
 
     fn due_at(&self, p: &Pd, now: Instant) -> Instant {
+        if p.busy.is_some() {
+            return p.due.unwrap_or(now);
+        }
         if !p.internal.is_empty() || (p.phase == Phase::Online && !p.queue.is_empty()) {
             return now;
         }
+        // A device connecting with nothing left to send starts over (see
+        // `poll_transmit`), so it is never due in the past without anything
+        // to do.
         p.due.unwrap_or(now)
     }
 
@@ -357,23 +381,30 @@ impl ControlPanel {
                 continue;
             }
             let pd = &mut self.pds[i];
-            let (command, owner) = if pd.phase == Phase::Offline {
+            if let Some(mut f) = pd.busy.take() {
+                self.next = (i + 1) % n;
+                f.attempts = 0;
+                f.deadline = now + f.timeout;
+                let bytes = f.bytes.clone();
+                self.in_flight = Some(f);
+                return Some(bytes);
+            }
+            let stalled = pd.phase == Phase::Connecting && pd.internal.is_empty();
+            let (command, owner) = if pd.phase == Phase::Offline || stalled {
                 pd.phase = Phase::Connecting;
                 pd.sqn = 0;
                 pd.session = None;
                 pd.handshake = None;
                 pd.internal.clear();
-                pd.keyset_pending = pd.setup.install_mode && pd.setup.scbk.is_some();
+                pd.try_default = false;
                 (Command::Id, false)
             } else if let Some(c) = pd.internal.pop_front() {
                 (c, false)
-            } else if pd.phase == Phase::Online {
+            } else {
                 match pd.queue.pop_front() {
                     Some(c) => (c, true),
                     None => (Command::Poll, false),
                 }
-            } else {
-                continue;
             };
             self.next = (i + 1) % n;
             return self.send(i, command, owner, now);
@@ -465,8 +496,9 @@ impl ControlPanel {
         pd.handshake = None;
         pd.internal.clear();
         pd.due = Some(now + retry);
+        let parked = pd.busy.take();
         let mut abandoned: Vec<u8> = pd.queue.drain(..).map(|c| c.code()).collect();
-        if let Some(f) = f.filter(|f| f.owner) {
+        if let Some(f) = f.or(parked.as_ref()).filter(|f| f.owner) {
             abandoned.insert(0, f.command.code());
         }
         for command in abandoned {
@@ -515,6 +547,23 @@ impl ControlPanel {
             return;
         };
         let i = f.pd;
+        if frame.reply
+            && frame.address == self.pds[i].setup.address
+            && frame.code == reply::BUSY
+            && frame.scb.is_none()
+            && frame.data.is_empty()
+            && (frame.sqn == 0 || frame.sqn == f.sqn)
+        {
+            // osdp_BUSY is always plaintext and may carry sequence number 0:
+            // send the same packet again later, still on behalf of its owner.
+            let Some(f) = self.in_flight.take() else {
+                return;
+            };
+            let pd = &mut self.pds[i];
+            pd.busy = Some(f);
+            pd.due = Some(now + self.cfg.poll_interval);
+            return;
+        }
         if !frame.reply || frame.address != self.pds[i].setup.address || frame.sqn != f.sqn {
             // Our own echo, another device's late reply, or a stale packet.
             return;
@@ -534,19 +583,39 @@ impl ControlPanel {
             }
             Err(e) => return self.refuse(i, Refusal::Mac(e), now),
         };
+        // A handshake reply only answers the panel's own handshake command.
+        let handshake_block = match f.command {
+            Command::Challenge { .. } => Some(scs::SCS_12),
+            Command::ServerCryptogram { .. } => Some(scs::SCS_14),
+            _ => None,
+        };
+        if let Some(kind) = frame.scb.as_ref().map(|s| s.kind) {
+            if !(scs::SCS_15..=scs::SCS_18).contains(&kind) && handshake_block != Some(kind) {
+                let e = LinkError::MisplacedBlock {
+                    kind,
+                    code: frame.code,
+                };
+                return self.refuse(i, Refusal::Mac(e), now);
+            }
+        }
         let address = self.pds[i].setup.address;
+        let connecting = self.pds[i].phase != Phase::Online;
         let reply = match Reply::decode(frame.code, &data) {
             Ok(r) => r,
             Err(error) => {
                 self.events.push_back(CpEvent::BadReply { address, error });
+                if connecting {
+                    return self.connect_failed(i, &f, frame.code, now);
+                }
                 self.advance(i, now);
                 return;
             }
         };
         if reply == Reply::Busy {
-            // Ask again later with the same sequence number.
-            self.pds[i].internal.push_front(f.command);
-            self.pds[i].due = Some(now + self.cfg.poll_interval);
+            // A BUSY inside the session (with a MAC): ask again later.
+            let pd = &mut self.pds[i];
+            pd.busy = Some(f);
+            pd.due = Some(now + self.cfg.poll_interval);
             return;
         }
         if reply == Reply::Nak(NakReason::SequenceNumber) {
@@ -562,6 +631,14 @@ impl ControlPanel {
         self.on_reply(i, f, reply, &frame, now);
     }
 
+    fn connect_failed(&mut self, i: usize, f: &InFlight, reply: u8, now: Instant) {
+        let reason = OfflineReason::UnexpectedReply {
+            command: f.command.code(),
+            reply,
+        };
+        self.go_offline(i, reason, now, Some(f));
+    }
+
     fn advance(&mut self, i: usize, now: Instant) {
         let pd = &mut self.pds[i];
         pd.sqn = next_sqn(pd.sqn);
@@ -570,7 +647,7 @@ impl ControlPanel {
 
     fn start_handshake(&mut self, i: usize) -> Result<(), Refusal> {
         let pd = &mut self.pds[i];
-        let default_key = pd.keyset_pending;
+        let default_key = pd.try_default && pd.setup.install_mode;
         let key = if default_key {
             Key::default_key()
         } else {
@@ -620,7 +697,7 @@ impl ControlPanel {
                     self.online(i);
                 }
             }
-            (Command::Challenge { .. }, reply) => {
+            (Command::Challenge { .. }, reply) if !f.owner => {
                 let Reply::ClientCryptogram {
                     rnd_b, cryptogram, ..
                 } = reply
@@ -629,6 +706,9 @@ impl ControlPanel {
                         Reply::Nak(n) => Refusal::HandshakeRefused(n),
                         other => Refusal::HandshakeReply(other.code()),
                     };
+                    if self.fall_back_to_default_key(i, now) {
+                        return;
+                    }
                     return self.refuse(i, r, now);
                 };
                 let pd = &mut self.pds[i];
@@ -644,10 +724,14 @@ impl ControlPanel {
                         pd.internal
                             .push_back(Command::ServerCryptogram { cryptogram: s });
                     }
-                    _ => self.refuse(i, Refusal::Cryptogram, now),
+                    _ => {
+                        if !self.fall_back_to_default_key(i, now) {
+                            self.refuse(i, Refusal::Cryptogram, now);
+                        }
+                    }
                 }
             }
-            (Command::ServerCryptogram { .. }, reply) => {
+            (Command::ServerCryptogram { .. }, reply) if !f.owner => {
                 let Reply::InitialRmac(rmac) = reply else {
                     let r = match reply {
                         Reply::Nak(n) => Refusal::HandshakeRefused(n),
@@ -674,14 +758,23 @@ impl ControlPanel {
                 if h.default_key {
                     let key = pd.setup.scbk.clone().map(|k| k.0).unwrap_or_default();
                     pd.internal.push_back(Command::KeySet { key });
-                } else if pd.phase != Phase::Online {
+                    return;
+                }
+                if pd.setup.install_mode {
+                    // The device holds the configured key (the answer to an
+                    // earlier KEYSET may have been lost): install mode is over.
+                    pd.setup.install_mode = false;
+                    pd.try_default = false;
+                    self.events.push_back(CpEvent::KeyInstalled { address });
+                }
+                if self.pds[i].phase != Phase::Online {
                     self.online(i);
                 }
             }
             (Command::KeySet { .. }, reply) if !f.owner => match reply {
                 Reply::Ack => {
                     let pd = &mut self.pds[i];
-                    pd.keyset_pending = false;
+                    pd.try_default = false;
                     pd.setup.install_mode = false;
                     self.events.push_back(CpEvent::KeyInstalled { address });
                     if let Err(r) = self.start_handshake(i) {
@@ -691,6 +784,9 @@ impl ControlPanel {
                 Reply::Nak(n) => self.refuse(i, Refusal::KeySetRefused(n), now),
                 other => self.refuse(i, Refusal::HandshakeReply(other.code()), now),
             },
+            (_, reply) if connecting_reply(self.pds[i].phase, f.owner) => {
+                self.connect_failed(i, &f, reply.code(), now);
+            }
             (command, reply) => {
                 let owner_keyset = matches!(command, Command::KeySet { .. }) && f.owner;
                 if owner_keyset {
@@ -708,8 +804,29 @@ impl ControlPanel {
         }
     }
 
+    /// In install mode, after the configured key failed: tries SCBK-D.
+    /// Returns false when that is not possible.
+    fn fall_back_to_default_key(&mut self, i: usize, now: Instant) -> bool {
+        let pd = &mut self.pds[i];
+        if !pd.setup.install_mode || pd.try_default || pd.phase == Phase::Online {
+            return false;
+        }
+        pd.try_default = true;
+        if let Err(r) = self.start_handshake(i) {
+            self.refuse(i, r, now);
+        }
+        true
+    }
+
     fn report(&mut self, i: usize, owner: bool, command: u8, reply: Reply) {
-        let address = self.pds[i].setup.address;
+        let pd = &self.pds[i];
+        let unsecured = pd.setup.scbk.is_some() && pd.session.is_none() && !owner;
+        if pd.phase != Phase::Online || unsecured {
+            // Device data is only taken from a connected device, and from a
+            // keyed one only inside its secure session.
+            return;
+        }
+        let address = pd.setup.address;
         let event = match reply {
             Reply::Raw(card) => Some(CpEvent::Card { address, card }),
             Reply::Formatted { reader, text, .. } => Some(CpEvent::CardText {
