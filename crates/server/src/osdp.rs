@@ -40,7 +40,7 @@
 use std::collections::HashMap;
 use std::fs::File;
 use std::io::Write;
-use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
@@ -131,27 +131,20 @@ pub fn read_key_file(path: &Path, key: &str) -> Result<Key, OsdpError> {
     Ok(Key(k))
 }
 
-/// Writes `key` as hex to `path` with mode 0600, durably (the file is
-/// written under a temporary name and renamed).
+/// Writes `key` as hex to `path` with mode 0600, durably: the key goes to a
+/// fresh, unpredictably named file of the same directory (created 0600,
+/// never through a symbolic link), which is synced and renamed over `path`;
+/// then the directory is synced.
 fn write_key_file(path: &Path, key: &Key) -> std::io::Result<()> {
     let dir = path
         .parent()
         .filter(|p| !p.as_os_str().is_empty())
         .unwrap_or(Path::new("."));
-    let tmp = path.with_extension("tmp");
-    {
-        let mut f = std::fs::OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .mode(0o600)
-            .open(&tmp)?;
-        f.set_permissions(std::fs::Permissions::from_mode(0o600))?;
-        let text = Zeroizing::new(format!("{}\n", hex::encode(key.0)));
-        f.write_all(text.as_bytes())?;
-        f.sync_all()?;
-    }
-    std::fs::rename(&tmp, path)?;
+    let mut tmp = tempfile::NamedTempFile::new_in(dir)?;
+    let text = Zeroizing::new(format!("{}\n", hex::encode(key.0)));
+    tmp.write_all(text.as_bytes())?;
+    tmp.as_file().sync_all()?;
+    tmp.persist(path).map_err(|e| e.error)?;
     File::open(dir)?.sync_all()
 }
 
@@ -1009,6 +1002,32 @@ impl TapWorker {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn key_files_are_written_fresh_never_through_links_or_old_files() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("k");
+        let key = Key([0x5A; 16]);
+        // A symbolic link planted at the predictable temporary name and at
+        // the key file itself, and an old file readable by everyone.
+        let victim = dir.path().join("victim");
+        std::fs::write(&victim, "untouched").unwrap();
+        std::os::unix::fs::symlink(&victim, p.with_extension("tmp")).unwrap();
+        std::os::unix::fs::symlink(&victim, &p).unwrap();
+        write_key_file(&p, &key).unwrap();
+        assert_eq!(std::fs::read_to_string(&victim).unwrap(), "untouched");
+        let meta = std::fs::symlink_metadata(&p).unwrap();
+        assert!(meta.is_file());
+        assert_eq!(meta.permissions().mode() & 0o777, 0o600);
+        assert_eq!(read_key_file(&p, "k").unwrap(), key);
+
+        std::fs::remove_file(&p).unwrap();
+        std::fs::write(&p, "old").unwrap();
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o644)).unwrap();
+        write_key_file(&p, &key).unwrap();
+        let meta = std::fs::metadata(&p).unwrap();
+        assert_eq!(meta.permissions().mode() & 0o777, 0o600);
+    }
 
     #[test]
     fn key_files_are_read_and_written_with_mode_0600() {
