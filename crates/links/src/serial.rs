@@ -182,6 +182,28 @@ fn wait(port: &File, waker: &UnixStream, timeout: Option<Duration>) -> io::Resul
     Ok((ready(&fds[0]), ready(&fds[1])))
 }
 
+/// Reads what the port has; end of file (the device went away, or the other
+/// side of a pseudo-terminal closed) is an error that ends the thread.
+fn read_port(port: &mut File, buf: &mut [u8]) -> io::Result<usize> {
+    match port.read(buf)? {
+        0 => Err(io::Error::new(
+            io::ErrorKind::UnexpectedEof,
+            "the serial device hung up (end of file)",
+        )),
+        n => Ok(n),
+    }
+}
+
+/// Waits until the bytes written to a tty have left it, so the reply timeout
+/// runs from the end of the command on a real UART too. Not a tty (a pipe,
+/// a socket): nothing to wait for.
+fn drain_output(port: &File) -> io::Result<()> {
+    match rustix::termios::tcdrain(port) {
+        Ok(()) | Err(rustix::io::Errno::NOTTY) | Err(rustix::io::Errno::INVAL) => Ok(()),
+        Err(e) => Err(e.into()),
+    }
+}
+
 fn drain_waker(mut w: &UnixStream) {
     let mut b = [0u8; 64];
     let _ = w.read(&mut b);
@@ -371,6 +393,9 @@ fn run_cp(
                 stats: &mut LineStats|
      -> io::Result<()> {
         write_paced(port, bytes, link)?;
+        if !link.pace {
+            drain_output(port)?;
+        }
         cp.transmitted(Instant::now());
         stats.tx_bytes += bytes.len() as u64;
         stats.tx_wire_time = wire_time(stats.tx_bytes as usize, link.baud);
@@ -391,7 +416,7 @@ fn run_cp(
         let timeout = cp.next_deadline(now).saturating_duration_since(now);
         let (readable, rang) = wait(&port, &waker, Some(timeout))?;
         if readable {
-            let n = port.read(&mut buf)?;
+            let n = read_port(&mut port, &mut buf)?;
             stats.rx_bytes += n as u64;
             stats.rx_wire_time = wire_time(stats.rx_bytes as usize, link.baud);
             cp.receive(&buf[..n], Instant::now());
@@ -561,7 +586,7 @@ fn run_pd(
             }
         }
         if readable {
-            let n = port.read(&mut buf)?;
+            let n = read_port(&mut port, &mut buf)?;
             stats.rx_bytes += n as u64;
             stats.rx_wire_time = wire_time(stats.rx_bytes as usize, link.baud);
             let out = pd.receive(&buf[..n], app.as_mut());

@@ -485,3 +485,29 @@ fn install_mode_tries_the_configured_key_first_and_recovers_a_lost_keyset_ack() 
     assert!(p.cp.is_secure(1));
     assert_eq!(chlng_blocks, vec![1], "only the configured key is used");
 }
+
+#[test]
+fn a_trickle_of_noise_does_not_hold_off_the_reply_timeout_for_ever() {
+    let mut cp = ControlPanel::new(CpConfig::default(), vec![PdSetup::plain(1)]);
+    let mut now = Instant::now();
+    let c = Frame::decode(&cp.poll_transmit(now).unwrap()).unwrap();
+    assert_eq!(c.code, cmd::ID);
+    // Every 150 ms one byte of noise that keeps announcing a long packet.
+    let mut timed_out = false;
+    for i in 0..20_000usize {
+        now += Duration::from_millis(150);
+        if cp.handle_timeout(now).is_some() {
+            timed_out = true;
+            break;
+        }
+        let b = match i % 1023 {
+            0 => 0x53,
+            1 => 0x01,
+            2 => 0xFF,
+            3 => 0x03,
+            _ => 0x00,
+        };
+        cp.receive(&[b], now);
+    }
+    assert!(timed_out, "the command was never retried");
+}

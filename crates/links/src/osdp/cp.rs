@@ -24,7 +24,7 @@ use std::time::{Duration, Instant};
 
 use thiserror::Error;
 
-use super::codec::{scs, Frame, FrameDecoder, FrameError, Scb};
+use super::codec::{scs, Frame, FrameDecoder, FrameError, Scb, MAX_PACKET};
 use super::msg::{
     reply, Capability, Command, MsgError, NakReason, PdId, RawCard, Reply, XrdReply, XwrRequest,
 };
@@ -246,6 +246,9 @@ struct InFlight {
     sqn: u8,
     deadline: Instant,
     attempts: u32,
+    /// Bytes heard while the deadline was being pushed back for a reply
+    /// still arriving.
+    extended: usize,
 }
 
 /// The CP state machine.
@@ -458,6 +461,7 @@ impl ControlPanel {
                     sqn,
                     deadline: now + timeout,
                     attempts: 0,
+                    extended: 0,
                 });
                 Some(bytes)
             }
@@ -534,9 +538,17 @@ impl ControlPanel {
                 Err(e) => self.events.push_back(CpEvent::BadFrame(e)),
             }
         }
-        // A reply is arriving: give the rest of it time to come in.
+        // A reply is arriving: give the rest of it time to come in (a long
+        // reply on a slow line arrives over several reply timeouts). Only
+        // for as many bytes as two of the longest packets: a trickle of noise
+        // must not hold the line for ever.
         if self.decoder.pending() > 0 {
-            if let Some(f) = self.in_flight.as_mut() {
+            if let Some(f) = self
+                .in_flight
+                .as_mut()
+                .filter(|f| f.extended < 2 * MAX_PACKET)
+            {
+                f.extended += bytes.len();
                 f.deadline = f.deadline.max(now + self.cfg.reply_timeout);
             }
         }
