@@ -24,7 +24,7 @@ use rustix::fs::{Mode, OFlags};
 use rustix::pty::OpenptFlags;
 use rustix::termios::{tcgetattr, tcsetattr, OptionalActions};
 
-use crate::osdp::cp::{ControlPanel, CpError, CpEvent};
+use crate::osdp::cp::{ControlPanel, CpError, CpEvent, Ticket};
 use crate::osdp::msg::{Command, RawCard};
 use crate::osdp::pd::{PdApp, PdEvent, PeripheralDevice};
 
@@ -210,7 +210,7 @@ fn drain_waker(mut w: &UnixStream) {
 }
 
 enum CpCtl {
-    Submit(u8, Command, mpsc::Sender<Result<(), CpError>>),
+    Submit(u8, Command, mpsc::Sender<Result<Ticket, CpError>>),
     Shutdown,
 }
 
@@ -259,13 +259,8 @@ impl CpHandle {
     }
 
     /// Queues a command (see [`ControlPanel::submit`]).
-    pub fn submit(&self, address: u8, command: Command) -> Result<(), CpError> {
-        let (tx, rx) = mpsc::channel();
-        if self.ctl.send(CpCtl::Submit(address, command, tx)).is_err() {
-            return Err(CpError::Offline(address));
-        }
-        self.ring();
-        rx.recv().unwrap_or(Err(CpError::Offline(address)))
+    pub fn submit(&self, address: u8, command: Command) -> Result<Ticket, CpError> {
+        submit(&self.ctl, &self.waker, address, command)
     }
 
     /// The line counters so far (take two snapshots to measure one exchange).
@@ -339,13 +334,8 @@ impl CpCommander {
 
     /// Queues a command and waits for the panel to accept it (see
     /// [`ControlPanel::submit`]); its reply comes as an event.
-    pub fn submit(&self, address: u8, command: Command) -> Result<(), CpError> {
-        let (tx, rx) = mpsc::channel();
-        if self.ctl.send(CpCtl::Submit(address, command, tx)).is_err() {
-            return Err(CpError::Offline(address));
-        }
-        self.ring();
-        rx.recv().unwrap_or(Err(CpError::Offline(address)))
+    pub fn submit(&self, address: u8, command: Command) -> Result<Ticket, CpError> {
+        submit(&self.ctl, &self.waker, address, command)
     }
 
     /// Queues a command without waiting for the panel's thread (which may
@@ -369,6 +359,21 @@ impl CpCommander {
         let _ = self.ctl.send(CpCtl::Shutdown);
         self.ring();
     }
+}
+
+/// Hands a command to the panel's thread and waits for its verdict.
+fn submit(
+    ctl: &mpsc::Sender<CpCtl>,
+    waker: &UnixStream,
+    address: u8,
+    command: Command,
+) -> Result<Ticket, CpError> {
+    let (tx, rx) = mpsc::channel();
+    if ctl.send(CpCtl::Submit(address, command, tx)).is_err() {
+        return Err(CpError::Offline(address));
+    }
+    let _ = (&*waker).write(&[1]);
+    rx.recv().unwrap_or(Err(CpError::Offline(address)))
 }
 
 fn run_cp(
@@ -445,6 +450,12 @@ enum PdCtl {
     Shutdown,
 }
 
+/// Hands a request to the device's thread and wakes it.
+fn pd_send(ctl: &mpsc::Sender<PdCtl>, mut waker: &UnixStream, c: PdCtl) {
+    let _ = ctl.send(c);
+    let _ = waker.write(&[1]);
+}
+
 /// A peripheral device running on its own thread over a serial line.
 pub struct PdHandle {
     ctl: mpsc::Sender<PdCtl>,
@@ -477,8 +488,7 @@ impl PdHandle {
     }
 
     fn send(&self, c: PdCtl) {
-        let _ = self.ctl.send(c);
-        let _ = (&self.waker).write(&[1]);
+        pd_send(&self.ctl, &self.waker, c);
     }
 
     /// A handle other threads can use to report cards and to stop the
@@ -532,8 +542,7 @@ pub struct PdRemote {
 
 impl PdRemote {
     fn send(&self, c: PdCtl) {
-        let _ = self.ctl.send(c);
-        let _ = (&self.waker).write(&[1]);
+        pd_send(&self.ctl, &self.waker, c);
     }
     /// Reports a card's arrival or removal (transparent mode) on the next poll.
     pub fn card_presence(&self, reader: u8, present: bool) {

@@ -384,15 +384,16 @@ fn keyed_pd_refuses_a_plaintext_command_that_resets_the_sequence() {
 fn busy_with_sequence_zero_is_retried_later_for_its_owner() {
     let mut p = Pair::secure(true);
     let _ = p.cp_events();
-    p.cp.submit(
-        1,
-        Command::Output(vec![OutputControl {
-            output: 0,
-            control_code: 2,
-            timer: 0,
-        }]),
-    )
-    .unwrap();
+    let ticket =
+        p.cp.submit(
+            1,
+            Command::Output(vec![OutputControl {
+                output: 0,
+                control_code: 2,
+                timer: 0,
+            }]),
+        )
+        .unwrap();
     let c = p.next_command();
     assert_eq!(c.code, cmd::OUT);
     let busy = Frame::new(1, true, 0, reply::BUSY, vec![])
@@ -413,6 +414,7 @@ fn busy_with_sequence_zero_is_retried_later_for_its_owner() {
         evs.contains(&CpEvent::Completed {
             address: 1,
             command: cmd::OUT,
+            ticket,
             reply: Reply::Ack
         }),
         "{evs:?}"

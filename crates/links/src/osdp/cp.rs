@@ -170,16 +170,20 @@ pub enum CpEvent {
         tamper: bool,
         power: bool,
     },
-    /// The reply to a command submitted with [`ControlPanel::submit`].
+    /// The reply to a command submitted with [`ControlPanel::submit`]
+    /// (`ticket` is what `submit` returned).
     Completed {
         address: u8,
         command: u8,
+        ticket: Ticket,
         reply: Reply,
     },
-    /// A submitted command that was dropped because the device went offline.
+    /// A submitted command that gets no [`CpEvent::Completed`]: the device
+    /// went offline or was refused, or its reply did not decode.
     Abandoned {
         address: u8,
         command: u8,
+        ticket: Ticket,
     },
     /// A damaged or unexpected packet was discarded.
     BadFrame(FrameError),
@@ -189,6 +193,11 @@ pub enum CpEvent {
         error: MsgError,
     },
 }
+
+/// Names one submitted command in its [`CpEvent::Completed`] or
+/// [`CpEvent::Abandoned`], so a late answer is never taken for the answer
+/// to a later command.
+pub type Ticket = u64;
 
 /// Commands the panel will not queue.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
@@ -223,7 +232,7 @@ struct Pd {
     sqn: u8,
     /// Commands the panel itself must send next (connect sequence, handshake).
     internal: VecDeque<Command>,
-    queue: VecDeque<Command>,
+    queue: VecDeque<(Command, Ticket)>,
     session: Option<Session>,
     handshake: Option<Handshake>,
     id: PdId,
@@ -241,7 +250,8 @@ struct InFlight {
     timeout: Duration,
     pd: usize,
     command: Command,
-    owner: bool,
+    /// The ticket of a submitted command; `None` for the panel's own.
+    owner: Option<Ticket>,
     bytes: Vec<u8>,
     sqn: u8,
     deadline: Instant,
@@ -259,12 +269,13 @@ pub struct ControlPanel {
     in_flight: Option<InFlight>,
     decoder: FrameDecoder,
     events: VecDeque<CpEvent>,
+    tickets: Ticket,
 }
 
 /// True when a reply arrives for a command the panel sent itself before the
 /// device is online: it should have been one of the connect sequence's.
-fn connecting_reply(phase: Phase, owner: bool) -> bool {
-    phase != Phase::Online && !owner
+fn connecting_reply(phase: Phase, owner: Option<Ticket>) -> bool {
+    phase != Phase::Online && owner.is_none()
 }
 
 impl ControlPanel {
@@ -293,6 +304,7 @@ impl ControlPanel {
             in_flight: None,
             decoder: FrameDecoder::new(),
             events: VecDeque::new(),
+            tickets: 0,
         }
     }
 
@@ -316,8 +328,9 @@ impl ControlPanel {
     }
 
     /// Queues a command for an online device; its reply comes back as
-    /// [`CpEvent::Completed`].
-    pub fn submit(&mut self, address: u8, command: Command) -> Result<(), CpError> {
+    /// [`CpEvent::Completed`] (or [`CpEvent::Abandoned`]) with the ticket
+    /// returned here.
+    pub fn submit(&mut self, address: u8, command: Command) -> Result<Ticket, CpError> {
         let i = self.index(address)?;
         let pd = &mut self.pds[i];
         if matches!(
@@ -332,8 +345,9 @@ impl ControlPanel {
         if matches!(command, Command::KeySet { .. }) && pd.session.is_none() {
             return Err(CpError::NotSecure(address));
         }
-        pd.queue.push_back(command);
-        Ok(())
+        self.tickets += 1;
+        pd.queue.push_back((command, self.tickets));
+        Ok(self.tickets)
     }
 
     /// Takes the next event.
@@ -400,13 +414,13 @@ impl ControlPanel {
                 pd.handshake = None;
                 pd.internal.clear();
                 pd.try_default = false;
-                (Command::Id, false)
+                (Command::Id, None)
             } else if let Some(c) = pd.internal.pop_front() {
-                (c, false)
+                (c, None)
             } else {
                 match pd.queue.pop_front() {
-                    Some(c) => (c, true),
-                    None => (Command::Poll, false),
+                    Some((c, ticket)) => (c, Some(ticket)),
+                    None => (Command::Poll, None),
                 }
             };
             self.next = (i + 1) % n;
@@ -415,7 +429,13 @@ impl ControlPanel {
         None
     }
 
-    fn send(&mut self, i: usize, command: Command, owner: bool, now: Instant) -> Option<Vec<u8>> {
+    fn send(
+        &mut self,
+        i: usize,
+        command: Command,
+        owner: Option<Ticket>,
+        now: Instant,
+    ) -> Option<Vec<u8>> {
         let pd = &mut self.pds[i];
         let sqn = pd.sqn;
         let mut f = Frame::new(
@@ -466,7 +486,15 @@ impl ControlPanel {
                 Some(bytes)
             }
             Err(e) => {
-                self.refuse(i, Refusal::Mac(e), now);
+                if let Some(ticket) = owner {
+                    let address = self.pds[i].setup.address;
+                    self.events.push_back(CpEvent::Abandoned {
+                        address,
+                        command: command.code(),
+                        ticket,
+                    });
+                }
+                self.refuse(i, Refusal::Mac(e), now, None);
                 None
             }
         }
@@ -501,23 +529,29 @@ impl ControlPanel {
         pd.internal.clear();
         pd.due = Some(now + retry);
         let parked = pd.busy.take();
-        let mut abandoned: Vec<u8> = pd.queue.drain(..).map(|c| c.code()).collect();
-        if let Some(f) = f.or(parked.as_ref()).filter(|f| f.owner) {
-            abandoned.insert(0, f.command.code());
+        let mut abandoned: Vec<(u8, Ticket)> =
+            pd.queue.drain(..).map(|(c, t)| (c.code(), t)).collect();
+        if let Some(f) = f.or(parked.as_ref()) {
+            if let Some(ticket) = f.owner {
+                abandoned.insert(0, (f.command.code(), ticket));
+            }
         }
-        for command in abandoned {
-            self.events
-                .push_back(CpEvent::Abandoned { address, command });
+        for (command, ticket) in abandoned {
+            self.events.push_back(CpEvent::Abandoned {
+                address,
+                command,
+                ticket,
+            });
         }
         if was != Phase::Offline {
             self.events.push_back(CpEvent::Offline { address, reason });
         }
     }
 
-    fn refuse(&mut self, i: usize, reason: Refusal, now: Instant) {
+    fn refuse(&mut self, i: usize, reason: Refusal, now: Instant, f: Option<&InFlight>) {
         let address = self.pds[i].setup.address;
         self.events.push_back(CpEvent::Refused { address, reason });
-        self.go_offline(i, OfflineReason::Refused, now, None);
+        self.go_offline(i, OfflineReason::Refused, now, f);
     }
 
     /// Tells the panel the last packet has left the line: the reply timeout
@@ -593,7 +627,7 @@ impl ControlPanel {
                 self.pds[i].due = Some(now);
                 return;
             }
-            Err(e) => return self.refuse(i, Refusal::Mac(e), now),
+            Err(e) => return self.refuse(i, Refusal::Mac(e), now, Some(&f)),
         };
         // A handshake reply only answers the panel's own handshake command.
         let handshake_block = match f.command {
@@ -607,7 +641,7 @@ impl ControlPanel {
                     kind,
                     code: frame.code,
                 };
-                return self.refuse(i, Refusal::Mac(e), now);
+                return self.refuse(i, Refusal::Mac(e), now, Some(&f));
             }
         }
         let address = self.pds[i].setup.address;
@@ -616,6 +650,13 @@ impl ControlPanel {
             Ok(r) => r,
             Err(error) => {
                 self.events.push_back(CpEvent::BadReply { address, error });
+                if let Some(ticket) = f.owner {
+                    self.events.push_back(CpEvent::Abandoned {
+                        address,
+                        command: f.command.code(),
+                        ticket,
+                    });
+                }
                 if connecting {
                     return self.connect_failed(i, &f, frame.code, now);
                 }
@@ -695,21 +736,21 @@ impl ControlPanel {
     fn on_reply(&mut self, i: usize, f: InFlight, reply: Reply, frame: &Frame, now: Instant) {
         let address = self.pds[i].setup.address;
         match (&f.command, reply) {
-            (Command::Id, Reply::Id(id)) if !f.owner => {
+            (Command::Id, Reply::Id(id)) if f.owner.is_none() => {
                 self.pds[i].id = id;
                 self.pds[i].internal.push_back(Command::Cap);
             }
-            (Command::Cap, Reply::Capabilities(caps)) if !f.owner => {
+            (Command::Cap, Reply::Capabilities(caps)) if f.owner.is_none() => {
                 self.pds[i].caps = caps;
                 if self.pds[i].setup.scbk.is_some() {
                     if let Err(r) = self.start_handshake(i) {
-                        self.refuse(i, r, now);
+                        self.refuse(i, r, now, None);
                     }
                 } else {
                     self.online(i);
                 }
             }
-            (Command::Challenge { .. }, reply) if !f.owner => {
+            (Command::Challenge { .. }, reply) if f.owner.is_none() => {
                 let Reply::ClientCryptogram {
                     rnd_b, cryptogram, ..
                 } = reply
@@ -721,11 +762,11 @@ impl ControlPanel {
                     if self.fall_back_to_default_key(i, now) {
                         return;
                     }
-                    return self.refuse(i, r, now);
+                    return self.refuse(i, r, now, None);
                 };
                 let pd = &mut self.pds[i];
                 let Some(h) = pd.handshake.as_mut() else {
-                    return self.refuse(i, Refusal::Cryptogram, now);
+                    return self.refuse(i, Refusal::Cryptogram, now, None);
                 };
                 let expected = h.keys.client_cryptogram(&h.rnd_a, &rnd_b);
                 let server = h.keys.server_cryptogram(&h.rnd_a, &rnd_b);
@@ -738,22 +779,22 @@ impl ControlPanel {
                     }
                     _ => {
                         if !self.fall_back_to_default_key(i, now) {
-                            self.refuse(i, Refusal::Cryptogram, now);
+                            self.refuse(i, Refusal::Cryptogram, now, None);
                         }
                     }
                 }
             }
-            (Command::ServerCryptogram { .. }, reply) if !f.owner => {
+            (Command::ServerCryptogram { .. }, reply) if f.owner.is_none() => {
                 let Reply::InitialRmac(rmac) = reply else {
                     let r = match reply {
                         Reply::Nak(n) => Refusal::HandshakeRefused(n),
                         other => Refusal::HandshakeReply(other.code()),
                     };
-                    return self.refuse(i, r, now);
+                    return self.refuse(i, r, now, None);
                 };
                 let pd = &mut self.pds[i];
                 let Some(h) = pd.handshake.take() else {
-                    return self.refuse(i, Refusal::Cryptogram, now);
+                    return self.refuse(i, Refusal::Cryptogram, now, None);
                 };
                 let ok = h
                     .server
@@ -764,7 +805,7 @@ impl ControlPanel {
                         .as_ref()
                         .is_some_and(|s| s.kind == scs::SCS_14 && s.data.first() == Some(&1));
                 if !ok {
-                    return self.refuse(i, Refusal::Cryptogram, now);
+                    return self.refuse(i, Refusal::Cryptogram, now, None);
                 }
                 pd.session = Some(Session::new(h.keys, rmac));
                 if h.default_key {
@@ -783,31 +824,31 @@ impl ControlPanel {
                     self.online(i);
                 }
             }
-            (Command::KeySet { .. }, reply) if !f.owner => match reply {
+            (Command::KeySet { .. }, reply) if f.owner.is_none() => match reply {
                 Reply::Ack => {
                     let pd = &mut self.pds[i];
                     pd.try_default = false;
                     pd.setup.install_mode = false;
                     self.events.push_back(CpEvent::KeyInstalled { address });
                     if let Err(r) = self.start_handshake(i) {
-                        self.refuse(i, r, now);
+                        self.refuse(i, r, now, None);
                     }
                 }
-                Reply::Nak(n) => self.refuse(i, Refusal::KeySetRefused(n), now),
-                other => self.refuse(i, Refusal::HandshakeReply(other.code()), now),
+                Reply::Nak(n) => self.refuse(i, Refusal::KeySetRefused(n), now, None),
+                other => self.refuse(i, Refusal::HandshakeReply(other.code()), now, None),
             },
             (_, reply) if connecting_reply(self.pds[i].phase, f.owner) => {
                 self.connect_failed(i, &f, reply.code(), now);
             }
             (command, reply) => {
-                let owner_keyset = matches!(command, Command::KeySet { .. }) && f.owner;
+                let owner_keyset = matches!(command, Command::KeySet { .. }) && f.owner.is_some();
                 if owner_keyset {
                     if let (Command::KeySet { key }, Reply::Ack) = (command, &reply) {
                         // The device now holds this key: restart the session with it.
                         self.pds[i].setup.scbk = Some(Key(*key));
                         self.events.push_back(CpEvent::KeyInstalled { address });
                         if let Err(r) = self.start_handshake(i) {
-                            return self.refuse(i, r, now);
+                            return self.refuse(i, r, now, Some(&f));
                         }
                     }
                 }
@@ -825,14 +866,14 @@ impl ControlPanel {
         }
         pd.try_default = true;
         if let Err(r) = self.start_handshake(i) {
-            self.refuse(i, r, now);
+            self.refuse(i, r, now, None);
         }
         true
     }
 
-    fn report(&mut self, i: usize, owner: bool, command: u8, reply: Reply) {
+    fn report(&mut self, i: usize, owner: Option<Ticket>, command: u8, reply: Reply) {
         let pd = &self.pds[i];
-        let unsecured = pd.setup.scbk.is_some() && pd.session.is_none() && !owner;
+        let unsecured = pd.setup.scbk.is_some() && pd.session.is_none() && owner.is_none();
         if pd.phase != Phase::Online || unsecured {
             // Device data is only taken from a connected device, and from a
             // keyed one only inside its secure session.
@@ -851,24 +892,24 @@ impl ControlPanel {
                 reader,
                 keys,
             }),
-            Reply::Transparent(XrdReply::CardPresent { reader, status }) if !owner => {
+            Reply::Transparent(XrdReply::CardPresent { reader, status }) if owner.is_none() => {
                 Some(CpEvent::CardPresence {
                     address,
                     reader,
                     present: status != 0,
                 })
             }
-            Reply::LocalStatus { tamper, power } if !owner => Some(CpEvent::LocalStatus {
+            Reply::LocalStatus { tamper, power } if owner.is_none() => Some(CpEvent::LocalStatus {
                 address,
                 tamper,
                 power,
             }),
-            reply if owner => Some(CpEvent::Completed {
+            reply => owner.map(|ticket| CpEvent::Completed {
                 address,
                 command,
+                ticket,
                 reply,
             }),
-            _ => None,
         };
         self.events.extend(event);
     }
