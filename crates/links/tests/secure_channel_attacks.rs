@@ -513,3 +513,29 @@ fn a_trickle_of_noise_does_not_hold_off_the_reply_timeout_for_ever() {
     }
     assert!(timed_out, "the command was never retried");
 }
+
+#[test]
+fn a_plaintext_ack_to_keyset_is_refused() {
+    let mut p = Pair::secure(true);
+    let _ = p.cp_events();
+    let ticket = p.cp.submit(1, Command::KeySet { key: [0x33; 16] }).unwrap();
+    let c = p.next_command();
+    assert_eq!(c.code, cmd::KEYSET);
+    let ack = Frame::new(1, true, c.sqn, reply::ACK, vec![]);
+    p.cp.receive(&ack.encode().unwrap(), p.now);
+    let evs = p.cp_events();
+    assert!(
+        !evs.iter()
+            .any(|e| matches!(e, CpEvent::KeyInstalled { .. } | CpEvent::Completed { .. })),
+        "{evs:?}"
+    );
+    assert!(
+        evs.contains(&CpEvent::Abandoned {
+            address: 1,
+            command: cmd::KEYSET,
+            ticket
+        }),
+        "{evs:?}"
+    );
+    assert!(!p.cp.is_online(1));
+}

@@ -33,9 +33,10 @@
 //! Keys: `key_file` holds the secure channel base key (32 hex digits); the
 //! file must be mode 0600 or stricter and owned by the service's user, or
 //! the service does not start. In install mode a fresh key is generated and
-//! written to `<key_file>.new` (0600) before connecting with SCBK-D; when
-//! the reader acknowledges `osdp_KEYSET` it is renamed to `key_file`, which
-//! later starts use.
+//! written to `<key_file>.new` (0600), or the one already there is taken
+//! again; the panel tries it first and falls back to SCBK-D; when the reader
+//! acknowledges `osdp_KEYSET` (or already holds the key) it is renamed to
+//! `key_file`, which later starts use.
 
 use std::collections::HashMap;
 use std::fs::File;
@@ -206,13 +207,21 @@ fn plan_reader(i: usize, j: usize, p: &OsdpPort, r: &OsdpReader) -> Result<Reade
             (PdSetup::plain(r.address), None)
         }
         (Some(path), true, true) if !path.exists() => {
-            let fresh = Key(links_random_key());
             let pending = pending_key_path(path);
-            write_key_file(&pending, &fresh).map_err(|e| OsdpError::KeyFile {
-                key: key.clone(),
-                path: pending.clone(),
-                problem: format!("cannot write the key to be installed: {e}"),
-            })?;
+            // A key from an earlier start that the reader may have taken
+            // before its acknowledgement was lost is offered again (the
+            // panel tries it before SCBK-D).
+            let fresh = if pending.exists() {
+                read_key_file(&pending, &key)?
+            } else {
+                let fresh = Key(links_random_key());
+                write_key_file(&pending, &fresh).map_err(|e| OsdpError::KeyFile {
+                    key: key.clone(),
+                    path: pending.clone(),
+                    problem: format!("cannot write the key to be installed: {e}"),
+                })?;
+                fresh
+            };
             tracing::info!(reader = %connection, "install mode: connecting with the default key to install a new one");
             (
                 PdSetup {
@@ -1002,6 +1011,29 @@ impl TapWorker {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn install_mode_offers_the_same_pending_key_after_a_restart() {
+        let dir = tempfile::tempdir().unwrap();
+        let reader = OsdpReader {
+            address: 1,
+            key_file: Some(dir.path().join("k")),
+            install_mode: true,
+            secure: true,
+            lock_output: None,
+            unlock_ms: None,
+        };
+        let port = OsdpPort {
+            device: "/dev/null".into(),
+            baud: 9600,
+            readers: vec![reader.clone()],
+        };
+        let first = plan_reader(0, 0, &port, &reader).unwrap();
+        let second = plan_reader(0, 0, &port, &reader).unwrap();
+        assert!(first.setup.install_mode && second.setup.install_mode);
+        assert!(first.setup.scbk.is_some());
+        assert_eq!(first.setup.scbk, second.setup.scbk);
+    }
 
     #[test]
     fn key_files_are_written_fresh_never_through_links_or_old_files() {
