@@ -5,7 +5,7 @@
 
 use std::fs::File;
 use std::io::Write as _;
-use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -22,6 +22,7 @@ use links::serial::{open_serial, CpHandle, Link, PdHandle, PdRemote};
 use links::transparent::{CardBridge, OsdpTransport};
 use links::wiegand::{self, Bits, Timing, WiegandOutput};
 use std::process::ExitCode;
+use zeroize::Zeroizing;
 
 /// The baud rates of OSDP v2.2.
 const BAUDS: [u32; 6] = [9600, 19200, 38400, 57600, 115200, 230400];
@@ -79,7 +80,9 @@ pub struct Security {
     key_file: Option<PathBuf>,
     /// Install mode: connect with the standard's default key (SCBK-D), then
     /// install the key of --key-file with osdp_KEYSET. A reader in install
-    /// mode accepts SCBK-D until a panel installs a key.
+    /// mode accepts SCBK-D until a panel installs a key. It is one-shot: once
+    /// --key-file exists, the flag is ignored with a warning and only that
+    /// key is accepted.
     #[arg(long)]
     install_mode: bool,
     /// No secure channel: APDUs and card data cross the wire in clear, and
@@ -113,34 +116,36 @@ pub fn load_key(path: &Path) -> Result<Key> {
             path.display()
         );
     }
-    let text = std::fs::read_to_string(path)
-        .with_context(|| format!("cannot read the key file {}", path.display()))?;
-    let bytes = hex::decode(text.trim()).ok().filter(|b| b.len() == 16);
-    let Some(bytes) = bytes else {
+    let text = Zeroizing::new(
+        std::fs::read_to_string(path)
+            .with_context(|| format!("cannot read the key file {}", path.display()))?,
+    );
+    let hex_text = text.trim();
+    let mut k = Key([0u8; 16]);
+    if hex_text.len() != 32 || hex::decode_to_slice(hex_text, &mut k.0).is_err() {
         bail!(
             "the key file {} must hold one AES-128 key as 32 hex digits",
             path.display()
         );
-    };
-    let mut k = [0u8; 16];
-    k.copy_from_slice(&bytes);
-    Ok(Key(k))
+    }
+    Ok(k)
 }
 
-/// Writes a key file with mode 0600 (replacing the file).
+/// Writes a key file with mode 0600, replacing the file atomically and
+/// durably: the key goes to a fresh, unpredictably named file of the same
+/// directory (created 0600, never through a symbolic link), which is synced
+/// and renamed over `path`; then the directory is synced.
 pub fn store_key(path: &Path, key: &Key) -> std::io::Result<()> {
-    let tmp = path.with_extension("tmp");
-    {
-        let mut f = std::fs::OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .mode(0o600)
-            .open(&tmp)?;
-        writeln!(f, "{}", hex::encode(key.0))?;
-        f.sync_all()?;
-    }
-    std::fs::rename(&tmp, path)
+    let dir = path
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    let mut tmp = tempfile::NamedTempFile::new_in(dir)?;
+    let text = Zeroizing::new(format!("{}\n", hex::encode(key.0)));
+    tmp.write_all(text.as_bytes())?;
+    tmp.as_file().sync_all()?;
+    tmp.persist(path).map_err(|e| e.error)?;
+    File::open(dir)?.sync_all()
 }
 
 /// Pseudo-terminals deliver at once; a real UART paces itself. Pace writes
@@ -330,10 +335,21 @@ fn reader_osdp(a: ReaderOsdpArgs) -> Result<ExitCode> {
              or --install-mode to receive one from the panel; --insecure runs without it"
         );
     }
-    let scbk = match &s.key_file {
-        Some(p) if s.install_mode && !p.exists() => None,
-        Some(p) => Some(load_key(p)?),
-        None => None,
+    // Install mode ends with the first installed key: once the key file
+    // exists, SCBK-D is never accepted again, whatever the flags say.
+    let (scbk, install_mode) = match &s.key_file {
+        Some(p) if s.install_mode && std::fs::symlink_metadata(p).is_err() => (None, true),
+        Some(p) => {
+            if s.install_mode {
+                eprintln!(
+                    "osdp: warning: --install-mode ignored: the key file {} exists, so a key \
+                     is installed already and only it is accepted",
+                    p.display()
+                );
+            }
+            (Some(load_key(p)?), false)
+        }
+        None => (None, s.install_mode),
     };
     let stopping = Arc::new(AtomicBool::new(false));
     let (slot, watch): (Box<dyn Transport + Send>, Option<(pcsc::Context, String)>) =
@@ -373,7 +389,7 @@ fn reader_osdp(a: ReaderOsdpArgs) -> Result<ExitCode> {
         },
     );
     cfg.scbk = scbk;
-    cfg.install_mode = s.install_mode;
+    cfg.install_mode = install_mode;
     cfg.require_secure = !s.insecure;
     let app = ReaderApp {
         bridge: CardBridge::new(slot, 0),
@@ -394,7 +410,7 @@ fn reader_osdp(a: ReaderOsdpArgs) -> Result<ExitCode> {
         if link.pace { " (paced)" } else { "" },
         if s.insecure {
             "NO secure channel (--insecure)"
-        } else if s.install_mode {
+        } else if install_mode {
             "secure channel, install mode"
         } else {
             "secure channel required"

@@ -288,6 +288,46 @@ fn install_mode_hands_the_panel_key_to_the_reader() {
     let (status, log) = stop_reader(reader);
     assert_eq!(status, 0, "{log}");
     assert!(log.contains("install mode is over"), "{log}");
+
+    // Install mode is one-shot: restarted with the same flags, the reader
+    // keeps the installed key and refuses SCBK-D, so a panel in install mode
+    // with another key cannot take it over.
+    let reader = start_reader(&[
+        "--serial",
+        s(&wire.a.slave_path),
+        "--address",
+        "5",
+        "--baud",
+        "115200",
+        "--install-mode",
+        "--key-file",
+        s(&stored),
+        "--card-image",
+        &site.d("card.json"),
+    ]);
+    let other = key_file(site.dir.path(), "other", &"22".repeat(16), 0o600);
+    let out = auth_osdp(
+        &site,
+        &wire.b.slave_path,
+        "115200",
+        &["--key-file", s(&other), "--install-mode"],
+    );
+    assert_ne!(code(&out), 0, "{}", text(&out));
+    assert!(
+        stderr(&out).contains("failed the secure channel"),
+        "{}",
+        text(&out)
+    );
+    assert!(
+        !stderr(&out).contains("installed the key"),
+        "{}",
+        text(&out)
+    );
+    assert_eq!(std::fs::read_to_string(&stored).unwrap().trim(), KEY);
+    let (status, log) = stop_reader(reader);
+    assert_eq!(status, 0, "{log}");
+    assert!(log.contains("--install-mode ignored"), "{log}");
+    assert!(!log.contains("default key"), "{log}");
 }
 
 #[test]

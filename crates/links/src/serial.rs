@@ -25,7 +25,7 @@ use rustix::fs::{Mode, OFlags};
 use rustix::pty::OpenptFlags;
 use rustix::termios::{tcflush, tcgetattr, tcsetattr, OptionalActions, QueueSelector};
 
-use crate::osdp::cp::{ControlPanel, CpError, CpEvent};
+use crate::osdp::cp::{ControlPanel, CpError, CpEvent, Ticket};
 use crate::osdp::msg::{Command, RawCard};
 use crate::osdp::pd::{PdApp, PdEvent, PeripheralDevice};
 
@@ -213,13 +213,35 @@ fn wait(port: &File, waker: &UnixStream, timeout: Option<Duration>) -> io::Resul
     Ok((ready(&fds[0]), ready(&fds[1])))
 }
 
+/// Reads what the port has; end of file (the device went away, or the other
+/// side of a pseudo-terminal closed) is an error that ends the thread.
+fn read_port(port: &mut File, buf: &mut [u8]) -> io::Result<usize> {
+    match port.read(buf)? {
+        0 => Err(io::Error::new(
+            io::ErrorKind::UnexpectedEof,
+            "the serial device hung up (end of file)",
+        )),
+        n => Ok(n),
+    }
+}
+
+/// Waits until the bytes written to a tty have left it, so the reply timeout
+/// runs from the end of the command on a real UART too. Not a tty (a pipe,
+/// a socket): nothing to wait for.
+fn drain_output(port: &File) -> io::Result<()> {
+    match rustix::termios::tcdrain(port) {
+        Ok(()) | Err(rustix::io::Errno::NOTTY) | Err(rustix::io::Errno::INVAL) => Ok(()),
+        Err(e) => Err(e.into()),
+    }
+}
+
 fn drain_waker(mut w: &UnixStream) {
     let mut b = [0u8; 64];
     let _ = w.read(&mut b);
 }
 
 enum CpCtl {
-    Submit(u8, Command, mpsc::Sender<Result<(), CpError>>),
+    Submit(u8, Command, mpsc::Sender<Result<Ticket, CpError>>),
     Shutdown,
 }
 
@@ -268,13 +290,8 @@ impl CpHandle {
     }
 
     /// Queues a command (see [`ControlPanel::submit`]).
-    pub fn submit(&self, address: u8, command: Command) -> Result<(), CpError> {
-        let (tx, rx) = mpsc::channel();
-        if self.ctl.send(CpCtl::Submit(address, command, tx)).is_err() {
-            return Err(CpError::Offline(address));
-        }
-        self.ring();
-        rx.recv().unwrap_or(Err(CpError::Offline(address)))
+    pub fn submit(&self, address: u8, command: Command) -> Result<Ticket, CpError> {
+        submit(&self.ctl, &self.waker, address, command)
     }
 
     /// The line counters so far (take two snapshots to measure one exchange).
@@ -355,13 +372,8 @@ impl CpCommander {
 
     /// Queues a command and waits for the panel to accept it (see
     /// [`ControlPanel::submit`]); its reply comes as an event.
-    pub fn submit(&self, address: u8, command: Command) -> Result<(), CpError> {
-        let (tx, rx) = mpsc::channel();
-        if self.ctl.send(CpCtl::Submit(address, command, tx)).is_err() {
-            return Err(CpError::Offline(address));
-        }
-        self.ring();
-        rx.recv().unwrap_or(Err(CpError::Offline(address)))
+    pub fn submit(&self, address: u8, command: Command) -> Result<Ticket, CpError> {
+        submit(&self.ctl, &self.waker, address, command)
     }
 
     /// Queues a command without waiting for the panel's thread (which may
@@ -401,6 +413,21 @@ fn device_stats(stats: &Mutex<Counters>, address: u8) -> LineStats {
         .unwrap_or_default()
 }
 
+/// Hands a command to the panel's thread and waits for its verdict.
+fn submit(
+    ctl: &mpsc::Sender<CpCtl>,
+    waker: &UnixStream,
+    address: u8,
+    command: Command,
+) -> Result<Ticket, CpError> {
+    let (tx, rx) = mpsc::channel();
+    if ctl.send(CpCtl::Submit(address, command, tx)).is_err() {
+        return Err(CpError::Offline(address));
+    }
+    let _ = (&*waker).write(&[1]);
+    rx.recv().unwrap_or(Err(CpError::Offline(address)))
+}
+
 fn run_cp(
     mut port: File,
     mut cp: ControlPanel,
@@ -419,6 +446,9 @@ fn run_cp(
     // A packet goes to the device whose reply the panel then awaits.
     let send = |cp: &mut ControlPanel, port: &mut File, bytes: &[u8]| -> io::Result<()> {
         write_paced(port, bytes, link)?;
+        if !link.pace {
+            drain_output(port)?;
+        }
         cp.transmitted(Instant::now());
         count(cp.awaiting(), bytes.len(), 0);
         Ok(())
@@ -438,7 +468,7 @@ fn run_cp(
         let timeout = cp.next_deadline(now).saturating_duration_since(now);
         let (readable, rang) = wait(&port, &waker, Some(timeout))?;
         if readable {
-            let n = port.read(&mut buf)?;
+            let n = read_port(&mut port, &mut buf)?;
             // Only the addressed device answers on the bus.
             count(cp.awaiting(), 0, n);
             cp.receive(&buf[..n], Instant::now());
@@ -466,6 +496,12 @@ enum PdCtl {
     Presence(u8, bool),
     LocalStatus(bool, bool),
     Shutdown,
+}
+
+/// Hands a request to the device's thread and wakes it.
+fn pd_send(ctl: &mpsc::Sender<PdCtl>, mut waker: &UnixStream, c: PdCtl) {
+    let _ = ctl.send(c);
+    let _ = waker.write(&[1]);
 }
 
 /// A peripheral device running on its own thread over a serial line.
@@ -500,8 +536,7 @@ impl PdHandle {
     }
 
     fn send(&self, c: PdCtl) {
-        let _ = self.ctl.send(c);
-        let _ = (&self.waker).write(&[1]);
+        pd_send(&self.ctl, &self.waker, c);
     }
 
     /// A handle other threads can use to report cards and to stop the
@@ -555,8 +590,7 @@ pub struct PdRemote {
 
 impl PdRemote {
     fn send(&self, c: PdCtl) {
-        let _ = self.ctl.send(c);
-        let _ = (&self.waker).write(&[1]);
+        pd_send(&self.ctl, &self.waker, c);
     }
     /// Reports a card's arrival or removal (transparent mode) on the next poll.
     pub fn card_presence(&self, reader: u8, present: bool) {
@@ -609,7 +643,7 @@ fn run_pd(
             }
         }
         if readable {
-            let n = port.read(&mut buf)?;
+            let n = read_port(&mut port, &mut buf)?;
             stats.rx_bytes += n as u64;
             stats.rx_wire_time = wire_time(stats.rx_bytes as usize, link.baud);
             let out = pd.receive(&buf[..n], app.as_mut());

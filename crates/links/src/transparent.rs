@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use host::{Channel, Traffic, Transport, TransportError};
 
-use crate::osdp::cp::{CpError, CpEvent};
+use crate::osdp::cp::{CpError, CpEvent, Ticket};
 use crate::osdp::msg::{cmd, Command, Reply, XrdReply, XwrRequest};
 use crate::serial::{CpCommander, CpHandle, LineStats};
 
@@ -17,13 +17,13 @@ use crate::serial::{CpCommander, CpHandle, LineStats};
 /// [`SharedBus`] is for a service whose own thread reads the panel's events
 /// and hands one reader's share to its transport.
 pub trait Bus {
-    fn submit(&self, address: u8, command: Command) -> Result<(), CpError>;
+    fn submit(&self, address: u8, command: Command) -> Result<Ticket, CpError>;
     fn events(&self) -> &std::sync::mpsc::Receiver<CpEvent>;
     fn line_stats(&self, address: u8) -> LineStats;
 }
 
 impl Bus for CpHandle {
-    fn submit(&self, address: u8, command: Command) -> Result<(), CpError> {
+    fn submit(&self, address: u8, command: Command) -> Result<Ticket, CpError> {
         CpHandle::submit(self, address, command)
     }
     fn events(&self) -> &std::sync::mpsc::Receiver<CpEvent> {
@@ -42,7 +42,7 @@ pub struct SharedBus {
 }
 
 impl Bus for SharedBus {
-    fn submit(&self, address: u8, command: Command) -> Result<(), CpError> {
+    fn submit(&self, address: u8, command: Command) -> Result<Ticket, CpError> {
         self.commander.submit(address, command)
     }
     fn events(&self) -> &std::sync::mpsc::Receiver<CpEvent> {
@@ -117,7 +117,8 @@ impl<B: Bus> OsdpTransport<B> {
     }
 
     fn request(&mut self, req: XwrRequest) -> Result<XrdReply, TransportError> {
-        self.cp
+        let ticket = self
+            .cp
             .submit(self.address, Command::Transparent(req))
             .map_err(|e: CpError| self.link(e.to_string()))?;
         let end = std::time::Instant::now() + self.timeout;
@@ -134,8 +135,9 @@ impl<B: Bus> OsdpTransport<B> {
                 CpEvent::Completed {
                     address,
                     command: cmd::XWR,
+                    ticket: t,
                     reply,
-                } if address == self.address => {
+                } if address == self.address && t == ticket => {
                     return match reply {
                         Reply::Transparent(x) => Ok(x),
                         Reply::Nak(r) => Err(self.protocol(format!(
@@ -151,13 +153,25 @@ impl<B: Bus> OsdpTransport<B> {
                 CpEvent::Abandoned {
                     address,
                     command: cmd::XWR,
-                } if address == self.address => {
+                    ticket: t,
+                } if address == self.address && t == ticket => {
                     return Err(self.link("the reader went offline during the exchange"));
                 }
                 CpEvent::Refused { address, reason } if address == self.address => {
                     self.stash.push(CpEvent::Refused { address, reason });
                     return Err(self.link("the reader failed the secure channel"));
                 }
+                // A late answer to an exchange this transport gave up on.
+                CpEvent::Completed {
+                    address,
+                    command: cmd::XWR,
+                    ..
+                }
+                | CpEvent::Abandoned {
+                    address,
+                    command: cmd::XWR,
+                    ..
+                } if address == self.address => {}
                 other => {
                     // Keep the most recent events if nobody collects them.
                     if self.stash.len() >= STASH_LIMIT {

@@ -195,3 +195,53 @@ fn transparent_apdus_over_a_secure_link_at_115200() {
 fn transparent_apdus_over_a_secure_link_at_9600() {
     run(9600);
 }
+
+/// The other side of the line goes away (the adapter is unplugged, the
+/// pseudo-terminal's controlling side closes): the device's and the panel's
+/// threads end with an error instead of spinning on end-of-file.
+#[test]
+fn end_of_file_on_the_line_ends_the_threads() {
+    let pty = Pty::open().unwrap();
+    let pd = PdHandle::spawn(
+        pty.slave,
+        PeripheralDevice::new(PdConfig::reader(1, PdId::default())),
+        Box::new(Card),
+        Link::paced(115200),
+    )
+    .unwrap();
+    drop(pty.master);
+    // The event channel closes when the thread ends; the bound only keeps a
+    // regression from hanging the test run.
+    let r = pd.events().recv_timeout(Duration::from_secs(60));
+    assert!(
+        matches!(r, Err(std::sync::mpsc::RecvTimeoutError::Disconnected)),
+        "{r:?}"
+    );
+    let e = pd.shutdown().unwrap_err();
+    assert_eq!(e.kind(), std::io::ErrorKind::UnexpectedEof, "{e}");
+
+    let pty = Pty::open().unwrap();
+    let cp = CpHandle::spawn(
+        pty.slave,
+        ControlPanel::new(CpConfig::default(), vec![PdSetup::plain(1)]),
+        Link::paced(115200),
+    )
+    .unwrap();
+    drop(pty.master);
+    let r = cp.events().recv_timeout(Duration::from_secs(60));
+    let r = match r {
+        // A panel may first report what it saw (no reply) before the end.
+        Ok(_) => loop {
+            match cp.events().recv_timeout(Duration::from_secs(60)) {
+                Ok(_) => continue,
+                Err(e) => break Err(e),
+            }
+        },
+        r => r,
+    };
+    assert!(
+        matches!(r, Err(std::sync::mpsc::RecvTimeoutError::Disconnected)),
+        "{r:?}"
+    );
+    assert!(cp.shutdown().is_err());
+}

@@ -137,7 +137,8 @@ fn multidrop_connects_reads_cards_and_drives_outputs() {
     });
     bus.pds[0].0.keypad(0, b"1234#");
     bus.pds[0].0.set_local_status(true, false);
-    bus.cp
+    let out_ticket = bus
+        .cp
         .submit(
             1,
             Command::Output(vec![OutputControl {
@@ -147,7 +148,8 @@ fn multidrop_connects_reads_cards_and_drives_outputs() {
             }]),
         )
         .unwrap();
-    bus.cp
+    let buz_ticket = bus
+        .cp
         .submit(
             2,
             Command::Buzzer(BuzzerControl {
@@ -203,11 +205,13 @@ fn multidrop_connects_reads_cards_and_drives_outputs() {
     assert!(ev.contains(&CpEvent::Completed {
         address: 1,
         command: 0x68,
+        ticket: out_ticket,
         reply: Reply::Ack
     }));
     assert!(ev.contains(&CpEvent::Completed {
         address: 2,
         command: 0x6A,
+        ticket: buz_ticket,
         reply: Reply::Ack
     }));
     assert_eq!(
@@ -288,7 +292,8 @@ fn secure_channel_with_install_mode_then_keyset_then_scbk_d_refused() {
     let apdu = vec![
         0x00, 0xA4, 0x04, 0x00, 0x09, 0xA0, 0, 0, 3, 8, 0, 0, 0x10, 0,
     ];
-    bus.cp
+    let ticket = bus
+        .cp
         .submit(
             9,
             Command::Transparent(XwrRequest::Apdu {
@@ -302,6 +307,7 @@ fn secure_channel_with_install_mode_then_keyset_then_scbk_d_refused() {
     assert!(ev.contains(&CpEvent::Completed {
         address: 9,
         command: 0xA1,
+        ticket,
         reply: Reply::Transparent(XrdReply::Response {
             reader: 0,
             status: 0,

@@ -199,3 +199,74 @@ fn card_bridge_relays_for_its_reader_only_and_reports_a_missing_card() {
         })
     );
 }
+
+/// A bus whose panel answers each transparent request at once, after a late
+/// answer to an exchange given up earlier is already waiting in the events.
+struct LateAnswerBus {
+    tx: std::sync::mpsc::Sender<CpEvent>,
+    rx: std::sync::mpsc::Receiver<CpEvent>,
+    tickets: std::cell::Cell<u64>,
+}
+
+impl links::transparent::Bus for LateAnswerBus {
+    fn submit(
+        &self,
+        address: u8,
+        command: links::osdp::msg::Command,
+    ) -> Result<links::osdp::cp::Ticket, links::osdp::cp::CpError> {
+        use links::osdp::msg::{Command, Reply, XrdReply, XwrRequest};
+        let Command::Transparent(XwrRequest::Apdu { reader, apdu }) = command else {
+            panic!("unexpected {command:?}");
+        };
+        // The answer to a request given up on, still on its way.
+        self.tx
+            .send(CpEvent::Completed {
+                address,
+                command: 0xA1,
+                ticket: self.tickets.get(),
+                reply: Reply::Transparent(XrdReply::Response {
+                    reader,
+                    status: 0,
+                    data: vec![0xDE, 0xAD, 0x90, 0x00],
+                }),
+            })
+            .unwrap();
+        let ticket = self.tickets.get() + 1;
+        self.tickets.set(ticket + 1);
+        self.tx
+            .send(CpEvent::Completed {
+                address,
+                command: 0xA1,
+                ticket,
+                reply: Reply::Transparent(XrdReply::Response {
+                    reader,
+                    status: 0,
+                    data: [&apdu[..], &[0x90, 0x00]].concat(),
+                }),
+            })
+            .unwrap();
+        Ok(ticket)
+    }
+    fn events(&self) -> &std::sync::mpsc::Receiver<CpEvent> {
+        &self.rx
+    }
+    fn line_stats(&self, _address: u8) -> links::serial::LineStats {
+        links::serial::LineStats::default()
+    }
+}
+
+#[test]
+fn a_late_answer_is_not_taken_for_the_next_apdus() {
+    use host::Channel;
+    let (tx, rx) = std::sync::mpsc::channel();
+    let bus = LateAnswerBus {
+        tx,
+        rx,
+        tickets: std::cell::Cell::new(1),
+    };
+    let mut t = OsdpTransport::new(bus, 1, 0);
+    for apdu in [[0x00u8, 0xB0, 0, 0, 1], [0x00, 0xB0, 0, 1, 2]] {
+        let got = t.transmit(&apdu).unwrap();
+        assert_eq!(got, [&apdu[..], &[0x90, 0x00]].concat());
+    }
+}

@@ -33,14 +33,15 @@
 //! Keys: `key_file` holds the secure channel base key (32 hex digits); the
 //! file must be mode 0600 or stricter and owned by the service's user, or
 //! the service does not start. In install mode a fresh key is generated and
-//! written to `<key_file>.new` (0600) before connecting with SCBK-D; when
-//! the reader acknowledges `osdp_KEYSET` it is renamed to `key_file`, which
-//! later starts use.
+//! written to `<key_file>.new` (0600), or the one already there is taken
+//! again; the panel tries it first and falls back to SCBK-D; when the reader
+//! acknowledges `osdp_KEYSET` (or already holds the key) it is renamed to
+//! `key_file`, which later starts use.
 
 use std::collections::HashMap;
 use std::fs::File;
 use std::io::Write;
-use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
@@ -131,27 +132,20 @@ pub fn read_key_file(path: &Path, key: &str) -> Result<Key, OsdpError> {
     Ok(Key(k))
 }
 
-/// Writes `key` as hex to `path` with mode 0600, durably (the file is
-/// written under a temporary name and renamed).
+/// Writes `key` as hex to `path` with mode 0600, durably: the key goes to a
+/// fresh, unpredictably named file of the same directory (created 0600,
+/// never through a symbolic link), which is synced and renamed over `path`;
+/// then the directory is synced.
 fn write_key_file(path: &Path, key: &Key) -> std::io::Result<()> {
     let dir = path
         .parent()
         .filter(|p| !p.as_os_str().is_empty())
         .unwrap_or(Path::new("."));
-    let tmp = path.with_extension("tmp");
-    {
-        let mut f = std::fs::OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .mode(0o600)
-            .open(&tmp)?;
-        f.set_permissions(std::fs::Permissions::from_mode(0o600))?;
-        let text = Zeroizing::new(format!("{}\n", hex::encode(key.0)));
-        f.write_all(text.as_bytes())?;
-        f.sync_all()?;
-    }
-    std::fs::rename(&tmp, path)?;
+    let mut tmp = tempfile::NamedTempFile::new_in(dir)?;
+    let text = Zeroizing::new(format!("{}\n", hex::encode(key.0)));
+    tmp.write_all(text.as_bytes())?;
+    tmp.as_file().sync_all()?;
+    tmp.persist(path).map_err(|e| e.error)?;
     File::open(dir)?.sync_all()
 }
 
@@ -213,13 +207,21 @@ fn plan_reader(i: usize, j: usize, p: &OsdpPort, r: &OsdpReader) -> Result<Reade
             (PdSetup::plain(r.address), None)
         }
         (Some(path), true, true) if !path.exists() => {
-            let fresh = Key(links_random_key());
             let pending = pending_key_path(path);
-            write_key_file(&pending, &fresh).map_err(|e| OsdpError::KeyFile {
-                key: key.clone(),
-                path: pending.clone(),
-                problem: format!("cannot write the key to be installed: {e}"),
-            })?;
+            // A key from an earlier start that the reader may have taken
+            // before its acknowledgement was lost is offered again (the
+            // panel tries it before SCBK-D).
+            let fresh = if pending.exists() {
+                read_key_file(&pending, &key)?
+            } else {
+                let fresh = Key(links_random_key());
+                write_key_file(&pending, &fresh).map_err(|e| OsdpError::KeyFile {
+                    key: key.clone(),
+                    path: pending.clone(),
+                    problem: format!("cannot write the key to be installed: {e}"),
+                })?;
+                fresh
+            };
             tracing::info!(reader = %connection, "install mode: connecting with the default key to install a new one");
             (
                 PdSetup {
@@ -715,6 +717,9 @@ fn dispatch(cp: CpHandle, mut readers: Vec<ReaderState>, shared: &Shared, device
                         OfflineReason::SequenceRejected => "it rejected a sequence number",
                         OfflineReason::Refused => "it failed the secure channel",
                         OfflineReason::SessionLost => "it dropped the secure session",
+                        OfflineReason::UnexpectedReply { .. } => {
+                            "it answered the connect sequence out of turn"
+                        }
                     };
                     record(
                         "osdp-offline",
@@ -1035,6 +1040,55 @@ impl TapWorker {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn install_mode_offers_the_same_pending_key_after_a_restart() {
+        let dir = tempfile::tempdir().unwrap();
+        let reader = OsdpReader {
+            address: 1,
+            key_file: Some(dir.path().join("k")),
+            install_mode: true,
+            secure: true,
+            lock_output: None,
+            unlock_ms: None,
+        };
+        let port = OsdpPort {
+            device: "/dev/null".into(),
+            baud: 9600,
+            readers: vec![reader.clone()],
+        };
+        let first = plan_reader(0, 0, &port, &reader).unwrap();
+        let second = plan_reader(0, 0, &port, &reader).unwrap();
+        assert!(first.setup.install_mode && second.setup.install_mode);
+        assert!(first.setup.scbk.is_some());
+        assert_eq!(first.setup.scbk, second.setup.scbk);
+    }
+
+    #[test]
+    fn key_files_are_written_fresh_never_through_links_or_old_files() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("k");
+        let key = Key([0x5A; 16]);
+        // A symbolic link planted at the predictable temporary name and at
+        // the key file itself, and an old file readable by everyone.
+        let victim = dir.path().join("victim");
+        std::fs::write(&victim, "untouched").unwrap();
+        std::os::unix::fs::symlink(&victim, p.with_extension("tmp")).unwrap();
+        std::os::unix::fs::symlink(&victim, &p).unwrap();
+        write_key_file(&p, &key).unwrap();
+        assert_eq!(std::fs::read_to_string(&victim).unwrap(), "untouched");
+        let meta = std::fs::symlink_metadata(&p).unwrap();
+        assert!(meta.is_file());
+        assert_eq!(meta.permissions().mode() & 0o777, 0o600);
+        assert_eq!(read_key_file(&p, "k").unwrap(), key);
+
+        std::fs::remove_file(&p).unwrap();
+        std::fs::write(&p, "old").unwrap();
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o644)).unwrap();
+        write_key_file(&p, &key).unwrap();
+        let meta = std::fs::metadata(&p).unwrap();
+        assert_eq!(meta.permissions().mode() & 0o777, 0o600);
+    }
 
     #[test]
     fn key_files_are_read_and_written_with_mode_0600() {

@@ -325,6 +325,13 @@ pub struct DecoderStats {
 pub struct FrameDecoder {
     buf: Vec<u8>,
     stats: DecoderStats,
+    /// While the packet at the front is incomplete: how far `buf` was
+    /// searched for later packet starts, and the starts found whose packets
+    /// were still incomplete (position, end). Each start is looked at once
+    /// when found and decoded once when complete, so a stray start byte
+    /// announcing a long packet costs linear time, not a rescan per push.
+    scanned: usize,
+    later: Vec<(usize, usize)>,
 }
 
 impl FrameDecoder {
@@ -351,6 +358,20 @@ impl FrameDecoder {
     /// Drops any partial packet (e.g. after a reply timeout).
     pub fn clear(&mut self) {
         self.buf.clear();
+        self.forget_later();
+    }
+
+    fn forget_later(&mut self) {
+        self.scanned = 0;
+        self.later.clear();
+    }
+
+    /// Drops `n` bytes from the front (the later starts move with them).
+    fn consume(&mut self, n: usize) {
+        self.buf.drain(..n);
+        if n > 0 {
+            self.forget_later();
+        }
     }
 
     /// The next complete packet, or an error for a rejected candidate (the
@@ -360,13 +381,13 @@ impl FrameDecoder {
         let start = self.buf.iter().position(|&b| b == SOM);
         let skip = start.unwrap_or(self.buf.len());
         self.stats.garbage_bytes += self.buf[..skip].iter().filter(|&&b| b != MARK).count() as u64;
-        self.buf.drain(..skip);
+        self.consume(skip);
         if self.buf.len() < 5 {
             return None;
         }
         let declared = usize::from(u16::from_le_bytes([self.buf[2], self.buf[3]]));
         if !(MIN_PACKET..=MAX_PACKET).contains(&declared) {
-            self.buf.drain(..1);
+            self.consume(1);
             self.stats.bad_frames += 1;
             return Some(Err(FrameError::BadLength(declared)));
         }
@@ -378,7 +399,7 @@ impl FrameDecoder {
         }
         match Frame::decode(&self.buf[..declared]) {
             Ok(frame) => {
-                self.buf.drain(..declared);
+                self.consume(declared);
                 self.stats.frames += 1;
                 Some(Ok(frame))
             }
@@ -386,7 +407,7 @@ impl FrameDecoder {
                 // A damaged packet, or a stray 0x53 inside garbage: skip
                 // this SOM only, so a real packet starting inside the
                 // rejected span is still found.
-                self.buf.drain(..1);
+                self.consume(1);
                 self.stats.bad_frames += 1;
                 Some(Err(e))
             }
@@ -396,21 +417,39 @@ impl FrameDecoder {
 
 impl FrameDecoder {
     fn later_frame(&mut self) -> Option<Result<Frame, FrameError>> {
-        let mut from = 1;
+        // New start bytes since the last look (a start whose header is not
+        // all here yet is looked at again once it is).
+        let mut from = self.scanned.max(1);
         while let Some(off) = self.buf[from..].iter().position(|&b| b == SOM) {
             let p = from + off;
-            from = p + 1;
             let Some(h) = self.buf.get(p..p + 5) else {
+                from = p;
                 break;
             };
+            from = p + 1;
             let len = usize::from(u16::from_le_bytes([h[2], h[3]]));
-            if !(MIN_PACKET..=MAX_PACKET).contains(&len) || p + len > self.buf.len() {
+            if (MIN_PACKET..=MAX_PACKET).contains(&len) {
+                self.later.push((p, p + len));
+            }
+        }
+        self.scanned = if self.buf[from..].contains(&SOM) {
+            from
+        } else {
+            self.buf.len()
+        };
+        let have = self.buf.len();
+        let mut k = 0;
+        while k < self.later.len() {
+            let (p, end) = self.later[k];
+            if end > have {
+                k += 1;
                 continue;
             }
-            if let Ok(frame) = Frame::decode(&self.buf[p..p + len]) {
+            self.later.remove(k);
+            if let Ok(frame) = Frame::decode(&self.buf[p..end]) {
                 self.stats.bad_frames += 1;
                 self.stats.garbage_bytes += p as u64;
-                self.buf.drain(..p + len);
+                self.consume(end);
                 self.stats.frames += 1;
                 return Some(Ok(frame));
             }

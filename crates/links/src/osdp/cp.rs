@@ -7,9 +7,13 @@
 //! come within [`CpConfig::reply_timeout`] (the standard's 200 ms) is asked for
 //! again with the same sequence number up to [`CpConfig::retries`] times; then
 //! the device is offline. Connecting is `osdp_ID` (sequence 0), `osdp_CAP`,
-//! then, when a key is configured, the secure channel handshake, and in
-//! install mode an `osdp_KEYSET` to the configured key followed by a new
-//! handshake with it.
+//! then, when a key is configured, the secure channel handshake with it. In
+//! install mode, a device that refuses the configured key is tried with
+//! SCBK-D, and that session installs the configured key with `osdp_KEYSET`
+//! and starts a new handshake with it; once a handshake with the configured
+//! key succeeds, install mode is over. While connecting, only the expected
+//! answer to the panel's own command is taken: anything else fails the
+//! connection, which is tried again later.
 //!
 //! The driver calls [`ControlPanel::poll_transmit`] when the line is free,
 //! [`ControlPanel::receive`] with what it hears and
@@ -20,7 +24,7 @@ use std::time::{Duration, Instant};
 
 use thiserror::Error;
 
-use super::codec::{scs, Frame, FrameDecoder, FrameError, Scb};
+use super::codec::{scs, Frame, FrameDecoder, FrameError, Scb, MAX_PACKET};
 use super::msg::{
     reply, Capability, Command, MsgError, NakReason, PdId, RawCard, Reply, XrdReply, XwrRequest,
 };
@@ -98,6 +102,9 @@ pub enum OfflineReason {
     /// The device dropped the secure session (NAK 6 to a secured command);
     /// the connection and the handshake start again.
     SessionLost,
+    /// While connecting, the device answered the panel's `command` with an
+    /// unexpected or undecodable `reply`.
+    UnexpectedReply { command: u8, reply: u8 },
 }
 
 /// Why a device was refused.
@@ -163,16 +170,20 @@ pub enum CpEvent {
         tamper: bool,
         power: bool,
     },
-    /// The reply to a command submitted with [`ControlPanel::submit`].
+    /// The reply to a command submitted with [`ControlPanel::submit`]
+    /// (`ticket` is what `submit` returned).
     Completed {
         address: u8,
         command: u8,
+        ticket: Ticket,
         reply: Reply,
     },
-    /// A submitted command that was dropped because the device went offline.
+    /// A submitted command that gets no [`CpEvent::Completed`]: the device
+    /// went offline or was refused, or its reply did not decode.
     Abandoned {
         address: u8,
         command: u8,
+        ticket: Ticket,
     },
     /// A damaged or unexpected packet was discarded.
     BadFrame(FrameError),
@@ -182,6 +193,11 @@ pub enum CpEvent {
         error: MsgError,
     },
 }
+
+/// Names one submitted command in its [`CpEvent::Completed`] or
+/// [`CpEvent::Abandoned`], so a late answer is never taken for the answer
+/// to a later command.
+pub type Ticket = u64;
 
 /// Commands the panel will not queue.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
@@ -216,13 +232,17 @@ struct Pd {
     sqn: u8,
     /// Commands the panel itself must send next (connect sequence, handshake).
     internal: VecDeque<Command>,
-    queue: VecDeque<Command>,
+    queue: VecDeque<(Command, Ticket)>,
     session: Option<Session>,
     handshake: Option<Handshake>,
     id: PdId,
     caps: Vec<Capability>,
     due: Option<Instant>,
-    keyset_pending: bool,
+    /// The handshake with the configured key failed in install mode: the
+    /// next one uses SCBK-D.
+    try_default: bool,
+    /// A command the device answered with `osdp_BUSY`, sent again at `due`.
+    busy: Option<InFlight>,
 }
 
 struct InFlight {
@@ -230,11 +250,15 @@ struct InFlight {
     timeout: Duration,
     pd: usize,
     command: Command,
-    owner: bool,
+    /// The ticket of a submitted command; `None` for the panel's own.
+    owner: Option<Ticket>,
     bytes: Vec<u8>,
     sqn: u8,
     deadline: Instant,
     attempts: u32,
+    /// Bytes heard while the deadline was being pushed back for a reply
+    /// still arriving.
+    extended: usize,
 }
 
 /// The CP state machine.
@@ -245,6 +269,13 @@ pub struct ControlPanel {
     in_flight: Option<InFlight>,
     decoder: FrameDecoder,
     events: VecDeque<CpEvent>,
+    tickets: Ticket,
+}
+
+/// True when a reply arrives for a command the panel sent itself before the
+/// device is online: it should have been one of the connect sequence's.
+fn connecting_reply(phase: Phase, owner: Option<Ticket>) -> bool {
+    phase != Phase::Online && owner.is_none()
 }
 
 impl ControlPanel {
@@ -262,7 +293,8 @@ impl ControlPanel {
                 id: PdId::default(),
                 caps: Vec::new(),
                 due: None,
-                keyset_pending: false,
+                try_default: false,
+                busy: None,
             })
             .collect();
         ControlPanel {
@@ -272,6 +304,7 @@ impl ControlPanel {
             in_flight: None,
             decoder: FrameDecoder::new(),
             events: VecDeque::new(),
+            tickets: 0,
         }
     }
 
@@ -295,8 +328,9 @@ impl ControlPanel {
     }
 
     /// Queues a command for an online device; its reply comes back as
-    /// [`CpEvent::Completed`].
-    pub fn submit(&mut self, address: u8, command: Command) -> Result<(), CpError> {
+    /// [`CpEvent::Completed`] (or [`CpEvent::Abandoned`]) with the ticket
+    /// returned here.
+    pub fn submit(&mut self, address: u8, command: Command) -> Result<Ticket, CpError> {
         let i = self.index(address)?;
         let pd = &mut self.pds[i];
         if matches!(
@@ -311,8 +345,9 @@ impl ControlPanel {
         if matches!(command, Command::KeySet { .. }) && pd.session.is_none() {
             return Err(CpError::NotSecure(address));
         }
-        pd.queue.push_back(command);
-        Ok(())
+        self.tickets += 1;
+        pd.queue.push_back((command, self.tickets));
+        Ok(self.tickets)
     }
 
     /// Takes the next event.
@@ -349,9 +384,15 @@ impl ControlPanel {
     }
 
     fn due_at(&self, p: &Pd, now: Instant) -> Instant {
+        if p.busy.is_some() {
+            return p.due.unwrap_or(now);
+        }
         if !p.internal.is_empty() || (p.phase == Phase::Online && !p.queue.is_empty()) {
             return now;
         }
+        // A device connecting with nothing left to send starts over (see
+        // `poll_transmit`), so it is never due in the past without anything
+        // to do.
         p.due.unwrap_or(now)
     }
 
@@ -367,23 +408,30 @@ impl ControlPanel {
                 continue;
             }
             let pd = &mut self.pds[i];
-            let (command, owner) = if pd.phase == Phase::Offline {
+            if let Some(mut f) = pd.busy.take() {
+                self.next = (i + 1) % n;
+                f.attempts = 0;
+                f.deadline = now + f.timeout;
+                let bytes = f.bytes.clone();
+                self.in_flight = Some(f);
+                return Some(bytes);
+            }
+            let stalled = pd.phase == Phase::Connecting && pd.internal.is_empty();
+            let (command, owner) = if pd.phase == Phase::Offline || stalled {
                 pd.phase = Phase::Connecting;
                 pd.sqn = 0;
                 pd.session = None;
                 pd.handshake = None;
                 pd.internal.clear();
-                pd.keyset_pending = pd.setup.install_mode && pd.setup.scbk.is_some();
-                (Command::Id, false)
+                pd.try_default = false;
+                (Command::Id, None)
             } else if let Some(c) = pd.internal.pop_front() {
-                (c, false)
-            } else if pd.phase == Phase::Online {
-                match pd.queue.pop_front() {
-                    Some(c) => (c, true),
-                    None => (Command::Poll, false),
-                }
+                (c, None)
             } else {
-                continue;
+                match pd.queue.pop_front() {
+                    Some((c, ticket)) => (c, Some(ticket)),
+                    None => (Command::Poll, None),
+                }
             };
             self.next = (i + 1) % n;
             return self.send(i, command, owner, now);
@@ -391,7 +439,13 @@ impl ControlPanel {
         None
     }
 
-    fn send(&mut self, i: usize, command: Command, owner: bool, now: Instant) -> Option<Vec<u8>> {
+    fn send(
+        &mut self,
+        i: usize,
+        command: Command,
+        owner: Option<Ticket>,
+        now: Instant,
+    ) -> Option<Vec<u8>> {
         let pd = &mut self.pds[i];
         let sqn = pd.sqn;
         let mut f = Frame::new(
@@ -437,11 +491,20 @@ impl ControlPanel {
                     sqn,
                     deadline: now + timeout,
                     attempts: 0,
+                    extended: 0,
                 });
                 Some(bytes)
             }
             Err(e) => {
-                self.refuse(i, Refusal::Mac(e), now);
+                if let Some(ticket) = owner {
+                    let address = self.pds[i].setup.address;
+                    self.events.push_back(CpEvent::Abandoned {
+                        address,
+                        command: command.code(),
+                        ticket,
+                    });
+                }
+                self.refuse(i, Refusal::Mac(e), now, None);
                 None
             }
         }
@@ -475,23 +538,30 @@ impl ControlPanel {
         pd.handshake = None;
         pd.internal.clear();
         pd.due = Some(now + retry);
-        let mut abandoned: Vec<u8> = pd.queue.drain(..).map(|c| c.code()).collect();
-        if let Some(f) = f.filter(|f| f.owner) {
-            abandoned.insert(0, f.command.code());
+        let parked = pd.busy.take();
+        let mut abandoned: Vec<(u8, Ticket)> =
+            pd.queue.drain(..).map(|(c, t)| (c.code(), t)).collect();
+        if let Some(f) = f.or(parked.as_ref()) {
+            if let Some(ticket) = f.owner {
+                abandoned.insert(0, (f.command.code(), ticket));
+            }
         }
-        for command in abandoned {
-            self.events
-                .push_back(CpEvent::Abandoned { address, command });
+        for (command, ticket) in abandoned {
+            self.events.push_back(CpEvent::Abandoned {
+                address,
+                command,
+                ticket,
+            });
         }
         if was != Phase::Offline {
             self.events.push_back(CpEvent::Offline { address, reason });
         }
     }
 
-    fn refuse(&mut self, i: usize, reason: Refusal, now: Instant) {
+    fn refuse(&mut self, i: usize, reason: Refusal, now: Instant, f: Option<&InFlight>) {
         let address = self.pds[i].setup.address;
         self.events.push_back(CpEvent::Refused { address, reason });
-        self.go_offline(i, OfflineReason::Refused, now, None);
+        self.go_offline(i, OfflineReason::Refused, now, f);
     }
 
     /// Tells the panel the last packet has left the line: the reply timeout
@@ -512,9 +582,17 @@ impl ControlPanel {
                 Err(e) => self.events.push_back(CpEvent::BadFrame(e)),
             }
         }
-        // A reply is arriving: give the rest of it time to come in.
+        // A reply is arriving: give the rest of it time to come in (a long
+        // reply on a slow line arrives over several reply timeouts). Only
+        // for as many bytes as two of the longest packets: a trickle of noise
+        // must not hold the line for ever.
         if self.decoder.pending() > 0 {
-            if let Some(f) = self.in_flight.as_mut() {
+            if let Some(f) = self
+                .in_flight
+                .as_mut()
+                .filter(|f| f.extended < 2 * MAX_PACKET)
+            {
+                f.extended += bytes.len();
                 f.deadline = f.deadline.max(now + self.cfg.reply_timeout);
             }
         }
@@ -525,6 +603,23 @@ impl ControlPanel {
             return;
         };
         let i = f.pd;
+        if frame.reply
+            && frame.address == self.pds[i].setup.address
+            && frame.code == reply::BUSY
+            && frame.scb.is_none()
+            && frame.data.is_empty()
+            && (frame.sqn == 0 || frame.sqn == f.sqn)
+        {
+            // osdp_BUSY is always plaintext and may carry sequence number 0:
+            // send the same packet again later, still on behalf of its owner.
+            let Some(f) = self.in_flight.take() else {
+                return;
+            };
+            let pd = &mut self.pds[i];
+            pd.busy = Some(f);
+            pd.due = Some(now + self.cfg.poll_interval);
+            return;
+        }
         if !frame.reply || frame.address != self.pds[i].setup.address || frame.sqn != f.sqn {
             // Our own echo, another device's late reply, or a stale packet.
             return;
@@ -542,21 +637,48 @@ impl ControlPanel {
                 self.pds[i].due = Some(now);
                 return;
             }
-            Err(e) => return self.refuse(i, Refusal::Mac(e), now),
+            Err(e) => return self.refuse(i, Refusal::Mac(e), now, Some(&f)),
         };
+        // A handshake reply only answers the panel's own handshake command.
+        let handshake_block = match f.command {
+            Command::Challenge { .. } => Some(scs::SCS_12),
+            Command::ServerCryptogram { .. } => Some(scs::SCS_14),
+            _ => None,
+        };
+        if let Some(kind) = frame.scb.as_ref().map(|s| s.kind) {
+            if !(scs::SCS_15..=scs::SCS_18).contains(&kind) && handshake_block != Some(kind) {
+                let e = LinkError::MisplacedBlock {
+                    kind,
+                    code: frame.code,
+                };
+                return self.refuse(i, Refusal::Mac(e), now, Some(&f));
+            }
+        }
         let address = self.pds[i].setup.address;
+        let connecting = self.pds[i].phase != Phase::Online;
         let reply = match Reply::decode(frame.code, &data) {
             Ok(r) => r,
             Err(error) => {
                 self.events.push_back(CpEvent::BadReply { address, error });
+                if let Some(ticket) = f.owner {
+                    self.events.push_back(CpEvent::Abandoned {
+                        address,
+                        command: f.command.code(),
+                        ticket,
+                    });
+                }
+                if connecting {
+                    return self.connect_failed(i, &f, frame.code, now);
+                }
                 self.advance(i, now);
                 return;
             }
         };
         if reply == Reply::Busy {
-            // Ask again later with the same sequence number.
-            self.pds[i].internal.push_front(f.command);
-            self.pds[i].due = Some(now + self.cfg.poll_interval);
+            // A BUSY inside the session (with a MAC): ask again later.
+            let pd = &mut self.pds[i];
+            pd.busy = Some(f);
+            pd.due = Some(now + self.cfg.poll_interval);
             return;
         }
         if reply == Reply::Nak(NakReason::SequenceNumber) {
@@ -572,6 +694,14 @@ impl ControlPanel {
         self.on_reply(i, f, reply, &frame, now);
     }
 
+    fn connect_failed(&mut self, i: usize, f: &InFlight, reply: u8, now: Instant) {
+        let reason = OfflineReason::UnexpectedReply {
+            command: f.command.code(),
+            reply,
+        };
+        self.go_offline(i, reason, now, Some(f));
+    }
+
     fn advance(&mut self, i: usize, now: Instant) {
         let pd = &mut self.pds[i];
         pd.sqn = next_sqn(pd.sqn);
@@ -580,7 +710,7 @@ impl ControlPanel {
 
     fn start_handshake(&mut self, i: usize) -> Result<(), Refusal> {
         let pd = &mut self.pds[i];
-        let default_key = pd.keyset_pending;
+        let default_key = pd.try_default && pd.setup.install_mode;
         let key = if default_key {
             Key::default_key()
         } else {
@@ -616,21 +746,21 @@ impl ControlPanel {
     fn on_reply(&mut self, i: usize, f: InFlight, reply: Reply, frame: &Frame, now: Instant) {
         let address = self.pds[i].setup.address;
         match (&f.command, reply) {
-            (Command::Id, Reply::Id(id)) if !f.owner => {
+            (Command::Id, Reply::Id(id)) if f.owner.is_none() => {
                 self.pds[i].id = id;
                 self.pds[i].internal.push_back(Command::Cap);
             }
-            (Command::Cap, Reply::Capabilities(caps)) if !f.owner => {
+            (Command::Cap, Reply::Capabilities(caps)) if f.owner.is_none() => {
                 self.pds[i].caps = caps;
                 if self.pds[i].setup.scbk.is_some() {
                     if let Err(r) = self.start_handshake(i) {
-                        self.refuse(i, r, now);
+                        self.refuse(i, r, now, None);
                     }
                 } else {
                     self.online(i);
                 }
             }
-            (Command::Challenge { .. }, reply) => {
+            (Command::Challenge { .. }, reply) if f.owner.is_none() => {
                 let Reply::ClientCryptogram {
                     rnd_b, cryptogram, ..
                 } = reply
@@ -639,11 +769,14 @@ impl ControlPanel {
                         Reply::Nak(n) => Refusal::HandshakeRefused(n),
                         other => Refusal::HandshakeReply(other.code()),
                     };
-                    return self.refuse(i, r, now);
+                    if self.fall_back_to_default_key(i, now) {
+                        return;
+                    }
+                    return self.refuse(i, r, now, None);
                 };
                 let pd = &mut self.pds[i];
                 let Some(h) = pd.handshake.as_mut() else {
-                    return self.refuse(i, Refusal::Cryptogram, now);
+                    return self.refuse(i, Refusal::Cryptogram, now, None);
                 };
                 let expected = h.keys.client_cryptogram(&h.rnd_a, &rnd_b);
                 let server = h.keys.server_cryptogram(&h.rnd_a, &rnd_b);
@@ -654,20 +787,24 @@ impl ControlPanel {
                         pd.internal
                             .push_back(Command::ServerCryptogram { cryptogram: s });
                     }
-                    _ => self.refuse(i, Refusal::Cryptogram, now),
+                    _ => {
+                        if !self.fall_back_to_default_key(i, now) {
+                            self.refuse(i, Refusal::Cryptogram, now, None);
+                        }
+                    }
                 }
             }
-            (Command::ServerCryptogram { .. }, reply) => {
+            (Command::ServerCryptogram { .. }, reply) if f.owner.is_none() => {
                 let Reply::InitialRmac(rmac) = reply else {
                     let r = match reply {
                         Reply::Nak(n) => Refusal::HandshakeRefused(n),
                         other => Refusal::HandshakeReply(other.code()),
                     };
-                    return self.refuse(i, r, now);
+                    return self.refuse(i, r, now, None);
                 };
                 let pd = &mut self.pds[i];
                 let Some(h) = pd.handshake.take() else {
-                    return self.refuse(i, Refusal::Cryptogram, now);
+                    return self.refuse(i, Refusal::Cryptogram, now, None);
                 };
                 let ok = h
                     .server
@@ -678,38 +815,50 @@ impl ControlPanel {
                         .as_ref()
                         .is_some_and(|s| s.kind == scs::SCS_14 && s.data.first() == Some(&1));
                 if !ok {
-                    return self.refuse(i, Refusal::Cryptogram, now);
+                    return self.refuse(i, Refusal::Cryptogram, now, None);
                 }
                 pd.session = Some(Session::new(h.keys, rmac));
                 if h.default_key {
                     let key = pd.setup.scbk.clone().map(|k| k.0).unwrap_or_default();
                     pd.internal.push_back(Command::KeySet { key });
-                } else if pd.phase != Phase::Online {
+                    return;
+                }
+                if pd.setup.install_mode {
+                    // The device holds the configured key (the answer to an
+                    // earlier KEYSET may have been lost): install mode is over.
+                    pd.setup.install_mode = false;
+                    pd.try_default = false;
+                    self.events.push_back(CpEvent::KeyInstalled { address });
+                }
+                if self.pds[i].phase != Phase::Online {
                     self.online(i);
                 }
             }
-            (Command::KeySet { .. }, reply) if !f.owner => match reply {
+            (Command::KeySet { .. }, reply) if f.owner.is_none() => match reply {
                 Reply::Ack => {
                     let pd = &mut self.pds[i];
-                    pd.keyset_pending = false;
+                    pd.try_default = false;
                     pd.setup.install_mode = false;
                     self.events.push_back(CpEvent::KeyInstalled { address });
                     if let Err(r) = self.start_handshake(i) {
-                        self.refuse(i, r, now);
+                        self.refuse(i, r, now, None);
                     }
                 }
-                Reply::Nak(n) => self.refuse(i, Refusal::KeySetRefused(n), now),
-                other => self.refuse(i, Refusal::HandshakeReply(other.code()), now),
+                Reply::Nak(n) => self.refuse(i, Refusal::KeySetRefused(n), now, None),
+                other => self.refuse(i, Refusal::HandshakeReply(other.code()), now, None),
             },
+            (_, reply) if connecting_reply(self.pds[i].phase, f.owner) => {
+                self.connect_failed(i, &f, reply.code(), now);
+            }
             (command, reply) => {
-                let owner_keyset = matches!(command, Command::KeySet { .. }) && f.owner;
+                let owner_keyset = matches!(command, Command::KeySet { .. }) && f.owner.is_some();
                 if owner_keyset {
                     if let (Command::KeySet { key }, Reply::Ack) = (command, &reply) {
                         // The device now holds this key: restart the session with it.
                         self.pds[i].setup.scbk = Some(Key(*key));
                         self.events.push_back(CpEvent::KeyInstalled { address });
                         if let Err(r) = self.start_handshake(i) {
-                            return self.refuse(i, r, now);
+                            return self.refuse(i, r, now, Some(&f));
                         }
                     }
                 }
@@ -718,8 +867,29 @@ impl ControlPanel {
         }
     }
 
-    fn report(&mut self, i: usize, owner: bool, command: u8, reply: Reply) {
-        let address = self.pds[i].setup.address;
+    /// In install mode, after the configured key failed: tries SCBK-D.
+    /// Returns false when that is not possible.
+    fn fall_back_to_default_key(&mut self, i: usize, now: Instant) -> bool {
+        let pd = &mut self.pds[i];
+        if !pd.setup.install_mode || pd.try_default || pd.phase == Phase::Online {
+            return false;
+        }
+        pd.try_default = true;
+        if let Err(r) = self.start_handshake(i) {
+            self.refuse(i, r, now, None);
+        }
+        true
+    }
+
+    fn report(&mut self, i: usize, owner: Option<Ticket>, command: u8, reply: Reply) {
+        let pd = &self.pds[i];
+        let unsecured = pd.setup.scbk.is_some() && pd.session.is_none() && owner.is_none();
+        if pd.phase != Phase::Online || unsecured {
+            // Device data is only taken from a connected device, and from a
+            // keyed one only inside its secure session.
+            return;
+        }
+        let address = pd.setup.address;
         let event = match reply {
             Reply::Raw(card) => Some(CpEvent::Card { address, card }),
             Reply::Formatted { reader, text, .. } => Some(CpEvent::CardText {
@@ -732,24 +902,24 @@ impl ControlPanel {
                 reader,
                 keys,
             }),
-            Reply::Transparent(XrdReply::CardPresent { reader, status }) if !owner => {
+            Reply::Transparent(XrdReply::CardPresent { reader, status }) if owner.is_none() => {
                 Some(CpEvent::CardPresence {
                     address,
                     reader,
                     present: status != 0,
                 })
             }
-            Reply::LocalStatus { tamper, power } if !owner => Some(CpEvent::LocalStatus {
+            Reply::LocalStatus { tamper, power } if owner.is_none() => Some(CpEvent::LocalStatus {
                 address,
                 tamper,
                 power,
             }),
-            reply if owner => Some(CpEvent::Completed {
+            reply => owner.map(|ticket| CpEvent::Completed {
                 address,
                 command,
+                ticket,
                 reply,
             }),
-            _ => None,
         };
         self.events.extend(event);
     }

@@ -25,6 +25,21 @@ pub enum LinkError {
     NoSession,
     #[error("a plaintext packet arrived inside an established secure session")]
     PlaintextInSession,
+    #[error("security block {kind:#04x} does not belong to message {code:#04x} in this direction")]
+    MisplacedBlock { kind: u8, code: u8 },
+}
+
+/// The handshake security block that goes with a message code, or `None` when
+/// the code is not part of the handshake. `is_cmd` is true for commands.
+fn handshake_block(code: u8, is_cmd: bool) -> Option<u8> {
+    use msg::{cmd, reply};
+    match (is_cmd, code) {
+        (true, cmd::CHLNG) => Some(scs::SCS_11),
+        (true, cmd::SCRYPT) => Some(scs::SCS_13),
+        (false, reply::CCRYPT) => Some(scs::SCS_12),
+        (false, reply::RMAC_I) => Some(scs::SCS_14),
+        _ => None,
+    }
 }
 
 /// The next sequence number after `s` (1, 2, 3, 1, ...; 0 only starts a connection).
@@ -78,6 +93,23 @@ pub(crate) fn open(
     session: Option<&mut Session>,
     is_cmd: bool,
 ) -> Result<Vec<u8>, LinkError> {
+    let misplaced = |kind| LinkError::MisplacedBlock {
+        kind,
+        code: frame.code,
+    };
+    // A handshake block goes only with its handshake message, and a handshake
+    // message only with its block: anything else would let a packet without a
+    // MAC through inside a session.
+    let kind = frame.scb.as_ref().map(|s| s.kind);
+    match (handshake_block(frame.code, is_cmd), kind) {
+        (Some(want), Some(k)) if want == k => return Ok(frame.data.clone()),
+        (Some(_), k) => return Err(misplaced(k.unwrap_or(0))),
+        (None, Some(k)) if !(scs::SCS_15..=scs::SCS_18).contains(&k) => return Err(misplaced(k)),
+        (None, Some(k)) if is_cmd != (k == scs::SCS_15 || k == scs::SCS_17) => {
+            return Err(misplaced(k))
+        }
+        _ => {}
+    }
     let secured = frame.scb.as_ref().filter(|s| s.has_mac());
     match (secured, session) {
         (None, Some(_)) if frame.scb.is_none() => Err(LinkError::PlaintextInSession),

@@ -158,8 +158,9 @@ pub enum XrdReply {
     },
 }
 
-/// A command, CP → PD.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// A command, CP → PD. Its `Debug` never shows the key of
+/// [`Command::KeySet`].
+#[derive(Clone, PartialEq, Eq)]
 pub enum Command {
     Poll,
     Id,
@@ -185,6 +186,36 @@ pub enum Command {
         cryptogram: [u8; 16],
     },
     Transparent(XwrRequest),
+}
+
+impl std::fmt::Debug for Command {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Command::Poll => f.write_str("Poll"),
+            Command::Id => f.write_str("Id"),
+            Command::Cap => f.write_str("Cap"),
+            Command::LocalStatus => f.write_str("LocalStatus"),
+            Command::InputStatus => f.write_str("InputStatus"),
+            Command::OutputStatus => f.write_str("OutputStatus"),
+            Command::Output(r) => f.debug_tuple("Output").field(r).finish(),
+            Command::Led(r) => f.debug_tuple("Led").field(r).finish(),
+            Command::Buzzer(b) => f.debug_tuple("Buzzer").field(b).finish(),
+            Command::ComSet { address, baud } => f
+                .debug_struct("ComSet")
+                .field("address", address)
+                .field("baud", baud)
+                .finish(),
+            Command::KeySet { .. } => f.write_str("KeySet { key: .. }"),
+            Command::Challenge { rnd_a } => {
+                f.debug_struct("Challenge").field("rnd_a", rnd_a).finish()
+            }
+            Command::ServerCryptogram { cryptogram } => f
+                .debug_struct("ServerCryptogram")
+                .field("cryptogram", cryptogram)
+                .finish(),
+            Command::Transparent(x) => f.debug_tuple("Transparent").field(x).finish(),
+        }
+    }
 }
 
 /// NAK reasons.

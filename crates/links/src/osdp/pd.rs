@@ -57,7 +57,10 @@ pub struct PdConfig {
     pub scbk: Option<Key>,
     /// Accept SCBK-D until a KEYSET installs a key.
     pub install_mode: bool,
-    /// Refuse everything but ID, CAP and the handshake until secured.
+    /// Refuse everything but ID, CAP and the handshake until secured. A
+    /// device with a key (or in install mode) always does, whatever this says:
+    /// otherwise a plaintext command with sequence number 0 would end the
+    /// session and be obeyed.
     pub require_secure: bool,
 }
 
@@ -354,7 +357,8 @@ impl PeripheralDevice {
                 | Command::Challenge { .. }
                 | Command::ServerCryptogram { .. }
         );
-        if self.cfg.require_secure && self.session.is_none() && !handshake_cmd {
+        let require_secure = self.cfg.require_secure || self.sc_capable();
+        if require_secure && self.session.is_none() && !handshake_cmd {
             return nak(NakReason::ScConditions);
         }
         match command {
@@ -478,6 +482,14 @@ impl PeripheralDevice {
 
     fn server_cryptogram(&mut self, frame: &Frame, got: [u8; 16]) -> (Reply, Option<Scb>, bool) {
         let Some(h) = self.handshake.take() else {
+            // Only the second step of a handshake: inside a session it ends it.
+            if self.session.take().is_some() {
+                self.events
+                    .push_back(PdEvent::SecurityFailure(LinkError::MisplacedBlock {
+                        kind: scs::SCS_13,
+                        code: frame.code,
+                    }));
+            }
             return (Reply::Nak(NakReason::ScConditions), None, true);
         };
         if frame.scb.as_ref().map(|s| s.kind) != Some(scs::SCS_13) {
