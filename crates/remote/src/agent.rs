@@ -299,7 +299,8 @@ async fn session(
 
     let (mut rd, mut wr) = tokio::io::split(tls);
     let (in_tx, mut in_rx) = mpsc::channel::<Result<Message, FrameError>>(4);
-    let silence = cfg.silence;
+    // Three missed heartbeats of the service at least.
+    let silence = cfg.silence.max(heartbeat * 3);
     let reading = tokio::spawn(async move {
         loop {
             let m = proto::read_message_within(&mut rd, silence).await;
@@ -314,6 +315,7 @@ async fn session(
     let mut ping = tokio::time::interval(heartbeat);
     ping.tick().await;
     let mut nonce = 0u32;
+    let mut watching = true;
     // A card already present that was never reported is reported now.
     presence.mark_changed();
     let reason = loop {
@@ -345,8 +347,12 @@ async fn session(
                     if let Err(e) = proto::write_message(&mut wr, &r).await { break e.to_string(); }
                 }
             }
-            r = presence.changed() => {
-                if r.is_err() { break "the card watch stopped".to_string(); }
+            r = presence.changed(), if watching => {
+                if r.is_err() {
+                    // Nobody reports cards any more: serve what is asked.
+                    watching = false;
+                    continue;
+                }
                 let st = *presence.borrow_and_update();
                 let msg = if st.present && *reported != Some(st.card) {
                     *reported = Some(st.card);

@@ -376,10 +376,16 @@ fn record(
     r.0
 }
 
+/// A fresh prepared tap for `reader`. The reader holds only its latest
+/// one, so the earlier challenges of that reader are forgotten: the store
+/// holds at most one challenge per connected reader.
 fn prepare(s: &Shared, reader: &str) -> Option<Message> {
-    let issued = lock(&s.challenges)
-        .issue(reader, Instant::now(), s.cfg.challenge_ttl, prepared_steps)
-        .ok()?;
+    let issued = {
+        let mut c = lock(&s.challenges);
+        c.forget_reader(reader);
+        c.issue(reader, Instant::now(), s.cfg.challenge_ttl, prepared_steps)
+            .ok()?
+    };
     Some(Message::Prepare {
         id: issued.id,
         expires_ms: s.cfg.challenge_ttl.as_millis().min(u32::MAX as u128) as u32,

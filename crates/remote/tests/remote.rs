@@ -642,3 +642,34 @@ async fn garbage_oversized_and_silent_peers_are_cut_off_while_another_reader_wor
     agent.task.abort();
     hub.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reconnecting_reader_resumes_its_tls_session() {
+    let s = site();
+    let (hub, mut events) =
+        RemoteHub::bind(loopback(), hub_config(&s, &[("door 7 reader", "door-7")]))
+            .await
+            .unwrap();
+    let cred = reader_cert(&s.pki, "door 7 reader", None);
+    let cfg = agent_config(hub.local_addr(), &s.pki, &cred, s.pki.root_der());
+    let kind = |r: &Raw| r.tls.get_ref().1.handshake_kind();
+    use tokio_rustls::rustls::HandshakeKind;
+    let first = Raw::hello(hub.local_addr(), &cfg).await;
+    assert_eq!(kind(&first), Some(HandshakeKind::Full));
+    drop(first);
+    hub_event(&mut events, |e| {
+        matches!(e, HubEvent::Offline { .. }).then_some(())
+    })
+    .await;
+    // Same client configuration (its session cache): resumed, and still
+    // the same reader identity.
+    let second = Raw::hello(hub.local_addr(), &cfg).await;
+    assert_eq!(kind(&second), Some(HandshakeKind::Resumed));
+    let reader = hub_event(&mut events, |e| match e {
+        HubEvent::Online { reader, .. } => Some(reader),
+        _ => None,
+    })
+    .await;
+    assert_eq!(reader, "door-7");
+    hub.shutdown().await;
+}
