@@ -41,19 +41,28 @@ fn issue_device_refuses_server_names_for_a_reader() {
 
 fn hub_config(dir: &Path) -> HubConfig {
     use remote::tls;
-    let crls = ["pki/root.crl.pem", "pki/intermediate.crl.pem"]
-        .iter()
-        .flat_map(|f| tls::load_crls(&dir.join(f)).unwrap())
-        .collect();
+    let mut store = pki::store::TrustStore::builder();
+    store
+        .add_anchors_from_path(dir.join("pki/root.pem"))
+        .unwrap();
+    let mut crls = pki::crl::CrlSet::builder();
+    for f in ["pki/root.crl.pem", "pki/intermediate.crl.pem"] {
+        crls.add_path(dir.join(f)).unwrap();
+    }
+    let verifier = tls::ReaderVerifier::new(
+        store.build(),
+        crls.build(),
+        pki::validate::RevocationPolicy::default(),
+    );
     let cfg = tls::server_config(
         tls::load_certs(&dir.join("server/127.0.0.1.pem")).unwrap(),
         tls::load_key(&dir.join("server/127.0.0.1.key.pem")).unwrap(),
-        &tls::load_certs(&dir.join("pki/root.pem")).unwrap(),
-        crls,
+        verifier.clone(),
     )
     .unwrap();
     HubConfig::new(
         cfg,
+        verifier,
         HashMap::from([("door 9".to_string(), "door-9".to_string())]),
     )
 }

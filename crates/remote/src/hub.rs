@@ -5,7 +5,7 @@
 
 use crate::challenge::{ChallengeError, ChallengeStore};
 use crate::proto::{self, FrameError, Message, Step, StepAnswer, StepStatus, PROTOCOL_VERSION};
-use crate::tls::{cert_refusal, subject_cn, CertRefusal};
+use crate::tls::{cert_refusal, subject_cn, CertRefusal, ReaderVerifier};
 use host::{Channel, Traffic, Transport, TransportError};
 use std::collections::{HashMap, VecDeque};
 use std::net::SocketAddr;
@@ -21,6 +21,9 @@ use tokio_rustls::TlsAcceptor;
 pub struct HubConfig {
     /// One TLS configuration, shared by every connection.
     pub tls: Arc<ServerConfig>,
+    /// The verifier inside `tls`: resumed sessions are checked again
+    /// with it (revocation since the session began).
+    pub verifier: Arc<ReaderVerifier>,
     /// Reader certificates' subject common names, each mapped to the reader
     /// id the service knows the door's reader by. A valid certificate whose
     /// name is not here is refused.
@@ -43,9 +46,14 @@ pub struct HubConfig {
 impl HubConfig {
     /// Defaults: 5 s heartbeat, cut off after 15 s of silence, 10 s for the
     /// handshake, 60 s challenges, 5 s per answer, CHUID read.
-    pub fn new(tls: Arc<ServerConfig>, readers: HashMap<String, String>) -> HubConfig {
+    pub fn new(
+        tls: Arc<ServerConfig>,
+        verifier: Arc<ReaderVerifier>,
+        readers: HashMap<String, String>,
+    ) -> HubConfig {
         HubConfig {
             tls,
+            verifier,
             readers,
             heartbeat: Duration::from_secs(5),
             silence: Duration::from_secs(15),
@@ -240,9 +248,22 @@ async fn connection(s: Arc<Shared>, acceptor: TlsAcceptor, tcp: TcpStream, peer:
         }
         Ok(Ok(t)) => t,
     };
-    let name = tls
-        .get_ref()
-        .1
+    let conn = tls.get_ref().1;
+    if conn.handshake_kind() == Some(tokio_rustls::rustls::HandshakeKind::Resumed) {
+        let chain = conn.peer_certificates().unwrap_or(&[]);
+        if let Err(r) = s.cfg.verifier.recheck(chain) {
+            let r = Refusal::Certificate(r);
+            let _ = proto::write_message(
+                &mut tls,
+                &Message::Refuse {
+                    reason: r.to_string(),
+                },
+            )
+            .await;
+            return refused(r);
+        }
+    }
+    let name = conn
         .peer_certificates()
         .and_then(|c| c.first())
         .and_then(|c| subject_cn(c));

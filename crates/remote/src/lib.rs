@@ -9,9 +9,12 @@
 //! # Identity
 //!
 //! Both sides authenticate with certificates ([`tls`]): the agent presents
-//! its reader certificate (clientAuth), verified against the configured
-//! device CA and its CRLs: an unknown, expired or revoked reader
-//! certificate is refused with a [`hub::HubEvent::Refused`] event. The
+//! its reader certificate (clientAuth), verified by pivgate's own validator
+//! ([`tls::ReaderVerifier`]: RFC 5280 path validation against the device
+//! trust store, CRLs failing closed, replaceable while the service runs):
+//! an unknown, expired or revoked reader certificate is refused with a
+//! [`hub::HubEvent::Refused`] event. A resumed TLS session is checked again,
+//! so a reader revoked since its session began is refused too. The
 //! certificate's subject common name is mapped to the reader id the
 //! service knows; a valid certificate that is not bound to a reader is
 //! refused too. The agent verifies the service's certificate (serverAuth,

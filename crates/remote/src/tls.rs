@@ -5,14 +5,21 @@
 //! an `Arc` with every connection: a connection holds a reference, not a
 //! copy, so accepting and closing one costs nothing in configuration.
 
+use arc_swap::ArcSwap;
+use pki::crl::CrlSet;
+use pki::store::TrustStore;
+use pki::validate::{RevocationPolicy, ValidationError, ValidationOptions};
 use rustls_pki_types::pem::PemObject;
-use rustls_pki_types::{CertificateDer, CertificateRevocationListDer, PrivateKeyDer, ServerName};
+use rustls_pki_types::{CertificateDer, PrivateKeyDer, ServerName, UnixTime};
 use std::path::Path;
 use std::sync::Arc;
 use thiserror::Error;
 use tokio_rustls::rustls::{
-    self, client::WebPkiServerVerifier, server::WebPkiClientVerifier, ClientConfig, RootCertStore,
-    ServerConfig,
+    self,
+    client::danger::HandshakeSignatureValid,
+    client::WebPkiServerVerifier,
+    server::danger::{ClientCertVerified, ClientCertVerifier},
+    ClientConfig, RootCertStore, ServerConfig,
 };
 
 /// A TLS set-up that cannot be built.
@@ -54,28 +61,138 @@ fn roots(cas: &[CertificateDer<'static>]) -> Result<RootCertStore, TlsError> {
 /// How many TLS sessions the service remembers for resumption.
 pub const SESSION_CACHE: usize = 4096;
 
-/// The service's configuration: its certificate chain and key, the device
-/// CA(s) reader certificates must chain to, and the CRLs that revoke reader
-/// certificates (with CRLs given, a reader certificate whose revocation
-/// status they do not cover is refused).
+/// Verifies reader certificates with pivgate's own validator (RFC 5280
+/// path building and validation, CRLs failing closed, clientAuth and
+/// digitalSignature required of the reader's certificate) against the
+/// device trust store. The CRLs (and the store) can be replaced while the
+/// service runs: the next handshake uses them, and the shared TLS
+/// configuration stays as it is.
+pub struct ReaderVerifier {
+    store: ArcSwap<TrustStore>,
+    crls: ArcSwap<CrlSet>,
+    revocation: RevocationPolicy,
+    algorithms: rustls::crypto::WebPkiSupportedAlgorithms,
+}
+
+impl std::fmt::Debug for ReaderVerifier {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ReaderVerifier").finish_non_exhaustive()
+    }
+}
+
+impl ReaderVerifier {
+    /// Reader certificates must chain to an anchor of `store`; `crls`
+    /// revoke them (with the default policy, a certificate whose
+    /// revocation status they do not cover is refused).
+    pub fn new(
+        store: TrustStore,
+        crls: CrlSet,
+        revocation: RevocationPolicy,
+    ) -> Arc<ReaderVerifier> {
+        Arc::new(ReaderVerifier {
+            store: ArcSwap::from_pointee(store),
+            crls: ArcSwap::from_pointee(crls),
+            revocation,
+            algorithms: provider().signature_verification_algorithms,
+        })
+    }
+
+    /// Replaces the CRLs (a refresh): a revoked reader is refused from its
+    /// next handshake.
+    pub fn set_crls(&self, crls: CrlSet) {
+        self.crls.store(Arc::new(crls));
+    }
+
+    /// Checks a reader's chain as presented (end entity first) now: for a
+    /// resumed session, whose certificate was verified when the session
+    /// began, so that a reader revoked since is refused all the same.
+    pub fn recheck(&self, chain: &[CertificateDer<'_>]) -> Result<(), CertRefusal> {
+        let (ee, rest) = chain.split_first().ok_or(CertRefusal::Missing)?;
+        let ims: Vec<&[u8]> = rest.iter().map(|c| c.as_ref()).collect();
+        let now = UnixTime::now().as_secs() as i64;
+        self.check(ee.as_ref(), &ims, now)
+            .map_err(|e| refusal_of(&e))
+    }
+
+    /// Checks one reader certificate chain at `time` (Unix seconds).
+    pub fn check(
+        &self,
+        end_entity: &[u8],
+        intermediates: &[&[u8]],
+        time: i64,
+    ) -> Result<(), ValidationError> {
+        let (store, crls) = (self.store.load(), self.crls.load());
+        let opts = ValidationOptions {
+            time: pki::time::Time(time),
+            required_eku: Some(der::asn1::ObjectIdentifier::new_unwrap("1.3.6.1.5.5.7.3.2")),
+            leaf_key_usage: Some(pki::cert::key_usage::DIGITAL_SIGNATURE),
+            revocation: self.revocation.clone(),
+            ..ValidationOptions::default()
+        };
+        pki::validate::validate(&store, end_entity, intermediates, &crls, &opts).map(|_| ())
+    }
+}
+
+impl ClientCertVerifier for ReaderVerifier {
+    fn root_hint_subjects(&self) -> &[rustls::DistinguishedName] {
+        &[]
+    }
+
+    fn verify_client_cert(
+        &self,
+        end_entity: &CertificateDer<'_>,
+        intermediates: &[CertificateDer<'_>],
+        now: UnixTime,
+    ) -> Result<ClientCertVerified, rustls::Error> {
+        let ims: Vec<&[u8]> = intermediates.iter().map(|c| c.as_ref()).collect();
+        use rustls::CertificateError as C;
+        match self.check(end_entity.as_ref(), &ims, now.as_secs() as i64) {
+            Ok(()) => Ok(ClientCertVerified::assertion()),
+            Err(e) => Err(rustls::Error::InvalidCertificate(match &e {
+                ValidationError::Expired { .. } => C::Expired,
+                ValidationError::NotYetValid { .. } => C::NotValidYet,
+                ValidationError::Revoked { .. } => C::Revoked,
+                ValidationError::NoPath { .. } => C::UnknownIssuer,
+                ValidationError::BadSignature { .. } => C::BadSignature,
+                _ => C::Other(rustls::OtherError(Arc::new(e))),
+            })),
+        }
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &rustls::DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls12_signature(message, cert, dss, &self.algorithms)
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &rustls::DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls13_signature(message, cert, dss, &self.algorithms)
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<rustls::SignatureScheme> {
+        self.algorithms.supported_schemes()
+    }
+}
+
+/// The service's configuration: its certificate chain and key, and the
+/// verifier of reader certificates. Build it once and share it.
 pub fn server_config(
     chain: Vec<CertificateDer<'static>>,
     key: PrivateKeyDer<'static>,
-    device_cas: &[CertificateDer<'static>],
-    crls: Vec<CertificateRevocationListDer<'static>>,
+    readers: Arc<ReaderVerifier>,
 ) -> Result<Arc<ServerConfig>, TlsError> {
-    let mut verifier =
-        WebPkiClientVerifier::builder_with_provider(Arc::new(roots(device_cas)?), provider());
-    if !crls.is_empty() {
-        verifier = verifier.with_crls(crls).only_check_end_entity_revocation();
-    }
-    let verifier = verifier
-        .build()
-        .map_err(|e| TlsError::Verifier(e.to_string()))?;
     let mut cfg = ServerConfig::builder_with_provider(provider())
         .with_protocol_versions(&[&rustls::version::TLS13])
         .map_err(|e| TlsError::Verifier(e.to_string()))?
-        .with_client_cert_verifier(verifier)
+        .with_client_cert_verifier(readers)
         .with_single_cert(chain, key)
         .map_err(|e| TlsError::BadCredential(e.to_string()))?;
     cfg.session_storage = rustls::server::ServerSessionMemoryCache::new(SESSION_CACHE);
@@ -134,18 +251,6 @@ pub fn load_key(path: &Path) -> Result<PrivateKeyDer<'static>, TlsError> {
     PrivateKeyDer::from_pem_slice(&data).map_err(|_| TlsError::NoKey(path.display().to_string()))
 }
 
-/// Every CRL in a file (PEM `X509 CRL` blocks, or one DER CRL).
-pub fn load_crls(path: &Path) -> Result<Vec<CertificateRevocationListDer<'static>>, TlsError> {
-    let data = read(path)?;
-    let crls: Vec<_> = CertificateRevocationListDer::pem_slice_iter(&data)
-        .filter_map(Result::ok)
-        .collect();
-    if crls.is_empty() && data.first() == Some(&0x30) {
-        return Ok(vec![CertificateRevocationListDer::from(data)]);
-    }
-    Ok(crls)
-}
-
 /// Why a peer's certificate was refused, from a handshake error.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum CertRefusal {
@@ -162,6 +267,8 @@ pub enum CertRefusal {
     WrongUsage,
     /// No certificate was presented.
     Missing,
+    /// Refused by the validator for another reason (its sentence).
+    Invalid(String),
     /// Another certificate error, as the TLS library words it.
     Other(String),
 }
@@ -185,8 +292,21 @@ impl std::fmt::Display for CertRefusal {
                 f.write_str("the certificate is not for this use (extended key usage)")
             }
             CertRefusal::Missing => f.write_str("no certificate was presented"),
+            CertRefusal::Invalid(s) => f.write_str(s),
             CertRefusal::Other(s) => write!(f, "the certificate was refused: {s}"),
         }
+    }
+}
+
+/// The refusal for a validator's error.
+pub fn refusal_of(e: &ValidationError) -> CertRefusal {
+    match e {
+        ValidationError::Expired { .. } => CertRefusal::Expired,
+        ValidationError::NotYetValid { .. } => CertRefusal::NotYetValid,
+        ValidationError::Revoked { .. } => CertRefusal::Revoked,
+        ValidationError::NoPath { .. } => CertRefusal::UnknownIssuer,
+        ValidationError::BadSignature { .. } => CertRefusal::BadSignature,
+        other => CertRefusal::Invalid(other.to_string()),
     }
 }
 
@@ -206,6 +326,10 @@ pub fn cert_refusal(e: &std::io::Error) -> Option<CertRefusal> {
             }
             C::UnknownRevocationStatus => CertRefusal::UnknownRevocationStatus,
             C::InvalidPurpose | C::InvalidPurposeContext { .. } => CertRefusal::WrongUsage,
+            C::Other(o) => match o.0.downcast_ref::<ValidationError>() {
+                Some(v) => CertRefusal::Invalid(v.to_string()),
+                None => CertRefusal::Other(o.to_string()),
+            },
             other => CertRefusal::Other(format!("{other:?}")),
         },
         E::NoCertificatesPresented => CertRefusal::Missing,

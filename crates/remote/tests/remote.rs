@@ -9,14 +9,13 @@ use pki::issue::{
     CardCredentials, CardOptions, DeviceCredential, DeviceOptions, DeviceRole, KeyAlgorithm,
     TestPki, TestPkiOptions,
 };
+use pki::validate::RevocationPolicy;
 use remote::agent::{self, AgentConfig, AgentEvent, CardState, SharedCard};
 use remote::challenge::ChallengeError;
 use remote::hub::{HubConfig, HubEvent, Refusal, RemoteHub, RemoteTap};
 use remote::proto::{self, Message, PROTOCOL_VERSION};
-use remote::tls::{self, CertRefusal};
-use rustls_pki_types::{
-    CertificateDer, CertificateRevocationListDer, PrivateKeyDer, PrivatePkcs8KeyDer,
-};
+use remote::tls::{self, CertRefusal, ReaderVerifier};
+use rustls_pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
@@ -82,24 +81,27 @@ fn reader_cert(pki: &TestPki, name: &str, validity: Option<(i64, i64)>) -> Devic
 }
 
 fn hub_config(s: &Site, readers: &[(&str, &str)]) -> HubConfig {
-    let crls = s
-        .pki
-        .crls()
-        .into_iter()
-        .map(CertificateRevocationListDer::from)
-        .collect();
+    hub_config_with(s, readers).0
+}
+
+/// The hub configuration and its reader verifier (for CRL refreshes).
+fn hub_config_with(s: &Site, readers: &[(&str, &str)]) -> (HubConfig, Arc<ReaderVerifier>) {
+    let verifier = ReaderVerifier::new(
+        s.pki.trust_store(),
+        s.pki.crl_set().unwrap(),
+        RevocationPolicy::default(),
+    );
     let tls = tls::server_config(
         vec![der(&s.server.cert), der(s.pki.intermediate_der())],
         key(&s.server.key),
-        &[der(s.pki.root_der())],
-        crls,
+        verifier.clone(),
     )
     .unwrap();
     let map: HashMap<String, String> = readers
         .iter()
         .map(|(cn, id)| (cn.to_string(), id.to_string()))
         .collect();
-    HubConfig::new(tls, map)
+    (HubConfig::new(tls, verifier.clone(), map), verifier)
 }
 
 fn agent_config(
@@ -671,5 +673,39 @@ async fn a_reconnecting_reader_resumes_its_tls_session() {
     })
     .await;
     assert_eq!(reader, "door-7");
+    hub.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_crl_refresh_refuses_a_revoked_reader_at_its_next_handshake() {
+    let mut s = site();
+    let (cfg, verifier) = hub_config_with(&s, &[("door 8 reader", "door-8")]);
+    let (hub, mut events) = RemoteHub::bind(loopback(), cfg).await.unwrap();
+    let cred = reader_cert(&s.pki, "door 8 reader", None);
+    let agent_cfg = agent_config(hub.local_addr(), &s.pki, &cred, s.pki.root_der());
+    let first = Raw::hello(hub.local_addr(), &agent_cfg).await;
+    drop(first);
+    hub_event(&mut events, |e| {
+        matches!(e, HubEvent::Offline { .. }).then_some(())
+    })
+    .await;
+    // Revoked, and the service's CRLs refreshed: the same TLS
+    // configuration now refuses the reader.
+    s.pki.revoke(&cred.cert, None).unwrap();
+    verifier.set_crls(s.pki.crl_set().unwrap());
+    // The same client configuration would resume its TLS session, whose
+    // certificate was verified before the revocation: checked again.
+    let mut agent = Agent::start(agent_cfg, &s.card);
+    let reason = hub_event(&mut events, |e| match e {
+        HubEvent::Refused { reason, .. } => Some(reason),
+        HubEvent::Online { .. } => panic!("a revoked reader came online"),
+        _ => None,
+    })
+    .await;
+    assert_eq!(reason, Refusal::Certificate(CertRefusal::Revoked));
+    agent
+        .wait(|e| matches!(e, AgentEvent::Refused { .. }).then_some(()))
+        .await;
+    agent.task.abort();
     hub.shutdown().await;
 }
