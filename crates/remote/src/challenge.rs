@@ -20,7 +20,7 @@ pub enum ChallengeError {
     NotIssued(u64),
     #[error("challenge {id} expired {late:?} before it was answered")]
     Expired { id: u64, late: Duration },
-    #[error("challenge {0} was issued to another reader")]
+    #[error("challenge {0} was issued to another reader or connection")]
     WrongReader(u64),
     #[error("the random generator failed")]
     Random,
@@ -93,7 +93,8 @@ impl ChallengeStore {
         Ok(issued)
     }
 
-    /// Forgets every challenge of `reader` (it went offline).
+    /// Forgets every challenge of `reader` (a reader's connection, which
+    /// went offline or got a newer challenge).
     pub fn forget_reader(&mut self, reader: &str) {
         self.live.retain(|_, i| i.reader != reader);
     }

@@ -131,6 +131,8 @@ struct Shared {
     /// The last card presence reported per reader, so a presence is
     /// reported once even across reconnections.
     last_card: Mutex<HashMap<String, u64>>,
+    /// Connections accepted so far (numbers each connection's challenges).
+    connections: std::sync::atomic::AtomicU64,
     events: mpsc::UnboundedSender<HubEvent>,
     stop: watch::Receiver<bool>,
 }
@@ -158,6 +160,7 @@ impl RemoteHub {
             cfg,
             challenges: Mutex::new(ChallengeStore::new()),
             last_card: Mutex::new(HashMap::new()),
+            connections: std::sync::atomic::AtomicU64::new(0),
             events: tx,
             stop: stop_rx,
         });
@@ -329,8 +332,15 @@ async fn connection(s: Arc<Shared>, acceptor: TlsAcceptor, tcp: TcpStream, peer:
             peer,
         },
     );
-    let reason = session(&s, tls, &reader).await;
-    lock(&s.challenges).forget_reader(&reader);
+    // Challenges belong to this connection: another connection of the
+    // same reader (a reconnection racing the old one's end) has its own.
+    let owner = format!(
+        "{reader}#{}",
+        s.connections
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+    );
+    let reason = session(&s, tls, &reader, &owner).await;
+    lock(&s.challenges).forget_reader(&owner);
     emit(&s, HubEvent::Offline { reader, reason });
 }
 
@@ -400,11 +410,11 @@ fn record(
 /// A fresh prepared tap for `reader`. The reader holds only its latest
 /// one, so the earlier challenges of that reader are forgotten: the store
 /// holds at most one challenge per connected reader.
-fn prepare(s: &Shared, reader: &str) -> Option<Message> {
+fn prepare(s: &Shared, owner: &str) -> Option<Message> {
     let issued = {
         let mut c = lock(&s.challenges);
-        c.forget_reader(reader);
-        c.issue(reader, Instant::now(), s.cfg.challenge_ttl, prepared_steps)
+        c.forget_reader(owner);
+        c.issue(owner, Instant::now(), s.cfg.challenge_ttl, prepared_steps)
             .ok()?
     };
     Some(Message::Prepare {
@@ -416,7 +426,7 @@ fn prepare(s: &Shared, reader: &str) -> Option<Message> {
 
 type Tls = tokio_rustls::server::TlsStream<TcpStream>;
 
-async fn session(s: &Arc<Shared>, tls: Tls, reader: &str) -> String {
+async fn session(s: &Arc<Shared>, tls: Tls, reader: &str, owner: &str) -> String {
     let (mut rd, mut wr) = tokio::io::split(tls);
     let (in_tx, mut in_rx) = mpsc::channel::<Result<Message, FrameError>>(4);
     let silence = s.cfg.silence;
@@ -443,7 +453,7 @@ async fn session(s: &Arc<Shared>, tls: Tls, reader: &str) -> String {
     let mut ping = tokio::time::interval(s.cfg.heartbeat);
     ping.tick().await;
     let mut stop = s.stop.clone();
-    if let Some(p) = prepare(s, reader) {
+    if let Some(p) = prepare(s, owner) {
         let _ = out_tx.send(p);
     }
     let reason = loop {
@@ -474,8 +484,8 @@ async fn session(s: &Arc<Shared>, tls: Tls, reader: &str) -> String {
                             }
                             last.insert(reader.to_string(), card);
                         }
-                        let tap = card_present(s, reader, card, prepared, cmd_tx.clone());
-                        if let Some(p) = prepare(s, reader) {
+                        let tap = card_present(s, reader, owner, card, prepared, cmd_tx.clone());
+                        if let Some(p) = prepare(s, owner) {
                             let _ = out_tx.send(p);
                         }
                         emit(s, HubEvent::CardPresent(tap));
@@ -505,6 +515,7 @@ async fn session(s: &Arc<Shared>, tls: Tls, reader: &str) -> String {
 fn card_present(
     s: &Shared,
     reader: &str,
+    owner: &str,
     card: u64,
     prepared: Option<(u64, Vec<StepAnswer>)>,
     cmd: mpsc::UnboundedSender<TapCmd>,
@@ -525,7 +536,7 @@ fn card_present(
         ended: false,
     };
     if let Some((id, answers)) = prepared {
-        let taken = lock(&s.challenges).take(id, reader, Instant::now());
+        let taken = lock(&s.challenges).take(id, owner, Instant::now());
         match taken {
             Ok(issued) => {
                 tap.challenge = Some(issued.challenge);
