@@ -534,6 +534,7 @@ fn card_present(
         waited: Duration::ZERO,
         timeout: s.cfg.answer_timeout,
         ended: false,
+        broken: false,
     };
     if let Some((id, answers)) = prepared {
         let taken = lock(&s.challenges).take(id, owner, Instant::now());
@@ -577,7 +578,10 @@ pub struct RemoteTap {
     trips: u32,
     waited: Duration,
     timeout: Duration,
+    /// The reader was told the outcome.
     ended: bool,
+    /// A request went unanswered or the link dropped: no more requests.
+    broken: bool,
 }
 
 impl std::fmt::Debug for RemoteTap {
@@ -675,7 +679,7 @@ impl RemoteTap {
 
     /// One request over the link.
     fn run(&mut self, steps: Vec<Step>) -> Result<Vec<StepAnswer>, TransportError> {
-        if self.ended {
+        if self.ended || self.broken {
             return Err(self.link("the tap has ended"));
         }
         let (tx, rx) = std::sync::mpsc::sync_channel(1);
@@ -689,11 +693,11 @@ impl RemoteTap {
         match r {
             Ok(a) => Ok(a),
             Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
-                self.ended = true;
+                self.broken = true;
                 Err(self.link(format!("no answer within {:?}", self.timeout)))
             }
             Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
-                self.ended = true;
+                self.broken = true;
                 Err(self.link("the link to the reader dropped during the tap"))
             }
         }

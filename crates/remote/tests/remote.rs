@@ -709,3 +709,79 @@ async fn a_crl_refresh_refuses_a_revoked_reader_at_its_next_handshake() {
     agent.task.abort();
     hub.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reader_without_a_common_version_is_refused() {
+    let s = site();
+    let (hub, mut events) =
+        RemoteHub::bind(loopback(), hub_config(&s, &[("door 10 reader", "door-10")]))
+            .await
+            .unwrap();
+    let cred = reader_cert(&s.pki, "door 10 reader", None);
+    let cfg = agent_config(hub.local_addr(), &s.pki, &cred, s.pki.root_der());
+    let mut raw = Raw::connect(hub.local_addr(), &cfg).await;
+    raw.send(&Message::Hello {
+        min_version: PROTOCOL_VERSION + 1,
+        max_version: PROTOCOL_VERSION + 3,
+        agent: "future".into(),
+        reader: "future".into(),
+    })
+    .await;
+    match raw.recv().await {
+        Message::Refuse { reason } => assert!(reason.contains("protocol versions"), "{reason}"),
+        other => panic!("expected a refusal, got {other:?}"),
+    }
+    let reason = hub_event(&mut events, |e| match e {
+        HubEvent::Refused { reason, .. } => Some(reason),
+        _ => None,
+    })
+    .await;
+    assert_eq!(
+        reason,
+        Refusal::Version {
+            min: PROTOCOL_VERSION + 1,
+            max: PROTOCOL_VERSION + 3
+        }
+    );
+    hub.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reader_that_does_not_answer_ends_the_tap_with_a_reason() {
+    let s = site();
+    let mut cfg = hub_config(&s, &[("door 11 reader", "door-11")]);
+    cfg.answer_timeout = Duration::from_millis(200);
+    let (hub, mut events) = RemoteHub::bind(loopback(), cfg).await.unwrap();
+    let cred = reader_cert(&s.pki, "door 11 reader", None);
+    let acfg = agent_config(hub.local_addr(), &s.pki, &cred, s.pki.root_der());
+    let mut raw = Raw::hello(hub.local_addr(), &acfg).await;
+    // A card without the prepared answers: every command goes over the
+    // link, and this reader never answers.
+    raw.send(&Message::CardPresent {
+        card: 1,
+        prepared: None,
+    })
+    .await;
+    let tap = next_tap(&mut events).await;
+    let authn = authenticator(&s);
+    let tapping = tokio::spawn(async move { run_tap(&authn, tap).await });
+    loop {
+        if let Message::Run { .. } = raw.recv().await {
+            break;
+        }
+    }
+    let (t, trips, _) = tapping.await.unwrap();
+    match &t.outcome {
+        Outcome::Refused(r) => assert!(r.to_string().contains("no answer within"), "{r}"),
+        Outcome::Granted => panic!("granted without answers"),
+    }
+    assert_eq!(trips, 2);
+    // The reader is told the tap ended.
+    loop {
+        if let Message::TapEnd { card, granted, .. } = raw.recv().await {
+            assert_eq!((card, granted), (1, false));
+            break;
+        }
+    }
+    hub.shutdown().await;
+}
