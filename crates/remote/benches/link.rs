@@ -2,7 +2,8 @@
 //! and resumed, with the hello/welcome exchange), resident memory per idle
 //! reader connection, and a PKI-CAK tap through the link (fast path and
 //! full read) beside the same tap on an in-process card, with the network
-//! round trips each tap cost.
+//! round trips each tap cost; the taps again behind a proxy adding 10 ms
+//! each way (a 20 ms round trip; `tc netem` is not needed).
 //!
 //! Run: `cargo bench -p remote --bench link`. Prints a table; nothing is
 //! asserted. Both ends run in this process, so the memory figure covers a
@@ -30,6 +31,7 @@ use tokio_rustls::rustls::ClientConfig;
 const HANDSHAKES: usize = 300;
 const IDLE: usize = 500;
 const TAPS: usize = 200;
+const WAN_TAPS: usize = 30;
 
 fn der(c: &[u8]) -> CertificateDer<'static> {
     CertificateDer::from(c.to_vec())
@@ -196,81 +198,92 @@ fn main() {
     );
     drop(held);
 
-    // Taps through the agent.
+    // Taps through the agent, straight on loopback and behind a proxy
+    // adding 10 ms each way (a 20 ms round trip).
     let authn = Arc::new(Authenticator::new(
         pki.trust_store(),
         pki.crl_set().unwrap(),
         Settings::default(),
     ));
     let image = creds.card_image(Some(1)).unwrap();
-    let card: SharedCard = Arc::new(Mutex::new(Box::new(InProcess::new(Card::new(
-        image.clone(),
-    )))));
-    let (presence, presence_rx) = watch::channel(CardState::default());
-    let (ev_tx, mut ev_rx) = mpsc::unbounded_channel();
-    let acfg = AgentConfig::new(addr.to_string(), c.clone(), "bench".into(), "card".into());
-    rt.spawn(agent::run(acfg, card, presence_rx, ev_tx));
-    let ready = |ev_rx: &mut mpsc::UnboundedReceiver<AgentEvent>| {
-        rt.block_on(async {
-            while let Some(e) = ev_rx.recv().await {
-                if matches!(e, AgentEvent::Ready { .. }) {
-                    return;
-                }
-            }
-        })
-    };
-    ready(&mut ev_rx);
+    let wan = rt
+        .block_on(remote::testing::DelayProxy::start(
+            addr,
+            Duration::from_millis(10),
+        ))
+        .unwrap();
     let mut n = 0u64;
-    for (label, clear) in [("fast path", false), ("full read", true)] {
-        let mut wall = Vec::with_capacity(TAPS);
-        let mut trips = Vec::with_capacity(TAPS);
-        for i in 0..TAPS + 1 {
-            if clear {
-                authn.clear_caches();
+    for (link, to, taps) in [
+        ("loopback", addr, TAPS),
+        ("20 ms RTT", wan.local_addr(), WAN_TAPS),
+    ] {
+        let card: SharedCard = Arc::new(Mutex::new(Box::new(InProcess::new(Card::new(
+            image.clone(),
+        )))));
+        let (presence, presence_rx) = watch::channel(CardState::default());
+        let (ev_tx, mut ev_rx) = mpsc::unbounded_channel();
+        let acfg = AgentConfig::new(to.to_string(), c.clone(), "bench".into(), "card".into());
+        let agent_task = rt.spawn(agent::run(acfg, card, presence_rx, ev_tx));
+        let ready = |ev_rx: &mut mpsc::UnboundedReceiver<AgentEvent>| {
+            rt.block_on(async {
+                while let Some(e) = ev_rx.recv().await {
+                    if matches!(e, AgentEvent::Ready { .. }) {
+                        return;
+                    }
+                }
+            })
+        };
+        ready(&mut ev_rx);
+        for (label, clear) in [("fast path", false), ("full read", true)] {
+            let mut wall = Vec::with_capacity(taps);
+            let mut trips = Vec::with_capacity(taps);
+            for i in 0..taps + 1 {
+                if clear {
+                    authn.clear_caches();
+                }
+                n += 1;
+                let t = Instant::now();
+                presence.send_replace(CardState {
+                    present: true,
+                    card: n,
+                });
+                let mut tap = tap_rx.recv().unwrap();
+                let tx = authn.authenticate(&mut tap, Mechanism::PkiCak, None, None);
+                let took = t.elapsed();
+                assert!(tx.outcome.granted(), "{:?}", tx.outcome);
+                if i > 0 {
+                    trips.push(tap.round_trips());
+                    wall.push(took.as_secs_f64() * 1e3);
+                }
+                tap.finish(true, "bench");
+                presence.send_replace(CardState {
+                    present: false,
+                    card: n,
+                });
+                ready(&mut ev_rx);
             }
-            n += 1;
-            let t = Instant::now();
-            presence.send_replace(CardState {
-                present: true,
-                card: n,
-            });
-            let mut tap = tap_rx.recv().unwrap();
-            let tx = authn.authenticate(&mut tap, Mechanism::PkiCak, None, None);
-            let took = t.elapsed();
-            assert!(tx.outcome.granted(), "{:?}", tx.outcome);
-            if i > 0 {
-                trips.push(tap.round_trips());
+            trips.sort();
+            // The same tap on an in-process card.
+            let mut local = Vec::with_capacity(taps);
+            let mut t_card = InProcess::new(Card::new(image.clone()));
+            for _ in 0..taps {
+                if clear {
+                    authn.clear_caches();
+                }
+                let t = Instant::now();
+                let tx = authn.authenticate(&mut t_card, Mechanism::PkiCak, None, None);
+                local.push(t.elapsed().as_secs_f64() * 1e3);
+                assert!(tx.outcome.granted());
             }
-            tap.finish(true, "bench");
-            presence.send_replace(CardState {
-                present: false,
-                card: n,
-            });
-            ready(&mut ev_rx);
-            if i > 0 {
-                wall.push(took.as_secs_f64() * 1e3);
-            }
+            let (w, l) = (median(wall), median(local));
+            println!(
+                "  tap {link:<9}, {label:<9} {w:>7.3} ms remote, {l:.3} ms local: link adds {:.3} ms; round trips {}–{}",
+                w - l,
+                trips[0],
+                trips[trips.len() - 1]
+            );
         }
-        trips.sort();
-        // The same tap on an in-process card.
-        let mut local = Vec::with_capacity(TAPS);
-        let mut t_card = InProcess::new(Card::new(image.clone()));
-        for _ in 0..TAPS {
-            if clear {
-                authn.clear_caches();
-            }
-            let t = Instant::now();
-            let tx = authn.authenticate(&mut t_card, Mechanism::PkiCak, None, None);
-            local.push(t.elapsed().as_secs_f64() * 1e3);
-            assert!(tx.outcome.granted());
-        }
-        let (w, l) = (median(wall), median(local));
-        println!(
-            "  tap, {label:<16} {w:>7.3} ms remote, {l:.3} ms local: link adds {:.3} ms; round trips {}–{}",
-            w - l,
-            trips[0],
-            trips[trips.len() - 1]
-        );
+        agent_task.abort();
     }
     rt.block_on(hub.shutdown());
 }

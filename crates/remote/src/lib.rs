@@ -99,4 +99,5 @@ pub mod agent;
 pub mod challenge;
 pub mod hub;
 pub mod proto;
+pub mod testing;
 pub mod tls;

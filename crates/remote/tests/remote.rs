@@ -785,3 +785,36 @@ async fn a_reader_that_does_not_answer_ends_the_tap_with_a_reason() {
     }
     hub.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn over_a_delayed_link_the_fast_path_still_costs_one_round_trip() {
+    let s = site();
+    let (hub, mut events) =
+        RemoteHub::bind(loopback(), hub_config(&s, &[("door 12 reader", "door-12")]))
+            .await
+            .unwrap();
+    // 10 ms each way: a 20 ms round trip.
+    let wan = remote::testing::DelayProxy::start(hub.local_addr(), Duration::from_millis(10))
+        .await
+        .unwrap();
+    let cred = reader_cert(&s.pki, "door 12 reader", None);
+    let mut agent = Agent::start(
+        agent_config(wan.local_addr(), &s.pki, &cred, s.pki.root_der()),
+        &s.card,
+    );
+    agent.ready().await;
+    let authn = authenticator(&s);
+    let mut trips = Vec::new();
+    for _ in 0..2 {
+        agent.ready().await;
+        agent.present();
+        let tap = next_tap(&mut events).await;
+        let (t, n, _) = run_tap(&authn, tap).await;
+        assert!(t.outcome.granted(), "{:?}", t.outcome);
+        trips.push((t.path, n));
+        agent.remove();
+    }
+    assert_eq!(trips, vec![(PathTaken::Full, 2), (PathTaken::Fast, 1)]);
+    agent.task.abort();
+    hub.shutdown().await;
+}
