@@ -108,6 +108,22 @@ fn rss_kib() -> u64 {
         .unwrap_or(0)
 }
 
+/// CPU time of every thread of this process so far, in nanoseconds
+/// (`/proc/self/task/*/schedstat`, first field).
+fn cpu_ns() -> u64 {
+    let Ok(dir) = std::fs::read_dir("/proc/self/task") else {
+        return 0;
+    };
+    dir.filter_map(Result::ok)
+        .filter_map(|t| std::fs::read_to_string(t.path().join("schedstat")).ok())
+        .filter_map(|s| {
+            s.split_whitespace()
+                .next()
+                .and_then(|v| v.parse::<u64>().ok())
+        })
+        .sum()
+}
+
 fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(|a, b| a.total_cmp(b));
     v[v.len() / 2]
@@ -152,13 +168,33 @@ fn main() {
     let addr = hub.local_addr();
     // Taps go to the tap loop below; everything else is drained.
     let (tap_tx, tap_rx) = std::sync::mpsc::channel();
-    rt.spawn(async move {
-        while let Some(e) = events.recv().await {
-            if let HubEvent::CardPresent(t) = e {
-                let _ = tap_tx.send(t);
+    let offline = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let gone = Arc::new(tokio::sync::Notify::new());
+    {
+        let (offline, gone) = (offline.clone(), gone.clone());
+        rt.spawn(async move {
+            while let Some(e) = events.recv().await {
+                match e {
+                    HubEvent::CardPresent(t) => {
+                        let _ = tap_tx.send(t);
+                    }
+                    HubEvent::Offline { .. } => {
+                        offline.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                        gone.notify_one();
+                    }
+                    _ => {}
+                }
             }
-        }
-    });
+        });
+    }
+    // Waits until the hub has seen `n` connections end in all.
+    let all_gone = |n: usize| {
+        rt.block_on(async {
+            while offline.load(std::sync::atomic::Ordering::SeqCst) < n {
+                gone.notified().await;
+            }
+        })
+    };
 
     println!("remote-reader link on loopback (both ends in this process)");
     for (label, resume) in [("full handshake", false), ("resumed handshake", true)] {
@@ -197,6 +233,33 @@ fn main() {
         after
     );
     drop(held);
+
+    // Teardown: CPU (both ends) to open IDLE connections with full
+    // handshakes, then to close them all until the hub has seen each end.
+    let full = client(&pki, &reader, false);
+    all_gone(HANDSHAKES * 2 + 2 + IDLE);
+    let c0 = cpu_ns();
+    let held = rt.block_on(async {
+        let mut v = Vec::with_capacity(IDLE);
+        for _ in 0..IDLE {
+            v.push(hello(addr, &full).await);
+        }
+        v
+    });
+    let c1 = cpu_ns();
+    drop(held);
+    all_gone(HANDSHAKES * 2 + 2 + 2 * IDLE);
+    let c2 = cpu_ns();
+    let (open, close) = (
+        (c1 - c0) as f64 / IDLE as f64,
+        (c2 - c1) as f64 / IDLE as f64,
+    );
+    println!(
+        "  teardown               {:.1} µs CPU per connection closed vs {:.1} µs per full handshake opened: {:.2} %",
+        close / 1e3,
+        open / 1e3,
+        close / open * 100.0
+    );
 
     // Taps through the agent, straight on loopback and behind a proxy
     // adding 10 ms each way (a 20 ms round trip).

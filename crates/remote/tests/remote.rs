@@ -818,3 +818,61 @@ async fn over_a_delayed_link_the_fast_path_still_costs_one_round_trip() {
     agent.task.abort();
     hub.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_agent_cuts_off_a_silent_service() {
+    let s = site();
+    let verifier = ReaderVerifier::new(
+        s.pki.trust_store(),
+        s.pki.crl_set().unwrap(),
+        RevocationPolicy::default(),
+    );
+    let tls_cfg = tls::server_config(
+        vec![der(&s.server.cert), der(s.pki.intermediate_der())],
+        key(&s.server.key),
+        verifier,
+    )
+    .unwrap();
+    // A service that welcomes the reader and then says nothing more.
+    let listener = tokio::net::TcpListener::bind(loopback()).await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let mute = tokio::spawn(async move {
+        let (tcp, _) = listener.accept().await.unwrap();
+        let mut t = tokio_rustls::TlsAcceptor::from(tls_cfg)
+            .accept(tcp)
+            .await
+            .unwrap();
+        assert!(matches!(
+            proto::read_message(&mut t).await.unwrap(),
+            Message::Hello { .. }
+        ));
+        proto::write_message(
+            &mut t,
+            &Message::Welcome {
+                version: PROTOCOL_VERSION,
+                heartbeat_ms: 100,
+            },
+        )
+        .await
+        .unwrap();
+        // Keep the connection open, read nothing.
+        std::future::pending::<()>().await;
+        drop(t);
+    });
+    let cred = reader_cert(&s.pki, "door 13 reader", None);
+    let mut cfg = agent_config(addr, &s.pki, &cred, s.pki.root_der());
+    cfg.silence = Duration::from_millis(100);
+    let mut agent = Agent::start(cfg, &s.card);
+    agent
+        .wait(|e| matches!(e, AgentEvent::Connected { .. }).then_some(()))
+        .await;
+    let reason = agent
+        .wait(|e| match e {
+            AgentEvent::Disconnected { reason } => Some(reason.clone()),
+            _ => None,
+        })
+        .await;
+    assert!(reason.contains("nothing received"), "{reason}");
+    agent.task.abort();
+    mute.abort();
+}
