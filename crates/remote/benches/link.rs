@@ -96,6 +96,92 @@ async fn hello(addr: SocketAddr, cfg: &Arc<ClientConfig>) -> Stream {
     }
 }
 
+/// Full handshakes per second against `openssl s_server -rev` driven by
+/// the same rustls client.
+fn s_server_rate(
+    rt: &tokio::runtime::Runtime,
+    pki: &TestPki,
+    server: &DeviceCredential,
+    cfg: &Arc<ClientConfig>,
+) -> Result<f64, String> {
+    use std::io::BufRead;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
+    let pem = |label: &str, der: &[u8]| pki::issue::pem_encode(label, der);
+    let w = |name: &str, text: String| {
+        std::fs::write(dir.path().join(name), text).map_err(|e| e.to_string())
+    };
+    w("cert.pem", pem("CERTIFICATE", &server.cert))?;
+    w("chain.pem", pem("CERTIFICATE", pki.intermediate_der()))?;
+    w("key.pem", pem("PRIVATE KEY", server.key.pkcs8_der()))?;
+    w("ca.pem", pem("CERTIFICATE", pki.root_der()))?;
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map_err(|e| e.to_string())?
+        .port();
+    let path = |n: &str| dir.path().join(n).to_string_lossy().into_owned();
+    let mut child = std::process::Command::new("openssl")
+        .args([
+            "s_server",
+            "-accept",
+            &format!("127.0.0.1:{port}"),
+            "-tls1_3",
+        ])
+        .args([
+            "-cert",
+            &path("cert.pem"),
+            "-cert_chain",
+            &path("chain.pem"),
+        ])
+        .args(["-key", &path("key.pem"), "-CAfile", &path("ca.pem")])
+        .args(["-Verify", "3", "-verify_return_error", "-rev", "-no_ticket"])
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .map_err(|e| format!("cannot run openssl: {e}"))?;
+    let out = child.stdout.take().ok_or("no stdout")?;
+    let mut lines = std::io::BufReader::new(out).lines();
+    // s_server prints ACCEPT once it listens.
+    let ready = lines
+        .by_ref()
+        .map_while(Result::ok)
+        .any(|l| l.contains("ACCEPT"));
+    std::thread::spawn(move || for _ in lines {});
+    let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+    let r = if !ready {
+        Err("s_server did not start".to_string())
+    } else {
+        let once = || async {
+            let tcp = tokio::net::TcpStream::connect(addr)
+                .await
+                .map_err(|e| e.to_string())?;
+            let mut t = tokio_rustls::TlsConnector::from(cfg.clone())
+                .connect(tls::server_name("127.0.0.1").unwrap(), tcp)
+                .await
+                .map_err(|e| e.to_string())?;
+            t.write_all(b"ping\n").await.map_err(|e| e.to_string())?;
+            let mut buf = [0u8; 16];
+            let n = t.read(&mut buf).await.map_err(|e| e.to_string())?;
+            if n == 0 {
+                return Err("s_server closed the connection".to_string());
+            }
+            Ok::<(), String>(())
+        };
+        rt.block_on(async {
+            once().await?;
+            let t = Instant::now();
+            for _ in 0..HANDSHAKES {
+                once().await?;
+            }
+            Ok(HANDSHAKES as f64 / t.elapsed().as_secs_f64())
+        })
+    };
+    let _ = child.kill();
+    let _ = child.wait();
+    r
+}
+
 fn rss_kib() -> u64 {
     std::fs::read_to_string("/proc/self/status")
         .ok()
@@ -214,6 +300,16 @@ fn main() {
             1.0 / per,
             per * 1e3
         );
+    }
+
+    // The same client load against `openssl s_server` (TLS 1.3, client
+    // certificate required and verified against the same root; it checks
+    // no CRL), with one line echoed as the application round trip.
+    match s_server_rate(&rt, &pki, &server, &client(&pki, &reader, false)) {
+        Ok(rate) => println!(
+            "  openssl s_server       {rate:>8.0} /s   (full handshake + one echoed line, same client)"
+        ),
+        Err(e) => println!("  openssl s_server       not measured: {e}"),
     }
 
     let c = client(&pki, &reader, true);
