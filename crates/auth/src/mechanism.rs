@@ -127,6 +127,8 @@ struct Run {
     card: CardIdentity,
     pin_retries: Option<u8>,
     compute: Duration,
+    /// A challenge the transport issued ahead of the tap, used once.
+    issued: Option<[u8; 32]>,
 }
 
 impl Run {
@@ -248,6 +250,7 @@ impl Authenticator {
             card: CardIdentity::default(),
             pin_retries: None,
             compute: Duration::ZERO,
+            issued: transport.take_challenge(),
         };
         if let Some(d) = detect {
             run.timer.push(StageName::Detect, d, Default::default());
@@ -314,7 +317,7 @@ impl Authenticator {
         // still valid is the whole answer.
         let mut early: Option<Signed> = None;
         if self.settings.fast_path && !self.keys.is_empty() {
-            let challenge = random_challenge()?;
+            let challenge = run.issued.take().map_or_else(random_challenge, Ok)?;
             let digest = run.compute(|| sha(Hash::Sha256, &challenge));
             match Piv::new(ch).sign(0x11, KEY_9E, &digest) {
                 Ok(sig) => {
@@ -521,7 +524,7 @@ impl Authenticator {
         public: &PublicKey,
     ) -> Result<Signed, Refusal> {
         let alg = verify::piv_algorithm(public).ok_or(Refusal::UnsupportedKeyType)?;
-        let challenge = random_challenge()?;
+        let challenge = run.issued.take().map_or_else(random_challenge, Ok)?;
         let input = run
             .compute(|| verify::signature_input(public, &challenge))
             .ok_or(Refusal::UnsupportedKeySize)?;

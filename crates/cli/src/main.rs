@@ -12,8 +12,10 @@ mod demo_pcsc;
 mod door_cmd;
 mod object_cmd;
 mod osdp_cmd;
+mod pcsc_watch;
 mod personalise;
 mod pki_cmd;
+mod remote_cmd;
 mod render;
 mod serve_cmd;
 

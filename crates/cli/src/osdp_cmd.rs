@@ -11,9 +11,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use crate::pcsc_watch::PcscSlot;
 use anyhow::{bail, Context, Result};
 use clap::{Args, Subcommand, ValueEnum};
-use host::{Channel, PcscTransport, Readers, Traffic, Transport, TransportError};
+use host::{Readers, Transport, TransportError};
 use links::osdp::cp::{ControlPanel, CpConfig, CpEvent, PdSetup};
 use links::osdp::msg::{BuzzerControl, LedControl, OutputControl, PdId, XrdReply, XwrRequest};
 use links::osdp::pd::{PdApp, PdConfig, PdEvent, PeripheralDevice};
@@ -46,6 +47,8 @@ pub enum ReaderCommand {
     /// failures, LED, buzzer and output requests) are logged on standard
     /// error. Runs until SIGINT or SIGTERM.
     Osdp(ReaderOsdpArgs),
+    /// Connect this host's card reader to a door service over the network.
+    Connect(crate::remote_cmd::ReaderConnectArgs),
 }
 
 #[derive(Args)]
@@ -160,66 +163,6 @@ fn link_for(dev: &Path, baud: u32) -> Link {
 
 // ---------------------------------------------------------------- reader side
 
-/// A PC/SC reader's card, connected when the panel first asks for it and
-/// again after a removal.
-struct PcscSlot {
-    readers: Readers,
-    name: String,
-    card: Option<PcscTransport>,
-}
-
-impl PcscSlot {
-    fn card(&mut self) -> Result<&mut PcscTransport, TransportError> {
-        if self.card.is_none() {
-            self.card = Some(self.readers.connect(&self.name)?);
-        }
-        self.card
-            .as_mut()
-            .ok_or_else(|| TransportError::NoCard(self.name.clone()))
-    }
-}
-
-impl Channel for PcscSlot {
-    fn transmit(&mut self, apdu: &[u8]) -> Result<Vec<u8>, TransportError> {
-        let r = self.card()?.transmit(apdu);
-        if r.is_err() {
-            // A removed or reset card is connected afresh next time.
-            self.card = None;
-        }
-        r
-    }
-    fn extended_length(&self) -> bool {
-        self.card.as_ref().is_some_and(|c| c.extended_length())
-    }
-    fn traffic(&self) -> Traffic {
-        self.card.as_ref().map(|c| c.traffic()).unwrap_or_default()
-    }
-}
-
-impl Transport for PcscSlot {
-    fn transaction(
-        &mut self,
-        f: &mut dyn FnMut(&mut dyn Channel) -> Result<(), TransportError>,
-    ) -> Result<(), TransportError> {
-        f(self)
-    }
-    fn reconnect(&mut self, reset: bool) -> Result<(), TransportError> {
-        match self.card.as_mut().map(|c| c.reconnect(reset)) {
-            Some(Ok(())) => Ok(()),
-            _ => {
-                self.card = None;
-                self.card().map(|_| ())
-            }
-        }
-    }
-    fn atr(&self) -> &[u8] {
-        self.card.as_ref().map(|c| c.atr()).unwrap_or(&[])
-    }
-    fn reader(&self) -> &str {
-        &self.name
-    }
-}
-
 /// The reader's application: transparent mode through the bridge, keys
 /// persisted, and the panel's feedback requests logged.
 struct ReaderApp {
@@ -288,42 +231,25 @@ fn pd_event_text(e: &PdEvent) -> String {
 /// Watches one PC/SC reader and reports each arrival and removal to the
 /// panel. Blocks in SCardGetStatusChange until a change or a cancel.
 fn watch_pcsc(ctx: pcsc::Context, name: String, remote: PdRemote, stopping: Arc<AtomicBool>) {
-    use pcsc::{ReaderState, State};
-    let Ok(cname) = std::ffi::CString::new(name.clone()) else {
-        return;
-    };
-    let mut states = [ReaderState::new(cname, State::UNAWARE)];
-    let mut present = None;
-    loop {
-        match ctx.get_status_change(None, &mut states) {
-            Ok(()) => {}
-            Err(pcsc::Error::Cancelled) => return,
-            Err(e) => {
-                if !stopping.load(Ordering::SeqCst) {
-                    eprintln!("osdp: cannot watch reader {name:?} any more: {e}; stopping");
-                    remote.stop();
-                }
-                return;
-            }
+    let r = crate::pcsc_watch::watch(&ctx, &name, |now| {
+        eprintln!(
+            "osdp: card {} reader {name:?}",
+            if now { "presented to" } else { "removed from" }
+        );
+        remote.card_presence(0, now);
+    });
+    if let Err(e) = r {
+        if !stopping.load(Ordering::SeqCst) {
+            eprintln!("osdp: cannot watch reader {name:?} any more: {e}; stopping");
+            remote.stop();
         }
-        let st = states[0].event_state();
-        let now = st.contains(State::PRESENT) && !st.contains(State::MUTE);
-        // An empty reader at start-up is not news; every change after is.
-        if present != Some(now) && (present.is_some() || now) {
-            eprintln!(
-                "osdp: card {} reader {name:?}",
-                if now { "presented to" } else { "removed from" }
-            );
-            remote.card_presence(0, now);
-        }
-        present = Some(now);
-        states[0].sync_current_state();
     }
 }
 
 pub fn run(cmd: ReaderCommand) -> Result<ExitCode> {
     match cmd {
         ReaderCommand::Osdp(a) => reader_osdp(a),
+        ReaderCommand::Connect(a) => crate::remote_cmd::connect(a),
     }
 }
 
@@ -367,11 +293,7 @@ fn reader_osdp(a: ReaderOsdpArgs) -> Result<ExitCode> {
                 let ctx = pcsc::Context::establish(pcsc::Scope::User)
                     .context("connecting to the PC/SC service")?;
                 (
-                    Box::new(PcscSlot {
-                        readers,
-                        name: name.clone(),
-                        card: None,
-                    }),
+                    Box::new(PcscSlot::new(readers, name.clone())),
                     Some((ctx, name)),
                 )
             }

@@ -48,6 +48,10 @@ pub enum PkiCommand {
     /// Issue one card's credentials from a test PKI: keys and certificates
     /// for slots 9A, 9C, 9D and 9E, and a signed CHUID.
     IssueCard(IssueCardArgs),
+    /// Issue a device certificate and key from a test PKI: a door reader's
+    /// (TLS client authentication) or, with --server, the door service's
+    /// (TLS server authentication, with its DNS names and IP addresses).
+    IssueDevice(crate::remote_cmd::IssueDeviceArgs),
     /// Revoke a certificate issued by a test PKI (re-signs the CRL of its
     /// issuer with the next CRL number).
     Revoke(RevokeArgs),
@@ -519,6 +523,7 @@ pub fn run(cmd: PkiCommand) -> anyhow::Result<ExitCode> {
         PkiCommand::VerifyBiometric(a) => crate::object_cmd::verify_biometric_cmd(a),
         PkiCommand::Init(a) => init(a),
         PkiCommand::IssueCard(a) => issue_card(a),
+        PkiCommand::IssueDevice(a) => crate::remote_cmd::issue_device(a),
         PkiCommand::Revoke(a) => revoke(a),
         PkiCommand::RefreshCrls(a) => refresh_crls(a),
         PkiCommand::Mesh(a) => {

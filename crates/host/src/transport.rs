@@ -123,6 +123,16 @@ pub trait Transport: Channel {
     fn line_time(&self) -> Option<Duration> {
         None
     }
+
+    /// A fresh challenge the host side of the link issued before the card
+    /// arrived, which the reader has already had the card sign (a remote
+    /// reader sends SELECT and GENERAL AUTHENTICATE the moment a card
+    /// arrives, saving a network round trip). A mechanism signs this
+    /// challenge instead of drawing its own. Given out once: later calls
+    /// return `None`, as every local transport always does.
+    fn take_challenge(&mut self) -> Option<[u8; 32]> {
+        None
+    }
 }
 
 /// Value-returning convenience over [`Transport::transaction`], for every

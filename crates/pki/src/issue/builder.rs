@@ -238,6 +238,17 @@ impl CertificateBuilder {
         Ok(self)
     }
 
+    /// Adds an IP address (iPAddress, 4 or 16 octets) to the subjectAltName.
+    pub fn san_ip(mut self, ip: std::net::IpAddr) -> Result<Self, IssueError> {
+        let octets = match ip {
+            std::net::IpAddr::V4(a) => a.octets().to_vec(),
+            std::net::IpAddr::V6(a) => a.octets().to_vec(),
+        };
+        self.san
+            .push(GeneralName::IpAddress(OctetString::new(octets)?));
+        Ok(self)
+    }
+
     /// Adds an e-mail address (rfc822Name) to the subjectAltName.
     pub fn san_email(mut self, addr: &str) -> Result<Self, IssueError> {
         self.san.push(GeneralName::Rfc822Name(ia5(addr)?));

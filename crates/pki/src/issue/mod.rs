@@ -44,8 +44,9 @@ pub use containers::CardContainers;
 pub use keys::{KeyAlgorithm, KeyPair};
 pub use security_object::security_object;
 pub use testpki::{
-    random_uuid, CardCredentials, CardOptions, PolicySet, SlotCredential, TestPki, TestPkiOptions,
-    DEFAULT_PUBLICATION_URL, PIV_SLOTS, PUBLISH_DIR,
+    random_uuid, CardCredentials, CardOptions, DeviceCredential, DeviceOptions, DeviceRole,
+    PolicySet, SlotCredential, TestPki, TestPkiOptions, DEFAULT_PUBLICATION_URL, PIV_SLOTS,
+    PUBLISH_DIR,
 };
 pub use x509_cert::ext::pkix::{CrlReason, KeyUsages};
 

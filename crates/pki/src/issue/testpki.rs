@@ -856,6 +856,103 @@ impl TestPki {
     }
 }
 
+/// What a device certificate is for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DeviceRole {
+    /// A reader at a door: TLS client authentication (clientAuth).
+    Reader,
+    /// The authentication service a reader connects to: TLS server
+    /// authentication (serverAuth), with its DNS names and IP addresses.
+    Server,
+}
+
+/// A device certificate request: see [`TestPki::issue_device`].
+#[derive(Debug, Clone)]
+pub struct DeviceOptions {
+    /// The subject common name (a reader's name, or the server's host name).
+    pub name: String,
+    pub role: DeviceRole,
+    /// subjectAltName DNS names (a server's host names).
+    pub dns: Vec<String>,
+    /// subjectAltName IP addresses.
+    pub ips: Vec<std::net::IpAddr>,
+    /// Validity as Unix seconds (not before, not after); `None` is from a
+    /// day ago for two years, bounded by the issuing CA.
+    pub validity: Option<(i64, i64)>,
+}
+
+/// A device certificate and its private key.
+#[derive(Debug)]
+pub struct DeviceCredential {
+    pub cert: Vec<u8>,
+    pub key: KeyPair,
+}
+
+impl DeviceCredential {
+    /// Writes `{stem}.pem` (the certificate followed by the issuing CA
+    /// certificate) and `{stem}.key.pem` (PKCS#8, mode 0600) into `dir`.
+    pub fn save(&self, dir: &Path, stem: &str, chain: &[&[u8]]) -> Result<(), IssueError> {
+        std::fs::create_dir_all(dir).map_err(io_err(dir))?;
+        let mut pem = pem_encode("CERTIFICATE", &self.cert);
+        for c in chain {
+            pem.push_str(&pem_encode("CERTIFICATE", c));
+        }
+        write_file(&dir.join(format!("{stem}.pem")), pem.as_bytes(), false)?;
+        write_file(
+            &dir.join(format!("{stem}.key.pem")),
+            pem_encode("PRIVATE KEY", self.key.pkcs8_der()).as_bytes(),
+            true,
+        )
+    }
+}
+
+impl TestPki {
+    /// Issues a device certificate from the issuing CA: a P-256 key,
+    /// digitalSignature, the id-fpki-common-devices policy of this PKI's
+    /// policy set, and the extended key usage of its role (clientAuth for a
+    /// reader, serverAuth for the server). Revoke it like a card
+    /// certificate, with [`TestPki::revoke`].
+    pub fn issue_device(&self, opts: &DeviceOptions) -> Result<DeviceCredential, IssueError> {
+        if opts.name.is_empty() {
+            return Err(IssueError::Invalid("a device needs a name".into()));
+        }
+        let int = Certificate::from_der(&self.intermediate.cert)?;
+        let ca_end = int
+            .tbs_certificate
+            .validity
+            .not_after
+            .to_unix_duration()
+            .as_secs() as i64;
+        let t = now();
+        let (from, to) = opts
+            .validity
+            .unwrap_or((t - DAY, (t + 2 * 365 * DAY).min(ca_end)));
+        let key = KeyPair::generate(KeyAlgorithm::P256)?;
+        let eku = match opts.role {
+            DeviceRole::Reader => const_oid::db::rfc5280::ID_KP_CLIENT_AUTH,
+            DeviceRole::Server => const_oid::db::rfc5280::ID_KP_SERVER_AUTH,
+        };
+        let mut b = CertificateBuilder::new(
+            &subject_of(&self.options.organization, &opts.name),
+            key.spki_der(),
+        )?
+        .validity(from, to)
+        .end_entity()
+        .key_usage(KeyUsages::DigitalSignature)
+        .extended_key_usage(&[eku])
+        .policies(&[self.options.policy_set.devices()]);
+        for d in &opts.dns {
+            b = b.san_dns(d)?;
+        }
+        for ip in &opts.ips {
+            b = b.san_ip(*ip)?;
+        }
+        let b = publication(b, &self.options, INTERMEDIATE);
+        let cert = b.sign(&self.intermediate.cert, &self.intermediate.key)?;
+        Ok(DeviceCredential { cert, key })
+    }
+}
+
 /// Adds the URLs of a certificate issued by `issuer` (`root` or
 /// `intermediate`): the CRL distribution point `{base}/{issuer}.crl`, and
 /// authorityInfoAccess with id-ad-caIssuers `{base}/{issuer}.p7c` and, when
