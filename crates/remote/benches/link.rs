@@ -46,6 +46,7 @@ const HANDSHAKES: usize = 500;
 const IDLE: usize = 1000;
 const TEARDOWN: usize = 500;
 const ROUNDS: usize = 5;
+const RATE_ROUNDS: usize = 3;
 const TAPS: usize = 200;
 const WAN_TAPS: usize = 30;
 /// The child process runs the client load when this is set (to the
@@ -671,58 +672,18 @@ fn main() {
         std::thread::available_parallelism().map_or(0, |n| n.get())
     );
     println!();
-    println!(
-        "## TLS 1.3 handshakes per second, client certificate required (P-256 keys, same CA), load average {}",
-        load_average()
-    );
-    println!();
-    println!("Client: one rustls client in a child process, one connection at a time: connect, handshake, one application round trip, close. {HANDSHAKES} connections per row after one warm-up.");
-    println!();
-    println!("| server | handshake | per second | resumed | server CPU per connection | hub ÷ this server |");
-    println!("|---|---|---|---|---|---|");
-    let mut hub_rates = [0.0f64; 2];
-    for (i, resume) in [false, true].into_iter().enumerate() {
-        let c0 = hub_cpu();
-        match load.rate(addr, Kind::Hub, resume) {
-            Ok((rate, again)) => {
-                let cpu = (hub_cpu() - c0) as f64 / (HANDSHAKES + 1) as f64 / 1e3;
-                hub_rates[i] = rate;
-                println!(
-                    "| pivgate hub (rustls, ReaderVerifier, + hello/welcome) | {} | {rate:.0} | {again}/{HANDSHAKES} | {cpu:.0} µs | 1.00 |",
-                    if resume { "resumed" } else { "full" }
-                );
-            }
-            Err(e) => println!("| pivgate hub | - | not measured: {e} | | | |"),
-        }
-    }
     let mut peers: Vec<Peer> = Vec::new();
     for start in [s_server, nginx] {
         match start(dir.path()) {
             Ok(p) => peers.push(p),
-            Err(e) => println!("| (peer skipped) | | {e} | | | |"),
+            Err(e) => println!("Peer skipped: {e}.\n"),
         }
     }
-    for p in &peers {
-        for (i, resume) in [false, true].into_iter().enumerate() {
-            let c0 = procs_cpu(&p.pids());
-            match load.rate(p.addr, p.kind, resume) {
-                Ok((rate, again)) => {
-                    let cpu = (procs_cpu(&p.pids()) - c0) as f64 / (HANDSHAKES + 1) as f64 / 1e3;
-                    println!(
-                        "| {} | {} | {rate:.0} | {again}/{HANDSHAKES} | {cpu:.0} µs | {:.2} |",
-                        p.name,
-                        if resume { "resumed" } else { "full" },
-                        hub_rates[i] / rate
-                    );
-                }
-                Err(e) => println!("| {} | | not measured: {e} | | | |", p.name),
-            }
-        }
-    }
-    println!();
-
     // Memory: the hub's process holds only the server side.
-    let mut seen = HANDSHAKES * 2 + 2;
+    // A few connections first, so that one-time set-up is not counted.
+    load.hold(addr, Kind::Hub, false, 10).unwrap();
+    load.release().unwrap();
+    let mut seen = 10;
     settle(&offline, seen);
     println!(
         "## Memory of {IDLE} idle reader connections (full handshakes, then idle), load average {}",
@@ -749,6 +710,8 @@ fn main() {
     settle(&offline, seen);
     println!("| openssl s_server | - | - | not measured: s_server serves one connection at a time (the next waits in the listen queue, not yet handshaken), so it cannot hold {IDLE} TLS connections |");
     for p in peers.iter().filter(|p| p.kind == Kind::Http) {
+        let _ = load.hold(p.addr, p.kind, false, 10);
+        let _ = load.release();
         let before = procs_rss(&p.pids());
         match load.hold(p.addr, p.kind, false, IDLE) {
             Ok(()) => {
@@ -764,6 +727,71 @@ fn main() {
         let _ = load.release();
     }
     println!();
+
+    println!(
+        "## TLS 1.3 handshakes per second, client certificate required (P-256 keys, same CA), load average {}",
+        load_average()
+    );
+    println!();
+    println!("Client: one rustls client in a child process, one connection at a time: connect, handshake, one application round trip, close. {HANDSHAKES} connections per row after one warm-up; the servers take turns, {RATE_ROUNDS} rounds, medians.");
+    println!();
+    // Per server (the hub, then each peer) and mode: rates, CPU, resumed.
+    let servers = 1 + peers.len();
+    let mut runs: Vec<[(Vec<f64>, Vec<f64>, usize); 2]> = (0..servers)
+        .map(|_| [(Vec::new(), Vec::new(), 0), (Vec::new(), Vec::new(), 0)])
+        .collect();
+    for _ in 0..RATE_ROUNDS {
+        for (k, run) in runs.iter_mut().enumerate() {
+            for (i, resume) in [false, true].into_iter().enumerate() {
+                let (to, kind, cpu): (SocketAddr, Kind, Box<dyn Fn() -> u64>) = if k == 0 {
+                    (addr, Kind::Hub, Box::new(hub_cpu))
+                } else {
+                    let p = &peers[k - 1];
+                    let pids = p.pids();
+                    (p.addr, p.kind, Box::new(move || procs_cpu(&pids)))
+                };
+                let c0 = cpu();
+                match load.rate(to, kind, resume) {
+                    Ok((rate, again)) => {
+                        run[i].0.push(rate);
+                        run[i]
+                            .1
+                            .push((cpu() - c0) as f64 / (HANDSHAKES + 1) as f64 / 1e3);
+                        run[i].2 = again;
+                    }
+                    Err(e) => println!("server {k}: not measured: {e}"),
+                }
+            }
+        }
+    }
+    println!("| server | handshake | per second | resumed | server CPU per connection | hub rate ÷ this rate | this CPU ÷ hub CPU |");
+    println!("|---|---|---|---|---|---|---|");
+    let mut hub_figures = [(0.0, 0.0); 2];
+    for (k, run) in runs.into_iter().enumerate() {
+        let name = if k == 0 {
+            "pivgate hub (rustls, ReaderVerifier, + hello/welcome)"
+        } else {
+            peers[k - 1].name
+        };
+        for (i, (rates, cpus, again)) in run.into_iter().enumerate() {
+            if rates.is_empty() {
+                continue;
+            }
+            let (rate, cpu) = (median(rates), median(cpus));
+            if k == 0 {
+                hub_figures[i] = (rate, cpu);
+            }
+            println!(
+                "| {name} | {} | {rate:.0} | {again}/{HANDSHAKES} | {cpu:.0} µs | {:.2} | {:.2} |",
+                if i == 1 { "resumed" } else { "full" },
+                hub_figures[i].0 / rate,
+                cpu / hub_figures[i].1
+            );
+        }
+    }
+    println!();
+    seen = online.load(Ordering::SeqCst);
+    settle(&offline, seen);
 
     // Teardown: the hub thread's CPU to accept TEARDOWN connections (full
     // handshake, hello, welcome, first challenge), then to close them all
