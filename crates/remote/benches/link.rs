@@ -415,7 +415,14 @@ impl Peer {
 
 impl Drop for Peer {
     fn drop(&mut self) {
-        let _ = self.child.kill();
+        // nginx's master stops its workers on SIGTERM (on SIGKILL they
+        // would be left running); s_server has no children.
+        let term = Command::new("kill")
+            .args(["-TERM", &self.child.id().to_string()])
+            .status();
+        if !term.is_ok_and(|s| s.success()) {
+            let _ = self.child.kill();
+        }
         let _ = self.child.wait();
     }
 }
