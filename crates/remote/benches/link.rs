@@ -30,12 +30,13 @@ use remote::hub::{HubConfig, HubEvent, RemoteHub};
 use remote::proto::{self, Message, PROTOCOL_VERSION};
 use remote::tls::{self, ReaderVerifier};
 use rustls_pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
+use std::alloc::{GlobalAlloc, Layout, System};
 use std::collections::HashMap;
 use std::io::{BufRead, Write};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -247,6 +248,64 @@ fn client_main(dir: PathBuf) {
             break;
         }
     }
+}
+
+/// Counts the heap traffic of the hub's threads (the allocator of this
+/// process, counting only where [`HUB`] is set).
+struct Counting;
+
+thread_local! {
+    static HUB: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+static ALLOCS: AtomicU64 = AtomicU64::new(0);
+static FREES: AtomicU64 = AtomicU64::new(0);
+static ALLOCATED: AtomicU64 = AtomicU64::new(0);
+static FREED: AtomicU64 = AtomicU64::new(0);
+
+fn on_hub() -> bool {
+    HUB.try_with(|h| h.get()).unwrap_or(false)
+}
+
+fn count(n: &AtomicU64, bytes: &AtomicU64, size: usize) {
+    n.fetch_add(1, Ordering::Relaxed);
+    bytes.fetch_add(size as u64, Ordering::Relaxed);
+}
+
+// Only forwards to the system allocator, with the same arguments.
+#[allow(unsafe_code)]
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, l: Layout) -> *mut u8 {
+        if on_hub() {
+            count(&ALLOCS, &ALLOCATED, l.size());
+        }
+        unsafe { System.alloc(l) }
+    }
+    unsafe fn dealloc(&self, p: *mut u8, l: Layout) {
+        if on_hub() {
+            count(&FREES, &FREED, l.size());
+        }
+        unsafe { System.dealloc(p, l) }
+    }
+    unsafe fn realloc(&self, p: *mut u8, l: Layout, new: usize) -> *mut u8 {
+        if on_hub() {
+            count(&FREES, &FREED, l.size());
+            count(&ALLOCS, &ALLOCATED, new);
+        }
+        unsafe { System.realloc(p, l, new) }
+    }
+}
+
+#[global_allocator]
+static COUNTING: Counting = Counting;
+
+/// Allocations, frees, bytes allocated, bytes freed by the hub's threads.
+fn heap() -> [u64; 4] {
+    [&ALLOCS, &FREES, &ALLOCATED, &FREED].map(|a| a.load(Ordering::Relaxed))
+}
+
+fn heap_delta(a: [u64; 4], b: [u64; 4], n: usize) -> [f64; 4] {
+    [0, 1, 2, 3].map(|i| (b[i] - a[i]) as f64 / n as f64)
 }
 
 /// The client child process.
@@ -557,6 +616,7 @@ fn main() {
     let hub_rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(1)
         .thread_name(HUB_THREAD)
+        .on_thread_start(|| HUB.with(|h| h.set(true)))
         .enable_all()
         .build()
         .unwrap();
@@ -705,13 +765,17 @@ fn main() {
     println!("|---|---|---|---|");
     let me = std::process::id();
     let before = status_kib(me, "VmRSS:");
+    let h0 = heap();
     match load.hold(addr, Kind::Hub, false, IDLE) {
         Ok(()) => {
             settle(&online, seen + IDLE);
             let after = status_kib(me, "VmRSS:");
+            let d = heap_delta(h0, heap(), IDLE);
             println!(
-                "| pivgate hub | {before} KiB | {after} KiB | {:.1} KiB |",
-                after.saturating_sub(before) as f64 / IDLE as f64
+                "| pivgate hub | {before} KiB | {after} KiB | {:.1} KiB (heap held by the hub's thread: {:.1} KiB in {:.0} blocks) |",
+                after.saturating_sub(before) as f64 / IDLE as f64,
+                (d[2] - d[3]) / 1024.0,
+                d[0] - d[1]
             );
         }
         Err(e) => println!("| pivgate hub | not measured: {e} | | |"),
@@ -816,15 +880,17 @@ fn main() {
     let (mut opens, mut closes, mut bare_opens, mut bare_closes) =
         (Vec::new(), Vec::new(), Vec::new(), Vec::new());
     let mut bare_seen = 0;
+    let mut heaps = ([0.0; 4], [0.0; 4]);
     for _ in 0..ROUNDS {
-        let c0 = hub_cpu();
+        let (c0, h0) = (hub_cpu(), heap());
         load.hold(addr, Kind::Hub, false, TEARDOWN).unwrap();
         settle(&online, seen + TEARDOWN);
-        let c1 = hub_cpu();
+        let (c1, h1) = (hub_cpu(), heap());
         load.release().unwrap();
         seen += TEARDOWN;
         settle(&offline, seen);
-        let c2 = hub_cpu();
+        let (c2, h2) = (hub_cpu(), heap());
+        heaps = (heap_delta(h0, h1, TEARDOWN), heap_delta(h1, h2, TEARDOWN));
         opens.push((c1 - c0) as f64 / TEARDOWN as f64);
         closes.push((c2 - c1) as f64 / TEARDOWN as f64);
         let c0 = hub_cpu();
@@ -856,6 +922,15 @@ fn main() {
         "| **teardown share** | **{:.2} %** |",
         closed / opened * 100.0
     );
+    for (what, h) in [("opening", heaps.0), ("closing", heaps.1)] {
+        println!(
+            "| heap traffic {what}: allocations, frees, KiB allocated, KiB freed | {:.0}, {:.0}, {:.1}, {:.1} |",
+            h[0],
+            h[1],
+            h[2] / 1024.0,
+            h[3] / 1024.0
+        );
+    }
     println!(
         "| a bare TCP connection on the same thread (no TLS): accept / read to the end and close(2) | {:.1} µs / {:.2} µs |",
         bare_opened / 1e3,
