@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs everything pivgate needs on a fresh Debian machine, idempotently:
 # the PC/SC stack with the vpcd virtual reader, the interop peers (OpenSC,
-# yubico-piv-tool, pyscard, ykman, libosdp) and the benchmark peers (OpenSSL, GnuTLS, Python
+# yubico-piv-tool, pyscard, ykman, libosdp) and the benchmark peers (OpenSSL, GnuTLS, nginx, Python
 # cryptography). Safe to run again; it only installs what is missing.
 set -euo pipefail
 
@@ -9,7 +9,7 @@ PACKAGES=(
   pcscd vsmartcard-vpcd libpcsclite-dev pkg-config pcsc-tools
   opensc yubico-piv-tool python3-pyscard python3-venv
   openssl libssl-dev gnutls-bin libgnutls28-dev python3-cryptography
-  build-essential hyperfine postgresql
+  build-essential hyperfine postgresql nginx-light
   chromium chromium-driver
 )
 

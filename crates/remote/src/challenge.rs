@@ -37,9 +37,19 @@ pub struct Issued {
 }
 
 /// The live challenges of a hub.
+///
+/// Closing a reader's connection forgets its challenges through an index
+/// by reader, and expired entries are swept only once the earliest expiry
+/// has passed, so neither costs a pass over every connected reader's
+/// challenge.
 #[derive(Debug, Default)]
 pub struct ChallengeStore {
     live: HashMap<u64, Issued>,
+    /// The ids of the live challenges of each reader (connection).
+    by_reader: HashMap<String, Vec<u64>>,
+    /// No entry expires before this (it may be earlier than the earliest
+    /// live expiry: entries taken or forgotten are not accounted for).
+    next_expiry: Option<Instant>,
 }
 
 impl ChallengeStore {
@@ -74,6 +84,16 @@ impl ChallengeStore {
             expires: now + ttl,
         };
         self.live.insert(issued.id, issued.clone());
+        match self.by_reader.get_mut(reader) {
+            Some(ids) => ids.push(issued.id),
+            None => {
+                self.by_reader.insert(reader.to_string(), vec![issued.id]);
+            }
+        }
+        self.next_expiry = Some(match self.next_expiry {
+            Some(e) => e.min(issued.expires),
+            None => issued.expires,
+        });
         Ok(issued)
     }
 
@@ -81,6 +101,7 @@ impl ChallengeStore {
     /// whatever the answer.
     pub fn take(&mut self, id: u64, reader: &str, now: Instant) -> Result<Issued, ChallengeError> {
         let issued = self.live.remove(&id).ok_or(ChallengeError::NotIssued(id))?;
+        self.unindex(&issued.reader, id);
         if now >= issued.expires {
             return Err(ChallengeError::Expired {
                 id,
@@ -93,15 +114,43 @@ impl ChallengeStore {
         Ok(issued)
     }
 
+    fn unindex(&mut self, reader: &str, id: u64) {
+        if let Some(ids) = self.by_reader.get_mut(reader) {
+            ids.retain(|i| *i != id);
+            if ids.is_empty() {
+                self.by_reader.remove(reader);
+            }
+        }
+    }
+
     /// Forgets every challenge of `reader` (a reader's connection, which
     /// went offline or got a newer challenge).
     pub fn forget_reader(&mut self, reader: &str) {
-        self.live.retain(|_, i| i.reader != reader);
+        for id in self.by_reader.remove(reader).unwrap_or_default() {
+            self.live.remove(&id);
+        }
     }
 
     /// Removes expired entries.
     pub fn sweep(&mut self, now: Instant) {
-        self.live.retain(|_, i| now < i.expires);
+        if self.next_expiry.is_none_or(|e| now < e) {
+            return;
+        }
+        let mut expired = Vec::new();
+        let mut next: Option<Instant> = None;
+        self.live.retain(|id, i| {
+            if now < i.expires {
+                next = Some(next.map_or(i.expires, |e| e.min(i.expires)));
+                true
+            } else {
+                expired.push((i.reader.clone(), *id));
+                false
+            }
+        });
+        for (reader, id) in expired {
+            self.unindex(&reader, id);
+        }
+        self.next_expiry = next;
     }
 
     /// How many challenges are live.
@@ -178,6 +227,28 @@ mod tests {
         assert_eq!(j.steps[0].apdu, j.challenge.to_vec());
         assert_ne!(i.challenge, j.challenge);
         s.forget_reader("door-a");
+        assert!(s.is_empty());
+    }
+
+    #[test]
+    fn forgetting_a_reader_leaves_the_others() {
+        let mut s = ChallengeStore::new();
+        let t = Instant::now();
+        let a = s.issue("door-a", t, TTL, |_| vec![]).unwrap();
+        let a2 = s.issue("door-a", t, TTL, |_| vec![]).unwrap();
+        let b = s.issue("door-b", t, TTL, |_| vec![]).unwrap();
+        assert!(s.take(a2.id, "door-a", t).is_ok());
+        s.forget_reader("door-a");
+        assert_eq!(s.len(), 1);
+        assert!(s.take(a.id, "door-a", t).is_err());
+        assert!(s.take(b.id, "door-b", t).is_ok());
+        // An expired entry swept away no longer belongs to its reader.
+        let c = s.issue("door-c", t, TTL, |_| vec![]).unwrap();
+        let late = t + TTL;
+        let _ = s.issue("door-d", late, TTL, |_| vec![]).unwrap();
+        assert_eq!(s.len(), 1);
+        assert!(s.take(c.id, "door-c", late).is_err());
+        s.forget_reader("door-d");
         assert!(s.is_empty());
     }
 }
