@@ -381,12 +381,12 @@ fn bad_configurations_stop_start_up_naming_the_key() {
     };
     let good = std::fs::read_to_string(&config).unwrap();
 
-    let e = run(&good.replace("unlock_ms = 5000", "unlock_ms = 5000\nunlock_secs = 5"));
+    let e = run(&good.replacen("unlock_ms = 5000", "unlock_ms = 5000\nunlock_secs = 5", 1));
     assert!(
         e.contains("`output.unlock_secs`") && e.contains("unknown field"),
         "{e}"
     );
-    let e = run(&good.replace("unlock_ms = 5000", "unlock_ms = \"5s\""));
+    let e = run(&good.replacen("unlock_ms = 5000", "unlock_ms = \"5s\"", 1));
     assert!(
         e.contains("`output.unlock_ms`") && e.contains("invalid type"),
         "{e}"
