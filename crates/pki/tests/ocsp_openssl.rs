@@ -793,3 +793,85 @@ fn either_falls_back_to_crls_and_both_needs_both() {
         "{r:?}"
     );
 }
+
+/// An answer about the good leaf with it marked in the responder's database as good, or
+/// as revoked for `revoked` (an openssl reason name), captured without a nonce.
+fn capture_as(pki: &Pki, signer: &Signer, revoked: Option<&str>) -> Vec<u8> {
+    let now = pki::issue::now();
+    let exp = t_index(now + 365 * 86_400);
+    let line = match revoked {
+        None => format!("V\t{exp}\t\t{GOOD:X}\tunknown\t/CN=Leaf {GOOD:x}\n"),
+        Some(reason) => format!(
+            "R\t{exp}\t{},{reason}\t{GOOD:X}\tunknown\t/CN=Leaf {GOOD:x}\n",
+            t_index(now - 3600)
+        ),
+    };
+    std::fs::write(pki.path("index.txt"), line).unwrap();
+    let responder = Responder::start(pki, signer, &["-ndays", "1"]);
+    capture(pki, pki.leaf(GOOD), &responder.url, false)
+}
+
+fn status_held(client: &OcspClient, pki: &Pki) -> pki::ocsp::CertStatus {
+    let leaf = pki::cert::Cert::from_der(pki.leaf(GOOD).to_vec()).unwrap();
+    let ca = pki::cert::Cert::from_der(pki.ca.clone()).unwrap();
+    client.cached(&leaf, &ca).unwrap().responses[0].status
+}
+
+#[test]
+fn a_replayed_older_or_unrevoking_answer_does_not_roll_the_status_back() {
+    if !openssl_available() {
+        return;
+    }
+    let pki = Pki::new("http://127.0.0.1:1/");
+    let signer = pki.signer("Delegated Responder", None, true, true);
+    // thisUpdate has a resolution of one second: the answers are a second apart.
+    let second = std::time::Duration::from_millis(1100);
+    let old_good = capture_as(&pki, &signer, None);
+    std::thread::sleep(second);
+    let revoked = capture_as(&pki, &signer, Some("keyCompromise"));
+    let held = capture_as(&pki, &signer, Some("certificateHold"));
+    std::thread::sleep(second);
+    let new_good = capture_as(&pki, &signer, None);
+    let parse = |d: &Vec<u8>| Arc::new(OcspResponse::from_der(d.clone()).unwrap());
+    assert!(parse(&old_good).responses[0].this_update < parse(&revoked).responses[0].this_update);
+    assert!(parse(&revoked).responses[0].this_update < parse(&new_good).responses[0].this_update);
+
+    let leaf = pki::cert::Cert::from_der(pki.leaf(GOOD).to_vec()).unwrap();
+    let ca = pki::cert::Cert::from_der(pki.ca.clone()).unwrap();
+    let now = Time::now();
+    let opts = ocsp_only(now);
+    let is_revoked = |s: pki::ocsp::CertStatus| matches!(s, pki::ocsp::CertStatus::Revoked { .. });
+    for (replayed, what) in [(&old_good, "an older good"), (&new_good, "a newer good")] {
+        let server = replay("application/ocsp-response", replayed.clone());
+        let client = OcspClient::new(OcspConfig {
+            nonce: NoncePolicy::Prefer,
+            ..config(Some(&server.url), RequestMethod::Post)
+        });
+        assert!(client.insert(&leaf, &ca, parse(&revoked), now));
+        // A background refresh gets the replayed answer: the revocation stands, in what is
+        // answered and in what is held.
+        let got = client.refresh(&leaf, &ca, now).unwrap();
+        assert!(is_revoked(got.responses[0].status), "{what}");
+        assert!(is_revoked(status_held(&client, &pki)), "{what}");
+        let set = CrlSet::empty().with_ocsp(&client.responses());
+        let r = validate(&pki.store(), pki.leaf(GOOD), &[], &set, &opts);
+        assert!(
+            matches!(r, Err(ValidationError::Revoked { .. })),
+            "{what}: {r:?}"
+        );
+        // Nor can it be put in by hand.
+        assert!(!client.insert(&leaf, &ca, parse(replayed), now), "{what}");
+        assert!(is_revoked(status_held(&client, &pki)), "{what}");
+    }
+    // An older answer does not replace an older hold either; a newer good one lifts it.
+    let server = replay("application/ocsp-response", old_good.clone());
+    let client = OcspClient::new(OcspConfig {
+        nonce: NoncePolicy::Prefer,
+        ..config(Some(&server.url), RequestMethod::Post)
+    });
+    assert!(client.insert(&leaf, &ca, parse(&held), now));
+    client.refresh(&leaf, &ca, now).unwrap();
+    assert!(is_revoked(status_held(&client, &pki)));
+    assert!(client.insert(&leaf, &ca, parse(&new_good), now));
+    assert_eq!(status_held(&client, &pki), pki::ocsp::CertStatus::Good);
+}
