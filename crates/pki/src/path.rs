@@ -233,9 +233,10 @@ struct Node {
     up: u32,
     /// The same through certificates valid at the validation time only.
     up_current: u32,
-    /// Dead ends: (`r`, `b`) when this certificate reaches no anchor within `r` more
-    /// certificates on any path that holds every CA of `b`.
-    dead: Vec<(u32, Vec<u32>)>,
+    /// Dead ends: (`r`, `b`, `cut`) when this certificate reaches no anchor within `r` more
+    /// certificates on any path that holds every CA of `b`; `cut` when a branch above it was
+    /// cut for length (a longer path might still get through).
+    dead: Vec<(u32, Vec<u32>, bool)>,
 }
 
 /// Most dead-end records kept per certificate.
@@ -715,11 +716,20 @@ impl<'c, 'a> Search<'c, 'a> {
             }
             let remaining = (bound - k) as u32;
             let node = &self.nodes[c as usize];
-            if node
+            if let Some((_, b, cut)) = node
                 .dead
                 .iter()
-                .any(|(r, b)| *r >= remaining && b.iter().all(|e| on_path.contains(e)))
+                .find(|(r, b, _)| *r >= remaining && b.iter().all(|e| on_path.contains(e)))
             {
+                // A longer round may get through where this one was cut.
+                self.cut |= *cut;
+                // The dead end holds because of the CAs of `b` on this path: so does this
+                // certificate's, on any path holding them.
+                for &e in b {
+                    if !blockers.contains(&e) {
+                        blockers.push(e);
+                    }
+                }
                 continue;
             }
             let entity = node.entity;
@@ -729,7 +739,10 @@ impl<'c, 'a> Search<'c, 'a> {
             }
             path.push(c);
             on_path.push(entity);
+            let cut_before = std::mem::replace(&mut self.cut, false);
             let out = self.extend(path, on_path, bound, level);
+            let cut_above = self.cut;
+            self.cut |= cut_before;
             path.pop();
             on_path.pop();
             match out {
@@ -744,9 +757,9 @@ impl<'c, 'a> Search<'c, 'a> {
                         }
                     }
                     let dead = &mut self.nodes[c as usize].dead;
-                    dead.retain(|(r, d)| !(*r <= remaining && b.iter().all(|e| d.contains(e))));
+                    dead.retain(|(r, d, _)| !(*r <= remaining && b.iter().all(|e| d.contains(e))));
                     if dead.len() < DEAD_ENDS {
-                        dead.push((remaining, b));
+                        dead.push((remaining, b, cut_above));
                     }
                 }
             }
