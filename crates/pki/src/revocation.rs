@@ -83,7 +83,12 @@ pub(crate) fn check(
             Err(problems) => no_ocsp_answer(opts, link, problems),
         },
         RevocationSource::Either => match check_ocsp(paths, opts, link)? {
-            Ok(t) => Ok(t),
+            // A CRL held that revokes the certificate outweighs a good answer; one missing,
+            // stale or unusable does not count against it.
+            Ok(t) => match check_crl(paths, opts, link) {
+                Err(e @ ValidationError::Revoked { .. }) => Err(e),
+                _ => Ok(t),
+            },
             Err(problems) => check_crl(paths, opts, link).map_err(|e| with_ocsp(e, problems)),
         },
         RevocationSource::Both => {

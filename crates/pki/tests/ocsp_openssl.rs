@@ -778,10 +778,20 @@ fn either_falls_back_to_crls_and_both_needs_both() {
     let e = r.unwrap_err();
     assert!(e.to_string().contains("no OCSP response"), "{e}");
     assert!(e.to_string().contains("no CRL issued by"), "{e}");
+    // Either: a good OCSP answer does not outweigh a CRL held that revokes the certificate;
+    // a missing CRL does not count against it.
+    let live = OcspClient::new(config(Some(&responder.url), RequestMethod::Post));
+    let (r, _) = check(&pki, &live, pki.leaf(GOOD), &crls(true), &opts);
+    assert!(matches!(r, Err(ValidationError::Revoked { .. })), "{r:?}");
+    check(&pki, &live, pki.leaf(GOOD), &crls(false), &opts)
+        .0
+        .unwrap();
+    check(&pki, &live, pki.leaf(GOOD), &CrlSet::empty(), &opts)
+        .0
+        .unwrap();
     // Both: a good OCSP answer and a CRL revoking the certificate is revoked; without a CRL
     // it is not enough.
     opts.revocation.source = RevocationSource::Both;
-    let live = OcspClient::new(config(Some(&responder.url), RequestMethod::Post));
     check(&pki, &live, pki.leaf(GOOD), &crls(false), &opts)
         .0
         .unwrap();
