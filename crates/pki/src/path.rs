@@ -173,7 +173,7 @@ impl<'a> Ctx<'a> {
         leaf: Arc<Cert>,
         level: u8,
     ) -> Result<ValidatedPath, ValidationError> {
-        Search::new(self, opts, leaf).run(level)
+        Search::new(self, opts, leaf, None).run(level)
     }
 
     /// Validates a complete candidate path (end entity first) ending at `anchor`.
@@ -288,6 +288,9 @@ struct Search<'c, 'a> {
     poisoned: Vec<(u32, u32)>,
     /// Trust anchors in the store.
     anchors: usize,
+    /// The one trust anchor a path may end at (a CRL signer's path must end at the anchor of
+    /// the path the CRL serves); any when `None`. Other anchors are ordinary certificates.
+    only_anchor: Option<Arc<Cert>>,
     best: Best,
 }
 
@@ -295,7 +298,12 @@ struct Search<'c, 'a> {
 const ANY_ANCHOR: u32 = u32::MAX;
 
 impl<'c, 'a> Search<'c, 'a> {
-    fn new(ctx: &'c Ctx<'a>, opts: &'c ValidationOptions, leaf: Arc<Cert>) -> Self {
+    fn new(
+        ctx: &'c Ctx<'a>,
+        opts: &'c ValidationOptions,
+        leaf: Arc<Cert>,
+        only_anchor: Option<Arc<Cert>>,
+    ) -> Self {
         let mut s = Search {
             ctx,
             opts,
@@ -308,6 +316,7 @@ impl<'c, 'a> Search<'c, 'a> {
             rejected: false,
             poisoned: Vec::new(),
             anchors: 0,
+            only_anchor,
             best: Best::default(),
         };
         s.add_node(leaf, false);
@@ -338,7 +347,12 @@ impl<'c, 'a> Search<'c, 'a> {
             return Ok(n);
         }
         let cert = e.cert().map_err(Clone::clone)?.clone();
-        let n = self.add_node(cert, e.is_anchor());
+        let anchor = e.is_anchor()
+            && self
+                .only_anchor
+                .as_ref()
+                .is_none_or(|a| a.der() == cert.der());
+        let n = self.add_node(cert, anchor);
         self.by_entry.insert(key, n);
         Ok(n)
     }
@@ -825,14 +839,16 @@ impl revocation::Paths for Ctx<'_> {
     fn signers_in_progress(&self) -> &RefCell<Vec<Arc<[u8]>>> {
         &self.signer_stack
     }
-    fn signer_anchor(
+    fn signer_path(
         &self,
         opts: &ValidationOptions,
         signer: Arc<Cert>,
+        anchor: &Arc<Cert>,
         level: u8,
-    ) -> Result<Arc<Cert>, ValidationError> {
-        self.find_path(opts, signer, level)
-            .map(|p| p.anchor().clone())
+    ) -> Result<(), ValidationError> {
+        Search::new(self, opts, signer, Some(anchor.clone()))
+            .run(level)
+            .map(|_| ())
     }
 }
 
