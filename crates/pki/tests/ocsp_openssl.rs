@@ -885,3 +885,39 @@ fn a_replayed_older_or_unrevoking_answer_does_not_roll_the_status_back() {
     assert!(client.insert(&leaf, &ca, parse(&new_good), now));
     assert_eq!(status_held(&client, &pki), pki::ocsp::CertStatus::Good);
 }
+
+#[test]
+fn a_responder_certificate_with_an_unknown_critical_extension_is_refused() {
+    if !openssl_available() {
+        return;
+    }
+    let pki = Pki::new("http://127.0.0.1:1/");
+    let k = KeyPair::generate(KeyAlgorithm::P256).unwrap();
+    let der = responder_builder(
+        "CN=Restricted Responder,O=Example,C=US",
+        k.spki_der(),
+        true,
+        true,
+    )
+    .unwrap()
+    .extension("1.2.3.4.5".parse().unwrap(), true, &[0x05, 0x00])
+    .unwrap()
+    .sign(&pki.ca, &pki.ca_key)
+    .unwrap();
+    let signer = Signer {
+        cert: pki.path("restricted.pem"),
+        key: pki.path("restricted.key"),
+        der,
+    };
+    std::fs::write(&signer.cert, pem_encode("CERTIFICATE", &signer.der)).unwrap();
+    std::fs::write(&signer.key, pem_encode("PRIVATE KEY", k.pkcs8_der())).unwrap();
+    let responder = Responder::start(&pki, &signer, &["-ndays", "1"]);
+    let der = capture(&pki, pki.leaf(GOOD), &responder.url, true);
+    let e = validate_with(&pki, pki.leaf(GOOD), der, &ocsp_only(Time::now())).unwrap_err();
+    assert!(
+        ocsp_problems(&e)
+            .iter()
+            .any(|p| p.code() == "ocsp-unknown-critical-extension"),
+        "{e}"
+    );
+}
