@@ -412,19 +412,22 @@ impl<'c, 'a> Search<'c, 'a> {
         // Breadth first from the end entity, by levels; once a trust anchor turns up, the
         // level is finished (enough to order the candidates of the shortest paths) and the
         // rest is left to the search.
+        // The work counts against one budget for the validation and the CRL-signer searches
+        // nested in it.
         let mut queue = VecDeque::from([(0u32, 0usize)]);
-        let mut work = 0usize;
         let mut last_level = usize::MAX;
         let mut complete = true;
+        let mut within = true;
         while let Some((n, level)) = queue.pop_front() {
             if self.nodes[n as usize].issuers.is_some() {
                 continue;
             }
-            if level > last_level || work > LIMITS.graph_edges {
+            if level > last_level || !within {
                 complete = false;
                 break;
             }
-            work += self.expand(n);
+            let examined = self.expand(n);
+            within = self.ctx.spent.map_edges(examined);
             let issuers = self.nodes[n as usize].issuers.as_ref().expect("expanded");
             for &(c, _) in &issuers.candidates {
                 let node = &self.nodes[c as usize];
@@ -793,6 +796,9 @@ pub struct Work {
     pub candidates: usize,
     /// Whether the work budget ran out (whatever error was reported).
     pub budget_exhausted: bool,
+    /// Issuer candidates examined by the maps of the issuer graph (CRL-signer searches
+    /// included).
+    pub edges_mapped: usize,
 }
 
 /// [`crate::validate::validate`], also reporting the work spent.
@@ -813,6 +819,7 @@ pub fn validate_counting(
             let none = Work {
                 candidates: 0,
                 budget_exhausted: false,
+                edges_mapped: 0,
             };
             return (Err(e), none);
         }
@@ -822,6 +829,7 @@ pub fn validate_counting(
     let work = Work {
         candidates: ctx.spent.used(),
         budget_exhausted: ctx.spent.exhausted(),
+        edges_mapped: ctx.spent.edges_mapped(),
     };
     (result, work)
 }

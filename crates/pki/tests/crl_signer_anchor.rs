@@ -4,6 +4,7 @@
 
 use pki::crl::CrlSet;
 use pki::issue::{now, CertificateBuilder, CrlBuilder, CrlReason, KeyAlgorithm, KeyPair};
+use pki::path::validate_counting;
 use pki::store::TrustStore;
 use pki::time::Time;
 use pki::validate::{validate, RevocationMode, ValidationError, ValidationOptions};
@@ -81,5 +82,13 @@ fn a_crl_signer_reaching_two_anchors_is_checked_against_the_path_anchor() {
         matches!(r, Err(ValidationError::Revoked { .. })),
         "{:?}",
         r.map(|_| ())
+    );
+    // The map the CRL signer's search draws counts in the validation's work.
+    let (_, with_signer) = validate_counting(&store, &leaf, &[], &crls, &opts);
+    opts.revocation.mode = RevocationMode::Off;
+    let (_, alone) = validate_counting(&store, &leaf, &[], &crls, &opts);
+    assert!(
+        with_signer.edges_mapped > alone.edges_mapped,
+        "{with_signer:?} {alone:?}"
     );
 }
