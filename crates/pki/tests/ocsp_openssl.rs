@@ -921,3 +921,89 @@ fn a_responder_certificate_with_an_unknown_critical_extension_is_refused() {
         "{e}"
     );
 }
+
+/// DER tag-length-value.
+fn der(tag: u8, value: &[u8]) -> Vec<u8> {
+    let mut out = vec![tag];
+    let n = value.len();
+    if n < 0x80 {
+        out.push(n as u8);
+    } else {
+        let bytes: Vec<u8> = n
+            .to_be_bytes()
+            .into_iter()
+            .skip_while(|b| *b == 0)
+            .collect();
+        out.push(0x80 | bytes.len() as u8);
+        out.extend(bytes);
+    }
+    out.extend_from_slice(value);
+    out
+}
+
+/// The contents of the DER element at the start of `d`, and the rest.
+fn element(d: &[u8]) -> (&[u8], &[u8]) {
+    let (len, head) = match d[1] {
+        n if n < 0x80 => (n as usize, 2),
+        n => {
+            let k = (n & 0x7f) as usize;
+            let len = d[2..2 + k]
+                .iter()
+                .fold(0usize, |a, b| (a << 8) | *b as usize);
+            (len, 2 + k)
+        }
+    };
+    (&d[head..head + len], &d[head + len..])
+}
+
+#[test]
+fn a_responder_certificate_whose_signature_algorithms_disagree_is_refused() {
+    if !openssl_available() {
+        return;
+    }
+    let pki = Pki::new("http://127.0.0.1:1/");
+    let k = KeyPair::generate(KeyAlgorithm::P256).unwrap();
+    let good = responder_builder("CN=Odd Responder,O=Example,C=US", k.spki_der(), true, true)
+        .unwrap()
+        .sign(&pki.ca, &pki.ca_key)
+        .unwrap();
+    // The signature field inside the signed part says ecdsa-with-SHA384 while the outer one
+    // (and the signature, made again over the changed part) is ecdsa-with-SHA256.
+    let (cert, _) = element(&good);
+    let (_, rest) = element(cert);
+    let tbs_len = cert.len() - rest.len();
+    let mut tbs_der = cert[..tbs_len].to_vec();
+    let sha256 = [0x06, 0x08, 0x2a, 0x86, 0x48, 0xce, 0x3d, 0x04, 0x03, 0x02];
+    let at = tbs_der
+        .windows(sha256.len())
+        .position(|w| w == sha256)
+        .unwrap();
+    tbs_der[at + sha256.len() - 1] = 0x03;
+    let (_, after_alg) = element(rest);
+    let outer_alg = &rest[..rest.len() - after_alg.len()];
+    let mut bits = vec![0u8];
+    bits.extend(pki.ca_key.sign(&tbs_der).unwrap());
+    let odd = der(
+        0x30,
+        &[tbs_der, outer_alg.to_vec(), der(0x03, &bits)].concat(),
+    );
+    let parsed = pki::cert::Cert::from_der(odd.clone()).unwrap();
+    assert!(!parsed.algorithms_match);
+
+    let signer = Signer {
+        cert: pki.path("odd.pem"),
+        key: pki.path("odd.key"),
+        der: odd,
+    };
+    std::fs::write(&signer.cert, pem_encode("CERTIFICATE", &signer.der)).unwrap();
+    std::fs::write(&signer.key, pem_encode("PRIVATE KEY", k.pkcs8_der())).unwrap();
+    let responder = Responder::start(&pki, &signer, &["-ndays", "1"]);
+    let der = capture(&pki, pki.leaf(GOOD), &responder.url, true);
+    let e = validate_with(&pki, pki.leaf(GOOD), der, &ocsp_only(Time::now())).unwrap_err();
+    assert!(
+        ocsp_problems(&e)
+            .iter()
+            .any(|p| p.code() == "ocsp-unauthorized-responder"),
+        "{e}"
+    );
+}
