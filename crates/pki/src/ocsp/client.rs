@@ -270,8 +270,9 @@ impl OcspClient {
     }
 
     /// Holds `resp` (e.g. a copy kept on disk from an earlier run) as the answer about `cert`
-    /// until its nextUpdate, unless a newer one is held. Returns whether it was kept: it must
-    /// answer for `cert` and be signed by `issuer` or a responder `issuer` authorised.
+    /// until its nextUpdate, unless a newer one is held or it would undo a revocation held
+    /// (other than a hold). Returns whether it was kept: it must answer for `cert` and be
+    /// signed by `issuer` or a responder `issuer` authorised.
     pub fn insert(&self, cert: &Cert, issuer: &Cert, resp: Arc<OcspResponse>, now: Time) -> bool {
         let id = CertId::new(cert, issuer, self.config.hash);
         let Some(single) = resp.single(&id) else {
