@@ -18,8 +18,9 @@ pub struct Budget {
     /// Deepest nesting of CRL-signer path validations (a CRL signer whose own CRL has another
     /// signer, and so on).
     pub signer_nesting: u8,
-    /// Most issuer candidates the map of the issuer graph examines before path building
-    /// gives up mapping (and with it the pruning of branches that reach no trust anchor).
+    /// Most issuer candidates the maps of the issuer graph examine, for one validation and the
+    /// CRL-signer searches nested in it together, before path building gives up mapping (and
+    /// with it the pruning of branches that reach no trust anchor).
     pub graph_edges: usize,
     /// Most nodes of the valid policy tree (RFC 5280 §6.1.2 (a)).
     pub policy_nodes: usize,
@@ -43,6 +44,7 @@ pub const LIMITS: Budget = Budget {
 #[derive(Debug, Default)]
 pub(crate) struct Spent {
     candidates: Cell<usize>,
+    graph_edges: Cell<usize>,
     exhausted: Cell<bool>,
 }
 
@@ -62,6 +64,19 @@ impl Spent {
     /// Candidates tried so far.
     pub fn used(&self) -> usize {
         self.candidates.get()
+    }
+
+    /// Counts `n` more issuer candidates examined by a map of the issuer graph; `false` once
+    /// the maps have used up [`Budget::graph_edges`].
+    pub fn map_edges(&self, n: usize) -> bool {
+        let total = self.graph_edges.get().saturating_add(n);
+        self.graph_edges.set(total);
+        total <= LIMITS.graph_edges
+    }
+
+    /// Issuer candidates examined by maps so far.
+    pub fn edges_mapped(&self) -> usize {
+        self.graph_edges.get()
     }
 
     /// Whether a candidate was refused for want of budget.
@@ -85,5 +100,16 @@ mod tests {
         assert_eq!(spent.candidate(), Err(LIMITS.candidates));
         assert_eq!(spent.candidate(), Err(LIMITS.candidates));
         assert!(spent.exhausted());
+    }
+
+    #[test]
+    fn map_edges_are_shared_up_to_the_limit() {
+        let spent = Spent::default();
+        assert!(spent.map_edges(LIMITS.graph_edges - 1));
+        assert!(spent.map_edges(1));
+        assert!(!spent.map_edges(1));
+        assert_eq!(spent.edges_mapped(), LIMITS.graph_edges + 1);
+        // Mapping is not a failure of the validation.
+        assert!(!spent.exhausted());
     }
 }

@@ -173,7 +173,7 @@ impl<'a> Ctx<'a> {
         leaf: Arc<Cert>,
         level: u8,
     ) -> Result<ValidatedPath, ValidationError> {
-        Search::new(self, opts, leaf).run(level)
+        Search::new(self, opts, leaf, None).run(level)
     }
 
     /// Validates a complete candidate path (end entity first) ending at `anchor`.
@@ -233,9 +233,10 @@ struct Node {
     up: u32,
     /// The same through certificates valid at the validation time only.
     up_current: u32,
-    /// Dead ends: (`r`, `b`) when this certificate reaches no anchor within `r` more
-    /// certificates on any path that holds every CA of `b`.
-    dead: Vec<(u32, Vec<u32>)>,
+    /// Dead ends: (`r`, `b`, `cut`) when this certificate reaches no anchor within `r` more
+    /// certificates on any path that holds every CA of `b`; `cut` when a branch above it was
+    /// cut for length (a longer path might still get through).
+    dead: Vec<(u32, Vec<u32>, bool)>,
 }
 
 /// Most dead-end records kept per certificate.
@@ -287,6 +288,9 @@ struct Search<'c, 'a> {
     poisoned: Vec<(u32, u32)>,
     /// Trust anchors in the store.
     anchors: usize,
+    /// The one trust anchor a path may end at (a CRL signer's path must end at the anchor of
+    /// the path the CRL serves); any when `None`. Other anchors are ordinary certificates.
+    only_anchor: Option<Arc<Cert>>,
     best: Best,
 }
 
@@ -294,7 +298,12 @@ struct Search<'c, 'a> {
 const ANY_ANCHOR: u32 = u32::MAX;
 
 impl<'c, 'a> Search<'c, 'a> {
-    fn new(ctx: &'c Ctx<'a>, opts: &'c ValidationOptions, leaf: Arc<Cert>) -> Self {
+    fn new(
+        ctx: &'c Ctx<'a>,
+        opts: &'c ValidationOptions,
+        leaf: Arc<Cert>,
+        only_anchor: Option<Arc<Cert>>,
+    ) -> Self {
         let mut s = Search {
             ctx,
             opts,
@@ -307,6 +316,7 @@ impl<'c, 'a> Search<'c, 'a> {
             rejected: false,
             poisoned: Vec::new(),
             anchors: 0,
+            only_anchor,
             best: Best::default(),
         };
         s.add_node(leaf, false);
@@ -337,7 +347,12 @@ impl<'c, 'a> Search<'c, 'a> {
             return Ok(n);
         }
         let cert = e.cert().map_err(Clone::clone)?.clone();
-        let n = self.add_node(cert, e.is_anchor());
+        let anchor = e.is_anchor()
+            && self
+                .only_anchor
+                .as_ref()
+                .is_none_or(|a| a.der() == cert.der());
+        let n = self.add_node(cert, anchor);
         self.by_entry.insert(key, n);
         Ok(n)
     }
@@ -397,19 +412,22 @@ impl<'c, 'a> Search<'c, 'a> {
         // Breadth first from the end entity, by levels; once a trust anchor turns up, the
         // level is finished (enough to order the candidates of the shortest paths) and the
         // rest is left to the search.
+        // The work counts against one budget for the validation and the CRL-signer searches
+        // nested in it.
         let mut queue = VecDeque::from([(0u32, 0usize)]);
-        let mut work = 0usize;
         let mut last_level = usize::MAX;
         let mut complete = true;
+        let mut within = true;
         while let Some((n, level)) = queue.pop_front() {
             if self.nodes[n as usize].issuers.is_some() {
                 continue;
             }
-            if level > last_level || work > LIMITS.graph_edges {
+            if level > last_level || !within {
                 complete = false;
                 break;
             }
-            work += self.expand(n);
+            let examined = self.expand(n);
+            within = self.ctx.spent.map_edges(examined);
             let issuers = self.nodes[n as usize].issuers.as_ref().expect("expanded");
             for &(c, _) in &issuers.candidates {
                 let node = &self.nodes[c as usize];
@@ -715,11 +733,20 @@ impl<'c, 'a> Search<'c, 'a> {
             }
             let remaining = (bound - k) as u32;
             let node = &self.nodes[c as usize];
-            if node
+            if let Some((_, b, cut)) = node
                 .dead
                 .iter()
-                .any(|(r, b)| *r >= remaining && b.iter().all(|e| on_path.contains(e)))
+                .find(|(r, b, _)| *r >= remaining && b.iter().all(|e| on_path.contains(e)))
             {
+                // A longer round may get through where this one was cut.
+                self.cut |= *cut;
+                // The dead end holds because of the CAs of `b` on this path: so does this
+                // certificate's, on any path holding them.
+                for &e in b {
+                    if !blockers.contains(&e) {
+                        blockers.push(e);
+                    }
+                }
                 continue;
             }
             let entity = node.entity;
@@ -729,7 +756,10 @@ impl<'c, 'a> Search<'c, 'a> {
             }
             path.push(c);
             on_path.push(entity);
+            let cut_before = std::mem::replace(&mut self.cut, false);
             let out = self.extend(path, on_path, bound, level);
+            let cut_above = self.cut;
+            self.cut |= cut_before;
             path.pop();
             on_path.pop();
             match out {
@@ -744,9 +774,9 @@ impl<'c, 'a> Search<'c, 'a> {
                         }
                     }
                     let dead = &mut self.nodes[c as usize].dead;
-                    dead.retain(|(r, d)| !(*r <= remaining && b.iter().all(|e| d.contains(e))));
+                    dead.retain(|(r, d, _)| !(*r <= remaining && b.iter().all(|e| d.contains(e))));
                     if dead.len() < DEAD_ENDS {
-                        dead.push((remaining, b));
+                        dead.push((remaining, b, cut_above));
                     }
                 }
             }
@@ -766,6 +796,9 @@ pub struct Work {
     pub candidates: usize,
     /// Whether the work budget ran out (whatever error was reported).
     pub budget_exhausted: bool,
+    /// Issuer candidates examined by the maps of the issuer graph (CRL-signer searches
+    /// included).
+    pub edges_mapped: usize,
 }
 
 /// [`crate::validate::validate`], also reporting the work spent.
@@ -786,6 +819,7 @@ pub fn validate_counting(
             let none = Work {
                 candidates: 0,
                 budget_exhausted: false,
+                edges_mapped: 0,
             };
             return (Err(e), none);
         }
@@ -795,6 +829,7 @@ pub fn validate_counting(
     let work = Work {
         candidates: ctx.spent.used(),
         budget_exhausted: ctx.spent.exhausted(),
+        edges_mapped: ctx.spent.edges_mapped(),
     };
     (result, work)
 }
@@ -812,14 +847,16 @@ impl revocation::Paths for Ctx<'_> {
     fn signers_in_progress(&self) -> &RefCell<Vec<Arc<[u8]>>> {
         &self.signer_stack
     }
-    fn signer_anchor(
+    fn signer_path(
         &self,
         opts: &ValidationOptions,
         signer: Arc<Cert>,
+        anchor: &Arc<Cert>,
         level: u8,
-    ) -> Result<Arc<Cert>, ValidationError> {
-        self.find_path(opts, signer, level)
-            .map(|p| p.anchor().clone())
+    ) -> Result<(), ValidationError> {
+        Search::new(self, opts, signer, Some(anchor.clone()))
+            .run(level)
+            .map(|_| ())
     }
 }
 

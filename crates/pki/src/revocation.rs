@@ -36,13 +36,15 @@ pub(crate) trait Paths {
     fn spent(&self) -> &Spent;
     /// CRL signer certificates whose own path is being validated (breaks signer cycles).
     fn signers_in_progress(&self) -> &RefCell<Vec<Arc<[u8]>>>;
-    /// Validates a CRL signer's own path (nested `level` deep) and returns its trust anchor.
-    fn signer_anchor(
+    /// Validates a CRL signer's own path (nested `level` deep) to `anchor`, the only trust
+    /// anchor it may end at (RFC 5280 §6.3.3 (f)).
+    fn signer_path(
         &self,
         opts: &ValidationOptions,
         signer: Arc<Cert>,
+        anchor: &Arc<Cert>,
         level: u8,
-    ) -> Result<Arc<Cert>, ValidationError>;
+    ) -> Result<(), ValidationError>;
 }
 
 /// One certificate of a complete candidate path, with what lies above it.
@@ -83,7 +85,12 @@ pub(crate) fn check(
             Err(problems) => no_ocsp_answer(opts, link, problems),
         },
         RevocationSource::Either => match check_ocsp(paths, opts, link)? {
-            Ok(t) => Ok(t),
+            // A CRL held that revokes the certificate outweighs a good answer; one missing,
+            // stale or unusable does not count against it.
+            Ok(t) => match check_crl(paths, opts, link) {
+                Err(e @ ValidationError::Revoked { .. }) => Err(e),
+                _ => Ok(t),
+            },
             Err(problems) => check_crl(paths, opts, link).map_err(|e| with_ocsp(e, problems)),
         },
         RevocationSource::Both => {
@@ -445,7 +452,11 @@ fn check_crl_signer(
             continue;
         }
         if entry.is_anchor() {
-            return Ok(());
+            // The path's own anchor was tried above: this is another one.
+            problems.push(RevocationProblem::SignerOtherAnchor {
+                signer: subject(cand),
+            });
+            continue;
         }
         if paths
             .signers_in_progress()
@@ -473,13 +484,10 @@ fn check_crl_signer(
         signer_opts.initial_policy_mapping_inhibit = false;
         signer_opts.initial_any_policy_inhibit = false;
         signer_opts.required_eku = None;
-        let result = paths.signer_anchor(&signer_opts, cand.clone(), link.level + 1);
+        let result = paths.signer_path(&signer_opts, cand.clone(), link.anchor, link.level + 1);
         paths.signers_in_progress().borrow_mut().pop();
         match result {
-            Ok(a) if a.der() == link.anchor.der() => return Ok(()),
-            Ok(_) => problems.push(RevocationProblem::SignerOtherAnchor {
-                signer: subject(cand),
-            }),
+            Ok(()) => return Ok(()),
             Err(e) => problems.push(RevocationProblem::SignerInvalid {
                 signer: subject(cand),
                 error: Box::new(e),

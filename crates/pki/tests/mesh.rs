@@ -354,3 +354,87 @@ fn openssl_agrees_where_its_chain_building_applies() {
         assert_eq!(ok, expected, "{}: openssl said {text}", leaf.label);
     }
 }
+
+/// Five bridges, every pair cross-certified both ways with three current certificates each,
+/// the last one certified by the trust anchor, and an end entity whose policy is mapped
+/// nowhere while an explicit policy is required: every path fails its policy check, so every
+/// one is tried. That stays well within the work budget.
+#[test]
+fn five_fully_cross_certified_bridges_and_an_unmapped_policy_stay_within_the_budget() {
+    let p1: const_oid::ObjectIdentifier = "2.16.840.1.101.3.2.1.3.13".parse().unwrap();
+    let p2: const_oid::ObjectIdentifier = "2.16.840.1.101.3.2.1.3.7".parse().unwrap();
+    let t = pki::issue::now();
+    let ca = |name: &str, k: &KeyPair| {
+        CertificateBuilder::new(name, k.spki_der())
+            .unwrap()
+            .ca(None)
+            .any_policy()
+    };
+    let root_key = KeyPair::generate(KeyAlgorithm::P256).unwrap();
+    let root = ca("CN=Root,O=Example,C=US", &root_key)
+        .self_signed(&root_key)
+        .unwrap();
+    let names: Vec<String> = (0..5)
+        .map(|i| format!("CN=Bridge {i},O=Example,C=US"))
+        .collect();
+    let keys: Vec<KeyPair> = (0..5)
+        .map(|_| KeyPair::generate(KeyAlgorithm::P256).unwrap())
+        .collect();
+    let selfs: Vec<Vec<u8>> = (0..5)
+        .map(|i| ca(&names[i], &keys[i]).self_signed(&keys[i]).unwrap())
+        .collect();
+    let mut pool = Vec::new();
+    for i in 0..5 {
+        for j in 0..5 {
+            if i == j {
+                continue;
+            }
+            // Three current certificates of bridge j by bridge i.
+            for n in 0..3 {
+                pool.push(
+                    ca(&names[j], &keys[j])
+                        .validity(t - 86_400 * (n + 1), t + 365 * 86_400)
+                        .sign(&selfs[i], &keys[i])
+                        .unwrap(),
+                );
+            }
+        }
+    }
+    for n in 0..3 {
+        pool.push(
+            ca(&names[4], &keys[4])
+                .validity(t - 86_400 * (n + 1), t + 365 * 86_400)
+                .sign(&root, &root_key)
+                .unwrap(),
+        );
+    }
+    let agency_key = KeyPair::generate(KeyAlgorithm::P256).unwrap();
+    let agency = ca("CN=Agency,O=Example,C=US", &agency_key)
+        .sign(&selfs[0], &keys[0])
+        .unwrap();
+    pool.push(agency.clone());
+    let leaf_key = KeyPair::generate(KeyAlgorithm::P256).unwrap();
+    let leaf = CertificateBuilder::new("CN=Agency Employee,O=Example,C=US", leaf_key.spki_der())
+        .unwrap()
+        .end_entity()
+        .policies(&[p1])
+        .sign(&agency, &agency_key)
+        .unwrap();
+    let mut b = TrustStore::builder();
+    b.add_anchor_der(root);
+    for c in &pool {
+        b.add_intermediate_der(c.clone());
+    }
+    let s = b.build();
+    let mut o = ValidationOptions {
+        time: Time(t),
+        ..ValidationOptions::default()
+    };
+    o.revocation.mode = pki::validate::RevocationMode::Off;
+    o.initial_policy_set = vec![p2];
+    o.initial_explicit_policy = true;
+    let (r, w) = validate_counting(&s, &leaf, &[], &CrlSet::empty(), &o);
+    let err = r.expect_err("no path carries the required policy");
+    assert_ne!(err.code(), "work-limit-exceeded", "{err}");
+    assert!(!w.budget_exhausted, "{w:?}");
+}

@@ -778,10 +778,20 @@ fn either_falls_back_to_crls_and_both_needs_both() {
     let e = r.unwrap_err();
     assert!(e.to_string().contains("no OCSP response"), "{e}");
     assert!(e.to_string().contains("no CRL issued by"), "{e}");
+    // Either: a good OCSP answer does not outweigh a CRL held that revokes the certificate;
+    // a missing CRL does not count against it.
+    let live = OcspClient::new(config(Some(&responder.url), RequestMethod::Post));
+    let (r, _) = check(&pki, &live, pki.leaf(GOOD), &crls(true), &opts);
+    assert!(matches!(r, Err(ValidationError::Revoked { .. })), "{r:?}");
+    check(&pki, &live, pki.leaf(GOOD), &crls(false), &opts)
+        .0
+        .unwrap();
+    check(&pki, &live, pki.leaf(GOOD), &CrlSet::empty(), &opts)
+        .0
+        .unwrap();
     // Both: a good OCSP answer and a CRL revoking the certificate is revoked; without a CRL
     // it is not enough.
     opts.revocation.source = RevocationSource::Both;
-    let live = OcspClient::new(config(Some(&responder.url), RequestMethod::Post));
     check(&pki, &live, pki.leaf(GOOD), &crls(false), &opts)
         .0
         .unwrap();
@@ -791,5 +801,209 @@ fn either_falls_back_to_crls_and_both_needs_both() {
     assert!(
         matches!(r, Err(ValidationError::RevocationUnavailable { .. })),
         "{r:?}"
+    );
+}
+
+/// An answer about the good leaf with it marked in the responder's database as good, or
+/// as revoked for `revoked` (an openssl reason name), captured without a nonce.
+fn capture_as(pki: &Pki, signer: &Signer, revoked: Option<&str>) -> Vec<u8> {
+    let now = pki::issue::now();
+    let exp = t_index(now + 365 * 86_400);
+    let line = match revoked {
+        None => format!("V\t{exp}\t\t{GOOD:X}\tunknown\t/CN=Leaf {GOOD:x}\n"),
+        Some(reason) => format!(
+            "R\t{exp}\t{},{reason}\t{GOOD:X}\tunknown\t/CN=Leaf {GOOD:x}\n",
+            t_index(now - 3600)
+        ),
+    };
+    std::fs::write(pki.path("index.txt"), line).unwrap();
+    let responder = Responder::start(pki, signer, &["-ndays", "1"]);
+    capture(pki, pki.leaf(GOOD), &responder.url, false)
+}
+
+fn status_held(client: &OcspClient, pki: &Pki) -> pki::ocsp::CertStatus {
+    let leaf = pki::cert::Cert::from_der(pki.leaf(GOOD).to_vec()).unwrap();
+    let ca = pki::cert::Cert::from_der(pki.ca.clone()).unwrap();
+    client.cached(&leaf, &ca).unwrap().responses[0].status
+}
+
+#[test]
+fn a_replayed_older_or_unrevoking_answer_does_not_roll_the_status_back() {
+    if !openssl_available() {
+        return;
+    }
+    let pki = Pki::new("http://127.0.0.1:1/");
+    let signer = pki.signer("Delegated Responder", None, true, true);
+    // thisUpdate has a resolution of one second: the answers are a second apart.
+    let second = std::time::Duration::from_millis(1100);
+    let old_good = capture_as(&pki, &signer, None);
+    std::thread::sleep(second);
+    let revoked = capture_as(&pki, &signer, Some("keyCompromise"));
+    let held = capture_as(&pki, &signer, Some("certificateHold"));
+    std::thread::sleep(second);
+    let new_good = capture_as(&pki, &signer, None);
+    let parse = |d: &Vec<u8>| Arc::new(OcspResponse::from_der(d.clone()).unwrap());
+    assert!(parse(&old_good).responses[0].this_update < parse(&revoked).responses[0].this_update);
+    assert!(parse(&revoked).responses[0].this_update < parse(&new_good).responses[0].this_update);
+
+    let leaf = pki::cert::Cert::from_der(pki.leaf(GOOD).to_vec()).unwrap();
+    let ca = pki::cert::Cert::from_der(pki.ca.clone()).unwrap();
+    let now = Time::now();
+    let opts = ocsp_only(now);
+    let is_revoked = |s: pki::ocsp::CertStatus| matches!(s, pki::ocsp::CertStatus::Revoked { .. });
+    for (replayed, what) in [(&old_good, "an older good"), (&new_good, "a newer good")] {
+        let server = replay("application/ocsp-response", replayed.clone());
+        let client = OcspClient::new(OcspConfig {
+            nonce: NoncePolicy::Prefer,
+            ..config(Some(&server.url), RequestMethod::Post)
+        });
+        assert!(client.insert(&leaf, &ca, parse(&revoked), now));
+        // A background refresh gets the replayed answer: the revocation stands, in what is
+        // answered and in what is held.
+        let got = client.refresh(&leaf, &ca, now).unwrap();
+        assert!(is_revoked(got.responses[0].status), "{what}");
+        assert!(is_revoked(status_held(&client, &pki)), "{what}");
+        let set = CrlSet::empty().with_ocsp(&client.responses());
+        let r = validate(&pki.store(), pki.leaf(GOOD), &[], &set, &opts);
+        assert!(
+            matches!(r, Err(ValidationError::Revoked { .. })),
+            "{what}: {r:?}"
+        );
+        // Nor can it be put in by hand.
+        assert!(!client.insert(&leaf, &ca, parse(replayed), now), "{what}");
+        assert!(is_revoked(status_held(&client, &pki)), "{what}");
+    }
+    // An older answer does not replace an older hold either; a newer good one lifts it.
+    let server = replay("application/ocsp-response", old_good.clone());
+    let client = OcspClient::new(OcspConfig {
+        nonce: NoncePolicy::Prefer,
+        ..config(Some(&server.url), RequestMethod::Post)
+    });
+    assert!(client.insert(&leaf, &ca, parse(&held), now));
+    client.refresh(&leaf, &ca, now).unwrap();
+    assert!(is_revoked(status_held(&client, &pki)));
+    assert!(client.insert(&leaf, &ca, parse(&new_good), now));
+    assert_eq!(status_held(&client, &pki), pki::ocsp::CertStatus::Good);
+}
+
+#[test]
+fn a_responder_certificate_with_an_unknown_critical_extension_is_refused() {
+    if !openssl_available() {
+        return;
+    }
+    let pki = Pki::new("http://127.0.0.1:1/");
+    let k = KeyPair::generate(KeyAlgorithm::P256).unwrap();
+    let der = responder_builder(
+        "CN=Restricted Responder,O=Example,C=US",
+        k.spki_der(),
+        true,
+        true,
+    )
+    .unwrap()
+    .extension("1.2.3.4.5".parse().unwrap(), true, &[0x05, 0x00])
+    .unwrap()
+    .sign(&pki.ca, &pki.ca_key)
+    .unwrap();
+    let signer = Signer {
+        cert: pki.path("restricted.pem"),
+        key: pki.path("restricted.key"),
+        der,
+    };
+    std::fs::write(&signer.cert, pem_encode("CERTIFICATE", &signer.der)).unwrap();
+    std::fs::write(&signer.key, pem_encode("PRIVATE KEY", k.pkcs8_der())).unwrap();
+    let responder = Responder::start(&pki, &signer, &["-ndays", "1"]);
+    let der = capture(&pki, pki.leaf(GOOD), &responder.url, true);
+    let e = validate_with(&pki, pki.leaf(GOOD), der, &ocsp_only(Time::now())).unwrap_err();
+    assert!(
+        ocsp_problems(&e)
+            .iter()
+            .any(|p| p.code() == "ocsp-unknown-critical-extension"),
+        "{e}"
+    );
+}
+
+/// DER tag-length-value.
+fn der(tag: u8, value: &[u8]) -> Vec<u8> {
+    let mut out = vec![tag];
+    let n = value.len();
+    if n < 0x80 {
+        out.push(n as u8);
+    } else {
+        let bytes: Vec<u8> = n
+            .to_be_bytes()
+            .into_iter()
+            .skip_while(|b| *b == 0)
+            .collect();
+        out.push(0x80 | bytes.len() as u8);
+        out.extend(bytes);
+    }
+    out.extend_from_slice(value);
+    out
+}
+
+/// The contents of the DER element at the start of `d`, and the rest.
+fn element(d: &[u8]) -> (&[u8], &[u8]) {
+    let (len, head) = match d[1] {
+        n if n < 0x80 => (n as usize, 2),
+        n => {
+            let k = (n & 0x7f) as usize;
+            let len = d[2..2 + k]
+                .iter()
+                .fold(0usize, |a, b| (a << 8) | *b as usize);
+            (len, 2 + k)
+        }
+    };
+    (&d[head..head + len], &d[head + len..])
+}
+
+#[test]
+fn a_responder_certificate_whose_signature_algorithms_disagree_is_refused() {
+    if !openssl_available() {
+        return;
+    }
+    let pki = Pki::new("http://127.0.0.1:1/");
+    let k = KeyPair::generate(KeyAlgorithm::P256).unwrap();
+    let good = responder_builder("CN=Odd Responder,O=Example,C=US", k.spki_der(), true, true)
+        .unwrap()
+        .sign(&pki.ca, &pki.ca_key)
+        .unwrap();
+    // The signature field inside the signed part says ecdsa-with-SHA384 while the outer one
+    // (and the signature, made again over the changed part) is ecdsa-with-SHA256.
+    let (cert, _) = element(&good);
+    let (_, rest) = element(cert);
+    let tbs_len = cert.len() - rest.len();
+    let mut tbs_der = cert[..tbs_len].to_vec();
+    let sha256 = [0x06, 0x08, 0x2a, 0x86, 0x48, 0xce, 0x3d, 0x04, 0x03, 0x02];
+    let at = tbs_der
+        .windows(sha256.len())
+        .position(|w| w == sha256)
+        .unwrap();
+    tbs_der[at + sha256.len() - 1] = 0x03;
+    let (_, after_alg) = element(rest);
+    let outer_alg = &rest[..rest.len() - after_alg.len()];
+    let mut bits = vec![0u8];
+    bits.extend(pki.ca_key.sign(&tbs_der).unwrap());
+    let odd = der(
+        0x30,
+        &[tbs_der, outer_alg.to_vec(), der(0x03, &bits)].concat(),
+    );
+    let parsed = pki::cert::Cert::from_der(odd.clone()).unwrap();
+    assert!(!parsed.algorithms_match);
+
+    let signer = Signer {
+        cert: pki.path("odd.pem"),
+        key: pki.path("odd.key"),
+        der: odd,
+    };
+    std::fs::write(&signer.cert, pem_encode("CERTIFICATE", &signer.der)).unwrap();
+    std::fs::write(&signer.key, pem_encode("PRIVATE KEY", k.pkcs8_der())).unwrap();
+    let responder = Responder::start(&pki, &signer, &["-ndays", "1"]);
+    let der = capture(&pki, pki.leaf(GOOD), &responder.url, true);
+    let e = validate_with(&pki, pki.leaf(GOOD), der, &ocsp_only(Time::now())).unwrap_err();
+    assert!(
+        ocsp_problems(&e)
+            .iter()
+            .any(|p| p.code() == "ocsp-unauthorized-responder"),
+        "{e}"
     );
 }

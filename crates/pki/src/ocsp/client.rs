@@ -21,7 +21,9 @@
 //! does for CRLs: only the certificates of a path to a trust anchor make the host contact a
 //! responder.
 
-use super::{authorize, encode_request, nonce_extension_value, CertId, CertIdHash, OcspResponse};
+use super::{
+    authorize, encode_request, nonce_extension_value, CertId, CertIdHash, CertStatus, OcspResponse,
+};
 use crate::cert::Cert;
 use crate::crl::CrlSet;
 use crate::store::TrustStore;
@@ -210,6 +212,26 @@ pub fn get_path_segment(der: &[u8]) -> String {
     out
 }
 
+/// Whether the answer held (`held`, its single response `h`) stands against a new one
+/// (`new`, `n`) about the same certificate: the new one is older (thisUpdate, then
+/// producedAt), or the held one revokes for good (any reason but certificateHold) and the
+/// new one does not.
+fn supersedes(
+    held: &OcspResponse,
+    h: &super::SingleResponse,
+    new: &OcspResponse,
+    n: &super::SingleResponse,
+) -> bool {
+    if (n.this_update, new.produced_at) < (h.this_update, held.produced_at) {
+        return true;
+    }
+    let final_revocation = matches!(
+        h.status,
+        CertStatus::Revoked { reason, .. } if reason != Some(crate::crl::Reason::CertificateHold)
+    );
+    final_revocation && !matches!(n.status, CertStatus::Revoked { .. })
+}
+
 impl OcspClient {
     pub fn new(config: OcspConfig) -> OcspClient {
         let agent = ureq::AgentBuilder::new()
@@ -248,8 +270,9 @@ impl OcspClient {
     }
 
     /// Holds `resp` (e.g. a copy kept on disk from an earlier run) as the answer about `cert`
-    /// until its nextUpdate, unless a newer one is held. Returns whether it was kept: it must
-    /// answer for `cert` and be signed by `issuer` or a responder `issuer` authorised.
+    /// until its nextUpdate, unless a newer one is held or it would undo a revocation held
+    /// (other than a hold). Returns whether it was kept: it must answer for `cert` and be
+    /// signed by `issuer` or a responder `issuer` authorised.
     pub fn insert(&self, cert: &Cert, issuer: &Cert, resp: Arc<OcspResponse>, now: Time) -> bool {
         let id = CertId::new(cert, issuer, self.config.hash);
         let Some(single) = resp.single(&id) else {
@@ -266,8 +289,7 @@ impl OcspClient {
         if newer_held {
             return false;
         }
-        self.keep(id, resp, now);
-        true
+        Arc::ptr_eq(&self.keep(id, resp.clone(), now), &resp)
     }
 
     /// Every response held.
@@ -375,10 +397,12 @@ impl OcspClient {
         }
         match self.ask(url, &id, cert, issuer, now) {
             Ok(resp) => {
-                let resp = Arc::new(resp);
-                self.keep(id, resp.clone(), now);
+                // An answer older than the one held, or one that would undo a revocation,
+                // is not taken (a replayed genuine answer must not roll the status back):
+                // the answer held stands.
+                let held = self.keep(id, Arc::new(resp), now);
                 self.cache().failures.remove(url);
-                Ok(resp)
+                Ok(held)
             }
             Err(e) => {
                 tracing::warn!(url, error = %e, "OCSP request failed");
@@ -395,14 +419,23 @@ impl OcspClient {
         }
     }
 
-    fn keep(&self, id: CertId, resp: Arc<OcspResponse>, now: Time) {
+    /// Holds `resp` as the answer about `id` unless the answer held already supersedes it;
+    /// returns the answer held afterwards.
+    fn keep(&self, id: CertId, resp: Arc<OcspResponse>, now: Time) -> Arc<OcspResponse> {
         let Some(single) = resp.single(&id) else {
-            return;
+            return resp;
         };
         // Without nextUpdate newer information is always available: such a response serves
         // validations (within their maximum age) but is asked for again each time.
         let until = single.next_update.map_or(now.0, |t| t.0);
         let mut cache = self.cache();
+        if let Some(held) = cache.by_id.get(&id) {
+            if let Some(h) = held.resp.single(&id) {
+                if supersedes(&held.resp, h, &resp, single) {
+                    return held.resp.clone();
+                }
+            }
+        }
         let max = self.config.cache_entries.max(1);
         if !cache.by_id.contains_key(&id) && cache.by_id.len() >= max {
             cache.by_id.retain(|_, c| c.until > now.0);
@@ -420,7 +453,14 @@ impl OcspClient {
                 }
             }
         }
-        cache.by_id.insert(id, Cached { resp, until });
+        cache.by_id.insert(
+            id,
+            Cached {
+                resp: resp.clone(),
+                until,
+            },
+        );
+        resp
     }
 
     fn ask(

@@ -388,7 +388,7 @@ impl OcspResponse {
                 asn1::small_uint(field("version", asn1::single(v.value, tag::INTEGER))?),
             )?;
             if v != 0 {
-                return Err(ResponseError::Version(v + 1));
+                return Err(ResponseError::Version(v.saturating_add(1)));
             }
         }
         let rid = field("responderID", t.read_any())?;
@@ -418,10 +418,16 @@ impl OcspResponse {
                     source: DerError::BadValue("too many single responses"),
                 });
             }
-            responses.push(parse_single(field(
-                "SingleResponse",
-                list.value(tag::SEQUENCE),
-            )?)?);
+            let single = parse_single(field("SingleResponse", list.value(tag::SEQUENCE))?)?;
+            // Two answers about one certificate could disagree: which one holds is not
+            // for the reader to pick.
+            if responses.iter().any(|r: &SingleResponse| r.id == single.id) {
+                return Err(ResponseError::Malformed {
+                    field: "responses",
+                    source: DerError::BadValue("two answers about the same certificate"),
+                });
+            }
+            responses.push(single);
         }
         let mut nonce = None;
         let mut unknown_critical = false;
@@ -767,6 +773,7 @@ pub fn authorize(
     for c in resp.certs.iter().filter(|c| resp.responder_is(c)) {
         let signer = c.subject_display().to_string();
         let authorised = c.issuer == issuer.subject
+            && c.algorithms_match
             && c.ext
                 .ext_key_usage
                 .as_ref()
@@ -794,6 +801,12 @@ pub fn authorize(
             .is_some_and(|ku| ku & key_usage::DIGITAL_SIGNATURE == 0)
         {
             first.get_or_insert(OcspProblem::ResponderKeyUsage { responder: signer });
+            continue;
+        }
+        // A critical extension the responder certificate carries and this reader does not
+        // understand may restrict what it may sign.
+        if !c.ext.unknown_critical.is_empty() {
+            first.get_or_insert(OcspProblem::UnknownCriticalExtension { responder: signer });
             continue;
         }
         if let Err(error) = resp.signed_by(c, algorithms) {
@@ -832,7 +845,21 @@ pub fn check_fresh(
             this_update: single.this_update,
         });
     }
+    // Signed after the validation time (beyond the skew): not an answer that existed then.
+    if resp.produced_at > time.plus_secs(secs(policy.skew)) {
+        return Err(OcspProblem::NotYetValid {
+            responder: responder(),
+            this_update: resp.produced_at,
+        });
+    }
     match single.next_update {
+        // A validity that ends before it starts vouches for no time at all.
+        Some(nu) if nu < single.this_update => {
+            return Err(OcspProblem::Expired {
+                responder: responder(),
+                next_update: nu,
+            });
+        }
         Some(nu) => {
             if nu.plus_secs(secs(policy.skew)).plus_secs(secs(grace)) < time {
                 return Err(OcspProblem::Expired {
@@ -954,5 +981,156 @@ pub(crate) mod tests {
                 Err(ResponseError::Malformed { .. })
             ));
         }
+    }
+
+    fn t(out: &mut Vec<u8>, tag: u8, parts: &[&[u8]]) {
+        tlv(out, tag, &parts.concat());
+    }
+
+    fn wrap(tag: u8, parts: &[&[u8]]) -> Vec<u8> {
+        let mut out = Vec::new();
+        t(&mut out, tag, parts);
+        out
+    }
+
+    fn gt(secs: i64) -> Vec<u8> {
+        let (y, mo, d, h, mi, se) = Time(secs).to_parts();
+        wrap(
+            tag::GENERALIZED_TIME,
+            &[format!("{y:04}{mo:02}{d:02}{h:02}{mi:02}{se:02}Z").as_bytes()],
+        )
+    }
+
+    /// A good SingleResponse about serial `serial`.
+    fn single(serial: u8, this_update: i64, next_update: Option<i64>) -> Vec<u8> {
+        let alg = wrap(
+            tag::SEQUENCE,
+            &[&wrap(tag::OID, &[&[0x2b, 14, 3, 2, 26]]), &[5, 0]],
+        );
+        let id = wrap(
+            tag::SEQUENCE,
+            &[
+                &alg,
+                &wrap(tag::OCTET_STRING, &[&[1; 20]]),
+                &wrap(tag::OCTET_STRING, &[&[2; 20]]),
+                &wrap(tag::INTEGER, &[&[serial]]),
+            ],
+        );
+        let next = next_update
+            .map(|n| wrap(tag::context_constructed(0), &[&gt(n)]))
+            .unwrap_or_default();
+        wrap(tag::SEQUENCE, &[&id, &[0x80, 0], &gt(this_update), &next])
+    }
+
+    /// An (unsigned) basic OCSP response with `version` (DER INTEGER contents, if any).
+    fn response(version: Option<&[u8]>, produced_at: i64, singles: &[Vec<u8>]) -> Vec<u8> {
+        let version = version
+            .map(|v| wrap(tag::context_constructed(0), &[&wrap(tag::INTEGER, &[v])]))
+            .unwrap_or_default();
+        let responder = wrap(
+            tag::context_constructed(2),
+            &[&wrap(tag::OCTET_STRING, &[&[3; 20]])],
+        );
+        let singles: Vec<&[u8]> = singles.iter().map(Vec::as_slice).collect();
+        let tbs = wrap(
+            tag::SEQUENCE,
+            &[
+                &version,
+                &responder,
+                &gt(produced_at),
+                &wrap(tag::SEQUENCE, &singles),
+            ],
+        );
+        let alg = wrap(
+            tag::SEQUENCE,
+            &[&wrap(tag::OID, &[&[0x2a, 0x86, 0x48, 0xce, 0x3d, 4, 3, 2]])],
+        );
+        let basic = wrap(
+            tag::SEQUENCE,
+            &[&tbs, &alg, &wrap(tag::BIT_STRING, &[&[0, 1, 2, 3]])],
+        );
+        let bytes = wrap(
+            tag::SEQUENCE,
+            &[
+                &wrap(tag::OID, &[oid::BASIC]),
+                &wrap(tag::OCTET_STRING, &[&basic]),
+            ],
+        );
+        wrap(
+            tag::SEQUENCE,
+            &[&[0x0a, 1, 0], &wrap(tag::context_constructed(0), &[&bytes])],
+        )
+    }
+
+    const NOW: i64 = 1_800_000_000;
+
+    #[test]
+    fn the_crafted_response_reads_back() {
+        let r = OcspResponse::from_der(response(
+            Some(&[0]),
+            NOW,
+            &[single(1, NOW, Some(NOW + 60)), single(2, NOW, None)],
+        ))
+        .unwrap();
+        assert_eq!(r.produced_at, Time(NOW));
+        assert_eq!(r.responses.len(), 2);
+        assert_eq!(r.responses[0].next_update, Some(Time(NOW + 60)));
+        let policy = OcspPolicy::default();
+        let grace = std::time::Duration::ZERO;
+        check_fresh(&r, &r.responses[0], Time(NOW), &policy, grace).unwrap();
+    }
+
+    #[test]
+    fn a_huge_version_is_refused_without_overflowing() {
+        for (v, shown) in [
+            (
+                &[0x00, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff][..],
+                u64::MAX,
+            ),
+            (&[1][..], 2),
+        ] {
+            let e = OcspResponse::from_der(response(Some(v), NOW, &[single(1, NOW, None)]))
+                .unwrap_err();
+            assert_eq!(e, ResponseError::Version(shown));
+        }
+    }
+
+    #[test]
+    fn two_answers_about_one_certificate_are_refused() {
+        let e = OcspResponse::from_der(response(
+            None,
+            NOW,
+            &[single(1, NOW, None), single(1, NOW, None)],
+        ))
+        .unwrap_err();
+        assert!(
+            matches!(
+                e,
+                ResponseError::Malformed {
+                    field: "responses",
+                    ..
+                }
+            ),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn a_response_produced_later_or_ending_before_it_starts_is_not_current() {
+        let policy = OcspPolicy::default();
+        let grace = std::time::Duration::from_secs(86_400);
+        // Produced an hour after the validation time (the skew is 5 minutes).
+        let r =
+            OcspResponse::from_der(response(None, NOW + 3600, &[single(1, NOW, None)])).unwrap();
+        let e = check_fresh(&r, &r.responses[0], Time(NOW), &policy, grace).unwrap_err();
+        assert_eq!(e.code(), "ocsp-not-yet-valid", "{e}");
+        // Within the skew it is accepted.
+        let r = OcspResponse::from_der(response(None, NOW + 60, &[single(1, NOW, None)])).unwrap();
+        check_fresh(&r, &r.responses[0], Time(NOW), &policy, grace).unwrap();
+        // nextUpdate before thisUpdate: refused even within the grace period.
+        let r =
+            OcspResponse::from_der(response(None, NOW, &[single(1, NOW, Some(NOW - 60))])).unwrap();
+        let e = check_fresh(&r, &r.responses[0], Time(NOW), &policy, grace).unwrap_err();
+        assert_eq!(e.code(), "ocsp-expired", "{e}");
     }
 }
