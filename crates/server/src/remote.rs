@@ -8,7 +8,8 @@
 //!   record is refused with a `remote-refused` event ("no reader with
 //!   connection remote:CN"), as is one whose certificate is unknown,
 //!   expired or revoked (the validator's reason). Refusals are recorded
-//!   once per address and reason, not once per reconnection attempt.
+//!   once per address and reason (until a reader from that address comes
+//!   online), not once per reconnection attempt.
 //! - **Identity.** Reader certificates are validated by pivgate's own
 //!   validator against `remote.device_ca`, with `remote.crls` and the
 //!   service's own revocation data (`trust.crls`, downloads, OCSP answers):
@@ -49,6 +50,10 @@ use crate::status::ReaderStatus;
 
 /// The prefix of remote readers' connection strings.
 pub const SCHEME: &str = "remote:";
+
+/// How many (address, reason) refusals are remembered so that each is
+/// recorded once; past this they are forgotten (and recorded again).
+const MAX_REFUSALS_HELD: usize = 1024;
 
 /// Why remote readers could not be started.
 #[derive(Debug, thiserror::Error)]
@@ -294,7 +299,7 @@ pub async fn start(
         own_crls,
         online: HashMap::new(),
         watched: HashSet::new(),
-        refused: HashMap::new(),
+        refused: HashSet::new(),
         taps: JoinSet::new(),
     };
     let task = tokio::spawn(d.run(hub, events, crl_updates, stopped, handshake));
@@ -310,8 +315,9 @@ struct Dispatcher {
     online: HashMap<String, usize>,
     /// Remote readers whose status this keeps.
     watched: HashSet<ReaderId>,
-    /// The last refusal recorded per address.
-    refused: HashMap<IpAddr, String>,
+    /// The refusals recorded per address (and reason) since a reader from
+    /// that address last came online.
+    refused: HashSet<(IpAddr, String)>,
     taps: JoinSet<()>,
 }
 
@@ -399,7 +405,7 @@ impl Dispatcher {
                 agent,
                 peer,
             } => {
-                self.refused.remove(&peer.ip());
+                self.refused.retain(|(ip, _)| *ip != peer.ip());
                 let n = self.online.entry(reader.clone()).or_insert(0);
                 *n += 1;
                 if *n == 1 {
@@ -451,10 +457,12 @@ impl Dispatcher {
                     ),
                     other => other.to_string(),
                 };
-                if self.refused.get(&peer.ip()) == Some(&text) {
+                if self.refused.len() >= MAX_REFUSALS_HELD {
+                    self.refused.clear();
+                }
+                if !self.refused.insert((peer.ip(), text.clone())) {
                     return;
                 }
-                self.refused.insert(peer.ip(), text.clone());
                 tracing::warn!(%peer, reason = %text, "remote reader refused");
                 let connection = match &reason {
                     Refusal::NotEnrolled(cn) => Some(format!("{SCHEME}{cn}")),
