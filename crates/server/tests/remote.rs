@@ -1,0 +1,164 @@
+//! Remote readers in the door service: a reader speaking the protocol by
+//! hand over mutual TLS on loopback reports a card and drops the link while
+//! the service waits on it; the tap ends refused with the link's reason
+//! and the reader goes offline. Everything waits on the
+//! event log's live feed, never on sleeps.
+
+mod common;
+
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use eventlog::{Event, EventKind, EventResult};
+use pki::issue::{DeviceOptions, DeviceRole, TestPki};
+use remote::proto::{self, Message, PROTOCOL_VERSION};
+use server::config::RemoteConfig;
+
+/// A bound on each wait (never a timing assertion).
+const PATIENCE: Duration = Duration::from_secs(30);
+
+fn wait_event(
+    rt: &tokio::runtime::Runtime,
+    rx: &mut tokio::sync::broadcast::Receiver<Arc<Event>>,
+    what: &str,
+    pred: impl Fn(&Event) -> bool,
+) -> Event {
+    rt.block_on(async {
+        tokio::time::timeout(PATIENCE, async {
+            loop {
+                match rx.recv().await {
+                    Ok(e) if pred(&e) => return (*e).clone(),
+                    Ok(_) | Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {}
+                    Err(e) => panic!("event feed ended: {e}"),
+                }
+            }
+        })
+        .await
+        .unwrap_or_else(|_| panic!("no {what} event"))
+    })
+}
+
+async fn recv<S: tokio::io::AsyncRead + Unpin>(link: &mut S) -> Message {
+    tokio::time::timeout(PATIENCE, proto::read_message(link))
+        .await
+        .expect("the service answers")
+        .expect("a message")
+}
+
+fn issue(pki: &TestPki, dir: &std::path::Path, name: &str, role: DeviceRole) {
+    pki.issue_device(&DeviceOptions {
+        name: name.into(),
+        role,
+        dns: Vec::new(),
+        ips: match role {
+            DeviceRole::Server => vec!["127.0.0.1".parse().unwrap()],
+            _ => Vec::new(),
+        },
+        validity: None,
+    })
+    .unwrap()
+    .save(dir, "device", &[pki.intermediate_der()])
+    .unwrap();
+}
+
+#[test]
+fn a_link_drop_mid_tap_ends_it_refused_and_the_reader_goes_offline() {
+    let pki_dir: Mutex<Option<PathBuf>> = Mutex::new(None);
+    let site = common::site_with(&|c| {
+        let dir = c.trust.as_ref().unwrap().anchors[0]
+            .parent()
+            .unwrap()
+            .to_owned();
+        let pki = TestPki::load(&dir).unwrap();
+        issue(&pki, &dir.join("service"), "127.0.0.1", DeviceRole::Server);
+        issue(&pki, &dir.join("reader"), "door 1", DeviceRole::Reader);
+        c.remote = RemoteConfig {
+            listen: Some("127.0.0.1:0".parse().unwrap()),
+            cert: Some(dir.join("service/device.pem")),
+            key: Some(dir.join("service/device.key.pem")),
+            device_ca: vec![dir.join("root.pem")],
+            ..RemoteConfig::default()
+        };
+        c.seed
+            .as_mut()
+            .unwrap()
+            .readers
+            .insert("remote:door 1".into(), "Front door".into());
+        *pki_dir.lock().unwrap() = Some(dir);
+    });
+    let dir = pki_dir.lock().unwrap().clone().unwrap();
+    let s = site.service();
+    let addr = s.remote_addr().expect("[remote] is on");
+    let l = s.loaded();
+    let reader = l
+        .controller
+        .snapshot()
+        .reader_by_connection("remote:door 1")
+        .unwrap()
+        .id;
+    assert_eq!(
+        l.reader_status.get(reader).map(|c| c.connected),
+        Some(false)
+    );
+    let mut events = l.controller.log().subscribe();
+
+    let tls = remote::tls::client_config(
+        remote::tls::load_certs(&dir.join("reader/device.pem")).unwrap(),
+        remote::tls::load_key(&dir.join("reader/device.key.pem")).unwrap(),
+        &remote::tls::load_certs(&dir.join("root.pem")).unwrap(),
+    )
+    .unwrap();
+    let link = site.rt.block_on(async {
+        let tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
+        let mut link = tokio_rustls::TlsConnector::from(tls)
+            .connect(remote::tls::server_name("127.0.0.1").unwrap(), tcp)
+            .await
+            .unwrap();
+        let hello = Message::Hello {
+            min_version: PROTOCOL_VERSION,
+            max_version: PROTOCOL_VERSION,
+            agent: "by hand".into(),
+            reader: "test".into(),
+        };
+        proto::write_message(&mut link, &hello).await.unwrap();
+        match recv(&mut link).await {
+            Message::Welcome { .. } => {}
+            other => panic!("expected a welcome, got {other:?}"),
+        }
+        // No prepared answers: the service asks for each command.
+        let present = Message::CardPresent {
+            card: 7,
+            prepared: None,
+        };
+        proto::write_message(&mut link, &present).await.unwrap();
+        loop {
+            if let Message::Run { .. } = recv(&mut link).await {
+                break;
+            }
+        }
+        link
+    });
+    let online = wait_event(&site.rt, &mut events, "remote-online", |e| {
+        e.event.code.as_deref() == Some("remote-online")
+    });
+    assert_eq!(online.event.reader, Some(reader));
+    assert_eq!(l.reader_status.get(reader).map(|c| c.connected), Some(true));
+    // The service asked the card something: the link drops.
+    drop(link);
+    let tap = wait_event(&site.rt, &mut events, "tap", |e| {
+        e.event.kind == EventKind::Tap
+    });
+    assert_eq!(tap.event.reader, Some(reader));
+    assert_eq!(tap.event.result, Some(EventResult::Refused));
+    let reason = tap.event.reason.clone().unwrap();
+    assert!(reason.contains("dropped"), "{reason}");
+    let offline = wait_event(&site.rt, &mut events, "remote-offline", |e| {
+        e.event.code.as_deref() == Some("remote-offline")
+    });
+    assert_eq!(offline.event.reader, Some(reader));
+    assert_eq!(
+        l.reader_status.get(reader).map(|c| c.connected),
+        Some(false)
+    );
+}
