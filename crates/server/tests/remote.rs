@@ -170,14 +170,17 @@ fn a_link_drop_mid_tap_ends_it_refused_and_the_reader_goes_offline() {
 /// over plain HTTP until the test ends.
 struct CrlServer {
     base: String,
-    crls: Arc<Mutex<Vec<(String, Vec<u8>)>>>,
+    crls: Routes,
 }
+
+/// Path → body.
+type Routes = Arc<Mutex<Vec<(String, Vec<u8>)>>>;
 
 impl CrlServer {
     fn start() -> CrlServer {
         let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let base = format!("http://{}/crl", listener.local_addr().unwrap());
-        let crls: Arc<Mutex<Vec<(String, Vec<u8>)>>> = Arc::default();
+        let crls: Routes = Arc::default();
         let served = crls.clone();
         // The thread ends with the test process.
         std::thread::spawn(move || {
