@@ -149,16 +149,25 @@ fn a_link_drop_mid_tap_ends_it_refused_and_the_reader_goes_offline() {
     assert_eq!(l.reader_status.get(reader).map(|c| c.connected), Some(true));
     // The service asked the card something: the link drops.
     drop(link);
-    let tap = wait_event(&site.rt, &mut events, "tap", |e| {
-        e.event.kind == EventKind::Tap
-    });
+    // The tap and the offline, in either order (each side notices the
+    // drop on its own).
+    let (mut tap, mut offline) = (None, None);
+    while tap.is_none() || offline.is_none() {
+        let e = wait_event(&site.rt, &mut events, "tap or remote-offline", |e| {
+            e.event.kind == EventKind::Tap || e.event.code.as_deref() == Some("remote-offline")
+        });
+        if e.event.kind == EventKind::Tap {
+            assert!(tap.is_none(), "a second tap: {e:?}");
+            tap = Some(e);
+        } else {
+            offline = Some(e);
+        }
+    }
+    let (tap, offline) = (tap.unwrap(), offline.unwrap());
     assert_eq!(tap.event.reader, Some(reader));
     assert_eq!(tap.event.result, Some(EventResult::Refused));
     let reason = tap.event.reason.clone().unwrap();
     assert!(reason.contains("dropped"), "{reason}");
-    let offline = wait_event(&site.rt, &mut events, "remote-offline", |e| {
-        e.event.code.as_deref() == Some("remote-offline")
-    });
     assert_eq!(offline.event.reader, Some(reader));
     assert_eq!(
         l.reader_status.get(reader).map(|c| c.connected),
