@@ -2,8 +2,8 @@
 //! on loopback, over TLS 1.3 with the certificates `pivgate pki
 //! issue-device` issues. A reader bound to a door (`remote:CN`) comes
 //! online, its card is authenticated by the service through the link and
-//! the tap recorded at that door; a repeat tap of the same card takes the
-//! fast path; a killed agent is a `remote-offline` event. A reader whose
+//! the tap recorded at that door (two network round trips); a repeat tap
+//! of the same card takes the fast path in one; a killed agent is a `remote-offline` event. A reader whose
 //! certificate is revoked (in the CRLs the service loads), or whose name no
 //! reader record binds, is refused with a `remote-refused` event.
 
@@ -313,6 +313,8 @@ fn remote_readers_tap_come_and_go_and_unknown_or_revoked_ones_are_refused() {
     assert_eq!(tap["data"]["mechanism"], "pki-cak", "{tap}");
     assert_eq!(tap["data"]["path"], "full", "{tap}");
     assert!(tap["data"]["link_us"].as_u64().is_some(), "{tap}");
+    // The prepared commands answered on arrival, then the full read.
+    assert_eq!(tap["data"]["round_trips"], 2, "{tap}");
 
     // The agent is killed: offline.
     drop(agent);
@@ -329,6 +331,7 @@ fn remote_readers_tap_come_and_go_and_unknown_or_revoked_ones_are_refused() {
     assert_eq!(tap["code"], "granted", "{tap}");
     assert_eq!(tap["reader"], reader, "{tap}");
     assert_eq!(tap["data"]["path"], "fast", "{tap}");
+    assert_eq!(tap["data"]["round_trips"], 1, "{tap}");
 
     // A valid certificate whose name no reader record binds.
     let stray = site.agent("stray-door", &site.alice);

@@ -802,6 +802,10 @@ impl Transport for RemoteTap {
     fn take_challenge(&mut self) -> Option<[u8; 32]> {
         self.challenge.take()
     }
+
+    fn round_trips(&self) -> Option<u32> {
+        Some(self.trips)
+    }
 }
 
 impl Drop for RemoteTap {
