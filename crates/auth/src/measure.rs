@@ -152,6 +152,7 @@ mod tests {
             pin_retries: None,
             host_compute_us: host_us,
             link_us: None,
+            round_trips: None,
         }
     }
 

@@ -281,6 +281,7 @@ impl Authenticator {
             link_us: line_before
                 .zip(transport.line_time())
                 .map(|(a, b)| b.saturating_sub(a).as_micros() as u64),
+            round_trips: transport.round_trips(),
         }
     }
 
@@ -296,6 +297,7 @@ impl Authenticator {
             pin_retries: None,
             host_compute_us: 0,
             link_us: None,
+            round_trips: None,
         }
     }
 

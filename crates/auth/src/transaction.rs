@@ -360,6 +360,10 @@ pub struct Transaction {
     /// share of the card stages' wall time, not a stage of its own.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub link_us: Option<u64>,
+    /// Network round trips the tap cost (the card's arrival included), for
+    /// a remote reader; absent for readers attached to the controller.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub round_trips: Option<u32>,
 }
 
 impl Transaction {

@@ -124,6 +124,13 @@ pub trait Transport: Channel {
         None
     }
 
+    /// Network round trips this card's tap has cost so far, its arrival
+    /// included, for a reader across a network (a remote reader); `None`
+    /// for readers attached to this host.
+    fn round_trips(&self) -> Option<u32> {
+        None
+    }
+
     /// A fresh challenge the host side of the link issued before the card
     /// arrived, which the reader has already had the card sign (a remote
     /// reader sends SELECT and GENERAL AUTHENTICATE the moment a card

@@ -316,8 +316,10 @@ async fn session(
     ping.tick().await;
     let mut nonce = 0u32;
     let mut watching = true;
-    // A card already present that was never reported is reported now.
-    presence.mark_changed();
+    // Cards are reported once the service's first message (its prepared
+    // tap) has been read: a card already present (or arriving now) is
+    // reported then, with the prepared answers.
+    let mut first = true;
     let reason = loop {
         tokio::select! {
             m = in_rx.recv() => {
@@ -346,8 +348,11 @@ async fn session(
                 if let Some(r) = reply {
                     if let Err(e) = proto::write_message(&mut wr, &r).await { break e.to_string(); }
                 }
+                if std::mem::take(&mut first) {
+                    presence.mark_changed();
+                }
             }
-            r = presence.changed(), if watching => {
+            r = presence.changed(), if watching && !first => {
                 if r.is_err() {
                     // Nobody reports cards any more: serve what is asked.
                     watching = false;

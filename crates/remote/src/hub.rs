@@ -127,6 +127,8 @@ pub enum HubEvent {
 
 struct Shared {
     cfg: HubConfig,
+    /// `cfg.readers` at first, then as [`RemoteHub::set_readers`] sets it.
+    readers: Mutex<Arc<HashMap<String, String>>>,
     challenges: Mutex<ChallengeStore>,
     /// The last card presence reported per reader, so a presence is
     /// reported once even across reconnections.
@@ -157,6 +159,7 @@ impl RemoteHub {
         let (tx, rx) = mpsc::unbounded_channel();
         let (stop_tx, stop_rx) = watch::channel(false);
         let shared = Arc::new(Shared {
+            readers: Mutex::new(Arc::new(cfg.readers.clone())),
             cfg,
             challenges: Mutex::new(ChallengeStore::new()),
             last_card: Mutex::new(HashMap::new()),
@@ -188,6 +191,13 @@ impl RemoteHub {
 
     pub fn local_addr(&self) -> SocketAddr {
         self.addr
+    }
+
+    /// Replaces the map of reader certificate names to reader ids (the
+    /// readers bound since): the next connection is checked against it.
+    /// Readers connected already stay connected.
+    pub fn set_readers(&self, readers: HashMap<String, String>) {
+        *lock(&self.shared.readers) = Arc::new(readers);
     }
 
     /// How many challenges are live (issued, not used, not expired).
@@ -275,7 +285,8 @@ async fn connection(s: Arc<Shared>, acceptor: TlsAcceptor, tcp: TcpStream, peer:
             "no subject common name".into(),
         )));
     };
-    let Some(reader) = s.cfg.readers.get(&name).cloned() else {
+    let bound = lock(&s.readers).get(&name).cloned();
+    let Some(reader) = bound else {
         let r = Refusal::NotEnrolled(name);
         let _ = proto::write_message(
             &mut tls,
@@ -790,6 +801,10 @@ impl Transport for RemoteTap {
 
     fn take_challenge(&mut self) -> Option<[u8; 32]> {
         self.challenge.take()
+    }
+
+    fn round_trips(&self) -> Option<u32> {
+        Some(self.trips)
     }
 }
 

@@ -44,6 +44,7 @@ fn tap(door: i64) -> TapResult {
             pin_retries: None,
             host_compute_us: 1_000,
             link_us: None,
+            round_trips: None,
         },
         decision: Some(Decision {
             door: DoorId(door),

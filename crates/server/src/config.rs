@@ -59,6 +59,9 @@ pub struct Config {
     /// OSDP readers on serial lines (see [`crate::osdp`]).
     #[serde(default, skip_serializing_if = "OsdpConfig::is_empty")]
     pub osdp: OsdpConfig,
+    /// Remote readers over mutual TLS (see [`crate::remote`]).
+    #[serde(default, skip_serializing_if = "RemoteConfig::is_off")]
+    pub remote: RemoteConfig,
     /// Written to an empty database on the first start.
     #[serde(default)]
     pub seed: Option<Seed>,
@@ -295,6 +298,90 @@ fn default_true() -> bool {
     true
 }
 
+/// `[remote]`: remote readers (`pivgate reader connect`) over mutual TLS
+/// 1.3. Off unless `listen` is set. A reader is bound to a door by a reader
+/// record whose connection is `remote:CN`, CN being the subject common name
+/// of the reader's certificate.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RemoteConfig {
+    /// Address and port readers connect to (any address: the link is always
+    /// TLS with client certificates).
+    #[serde(default)]
+    pub listen: Option<SocketAddr>,
+    /// The service's certificate (PEM, serverAuth; the issuing CA
+    /// certificates may follow), e.g. from `pivgate pki issue-device --server`.
+    #[serde(default)]
+    pub cert: Option<PathBuf>,
+    /// Its private key (PEM), in a file of mode 0600 or stricter owned by
+    /// the service's user.
+    #[serde(default)]
+    pub key: Option<PathBuf>,
+    /// Trust anchors for reader certificates (files or directories of PEM
+    /// or DER certificates); may differ from the cards' `trust.anchors`.
+    #[serde(default)]
+    pub device_ca: Vec<PathBuf>,
+    /// CRL files for reader certificates, beside the service's own
+    /// revocation data (`trust.crls` and downloads), which they follow.
+    #[serde(default)]
+    pub crls: Vec<PathBuf>,
+    /// How long a challenge handed to a reader ahead of a tap stays valid.
+    #[serde(default = "default_challenge_ttl_ms")]
+    pub challenge_ttl_ms: u64,
+    /// How often each side pings.
+    #[serde(default = "default_heartbeat_ms")]
+    pub heartbeat_ms: u64,
+    /// A reader silent this long is cut off (more than `heartbeat_ms`).
+    #[serde(default = "default_silence_ms")]
+    pub silence_ms: u64,
+    /// The TLS handshake and the hello must finish within this.
+    #[serde(default = "default_handshake_ms")]
+    pub handshake_ms: u64,
+    /// How long a tap waits for the reader's answer to one request.
+    #[serde(default = "default_answer_timeout_ms")]
+    pub answer_timeout_ms: u64,
+}
+
+fn default_challenge_ttl_ms() -> u64 {
+    60_000
+}
+fn default_heartbeat_ms() -> u64 {
+    5_000
+}
+fn default_silence_ms() -> u64 {
+    15_000
+}
+fn default_handshake_ms() -> u64 {
+    10_000
+}
+fn default_answer_timeout_ms() -> u64 {
+    5_000
+}
+
+impl Default for RemoteConfig {
+    fn default() -> Self {
+        RemoteConfig {
+            listen: None,
+            cert: None,
+            key: None,
+            device_ca: Vec::new(),
+            crls: Vec::new(),
+            challenge_ttl_ms: default_challenge_ttl_ms(),
+            heartbeat_ms: default_heartbeat_ms(),
+            silence_ms: default_silence_ms(),
+            handshake_ms: default_handshake_ms(),
+            answer_timeout_ms: default_answer_timeout_ms(),
+        }
+    }
+}
+
+impl RemoteConfig {
+    /// The default: no remote readers.
+    pub fn is_off(&self) -> bool {
+        *self == RemoteConfig::default()
+    }
+}
+
 /// A site, its doors, reader bindings and schedules for an empty database.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -367,6 +454,7 @@ impl Default for Config {
             output: OutputConfig::default(),
             keypad: KeypadConfig::default(),
             osdp: OsdpConfig::default(),
+            remote: RemoteConfig::default(),
             seed: None,
         }
     }
@@ -482,6 +570,14 @@ impl Config {
             t.intermediates.iter_mut().for_each(fix);
             t.crls.iter_mut().for_each(fix);
         }
+        if let Some(p) = &mut self.remote.cert {
+            fix(p);
+        }
+        if let Some(p) = &mut self.remote.key {
+            fix(p);
+        }
+        self.remote.device_ca.iter_mut().for_each(fix);
+        self.remote.crls.iter_mut().for_each(fix);
         for p in &mut self.osdp.ports {
             for r in &mut p.readers {
                 if let Some(k) = &mut r.key_file {
@@ -566,6 +662,8 @@ impl Config {
         }
         self.check_osdp()
             .map_err(|(key, problem)| invalid(&key, problem))?;
+        self.check_remote()
+            .map_err(|(key, problem)| invalid(key, problem))?;
         if let Some(seed) = &self.seed {
             seed.entities()
                 .map_err(|(key, problem)| invalid(&key, problem))?;
@@ -659,6 +757,69 @@ impl Config {
 }
 
 impl Config {
+    fn check_remote(&self) -> Result<(), (&'static str, String)> {
+        let r = &self.remote;
+        if r.listen.is_none() {
+            if !r.is_off() {
+                return Err((
+                    "remote.listen",
+                    "missing: the other `[remote]` settings take effect only with the address readers connect to, e.g. \"0.0.0.0:7443\"".into(),
+                ));
+            }
+            return Ok(());
+        }
+        if r.cert.is_none() {
+            return Err((
+                "remote.cert",
+                "missing: the service's certificate for remote readers (`pivgate pki issue-device --server`)".into(),
+            ));
+        }
+        if r.key.is_none() {
+            return Err((
+                "remote.key",
+                "missing: the private key of `remote.cert`".into(),
+            ));
+        }
+        if r.device_ca.is_empty() {
+            return Err((
+                "remote.device_ca",
+                "empty: name the CA certificate(s) reader certificates are issued by".into(),
+            ));
+        }
+        let ranges: [(&'static str, u64, u64, u64); 5] = [
+            (
+                "remote.challenge_ttl_ms",
+                r.challenge_ttl_ms,
+                100,
+                3_600_000,
+            ),
+            ("remote.heartbeat_ms", r.heartbeat_ms, 100, 600_000),
+            ("remote.silence_ms", r.silence_ms, 300, 3_600_000),
+            ("remote.handshake_ms", r.handshake_ms, 100, 600_000),
+            (
+                "remote.answer_timeout_ms",
+                r.answer_timeout_ms,
+                100,
+                600_000,
+            ),
+        ];
+        for (key, v, lo, hi) in ranges {
+            if v < lo || v > hi {
+                return Err((key, format!("{v} is out of range ({lo} to {hi})")));
+            }
+        }
+        if r.silence_ms <= r.heartbeat_ms {
+            return Err((
+                "remote.silence_ms",
+                format!(
+                    "{} is not longer than `remote.heartbeat_ms` ({}): a reader would be cut off between two pings",
+                    r.silence_ms, r.heartbeat_ms
+                ),
+            ));
+        }
+        Ok(())
+    }
+
     fn check_revocation(&self) -> Result<(), (&'static str, String)> {
         let r = &self.revocation;
         let trust_grace = self.trust.as_ref().map_or(0, |t| t.revocation.grace_secs);
@@ -1048,6 +1209,26 @@ timeout_ms = 20000
 # lock_output = 0
 # unlock_ms = 5000
 
+# Remote readers (`pivgate reader connect` at the door) over TLS 1.3 with
+# client certificates. Bind each to a door with the connection "remote:CN",
+# CN being its certificate's subject common name (below in [seed.readers],
+# or through the API); a reader whose name is bound to no reader, or whose
+# certificate is unknown, expired or revoked, is refused with an event.
+# Issue the certificates with `pivgate pki issue-device` (a real site uses
+# its own CA). The reader certificates' revocation follows `crls` and this
+# service's own CRLs (trust.crls and downloads).
+# [remote]
+# listen = "0.0.0.0:7443"
+# cert = "remote/service.pem"      # pivgate pki issue-device --server
+# key = "remote/service.key.pem"   # mode 0600, owned by the service's user
+# device_ca = ["pki/root.pem"]     # anchors for reader certificates
+# crls = []
+# challenge_ttl_ms = 60000         # a challenge handed out ahead of a tap
+# heartbeat_ms = 5000
+# silence_ms = 15000               # a silent reader is cut off
+# handshake_ms = 10000
+# answer_timeout_ms = 5000
+
 # Written to the database on the first start only; afterwards manage
 # sites, doors and readers through the API.
 [seed.site]
@@ -1207,6 +1388,41 @@ mod tests {
         .unwrap_err();
         assert_eq!(e.key(), Some("seed.groups[0].doors[0]"), "{e}");
         assert!(e.to_string().contains("door `Back`"), "{e}");
+    }
+
+    #[test]
+    fn remote_readers_are_off_by_default_and_checked() {
+        let c = parse("").unwrap();
+        assert!(c.remote.listen.is_none() && c.remote.is_off());
+        let ok = "[remote]\nlisten = \"0.0.0.0:7443\"\ncert = \"s.pem\"\nkey = \"s.key\"\ndevice_ca = [\"ca.pem\"]\n";
+        let c = parse(ok).unwrap();
+        assert_eq!(c.remote.listen, Some("0.0.0.0:7443".parse().unwrap()));
+        assert_eq!(c.remote.challenge_ttl_ms, 60_000);
+        assert_eq!(c.remote.answer_timeout_ms, 5_000);
+        for (text, key) in [
+            ("[remote]\ncert = \"s.pem\"\n", "remote.listen"),
+            ("[remote]\nlisten = \"127.0.0.1:7443\"\n", "remote.cert"),
+            (
+                "[remote]\nlisten = \"127.0.0.1:7443\"\ncert = \"s.pem\"\n",
+                "remote.key",
+            ),
+            (
+                "[remote]\nlisten = \"127.0.0.1:7443\"\ncert = \"s.pem\"\nkey = \"k\"\n",
+                "remote.device_ca",
+            ),
+        ] {
+            let e = parse(text).unwrap_err();
+            assert_eq!(e.key(), Some(key), "{e}");
+        }
+        let e = parse(&format!("{ok}challenge_ttl_ms = 0\n")).unwrap_err();
+        assert_eq!(e.key(), Some("remote.challenge_ttl_ms"), "{e}");
+        assert!(e.to_string().contains("out of range"), "{e}");
+        let e = parse(&format!("{ok}heartbeat_ms = 20000\n")).unwrap_err();
+        assert_eq!(e.key(), Some("remote.silence_ms"), "{e}");
+        let e = parse(&format!("{ok}listen = \"nowhere\"\n")).unwrap_err();
+        assert!(e.to_string().contains("remote"), "{e}");
+        let e = parse("[remote]\nport = 1\n").unwrap_err();
+        assert!(e.to_string().contains("unknown field `port`"), "{e}");
     }
 
     #[test]

@@ -207,6 +207,7 @@ fn certificate_transaction(card: auth::CardIdentity, outcome: Outcome) -> Transa
         pin_retries: None,
         host_compute_us: 0,
         link_us: None,
+        round_trips: None,
     }
 }
 

@@ -59,6 +59,7 @@ pub mod live;
 pub mod metrics;
 pub mod osdp;
 pub mod readers;
+pub mod remote;
 pub mod revocation;
 pub mod service;
 pub mod status;

@@ -350,6 +350,8 @@ pub struct Revocation {
     revalidating: tokio::sync::Mutex<()>,
     wake: Notify,
     clock: Clock,
+    /// Bumped each time new revocation data is swapped in.
+    swapped: watch::Sender<u64>,
 }
 
 impl std::fmt::Debug for Revocation {
@@ -410,6 +412,7 @@ impl Revocation {
             revalidating: tokio::sync::Mutex::new(()),
             wake: Notify::new(),
             clock: Arc::new(Timestamp::now),
+            swapped: watch::Sender::new(0),
         }
     }
 
@@ -774,6 +777,7 @@ impl Revocation {
         );
         self.controller.authenticator().set_crls(crls);
         *merged = Some(key);
+        self.swapped.send_modify(|n| *n = n.wrapping_add(1));
     }
 
     /// Validates every active credential whose certificate is stored
@@ -1051,6 +1055,12 @@ impl Revocation {
         })
         .await;
         self.watch(urls, now);
+    }
+
+    /// Changes each time new revocation data reaches the authenticator
+    /// (others holding copies of it follow).
+    pub fn crl_updates(&self) -> watch::Receiver<u64> {
+        self.swapped.subscribe()
     }
 
     /// Wakes the background task, e.g. after an enrollment added

@@ -33,6 +33,7 @@ use crate::keypad::Keypads;
 use crate::metrics::Metrics;
 use crate::osdp::{OsdpOutput, OsdpPorts};
 use crate::readers::{self, ReaderThreads};
+use crate::remote::RemoteReaders;
 use crate::revocation::Revocation;
 use crate::status::{LastTaps, Observers, ReaderStatus, SignalTimes};
 
@@ -64,6 +65,8 @@ pub enum ServeError {
     Join(tokio::task::JoinError),
     #[error(transparent)]
     Osdp(#[from] crate::osdp::OsdpError),
+    #[error(transparent)]
+    Remote(#[from] crate::remote::RemoteError),
 }
 
 impl From<StoreError> for ServeError {
@@ -209,6 +212,7 @@ pub struct Service {
     revocation: JoinHandle<()>,
     readers: ReaderThreads,
     osdp: OsdpPorts,
+    remote: Option<RemoteReaders>,
     sql: SqlStore,
     /// The event-log writer's own pool.
     writer_sql: SqlStore,
@@ -264,7 +268,7 @@ impl Service {
             None => tokio::spawn(http::serve(listener, state.clone(), stopped)),
         };
         match Self::load(&config, output, started).await {
-            Ok((loaded, writer, (readers, osdp), (sql, writer_sql))) => {
+            Ok((loaded, writer, (readers, osdp, remote), (sql, writer_sql))) => {
                 let revocation = tokio::spawn(loaded.revocation.clone().run(stop.subscribe()));
                 tracing::info!(
                     %addr,
@@ -284,6 +288,7 @@ impl Service {
                     revocation,
                     readers,
                     osdp,
+                    remote,
                     sql,
                     writer_sql,
                 })
@@ -304,13 +309,14 @@ impl Service {
         (
             Loaded,
             JoinHandle<()>,
-            (ReaderThreads, OsdpPorts),
+            (ReaderThreads, OsdpPorts, Option<RemoteReaders>),
             (SqlStore, SqlStore),
         ),
         ServeError,
     > {
         // Key files are checked before anything else is opened.
         let osdp_plans = crate::osdp::plan(&config.osdp)?;
+        let remote_plan = crate::remote::plan(&config.remote, config.revocation_policy())?;
         let trust_config = config.trust.clone();
         let crl_dir = config.data_dir.join(crate::revocation::CRL_DIR);
         let trust = tokio::task::spawn_blocking(move || {
@@ -450,6 +456,28 @@ impl Service {
                 return Err(e.into());
             }
         };
+        let remote = match remote_plan {
+            None => None,
+            Some(plan) => match crate::remote::start(
+                plan,
+                controller.clone(),
+                keypads.clone(),
+                reader_status.clone(),
+                revocation_work.crl_updates(),
+            )
+            .await
+            {
+                Ok(r) => Some(r),
+                Err(e) => {
+                    tokio::task::spawn_blocking(move || {
+                        readers.stop();
+                        osdp.stop();
+                    })
+                    .await?;
+                    return Err(e.into());
+                }
+            },
+        };
         let times = StartupTimes {
             trust_us: trust_time.as_micros() as u64,
             database_us: database.as_micros() as u64,
@@ -472,7 +500,7 @@ impl Service {
                 signals,
             },
             writer,
-            (readers, osdp),
+            (readers, osdp, remote),
             (sql, writer_sql),
         ))
     }
@@ -486,6 +514,11 @@ impl Service {
     pub fn url(&self) -> String {
         let scheme = if self.https { "https" } else { "http" };
         format!("{scheme}://{}", self.addr)
+    }
+
+    /// The address remote readers connect to, when `[remote]` is on.
+    pub fn remote_addr(&self) -> Option<SocketAddr> {
+        self.remote.as_ref().map(RemoteReaders::addr)
     }
 
     pub fn loaded(&self) -> &Loaded {
@@ -511,6 +544,9 @@ impl Service {
         let _ = self.stop.send(true);
         let http = self.http.await?;
         self.revocation.await?;
+        if let Some(remote) = self.remote {
+            remote.stop().await;
+        }
         // Reader threads finish their tap (committing its event) and stop.
         let readers = self.readers;
         tokio::task::spawn_blocking(move || readers.stop()).await?;

@@ -1,0 +1,373 @@
+//! `pivgate serve` with remote readers: `pivgate reader connect` processes
+//! on loopback, over TLS 1.3 with the certificates `pivgate pki
+//! issue-device` issues. A reader bound to a door (`remote:CN`) comes
+//! online, its card is authenticated by the service through the link and
+//! the tap recorded at that door (two network round trips); a repeat tap
+//! of the same card takes the fast path in one; a killed agent is a `remote-offline` event. A reader whose
+//! certificate is revoked (in the CRLs the service loads), or whose name no
+//! reader record binds, is refused with a `remote-refused` event.
+
+mod util;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+use util::{ok, s, Running, BIN};
+
+/// How long an event may take before the test fails (never a measurement).
+const WAIT: Duration = Duration::from_secs(60);
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+struct Site {
+    dir: tempfile::TempDir,
+    config: String,
+    remote: String,
+    alice: PathBuf,
+    alice_certificate: PathBuf,
+}
+
+impl Site {
+    /// A site from `pivgate init` whose front door has two remote readers,
+    /// `door 1` and `revoked door` (whose certificate is revoked before the
+    /// service starts); `stray door` has a certificate but no reader record.
+    fn new() -> Site {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().join("site");
+        ok(&["init", s(&root)]);
+        let pki = root.join("pki");
+        let d = |n: &str| dir.path().join(n);
+        ok(&[
+            "pki",
+            "issue-device",
+            "--pki",
+            s(&pki),
+            "--name",
+            "127.0.0.1",
+            "--server",
+            "--ip",
+            "127.0.0.1",
+            "--out",
+            s(&d("server")),
+        ]);
+        for name in ["door 1", "revoked door", "stray door"] {
+            ok(&[
+                "pki",
+                "issue-device",
+                "--pki",
+                s(&pki),
+                "--name",
+                name,
+                "--out",
+                s(&d("readers")),
+            ]);
+        }
+        ok(&[
+            "pki",
+            "revoke",
+            "--pki",
+            s(&pki),
+            s(&d("readers/revoked-door.pem")),
+        ]);
+
+        let remote = format!("127.0.0.1:{}", free_port());
+        let bound = format!("\"{}\" = \"Front door\"", testbed::VPCD_READER);
+        let config = root.join("pivgate.toml");
+        let text = std::fs::read_to_string(&config).unwrap();
+        assert!(text.contains(&bound), "{text}");
+        assert!(
+            text.contains("# [remote]"),
+            "the template documents [remote]"
+        );
+        let text = text.replace("127.0.0.1:8080", "127.0.0.1:0").replace(
+            &bound,
+            "\"remote:door 1\" = \"Front door\"\n\"remote:revoked door\" = \"Front door\"",
+        );
+        let text = format!(
+            "{text}\n[remote]\nlisten = \"{remote}\"\ncert = \"{}\"\nkey = \"{}\"\ndevice_ca = [\"{}\"]\n",
+            s(&d("server/127.0.0.1.pem")),
+            s(&d("server/127.0.0.1.key.pem")),
+            s(&pki.join("root.pem")),
+        );
+        std::fs::write(&config, text).unwrap();
+
+        let creds = d("alice-creds");
+        ok(&["pki", "issue-card", "--pki", s(&pki), "--out", s(&creds)]);
+        let alice = d("alice.json");
+        ok(&[
+            "card",
+            "new",
+            "--credentials",
+            s(&creds),
+            "--out",
+            s(&alice),
+        ]);
+        Site {
+            config: s(&config).to_string(),
+            remote,
+            alice,
+            alice_certificate: creds.join("slot-9e.pem"),
+            dir,
+        }
+    }
+
+    fn token(&self, role: &str) -> String {
+        ok(&["token", "create", "--role", role, "--config", &self.config])
+            .trim()
+            .to_string()
+    }
+
+    /// `pivgate reader connect` with reader certificate `stem`, offering
+    /// `card`.
+    fn agent(&self, stem: &str, card: &Path) -> Running {
+        let d = |n: String| self.dir.path().join(n);
+        Running(
+            Command::new(BIN)
+                .args([
+                    "reader",
+                    "connect",
+                    "--server",
+                    &self.remote,
+                    "--cert",
+                    s(&d(format!("readers/{stem}.pem"))),
+                    "--key",
+                    s(&d(format!("readers/{stem}.key.pem"))),
+                    "--ca",
+                    s(&d("server/ca.pem".into())),
+                    "--card-image",
+                    s(card),
+                ])
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .expect("pivgate reader connect starts"),
+        )
+    }
+}
+
+struct Api {
+    base: String,
+    token: String,
+}
+
+impl Api {
+    fn call(&self, method: &str, path: &str, body: Option<Value>) -> (u16, Value) {
+        let r = ureq::request(method, &format!("{}{path}", self.base))
+            .timeout(Duration::from_secs(10))
+            .set("Authorization", &format!("Bearer {}", self.token));
+        let res = match body {
+            Some(b) => r
+                .set("Content-Type", "application/json")
+                .send_string(&b.to_string()),
+            None => r.call(),
+        };
+        let r = match res {
+            Ok(r) => r,
+            Err(ureq::Error::Status(_, r)) => r,
+            Err(e) => panic!("{method} {path}: {e}"),
+        };
+        let status = r.status();
+        let text = r.into_string().unwrap();
+        (status, serde_json::from_str(&text).unwrap_or(Value::Null))
+    }
+
+    /// Alice, enrolled from her card authentication certificate and added
+    /// to `staff` (the front door, always).
+    fn enroll(&self, site: &Site) {
+        let (st, holder) = self.call(
+            "POST",
+            "/api/v1/cardholders",
+            Some(json!({"name": "Alice", "status": "active"})),
+        );
+        assert_eq!(st, 201, "{holder}");
+        let certificate = std::fs::read_to_string(&site.alice_certificate).unwrap();
+        let (st, v) = self.call(
+            "POST",
+            "/api/v1/credentials/enroll",
+            Some(json!({"cardholder": holder["id"], "certificate": certificate})),
+        );
+        assert_eq!(st, 201, "{v}");
+        let (st, groups) = self.call("GET", "/api/v1/groups", None);
+        assert_eq!(st, 200, "{groups}");
+        let mut staff = groups["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|g| g["name"] == "staff")
+            .cloned()
+            .unwrap_or_else(|| panic!("no staff group: {groups}"));
+        staff["cardholders"]
+            .as_array_mut()
+            .unwrap()
+            .push(holder["id"].clone());
+        let id = staff["id"].as_i64().unwrap();
+        let (st, v) = self.call("PUT", &format!("/api/v1/groups/{id}"), Some(staff));
+        assert_eq!(st, 200, "{v}");
+    }
+
+    /// The id of the reader record bound through `connection`.
+    fn reader_id(&self, connection: &str) -> Value {
+        let (st, readers) = self.call("GET", "/api/v1/readers", None);
+        assert_eq!(st, 200, "{readers}");
+        readers["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["connection"] == connection)
+            .map(|r| r["id"].clone())
+            .unwrap_or_else(|| panic!("no reader {connection}: {readers}"))
+    }
+
+    /// Whether the door status shows reader `id` connected.
+    fn connected(&self, id: &Value) -> Value {
+        let (st, v) = self.call("GET", "/api/v1/doors/status", None);
+        assert_eq!(st, 200, "{v}");
+        v["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .flat_map(|d| d["readers"].as_array().unwrap().iter())
+            .find(|r| &r["reader"] == id)
+            .unwrap_or_else(|| panic!("reader {id} not in the door status: {v}"))["connected"]
+            .clone()
+    }
+
+    /// The first event after event `after` that `want` accepts, waiting
+    /// for it; `what` names it when it never comes.
+    fn wait_event(&self, after: i64, what: &str, want: impl Fn(&Value) -> bool) -> Value {
+        let deadline = Instant::now() + WAIT;
+        let mut cursor = after;
+        let mut seen = Vec::new();
+        loop {
+            let (st, page) = self.call(
+                "GET",
+                &format!("/api/v1/events?cursor={cursor}&limit=100"),
+                None,
+            );
+            assert_eq!(st, 200, "{page}");
+            for e in page["events"].as_array().unwrap() {
+                cursor = cursor.max(e["id"].as_i64().unwrap());
+                if want(e) {
+                    return e.clone();
+                }
+                seen.push(e.clone());
+            }
+            assert!(
+                Instant::now() < deadline,
+                "no {what} event after event {after}; saw {seen:#?}"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    fn wait_reader_event(&self, after: i64, code: &str) -> Value {
+        self.wait_event(after, code, |e| e["kind"] == "reader" && e["code"] == code)
+    }
+
+    fn wait_tap(&self, after: i64) -> Value {
+        self.wait_event(after, "tap", |e| e["kind"] == "tap")
+    }
+}
+
+fn id(e: &Value) -> i64 {
+    e["id"].as_i64().unwrap()
+}
+
+#[test]
+fn remote_readers_tap_come_and_go_and_unknown_or_revoked_ones_are_refused() {
+    let site = Site::new();
+    let (_serve, base) = util::serve(&site.config);
+    let api = Api {
+        base,
+        token: site.token("admin"),
+    };
+    api.enroll(&site);
+    let reader = api.reader_id("remote:door 1");
+    assert_eq!(api.connected(&reader), json!(false));
+
+    // Door 1's reader with Alice's card: online, the card authenticated by
+    // the service through the link, granted at the front door.
+    let agent = site.agent("door-1", &site.alice);
+    let online = api.wait_reader_event(0, "remote-online");
+    assert_eq!(online["reader"], reader, "{online}");
+    assert_eq!(online["door"], 1, "{online}");
+    assert!(
+        online["reason"].as_str().unwrap().contains("remote:door 1"),
+        "{online}"
+    );
+    assert_eq!(api.connected(&reader), json!(true));
+    let tap = api.wait_tap(id(&online));
+    assert_eq!(tap["code"], "granted", "{tap}");
+    assert_eq!(tap["result"], "granted", "{tap}");
+    assert_eq!(tap["reader"], reader, "{tap}");
+    assert_eq!(tap["door"], 1, "{tap}");
+    assert_eq!(tap["data"]["mechanism"], "pki-cak", "{tap}");
+    assert_eq!(tap["data"]["path"], "full", "{tap}");
+    assert!(tap["data"]["link_us"].as_u64().is_some(), "{tap}");
+    // The prepared commands answered on arrival, then the full read.
+    assert_eq!(tap["data"]["round_trips"], 2, "{tap}");
+
+    // The agent is killed: offline.
+    drop(agent);
+    let offline = api.wait_reader_event(id(&tap), "remote-offline");
+    assert_eq!(offline["reader"], reader, "{offline}");
+    assert_eq!(api.connected(&reader), json!(false));
+
+    // Back with the same card: a repeat tap, on the fast path (the answers
+    // to the challenge handed out ahead, one round trip).
+    let agent = site.agent("door-1", &site.alice);
+    let online = api.wait_reader_event(id(&offline), "remote-online");
+    assert_eq!(online["reader"], reader, "{online}");
+    let tap = api.wait_tap(id(&online));
+    assert_eq!(tap["code"], "granted", "{tap}");
+    assert_eq!(tap["reader"], reader, "{tap}");
+    assert_eq!(tap["data"]["path"], "fast", "{tap}");
+    assert_eq!(tap["data"]["round_trips"], 1, "{tap}");
+
+    // A valid certificate whose name no reader record binds.
+    let stray = site.agent("stray-door", &site.alice);
+    let refused = api.wait_event(id(&tap), "remote-refused (stray door)", |e| {
+        e["code"] == "remote-refused"
+            && e["reason"]
+                .as_str()
+                .unwrap()
+                .contains("no reader with connection remote:stray door")
+    });
+    assert_eq!(refused["kind"], "reader", "{refused}");
+    drop(stray);
+
+    // A bound reader whose certificate is revoked.
+    let revoked = site.agent("revoked-door", &site.alice);
+    let refused = api.wait_event(id(&refused), "remote-refused (revoked)", |e| {
+        e["code"] == "remote-refused" && e["reason"].as_str().unwrap().contains("revoked")
+    });
+    assert_eq!(refused["kind"], "reader", "{refused}");
+    drop(revoked);
+
+    // Each change once; no tap from the refused readers.
+    let (st, all) = api.call("GET", "/api/v1/events?limit=100", None);
+    assert_eq!(st, 200, "{all}");
+    let events = all["events"].as_array().unwrap();
+    let states: Vec<&str> = events
+        .iter()
+        .filter(|e| e["code"] == "remote-online" || e["code"] == "remote-offline")
+        .map(|e| e["code"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        states,
+        ["remote-online", "remote-offline", "remote-online"],
+        "{all}"
+    );
+    let taps = events.iter().filter(|e| e["kind"] == "tap").count();
+    assert_eq!(taps, 2, "{all}");
+    drop(agent);
+}

@@ -1,0 +1,539 @@
+//! Remote readers (`pivgate reader connect`) over mutual TLS: the service
+//! runs a [`remote::hub::RemoteHub`] on `remote.listen` (`[remote]`).
+//!
+//! - **Binding.** A reader record whose connection is `remote:CN` is the
+//!   remote reader whose certificate's subject common name is CN; the hub
+//!   follows the access data (a reader bound through the API is accepted
+//!   from its next connection). A reader whose name is bound to no reader
+//!   record is refused with a `remote-refused` event ("no reader with
+//!   connection remote:CN"), as is one whose certificate is unknown,
+//!   expired or revoked (the validator's reason). Refusals are recorded
+//!   once per address and reason (until a reader from that address comes
+//!   online), not once per reconnection attempt.
+//! - **Identity.** Reader certificates are validated by pivgate's own
+//!   validator against `remote.device_ca`, with `remote.crls` and the
+//!   service's own revocation data (`trust.crls`, downloads, OCSP answers):
+//!   each refresh swapped into the authenticator reaches the reader
+//!   verifier too, so a revoked reader is refused from its next handshake.
+//! - **State.** `remote-online` and `remote-offline` events, once per change
+//!   (a reconnection racing the end of the old connection is not an
+//!   offline), and the reader's connection in [`ReaderStatus`].
+//! - **Taps.** Each card arriving at a remote reader is a
+//!   [`remote::hub::RemoteTap`] (a [`host::Transport`] over the link) run
+//!   through [`Controller::tap`] on a blocking thread: the same mechanism,
+//!   decision, anti-passback, event and door output as a PC/SC reader. The
+//!   transaction's `path` shows a repeat tap's fast path (one round trip)
+//!   and its `link_us` the time spent waiting on the network. A link that
+//!   drops during a tap ends it with the link's reason, recorded once.
+
+use std::collections::{HashMap, HashSet};
+use std::net::{IpAddr, SocketAddr};
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use access::jiff::Timestamp;
+use access::{DoorId, ReaderId};
+use eventlog::NewEvent;
+use pki::crl::CrlSet;
+use pki::validate::RevocationPolicy;
+use remote::hub::{HubConfig, HubEvent, Refusal, RemoteHub, RemoteTap};
+use remote::tls::ReaderVerifier;
+use tokio::sync::{mpsc, watch};
+use tokio::task::{JoinHandle, JoinSet};
+
+use crate::config::RemoteConfig;
+use crate::door::Controller;
+use crate::keypad::Keypads;
+use crate::status::ReaderStatus;
+
+/// The prefix of remote readers' connection strings.
+pub const SCHEME: &str = "remote:";
+
+/// How many (address, reason) refusals are remembered so that each is
+/// recorded once; past this they are forgotten (and recorded again).
+const MAX_REFUSALS_HELD: usize = 1024;
+
+/// Why remote readers could not be started.
+#[derive(Debug, thiserror::Error)]
+pub enum RemoteError {
+    #[error("`{key}`: {problem}")]
+    Invalid { key: &'static str, problem: String },
+    #[error("`remote.key`: {path}: {problem}", path = path.display())]
+    KeyFile { path: PathBuf, problem: String },
+    #[error("`remote.listen`: cannot listen on {addr}: {error}")]
+    Bind {
+        addr: SocketAddr,
+        error: std::io::Error,
+    },
+}
+
+/// The remote-reader endpoint, its files read and checked.
+pub struct RemotePlan {
+    listen: SocketAddr,
+    hub: HubConfig,
+    verifier: Arc<ReaderVerifier>,
+    /// `remote.crls`.
+    own_crls: CrlSet,
+}
+
+/// Checks that a private key file is mode 0600 or stricter and owned by the
+/// service's user.
+fn check_key_file(path: &Path) -> Result<(), RemoteError> {
+    let fail = |problem: String| RemoteError::KeyFile {
+        path: path.to_owned(),
+        problem,
+    };
+    let meta = std::fs::metadata(path).map_err(|e| fail(format!("cannot read the key: {e}")))?;
+    let mode = meta.permissions().mode() & 0o777;
+    if mode & 0o077 != 0 {
+        return Err(fail(format!(
+            "the key file has mode {mode:04o}, readable by others: run `chmod 600 {}`",
+            path.display()
+        )));
+    }
+    let me = rustix::process::geteuid().as_raw();
+    if meta.uid() != me {
+        return Err(fail(format!(
+            "the key file is owned by user {}, not by the service's user {me}: run `chown {me} {}`",
+            meta.uid(),
+            path.display()
+        )));
+    }
+    Ok(())
+}
+
+/// Reads the certificate, key, device CAs and CRLs `[remote]` names (no
+/// plan when `remote.listen` is not set). A file that is missing, unusable
+/// or (the key) readable by others stops start-up, naming the key.
+pub fn plan(
+    config: &RemoteConfig,
+    policy: RevocationPolicy,
+) -> Result<Option<RemotePlan>, RemoteError> {
+    let Some(listen) = config.listen else {
+        return Ok(None);
+    };
+    let invalid = |key: &'static str, problem: String| RemoteError::Invalid { key, problem };
+    let (Some(cert), Some(key)) = (&config.cert, &config.key) else {
+        return Err(invalid(
+            "remote.cert",
+            "both `remote.cert` and `remote.key` are needed".into(),
+        ));
+    };
+    check_key_file(key)?;
+    let chain = remote::tls::load_certs(cert).map_err(|e| invalid("remote.cert", e.to_string()))?;
+    let private = remote::tls::load_key(key).map_err(|e| invalid("remote.key", e.to_string()))?;
+    let mut store = pki::store::TrustStore::builder();
+    for p in &config.device_ca {
+        let n = store
+            .add_anchors_from_path(p)
+            .map_err(|e| invalid("remote.device_ca", format!("{}: {e}", p.display())))?;
+        if n == 0 {
+            return Err(invalid(
+                "remote.device_ca",
+                format!("{} holds no certificate", p.display()),
+            ));
+        }
+    }
+    let mut crls = CrlSet::builder();
+    for p in &config.crls {
+        crls.add_path(p)
+            .map_err(|e| invalid("remote.crls", format!("{}: {e}", p.display())))?;
+    }
+    let own_crls = crls.build();
+    let verifier = ReaderVerifier::new(store.build(), CrlSet::empty(), policy);
+    let tls = remote::tls::server_config(chain, private, verifier.clone()).map_err(|e| {
+        invalid(
+            "remote.cert",
+            format!("{e} (does `remote.key` belong to `remote.cert`?)"),
+        )
+    })?;
+    let mut hub = HubConfig::new(tls, verifier.clone(), HashMap::new());
+    hub.challenge_ttl = Duration::from_millis(config.challenge_ttl_ms);
+    hub.heartbeat = Duration::from_millis(config.heartbeat_ms);
+    hub.silence = Duration::from_millis(config.silence_ms);
+    hub.handshake = Duration::from_millis(config.handshake_ms);
+    hub.answer_timeout = Duration::from_millis(config.answer_timeout_ms);
+    Ok(Some(RemotePlan {
+        listen,
+        hub,
+        verifier,
+        own_crls,
+    }))
+}
+
+/// `own` and the service's revocation data as one set.
+fn merged(own: &CrlSet, service: &CrlSet) -> CrlSet {
+    let mut b = CrlSet::builder();
+    for c in own.crls().iter().chain(service.crls()) {
+        b.add_crl(c.clone());
+    }
+    for r in own.ocsp_responses().iter().chain(service.ocsp_responses()) {
+        b.add_ocsp(r.clone());
+    }
+    b.build()
+}
+
+/// The running remote-reader endpoint.
+pub struct RemoteReaders {
+    addr: SocketAddr,
+    stop: watch::Sender<bool>,
+    task: JoinHandle<()>,
+}
+
+impl RemoteReaders {
+    /// The address readers connect to.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// Closes every connection (a tap in progress ends with a link error,
+    /// recorded as a refusal), records what is left and waits for the taps.
+    pub async fn stop(self) {
+        let _ = self.stop.send(true);
+        let _ = self.task.await;
+    }
+}
+
+/// What the dispatcher and the tap threads share.
+struct Ctx {
+    controller: Arc<Controller>,
+    keypads: Arc<Keypads>,
+    status: Arc<ReaderStatus>,
+}
+
+impl Ctx {
+    fn bound(&self, connection: &str) -> Option<(ReaderId, DoorId)> {
+        self.controller
+            .snapshot()
+            .reader_by_connection(connection)
+            .map(|r| (r.id, r.door))
+    }
+
+    async fn record(&self, connection: Option<&str>, code: &str, reason: String, peer: String) {
+        let bound = connection.and_then(|c| self.bound(c));
+        let event = NewEvent::reader(
+            Timestamp::now(),
+            bound.map(|b| b.1),
+            bound.map(|b| b.0),
+            code,
+            reason,
+            serde_json::json!({ "link": "remote", "peer": peer }),
+        );
+        if let Err(e) = self.controller.log().append(event).await {
+            tracing::error!(error = %e, "reader event not recorded");
+        }
+    }
+
+    /// One tap, on a blocking thread.
+    fn tap(&self, mut tap: RemoteTap) {
+        let connection = tap.reader_id().to_string();
+        let Some((reader, door)) = self.bound(&connection) else {
+            tracing::warn!(reader = %connection, "card at a remote reader bound to no door");
+            tap.finish(false, "this reader is bound to no door");
+            return;
+        };
+        let mut pin = self.keypads.source(door);
+        match self.controller.tap(&mut tap, reader, Some(&mut pin), None) {
+            Ok(r) => {
+                tracing::info!(
+                    reader = %connection,
+                    door = r.door.0,
+                    code = r.code(),
+                    reason = r.reason().unwrap_or_default(),
+                    opened = r.opened,
+                    prepared = tap.prepared(),
+                    round_trips = tap.round_trips(),
+                    ms = r.transaction.total().wall_us as f64 / 1000.0,
+                    "tap"
+                );
+                let text = match r.reason() {
+                    None if r.granted() => "access granted".to_string(),
+                    None => r.code().to_string(),
+                    Some(why) => why,
+                };
+                tap.finish(r.granted(), &text);
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, reader = %connection, "tap not run");
+                tap.finish(false, &e.to_string());
+            }
+        }
+    }
+}
+
+/// Binds `plan.listen` and starts serving remote readers; `crl_updates`
+/// changes when the service's revocation data does.
+pub async fn start(
+    plan: RemotePlan,
+    controller: Arc<Controller>,
+    keypads: Arc<Keypads>,
+    status: Arc<ReaderStatus>,
+    crl_updates: watch::Receiver<u64>,
+) -> Result<RemoteReaders, RemoteError> {
+    let RemotePlan {
+        listen,
+        hub,
+        verifier,
+        own_crls,
+    } = plan;
+    verifier.set_crls(merged(&own_crls, &controller.authenticator().crls()));
+    let handshake = hub.handshake;
+    let (hub, events) = RemoteHub::bind(listen, hub)
+        .await
+        .map_err(|error| RemoteError::Bind {
+            addr: listen,
+            error,
+        })?;
+    let addr = hub.local_addr();
+    let (stop, stopped) = watch::channel(false);
+    let ctx = Arc::new(Ctx {
+        controller,
+        keypads,
+        status,
+    });
+    let d = Dispatcher {
+        ctx,
+        verifier,
+        own_crls,
+        online: HashMap::new(),
+        watched: HashSet::new(),
+        refused: HashSet::new(),
+        taps: JoinSet::new(),
+    };
+    let task = tokio::spawn(d.run(hub, events, crl_updates, stopped, handshake));
+    tracing::info!(%addr, "remote readers: listening");
+    Ok(RemoteReaders { addr, stop, task })
+}
+
+struct Dispatcher {
+    ctx: Arc<Ctx>,
+    verifier: Arc<ReaderVerifier>,
+    own_crls: CrlSet,
+    /// Open connections per reader connection string.
+    online: HashMap<String, usize>,
+    /// Remote readers whose status this keeps.
+    watched: HashSet<ReaderId>,
+    /// The refusals recorded per address (and reason) since a reader from
+    /// that address last came online.
+    refused: HashSet<(IpAddr, String)>,
+    taps: JoinSet<()>,
+}
+
+impl Dispatcher {
+    async fn run(
+        mut self,
+        hub: RemoteHub,
+        mut events: mpsc::UnboundedReceiver<HubEvent>,
+        mut crls: watch::Receiver<u64>,
+        mut stop: watch::Receiver<bool>,
+        handshake: Duration,
+    ) {
+        let mut snapshots = self.ctx.controller.snapshot_changes();
+        snapshots.borrow_and_update();
+        crls.borrow_and_update();
+        self.bind(&hub);
+        let mut crls_open = true;
+        loop {
+            tokio::select! {
+                e = events.recv() => match e {
+                    Some(e) => self.handle(e, true).await,
+                    None => break,
+                },
+                r = snapshots.changed() => {
+                    if r.is_ok() {
+                        self.bind(&hub);
+                    }
+                }
+                r = crls.changed(), if crls_open => {
+                    if r.is_ok() {
+                        self.verifier.set_crls(merged(
+                            &self.own_crls,
+                            &self.ctx.controller.authenticator().crls(),
+                        ));
+                        tracing::info!("remote readers: reader certificates checked against the new revocation data");
+                    } else {
+                        crls_open = false;
+                    }
+                }
+                Some(_) = self.taps.join_next(), if !self.taps.is_empty() => {}
+                _ = stop.changed() => break,
+            }
+        }
+        hub.shutdown().await;
+        // The connections end (each within the handshake limit): their
+        // offline events are recorded; cards arriving now are not served.
+        let drain = async {
+            while let Some(e) = events.recv().await {
+                self.handle(e, false).await;
+            }
+        };
+        let _ = tokio::time::timeout(handshake + Duration::from_secs(5), drain).await;
+        while self.taps.join_next().await.is_some() {}
+        for id in self.watched.drain() {
+            self.ctx.status.forget(id);
+        }
+        tracing::info!("remote readers: stopped");
+    }
+
+    /// Hands the hub the reader names bound now, and keeps their status.
+    fn bind(&mut self, hub: &RemoteHub) {
+        let snapshot = self.ctx.controller.snapshot();
+        let mut names = HashMap::new();
+        let mut now = HashSet::new();
+        for r in snapshot.readers() {
+            if let Some(cn) = r.connection.strip_prefix(SCHEME) {
+                names.insert(cn.to_string(), r.connection.clone());
+                self.ctx
+                    .status
+                    .set(r.id, self.online.contains_key(&r.connection));
+                now.insert(r.id);
+            }
+        }
+        for gone in self.watched.difference(&now) {
+            self.ctx.status.forget(*gone);
+        }
+        self.watched = now;
+        hub.set_readers(names);
+    }
+
+    async fn handle(&mut self, e: HubEvent, serving: bool) {
+        match e {
+            HubEvent::Online {
+                reader,
+                agent,
+                peer,
+            } => {
+                self.refused.retain(|(ip, _)| *ip != peer.ip());
+                let n = self.online.entry(reader.clone()).or_insert(0);
+                *n += 1;
+                if *n == 1 {
+                    if let Some((id, _)) = self.ctx.bound(&reader) {
+                        self.ctx.status.set(id, true);
+                    }
+                    tracing::info!(reader = %reader, %peer, agent = %agent, "remote reader online");
+                    self.ctx
+                        .record(
+                            Some(&reader),
+                            "remote-online",
+                            format!("remote reader {reader} is online (agent {agent:?} at {peer})"),
+                            peer.to_string(),
+                        )
+                        .await;
+                }
+            }
+            HubEvent::Offline { reader, reason } => {
+                let last = match self.online.get_mut(&reader) {
+                    Some(n) if *n > 1 => {
+                        *n -= 1;
+                        false
+                    }
+                    Some(_) => {
+                        self.online.remove(&reader);
+                        true
+                    }
+                    None => false,
+                };
+                if last {
+                    if let Some((id, _)) = self.ctx.bound(&reader) {
+                        self.ctx.status.set(id, false);
+                    }
+                    tracing::info!(reader = %reader, reason = %reason, "remote reader offline");
+                    self.ctx
+                        .record(
+                            Some(&reader),
+                            "remote-offline",
+                            format!("remote reader {reader} is offline: {reason}"),
+                            String::new(),
+                        )
+                        .await;
+                }
+            }
+            HubEvent::Refused { peer, reason } => {
+                let text = match &reason {
+                    Refusal::NotEnrolled(cn) => format!(
+                        "reader certificate {cn:?} is valid, but there is no reader with connection {SCHEME}{cn}: bind it to a door"
+                    ),
+                    other => other.to_string(),
+                };
+                if self.refused.len() >= MAX_REFUSALS_HELD {
+                    self.refused.clear();
+                }
+                if !self.refused.insert((peer.ip(), text.clone())) {
+                    return;
+                }
+                tracing::warn!(%peer, reason = %text, "remote reader refused");
+                let connection = match &reason {
+                    Refusal::NotEnrolled(cn) => Some(format!("{SCHEME}{cn}")),
+                    _ => None,
+                };
+                self.ctx
+                    .record(
+                        connection.as_deref(),
+                        "remote-refused",
+                        format!("remote reader at {peer} refused: {text}"),
+                        peer.to_string(),
+                    )
+                    .await;
+            }
+            HubEvent::CardPresent(tap) => {
+                if serving {
+                    let ctx = self.ctx.clone();
+                    self.taps.spawn_blocking(move || ctx.tap(tap));
+                } else {
+                    tap.finish(false, "the service is shutting down");
+                }
+            }
+            HubEvent::CardRemoved { .. } => {}
+            HubEvent::ChallengeRefused { reader, reason } => {
+                tracing::warn!(reader = %reader, reason = %reason, "a prepared tap's challenge was not accepted; the tap goes on over the link");
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn key_files_readable_by_others_are_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("k");
+        std::fs::write(&p, "x").unwrap();
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o600)).unwrap();
+        check_key_file(&p).unwrap();
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o644)).unwrap();
+        let e = check_key_file(&p).unwrap_err().to_string();
+        assert!(e.starts_with("`remote.key`: "), "{e}");
+        assert!(e.contains("mode 0644") && e.contains("chmod 600"), "{e}");
+        let e = check_key_file(&dir.path().join("none"))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("cannot read"), "{e}");
+    }
+
+    #[test]
+    fn missing_files_stop_start_up_naming_the_key() {
+        let dir = tempfile::tempdir().unwrap();
+        let key = dir.path().join("k");
+        std::fs::write(&key, "not a key").unwrap();
+        std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o600)).unwrap();
+        let config = RemoteConfig {
+            listen: Some("127.0.0.1:0".parse().unwrap()),
+            cert: Some(dir.path().join("none.pem")),
+            key: Some(key),
+            device_ca: vec![dir.path().join("ca.pem")],
+            ..RemoteConfig::default()
+        };
+        let e = plan(&config, RevocationPolicy::default())
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(e.starts_with("`remote.cert`: "), "{e}");
+        assert!(plan(&RemoteConfig::default(), RevocationPolicy::default())
+            .unwrap()
+            .is_none());
+    }
+}
