@@ -10,6 +10,8 @@ use std::time::Duration;
 
 use links::serial::Pty;
 
+pub mod api;
+
 /// The binary under test.
 pub const BIN: &str = env!("CARGO_BIN_EXE_pivgate");
 
