@@ -13,6 +13,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{mpsc, watch};
+use tokio_rustls::rustls::pki_types::CertificateDer;
 use tokio_rustls::rustls::ServerConfig;
 use tokio_rustls::TlsAcceptor;
 
@@ -276,10 +277,13 @@ async fn connection(s: Arc<Shared>, acceptor: TlsAcceptor, tcp: TcpStream, peer:
             return refused(r);
         }
     }
-    let name = conn
+    // Kept for the session: the chain is checked again at every heartbeat,
+    // so a reader revoked (a CRL refresh) or expired while connected is cut off.
+    let chain: Vec<CertificateDer<'static>> = conn
         .peer_certificates()
-        .and_then(|c| c.first())
-        .and_then(|c| subject_cn(c));
+        .map(|c| c.iter().map(|d| d.clone().into_owned()).collect())
+        .unwrap_or_default();
+    let name = chain.first().and_then(|c| subject_cn(c));
     let Some(name) = name else {
         return refused(Refusal::Certificate(CertRefusal::Other(
             "no subject common name".into(),
@@ -350,7 +354,7 @@ async fn connection(s: Arc<Shared>, acceptor: TlsAcceptor, tcp: TcpStream, peer:
         s.connections
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed)
     );
-    let reason = session(&s, tls, &reader, &owner).await;
+    let reason = session(&s, tls, &reader, &owner, &chain).await;
     lock(&s.challenges).forget_reader(&owner);
     emit(&s, HubEvent::Offline { reader, reason });
 }
@@ -437,7 +441,13 @@ fn prepare(s: &Shared, owner: &str) -> Option<Message> {
 
 type Tls = tokio_rustls::server::TlsStream<TcpStream>;
 
-async fn session(s: &Arc<Shared>, tls: Tls, reader: &str, owner: &str) -> String {
+async fn session(
+    s: &Arc<Shared>,
+    tls: Tls,
+    reader: &str,
+    owner: &str,
+    chain: &[CertificateDer<'static>],
+) -> String {
     let (mut rd, mut wr) = tokio::io::split(tls);
     let (in_tx, mut in_rx) = mpsc::channel::<Result<Message, FrameError>>(4);
     let silence = s.cfg.silence;
@@ -514,7 +524,12 @@ async fn session(s: &Arc<Shared>, tls: Tls, reader: &str, owner: &str) -> String
                     let _ = out_tx.send(Message::TapEnd { card, granted, text });
                 }
             },
-            _ = ping.tick() => { let _ = out_tx.send(Message::Ping { nonce: seq }); }
+            _ = ping.tick() => {
+                if let Err(r) = s.cfg.verifier.recheck(chain) {
+                    break format!("the reader's certificate is no longer accepted: {r}");
+                }
+                let _ = out_tx.send(Message::Ping { nonce: seq });
+            }
             _ = stop.changed() => break "the service is shutting down".to_string(),
         }
     };

@@ -711,6 +711,36 @@ async fn a_crl_refresh_refuses_a_revoked_reader_at_its_next_handshake() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reader_revoked_while_connected_is_cut_off_at_its_next_heartbeat() {
+    let mut s = site();
+    let (mut cfg, verifier) = hub_config_with(&s, &[("door 9 reader", "door-9")]);
+    // A short heartbeat so the test does not wait the default 5 s (the
+    // assertion waits for the event, whenever it comes).
+    cfg.heartbeat = Duration::from_millis(100);
+    let (hub, mut events) = RemoteHub::bind(loopback(), cfg).await.unwrap();
+    let cred = reader_cert(&s.pki, "door 9 reader", None);
+    let agent_cfg = agent_config(hub.local_addr(), &s.pki, &cred, s.pki.root_der());
+    let connected = Raw::hello(hub.local_addr(), &agent_cfg).await;
+    hub_event(&mut events, |e| {
+        matches!(e, HubEvent::Online { .. }).then_some(())
+    })
+    .await;
+    s.pki.revoke(&cred.cert, None).unwrap();
+    verifier.set_crls(s.pki.crl_set().unwrap());
+    let reason = hub_event(&mut events, |e| match e {
+        HubEvent::Offline { reason, .. } => Some(reason.clone()),
+        _ => None,
+    })
+    .await;
+    assert!(
+        reason.contains("no longer accepted") && reason.contains("revoked"),
+        "{reason}"
+    );
+    drop(connected);
+    hub.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_reader_without_a_common_version_is_refused() {
     let s = site();
     let (hub, mut events) =
