@@ -121,15 +121,28 @@ impl ReaderVerifier {
         intermediates: &[&[u8]],
         time: i64,
     ) -> Result<(), ValidationError> {
+        const CLIENT_AUTH: der::asn1::ObjectIdentifier =
+            der::asn1::ObjectIdentifier::new_unwrap("1.3.6.1.5.5.7.3.2");
         let (store, crls) = (self.store.load(), self.crls.load());
         let opts = ValidationOptions {
             time: pki::time::Time(time),
-            required_eku: Some(der::asn1::ObjectIdentifier::new_unwrap("1.3.6.1.5.5.7.3.2")),
+            required_eku: Some(CLIENT_AUTH),
             leaf_key_usage: Some(pki::cert::key_usage::DIGITAL_SIGNATURE),
             revocation: self.revocation.clone(),
             ..ValidationOptions::default()
         };
-        pki::validate::validate(&store, end_entity, intermediates, &crls, &opts).map(|_| ())
+        let path = pki::validate::validate(&store, end_entity, intermediates, &crls, &opts)?;
+        // A reader certificate must say it is for client authentication:
+        // the validator accepts a certificate without extendedKeyUsage, and
+        // a card's certificate from a shared CA must not pass for a reader.
+        let leaf = path.leaf();
+        match &leaf.ext.ext_key_usage {
+            Some(list) if list.contains(&CLIENT_AUTH) => Ok(()),
+            _ => Err(ValidationError::EkuMissing {
+                subject: leaf.subject_display().to_string(),
+                required: CLIENT_AUTH.to_string(),
+            }),
+        }
     }
 }
 

@@ -906,3 +906,39 @@ async fn the_agent_cuts_off_a_silent_service() {
     agent.task.abort();
     mute.abort();
 }
+
+/// A certificate from the readers' CA that does not say it is for client
+/// authentication (no extendedKeyUsage, or another purpose) is no reader's.
+#[test]
+fn a_certificate_without_client_authentication_is_not_a_reader() {
+    use pki::issue::{now, CertificateBuilder, KeyAlgorithm, KeyPair};
+    let s = site();
+    let verifier = ReaderVerifier::new(
+        s.pki.trust_store(),
+        s.pki.crl_set().unwrap(),
+        RevocationPolicy::default(),
+    );
+    let issue = |eku: Option<&[der::asn1::ObjectIdentifier]>| {
+        let key = KeyPair::generate(KeyAlgorithm::P256).unwrap();
+        let mut b = CertificateBuilder::new("CN=door 10 reader,O=pivgate,C=US", key.spki_der())
+            .unwrap()
+            .validity(now() - 3600, now() + 86_400)
+            .end_entity();
+        if let Some(e) = eku {
+            b = b.extended_key_usage(e);
+        }
+        b.sign(s.pki.intermediate_der(), s.pki.intermediate_key())
+            .unwrap()
+    };
+    let ims = [s.pki.intermediate_der()];
+    let t = now();
+    let e = verifier.check(&issue(None), &ims, t).unwrap_err();
+    assert_eq!(e.code(), "extended-key-usage-missing", "{e}");
+    let server_auth = [der::asn1::ObjectIdentifier::new_unwrap("1.3.6.1.5.5.7.3.1")];
+    let e = verifier
+        .check(&issue(Some(&server_auth)), &ims, t)
+        .unwrap_err();
+    assert_eq!(e.code(), "extended-key-usage-missing", "{e}");
+    let client_auth = [der::asn1::ObjectIdentifier::new_unwrap("1.3.6.1.5.5.7.3.2")];
+    verifier.check(&issue(Some(&client_auth)), &ims, t).unwrap();
+}
