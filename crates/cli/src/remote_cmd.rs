@@ -85,14 +85,14 @@ pub fn connect(a: ReaderConnectArgs) -> Result<ExitCode> {
     if !a.server.contains(':') {
         bail!("--server needs HOST:PORT, got {:?}", a.server);
     }
+    if a.osdp.is_none() && a.security.given() {
+        bail!("--key-file, --install-mode and --insecure set up an OSDP reader's secure channel: pass --osdp DEV --address N");
+    }
+
     let chain = remote::tls::load_certs(&a.cert)?;
     let key = remote::tls::load_key(&a.key)?;
     let cas = remote::tls::load_certs(&a.ca)?;
     let tls = remote::tls::client_config(chain, key, &cas)?;
-
-    if a.osdp.is_none() && a.security.given() {
-        bail!("--key-file, --install-mode and --insecure set up an OSDP reader's secure channel: pass --osdp DEV --address N");
-    }
 
     let mut number = first_card_number();
     let (presence_tx, presence_rx) = watch::channel(CardState::default());
