@@ -48,6 +48,17 @@ pub enum ReaderCommand {
     /// error. Runs until SIGINT or SIGTERM.
     Osdp(ReaderOsdpArgs),
     /// Connect this host's card reader to a door service over the network.
+    ///
+    /// The card comes from a PC/SC reader (default), a software card image
+    /// (--card-image), or an OSDP reader on a serial line (--osdp): this
+    /// process is then the reader's control panel, relays the service's
+    /// APDUs to the card in transparent mode and reports each card arrival
+    /// and removal the reader signals. The secure channel is set up as for
+    /// `pivgate auth --osdp`: --key-file (32 hex digits, mode 0600),
+    /// --install-mode to install that key in a reader still on the default
+    /// key, or --insecure.
+    ///
+    /// Runs until SIGINT or SIGTERM, or until the card source fails.
     Connect(crate::remote_cmd::ReaderConnectArgs),
 }
 
@@ -94,7 +105,14 @@ pub struct Security {
     insecure: bool,
 }
 
-fn parse_baud(s: &str) -> Result<u32, String> {
+impl Security {
+    /// Whether any of the flags was given.
+    pub fn given(&self) -> bool {
+        self.key_file.is_some() || self.install_mode || self.insecure
+    }
+}
+
+pub(crate) fn parse_baud(s: &str) -> Result<u32, String> {
     let b: u32 = s.parse().map_err(|_| format!("`{s}` is not a baud rate"))?;
     if BAUDS.contains(&b) {
         Ok(b)
@@ -420,15 +438,19 @@ pub struct PanelArgs {
     pub security: Security,
 }
 
-/// Connects to the reader and waits for a card. Returns the transport and
-/// the time from the start of the wait to the card being seen.
-pub fn connect_panel(
-    a: &PanelArgs,
+/// Starts this process as the control panel of the reader at `address` on
+/// serial device `dev` and waits (up to `wait`, or without end) for it to
+/// come online: after the secure channel as `security` sets it up, and in
+/// install mode after the key of --key-file is installed. Returns the panel
+/// and when the wait began.
+pub fn open_panel(
     dev: &Path,
+    address: u8,
+    baud: u32,
+    security: &Security,
     wait: Option<Duration>,
-) -> Result<(OsdpTransport, Duration)> {
-    let address = a.address.context("--osdp needs --address")?;
-    let s = &a.security;
+) -> Result<(CpHandle, Instant)> {
+    let s = security;
     let setup = match (&s.key_file, s.install_mode, s.insecure) {
         (_, _, true) => PdSetup::plain(address),
         (Some(k), install, false) => PdSetup {
@@ -445,23 +467,21 @@ pub fn connect_panel(
         ),
     };
     let secure = setup.scbk.is_some();
-    let port = open_serial(dev, a.baud)
+    let port = open_serial(dev, baud)
         .with_context(|| format!("opening the serial device {}", dev.display()))?;
     let cp = CpHandle::spawn(
         port,
         ControlPanel::new(CpConfig::default(), vec![setup]),
-        link_for(dev, a.baud),
+        link_for(dev, baud),
     )
     .context("starting the OSDP control panel")?;
     let start = Instant::now();
-    let forever = Duration::from_secs(365 * 86_400);
-    let left = |start: Instant| {
-        wait.map(|w| w.saturating_sub(start.elapsed()))
-            .unwrap_or(forever)
-    };
+    let left = wait
+        .map(|w| w.saturating_sub(start.elapsed()))
+        .unwrap_or(Duration::from_secs(365 * 86_400));
     // Online (after the secure channel, and a key installation in install mode).
     let mut refused = None;
-    let online = cp.wait_for(left(start), |e| match e {
+    let online = cp.wait_for(left, |e| match e {
         CpEvent::Online { address: x, .. } => *x == address,
         CpEvent::Refused { address: x, reason } if *x == address => {
             refused = Some(format!("{reason:?}"));
@@ -474,18 +494,33 @@ pub fn connect_panel(
         _ => false,
     });
     match online {
-        Some(CpEvent::Online { secure: got, .. }) if got == secure => {}
+        Some(CpEvent::Online { secure: got, .. }) if got == secure => Ok((cp, start)),
         Some(CpEvent::Online { .. }) => bail!("the reader came online without the secure channel"),
         Some(_) => bail!(
             "the reader at address {address} failed the secure channel ({}); is the key right?",
             refused.unwrap_or_default()
         ),
         None => bail!(
-            "no OSDP reader answered at address {address} on {} at {} baud",
-            dev.display(),
-            a.baud
+            "no OSDP reader answered at address {address} on {} at {baud} baud",
+            dev.display()
         ),
     }
+}
+
+/// Connects to the reader and waits for a card. Returns the transport and
+/// the time from the start of the wait to the card being seen.
+pub fn connect_panel(
+    a: &PanelArgs,
+    dev: &Path,
+    wait: Option<Duration>,
+) -> Result<(OsdpTransport, Duration)> {
+    let address = a.address.context("--osdp needs --address")?;
+    let (cp, start) = open_panel(dev, address, a.baud, &a.security, wait)?;
+    let forever = Duration::from_secs(365 * 86_400);
+    let left = |start: Instant| {
+        wait.map(|w| w.saturating_sub(start.elapsed()))
+            .unwrap_or(forever)
+    };
     let mut transport = OsdpTransport::new(cp, address, 0);
     loop {
         match transport.reconnect(false) {

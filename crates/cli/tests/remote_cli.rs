@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use auth::{Authenticator, Mechanism, Settings};
 use remote::hub::{HubConfig, HubEvent, RemoteHub};
-use util::{code, ok, pivgate, s, text, Running, BIN};
+use util::{code, key_file, ok, pivgate, s, stderr, text, Running, BIN};
 
 /// Only a guard against a hung test, never a measurement.
 const GUARD: Duration = Duration::from_secs(60);
@@ -181,4 +181,88 @@ fn a_reader_agent_process_gets_its_tap_granted_by_a_remote_hub() {
         "{seen:?}"
     );
     rt.block_on(hub.shutdown());
+}
+
+#[test]
+fn an_osdp_card_source_needs_its_flags_and_a_private_key() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = |n: &str| dir.path().join(n);
+    ok(&["pki", "init", "--dir", s(&d("pki"))]);
+    ok(&[
+        "pki",
+        "issue-device",
+        "--pki",
+        s(&d("pki")),
+        "--name",
+        "door 9",
+        "--out",
+        s(&d("reader")),
+    ]);
+    let key = key_file(
+        dir.path(),
+        "open",
+        "000102030405060708090a0b0c0d0e0f",
+        0o644,
+    );
+    let (cert, key_pem, ca) = (
+        d("reader/door-9.pem"),
+        d("reader/door-9.key.pem"),
+        d("reader/ca.pem"),
+    );
+    let connect = |extra: &[&str]| {
+        let mut args = vec![
+            "reader",
+            "connect",
+            "--server",
+            "127.0.0.1:9",
+            "--cert",
+            s(&cert),
+            "--key",
+            s(&key_pem),
+            "--ca",
+            s(&ca),
+        ];
+        args.extend_from_slice(extra);
+        pivgate(&args)
+    };
+
+    // Secure-channel flags belong to an OSDP reader.
+    let out = connect(&["--insecure"]);
+    assert_eq!(code(&out), 2, "{}", text(&out));
+    assert!(
+        stderr(&out).contains("--osdp DEV --address N"),
+        "{}",
+        text(&out)
+    );
+    // One card source at a time; an address with the serial line.
+    let out = connect(&[
+        "--osdp",
+        "/dev/null",
+        "--address",
+        "1",
+        "--card-image",
+        "c.json",
+    ]);
+    assert_eq!(code(&out), 2, "{}", text(&out));
+    let out = connect(&["--osdp", "/dev/null"]);
+    assert_eq!(code(&out), 2, "{}", text(&out));
+    assert!(stderr(&out).contains("--address"), "{}", text(&out));
+    // Secure by default, and the key file must be private.
+    let out = connect(&["--osdp", "/dev/null", "--address", "1"]);
+    assert_eq!(code(&out), 2, "{}", text(&out));
+    assert!(
+        stderr(&out).contains("the secure channel needs a key"),
+        "{}",
+        text(&out)
+    );
+    let out = connect(&[
+        "--osdp",
+        "/dev/null",
+        "--address",
+        "1",
+        "--key-file",
+        s(&key),
+    ]);
+    assert_eq!(code(&out), 2, "{}", text(&out));
+    assert!(stderr(&out).contains("chmod 600"), "{}", text(&out));
 }

@@ -5,7 +5,10 @@
 //! the tap recorded at that door (two network round trips); a repeat tap
 //! of the same card takes the fast path in one; a killed agent is a `remote-offline` event. A reader whose
 //! certificate is revoked (in the CRLs the service loads), or whose name no
-//! reader record binds, is refused with a `remote-refused` event.
+//! reader record binds, is refused with a `remote-refused` event. An agent
+//! can also offer the card of an OSDP reader on a serial line, as its
+//! control panel: the service's PKI-CAK then runs through agent, OSDP
+//! reader and card.
 
 mod util;
 
@@ -15,7 +18,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
 use serde_json::json;
-use util::{ok, s, Running, BIN};
+use util::{key_file, ok, s, start_reader, stop_reader, NullModem, Running, BIN};
 
 fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")
@@ -126,6 +129,12 @@ impl Site {
     /// `pivgate reader connect` with reader certificate `stem`, offering
     /// `card`.
     fn agent(&self, stem: &str, card: &Path) -> Running {
+        self.agent_with(stem, &["--card-image", s(card)], Stdio::null())
+    }
+
+    /// `pivgate reader connect` with reader certificate `stem`, offering
+    /// the card source of `source` (its flags), standard error to `log`.
+    fn agent_with(&self, stem: &str, source: &[&str], log: Stdio) -> Running {
         let d = |n: String| self.dir.path().join(n);
         Running(
             Command::new(BIN)
@@ -140,12 +149,11 @@ impl Site {
                     s(&d(format!("readers/{stem}.key.pem"))),
                     "--ca",
                     s(&d("server/ca.pem".into())),
-                    "--card-image",
-                    s(card),
                 ])
+                .args(source)
                 .stdin(Stdio::null())
                 .stdout(Stdio::null())
-                .stderr(Stdio::null())
+                .stderr(log)
                 .spawn()
                 .expect("pivgate reader connect starts"),
         )
@@ -240,4 +248,76 @@ fn remote_readers_tap_come_and_go_and_unknown_or_revoked_ones_are_refused() {
     let taps = events.iter().filter(|e| e["kind"] == "tap").count();
     assert_eq!(taps, 2, "{all}");
     drop(agent);
+}
+
+#[test]
+fn a_remote_agent_relays_an_osdp_readers_card_to_the_service() {
+    let site = Site::new();
+    let (_serve, base) = util::serve(&site.config);
+    let api = Api {
+        base,
+        token: site.token("admin"),
+    };
+    api.enroll(&site.alice_certificate);
+    let reader = api.reader_id("remote:door 1");
+
+    // Alice's card in a `pivgate reader osdp` at address 1 on one end of a
+    // null modem; the agent is the control panel on the other end.
+    let key = key_file(
+        site.dir.path(),
+        "scbk",
+        "000102030405060708090a0b0c0d0e0f",
+        0o600,
+    );
+    let wire = NullModem::new();
+    let osdp = start_reader(&[
+        "--serial",
+        s(&wire.a.slave_path),
+        "--address",
+        "1",
+        "--baud",
+        "115200",
+        "--key-file",
+        s(&key),
+        "--card-image",
+        s(&site.alice),
+    ]);
+    let log_path = site.dir.path().join("agent.log");
+    let log = std::fs::File::create(&log_path).unwrap();
+    let agent = site.agent_with(
+        "door-1",
+        &[
+            "--osdp",
+            s(&wire.b.slave_path),
+            "--address",
+            "1",
+            "--baud",
+            "115200",
+            "--key-file",
+            s(&key),
+        ],
+        Stdio::from(log),
+    );
+    let agent_log = || std::fs::read_to_string(&log_path).unwrap_or_default();
+
+    let online = api.wait_reader_event(0, "remote-online");
+    assert_eq!(online["reader"], reader, "{online}\n{}", agent_log());
+    let tap = api.wait_tap(id(&online));
+    let log = agent_log();
+    assert_eq!(tap["code"], "granted", "{tap}\n{log}");
+    assert_eq!(tap["reader"], reader, "{tap}");
+    assert_eq!(tap["door"], 1, "{tap}");
+    assert_eq!(tap["data"]["mechanism"], "pki-cak", "{tap}");
+    assert_eq!(tap["data"]["path"], "full", "{tap}");
+    assert!(tap["data"]["link_us"].as_u64().is_some(), "{tap}");
+    assert_eq!(tap["data"]["round_trips"], 2, "{tap}");
+    assert!(
+        log.contains("offering OSDP reader at address 1 on"),
+        "{log}"
+    );
+    drop(agent);
+
+    // The reader relayed the card's APDUs inside the secure channel.
+    let (_, reader_log) = stop_reader(osdp);
+    assert!(reader_log.contains("secure channel up"), "{reader_log}");
 }
