@@ -3,9 +3,6 @@
 //! at 115200 baud: pivgate as control panel with libosdp as reader, and the
 //! other way round. The peers are the small scripts in tests/peers/.
 
-use std::io::{BufRead, BufReader, Write};
-use std::path::PathBuf;
-use std::process::{Child, ChildStdin, Command as Proc, Stdio};
 use std::sync::mpsc;
 use std::time::Duration;
 
@@ -17,108 +14,13 @@ use links::osdp::pd::{PdApp, PdConfig, PdEvent, PeripheralDevice};
 use links::osdp::sc::Key;
 use links::serial::{CpHandle, Link, PdHandle, Pty};
 use serde_json::{json, Value};
+use testbed::libosdp::Peer;
 
 const WAIT: Duration = Duration::from_secs(15);
 
-fn python() -> PathBuf {
-    // The interpreter of the virtual environment scripts/setup.sh makes
-    // (PIVGATE_OSDP_VENV, default ~/.cache/pivgate/osdp-venv), or any Python
-    // with libosdp named by PIVGATE_OSDP_PYTHON.
-    let p = std::env::var_os("PIVGATE_OSDP_PYTHON")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| {
-            let venv = std::env::var_os("PIVGATE_OSDP_VENV")
-                .map(PathBuf::from)
-                .unwrap_or_else(|| {
-                    let home = std::env::var_os("HOME").unwrap_or_default();
-                    PathBuf::from(home).join(".cache/pivgate/osdp-venv")
-                });
-            venv.join("bin/python")
-        });
-    let ok = Proc::new(&p)
-        .args(["-c", "import osdp"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success());
-    assert!(
-        ok,
-        "libosdp (PyPI) is not available to {}: run scripts/setup.sh (or set PIVGATE_OSDP_PYTHON)",
-        p.display()
-    );
-    p
-}
-
-struct Peer {
-    child: Child,
-    stdin: ChildStdin,
-    lines: mpsc::Receiver<Value>,
-}
-
-impl Peer {
-    fn start(script: &str, args: &[String]) -> Peer {
-        let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/peers");
-        let mut child = Proc::new(python())
-            .arg(dir.join(script))
-            .args(args)
-            .current_dir(&dir)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .spawn()
-            .expect("start the libosdp peer");
-        let stdin = child.stdin.take().unwrap();
-        let stdout = child.stdout.take().unwrap();
-        let (tx, lines) = mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-                if let Ok(v) = serde_json::from_str::<Value>(&line) {
-                    if tx.send(v).is_err() {
-                        break;
-                    }
-                }
-            }
-        });
-        Peer {
-            child,
-            stdin,
-            lines,
-        }
-    }
-
-    fn send(&mut self, v: Value) {
-        writeln!(self.stdin, "{v}").unwrap();
-        self.stdin.flush().unwrap();
-    }
-
-    fn expect(&self, what: &str, mut pred: impl FnMut(&Value) -> bool) -> Value {
-        let end = std::time::Instant::now() + WAIT;
-        loop {
-            let left = end
-                .checked_duration_since(std::time::Instant::now())
-                .unwrap_or_else(|| panic!("libosdp peer: no {what}"));
-            match self.lines.recv_timeout(left) {
-                Ok(v) if pred(&v) => return v,
-                Ok(_) => {}
-                Err(_) => panic!("libosdp peer: no {what}"),
-            }
-        }
-    }
-}
-
-impl Drop for Peer {
-    fn drop(&mut self) {
-        let _ = writeln!(self.stdin, "{}", json!({"quit": true}));
-        let _ = self.stdin.flush();
-        let end = std::time::Instant::now() + Duration::from_secs(5);
-        while std::time::Instant::now() < end {
-            if let Ok(Some(_)) = self.child.try_wait() {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
+/// A libosdp peer script of tests/peers/.
+fn start_peer(script: &str, args: &[String]) -> Peer {
+    Peer::start(script, args, WAIT)
 }
 
 fn cmd_field(v: &Value, k: &str) -> i64 {
@@ -133,7 +35,7 @@ fn wait_cp(cp: &CpHandle, what: &str, pred: impl FnMut(&CpEvent) -> bool) -> CpE
 #[test]
 fn pivgate_cp_with_libosdp_pd_plain() {
     let pty = Pty::open().unwrap();
-    let mut peer = Peer::start(
+    let mut peer = start_peer(
         "libosdp_pd.py",
         &[
             "--device".into(),
@@ -283,7 +185,7 @@ fn pivgate_cp_with_libosdp_pd_plain() {
 #[test]
 fn pivgate_cp_installs_a_key_on_libosdp_pd_in_install_mode() {
     let pty = Pty::open().unwrap();
-    let mut peer = Peer::start(
+    let mut peer = start_peer(
         "libosdp_pd.py",
         &[
             "--device".into(),
@@ -356,7 +258,7 @@ fn pivgate_cp_installs_a_key_on_libosdp_pd_in_install_mode() {
     // The same reader, restarted with the installed key and install mode over:
     // a panel that offers SCBK-D is refused.
     let pty = Pty::open().unwrap();
-    let peer = Peer::start(
+    let peer = start_peer(
         "libosdp_pd.py",
         &[
             "--device".into(),
@@ -443,7 +345,7 @@ fn pivgate_pd_with_libosdp_cp(scbk: Option<Key>) {
     if let Some(k) = &scbk {
         args.extend(["--scbk".into(), hex::encode(k.0)]);
     }
-    let mut peer = Peer::start("libosdp_cp.py", &args);
+    let mut peer = start_peer("libosdp_cp.py", &args);
     let st = peer.expect("online status", |v| v.get("online").is_some());
     assert_eq!(
         st["online"], true,
@@ -534,7 +436,7 @@ fn libosdp_cp_installs_a_key_on_pivgate_pd_in_install_mode() {
         Link::paced(115200),
     )
     .unwrap();
-    let mut peer = Peer::start(
+    let mut peer = start_peer(
         "libosdp_cp.py",
         &[
             "--device".into(),

@@ -667,96 +667,8 @@ fn the_reader_keypad_is_the_pin_source_of_a_card_and_pin_door() {
 /// third-party reader without transparent mode, sending Wiegand card data.
 mod libosdp {
     use super::*;
-    use std::io::{BufRead, BufReader, Read, Write};
-    use std::path::PathBuf;
-    use std::process::{Child, ChildStdin, Command as Proc, Stdio};
-
-    fn python() -> PathBuf {
-        let p = std::env::var_os("PIVGATE_OSDP_PYTHON")
-            .map(PathBuf::from)
-            .unwrap_or_else(|| {
-                let venv = std::env::var_os("PIVGATE_OSDP_VENV")
-                    .map(PathBuf::from)
-                    .unwrap_or_else(|| {
-                        let home = std::env::var_os("HOME").unwrap_or_default();
-                        PathBuf::from(home).join(".cache/pivgate/osdp-venv")
-                    });
-                venv.join("bin/python")
-            });
-        let ok = Proc::new(&p)
-            .args(["-c", "import osdp"])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .status()
-            .is_ok_and(|s| s.success());
-        assert!(
-            ok,
-            "libosdp (PyPI) is not available to {}: run scripts/setup.sh (or set PIVGATE_OSDP_PYTHON)",
-            p.display()
-        );
-        p
-    }
-
-    struct Peer {
-        child: Child,
-        stdin: ChildStdin,
-        lines: mpsc::Receiver<serde_json::Value>,
-    }
-
-    impl Peer {
-        fn start(device: &Path) -> Peer {
-            let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../links/tests/peers");
-            let mut child = Proc::new(python())
-                .arg(dir.join("libosdp_pd.py"))
-                .args(["--device", &device.display().to_string()])
-                .args(["--address", &ADDRESS.to_string()])
-                .current_dir(&dir)
-                .stdin(Stdio::piped())
-                .stdout(Stdio::piped())
-                .spawn()
-                .expect("start the libosdp peer");
-            let stdin = child.stdin.take().unwrap();
-            let stdout = child.stdout.take().unwrap();
-            let (tx, lines) = mpsc::channel();
-            std::thread::spawn(move || {
-                for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-                    if let Ok(v) = serde_json::from_str(&line) {
-                        if tx.send(v).is_err() {
-                            break;
-                        }
-                    }
-                }
-            });
-            Peer {
-                child,
-                stdin,
-                lines,
-            }
-        }
-
-        fn send(&mut self, v: serde_json::Value) {
-            writeln!(self.stdin, "{v}").unwrap();
-            self.stdin.flush().unwrap();
-        }
-
-        fn expect(&self, what: &str, pred: impl Fn(&serde_json::Value) -> bool) {
-            loop {
-                match self.lines.recv_timeout(PATIENCE) {
-                    Ok(v) if pred(&v) => return,
-                    Ok(_) => {}
-                    Err(_) => panic!("libosdp peer: no {what}"),
-                }
-            }
-        }
-    }
-
-    impl Drop for Peer {
-        fn drop(&mut self) {
-            let _ = writeln!(self.stdin, "{}", serde_json::json!({"quit": true}));
-            let _ = self.stdin.flush();
-            let _ = self.child.wait();
-        }
-    }
+    use std::io::{Read, Write};
+    use testbed::libosdp::Peer;
 
     /// Copies bytes from one pseudo-terminal's controlling side to
     /// another's, so two programs that each open a tty by path share a line.
@@ -785,7 +697,16 @@ mod libosdp {
         );
         let s = site.start().unwrap();
         let mut events = s.loaded().controller.log().subscribe();
-        let mut peer = Peer::start(&far.slave_path);
+        let mut peer = Peer::start(
+            "libosdp_pd.py",
+            &[
+                "--device".into(),
+                far.slave_path.display().to_string(),
+                "--address".into(),
+                ADDRESS.to_string(),
+            ],
+            PATIENCE,
+        );
         peer.expect("ready", |v| v["ready"] == true);
         let online = wait_event(&site.rt, &mut events, "online", reader_event("osdp-online"));
         let reason = online.event.reason.unwrap();

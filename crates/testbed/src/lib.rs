@@ -10,6 +10,8 @@
 //! testbed::wait_for_card(testbed::VPCD_READER, std::time::Duration::from_secs(10)).unwrap();
 //! ```
 
+pub mod libosdp;
+
 use std::ffi::CString;
 use std::io::Read;
 use std::os::unix::net::UnixStream;
