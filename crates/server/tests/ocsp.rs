@@ -6,19 +6,18 @@ use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 
-use access::jiff::Timestamp;
-use access::{Cardholder, CardholderId, CardholderStatus, ReaderId};
-use card::Card;
-use eventlog::{ApiToken, Role};
-use host::InProcess;
-use pki::issue::{pem_encode, CardCredentials, CardOptions, TestPki, TestPkiOptions};
+mod staff;
+use staff::{cak, card, ensure_token, staff_member, tap};
+
+use access::CardholderId;
+use pki::issue::{pem_encode, TestPki, TestPkiOptions};
 use pki::ocsp::client::OcspConfig;
 use pki::trust::RevocationSourceConfig;
 use server::config::{init_template, Config};
 use server::service::Service;
+use store::Role;
 
 const READER: &str = "pivgate ocsp test reader";
-const FRONT: ReaderId = ReaderId(1);
 const TOKEN: &str = "ocsp-test-admin-token";
 
 struct Responder(Child);
@@ -84,63 +83,10 @@ fn responder(dir: &Path, pki: &TestPki, good: &[u8], revoked: &[u8]) -> (Respond
     (Responder(child), format!("http://127.0.0.1:{port}"))
 }
 
-fn card(pki: &TestPki, name: &str) -> CardCredentials {
-    pki.issue_card(&CardOptions {
-        cardholder: name.into(),
-        ..CardOptions::default()
-    })
-    .unwrap()
-}
-
-fn cak(c: &CardCredentials) -> Vec<u8> {
-    c.slot(0x9E).unwrap().certificate.clone()
-}
-
-async fn tap(s: &Service, c: &CardCredentials) -> (String, Option<String>) {
-    let controller = s.loaded().controller.clone();
-    let image = c.card_image(Some(7)).unwrap();
-    tokio::task::spawn_blocking(move || {
-        let mut t = InProcess::new(Card::new(image));
-        let r = controller.tap(&mut t, FRONT, None, None).unwrap();
-        (r.code().to_string(), r.reason())
-    })
-    .await
-    .unwrap()
-}
-
 async fn holder(s: &Service, name: &str) -> CardholderId {
-    let store = &s.loaded().store;
-    let h = store
-        .create_cardholder(Cardholder {
-            id: CardholderId(0),
-            name: name.into(),
-            status: CardholderStatus::Active,
-            valid_from: None,
-            valid_until: None,
-        })
-        .await
-        .unwrap();
-    let mut staff = store
-        .list_groups()
-        .await
-        .unwrap()
-        .into_iter()
-        .find(|g| g.name == "staff")
-        .unwrap();
-    staff.cardholders.push(h.id);
-    store.update_group(&staff).await.unwrap();
-    if store.list_tokens().await.unwrap().is_empty() {
-        store
-            .create_token(&ApiToken {
-                name: "test-admin".into(),
-                role: Role::Admin,
-                token_hash: server::token::hash(TOKEN),
-                created_at: Timestamp::now(),
-            })
-            .await
-            .unwrap();
-    }
-    h.id
+    let h = staff_member(s, name).await;
+    ensure_token(s, "test-admin", Role::Admin, TOKEN).await;
+    h
 }
 
 async fn enroll(s: &Service, holder: CardholderId, cert: &[u8]) -> (u16, String) {

@@ -12,18 +12,20 @@ use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
+mod staff;
+use staff::{cak, card, ensure_token, staff_member, tap, FRONT};
+
 use access::jiff::Timestamp;
 use access::{Cardholder, CardholderId, CardholderStatus, CredentialState, ReaderId};
 use card::Card;
-use eventlog::{ApiToken, EventKind, EventQuery, Role};
 use host::InProcess;
 use pki::fetch::FetchConfig;
 use pki::issue::{pem_encode, CardCredentials, CardOptions, CrlBuilder, TestPki, TestPkiOptions};
 use server::config::{init_template, Config, StalePolicy};
 use server::service::Service;
+use store::{ApiToken, EventKind, EventQuery, Role};
 
 const READER: &str = "pivgate revocation test reader";
-const FRONT: ReaderId = ReaderId(1);
 const TOKEN: &str = "revocation-test-admin-token";
 const VIEWER: &str = "revocation-test-viewer-token";
 
@@ -155,82 +157,21 @@ fn config(dir: &Path, stale: Option<(StalePolicy, Option<u64>)>) -> Config {
     c
 }
 
-fn card(pki: &TestPki, name: &str) -> CardCredentials {
-    pki.issue_card(&CardOptions {
-        cardholder: name.into(),
-        ..CardOptions::default()
-    })
-    .unwrap()
-}
-
-fn cak(c: &CardCredentials) -> Vec<u8> {
-    c.slot(0x9E).unwrap().certificate.clone()
-}
-
-/// Taps `c` at the front door; returns the code and the sentence.
-async fn tap(s: &Service, c: &CardCredentials) -> (String, Option<String>) {
-    let controller = s.loaded().controller.clone();
-    let image = c.card_image(Some(7)).unwrap();
-    tokio::task::spawn_blocking(move || {
-        let mut t = InProcess::new(Card::new(image));
-        let r = controller.tap(&mut t, FRONT, None, None).unwrap();
-        (r.code().to_string(), r.reason())
-    })
-    .await
-    .unwrap()
-}
-
-/// A cardholder in group `staff` (both doors, always) and an admin token.
+/// A cardholder in group `staff` (both doors, always) and an admin and a
+/// viewer token.
 async fn prepare(s: &Service, name: &str) -> CardholderId {
-    let store = &s.loaded().store;
-    let h = store
-        .create_cardholder(Cardholder {
-            id: CardholderId(0),
-            name: name.into(),
-            status: CardholderStatus::Active,
-            valid_from: None,
-            valid_until: None,
-        })
-        .await
-        .unwrap();
-    let mut staff = store
-        .list_groups()
-        .await
-        .unwrap()
-        .into_iter()
-        .find(|g| g.name == "staff")
-        .unwrap();
-    staff.cardholders.push(h.id);
-    store.update_group(&staff).await.unwrap();
-    if store.list_tokens().await.unwrap().is_empty() {
-        store
-            .create_token(&ApiToken {
-                name: "test-admin".into(),
-                role: Role::Admin,
-                token_hash: server::token::hash(TOKEN),
-                created_at: Timestamp::now(),
-            })
-            .await
-            .unwrap();
-        store
-            .create_token(&ApiToken {
-                name: "test-viewer".into(),
-                role: Role::Viewer,
-                token_hash: server::token::hash(VIEWER),
-                created_at: Timestamp::now(),
-            })
-            .await
-            .unwrap();
-    }
-    h.id
+    let h = staff_member(s, name).await;
+    ensure_token(s, "test-admin", Role::Admin, TOKEN).await;
+    ensure_token(s, "test-viewer", Role::Viewer, VIEWER).await;
+    h
 }
 
 /// The next event with `code` published on the live channel (events are
 /// published just after their commit is acknowledged).
 async fn published(
-    live: &mut tokio::sync::broadcast::Receiver<Arc<eventlog::Event>>,
+    live: &mut tokio::sync::broadcast::Receiver<Arc<store::Event>>,
     code: &str,
-) -> Arc<eventlog::Event> {
+) -> Arc<store::Event> {
     loop {
         match tokio::time::timeout(std::time::Duration::from_secs(10), live.recv()).await {
             Ok(Ok(e)) if e.event.code.as_deref() == Some(code) => return e,
@@ -647,9 +588,9 @@ fn stale_policy_keys_are_checked() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn revalidation_suspends_an_expired_credential() {
     use access::{Credential, CredentialId};
-    use eventlog::{SqlStore, Store};
     use server::door::{Controller, SimulatedOutput};
     use server::revocation::Revocation;
+    use store::{SqlStore, Store};
 
     let dir = tempfile::tempdir().unwrap();
     let pki = TestPki::generate(TestPkiOptions::default()).unwrap();
@@ -702,7 +643,7 @@ async fn revalidation_suspends_an_expired_credential() {
         pki.crl_set().unwrap(),
         auth::Settings::default(),
     ));
-    let (log, _writer) = eventlog::EventLog::start(store.clone(), 0);
+    let (log, _writer) = store::EventLog::start(store.clone(), 0);
     let controller = Arc::new(Controller::new(
         authenticator,
         store.load_snapshot().await.unwrap(),
