@@ -15,7 +15,6 @@ use auth::{Authenticator, FixedPin, PinSource};
 use card::profile::TimingProfile;
 use card::Card;
 use clap::{Args, ValueEnum};
-use eventlog::{EventKind, EventQuery, Role};
 use host::{InProcess, Transport};
 use pki::issue::{CardCredentials, CardOptions, KeyAlgorithm, TestPki, TestPkiOptions};
 use server::config::Config;
@@ -23,6 +22,7 @@ use server::door::TapResult;
 use server::service::Service;
 use std::net::SocketAddr;
 use std::process::ExitCode;
+use store::{EventKind, EventQuery, Role};
 
 #[derive(Args)]
 pub struct DemoArgs {

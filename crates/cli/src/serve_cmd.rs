@@ -6,7 +6,7 @@ use std::process::ExitCode;
 
 use anyhow::Context;
 use clap::{Args, Subcommand};
-use eventlog::Role;
+use store::Role;
 
 #[derive(Args)]
 pub struct InitArgs {
@@ -109,14 +109,14 @@ pub fn token(c: TokenCommand) -> anyhow::Result<ExitCode> {
                 Ok(ExitCode::SUCCESS)
             }
             TokenCommand::List { .. } => {
-                use eventlog::Store;
+                use store::Store;
                 for t in store.list_tokens().await? {
                     println!("{}\t{}\t{}", t.name, t.role, t.created_at);
                 }
                 Ok(ExitCode::SUCCESS)
             }
             TokenCommand::Delete { name, .. } => {
-                use eventlog::Store;
+                use store::Store;
                 store.delete_token(&name).await?;
                 println!("deleted token `{name}`");
                 Ok(ExitCode::SUCCESS)

@@ -355,7 +355,7 @@ fn browser_available() -> bool {
         "{} missing (install chromium and chromium-driver: scripts/setup.sh)",
         missing.join(" and ")
     );
-    if eventlog::testing::in_ci() {
+    if store::testing::in_ci() {
         panic!("the dashboard browser test needs {why}");
     }
     eprintln!("skipping the dashboard browser test: {why}");

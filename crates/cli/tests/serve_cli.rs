@@ -135,7 +135,7 @@ fn serve_answers_health_and_enforces_token_roles() {
 
 #[test]
 fn serve_answers_health_and_enforces_token_roles_on_postgresql() {
-    let Some(cluster) = eventlog::testing::postgres_or_skip("serve on PostgreSQL") else {
+    let Some(cluster) = store::testing::postgres_or_skip("serve on PostgreSQL") else {
         return;
     };
     let dir = tempfile::tempdir().unwrap();
@@ -419,7 +419,7 @@ fn acknowledged_commands_survive_sigkill() {
 
 #[test]
 fn acknowledged_commands_survive_sigkill_on_postgresql() {
-    let Some(cluster) = eventlog::testing::postgres_or_skip("SIGKILL on PostgreSQL") else {
+    let Some(cluster) = store::testing::postgres_or_skip("SIGKILL on PostgreSQL") else {
         return;
     };
     let dir = tempfile::tempdir().unwrap();

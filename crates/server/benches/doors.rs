@@ -24,11 +24,11 @@ use access::{
 };
 use auth::{Authenticator, Settings};
 use card::Card;
-use eventlog::testing::{in_ci, TempCluster};
-use eventlog::{EventLog, SqlStore, Store};
 use host::InProcess;
 use pki::issue::{CardCredentials, CardOptions, TestPki, TestPkiOptions};
 use server::door::{Controller, SimulatedOutput};
+use store::testing::{in_ci, TempCluster};
+use store::{EventLog, SqlStore, Store};
 
 const DOORS: i64 = 8;
 const GOAL_PER_SEC: f64 = 5_000.0;

@@ -13,10 +13,10 @@ mod peers;
 
 use std::path::Path;
 
-use eventlog::{SqlStore, Store};
 use pki::issue::{pem_encode, CertificateBuilder, KeyAlgorithm, KeyPair};
 use server::config::Config;
 use server::service::Service;
+use store::{SqlStore, Store};
 
 const N: usize = 10_000;
 /// The reference material's Qt 6 start-up: 72 system CAs in 750 ms.

@@ -12,9 +12,9 @@ use access::{
 };
 use auth::{Assurance, CardIdentity, Mechanism, Outcome, PathTaken, Stage, StageName, Transaction};
 use criterion::{criterion_group, criterion_main, Criterion};
-use eventlog::EventId;
 use server::door::{TapObserver, TapResult};
 use server::metrics::Metrics;
+use store::EventId;
 
 /// A granted tap with every stage of a full-path PKI-CAK transaction.
 fn tap(door: i64) -> TapResult {

@@ -19,8 +19,8 @@ use axum::extract::Path;
 use axum::http::{header, HeaderName, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::{Extension, Json};
-use eventlog::ApiToken;
 use serde::Serialize;
+use store::ApiToken;
 use utoipa::ToSchema;
 
 use crate::http::{schema, ApiError};
@@ -127,7 +127,7 @@ pub struct WhoAmI {
     /// The token's name.
     pub name: String,
     #[schema(value_type = schema::Role)]
-    pub role: eventlog::Role,
+    pub role: store::Role,
 }
 
 /// The token's name and role: what the caller may do.

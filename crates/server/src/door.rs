@@ -25,8 +25,8 @@ use access::{
 };
 use arc_swap::ArcSwap;
 use auth::{Authenticator, Outcome, PinSource, Stage, StageName, Transaction};
-use eventlog::{EventId, EventLog, NewEvent, StoreError};
 use host::Transport;
+use store::{EventId, EventLog, NewEvent, StoreError};
 
 /// Why the lock output could not be driven.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -337,7 +337,7 @@ impl Controller {
     /// [`changes`](Self::changes).
     pub async fn reload_from(
         &self,
-        store: &dyn eventlog::Store,
+        store: &dyn store::Store,
         _held: &tokio::sync::MutexGuard<'_, ()>,
     ) -> Result<(), StoreError> {
         let snapshot = store.load_snapshot().await?;
@@ -543,7 +543,7 @@ impl Controller {
 /// restart therefore forgets nobody, and a tap needs no write besides its
 /// event.
 pub async fn load_passback(
-    store: &dyn eventlog::Store,
+    store: &dyn store::Store,
     snapshot: &AccessSnapshot,
 ) -> Result<PassbackState, StoreError> {
     use std::collections::HashMap;

@@ -23,9 +23,9 @@ use access::{
     AccessGroup, Cardholder, CardholderStatus, Credential, CredentialId, CredentialState,
 };
 use auth::{Authenticator, Mechanism, Outcome, Settings, Transaction};
-use eventlog::{NewEvent, Store, StoreError};
 use host::Transport;
 use pki::trust::Trust;
+use store::{NewEvent, Store, StoreError};
 
 use crate::door::identity;
 
@@ -257,7 +257,7 @@ pub async fn register(
 #[allow(clippy::too_many_arguments)]
 pub async fn register_certificate(
     store: &dyn Store,
-    log: Option<&eventlog::EventLog>,
+    log: Option<&store::EventLog>,
     validated: &Validated,
     cardholder: access::CardholderId,
     card_uuid: Option<access::CardUuid>,
@@ -320,7 +320,7 @@ enum Holder<'a> {
 #[allow(clippy::too_many_arguments)]
 async fn register_identity(
     store: &dyn Store,
-    log: Option<&eventlog::EventLog>,
+    log: Option<&store::EventLog>,
     validated: &Validated,
     id: access::Identity,
     cardholder: Holder<'_>,

@@ -24,9 +24,9 @@ use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::{Extension, Json};
-use eventlog::{ApiToken, StoreError};
 use serde::Deserialize;
 use serde_json::json;
+use store::{ApiToken, StoreError};
 
 use crate::enroll::{register_certificate, validate_certificate, EnrollError};
 use crate::http::{json_body, loaded, ApiError};

@@ -56,9 +56,9 @@ use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{delete, get, post, put, MethodRouter};
 use axum::{Extension, Json, Router};
-use eventlog::{ApiToken, Direction, EventId, EventKind, EventQuery, EventResult, Role};
 use serde::Deserialize;
 use serde_json::json;
+use store::{ApiToken, Direction, EventId, EventKind, EventQuery, EventResult, Role};
 use tokio::sync::watch;
 
 use crate::door::CommandError;
@@ -484,7 +484,7 @@ pub(crate) fn event_filters(q: &HashMap<String, String>, extra: &[&str]) -> AppR
 async fn events(
     State(state): State<Arc<AppState>>,
     Query(q): Query<HashMap<String, String>>,
-) -> AppResult<Json<eventlog::EventPage>> {
+) -> AppResult<Json<store::EventPage>> {
     let filters = event_filters(&q, &["cursor", "direction", "limit"])?;
     let direction = match q.get("direction").map(String::as_str) {
         None | Some("forward") => Direction::Forward,

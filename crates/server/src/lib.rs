@@ -11,7 +11,7 @@
 //!   door) authenticates with the door's mechanism through the shared
 //!   [`auth::Authenticator`], decides on the current
 //!   [`access::AccessSnapshot`], commits the event through the group-commit
-//!   [`eventlog::EventLog`] and only then signals the [`door::DoorOutput`]
+//!   [`store::EventLog`] and only then signals the [`door::DoorOutput`]
 //!   (simulated, or an OSDP reader's output: [`osdp::OsdpOutput`]). Sans-network: it takes any [`host::Transport`], so
 //!   tests drive it with in-process software cards.
 //! - [`enroll`]: full validation of a card (or of a certificate alone),

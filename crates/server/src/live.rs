@@ -2,7 +2,7 @@
 //! Events.
 //!
 //! Each committed event (taps, admin changes, door commands) is one SSE
-//! event: `id:` the event id, `data:` the stored [`eventlog::Event`] as
+//! event: `id:` the event id, `data:` the stored [`store::Event`] as
 //! JSON (the same object `GET /api/v1/events` lists). Events are taken from
 //! the group-commit writer after their transaction is durable
 //! ([`EventLog::subscribe`]), never read back from the database: every
@@ -37,11 +37,11 @@ use axum::http::{HeaderMap, HeaderValue, StatusCode};
 use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use axum::Extension;
-use eventlog::{
+use futures_util::stream::{self, Stream, StreamExt};
+use store::{
     ApiToken, Direction, Event, EventId, EventKind, EventLog, EventQuery, EventResult, NewEvent,
     Store, StoreError,
 };
-use futures_util::stream::{self, Stream, StreamExt};
 use tokio::sync::broadcast::{self, error::RecvError};
 
 use crate::http::ApiError;

@@ -35,7 +35,6 @@ use auth::StageName;
 use axum::extract::State;
 use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
-use eventlog::CommitObserver;
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::{DescriptorEncoder, EncodeLabelSet, EncodeMetric};
 use prometheus_client::metrics::counter::{ConstCounter, Counter};
@@ -43,6 +42,7 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::ConstGauge;
 use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
 use prometheus_client::registry::{Registry, Unit};
+use store::CommitObserver;
 
 use crate::door::{Controller, TapObserver, TapResult};
 use crate::http::ApiError;
@@ -130,7 +130,7 @@ impl TapObserver for TapMetrics {
     }
 }
 
-/// Records event-log commits: handed to the [`eventlog::EventLog`].
+/// Records event-log commits: handed to the [`store::EventLog`].
 #[derive(Debug, Clone)]
 pub struct CommitMetrics {
     latency: Histogram,

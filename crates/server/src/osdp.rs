@@ -51,7 +51,6 @@ use std::time::Duration;
 
 use access::jiff::Timestamp;
 use access::{AccessSnapshot, DoorId, DoorMode, ReaderId};
-use eventlog::NewEvent;
 use links::osdp::cp::{ControlPanel, CpConfig, CpEvent, OfflineReason, PdSetup, Refusal};
 use links::osdp::msg::{
     capability, cmd, color, BuzzerControl, Command, LedControl, LedState, OutputControl, RawCard,
@@ -59,6 +58,7 @@ use links::osdp::msg::{
 use links::osdp::sc::Key;
 use links::serial::{open_serial, CpCommander, CpHandle, Link};
 use links::transparent::{OsdpTransport, SharedBus};
+use store::NewEvent;
 use zeroize::Zeroizing;
 
 use crate::config::{OsdpConfig, OsdpPort, OsdpReader};

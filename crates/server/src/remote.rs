@@ -35,11 +35,11 @@ use std::time::Duration;
 
 use access::jiff::Timestamp;
 use access::{DoorId, ReaderId};
-use eventlog::NewEvent;
 use pki::crl::CrlSet;
 use pki::validate::RevocationPolicy;
 use remote::hub::{HubConfig, HubEvent, Refusal, RemoteHub, RemoteTap};
 use remote::tls::ReaderVerifier;
+use store::NewEvent;
 use tokio::sync::{mpsc, watch};
 use tokio::task::{JoinHandle, JoinSet};
 

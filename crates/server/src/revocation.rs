@@ -59,13 +59,13 @@ use std::time::Duration;
 use access::jiff::Timestamp;
 use access::{CredentialId, CredentialState};
 use auth::Refusal;
-use eventlog::{NewEvent, Store, StoreError};
 use pki::crl::{Crl, CrlSet};
 use pki::fetch::{CrlFetcher, FetchConfig, FetchedCrl};
 use pki::ocsp::client::{OcspClient, OcspConfig};
 use pki::store::TrustStore;
 use pki::validate::RevocationPolicy;
 use serde::{Deserialize, Serialize};
+use store::{NewEvent, Store, StoreError};
 use tokio::sync::{watch, Notify};
 
 use crate::config::RevocationSettings;

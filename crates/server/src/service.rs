@@ -18,10 +18,10 @@ use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use auth::{Authenticator, Settings};
-use eventlog::{SqlStore, Store, StoreError};
 use pki::crl::CrlSet;
 use pki::store::TrustStore;
 use pki::trust::TrustError;
+use store::{SqlStore, Store, StoreError};
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
@@ -389,11 +389,11 @@ impl Service {
         // The writer has connections of its own: readers holding every
         // connection of the shared pool never delay a door's commit.
         let writer_sql = sql.dedicated(1).await?;
-        let (log, writer) = eventlog::EventLog::start_with(
+        let (log, writer) = store::EventLog::start_with(
             Arc::new(writer_sql.clone()),
-            eventlog::Options {
+            store::Options {
                 observer: Some(metrics.commit_observer()),
-                ..eventlog::Options::default()
+                ..store::Options::default()
             },
         );
         let output = output.unwrap_or_else(|| Arc::new(SimulatedOutput::new()));

@@ -5,7 +5,7 @@
 //!   since when, written by the reader threads ([`crate::readers`]) as
 //!   PC/SC reports changes (no polling);
 //! - [`LastTaps`]: the latest tap of every door, read from the store once
-//!   at start-up ([`eventlog::Store::last_taps`]) and then told each
+//!   at start-up ([`store::Store::last_taps`]) and then told each
 //!   committed tap by the controller (a [`TapObserver`]);
 //! - [`SignalTimes`]: the `signal` stage of recent taps (the commit and the
 //!   lock), which the stored event cannot hold (its own commit is not
@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 use access::jiff::Timestamp;
 use access::{CardholderId, DoorId, ReaderId};
 use auth::StageName;
-use eventlog::{Event, EventId, EventKind, EventResult, Store, StoreError};
+use store::{Event, EventId, EventKind, EventResult, Store, StoreError};
 
 use crate::door::{TapObserver, TapResult};
 
@@ -275,7 +275,7 @@ mod tests {
     fn event(id: i64, kind: EventKind, door: Option<i64>) -> Event {
         Event {
             id: EventId(id),
-            event: eventlog::NewEvent {
+            event: store::NewEvent {
                 time: Timestamp::now(),
                 kind,
                 door: door.map(DoorId),

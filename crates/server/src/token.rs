@@ -4,7 +4,7 @@
 
 use access::jiff::Timestamp;
 use base64::Engine;
-use eventlog::{ApiToken, Role, Store, StoreError};
+use store::{ApiToken, Role, Store, StoreError};
 
 /// Every token starts with this, so a leaked one is recognisable.
 pub const PREFIX: &str = "pvg_";

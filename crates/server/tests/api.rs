@@ -10,8 +10,6 @@ use std::time::Duration;
 
 use access::{DoorId, DoorMode, ReaderId};
 use card::Card;
-use eventlog::testing::{postgres_or_skip, TempCluster};
-use eventlog::Role;
 use host::InProcess;
 use pki::issue::{CardCredentials, CardOptions, TestPki, TestPkiOptions};
 use pki::trust::TrustConfig;
@@ -19,6 +17,8 @@ use serde_json::{json, Value};
 use server::config::{init_template, Config};
 use server::door::{SimulatedOutput, TapResult};
 use server::service::Service;
+use store::testing::{postgres_or_skip, TempCluster};
+use store::Role;
 
 struct Api {
     rt: tokio::runtime::Runtime,
@@ -417,7 +417,7 @@ fn crud_round_trips_on_postgresql() {
     let api = start(None, Some(cluster));
     assert_eq!(
         api.service().loaded().store.backend(),
-        eventlog::Backend::Postgres
+        store::Backend::Postgres
     );
     crud_round_trips(&api);
 }

@@ -9,9 +9,9 @@ mod common;
 use access::jiff::Timestamp;
 use access::{CardholderId, DoorId, ReaderId};
 use common::site;
-use eventlog::{EventKind, EventResult, NewEvent, SqlStore, Store};
 use serde_json::{json, Value};
 use server::status::LastTaps;
+use store::{EventKind, EventResult, NewEvent, SqlStore, Store};
 
 fn status_and_json(r: Result<ureq::Response, ureq::Error>) -> (u16, Value) {
     let r = match r {

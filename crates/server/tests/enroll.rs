@@ -9,13 +9,13 @@ use std::time::Duration;
 use access::jiff::Timestamp;
 use access::ReaderId;
 use card::Card;
-use eventlog::{EventKind, EventLog, EventQuery, SqlStore, Store};
 use host::InProcess;
 use pki::issue::{CardCredentials, CardOptions, TestPki, TestPkiOptions};
 use pki::trust::Trust;
 use server::config::{init_template, Config};
 use server::door::{Controller, SimulatedOutput};
 use server::enroll::{enrollment_authenticator, register, validate_card, EnrollError};
+use store::{EventKind, EventLog, EventQuery, SqlStore, Store};
 
 fn transport(c: &CardCredentials) -> InProcess {
     InProcess::new(Card::new(c.card_image(Some(11)).unwrap()))

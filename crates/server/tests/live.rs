@@ -13,9 +13,9 @@ use std::time::Duration;
 
 use access::jiff::Timestamp;
 use common::{site, Site};
-use eventlog::{EventId, EventLog, NewEvent, SqlStore, Store};
 use futures_util::StreamExt;
 use server::live::{follow, Filter, Item};
+use store::{EventId, EventLog, NewEvent, SqlStore, Store};
 
 /// Opens the stream at `query` (e.g. `?kind=tap`), resuming after `last`
 /// when given.
@@ -183,7 +183,7 @@ fn the_stream_ends_when_its_token_is_deleted() {
         s.rt.block_on(server::token::create(
             &*store,
             "deleter",
-            eventlog::Role::Admin,
+            store::Role::Admin,
         ))
         .unwrap();
     let r = ureq::delete(&s.url("/api/v1/tokens/watcher"))
@@ -279,10 +279,7 @@ fn the_stream_needs_a_token_and_good_parameters() {
 
 /// Waits until `id` has been published (the writer answers the submitter
 /// first, then publishes).
-async fn published(
-    probe: &mut tokio::sync::broadcast::Receiver<Arc<eventlog::Event>>,
-    id: EventId,
-) {
+async fn published(probe: &mut tokio::sync::broadcast::Receiver<Arc<store::Event>>, id: EventId) {
     loop {
         match probe.recv().await {
             Ok(e) if e.id >= id => return,
@@ -311,8 +308,7 @@ async fn a_follower_behind_the_live_buffer_catches_up_from_the_store() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_follower_catches_up_on_postgresql() {
-    let Some(pg) = eventlog::testing::postgres_or_skip("a_follower_catches_up_on_postgresql")
-    else {
+    let Some(pg) = store::testing::postgres_or_skip("a_follower_catches_up_on_postgresql") else {
         return;
     };
     let sql = SqlStore::connect(pg.url()).await.unwrap();
@@ -324,9 +320,9 @@ async fn follower_catches_up(sql: SqlStore) {
     let store: Arc<dyn Store> = Arc::new(sql.clone());
     let (log, writer) = EventLog::start_with(
         store.clone(),
-        eventlog::Options {
+        store::Options {
             live_capacity: 4,
-            ..eventlog::Options::default()
+            ..store::Options::default()
         },
     );
     let mut probe = log.subscribe();
@@ -440,12 +436,12 @@ async fn follower_catches_up(sql: SqlStore) {
 }
 
 /// The stored form of event `id`.
-async fn live_event(store: &Arc<dyn Store>, id: EventId) -> Arc<eventlog::Event> {
+async fn live_event(store: &Arc<dyn Store>, id: EventId) -> Arc<store::Event> {
     let page = store
-        .query_events(&eventlog::EventQuery {
+        .query_events(&store::EventQuery {
             cursor: Some(EventId(id.0 - 1)),
             limit: 1,
-            ..eventlog::EventQuery::default()
+            ..store::EventQuery::default()
         })
         .await
         .unwrap();

@@ -11,7 +11,6 @@ use std::time::Duration;
 
 use access::jiff::Timestamp;
 use card::Card;
-use eventlog::{Event, EventKind, EventResult};
 use host::InProcess;
 use links::osdp::msg::{
     color, BuzzerControl, LedControl, OutputControl, PdId, RawCard, XrdReply, XwrRequest,
@@ -23,6 +22,7 @@ use links::transparent::CardBridge;
 use pki::issue::{CardCredentials, CardOptions, TestPki, TestPkiOptions};
 use server::config::Config;
 use server::service::Service;
+use store::{Event, EventKind, EventResult};
 
 const BAUD: u32 = 115200;
 const ADDRESS: u8 = 1;

@@ -6,12 +6,12 @@ use access::jiff::Timestamp;
 use access::ReaderId;
 use auth::PinSource;
 use card::Card;
-use eventlog::testing::{postgres_or_skip, TempCluster};
 use host::InProcess;
 use pki::issue::{CardCredentials, CardOptions, TestPki, TestPkiOptions};
 use server::config::Config;
 use server::door::TapResult;
 use server::service::Service;
+use store::testing::{postgres_or_skip, TempCluster};
 
 /// A site with an entry (`in`) and an exit (`out`) door, open at all times
 /// to the `staff` group.

@@ -28,7 +28,7 @@ fn snapshot_swaps_are_announced() {
         s.rt.block_on(server::token::create(
             &*s.service().loaded().store,
             "root",
-            eventlog::Role::Admin,
+            store::Role::Admin,
         ))
         .unwrap();
     let r = ureq::post(&s.url("/api/v1/readers"))

@@ -11,12 +11,12 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use eventlog::{Event, EventKind, EventResult};
 use pki::fetch::FetchConfig;
 use pki::issue::{DeviceOptions, DeviceRole, TestPki, TestPkiOptions};
 use remote::proto::{self, Message, PROTOCOL_VERSION};
 use server::config::{init_template, Config, RemoteConfig};
 use server::service::Service;
+use store::{Event, EventKind, EventResult};
 
 /// A bound on each wait (never a timing assertion).
 const PATIENCE: Duration = Duration::from_secs(30);

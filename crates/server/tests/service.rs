@@ -4,9 +4,9 @@
 
 use access::jiff::Timestamp;
 use access::{Cardholder, CardholderId, CardholderStatus};
-use eventlog::{EventQuery, NewEvent};
 use server::config::{init_template, Config};
 use server::service::Service;
+use store::{EventQuery, NewEvent};
 
 fn config(dir: &std::path::Path) -> Config {
     let text = init_template("pivgate test reader that is not there", "Europe/Paris")

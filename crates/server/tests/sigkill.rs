@@ -16,11 +16,11 @@ use std::time::{Duration, Instant};
 
 use access::ReaderId;
 use card::Card;
-use eventlog::{EventKind, EventQuery, EventResult};
 use host::InProcess;
 use pki::issue::{CardCredentials, CardOptions, TestPki, TestPkiOptions};
 use server::config::{init_template, Config};
 use server::service::{open_store, Service};
+use store::{EventKind, EventQuery, EventResult};
 
 const CHILD: &str = "PIVGATE_SIGKILL_CHILD";
 /// The PostgreSQL URL the child uses, when the run is on PostgreSQL.
@@ -86,7 +86,7 @@ fn every_signalled_tap_survives_sigkill_once_on_postgresql() {
     if std::env::var_os(CHILD).is_some() {
         return;
     }
-    let Some(cluster) = eventlog::testing::postgres_or_skip("SIGKILL on PostgreSQL") else {
+    let Some(cluster) = store::testing::postgres_or_skip("SIGKILL on PostgreSQL") else {
         return;
     };
     sigkill_while_tapping(Some(cluster.url()));
@@ -151,7 +151,7 @@ fn sigkill_while_tapping(database_url: Option<&str>) {
         let mut stored = Vec::new();
         let mut cursor = None;
         loop {
-            let page = eventlog::Store::query_events(
+            let page = store::Store::query_events(
                 &store,
                 &EventQuery {
                     kind: Some(EventKind::Tap),

@@ -14,11 +14,11 @@ use access::{
 };
 use auth::{Authenticator, FixedPin, Settings, StageName};
 use card::Card;
-use eventlog::testing::{postgres_or_skip, TempCluster};
-use eventlog::{EventLog, EventQuery, EventResult, SqlStore, Store};
 use host::InProcess;
 use pki::issue::{CardCredentials, CardOptions, TestPki, TestPkiOptions};
 use server::door::{Controller, SimulatedOutput, TapResult};
+use store::testing::{postgres_or_skip, TempCluster};
+use store::{EventLog, EventQuery, EventResult, SqlStore, Store};
 
 const FRONT: ReaderId = ReaderId(1);
 const SERVER_ROOM: ReaderId = ReaderId(2);
@@ -214,11 +214,11 @@ fn tap(s: &Site_, c: &CardCredentials, reader: ReaderId, pin: Option<&str>) -> T
 }
 
 /// The stored event of `r`.
-fn stored(s: &Site_, r: &TapResult) -> eventlog::Event {
+fn stored(s: &Site_, r: &TapResult) -> store::Event {
     let id = *r.event.as_ref().expect("committed");
     let page =
         s.rt.block_on(s.store.query_events(&EventQuery {
-            cursor: Some(eventlog::EventId(id.0 - 1)),
+            cursor: Some(store::EventId(id.0 - 1)),
             limit: 1,
             ..EventQuery::default()
         }))
@@ -413,7 +413,7 @@ fn momentary_unlock_command_is_logged_first() {
         s.rt.block_on(s.store.query_events(&EventQuery::default()))
             .unwrap();
     assert_eq!(page.events[0].event.actor.as_deref(), Some("ops-token"));
-    assert_eq!(page.events[0].event.kind, eventlog::EventKind::DoorCommand);
+    assert_eq!(page.events[0].event.kind, store::EventKind::DoorCommand);
     let reason = page.events[0].event.reason.as_deref().unwrap();
     assert!(reason.ends_with("by ops-token: delivery"), "{reason}");
     assert!(s
@@ -428,7 +428,7 @@ fn the_pipeline_on_postgresql() {
         return;
     };
     let mut s = site_on(Some(cluster));
-    assert_eq!(s.sql.backend(), eventlog::Backend::Postgres);
+    assert_eq!(s.sql.backend(), store::Backend::Postgres);
     granted_tap_is_committed_then_opens_the_door_on(&s);
     card_not_enrolled_is_refused_and_recorded_on(&s);
     outside_schedule_names_the_schedule_on(&s);

@@ -28,9 +28,9 @@ use axum::extract::{Path, Query, State};
 use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
-use eventlog::{Direction, Event, EventKind, EventQuery, Store};
 use futures_util::stream;
 use serde::{Deserialize, Serialize};
+use store::{Direction, Event, EventKind, EventQuery, Store};
 use utoipa::ToSchema;
 
 use super::schema::ErrorBody;
@@ -376,7 +376,7 @@ pub async fn door_latency(
 /// What the latency statistics read of one tap event (the rest of the
 /// event is dropped as each page is read).
 struct TapTimes {
-    id: eventlog::EventId,
+    id: store::EventId,
     time: Timestamp,
     stages: Vec<(StageName, u64)>,
 }
@@ -645,7 +645,7 @@ struct CsvState {
     query: EventQuery,
     /// The page read before the answer started (errors then are answered
     /// with a status); later pages are read as the client takes the body.
-    first: Option<eventlog::EventPage>,
+    first: Option<store::EventPage>,
     rows: u64,
     done: bool,
 }
@@ -861,7 +861,7 @@ fn credential_view(c: access::Credential, now: Timestamp) -> CredentialView {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use eventlog::EventId;
+    use store::EventId;
 
     #[test]
     fn nearest_rank_percentiles() {
@@ -918,14 +918,14 @@ mod tests {
     fn csv_row_of_a_tap() {
         let e = Event {
             id: EventId(12),
-            event: eventlog::NewEvent {
+            event: store::NewEvent {
                 time: "2026-11-23T08:00:00Z".parse().unwrap(),
                 kind: EventKind::Tap,
                 door: Some(DoorId(1)),
                 reader: Some(access::ReaderId(2)),
                 cardholder: None,
                 credential: None,
-                result: Some(eventlog::EventResult::Refused),
+                result: Some(store::EventResult::Refused),
                 code: Some("not-enrolled".into()),
                 reason: Some("not enrolled, \"unknown\"".into()),
                 actor: None,
@@ -949,17 +949,17 @@ mod tests {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn taps_read_are_capped_newest_first() {
         let dir = tempfile::tempdir().unwrap();
-        let store = eventlog::SqlStore::open_data_dir(dir.path()).await.unwrap();
+        let store = store::SqlStore::open_data_dir(dir.path()).await.unwrap();
         let t0: Timestamp = "2026-11-23T08:00:00Z".parse().unwrap();
         let at = |s: i64| Timestamp::from_second(t0.as_second() + s).unwrap();
-        let tap = |s: i64, door: i64| eventlog::NewEvent {
+        let tap = |s: i64, door: i64| store::NewEvent {
             time: at(s),
             kind: EventKind::Tap,
             door: Some(DoorId(door)),
             reader: None,
             cardholder: None,
             credential: None,
-            result: Some(eventlog::EventResult::Refused),
+            result: Some(store::EventResult::Refused),
             code: Some("not-enrolled".into()),
             reason: None,
             actor: None,
@@ -969,7 +969,7 @@ mod tests {
         events.push(tap(3, 2));
         events.push(tap(-10, 1));
         events.push(tap(100, 1));
-        events.push(eventlog::NewEvent::door_command(
+        events.push(store::NewEvent::door_command(
             at(5),
             "ops",
             DoorId(1),

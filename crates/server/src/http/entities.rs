@@ -17,9 +17,9 @@ use axum::body::Bytes;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
-use eventlog::{ApiToken, NewEvent, Store, StoreError};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
+use store::{ApiToken, NewEvent, Store, StoreError};
 
 use super::{json_body_required, loaded, schema, ApiError, AppResult};
 use crate::service::{AppState, Loaded};
@@ -1057,7 +1057,7 @@ macro_rules! crud {
                         use axum::http::StatusCode;
             use axum::response::Response;
             use axum::{Extension, Json};
-            use eventlog::ApiToken;
+            use store::ApiToken;
 
             use crate::http::schema::{self, ErrorBody};
             use crate::http::AppResult;

@@ -285,7 +285,7 @@ pub enum Role {
 pub struct Token {
     pub name: String,
     #[schema(value_type = Role)]
-    pub role: eventlog::Role,
+    pub role: store::Role,
     #[schema(value_type = String, format = DateTime)]
     pub created_at: Timestamp,
 }

@@ -9,12 +9,12 @@ use std::path::Path;
 use access::jiff::Timestamp;
 use access::ReaderId;
 use card::Card;
-use eventlog::{EventId, NewEvent, Role};
 use host::InProcess;
 use pki::issue::{CardCredentials, CardOptions, TestPki, TestPkiOptions};
 use server::config::{init_template, Config};
 use server::door::TapResult;
 use server::service::{open_store, Service};
+use store::{EventId, NewEvent, Role};
 
 pub const FRONT: ReaderId = ReaderId(1);
 

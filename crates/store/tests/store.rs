@@ -7,9 +7,9 @@ use std::sync::Arc;
 use access::jiff::civil::date;
 use access::jiff::Timestamp;
 use access::*;
-use eventlog::testing::postgres_or_skip;
-use eventlog::*;
 use serde_json::json;
+use store::testing::postgres_or_skip;
+use store::*;
 
 fn ts(s: &str) -> Timestamp {
     s.parse().unwrap()

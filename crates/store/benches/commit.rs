@@ -3,7 +3,7 @@
 //! `synchronous=FULL`) and PostgreSQL (a temporary cluster with `fsync=on`)
 //! side by side.
 //!
-//! `cargo bench -p eventlog --bench commit` (`-- --quick` for fewer events).
+//! `cargo bench -p store --bench commit` (`-- --quick` for fewer events).
 //! Latency is from submitting an event to its durable acknowledgement.
 
 use std::sync::Arc;
@@ -11,9 +11,9 @@ use std::time::{Duration, Instant};
 
 use access::jiff::Timestamp;
 use access::*;
-use eventlog::testing::{in_ci, TempCluster};
-use eventlog::*;
 use serde_json::json;
+use store::testing::{in_ci, TempCluster};
+use store::*;
 
 const CREDENTIALS: usize = 10_000;
 
