@@ -437,10 +437,10 @@ pub fn run(args: DemoArgs) -> Result<ExitCode> {
         .context("starting the door service")?;
     let store = service.loaded().store.clone();
     let token = rt
-        .block_on(server::token::create(&*store, "demo-admin", Role::Admin))
+        .block_on(server::token::create(&store, "demo-admin", Role::Admin))
         .context("creating the API token")?;
     let viewer = rt
-        .block_on(server::token::create(&*store, "demo-viewer", Role::Viewer))
+        .block_on(server::token::create(&store, "demo-viewer", Role::Viewer))
         .context("creating the viewer token")?;
     let url = service.url();
     println!("pivgate demo: the door service is running in this process");
@@ -485,7 +485,7 @@ pub fn run(args: DemoArgs) -> Result<ExitCode> {
         let validated = server::enroll::validate_card(&enroller, &mut t)
             .with_context(|| format!("validating {holder}'s card"))?;
         rt.block_on(server::enroll::register(
-            &*store,
+            &store,
             &validated,
             holder,
             Some(group),

@@ -109,14 +109,12 @@ pub fn token(c: TokenCommand) -> anyhow::Result<ExitCode> {
                 Ok(ExitCode::SUCCESS)
             }
             TokenCommand::List { .. } => {
-                use store::Store;
                 for t in store.list_tokens().await? {
                     println!("{}\t{}\t{}", t.name, t.role, t.created_at);
                 }
                 Ok(ExitCode::SUCCESS)
             }
             TokenCommand::Delete { name, .. } => {
-                use store::Store;
                 store.delete_token(&name).await?;
                 println!("deleted token `{name}`");
                 Ok(ExitCode::SUCCESS)

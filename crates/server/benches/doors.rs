@@ -28,7 +28,7 @@ use host::InProcess;
 use pki::issue::{CardCredentials, CardOptions, TestPki, TestPkiOptions};
 use server::door::{Controller, SimulatedOutput};
 use store::testing::{in_ci, TempCluster};
-use store::{EventLog, SqlStore, Store};
+use store::{EventLog, Store};
 
 const DOORS: i64 = 8;
 const GOAL_PER_SEC: f64 = 5_000.0;
@@ -123,7 +123,7 @@ struct Run {
 fn run(
     pki: &TestPki,
     cards: &[CardCredentials],
-    store: Arc<dyn Store>,
+    store: Store,
     per_door: i64,
     duration: Duration,
 ) -> Run {
@@ -264,9 +264,9 @@ fn main() {
         let dir = tempfile::tempdir().expect("temp dir");
         let rt = tokio::runtime::Runtime::new().expect("runtime");
         let sql = rt
-            .block_on(SqlStore::open_data_dir(dir.path()))
+            .block_on(Store::open_data_dir(dir.path()))
             .expect("SQLite");
-        let r = run(&pki, &cards, Arc::new(sql.clone()), per_door, duration);
+        let r = run(&pki, &cards, sql.clone(), per_door, duration);
         rt.block_on(sql.close());
         report("SQLite", per_door, &r, full);
     }
@@ -275,7 +275,7 @@ fn main() {
             for &per_door in per_doors {
                 let rt = tokio::runtime::Runtime::new().expect("runtime");
                 let sql = rt
-                    .block_on(SqlStore::connect(cluster.url()))
+                    .block_on(Store::connect(cluster.url()))
                     .expect("PostgreSQL");
                 // Each run starts from an empty database.
                 rt.block_on(sqlx::query("DROP SCHEMA public CASCADE").execute(sql.pool()))
@@ -284,9 +284,9 @@ fn main() {
                     .expect("create schema");
                 rt.block_on(sql.close());
                 let sql = rt
-                    .block_on(SqlStore::connect(cluster.url()))
+                    .block_on(Store::connect(cluster.url()))
                     .expect("PostgreSQL");
-                let r = run(&pki, &cards, Arc::new(sql.clone()), per_door, duration);
+                let r = run(&pki, &cards, sql.clone(), per_door, duration);
                 rt.block_on(sql.close());
                 let version = cluster.version();
                 let version = version

@@ -16,7 +16,7 @@ use std::path::Path;
 use pki::issue::{pem_encode, CertificateBuilder, KeyAlgorithm, KeyPair};
 use server::config::Config;
 use server::service::Service;
-use store::{SqlStore, Store};
+use store::Store;
 
 const N: usize = 10_000;
 /// The reference material's Qt 6 start-up: 72 system CAs in 750 ms.
@@ -99,7 +99,7 @@ fn main() {
         .build()
         .unwrap();
     rt.block_on(async {
-        let store = SqlStore::open_data_dir(&dir.path().join("data"))
+        let store = Store::open_data_dir(&dir.path().join("data"))
             .await
             .unwrap();
         store

@@ -226,7 +226,6 @@ pub struct Controller {
     unlock: Duration,
     clock: Clock,
     observer: Option<Arc<dyn TapObserver>>,
-    changes: tokio::sync::Mutex<()>,
     /// Counts snapshot swaps, for those that follow them (reader threads).
     swaps: tokio::sync::watch::Sender<u64>,
 }
@@ -268,7 +267,6 @@ impl Controller {
             unlock,
             clock: Arc::new(Timestamp::now),
             observer: None,
-            changes: tokio::sync::Mutex::new(()),
             swaps: tokio::sync::watch::Sender::new(0),
         }
     }
@@ -323,26 +321,6 @@ impl Controller {
     /// new snapshot (read it with [`snapshot`](Self::snapshot)).
     pub fn snapshot_changes(&self) -> tokio::sync::watch::Receiver<u64> {
         self.swaps.subscribe()
-    }
-
-    /// Held by whoever changes access data and swaps the snapshot in (the
-    /// API, enrollment, re-validation, reload), from the write to the swap:
-    /// otherwise a snapshot read before another change could be swapped in
-    /// after it and hide it until the next reload.
-    pub fn changes(&self) -> &tokio::sync::Mutex<()> {
-        &self.changes
-    }
-
-    /// Reads the snapshot from `store` and swaps it in; the caller holds
-    /// [`changes`](Self::changes).
-    pub async fn reload_from(
-        &self,
-        store: &dyn store::Store,
-        _held: &tokio::sync::MutexGuard<'_, ()>,
-    ) -> Result<(), StoreError> {
-        let snapshot = store.load_snapshot().await?;
-        self.set_snapshot(snapshot);
-        Ok(())
     }
 
     /// How long a grant or a momentary unlock releases the lock.
@@ -543,7 +521,7 @@ impl Controller {
 /// restart therefore forgets nobody, and a tap needs no write besides its
 /// event.
 pub async fn load_passback(
-    store: &dyn store::Store,
+    store: &store::Store,
     snapshot: &AccessSnapshot,
 ) -> Result<PassbackState, StoreError> {
     use std::collections::HashMap;

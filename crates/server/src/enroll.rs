@@ -27,6 +27,7 @@ use host::Transport;
 use pki::trust::Trust;
 use store::{NewEvent, Store, StoreError};
 
+use crate::admin::{AccessData, Edit};
 use crate::door::identity;
 
 /// The PIV data object of the card authentication certificate (SP 800-73-4).
@@ -223,9 +224,10 @@ pub struct Enrolled {
 
 /// Registers the card `validated` proved for `cardholder` (created when no
 /// cardholder has that name), optionally adding them to `group`; `actor`
-/// is recorded as who enrolled it.
+/// is recorded as who enrolled it. For tools that work with no service
+/// running (a running service reads the change on reload).
 pub async fn register(
-    store: &dyn Store,
+    store: &Store,
     validated: &Validated,
     cardholder: &str,
     group: Option<&str>,
@@ -238,11 +240,10 @@ pub async fn register(
     }
     let id = identity(validated);
     register_identity(
-        store,
-        None,
+        &AccessData::offline(store.clone()),
         validated,
         id,
-        Holder::Name(cardholder),
+        Holder::Name(cardholder.to_string()),
         group,
         actor,
         now,
@@ -256,8 +257,7 @@ pub async fn register(
 /// different value given is refused.
 #[allow(clippy::too_many_arguments)]
 pub async fn register_certificate(
-    store: &dyn Store,
-    log: Option<&store::EventLog>,
+    access: &AccessData,
     validated: &Validated,
     cardholder: access::CardholderId,
     card_uuid: Option<access::CardUuid>,
@@ -295,8 +295,7 @@ pub async fn register_certificate(
         _ => {}
     }
     register_identity(
-        store,
-        log,
+        access,
         validated,
         id,
         Holder::Id(cardholder),
@@ -308,22 +307,24 @@ pub async fn register_certificate(
 }
 
 /// Who a credential is registered for.
-enum Holder<'a> {
+#[derive(Debug, Clone)]
+enum Holder {
     /// By name, created when nobody has it.
-    Name(&'a str),
+    Name(String),
     /// An existing cardholder.
     Id(access::CardholderId),
 }
 
-/// `log`, when given, records the events (a running service, so they are
-/// published live too); else they go to the store directly.
+/// Registers `id` for `cardholder` through the change path: checked against
+/// every stored entity, then the cardholder (when new), the credential (with
+/// its certificate), the group membership and their events in one
+/// transaction.
 #[allow(clippy::too_many_arguments)]
 async fn register_identity(
-    store: &dyn Store,
-    log: Option<&store::EventLog>,
+    access: &AccessData,
     validated: &Validated,
     id: access::Identity,
-    cardholder: Holder<'_>,
+    cardholder: Holder,
     group: Option<&str>,
     actor: &str,
     now: Timestamp,
@@ -331,38 +332,71 @@ async fn register_identity(
     if id.card_uuid.is_none() && id.fasc_n.is_none() && id.cert_sha256.is_none() {
         return Err(EnrollError::NoIdentifier);
     }
-    let holder_id = match cardholder {
-        Holder::Id(h) => Some(h),
-        Holder::Name(_) => None,
+    let edit = Enrollment {
+        id,
+        holder: cardholder,
+        group: group.map(str::to_string),
+        certificate: validated.certificate.clone(),
+        expires_at: validated
+            .card
+            .expires
+            .and_then(|t| Timestamp::from_second(t.unix()).ok()),
+        subject: validated.card.subject.clone(),
+        transaction: serde_json::to_value(&validated.transaction).unwrap_or_default(),
+        now,
+        resolved: None,
     };
-    let snapshot = store.load_snapshot().await?;
-    let existing = id
-        .cert_sha256
-        .and_then(|h| snapshot.credential_by_cert(&h))
-        .or_else(|| {
-            id.card_uuid
-                .and_then(|u| snapshot.credential_by_card_uuid(&u))
-        })
-        .or_else(|| id.fasc_n.and_then(|f| snapshot.credential_by_fasc_n(&f)));
-    if let Some(c) = existing {
-        return Err(EnrollError::AlreadyEnrolled {
-            credential: c.id,
-            cardholder: snapshot
-                .cardholder(c.cardholder)
-                .map_or_else(|| c.cardholder.to_string(), |h| h.name.clone()),
-        });
-    }
-    let group = match group {
-        None => None,
-        Some(name) => {
-            let g = snapshot.groups().find(|g| g.name == name).cloned();
-            match g {
-                Some(g) => Some(g),
+    Ok(access.change(actor, edit).await?.0)
+}
+
+/// An enrollment, as a change: [`check`](Edit::check) finds the cardholder
+/// and group and refuses a card already enrolled; the write stores it all.
+struct Enrollment {
+    id: access::Identity,
+    holder: Holder,
+    group: Option<String>,
+    certificate: Option<Vec<u8>>,
+    expires_at: Option<Timestamp>,
+    subject: Option<String>,
+    transaction: serde_json::Value,
+    now: Timestamp,
+    /// The existing cardholder (`None`: create one) and the group, found
+    /// by the check.
+    resolved: Option<(Option<Cardholder>, Option<AccessGroup>)>,
+}
+
+impl Edit for Enrollment {
+    type Output = Enrolled;
+    type Error = EnrollError;
+
+    fn check(&mut self, entities: access::Entities) -> Result<(), EnrollError> {
+        let snapshot = access::AccessSnapshot::build(entities).map_err(StoreError::Snapshot)?;
+        let id = &self.id;
+        let existing = id
+            .cert_sha256
+            .and_then(|h| snapshot.credential_by_cert(&h))
+            .or_else(|| {
+                id.card_uuid
+                    .and_then(|u| snapshot.credential_by_card_uuid(&u))
+            })
+            .or_else(|| id.fasc_n.and_then(|f| snapshot.credential_by_fasc_n(&f)));
+        if let Some(c) = existing {
+            return Err(EnrollError::AlreadyEnrolled {
+                credential: c.id,
+                cardholder: snapshot
+                    .cardholder(c.cardholder)
+                    .map_or_else(|| c.cardholder.to_string(), |h| h.name.clone()),
+            });
+        }
+        let group = match &self.group {
+            None => None,
+            Some(name) => match snapshot.groups().find(|g| &g.name == name) {
+                Some(g) => Some(g.clone()),
                 None => {
                     let known: Vec<String> =
                         snapshot.groups().map(|g| format!("`{}`", g.name)).collect();
                     return Err(EnrollError::UnknownGroup {
-                        name: name.to_string(),
+                        name: name.clone(),
                         known: if known.is_empty() {
                             "there are none".into()
                         } else {
@@ -370,127 +404,134 @@ async fn register_identity(
                         },
                     });
                 }
+            },
+        };
+        let holder = match &self.holder {
+            Holder::Id(h) => match snapshot.cardholder(*h) {
+                Some(c) => Some(c.clone()),
+                None => return Err(EnrollError::UnknownCardholder(*h)),
+            },
+            Holder::Name(name) => {
+                let same: Vec<&Cardholder> = snapshot
+                    .cardholders()
+                    .iter()
+                    .filter(|c| &c.name == name)
+                    .collect();
+                match same.as_slice() {
+                    [] => None,
+                    [one] => Some((*one).clone()),
+                    many => {
+                        return Err(EnrollError::AmbiguousCardholder {
+                            name: name.clone(),
+                            count: many.len(),
+                        })
+                    }
+                }
             }
-        }
-    };
-    let cardholder = match cardholder {
-        Holder::Name(n) => n,
-        Holder::Id(h) => match snapshot.cardholder(h) {
-            Some(c) => c.name.as_str(),
-            None => return Err(EnrollError::UnknownCardholder(h)),
-        },
-    };
-    let same_name: Vec<&Cardholder> = match holder_id {
-        Some(h) => snapshot.cardholder(h).into_iter().collect(),
-        None => snapshot
-            .cardholders()
-            .iter()
-            .filter(|c| c.name == cardholder)
-            .collect(),
-    };
-    let (holder, new_cardholder) = match same_name.as_slice() {
-        [] => (
-            store
-                .create_cardholder(Cardholder {
-                    id: access::CardholderId(0),
-                    name: cardholder.to_string(),
-                    status: CardholderStatus::Active,
-                    valid_from: None,
-                    valid_until: None,
-                })
-                .await?,
-            true,
-        ),
-        [one] => ((*one).clone(), false),
-        many => {
-            return Err(EnrollError::AmbiguousCardholder {
-                name: cardholder.to_string(),
-                count: many.len(),
-            })
-        }
-    };
-    let expires_at = validated
-        .card
-        .expires
-        .and_then(|t| Timestamp::from_second(t.unix()).ok());
-    let credential = Credential {
-        id: CredentialId(0),
-        cardholder: holder.id,
-        card_uuid: id.card_uuid,
-        fasc_n: id.fasc_n,
-        cert_sha256: id.cert_sha256,
-        spki_sha256: None,
-        expires_at,
-        enrolled_at: now,
-        enrolled_by: actor.to_string(),
-        state: CredentialState::Active,
-    };
-    let credential = match &validated.certificate {
-        Some(der) => {
-            store
-                .create_credential_with_certificate(credential, der)
-                .await?
-        }
-        None => store.create_credential(credential).await?,
-    };
-    let mut events = Vec::new();
-    if new_cardholder {
-        events.push(NewEvent::admin(
-            now,
-            actor,
-            "cardholder.create",
-            format!("cardholder `{}` created at enrollment", holder.name),
-            serde_json::to_value(&holder).unwrap_or_default(),
-        ));
+        };
+        self.resolved = Some((holder, group));
+        Ok(())
     }
-    events.push(NewEvent::admin(
-        now,
-        actor,
-        "credential.create",
-        format!(
-            "card enrolled for `{}` after validation ({})",
-            holder.name,
-            validated.card.subject.as_deref().unwrap_or("no subject")
-        ),
-        serde_json::json!({ "credential": &credential, "transaction": &validated.transaction }),
-    ));
-    let group = match group {
-        Some(mut g) => {
-            if !g.cardholders.contains(&holder.id) {
-                g.cardholders.push(holder.id);
-                store.update_group(&g).await?;
-                events.push(NewEvent::admin(
-                    now,
-                    actor,
-                    "group.update",
-                    format!("`{}` added to group `{}`", holder.name, g.name),
-                    serde_json::to_value(&g).unwrap_or_default(),
-                ));
+
+    fn write(
+        self,
+        tx: &mut store::Tx,
+        actor: String,
+        _: Timestamp,
+    ) -> store::ChangeFuture<'_, Enrolled, EnrollError> {
+        Box::pin(async move {
+            let now = self.now;
+            let (holder, group) = self.resolved.unwrap_or_default();
+            let mut events = Vec::new();
+            let (holder, new_cardholder) = match holder {
+                Some(h) => (h, false),
+                None => {
+                    let name = match &self.holder {
+                        Holder::Name(n) => n.clone(),
+                        Holder::Id(h) => return Err(EnrollError::UnknownCardholder(*h)),
+                    };
+                    let h = tx
+                        .create(Cardholder {
+                            id: access::CardholderId(0),
+                            name,
+                            status: CardholderStatus::Active,
+                            valid_from: None,
+                            valid_until: None,
+                        })
+                        .await?;
+                    events.push(NewEvent::admin(
+                        now,
+                        &actor,
+                        "cardholder.create",
+                        format!("cardholder `{}` created at enrollment", h.name),
+                        serde_json::to_value(&h).unwrap_or_default(),
+                    ));
+                    (h, true)
+                }
+            };
+            let credential = Credential {
+                id: CredentialId(0),
+                cardholder: holder.id,
+                card_uuid: self.id.card_uuid,
+                fasc_n: self.id.fasc_n,
+                cert_sha256: self.id.cert_sha256,
+                spki_sha256: None,
+                expires_at: self.expires_at,
+                enrolled_at: now,
+                enrolled_by: actor.clone(),
+                state: CredentialState::Active,
+            };
+            let credential = match &self.certificate {
+                Some(der) => {
+                    tx.create_credential_with_certificate(credential, der)
+                        .await?
+                }
+                None => tx.create(credential).await?,
+            };
+            let mut enrolled = NewEvent::admin(
+                now,
+                &actor,
+                "credential.create",
+                format!(
+                    "card enrolled for `{}` after validation ({})",
+                    holder.name,
+                    self.subject.as_deref().unwrap_or("no subject")
+                ),
+                serde_json::json!({ "credential": &credential, "transaction": self.transaction }),
+            );
+            enrolled.credential = Some(credential.id);
+            events.push(enrolled);
+            let group = match group {
+                Some(mut g) => {
+                    if !g.cardholders.contains(&holder.id) {
+                        g.cardholders.push(holder.id);
+                        tx.update(&g).await?;
+                        events.push(NewEvent::admin(
+                            now,
+                            &actor,
+                            "group.update",
+                            format!("`{}` added to group `{}`", holder.name, g.name),
+                            serde_json::to_value(&g).unwrap_or_default(),
+                        ));
+                    }
+                    Some(g)
+                }
+                None => None,
+            };
+            // The events belong to the cardholder, so the cardholder's
+            // history lists them.
+            for e in &mut events {
+                e.cardholder = Some(holder.id);
             }
-            Some(g)
-        }
-        None => None,
-    };
-    // The events belong to the cardholder (and the credential), so the
-    // cardholder's history lists them.
-    for e in &mut events {
-        e.cardholder = Some(holder.id);
-        if e.code.as_deref() == Some("credential.create") {
-            e.credential = Some(credential.id);
-        }
+            Ok((
+                Enrolled {
+                    credential,
+                    cardholder: holder,
+                    new_cardholder,
+                    group,
+                },
+                events,
+            ))
+        })
     }
-    match log {
-        Some(log) => {
-            log.append_all(events).await?;
-        }
-        None => {
-            store.append_events(&events).await?;
-        }
-    }
-    Ok(Enrolled {
-        credential,
-        cardholder: holder,
-        new_cardholder,
-        group,
-    })
 }

@@ -150,10 +150,8 @@ pub(crate) async fn enroll(
         }
         Err(e) => return Err(ApiError::internal(e)),
     };
-    let held = l.controller.changes().lock().await;
     let enrolled = register_certificate(
-        &*l.store,
-        Some(l.controller.log()),
+        &l.access,
         &validated,
         cardholder,
         card_uuid,
@@ -196,11 +194,6 @@ pub(crate) async fn enroll(
         }
         Err(e) => return Err(ApiError::internal(e)),
     };
-    l.controller
-        .reload_from(&*l.store, &held)
-        .await
-        .map_err(ApiError::internal)?;
-    drop(held);
     // The new certificate's distribution points are watched from now on.
     l.revocation.nudge();
     Ok((

@@ -47,6 +47,7 @@
 //! - [`service`]: start-up (linear, trust loading overlapped with the
 //!   database), readiness, reload, graceful shutdown.
 
+pub mod admin;
 pub mod config;
 pub mod dashboard;
 pub mod door;

@@ -100,7 +100,7 @@ pub enum Item {
 
 /// The state of one follower between items.
 struct Follower {
-    store: Arc<dyn Store>,
+    store: Store,
     live: broadcast::Receiver<Arc<Event>>,
     filter: Filter,
     /// Every matching event up to this id has been delivered (or queued).
@@ -175,7 +175,7 @@ impl Follower {
 /// (read from `store` first, then live), or from now on when `since` is
 /// `None`. Ends when the event log stops.
 pub async fn follow(
-    store: Arc<dyn Store>,
+    store: Store,
     log: &EventLog,
     filter: Filter,
     since: Option<EventId>,
@@ -298,7 +298,7 @@ const TOKEN_CHECK: Duration = Duration::from_secs(60);
 /// Resolves once `token` no longer exists: the stream it opened ends, as
 /// every other request with it is refused from then on.
 async fn token_revoked(
-    store: Arc<dyn Store>,
+    store: Store,
     token: ApiToken,
     mut deletions: tokio::sync::watch::Receiver<u64>,
 ) {

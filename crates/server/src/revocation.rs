@@ -68,6 +68,7 @@ use serde::{Deserialize, Serialize};
 use store::{NewEvent, Store, StoreError};
 use tokio::sync::{watch, Notify};
 
+use crate::admin::{AccessData, Edit};
 use crate::config::RevocationSettings;
 use crate::door::{Clock, Controller};
 
@@ -332,7 +333,8 @@ pub struct Revocation {
     policy: RevocationPolicy,
     settings: RevocationSettings,
     controller: Arc<Controller>,
-    store: Arc<dyn Store>,
+    store: Store,
+    access: Arc<AccessData>,
     points: Mutex<HashMap<String, Point>>,
     /// The OCSP client, when responders are asked.
     ocsp: Option<Arc<OcspClient>>,
@@ -380,7 +382,7 @@ impl Revocation {
         policy: RevocationPolicy,
         settings: RevocationSettings,
         controller: Arc<Controller>,
-        store: Arc<dyn Store>,
+        access: Arc<AccessData>,
     ) -> Revocation {
         let fetcher = fetch.map(|f| Arc::new(CrlFetcher::new(f)));
         if let Some(f) = &fetcher {
@@ -401,7 +403,8 @@ impl Revocation {
             policy,
             settings,
             controller,
-            store,
+            store: access.store().clone(),
+            access,
             points: Mutex::new(HashMap::new()),
             ocsp: None,
             ocsp_next: Mutex::new(0),
@@ -787,7 +790,7 @@ impl Revocation {
     pub async fn revalidate(&self) -> Result<RevalidationReport, StoreError> {
         let _one = self.revalidating.lock().await;
         let now = (self.clock)();
-        let credentials = self.store.list_credentials().await?;
+        let credentials = self.store.list::<access::Credential>().await?;
         let certs: HashMap<CredentialId, Vec<u8>> = self
             .store
             .credential_certificates()
@@ -899,56 +902,11 @@ impl Revocation {
             };
             changes.push((c.id, state, action, reason, refusal.code()));
         }
-        let held = self.controller.changes().lock().await;
-        let mut updates = Vec::new();
-        let mut events = Vec::new();
-        for (id, state, action, reason, code) in changes {
-            // Read again under the lock: a credential changed meanwhile
-            // (suspended, reinstated, deleted through the API) is left alone.
-            let mut c = match self.store.get_credential(id).await {
-                Ok(c) if c.state == CredentialState::Active => c,
-                Ok(_) | Err(StoreError::NotFound { .. }) => continue,
-                Err(e) => return Err(e),
-            };
-            c.state = state;
-            tracing::warn!(credential = c.id.0, %reason, "{action} after re-validation");
-            let mut e = NewEvent::admin(
-                now,
-                ACTOR,
-                action,
-                format!(
-                    "credential {} {} by the periodic re-validation: {reason}",
-                    c.id,
-                    match action {
-                        "credential.revoke" => "revoked",
-                        _ => "suspended",
-                    }
-                ),
-                serde_json::json!({ "credential": &c, "code": code }),
-            );
-            e.cardholder = Some(c.cardholder);
-            e.credential = Some(c.id);
-            events.push(e);
-            updates.push(c);
+        if !changes.is_empty() {
+            self.access
+                .change(ACTOR, RevalidationResults { changes, now })
+                .await?;
         }
-        if !updates.is_empty() {
-            // The events first: no credential changes without one saying
-            // why (should an update then fail, the credential is still
-            // active and the next run finds it again).
-            self.controller.log().append_all(events).await?;
-            let mut failed = None;
-            for c in &updates {
-                if let Err(e) = self.store.update_credential(c).await {
-                    failed.get_or_insert(e);
-                }
-            }
-            // Whatever was written is in force at once.
-            self.controller.reload_from(&*self.store, &held).await?;
-            if let Some(e) = failed {
-                return Err(e);
-            }
-        }
-        drop(held);
         tracing::info!(
             checked = report.checked,
             ok = report.ok,
@@ -1196,6 +1154,69 @@ fn revocation_date(r: &Refusal) -> Option<Timestamp> {
             pki::error::ValidationError::Revoked { date, .. },
         )) => Timestamp::from_second(date.0).ok(),
         _ => None,
+    }
+}
+
+/// Credentials re-validation found revoked or expired: suspended or revoked
+/// with an event each, in one transaction. A credential changed meanwhile
+/// (suspended, reinstated, deleted through the API) is left alone: each is
+/// read again inside the transaction.
+struct RevalidationResults {
+    /// Credential, its new state, the action, the sentence and the refusal
+    /// code.
+    changes: Vec<(
+        access::CredentialId,
+        CredentialState,
+        &'static str,
+        String,
+        &'static str,
+    )>,
+    now: Timestamp,
+}
+
+impl Edit for RevalidationResults {
+    /// How many credentials changed.
+    type Output = usize;
+    type Error = StoreError;
+    const CHECKED: bool = false;
+
+    fn write(
+        self,
+        tx: &mut store::Tx,
+        actor: String,
+        _: Timestamp,
+    ) -> store::ChangeFuture<'_, usize, StoreError> {
+        Box::pin(async move {
+            let mut events = Vec::new();
+            for (id, state, action, reason, code) in self.changes {
+                let mut c = match tx.get(id).await {
+                    Ok(c) if c.state == CredentialState::Active => c,
+                    Ok(_) | Err(StoreError::NotFound { .. }) => continue,
+                    Err(e) => return Err(e),
+                };
+                c.state = state;
+                tracing::warn!(credential = c.id.0, %reason, "{action} after re-validation");
+                tx.update(&c).await?;
+                let mut e = NewEvent::admin(
+                    self.now,
+                    &actor,
+                    action,
+                    format!(
+                        "credential {} {} by the periodic re-validation: {reason}",
+                        c.id,
+                        match action {
+                            "credential.revoke" => "revoked",
+                            _ => "suspended",
+                        }
+                    ),
+                    serde_json::json!({ "credential": &c, "code": code }),
+                );
+                e.cardholder = Some(c.cardholder);
+                e.credential = Some(c.id);
+                events.push(e);
+            }
+            Ok((events.len(), events))
+        })
     }
 }
 

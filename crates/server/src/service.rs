@@ -21,11 +21,12 @@ use auth::{Authenticator, Settings};
 use pki::crl::CrlSet;
 use pki::store::TrustStore;
 use pki::trust::TrustError;
-use store::{SqlStore, Store, StoreError};
+use store::{Store, StoreError};
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
+use crate::admin::AccessData;
 use crate::config::{Config, ConfigError};
 use crate::door::{Controller, DoorOutput, SimulatedOutput};
 use crate::http;
@@ -100,13 +101,13 @@ impl ServeError {
 /// Opens the database the configuration names (PostgreSQL when
 /// `database_url` is set, else SQLite in the data directory), and writes
 /// the configuration's seed into it when it holds no site yet.
-pub async fn open_store(config: &Config) -> Result<SqlStore, ServeError> {
+pub async fn open_store(config: &Config) -> Result<Store, ServeError> {
     let store = match &config.database_url {
-        Some(url) => SqlStore::connect(url).await?,
-        None => SqlStore::open_data_dir(&config.data_dir).await?,
+        Some(url) => Store::connect(url).await?,
+        None => Store::open_data_dir(&config.data_dir).await?,
     };
     if let Some(seed) = &config.seed {
-        if store.list_sites().await?.is_empty() {
+        if store.list::<access::Site>().await?.is_empty() {
             let e = seed
                 .entities()
                 .map_err(|(key, problem)| ServeError::Seed(format!("`{key}`: {problem}")))?;
@@ -138,7 +139,9 @@ pub struct StartupTimes {
 
 /// What the HTTP handlers reach once everything is loaded.
 pub struct Loaded {
-    pub store: Arc<dyn Store>,
+    pub store: Store,
+    /// The one change path for access data.
+    pub access: Arc<AccessData>,
     pub controller: Arc<Controller>,
     /// PIN entries of card + PIN doors.
     pub keypads: Arc<Keypads>,
@@ -213,9 +216,9 @@ pub struct Service {
     readers: ReaderThreads,
     osdp: OsdpPorts,
     remote: Option<RemoteReaders>,
-    sql: SqlStore,
+    sql: Store,
     /// The event-log writer's own pool.
-    writer_sql: SqlStore,
+    writer_sql: Store,
 }
 
 impl std::fmt::Debug for Service {
@@ -310,7 +313,7 @@ impl Service {
             Loaded,
             JoinHandle<()>,
             (ReaderThreads, OsdpPorts, Option<RemoteReaders>),
-            (SqlStore, SqlStore),
+            (Store, Store),
         ),
         ServeError,
     > {
@@ -334,9 +337,9 @@ impl Service {
         });
         let t = Instant::now();
         let sql = open_store(config).await?;
-        let store: Arc<dyn Store> = Arc::new(sql.clone());
+        let store: Store = sql.clone();
         let snapshot = store.load_snapshot().await?;
-        let passback = crate::door::load_passback(&*store, &snapshot).await?;
+        let passback = crate::door::load_passback(&store, &snapshot).await?;
         let database = t.elapsed();
         let (trust, cached, trust_time) = trust.await?;
         let trust = trust.map_err(ServeError::trust)?;
@@ -390,7 +393,7 @@ impl Service {
         // connection of the shared pool never delay a door's commit.
         let writer_sql = sql.dedicated(1).await?;
         let (log, writer) = store::EventLog::start_with(
-            Arc::new(writer_sql.clone()),
+            writer_sql.clone(),
             store::Options {
                 observer: Some(metrics.commit_observer()),
                 ..store::Options::default()
@@ -408,7 +411,7 @@ impl Service {
         let credentials = snapshot.credentials().len();
         let signals = Arc::new(SignalTimes::new());
         let last_taps = Arc::new(LastTaps::new());
-        last_taps.seed(&*store).await?;
+        last_taps.seed(&store).await?;
         let controller = Arc::new(
             Controller::new(
                 authenticator,
@@ -425,6 +428,7 @@ impl Service {
             ])))
             .with_passback(passback),
         );
+        let access = Arc::new(AccessData::new(store.clone(), controller.clone()));
         let revocation_work = Arc::new(
             Revocation::new(
                 &config.data_dir,
@@ -434,7 +438,7 @@ impl Service {
                 revocation.clone(),
                 config.revocation.clone(),
                 controller.clone(),
-                store.clone(),
+                access.clone(),
             )
             .with_ocsp(ocsp),
         );
@@ -489,6 +493,7 @@ impl Service {
         Ok((
             Loaded {
                 store,
+                access,
                 controller,
                 keypads,
                 times,
@@ -529,11 +534,8 @@ impl Service {
     /// flight finish on the old one); `pivgate serve` does this on SIGHUP.
     pub async fn reload(&self) -> Result<(), ServeError> {
         let l = self.loaded();
-        let _held = l.controller.changes().lock().await;
-        let snapshot = l.store.load_snapshot().await?;
-        let credentials = snapshot.credentials().len();
-        l.metrics.prepare_doors(&snapshot);
-        l.controller.set_snapshot(snapshot);
+        let credentials = l.access.reload().await?;
+        l.metrics.prepare_doors(&l.controller.snapshot());
         tracing::info!(credentials, "access data reloaded");
         Ok(())
     }

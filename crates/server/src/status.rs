@@ -129,7 +129,7 @@ impl LastTaps {
     }
 
     /// Reads the latest tap of every door from `store` (one query).
-    pub async fn seed(&self, store: &dyn Store) -> Result<(), StoreError> {
+    pub async fn seed(&self, store: &Store) -> Result<(), StoreError> {
         for e in store.last_taps().await? {
             if let Some((door, tap)) = LastTap::of_event(&e) {
                 self.offer(door, tap);

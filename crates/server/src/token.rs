@@ -39,7 +39,7 @@ pub fn generate() -> Result<String, TokenError> {
 
 /// Creates a token named `name` with `role`, stores its hash and returns
 /// the token text (the only time it is available).
-pub async fn create(store: &dyn Store, name: &str, role: Role) -> Result<String, TokenError> {
+pub async fn create(store: &Store, name: &str, role: Role) -> Result<String, TokenError> {
     let ok = !name.is_empty()
         && name.len() <= 64
         && name

@@ -82,7 +82,7 @@ fn start(pki: Option<&TestPki>, cluster: Option<TempCluster>) -> Api {
         .unwrap();
     let store = service.loaded().store.clone();
     let token = |name: &str, role| {
-        rt.block_on(server::token::create(&*store, name, role))
+        rt.block_on(server::token::create(&store, name, role))
             .unwrap()
     };
     let (admin, operator, viewer) = (

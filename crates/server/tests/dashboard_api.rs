@@ -11,7 +11,7 @@ use access::{CardholderId, DoorId, ReaderId};
 use common::site;
 use serde_json::{json, Value};
 use server::status::LastTaps;
-use store::{EventKind, EventResult, NewEvent, SqlStore, Store};
+use store::{EventKind, EventResult, NewEvent, Store};
 
 fn status_and_json(r: Result<ureq::Response, ureq::Error>) -> (u16, Value) {
     let r = match r {
@@ -113,7 +113,7 @@ fn last_taps_are_read_back_at_start_up() {
         .unwrap();
     rt.block_on(async {
         let dir = tempfile::tempdir().unwrap();
-        let sql = SqlStore::open_data_dir(dir.path()).await.unwrap();
+        let sql = Store::open_data_dir(dir.path()).await.unwrap();
         let tap = |door: i64, granted: bool| NewEvent {
             time: Timestamp::now(),
             kind: EventKind::Tap,

@@ -15,7 +15,7 @@ use pki::trust::Trust;
 use server::config::{init_template, Config};
 use server::door::{Controller, SimulatedOutput};
 use server::enroll::{enrollment_authenticator, register, validate_card, EnrollError};
-use store::{EventKind, EventLog, EventQuery, SqlStore, Store};
+use store::{EventKind, EventLog, EventQuery, Store};
 
 fn transport(c: &CardCredentials) -> InProcess {
     InProcess::new(Card::new(c.card_image(Some(11)).unwrap()))
@@ -47,7 +47,7 @@ fn only_validated_cards_are_enrolled_and_then_granted() {
     let (alice, alice2, bob, mallory) = (card("Alice"), card("Alice"), card("Bob"), card("M"));
     let rt = tokio::runtime::Runtime::new().unwrap();
     let dir = tempfile::tempdir().unwrap();
-    let store: Arc<dyn Store> = Arc::new(rt.block_on(SqlStore::open_data_dir(dir.path())).unwrap());
+    let store: Store = rt.block_on(Store::open_data_dir(dir.path())).unwrap();
     let seed = Config::parse(&init_template("front", "UTC"), Path::new("t"))
         .unwrap()
         .seed
@@ -62,7 +62,7 @@ fn only_validated_cards_are_enrolled_and_then_granted() {
     assert_eq!(t.path, auth::PathTaken::Full);
     let e = rt
         .block_on(register(
-            &*store,
+            &store,
             &t,
             "Alice",
             Some("staff"),
@@ -78,7 +78,7 @@ fn only_validated_cards_are_enrolled_and_then_granted() {
     // Again: refused, the cardholder named.
     let t = validate_card(&authn, &mut transport(&alice)).unwrap();
     let err = rt
-        .block_on(register(&*store, &t, "Someone", None, "enroll-test", now))
+        .block_on(register(&store, &t, "Someone", None, "enroll-test", now))
         .unwrap_err();
     assert!(matches!(err, EnrollError::AlreadyEnrolled { .. }), "{err}");
     assert!(err.to_string().contains("`Alice`"), "{err}");
@@ -86,7 +86,7 @@ fn only_validated_cards_are_enrolled_and_then_granted() {
     // A second card for the same person joins the existing cardholder.
     let t = validate_card(&authn, &mut transport(&alice2)).unwrap();
     let e2 = rt
-        .block_on(register(&*store, &t, "Alice", None, "enroll-test", now))
+        .block_on(register(&store, &t, "Alice", None, "enroll-test", now))
         .unwrap();
     assert!(!e2.new_cardholder);
     assert_eq!(e2.cardholder.id, e.cardholder.id);
@@ -95,7 +95,7 @@ fn only_validated_cards_are_enrolled_and_then_granted() {
     let t = validate_card(&authn, &mut transport(&bob)).unwrap();
     let err = rt
         .block_on(register(
-            &*store,
+            &store,
             &t,
             "Bob",
             Some("night"),
@@ -104,7 +104,12 @@ fn only_validated_cards_are_enrolled_and_then_granted() {
         ))
         .unwrap_err();
     assert!(err.to_string().contains("`staff`"), "{err}");
-    assert_eq!(rt.block_on(store.list_cardholders()).unwrap().len(), 1);
+    assert_eq!(
+        rt.block_on(store.list::<access::Cardholder>())
+            .unwrap()
+            .len(),
+        1
+    );
 
     // A revoked card does not validate.
     let cak = mallory.slot(0x9E).unwrap().certificate.clone();

@@ -15,7 +15,7 @@ use access::jiff::Timestamp;
 use common::{site, Site};
 use futures_util::StreamExt;
 use server::live::{follow, Filter, Item};
-use store::{EventId, EventLog, NewEvent, SqlStore, Store};
+use store::{EventId, EventLog, NewEvent, Store};
 
 /// Opens the stream at `query` (e.g. `?kind=tap`), resuming after `last`
 /// when given.
@@ -180,12 +180,8 @@ fn the_stream_ends_when_its_token_is_deleted() {
     assert_eq!(stream.ids(1), [id]);
     let store = s.service().loaded().store.clone();
     let admin =
-        s.rt.block_on(server::token::create(
-            &*store,
-            "deleter",
-            store::Role::Admin,
-        ))
-        .unwrap();
+        s.rt.block_on(server::token::create(&store, "deleter", store::Role::Admin))
+            .unwrap();
     let r = ureq::delete(&s.url("/api/v1/tokens/watcher"))
         .set("Authorization", &format!("Bearer {admin}"))
         .call()
@@ -302,7 +298,7 @@ fn admin(i: usize) -> NewEvent {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_follower_behind_the_live_buffer_catches_up_from_the_store() {
     let dir = tempfile::tempdir().unwrap();
-    let sql = SqlStore::open_data_dir(dir.path()).await.unwrap();
+    let sql = Store::open_data_dir(dir.path()).await.unwrap();
     follower_catches_up(sql).await;
 }
 
@@ -311,13 +307,13 @@ async fn a_follower_catches_up_on_postgresql() {
     let Some(pg) = store::testing::postgres_or_skip("a_follower_catches_up_on_postgresql") else {
         return;
     };
-    let sql = SqlStore::connect(pg.url()).await.unwrap();
+    let sql = Store::connect(pg.url()).await.unwrap();
     follower_catches_up(sql.clone()).await;
     sql.close().await;
 }
 
-async fn follower_catches_up(sql: SqlStore) {
-    let store: Arc<dyn Store> = Arc::new(sql.clone());
+async fn follower_catches_up(sql: Store) {
+    let store: Store = sql.clone();
     let (log, writer) = EventLog::start_with(
         store.clone(),
         store::Options {
@@ -436,7 +432,7 @@ async fn follower_catches_up(sql: SqlStore) {
 }
 
 /// The stored form of event `id`.
-async fn live_event(store: &Arc<dyn Store>, id: EventId) -> Arc<store::Event> {
+async fn live_event(store: &Store, id: EventId) -> Arc<store::Event> {
     let page = store
         .query_events(&store::EventQuery {
             cursor: Some(EventId(id.0 - 1)),

@@ -211,7 +211,7 @@ impl Site {
             server::enroll::validate_card(l.controller.authenticator(), &mut t).unwrap();
         self.rt
             .block_on(server::enroll::register(
-                &*l.store,
+                &l.store,
                 &validated,
                 name,
                 Some("staff"),
@@ -384,7 +384,7 @@ fn secure_transparent_taps_feedback_lock_output_and_offline_events() {
     ] {
         let mut door = l.controller.snapshot().door(door_id).unwrap().clone();
         door.mode = mode;
-        site.rt.block_on(l.store.update_door(&door)).unwrap();
+        site.rt.block_on(l.store.update(&door)).unwrap();
         site.rt.block_on(s.reload()).unwrap();
         let out = wait_told(&told, "the door's mode", |t| matches!(t, Told::Output(_)));
         assert_eq!(

@@ -110,7 +110,7 @@ impl Site_ {
             server::enroll::validate_card(l.controller.authenticator(), &mut t).unwrap();
         self.rt
             .block_on(server::enroll::register(
-                &*l.store,
+                &l.store,
                 &validated,
                 "Alice",
                 Some("staff"),

@@ -26,7 +26,7 @@ fn snapshot_swaps_are_announced() {
     // A change through the API swaps a snapshot in too.
     let admin =
         s.rt.block_on(server::token::create(
-            &*s.service().loaded().store,
+            &s.service().loaded().store,
             "root",
             store::Role::Admin,
         ))

@@ -414,7 +414,12 @@ async fn revocation_is_refreshed_kept_on_disk_and_acted_on() {
             .as_deref(),
         Some("pivgate")
     );
-    let credential = l.store.list_credentials().await.unwrap().remove(0);
+    let credential = l
+        .store
+        .list::<access::Credential>()
+        .await
+        .unwrap()
+        .remove(0);
     assert!(
         matches!(credential.state, CredentialState::Revoked { .. }),
         "{:?}",
@@ -588,14 +593,14 @@ async fn revalidation_suspends_an_expired_credential() {
     use access::{Credential, CredentialId};
     use server::door::{Controller, SimulatedOutput};
     use server::revocation::Revocation;
-    use store::{SqlStore, Store};
+    use store::Store;
 
     let dir = tempfile::tempdir().unwrap();
     let pki = TestPki::generate(TestPkiOptions::default()).unwrap();
     let carol = card(&pki, "Carol");
-    let store: Arc<dyn Store> = Arc::new(SqlStore::open_data_dir(dir.path()).await.unwrap());
+    let store: Store = Store::open_data_dir(dir.path()).await.unwrap();
     let holder = store
-        .create_cardholder(Cardholder {
+        .create(Cardholder {
             id: CardholderId(0),
             name: "Carol".into(),
             status: CardholderStatus::Active,
@@ -625,10 +630,7 @@ async fn revalidation_suspends_an_expired_credential() {
         .await
         .unwrap();
     let other = card(&pki, "Carol");
-    store
-        .create_credential(credential(2, &cak(&other)))
-        .await
-        .unwrap();
+    store.create(credential(2, &cak(&other))).await.unwrap();
     // A credential edited to another card since enrollment: the certificate
     // kept from enrollment is not its own, so it is not judged by it.
     let third = card(&pki, "Carol");
@@ -650,6 +652,10 @@ async fn revalidation_suspends_an_expired_credential() {
         tokio::runtime::Handle::current(),
         std::time::Duration::from_secs(1),
     ));
+    let access = Arc::new(server::admin::AccessData::new(
+        store.clone(),
+        controller.clone(),
+    ));
     let revocation = |at: Timestamp| {
         Revocation::new(
             dir.path(),
@@ -659,7 +665,7 @@ async fn revalidation_suspends_an_expired_credential() {
             Default::default(),
             Default::default(),
             controller.clone(),
-            store.clone(),
+            access.clone(),
         )
         .with_clock(Arc::new(move || at))
     };
@@ -681,11 +687,11 @@ async fn revalidation_suspends_an_expired_credential() {
     let report = r.revalidate().await.unwrap();
     assert_eq!((report.checked, report.expired, report.ok), (1, 1, 0));
     assert_eq!(
-        store.get_credential(edited.id).await.unwrap().state,
+        store.get(edited.id).await.unwrap().state,
         CredentialState::Active
     );
     assert_eq!(report.last_run, Some(later));
-    let state = store.get_credential(with.id).await.unwrap().state;
+    let state = store.get(with.id).await.unwrap().state;
     match &state {
         CredentialState::Suspended { reason } => assert!(reason.contains("expired"), "{reason}"),
         other => panic!("{other:?}"),

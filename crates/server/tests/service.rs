@@ -32,7 +32,7 @@ async fn seeds_once_reloads_and_commits_before_stopping() {
 
     // A change in the database is taken up on reload.
     l.store
-        .create_cardholder(Cardholder {
+        .create(Cardholder {
             id: CardholderId(0),
             name: "Alice".into(),
             status: CardholderStatus::Active,

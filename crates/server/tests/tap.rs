@@ -18,7 +18,7 @@ use host::InProcess;
 use pki::issue::{CardCredentials, CardOptions, TestPki, TestPkiOptions};
 use server::door::{Controller, SimulatedOutput, TapResult};
 use store::testing::{postgres_or_skip, TempCluster};
-use store::{EventLog, EventQuery, EventResult, SqlStore, Store};
+use store::{EventLog, EventQuery, EventResult, Store};
 
 const FRONT: ReaderId = ReaderId(1);
 const SERVER_ROOM: ReaderId = ReaderId(2);
@@ -28,8 +28,8 @@ const SUNDAY_NOON: &str = "2026-11-22T12:00:00Z";
 struct Site_ {
     rt: tokio::runtime::Runtime,
     _dir: tempfile::TempDir,
-    store: Arc<dyn Store>,
-    sql: Arc<SqlStore>,
+    store: Store,
+    sql: Store,
     controller: Controller,
     output: Arc<SimulatedOutput>,
     pki: TestPki,
@@ -158,11 +158,11 @@ fn site_on(cluster: Option<TempCluster>) -> Site_ {
         .build()
         .unwrap();
     let dir = tempfile::tempdir().unwrap();
-    let sql = Arc::new(match &cluster {
-        Some(c) => rt.block_on(SqlStore::connect(c.url())).unwrap(),
-        None => rt.block_on(SqlStore::open_data_dir(dir.path())).unwrap(),
-    });
-    let store: Arc<dyn Store> = sql.clone();
+    let sql = match &cluster {
+        Some(c) => rt.block_on(Store::connect(c.url())).unwrap(),
+        None => rt.block_on(Store::open_data_dir(dir.path())).unwrap(),
+    };
+    let store: Store = sql.clone();
     rt.block_on(store.import_entities(&e)).unwrap();
     let snapshot = rt.block_on(store.load_snapshot()).unwrap();
     let log = {

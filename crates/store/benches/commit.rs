@@ -6,7 +6,6 @@
 //! `cargo bench -p store --bench commit` (`-- --quick` for fewer events).
 //! Latency is from submitting an event to its durable acknowledgement.
 
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use access::jiff::Timestamp;
@@ -72,13 +71,7 @@ fn pct(sorted: &[Duration], p: f64) -> f64 {
     sorted[i].as_secs_f64() * 1e3
 }
 
-async fn run(
-    name: &str,
-    store: Arc<dyn Store>,
-    quick: bool,
-    rows: &mut Vec<Row>,
-    loads: &mut Vec<String>,
-) {
+async fn run(name: &str, store: Store, quick: bool, rows: &mut Vec<Row>, loads: &mut Vec<String>) {
     let t = Instant::now();
     store.import_entities(&entities()).await.unwrap();
     let import = t.elapsed();
@@ -165,10 +158,10 @@ fn main() {
         let mut loads = Vec::new();
 
         let dir = tempfile::tempdir().unwrap();
-        let sqlite = SqlStore::open_data_dir(dir.path()).await.unwrap();
+        let sqlite = Store::open_data_dir(dir.path()).await.unwrap();
         run(
             "SQLite (WAL, synchronous=FULL)",
-            Arc::new(sqlite.clone()),
+            sqlite.clone(),
             quick,
             &mut rows,
             &mut loads,
@@ -178,7 +171,7 @@ fn main() {
 
         match TempCluster::start(true) {
             Ok(pg) => {
-                let store = SqlStore::connect(pg.url()).await.unwrap();
+                let store = Store::connect(pg.url()).await.unwrap();
                 let name = format!(
                     "PostgreSQL {} (fsync=on, Unix socket)",
                     pg.version()
@@ -187,7 +180,7 @@ fn main() {
                         .and_then(|v| v.split('-').next())
                         .unwrap_or("")
                 );
-                run(&name, Arc::new(store.clone()), quick, &mut rows, &mut loads).await;
+                run(&name, store.clone(), quick, &mut rows, &mut loads).await;
                 store.close().await;
             }
             Err(e) if in_ci() => panic!("PostgreSQL is required in CI: {e}"),

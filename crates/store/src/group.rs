@@ -1,6 +1,11 @@
 //! Group commit: one writer task batches every event submitted while the
 //! previous commit was in flight into the next transaction.
 //!
+//! Changes to entities ([`EventLog::change`]) run on the same writer, each
+//! in a transaction of its own with its audit events (so a change that is
+//! refused, or fails, never takes a batch of taps' events with it), after
+//! the events submitted before it.
+//!
 //! After a commit the writer answers the submitters, then publishes the
 //! committed events, in id order, to live subscribers
 //! ([`EventLog::subscribe`]): a `tokio::sync::broadcast` channel, so a
@@ -15,6 +20,7 @@ use access::jiff::Timestamp;
 use tokio::sync::{broadcast, mpsc, oneshot};
 use tokio::task::JoinHandle;
 
+use crate::sql::{ChangeFuture, Tx};
 use crate::types::{Event, EventId, NewEvent, StoreError};
 use crate::Store;
 
@@ -50,6 +56,22 @@ struct Pending {
     done: oneshot::Sender<Result<EventId, StoreError>>,
 }
 
+/// A change, type-erased for the writer: it writes in the transaction and
+/// returns the events to commit with it (its typed result goes to the
+/// submitter through a slot of its own).
+type ChangeJob =
+    Box<dyn for<'t> FnOnce(&'t mut Tx) -> ChangeFuture<'t, (), StoreError> + Send + 'static>;
+
+struct PendingChange {
+    job: ChangeJob,
+    done: oneshot::Sender<Result<Vec<EventId>, StoreError>>,
+}
+
+enum Submitted {
+    Event(Pending),
+    Change(PendingChange),
+}
+
 #[derive(Default)]
 struct Counters {
     commits: AtomicU64,
@@ -74,7 +96,7 @@ pub struct CommitStats {
 /// committing what was submitted).
 #[derive(Clone)]
 pub struct EventLog {
-    tx: mpsc::Sender<Pending>,
+    tx: mpsc::Sender<Submitted>,
     counters: Arc<Counters>,
     live: broadcast::Sender<Arc<Event>>,
 }
@@ -92,7 +114,7 @@ impl EventLog {
     /// bounds one transaction (0 means [`DEFAULT_MAX_BATCH`]); at most
     /// `4 * max_batch` events wait in the queue, after which submitters wait
     /// for room.
-    pub fn start(store: Arc<dyn Store>, max_batch: usize) -> (EventLog, JoinHandle<()>) {
+    pub fn start(store: Store, max_batch: usize) -> (EventLog, JoinHandle<()>) {
         Self::start_with(
             store,
             Options {
@@ -103,7 +125,7 @@ impl EventLog {
     }
 
     /// [`start`](Self::start) with every option.
-    pub fn start_with(store: Arc<dyn Store>, options: Options) -> (EventLog, JoinHandle<()>) {
+    pub fn start_with(store: Store, options: Options) -> (EventLog, JoinHandle<()>) {
         let or = |v: usize, default: usize| if v == 0 { default } else { v };
         let max_batch = or(options.max_batch, DEFAULT_MAX_BATCH);
         let (tx, rx) = mpsc::channel(4 * max_batch);
@@ -143,10 +165,52 @@ impl EventLog {
     pub async fn append(&self, event: NewEvent) -> Result<EventId, StoreError> {
         let (done, wait) = oneshot::channel();
         self.tx
-            .send(Pending { event, done })
+            .send(Submitted::Event(Pending { event, done }))
             .await
             .map_err(|_| StoreError::WriterStopped)?;
         wait.await.map_err(|_| StoreError::WriterStopped)?
+    }
+
+    /// Runs `change` on the writer in a transaction of its own and commits
+    /// it with the events it returns, after every event submitted before
+    /// it; resolves once durable with its result and the events' ids. The
+    /// events are then published to live subscribers like any other. An
+    /// error from `change` rolls it back and is returned as it is.
+    pub async fn change<T, E, F>(&self, change: F) -> Result<(T, Vec<EventId>), E>
+    where
+        T: Send + 'static,
+        E: From<StoreError> + Send + 'static,
+        F: for<'t> FnOnce(&'t mut Tx) -> ChangeFuture<'t, T, E> + Send + 'static,
+    {
+        let slot: Arc<std::sync::Mutex<Option<Result<T, E>>>> = Arc::default();
+        let put = slot.clone();
+        let job: ChangeJob = Box::new(move |tx: &mut Tx| {
+            Box::pin(async move {
+                match change(tx).await {
+                    Ok((out, events)) => {
+                        *put.lock().unwrap_or_else(|e| e.into_inner()) = Some(Ok(out));
+                        Ok(((), events))
+                    }
+                    Err(e) => {
+                        *put.lock().unwrap_or_else(|e| e.into_inner()) = Some(Err(e));
+                        Err(StoreError::ChangeRefused)
+                    }
+                }
+            })
+        });
+        let (done, wait) = oneshot::channel();
+        self.tx
+            .send(Submitted::Change(PendingChange { job, done }))
+            .await
+            .map_err(|_| E::from(StoreError::WriterStopped))?;
+        let committed = wait.await.map_err(|_| E::from(StoreError::WriterStopped))?;
+        let out = slot.lock().unwrap_or_else(|e| e.into_inner()).take();
+        match (committed, out) {
+            (Ok(ids), Some(Ok(out))) => Ok((out, ids)),
+            (Err(StoreError::ChangeRefused), Some(Err(e))) => Err(e),
+            (Err(e), _) => Err(E::from(e)),
+            (Ok(_), _) => Err(E::from(StoreError::WriterStopped)),
+        }
     }
 
     /// Submits `events` in order (they share commits with whatever else is
@@ -156,7 +220,7 @@ impl EventLog {
         for event in events {
             let (done, wait) = oneshot::channel();
             self.tx
-                .send(Pending { event, done })
+                .send(Submitted::Event(Pending { event, done }))
                 .await
                 .map_err(|_| StoreError::WriterStopped)?;
             waits.push(wait);
@@ -181,7 +245,7 @@ impl EventLog {
 
 /// What the writer task owns besides its queue.
 struct Writer {
-    store: Arc<dyn Store>,
+    store: Store,
     counters: Arc<Counters>,
     live: broadcast::Sender<Arc<Event>>,
     observer: Option<Arc<dyn CommitObserver>>,
@@ -195,62 +259,152 @@ fn as_stored(id: EventId, mut event: NewEvent) -> Event {
     Event { id, event }
 }
 
-async fn writer(w: Writer, mut rx: mpsc::Receiver<Pending>, max_batch: usize) {
+async fn writer(w: Writer, mut rx: mpsc::Receiver<Submitted>, max_batch: usize) {
     let Writer {
         store,
         counters,
         live,
         observer,
     } = w;
-    let mut batch: Vec<Pending> = Vec::with_capacity(max_batch);
+    let mut batch: Vec<Submitted> = Vec::with_capacity(max_batch);
     let mut events: Vec<NewEvent> = Vec::with_capacity(max_batch);
     let mut waiting = Vec::with_capacity(max_batch);
     loop {
-        // Wait for the first event, then take whatever else is queued.
+        // Wait for the first submission, then take whatever else is queued.
         if rx.recv_many(&mut batch, max_batch).await == 0 {
             return;
         }
-        events.clear();
-        waiting.clear();
-        for p in batch.drain(..) {
-            events.push(p.event);
-            waiting.push(p.done);
-        }
-        let started = Instant::now();
-        let result = store.append_events(&events).await;
-        if let Some(o) = &observer {
-            o.commit(events.len(), started.elapsed(), result.is_ok());
-        }
-        match result {
-            Ok(ids) => {
-                counters.commits.fetch_add(1, Ordering::Relaxed);
-                counters
-                    .events
-                    .fetch_add(ids.len() as u64, Ordering::Relaxed);
-                counters
-                    .largest_batch
-                    .fetch_max(ids.len() as u64, Ordering::Relaxed);
-                for (done, id) in waiting.drain(..).zip(&ids) {
-                    // A submitter that went away no longer needs the answer.
-                    let _ = done.send(Ok(*id));
-                }
-                // Durable now: publish, unless nobody listens (then the
-                // events are not even wrapped).
-                if live.receiver_count() > 0 {
-                    for (event, id) in events.drain(..).zip(ids) {
-                        // An error only means every subscriber has gone.
-                        let _ = live.send(Arc::new(as_stored(id, event)));
+        let mut drained = batch.drain(..);
+        loop {
+            // Events up to the next change (or the end) commit together;
+            // then the change, in a transaction of its own.
+            events.clear();
+            waiting.clear();
+            let mut change = None;
+            for s in drained.by_ref() {
+                match s {
+                    Submitted::Event(p) => {
+                        events.push(p.event);
+                        waiting.push(p.done);
+                    }
+                    Submitted::Change(c) => {
+                        change = Some(c);
+                        break;
                     }
                 }
             }
-            Err(e) => {
-                counters.failed_commits.fetch_add(1, Ordering::Relaxed);
-                tracing::error!(error = %e, events = events.len(), "event commit failed");
-                let e = Arc::new(e);
-                for done in waiting.drain(..) {
-                    let _ = done.send(Err(StoreError::Commit(e.clone())));
-                }
+            if !events.is_empty() {
+                commit_events(
+                    &store,
+                    &counters,
+                    &live,
+                    &observer,
+                    &mut events,
+                    &mut waiting,
+                )
+                .await;
             }
+            match change {
+                Some(c) => commit_change(&store, &counters, &live, &observer, c).await,
+                None => break,
+            }
+        }
+    }
+}
+
+/// Publishes committed events, unless nobody listens (then they are not
+/// even wrapped).
+fn publish(
+    live: &broadcast::Sender<Arc<Event>>,
+    events: impl Iterator<Item = NewEvent>,
+    ids: &[EventId],
+) {
+    if live.receiver_count() > 0 {
+        for (event, id) in events.zip(ids) {
+            // An error only means every subscriber has gone.
+            let _ = live.send(Arc::new(as_stored(*id, event)));
+        }
+    }
+}
+
+fn counted(counters: &Counters, n: usize) {
+    counters.commits.fetch_add(1, Ordering::Relaxed);
+    counters.events.fetch_add(n as u64, Ordering::Relaxed);
+    counters
+        .largest_batch
+        .fetch_max(n as u64, Ordering::Relaxed);
+}
+
+async fn commit_events(
+    store: &Store,
+    counters: &Counters,
+    live: &broadcast::Sender<Arc<Event>>,
+    observer: &Option<Arc<dyn CommitObserver>>,
+    events: &mut Vec<NewEvent>,
+    waiting: &mut Vec<oneshot::Sender<Result<EventId, StoreError>>>,
+) {
+    let started = Instant::now();
+    let result = store.append_events(events).await;
+    if let Some(o) = observer {
+        o.commit(events.len(), started.elapsed(), result.is_ok());
+    }
+    match result {
+        Ok(ids) => {
+            counted(counters, ids.len());
+            for (done, id) in waiting.drain(..).zip(&ids) {
+                // A submitter that went away no longer needs the answer.
+                let _ = done.send(Ok(*id));
+            }
+            // Durable now: publish.
+            publish(live, events.drain(..), &ids);
+        }
+        Err(e) => {
+            counters.failed_commits.fetch_add(1, Ordering::Relaxed);
+            tracing::error!(error = %e, events = events.len(), "event commit failed");
+            let e = Arc::new(e);
+            for done in waiting.drain(..) {
+                let _ = done.send(Err(StoreError::Commit(e.clone())));
+            }
+        }
+    }
+}
+
+async fn commit_change(
+    store: &Store,
+    counters: &Counters,
+    live: &broadcast::Sender<Arc<Event>>,
+    observer: &Option<Arc<dyn CommitObserver>>,
+    change: PendingChange,
+) {
+    let started = Instant::now();
+    let mut events = Vec::new();
+    let result = async {
+        let mut tx = store.begin().await?;
+        let ((), written) = (change.job)(&mut tx).await?;
+        let ids = tx.append_events(&written).await?;
+        tx.commit().await?;
+        events = written;
+        Ok::<_, StoreError>(ids)
+    }
+    .await;
+    let refused = matches!(result, Err(StoreError::ChangeRefused));
+    if !refused {
+        if let Some(o) = observer {
+            o.commit(events.len(), started.elapsed(), result.is_ok());
+        }
+    }
+    match result {
+        Ok(ids) => {
+            counted(counters, ids.len());
+            let _ = change.done.send(Ok(ids.clone()));
+            publish(live, events.into_iter(), &ids);
+        }
+        Err(e) => {
+            if !refused {
+                counters.failed_commits.fetch_add(1, Ordering::Relaxed);
+                tracing::error!(error = %e, "change commit failed");
+            }
+            let _ = change.done.send(Err(e));
         }
     }
 }

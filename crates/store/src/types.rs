@@ -45,6 +45,10 @@ pub enum StoreError {
     Commit(Arc<StoreError>),
     #[error("the event writer has stopped")]
     WriterStopped,
+    /// A change refused itself (its own error goes to whoever submitted
+    /// it); nothing was written.
+    #[error("the change was refused")]
+    ChangeRefused,
 }
 
 /// Identifies an event; ascending in commit order.

@@ -24,11 +24,11 @@ macro_rules! on_both {
             #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
             async fn sqlite() {
                 let dir = tempfile::tempdir().unwrap();
-                let store = SqlStore::open_data_dir(&dir.path().join("data"))
+                let store = Store::open_data_dir(&dir.path().join("data"))
                     .await
                     .unwrap();
                 assert_eq!(store.backend(), Backend::Sqlite);
-                super::$name(Arc::new(store)).await;
+                super::$name(store).await;
             }
 
             #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -36,9 +36,9 @@ macro_rules! on_both {
                 let Some(pg) = postgres_or_skip(concat!(stringify!($name), "::postgres")) else {
                     return;
                 };
-                let store = SqlStore::connect(pg.url()).await.unwrap();
+                let store = Store::connect(pg.url()).await.unwrap();
                 assert_eq!(store.backend(), Backend::Postgres);
-                super::$name(Arc::new(store.clone())).await;
+                super::$name(store.clone()).await;
                 store.close().await;
             }
         }
@@ -53,6 +53,7 @@ on_both!(tokens);
 on_both!(enrollment_certificates);
 on_both!(last_granted_taps);
 on_both!(last_taps);
+on_both!(changes_commit_with_their_events);
 
 fn site(name: &str, tz: &str) -> Site {
     Site {
@@ -89,10 +90,10 @@ fn credential(holder: CardholderId, n: u8) -> Credential {
     }
 }
 
-async fn crud_and_snapshot(store: Arc<dyn Store>) {
+async fn crud_and_snapshot(store: Store) {
     // Sites: a bad time zone is refused with the field named.
     let err = store
-        .create_site(site("Nowhere", "Mars/Base"))
+        .create(site("Nowhere", "Mars/Base"))
         .await
         .unwrap_err();
     assert!(
@@ -105,31 +106,25 @@ async fn crud_and_snapshot(store: Arc<dyn Store>) {
         ),
         "{err}"
     );
-    let hq = store
-        .create_site(site("HQ", "America/New_York"))
-        .await
-        .unwrap();
+    let hq = store.create(site("HQ", "America/New_York")).await.unwrap();
     assert_eq!(hq.id, SiteId(1));
-    let annex = store
-        .create_site(site("Annex", "Europe/Paris"))
-        .await
-        .unwrap();
-    assert_eq!(store.get_site(hq.id).await.unwrap(), hq);
-    let err = store.create_site(site("HQ", "UTC")).await.unwrap_err();
+    let annex = store.create(site("Annex", "Europe/Paris")).await.unwrap();
+    assert_eq!(store.get(hq.id).await.unwrap(), hq);
+    let err = store.create(site("HQ", "UTC")).await.unwrap_err();
     assert!(
         matches!(err, StoreError::Conflict { kind: "site", .. }),
         "{err}"
     );
 
     // Doors.
-    let front = store.create_door(door(hq.id, "Front")).await.unwrap();
+    let front = store.create(door(hq.id, "Front")).await.unwrap();
     let mut lab = door(hq.id, "Lab");
     lab.mechanism = Mechanism::PkiAuth;
     lab.passback = Passback::In;
-    let lab = store.create_door(lab).await.unwrap();
+    let lab = store.create(lab).await.unwrap();
     let mut legacy = door(annex.id, "Legacy");
     legacy.mechanism = Mechanism::Chuid;
-    let err = store.create_door(legacy.clone()).await.unwrap_err();
+    let err = store.create(legacy.clone()).await.unwrap_err();
     assert!(
         matches!(
             err,
@@ -141,34 +136,28 @@ async fn crud_and_snapshot(store: Arc<dyn Store>) {
         "{err}"
     );
     legacy.allow_low_assurance = true;
-    let legacy = store.create_door(legacy).await.unwrap();
-    let err = store
-        .create_door(door(SiteId(99), "Ghost"))
-        .await
-        .unwrap_err();
+    let legacy = store.create(legacy).await.unwrap();
+    let err = store.create(door(SiteId(99), "Ghost")).await.unwrap_err();
     assert!(
         matches!(err, StoreError::Reference { kind: "door", .. }),
         "{err}"
     );
-    assert_eq!(store.get_door(lab.id).await.unwrap(), lab);
+    assert_eq!(store.get(lab.id).await.unwrap(), lab);
     let mut locked = front.clone();
     locked.mode = DoorMode::Locked;
-    store.update_door(&locked).await.unwrap();
-    assert_eq!(
-        store.get_door(front.id).await.unwrap().mode,
-        DoorMode::Locked
-    );
-    store.update_door(&front).await.unwrap();
+    store.update(&locked).await.unwrap();
+    assert_eq!(store.get(front.id).await.unwrap().mode, DoorMode::Locked);
+    store.update(&front).await.unwrap();
     let mut ghost = front.clone();
     ghost.id = DoorId(404);
     assert!(matches!(
-        store.update_door(&ghost).await.unwrap_err(),
+        store.update(&ghost).await.unwrap_err(),
         StoreError::NotFound { kind: "door", .. }
     ));
 
     // Readers.
     let reader = store
-        .create_reader(Reader {
+        .create(Reader {
             id: ReaderId(0),
             door: front.id,
             name: "front reader".into(),
@@ -177,7 +166,7 @@ async fn crud_and_snapshot(store: Arc<dyn Store>) {
         .await
         .unwrap();
     let err = store
-        .create_reader(Reader {
+        .create(Reader {
             id: ReaderId(0),
             door: lab.id,
             name: "twin".into(),
@@ -189,7 +178,7 @@ async fn crud_and_snapshot(store: Arc<dyn Store>) {
 
     // Cardholders.
     let ada = store
-        .create_cardholder(Cardholder {
+        .create(Cardholder {
             id: CardholderId(0),
             name: "Ada".into(),
             status: CardholderStatus::Active,
@@ -199,7 +188,7 @@ async fn crud_and_snapshot(store: Arc<dyn Store>) {
         .await
         .unwrap();
     let bob = store
-        .create_cardholder(Cardholder {
+        .create(Cardholder {
             id: CardholderId(0),
             name: "Bob".into(),
             status: CardholderStatus::Suspended {
@@ -210,17 +199,14 @@ async fn crud_and_snapshot(store: Arc<dyn Store>) {
         })
         .await
         .unwrap();
-    assert_eq!(store.get_cardholder(bob.id).await.unwrap(), bob);
+    assert_eq!(store.get(bob.id).await.unwrap(), bob);
 
     // Credentials.
-    let c1 = store
-        .create_credential(credential(ada.id, 1))
-        .await
-        .unwrap();
-    assert_eq!(store.get_credential(c1.id).await.unwrap(), c1);
+    let c1 = store.create(credential(ada.id, 1)).await.unwrap();
+    assert_eq!(store.get(c1.id).await.unwrap(), c1);
     let mut dup = credential(bob.id, 2);
     dup.card_uuid = c1.card_uuid;
-    let err = store.create_credential(dup).await.unwrap_err();
+    let err = store.create(dup).await.unwrap_err();
     assert!(
         matches!(
             err,
@@ -237,7 +223,7 @@ async fn crud_and_snapshot(store: Arc<dyn Store>) {
     bare.cert_sha256 = None;
     bare.spki_sha256 = None;
     assert!(matches!(
-        store.create_credential(bare).await.unwrap_err(),
+        store.create(bare).await.unwrap_err(),
         StoreError::Invalid { .. }
     ));
     let mut revoked = credential(bob.id, 4);
@@ -246,19 +232,19 @@ async fn crud_and_snapshot(store: Arc<dyn Store>) {
         at: Some(ts("2026-06-01T12:00:00Z")),
     };
     revoked.expires_at = None;
-    let c2 = store.create_credential(revoked).await.unwrap();
-    assert_eq!(store.get_credential(c2.id).await.unwrap(), c2);
+    let c2 = store.create(revoked).await.unwrap();
+    assert_eq!(store.get(c2.id).await.unwrap(), c2);
     let mut suspended = c1.clone();
     suspended.state = CredentialState::Suspended {
         reason: "reported lost".into(),
     };
-    store.update_credential(&suspended).await.unwrap();
-    assert_eq!(store.get_credential(c1.id).await.unwrap(), suspended);
-    store.update_credential(&c1).await.unwrap();
+    store.update(&suspended).await.unwrap();
+    assert_eq!(store.get(c1.id).await.unwrap(), suspended);
+    store.update(&c1).await.unwrap();
 
     // Schedules, groups, holidays.
     let weekdays = store
-        .create_schedule(Schedule {
+        .create(Schedule {
             id: ScheduleId(0),
             name: "weekdays 07-19".into(),
             windows: vec![
@@ -269,9 +255,9 @@ async fn crud_and_snapshot(store: Arc<dyn Store>) {
         })
         .await
         .unwrap();
-    assert_eq!(store.get_schedule(weekdays.id).await.unwrap(), weekdays);
+    assert_eq!(store.get(weekdays.id).await.unwrap(), weekdays);
     let always = store
-        .create_schedule(Schedule {
+        .create(Schedule {
             id: ScheduleId(0),
             name: "always".into(),
             windows: vec!["daily 00:00-24:00".parse().unwrap()],
@@ -280,7 +266,7 @@ async fn crud_and_snapshot(store: Arc<dyn Store>) {
         .await
         .unwrap();
     let staff = store
-        .create_group(AccessGroup {
+        .create(AccessGroup {
             id: GroupId(0),
             name: "staff".into(),
             schedule: weekdays.id,
@@ -289,11 +275,11 @@ async fn crud_and_snapshot(store: Arc<dyn Store>) {
         })
         .await
         .unwrap();
-    let got = store.get_group(staff.id).await.unwrap();
+    let got = store.get(staff.id).await.unwrap();
     assert_eq!(got.doors, vec![front.id, lab.id]);
     assert_eq!(got.cardholders, vec![ada.id, bob.id]);
     let err = store
-        .create_group(AccessGroup {
+        .create(AccessGroup {
             id: GroupId(0),
             name: "ghosts".into(),
             schedule: always.id,
@@ -310,16 +296,13 @@ async fn crud_and_snapshot(store: Arc<dyn Store>) {
         doors: vec![legacy.id],
         cardholders: vec![bob.id],
     };
-    legacy_group = store.create_group(legacy_group).await.unwrap();
+    legacy_group = store.create(legacy_group).await.unwrap();
     legacy_group.cardholders = vec![ada.id];
-    store.update_group(&legacy_group).await.unwrap();
-    assert_eq!(
-        store.get_group(legacy_group.id).await.unwrap(),
-        legacy_group
-    );
+    store.update(&legacy_group).await.unwrap();
+    assert_eq!(store.get(legacy_group.id).await.unwrap(), legacy_group);
 
     let xmas = store
-        .create_holiday(Holiday {
+        .create(Holiday {
             id: HolidayId(0),
             site: None,
             date: date(2026, 12, 25),
@@ -328,7 +311,7 @@ async fn crud_and_snapshot(store: Arc<dyn Store>) {
         .await
         .unwrap();
     let closure = store
-        .create_holiday(Holiday {
+        .create(Holiday {
             id: HolidayId(0),
             site: Some(annex.id),
             date: date(2026, 12, 1),
@@ -336,7 +319,7 @@ async fn crud_and_snapshot(store: Arc<dyn Store>) {
         })
         .await
         .unwrap();
-    assert_eq!(store.get_holiday(closure.id).await.unwrap(), closure);
+    assert_eq!(store.get(closure.id).await.unwrap(), closure);
 
     // Everything loads back, in id order.
     let e = store.load_entities().await.unwrap();
@@ -348,8 +331,8 @@ async fn crud_and_snapshot(store: Arc<dyn Store>) {
     assert_eq!(e.schedules, vec![weekdays.clone(), always.clone()]);
     assert_eq!(e.holidays, vec![xmas.clone(), closure.clone()]);
     assert_eq!(e.groups.len(), 2);
-    assert_eq!(store.list_doors().await.unwrap().len(), 3);
-    assert_eq!(store.list_groups().await.unwrap(), e.groups);
+    assert_eq!(store.list::<access::Door>().await.unwrap().len(), 3);
+    assert_eq!(store.list::<access::AccessGroup>().await.unwrap(), e.groups);
 
     // The snapshot decides from what was stored.
     let snap = store.load_snapshot().await.unwrap();
@@ -377,32 +360,35 @@ async fn crud_and_snapshot(store: Arc<dyn Store>) {
     // References hold: a site with doors, a door with a reader, a cardholder
     // with credentials, a schedule used by a group cannot go.
     for err in [
-        store.delete_site(hq.id).await.unwrap_err(),
-        store.delete_door(front.id).await.unwrap_err(),
-        store.delete_cardholder(ada.id).await.unwrap_err(),
-        store.delete_schedule(always.id).await.unwrap_err(),
+        store.delete(hq.id).await.unwrap_err(),
+        store.delete(front.id).await.unwrap_err(),
+        store.delete(ada.id).await.unwrap_err(),
+        store.delete(always.id).await.unwrap_err(),
     ] {
         assert!(matches!(err, StoreError::Reference { .. }), "{err}");
     }
-    store.delete_reader(reader.id).await.unwrap();
+    store.delete(reader.id).await.unwrap();
     assert!(matches!(
-        store.get_reader(reader.id).await.unwrap_err(),
+        store.get(reader.id).await.unwrap_err(),
         StoreError::NotFound { kind: "reader", .. }
     ));
     assert!(matches!(
-        store.delete_reader(reader.id).await.unwrap_err(),
+        store.delete(reader.id).await.unwrap_err(),
         StoreError::NotFound { .. }
     ));
     // Deleting a door takes it out of its groups.
-    store.delete_door(front.id).await.unwrap();
-    assert_eq!(store.get_group(staff.id).await.unwrap().doors, vec![lab.id]);
-    store.delete_credential(c1.id).await.unwrap();
-    store.delete_group(staff.id).await.unwrap();
-    store.delete_holiday(xmas.id).await.unwrap();
-    assert_eq!(store.list_holidays().await.unwrap(), vec![closure]);
-    assert_eq!(store.list_credentials().await.unwrap(), vec![c2]);
+    store.delete(front.id).await.unwrap();
+    assert_eq!(store.get(staff.id).await.unwrap().doors, vec![lab.id]);
+    store.delete(c1.id).await.unwrap();
+    store.delete(staff.id).await.unwrap();
+    store.delete(xmas.id).await.unwrap();
+    assert_eq!(
+        store.list::<access::Holiday>().await.unwrap(),
+        vec![closure]
+    );
+    assert_eq!(store.list::<access::Credential>().await.unwrap(), vec![c2]);
     // Ids are not reused.
-    let again = store.create_door(door(hq.id, "Front")).await.unwrap();
+    let again = store.create(door(hq.id, "Front")).await.unwrap();
     assert_eq!(again.id, DoorId(legacy.id.0 + 1));
 
     // Import keeps ids and later creates continue after them.
@@ -411,8 +397,8 @@ async fn crud_and_snapshot(store: Arc<dyn Store>) {
     s.id = SiteId(50);
     imported.sites.push(s);
     store.import_entities(&imported).await.unwrap();
-    assert_eq!(store.get_site(SiteId(50)).await.unwrap().name, "Imported");
-    let next = store.create_site(site("After", "UTC")).await.unwrap();
+    assert_eq!(store.get(SiteId(50)).await.unwrap().name, "Imported");
+    let next = store.create(site("After", "UTC")).await.unwrap();
     assert_eq!(next.id, SiteId(51));
 }
 
@@ -436,7 +422,7 @@ fn tap(time: &str, door: i64, holder: Option<i64>, granted: bool) -> NewEvent {
     }
 }
 
-async fn events_filters_and_paging(store: Arc<dyn Store>) {
+async fn events_filters_and_paging(store: Store) {
     let ids = store
         .append_events(&[
             tap("2026-11-23T10:00:00Z", 1, Some(1), true),
@@ -566,7 +552,7 @@ async fn events_filters_and_paging(store: Arc<dyn Store>) {
     assert_eq!(page.events.len(), 6);
 }
 
-async fn group_commit(store: Arc<dyn Store>) {
+async fn group_commit(store: Store) {
     const N: usize = 400;
     let (log, writer) = EventLog::start(store.clone(), 64);
     let mut tasks = tokio::task::JoinSet::new();
@@ -618,9 +604,9 @@ async fn group_commit(store: Arc<dyn Store>) {
 
 /// The certificate a credential was enrolled with is kept beside it, read
 /// back by id, and goes with the credential; it is not in the snapshot.
-async fn enrollment_certificates(store: Arc<dyn Store>) {
+async fn enrollment_certificates(store: Store) {
     let holder = store
-        .create_cardholder(Cardholder {
+        .create(Cardholder {
             id: CardholderId(0),
             name: "Ada".into(),
             status: CardholderStatus::Active,
@@ -634,10 +620,7 @@ async fn enrollment_certificates(store: Arc<dyn Store>) {
         .create_credential_with_certificate(credential(holder.id, 1), &der)
         .await
         .unwrap();
-    let without = store
-        .create_credential(credential(holder.id, 2))
-        .await
-        .unwrap();
+    let without = store.create(credential(holder.id, 2)).await.unwrap();
     assert_eq!(
         store.credential_certificates().await.unwrap(),
         vec![EnrolledCertificate {
@@ -645,14 +628,14 @@ async fn enrollment_certificates(store: Arc<dyn Store>) {
             der: der.clone()
         }]
     );
-    assert_eq!(store.get_credential(with.id).await.unwrap(), with);
+    assert_eq!(store.get(with.id).await.unwrap(), with);
     // Updating the credential keeps its certificate.
     let mut revoked = with.clone();
     revoked.state = CredentialState::Revoked {
         reason: "re-validation".into(),
         at: Some(ts("2026-11-23T09:00:00Z")),
     };
-    store.update_credential(&revoked).await.unwrap();
+    store.update(&revoked).await.unwrap();
     assert_eq!(store.credential_certificates().await.unwrap().len(), 1);
     // A conflicting credential stores neither.
     let err = store
@@ -660,8 +643,8 @@ async fn enrollment_certificates(store: Arc<dyn Store>) {
         .await
         .unwrap_err();
     assert!(matches!(err, StoreError::Conflict { .. }), "{err}");
-    assert_eq!(store.list_credentials().await.unwrap().len(), 2);
-    store.delete_credential(with.id).await.unwrap();
+    assert_eq!(store.list::<access::Credential>().await.unwrap().len(), 2);
+    store.delete(with.id).await.unwrap();
     assert!(store.credential_certificates().await.unwrap().is_empty());
     let _ = without;
 }
@@ -678,7 +661,7 @@ impl CommitObserver for Commits {
     }
 }
 
-async fn live_events_follow_commits(store: Arc<dyn Store>) {
+async fn live_events_follow_commits(store: Store) {
     let commits = Arc::new(Commits::default());
     let (log, writer) = EventLog::start_with(
         store.clone(),
@@ -752,7 +735,7 @@ async fn live_events_follow_commits(store: Arc<dyn Store>) {
     assert_eq!(rest, 20 - missed - 1);
 }
 
-async fn tokens(store: Arc<dyn Store>) {
+async fn tokens(store: Store) {
     let t = ApiToken {
         name: "ops".into(),
         role: Role::Operator,
@@ -790,7 +773,7 @@ async fn sqlite_is_durable_and_reopens() {
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("nested").join("data");
     {
-        let store = SqlStore::open_data_dir(&data).await.unwrap();
+        let store = Store::open_data_dir(&data).await.unwrap();
         let mut conn = store.pool().acquire().await.unwrap();
         let mode: String = sqlx::query("PRAGMA journal_mode")
             .fetch_one(&mut *conn)
@@ -822,7 +805,7 @@ async fn sqlite_is_durable_and_reopens() {
     }
     assert!(data.join("pivgate.db").exists());
     // Reopening runs the migrations again (a no-op) and keeps the events.
-    let store = SqlStore::open_data_dir(&data).await.unwrap();
+    let store = Store::open_data_dir(&data).await.unwrap();
     let page = store.query_events(&EventQuery::default()).await.unwrap();
     assert_eq!(page.events.len(), 1);
     let ids = store
@@ -834,10 +817,10 @@ async fn sqlite_is_durable_and_reopens() {
 
 #[tokio::test]
 async fn bad_urls_and_directories_are_named() {
-    let err = SqlStore::connect("mysql://localhost/x").await.unwrap_err();
+    let err = Store::connect("mysql://localhost/x").await.unwrap_err();
     assert!(err.to_string().contains("mysql://localhost/x"), "{err}");
     let file = tempfile::NamedTempFile::new().unwrap();
-    let err = SqlStore::open_data_dir(&file.path().join("sub"))
+    let err = Store::open_data_dir(&file.path().join("sub"))
         .await
         .unwrap_err();
     assert!(matches!(err, StoreError::DataDir { .. }), "{err}");
@@ -845,7 +828,7 @@ async fn bad_urls_and_directories_are_named() {
 
 /// The last granted tap per cardholder and door, among the doors asked for:
 /// what the anti-passback state is rebuilt from.
-async fn last_granted_taps(store: Arc<dyn Store>) {
+async fn last_granted_taps(store: Store) {
     assert!(store
         .last_granted_taps(&[DoorId(1)])
         .await
@@ -897,7 +880,7 @@ async fn last_granted_taps(store: Arc<dyn Store>) {
 }
 
 /// The latest tap per door, granted or refused; other kinds left out.
-async fn last_taps(store: Arc<dyn Store>) {
+async fn last_taps(store: Store) {
     assert!(store.last_taps().await.unwrap().is_empty());
     let ids = store
         .append_events(&[
@@ -935,4 +918,127 @@ async fn last_taps(store: Arc<dyn Store>) {
             (Some(DoorId(2)), ids[4], Some(EventResult::Refused)),
         ]
     );
+}
+
+fn admin_event(action: &str) -> NewEvent {
+    NewEvent::admin(
+        ts("2026-11-23T11:00:00Z"),
+        "tester",
+        action,
+        format!("{action} by tester"),
+        json!({}),
+    )
+}
+
+/// An entity change and its audit event commit in one transaction, on the
+/// store directly and through the writer (which publishes the events live
+/// in id order with the taps'); a change that refuses itself, or whose
+/// transaction fails, leaves neither the change nor an event.
+async fn changes_commit_with_their_events(store: Store) {
+    let site = |name: &str| Site {
+        id: SiteId(0),
+        name: name.into(),
+        time_zone: "UTC".into(),
+    };
+    // Directly.
+    let (created, ids) = store
+        .change(|tx| {
+            Box::pin(async move {
+                let s = tx.create(site("HQ")).await?;
+                Ok::<_, StoreError>((s, vec![admin_event("site.create")]))
+            })
+        })
+        .await
+        .unwrap();
+    assert_eq!(store.get(created.id).await.unwrap(), created);
+    assert_eq!(ids.len(), 1);
+
+    // Refused after a write: nothing stays.
+    #[derive(Debug)]
+    struct Refused;
+    impl From<StoreError> for Refused {
+        fn from(_: StoreError) -> Self {
+            Refused
+        }
+    }
+    let err = store
+        .change(|tx| {
+            Box::pin(async move {
+                tx.create(site("Annex")).await?;
+                Err::<((), Vec<NewEvent>), _>(Refused)
+            })
+        })
+        .await;
+    assert!(err.is_err());
+    // A unique name taken by the second write: the first is rolled back too.
+    let err = store
+        .change(|tx| {
+            Box::pin(async move {
+                tx.create(site("Depot")).await?;
+                tx.create(site("HQ")).await?;
+                Ok::<_, StoreError>(((), vec![admin_event("site.create")]))
+            })
+        })
+        .await
+        .unwrap_err();
+    assert!(matches!(err, StoreError::Conflict { .. }), "{err}");
+    let names: Vec<String> = store
+        .list::<Site>()
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|s| s.name)
+        .collect();
+    assert_eq!(names, ["HQ"]);
+
+    // Through the writer, between taps.
+    let (log, writer) = EventLog::start(store.clone(), 0);
+    let mut live = log.subscribe();
+    let before = log
+        .append(tap("2026-11-23T10:00:00Z", 1, Some(1), true))
+        .await
+        .unwrap();
+    let (door_site, change_ids) = log
+        .change(move |tx| {
+            Box::pin(async move {
+                let s = tx.create(site("Lab")).await?;
+                Ok::<_, StoreError>((s, vec![admin_event("site.create"), admin_event("x.y")]))
+            })
+        })
+        .await
+        .unwrap();
+    assert_eq!(store.get(door_site.id).await.unwrap().name, "Lab");
+    assert_eq!(change_ids, [EventId(before.0 + 1), EventId(before.0 + 2)]);
+    let refused = log
+        .change(move |tx| {
+            Box::pin(async move {
+                tx.create(site("Shed")).await?;
+                Err::<((), Vec<NewEvent>), _>(Refused)
+            })
+        })
+        .await;
+    assert!(refused.is_err());
+    let after = log
+        .append(tap("2026-11-23T10:00:01Z", 1, Some(1), true))
+        .await
+        .unwrap();
+    assert_eq!(after, EventId(before.0 + 3), "a refused change takes no id");
+    let mut seen = Vec::new();
+    for _ in 0..4 {
+        seen.push(live.recv().await.unwrap().id);
+    }
+    assert_eq!(
+        seen,
+        [before, change_ids[0], change_ids[1], after],
+        "published once each, in id order"
+    );
+    assert_eq!(log.stats().failed_commits, 0);
+    assert!(store
+        .list::<Site>()
+        .await
+        .unwrap()
+        .iter()
+        .all(|s| s.name != "Shed"));
+    drop(log);
+    writer.await.unwrap();
 }

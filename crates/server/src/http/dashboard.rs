@@ -304,7 +304,7 @@ pub async fn door_latency(
     let since = end - window_s;
     let ts = |s: i64| Timestamp::from_second(s).map_err(ApiError::internal);
     let (mut events, truncated) =
-        read_taps(&*l.store, door, ts(since)?, ts(end)?, LATENCY_MAX_EVENTS).await?;
+        read_taps(&l.store, door, ts(since)?, ts(end)?, LATENCY_MAX_EVENTS).await?;
     let signals = l.signals.door(door);
 
     let buckets_n = (window_s / bucket_s) as usize;
@@ -384,7 +384,7 @@ struct TapTimes {
 /// The tap events of `door` in `[since, until)`, newest first, at most
 /// `cap`; whether more were there.
 async fn read_taps(
-    store: &dyn Store,
+    store: &Store,
     door: DoorId,
     since: Timestamp,
     until: Timestamp,
@@ -641,7 +641,7 @@ pub fn csv_row(out: &mut String, e: &Event) {
 
 /// Where a CSV export is.
 struct CsvState {
-    store: Arc<dyn Store>,
+    store: Store,
     query: EventQuery,
     /// The page read before the answer started (errors then are answered
     /// with a status); later pages are read as the client takes the body.
@@ -949,7 +949,7 @@ mod tests {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn taps_read_are_capped_newest_first() {
         let dir = tempfile::tempdir().unwrap();
-        let store = store::SqlStore::open_data_dir(dir.path()).await.unwrap();
+        let store = store::Store::open_data_dir(dir.path()).await.unwrap();
         let t0: Timestamp = "2026-11-23T08:00:00Z".parse().unwrap();
         let at = |s: i64| Timestamp::from_second(t0.as_second() + s).unwrap();
         let tap = |s: i64, door: i64| store::NewEvent {

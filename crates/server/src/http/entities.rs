@@ -1,47 +1,34 @@
 //! Create, read, replace and delete for every access entity, door modes and
 //! tokens.
 //!
-//! A change is checked against every stored entity before it is written (the
-//! access snapshot must still build: a door must name an existing site, a
-//! site a known time zone, …), written, read back into a new snapshot that
-//! is swapped into the controller (the next tap sees it), and recorded as an
-//! admin event naming the token, committed before the answer. Changes are
-//! made one at a time; one that cannot be recorded is undone.
-
-use std::future::Future;
-use std::pin::Pin;
+//! Handlers only: a body becomes an entity here, and the change goes
+//! through [`crate::admin::AccessData::change`] (checked, written with its
+//! audit event in one transaction, in force at the next tap).
 
 use access::jiff::Timestamp;
-use access::{AccessSnapshot, BuildError, Entities};
+use access::BuildError;
 use axum::body::Bytes;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
 use serde_json::json;
-use store::{ApiToken, NewEvent, Store, StoreError};
+use store::{ApiToken, Record, RecordId, Store, StoreError};
 
 use super::{json_body_required, loaded, schema, ApiError, AppResult};
-use crate::service::{AppState, Loaded};
-
-type StoreFuture<'a, T> = Pin<Box<dyn Future<Output = Result<T, StoreError>> + Send + 'a>>;
+use crate::admin::{ChangeError, DeleteToken, EntityChange, SetMode};
+use crate::service::AppState;
 
 /// The longest name or connection string accepted.
 const MAX_TEXT: usize = 200;
 /// The longest reason accepted.
 const MAX_REASON: usize = 1000;
 
-/// An entity the API manages: how it is read from a body and how the store
-/// keeps it.
-pub(super) trait Entity: Serialize + Clone + Send + Sync + Sized + 'static {
-    /// `door`, as in the action `door.create` and in messages.
-    const KIND: &'static str;
+/// An entity the API manages: how it is read from a request body (the rest
+/// of what describes it is its [`Record`]).
+pub(super) trait ApiEntity: Record {
     type Body: for<'de> Deserialize<'de> + Send;
 
-    fn id(&self) -> i64;
-    fn with_id(self, id: i64) -> Self;
-    /// A short description for the log, e.g. ``door 3 (`Front door`)``.
-    fn label(&self) -> String;
     /// The entity `body` describes, with id `id`. `previous` is the stored
     /// entity a replacement replaces.
     fn from_body(
@@ -53,17 +40,6 @@ pub(super) trait Entity: Serialize + Clone + Send + Sync + Sized + 'static {
     ) -> AppResult<Self>;
     /// The id the body repeats, if any.
     fn body_id(body: &Self::Body) -> Option<i64>;
-    /// Fills the event's door, reader, cardholder and credential columns.
-    fn tag(&self, _event: &mut NewEvent) {}
-    /// What the store removes with the entity `id` (group memberships).
-    fn cascade(_e: &mut Entities, _id: i64) {}
-
-    fn items(e: &mut Entities) -> &mut Vec<Self>;
-    fn create(store: &dyn Store, v: Self) -> StoreFuture<'_, Self>;
-    fn get(store: &dyn Store, id: i64) -> StoreFuture<'_, Self>;
-    fn list(store: &dyn Store) -> StoreFuture<'_, Vec<Self>>;
-    fn update<'a>(store: &'a dyn Store, v: &'a Self) -> StoreFuture<'a, ()>;
-    fn delete(store: &dyn Store, id: i64) -> StoreFuture<'_, ()>;
 }
 
 fn text(field: &'static str, v: String) -> AppResult<String> {
@@ -118,22 +94,9 @@ fn no_reason(reason: &Option<String>, state: &str) -> AppResult<()> {
     }
 }
 
-impl Entity for access::Site {
-    const KIND: &'static str = "site";
+impl ApiEntity for access::Site {
     type Body = schema::Site;
 
-    fn id(&self) -> i64 {
-        self.id.0
-    }
-    fn with_id(self, id: i64) -> Self {
-        Self {
-            id: access::SiteId(id),
-            ..self
-        }
-    }
-    fn label(&self) -> String {
-        format!("site {} (`{}`)", self.id, self.name)
-    }
     fn body_id(b: &Self::Body) -> Option<i64> {
         b.id
     }
@@ -160,42 +123,11 @@ impl Entity for access::Site {
             time_zone: b.time_zone,
         })
     }
-    fn items(e: &mut Entities) -> &mut Vec<Self> {
-        &mut e.sites
-    }
-    fn create(s: &dyn Store, v: Self) -> StoreFuture<'_, Self> {
-        s.create_site(v)
-    }
-    fn get(s: &dyn Store, id: i64) -> StoreFuture<'_, Self> {
-        s.get_site(access::SiteId(id))
-    }
-    fn list(s: &dyn Store) -> StoreFuture<'_, Vec<Self>> {
-        s.list_sites()
-    }
-    fn update<'a>(s: &'a dyn Store, v: &'a Self) -> StoreFuture<'a, ()> {
-        s.update_site(v)
-    }
-    fn delete(s: &dyn Store, id: i64) -> StoreFuture<'_, ()> {
-        s.delete_site(access::SiteId(id))
-    }
 }
 
-impl Entity for access::Door {
-    const KIND: &'static str = "door";
+impl ApiEntity for access::Door {
     type Body = schema::Door;
 
-    fn id(&self) -> i64 {
-        self.id.0
-    }
-    fn with_id(self, id: i64) -> Self {
-        Self {
-            id: access::DoorId(id),
-            ..self
-        }
-    }
-    fn label(&self) -> String {
-        format!("door {} (`{}`)", self.id, self.name)
-    }
     fn body_id(b: &Self::Body) -> Option<i64> {
         b.id
     }
@@ -216,50 +148,11 @@ impl Entity for access::Door {
             mode: b.mode,
         })
     }
-    fn tag(&self, e: &mut NewEvent) {
-        e.door = Some(self.id);
-    }
-    fn cascade(e: &mut Entities, id: i64) {
-        for g in &mut e.groups {
-            g.doors.retain(|d| d.0 != id);
-        }
-    }
-    fn items(e: &mut Entities) -> &mut Vec<Self> {
-        &mut e.doors
-    }
-    fn create(s: &dyn Store, v: Self) -> StoreFuture<'_, Self> {
-        s.create_door(v)
-    }
-    fn get(s: &dyn Store, id: i64) -> StoreFuture<'_, Self> {
-        s.get_door(access::DoorId(id))
-    }
-    fn list(s: &dyn Store) -> StoreFuture<'_, Vec<Self>> {
-        s.list_doors()
-    }
-    fn update<'a>(s: &'a dyn Store, v: &'a Self) -> StoreFuture<'a, ()> {
-        s.update_door(v)
-    }
-    fn delete(s: &dyn Store, id: i64) -> StoreFuture<'_, ()> {
-        s.delete_door(access::DoorId(id))
-    }
 }
 
-impl Entity for access::Reader {
-    const KIND: &'static str = "reader";
+impl ApiEntity for access::Reader {
     type Body = schema::Reader;
 
-    fn id(&self) -> i64 {
-        self.id.0
-    }
-    fn with_id(self, id: i64) -> Self {
-        Self {
-            id: access::ReaderId(id),
-            ..self
-        }
-    }
-    fn label(&self) -> String {
-        format!("reader {} (`{}`)", self.id, self.name)
-    }
     fn body_id(b: &Self::Body) -> Option<i64> {
         b.id
     }
@@ -277,28 +170,6 @@ impl Entity for access::Reader {
             connection: text("connection", b.connection)?,
         })
     }
-    fn tag(&self, e: &mut NewEvent) {
-        e.reader = Some(self.id);
-        e.door = Some(self.door);
-    }
-    fn items(e: &mut Entities) -> &mut Vec<Self> {
-        &mut e.readers
-    }
-    fn create(s: &dyn Store, v: Self) -> StoreFuture<'_, Self> {
-        s.create_reader(v)
-    }
-    fn get(s: &dyn Store, id: i64) -> StoreFuture<'_, Self> {
-        s.get_reader(access::ReaderId(id))
-    }
-    fn list(s: &dyn Store) -> StoreFuture<'_, Vec<Self>> {
-        s.list_readers()
-    }
-    fn update<'a>(s: &'a dyn Store, v: &'a Self) -> StoreFuture<'a, ()> {
-        s.update_reader(v)
-    }
-    fn delete(s: &dyn Store, id: i64) -> StoreFuture<'_, ()> {
-        s.delete_reader(access::ReaderId(id))
-    }
 }
 
 fn validity(from: Option<Timestamp>, until: Option<Timestamp>) -> AppResult<()> {
@@ -312,22 +183,9 @@ fn validity(from: Option<Timestamp>, until: Option<Timestamp>) -> AppResult<()> 
     }
 }
 
-impl Entity for access::Cardholder {
-    const KIND: &'static str = "cardholder";
+impl ApiEntity for access::Cardholder {
     type Body = schema::Cardholder;
 
-    fn id(&self) -> i64 {
-        self.id.0
-    }
-    fn with_id(self, id: i64) -> Self {
-        Self {
-            id: access::CardholderId(id),
-            ..self
-        }
-    }
-    fn label(&self) -> String {
-        format!("cardholder {} (`{}`)", self.id, self.name)
-    }
     fn body_id(b: &Self::Body) -> Option<i64> {
         b.id
     }
@@ -356,50 +214,11 @@ impl Entity for access::Cardholder {
             valid_until: b.valid_until,
         })
     }
-    fn tag(&self, e: &mut NewEvent) {
-        e.cardholder = Some(self.id);
-    }
-    fn cascade(e: &mut Entities, id: i64) {
-        for g in &mut e.groups {
-            g.cardholders.retain(|c| c.0 != id);
-        }
-    }
-    fn items(e: &mut Entities) -> &mut Vec<Self> {
-        &mut e.cardholders
-    }
-    fn create(s: &dyn Store, v: Self) -> StoreFuture<'_, Self> {
-        s.create_cardholder(v)
-    }
-    fn get(s: &dyn Store, id: i64) -> StoreFuture<'_, Self> {
-        s.get_cardholder(access::CardholderId(id))
-    }
-    fn list(s: &dyn Store) -> StoreFuture<'_, Vec<Self>> {
-        s.list_cardholders()
-    }
-    fn update<'a>(s: &'a dyn Store, v: &'a Self) -> StoreFuture<'a, ()> {
-        s.update_cardholder(v)
-    }
-    fn delete(s: &dyn Store, id: i64) -> StoreFuture<'_, ()> {
-        s.delete_cardholder(access::CardholderId(id))
-    }
 }
 
-impl Entity for access::Credential {
-    const KIND: &'static str = "credential";
+impl ApiEntity for access::Credential {
     type Body = schema::Credential;
 
-    fn id(&self) -> i64 {
-        self.id.0
-    }
-    fn with_id(self, id: i64) -> Self {
-        Self {
-            id: access::CredentialId(id),
-            ..self
-        }
-    }
-    fn label(&self) -> String {
-        format!("credential {} of cardholder {}", self.id, self.cardholder)
-    }
     fn body_id(b: &Self::Body) -> Option<i64> {
         b.id
     }
@@ -459,46 +278,11 @@ impl Entity for access::Credential {
             state,
         })
     }
-    fn tag(&self, e: &mut NewEvent) {
-        e.credential = Some(self.id);
-        e.cardholder = Some(self.cardholder);
-    }
-    fn items(e: &mut Entities) -> &mut Vec<Self> {
-        &mut e.credentials
-    }
-    fn create(s: &dyn Store, v: Self) -> StoreFuture<'_, Self> {
-        s.create_credential(v)
-    }
-    fn get(s: &dyn Store, id: i64) -> StoreFuture<'_, Self> {
-        s.get_credential(access::CredentialId(id))
-    }
-    fn list(s: &dyn Store) -> StoreFuture<'_, Vec<Self>> {
-        s.list_credentials()
-    }
-    fn update<'a>(s: &'a dyn Store, v: &'a Self) -> StoreFuture<'a, ()> {
-        s.update_credential(v)
-    }
-    fn delete(s: &dyn Store, id: i64) -> StoreFuture<'_, ()> {
-        s.delete_credential(access::CredentialId(id))
-    }
 }
 
-impl Entity for access::AccessGroup {
-    const KIND: &'static str = "group";
+impl ApiEntity for access::AccessGroup {
     type Body = schema::Group;
 
-    fn id(&self) -> i64 {
-        self.id.0
-    }
-    fn with_id(self, id: i64) -> Self {
-        Self {
-            id: access::GroupId(id),
-            ..self
-        }
-    }
-    fn label(&self) -> String {
-        format!("group {} (`{}`)", self.id, self.name)
-    }
     fn body_id(b: &Self::Body) -> Option<i64> {
         b.id
     }
@@ -521,42 +305,11 @@ impl Entity for access::AccessGroup {
                 .collect(),
         })
     }
-    fn items(e: &mut Entities) -> &mut Vec<Self> {
-        &mut e.groups
-    }
-    fn create(s: &dyn Store, v: Self) -> StoreFuture<'_, Self> {
-        s.create_group(v)
-    }
-    fn get(s: &dyn Store, id: i64) -> StoreFuture<'_, Self> {
-        s.get_group(access::GroupId(id))
-    }
-    fn list(s: &dyn Store) -> StoreFuture<'_, Vec<Self>> {
-        s.list_groups()
-    }
-    fn update<'a>(s: &'a dyn Store, v: &'a Self) -> StoreFuture<'a, ()> {
-        s.update_group(v)
-    }
-    fn delete(s: &dyn Store, id: i64) -> StoreFuture<'_, ()> {
-        s.delete_group(access::GroupId(id))
-    }
 }
 
-impl Entity for access::Schedule {
-    const KIND: &'static str = "schedule";
+impl ApiEntity for access::Schedule {
     type Body = schema::Schedule;
 
-    fn id(&self) -> i64 {
-        self.id.0
-    }
-    fn with_id(self, id: i64) -> Self {
-        Self {
-            id: access::ScheduleId(id),
-            ..self
-        }
-    }
-    fn label(&self) -> String {
-        format!("schedule {} (`{}`)", self.id, self.name)
-    }
     fn body_id(b: &Self::Body) -> Option<i64> {
         b.id
     }
@@ -574,42 +327,11 @@ impl Entity for access::Schedule {
             holiday_windows: b.holiday_windows,
         })
     }
-    fn items(e: &mut Entities) -> &mut Vec<Self> {
-        &mut e.schedules
-    }
-    fn create(s: &dyn Store, v: Self) -> StoreFuture<'_, Self> {
-        s.create_schedule(v)
-    }
-    fn get(s: &dyn Store, id: i64) -> StoreFuture<'_, Self> {
-        s.get_schedule(access::ScheduleId(id))
-    }
-    fn list(s: &dyn Store) -> StoreFuture<'_, Vec<Self>> {
-        s.list_schedules()
-    }
-    fn update<'a>(s: &'a dyn Store, v: &'a Self) -> StoreFuture<'a, ()> {
-        s.update_schedule(v)
-    }
-    fn delete(s: &dyn Store, id: i64) -> StoreFuture<'_, ()> {
-        s.delete_schedule(access::ScheduleId(id))
-    }
 }
 
-impl Entity for access::Holiday {
-    const KIND: &'static str = "holiday";
+impl ApiEntity for access::Holiday {
     type Body = schema::Holiday;
 
-    fn id(&self) -> i64 {
-        self.id.0
-    }
-    fn with_id(self, id: i64) -> Self {
-        Self {
-            id: access::HolidayId(id),
-            ..self
-        }
-    }
-    fn label(&self) -> String {
-        format!("holiday {} (`{}`, {})", self.id, self.name, self.date)
-    }
     fn body_id(b: &Self::Body) -> Option<i64> {
         b.id
     }
@@ -627,39 +349,33 @@ impl Entity for access::Holiday {
             name: text("name", b.name)?,
         })
     }
-    fn items(e: &mut Entities) -> &mut Vec<Self> {
-        &mut e.holidays
-    }
-    fn create(s: &dyn Store, v: Self) -> StoreFuture<'_, Self> {
-        s.create_holiday(v)
-    }
-    fn get(s: &dyn Store, id: i64) -> StoreFuture<'_, Self> {
-        s.get_holiday(access::HolidayId(id))
-    }
-    fn list(s: &dyn Store) -> StoreFuture<'_, Vec<Self>> {
-        s.list_holidays()
-    }
-    fn update<'a>(s: &'a dyn Store, v: &'a Self) -> StoreFuture<'a, ()> {
-        s.update_holiday(v)
-    }
-    fn delete(s: &dyn Store, id: i64) -> StoreFuture<'_, ()> {
-        s.delete_holiday(access::HolidayId(id))
-    }
 }
 
 /// A store error as an answer: a missing entity is 404, a taken unique
 /// value or a reference in the way 409, a refused value 422.
 pub(super) fn store_error(e: StoreError) -> ApiError {
+    change_error(e.into())
+}
+
+/// A refused or failed change as an answer: the one mapping of
+/// [`ChangeError`] to HTTP.
+pub(crate) fn change_error(e: ChangeError) -> ApiError {
     match e {
-        StoreError::NotFound { .. } => ApiError::field(StatusCode::NOT_FOUND, "id", e.to_string()),
-        StoreError::Conflict { .. } | StoreError::Reference { .. } => {
-            ApiError::new(StatusCode::CONFLICT, e.to_string())
+        ChangeError::NotFound { field, .. } => {
+            ApiError::field(StatusCode::NOT_FOUND, field, e.to_string())
         }
-        StoreError::Invalid { field, .. } => {
-            ApiError::field(StatusCode::UNPROCESSABLE_ENTITY, field, e.to_string())
-        }
-        StoreError::Snapshot(b) => build_error(b),
-        e => ApiError::internal(e),
+        ChangeError::Invalid { field, message } => ApiError {
+            status: StatusCode::UNPROCESSABLE_ENTITY,
+            message,
+            field: field.map(str::to_string),
+        },
+        ChangeError::Conflict { field, message } => ApiError {
+            status: StatusCode::CONFLICT,
+            message,
+            field: field.map(str::to_string),
+        },
+        ChangeError::Inconsistent(b) => build_error(b),
+        ChangeError::Store(e) => ApiError::internal(e),
     }
 }
 
@@ -706,42 +422,26 @@ pub(super) fn path_id(kind: &str, raw: &str) -> AppResult<i64> {
     })
 }
 
-async fn fetch<E: Entity>(store: &dyn Store, id: i64) -> AppResult<E> {
-    E::get(store, id).await.map_err(store_error)
+async fn fetch<E: ApiEntity>(store: &Store, id: i64) -> AppResult<E> {
+    store.get(E::Id::from_raw(id)).await.map_err(store_error)
 }
 
 /// Every entity of the kind.
-pub(super) async fn list<E: Entity>(state: &AppState) -> AppResult<Json<serde_json::Value>> {
+pub(super) async fn list<E: ApiEntity>(state: &AppState) -> AppResult<Json<serde_json::Value>> {
     let l = loaded(state)?;
-    let items = E::list(&*l.store).await.map_err(store_error)?;
+    let items = l.store.list::<E>().await.map_err(store_error)?;
     Ok(Json(json!({ "items": items })))
 }
 
 /// One entity by id.
-pub(super) async fn get_one<E: Entity>(state: &AppState, raw: &str) -> AppResult<Json<E>> {
-    let id = path_id(E::KIND, raw)?;
+pub(super) async fn get_one<E: ApiEntity>(state: &AppState, raw: &str) -> AppResult<Json<E>> {
+    let id = path_id(E::ACTION, raw)?;
     let l = loaded(state)?;
-    Ok(Json(fetch::<E>(&*l.store, id).await?))
-}
-
-enum Change<E> {
-    Create(E),
-    Replace { before: E, after: E },
-    Delete(E),
-}
-
-impl<E: Entity> Change<E> {
-    fn action(&self) -> &'static str {
-        match self {
-            Change::Create(_) => "create",
-            Change::Replace { .. } => "update",
-            Change::Delete(_) => "delete",
-        }
-    }
+    Ok(Json(fetch::<E>(&l.store, id).await?))
 }
 
 /// Creates a new entity from the body (admin); 201 with it as stored.
-pub(super) async fn create<E: Entity>(
+pub(super) async fn create<E: ApiEntity>(
     state: &AppState,
     token: &ApiToken,
     body: &Bytes,
@@ -749,18 +449,22 @@ pub(super) async fn create<E: Entity>(
     let body: E::Body = json_body_required(body)?;
     let l = loaded(state)?;
     let value = E::from_body(body, 0, None, &token.name, Timestamp::now())?;
-    let stored = apply(l, token, Change::Create(value)).await?;
+    let (stored, _) = l
+        .access
+        .change(&token.name, EntityChange::Create(value))
+        .await
+        .map_err(change_error)?;
     Ok((StatusCode::CREATED, Json(stored)).into_response())
 }
 
 /// Replaces the entity `raw` with the body (admin).
-pub(super) async fn replace<E: Entity>(
+pub(super) async fn replace<E: ApiEntity>(
     state: &AppState,
     token: &ApiToken,
     raw: &str,
     body: &Bytes,
 ) -> AppResult<Json<E>> {
-    let id = path_id(E::KIND, raw)?;
+    let id = path_id(E::ACTION, raw)?;
     let body: E::Body = json_body_required(body)?;
     if let Some(given) = E::body_id(&body).filter(|given| *given != id) {
         return Err(ApiError::field(
@@ -768,162 +472,39 @@ pub(super) async fn replace<E: Entity>(
             "id",
             format!(
                 "body field `id`: {given} is not the {} id in the path ({id})",
-                E::KIND
+                E::ACTION
             ),
         ));
     }
     let l = loaded(state)?;
-    let before = fetch::<E>(&*l.store, id).await?;
+    let before = fetch::<E>(&l.store, id).await?;
     let after = E::from_body(body, id, Some(&before), &token.name, Timestamp::now())?;
-    let stored = apply(l, token, Change::Replace { before, after }).await?;
+    let (stored, _) = l
+        .access
+        .change(&token.name, EntityChange::Replace(after))
+        .await
+        .map_err(change_error)?;
     Ok(Json(stored))
 }
 
 /// Deletes the entity `raw` (admin); 204.
-pub(super) async fn remove<E: Entity>(
+pub(super) async fn remove<E: ApiEntity>(
     state: &AppState,
     token: &ApiToken,
     raw: &str,
 ) -> AppResult<StatusCode> {
-    let id = path_id(E::KIND, raw)?;
+    let id = path_id(E::ACTION, raw)?;
     let l = loaded(state)?;
-    let before = fetch::<E>(&*l.store, id).await?;
-    apply(l, token, Change::Delete(before)).await?;
+    l.access
+        .change(&token.name, EntityChange::<E>::Delete(E::Id::from_raw(id)))
+        .await
+        .map_err(change_error)?;
     Ok(StatusCode::NO_CONTENT)
 }
 
-/// Checks, writes, swaps the snapshot in and records one change; returns
-/// the entity as stored (the removed one for a delete).
-async fn apply<E: Entity>(l: &Loaded, token: &ApiToken, change: Change<E>) -> AppResult<E> {
-    // Changes are made one at a time: each is checked against, written to
-    // and read back from the store with no other change in between.
-    let _one_at_a_time = l.controller.changes().lock().await;
-    let store = &*l.store;
-
-    // The change on every stored entity must still make a snapshot.
-    let mut entities = store.load_entities().await.map_err(ApiError::internal)?;
-    {
-        let items = E::items(&mut entities);
-        match &change {
-            Change::Create(v) => {
-                let next = items.iter().map(E::id).max().unwrap_or(0).saturating_add(1);
-                items.push(v.clone().with_id(next));
-            }
-            Change::Replace { after, .. } => {
-                match items.iter_mut().find(|i| i.id() == after.id()) {
-                    Some(slot) => *slot = after.clone(),
-                    None => return Err(not_found::<E>(after.id())),
-                }
-            }
-            Change::Delete(v) => {
-                let before = items.len();
-                items.retain(|i| i.id() != v.id());
-                if items.len() == before {
-                    return Err(not_found::<E>(v.id()));
-                }
-                E::cascade(&mut entities, v.id());
-            }
-        }
-    }
-    AccessSnapshot::build(entities).map_err(|e| match (&change, e) {
-        // What is removed is still in use: a conflict, not a bad value.
-        (Change::Delete(v), e @ BuildError::Dangling { .. }) => ApiError::new(
-            StatusCode::CONFLICT,
-            format!("{} is still referred to: {e}", v.label()),
-        ),
-        (_, e) => build_error(e),
-    })?;
-
-    let written = match &change {
-        Change::Create(v) => E::create(store, v.clone()).await.map_err(store_error)?,
-        Change::Replace { after, .. } => {
-            E::update(store, after).await.map_err(store_error)?;
-            after.clone()
-        }
-        Change::Delete(v) => {
-            E::delete(store, v.id()).await.map_err(store_error)?;
-            v.clone()
-        }
-    };
-    // As stored (times keep the store's precision).
-    let stored = match &change {
-        Change::Delete(_) => written,
-        _ => match E::get(store, written.id()).await {
-            Ok(v) => v,
-            Err(e) => {
-                undo(store, &change, &written).await;
-                return Err(ApiError::internal(e));
-            }
-        },
-    };
-
-    // Read back: what taps see from now on.
-    let snapshot = match store.load_snapshot().await {
-        Ok(s) => s,
-        Err(e) => {
-            undo(store, &change, &stored).await;
-            return Err(match e {
-                StoreError::Snapshot(b) => build_error(b),
-                e => ApiError::internal(e),
-            });
-        }
-    };
-
-    let action = format!("{}.{}", E::KIND, change.action());
-    let (sentence, data) = match &change {
-        Change::Create(_) => (
-            format!("{} created by {}", stored.label(), token.name),
-            json!({ "after": stored }),
-        ),
-        Change::Replace { before, .. } => (
-            format!("{} replaced by {}", stored.label(), token.name),
-            json!({ "before": before, "after": stored }),
-        ),
-        Change::Delete(before) => (
-            format!("{} deleted by {}", before.label(), token.name),
-            json!({ "before": before }),
-        ),
-    };
-    let mut event = NewEvent::admin(Timestamp::now(), &token.name, &action, sentence, data);
-    stored.tag(&mut event);
-    if let Err(e) = l.controller.log().append(event).await {
-        // A change the log does not hold does not stay.
-        undo(store, &change, &stored).await;
-        return Err(ApiError::internal(format!(
-            "the change was undone because its event could not be recorded: {e}"
-        )));
-    }
-    l.controller.set_snapshot(snapshot);
-    Ok(stored)
-}
-
-fn not_found<E: Entity>(id: i64) -> ApiError {
-    ApiError::field(
-        StatusCode::NOT_FOUND,
-        "id",
-        format!("{} {id} does not exist", E::KIND),
-    )
-}
-
-/// Takes a written change back (best effort; logged when it fails).
-async fn undo<E: Entity>(store: &dyn Store, change: &Change<E>, stored: &E) {
-    let result = match change {
-        Change::Create(_) => E::delete(store, stored.id()).await,
-        Change::Replace { before, .. } => E::update(store, before).await,
-        Change::Delete(before) => {
-            let mut e = Entities::default();
-            E::items(&mut e).push(before.clone());
-            store.import_entities(&e).await
-        }
-    };
-    if let Err(e) = result {
-        tracing::error!(error = %e, kind = E::KIND, id = stored.id(), "a change could not be undone");
-    }
-}
-
-/// `PUT /api/v1/doors/{id}/mode` (operator): stores the mode on the door,
-/// records the command naming the token, then swaps the snapshot in (which
-/// puts the door output in the mode).
+/// `PUT /api/v1/doors/{id}/mode` (operator): stores the mode on the door
+/// with the command's event naming the token, then swaps the snapshot in
+/// (which puts the door output in the mode).
 pub(super) async fn set_mode(
     state: &AppState,
     token: &ApiToken,
@@ -932,50 +513,22 @@ pub(super) async fn set_mode(
 ) -> AppResult<Json<serde_json::Value>> {
     let id = path_id("door", raw)?;
     let body: schema::ModeCommand = json_body_required(body)?;
-    let why = reason_text(body.reason)?;
+    let reason = reason_text(body.reason)?;
     let l = loaded(state)?;
-    // Changes are made one at a time: each is checked against, written to
-    // and read back from the store with no other change in between.
-    let _one_at_a_time = l.controller.changes().lock().await;
-    let store = &*l.store;
-    let before: access::Door = fetch(store, id).await?;
-    let after = access::Door {
-        mode: body.mode,
-        ..before.clone()
-    };
-    store.update_door(&after).await.map_err(store_error)?;
-    let snapshot = match store.load_snapshot().await {
-        Ok(s) => s,
-        Err(e) => {
-            let _ = store.update_door(&before).await;
-            return Err(store_error(e));
-        }
-    };
-    let mut sentence = format!(
-        "door {} (`{}`) set to mode {} (was {}) by {}",
-        after.id, after.name, after.mode, before.mode, token.name
-    );
-    if let Some(w) = &why {
-        sentence.push_str(": ");
-        sentence.push_str(w);
-    }
-    let mut event =
-        NewEvent::door_command(Timestamp::now(), &token.name, after.id, "mode", sentence);
-    event.data = Some(json!({ "mode": after.mode, "previous": before.mode }));
-    let event = match l.controller.log().append(event).await {
-        Ok(id) => id,
-        Err(e) => {
-            if let Err(u) = store.update_door(&before).await {
-                tracing::error!(error = %u, door = id, "a mode change could not be undone");
-            }
-            return Err(ApiError::internal(format!(
-                "the mode was not changed because its event could not be recorded: {e}"
-            )));
-        }
-    };
-    l.controller.set_snapshot(snapshot);
+    let ((_, after), events) = l
+        .access
+        .change(
+            &token.name,
+            SetMode {
+                door: access::DoorId(id),
+                mode: body.mode,
+                reason,
+            },
+        )
+        .await
+        .map_err(change_error)?;
     Ok(Json(
-        json!({ "door": after.id, "mode": after.mode, "event": event }),
+        json!({ "door": after.id, "mode": after.mode, "event": events.first() }),
     ))
 }
 
@@ -1002,45 +555,10 @@ pub(super) async fn delete_token(
     name: &str,
 ) -> AppResult<StatusCode> {
     let l = loaded(state)?;
-    // Changes are made one at a time: each is checked against, written to
-    // and read back from the store with no other change in between.
-    let _one_at_a_time = l.controller.changes().lock().await;
-    let store = &*l.store;
-    let Some(gone) = store
-        .list_tokens()
+    l.access
+        .change(&token.name, DeleteToken(name.to_string()))
         .await
-        .map_err(store_error)?
-        .into_iter()
-        .find(|t| t.name == name)
-    else {
-        return Err(ApiError::field(
-            StatusCode::NOT_FOUND,
-            "name",
-            format!(
-                "token `{}` does not exist",
-                name.chars().take(64).collect::<String>()
-            ),
-        ));
-    };
-    store.delete_token(name).await.map_err(store_error)?;
-    let event = NewEvent::admin(
-        Timestamp::now(),
-        &token.name,
-        "token.delete",
-        format!(
-            "token `{}` ({}) deleted by {}",
-            gone.name, gone.role, token.name
-        ),
-        json!({ "before": { "name": gone.name, "role": gone.role, "created_at": gone.created_at } }),
-    );
-    if let Err(e) = l.controller.log().append(event).await {
-        if let Err(u) = store.create_token(&gone).await {
-            tracing::error!(error = %u, token = %gone.name, "a token deletion could not be undone");
-        }
-        return Err(ApiError::internal(format!(
-            "the token was not deleted because its event could not be recorded: {e}"
-        )));
-    }
+        .map_err(change_error)?;
     state.token_deleted();
     Ok(StatusCode::NO_CONTENT)
 }

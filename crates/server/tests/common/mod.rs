@@ -72,7 +72,7 @@ pub fn site_with(edit: &dyn Fn(&mut Config)) -> Site {
             .unwrap();
         store.close().await;
         let service = Service::start(config, None).await.unwrap();
-        let store = &*service.loaded().store;
+        let store = &service.loaded().store;
         let viewer = server::token::create(store, "watcher", Role::Viewer)
             .await
             .unwrap();

@@ -46,7 +46,7 @@ pub async fn tap(s: &Service, c: &CardCredentials) -> (String, Option<String>) {
 pub async fn staff_member(s: &Service, name: &str) -> CardholderId {
     let store = &s.loaded().store;
     let h = store
-        .create_cardholder(Cardholder {
+        .create(Cardholder {
             id: CardholderId(0),
             name: name.into(),
             status: CardholderStatus::Active,
@@ -56,14 +56,14 @@ pub async fn staff_member(s: &Service, name: &str) -> CardholderId {
         .await
         .unwrap();
     let mut staff = store
-        .list_groups()
+        .list::<access::AccessGroup>()
         .await
         .unwrap()
         .into_iter()
         .find(|g| g.name == "staff")
         .unwrap();
     staff.cardholders.push(h.id);
-    store.update_group(&staff).await.unwrap();
+    store.update(&staff).await.unwrap();
     h.id
 }
 

@@ -1,0 +1,416 @@
+//! The one change path for access data: every change (the API, enrollment,
+//! re-validation, the CLI, door modes, token deletion) is an [`Edit`] handed
+//! to [`AccessData::change`], which
+//!
+//! 1. takes the change lock (changes are made one at a time),
+//! 2. checks the edit against every stored entity read afresh (the access
+//!    snapshot must still build: a door names an existing site, …),
+//! 3. writes the change and its audit events in **one database
+//!    transaction** (through the event log's writer when the service runs,
+//!    so the events are published live in order with the taps'), and
+//! 4. reads the snapshot back and swaps it into the controller: the next
+//!    tap sees the change.
+//!
+//! A change whose transaction fails leaves nothing behind: neither the
+//! change nor its event. HTTP maps [`ChangeError`] to answers in one place
+//! (`http`); nothing here knows HTTP.
+
+use std::sync::Arc;
+
+use access::jiff::Timestamp;
+use access::{AccessSnapshot, BuildError, DoorId, DoorMode, Entities};
+use serde_json::json;
+use store::{ApiToken, ChangeFuture, EventId, EventLog, NewEvent, Record, RecordId, Store};
+use store::{StoreError, Tx};
+
+use crate::door::Controller;
+
+/// Why a change was refused or failed. Each variant says what a person can
+/// do about it; `field` names the input at fault where there is one.
+#[derive(Debug, thiserror::Error)]
+pub enum ChangeError {
+    /// The entity the change names does not exist.
+    #[error("{kind} {id} does not exist")]
+    NotFound {
+        kind: &'static str,
+        id: String,
+        field: &'static str,
+    },
+    /// A value is refused.
+    #[error("{message}")]
+    Invalid {
+        field: Option<&'static str>,
+        message: String,
+    },
+    /// The change collides with stored data (a unique value taken, an
+    /// entity still referred to).
+    #[error("{message}")]
+    Conflict {
+        field: Option<&'static str>,
+        message: String,
+    },
+    /// The change would leave the access data inconsistent.
+    #[error("the change would leave the access data inconsistent: {0}")]
+    Inconsistent(BuildError),
+    /// The database failed; nothing was changed.
+    #[error("{0}")]
+    Store(StoreError),
+}
+
+impl From<StoreError> for ChangeError {
+    fn from(e: StoreError) -> Self {
+        match e {
+            StoreError::NotFound { kind, id } => ChangeError::NotFound {
+                kind,
+                id,
+                field: "id",
+            },
+            StoreError::Conflict { .. } | StoreError::Reference { .. } => ChangeError::Conflict {
+                field: None,
+                message: e.to_string(),
+            },
+            StoreError::Invalid { field, .. } => ChangeError::Invalid {
+                field: Some(field),
+                message: e.to_string(),
+            },
+            StoreError::Snapshot(b) => ChangeError::Inconsistent(b),
+            e => ChangeError::Store(e),
+        }
+    }
+}
+
+/// One change to the stored data: what it must not break, and what it
+/// writes.
+pub trait Edit: Send + 'static {
+    /// What the change gives back (the entity as stored, …).
+    type Output: Send + 'static;
+    type Error: From<StoreError> + Send + 'static;
+    /// Whether the change can make the access data inconsistent: then
+    /// [`check`](Self::check) is given every stored entity, read afresh
+    /// under the change lock.
+    const CHECKED: bool = true;
+    /// Whether the change touches what taps decide on (the snapshot is
+    /// then read back and swapped in after the commit).
+    const ACCESS: bool = true;
+
+    /// Refuses the change when it would not leave consistent data; may
+    /// resolve what the write needs (ids found by name, …).
+    fn check(&mut self, _entities: Entities) -> Result<(), Self::Error> {
+        Ok(())
+    }
+
+    /// Writes the change in `tx` and returns its result and its audit
+    /// events, which commit in the same transaction.
+    fn write(
+        self,
+        tx: &mut Tx,
+        actor: String,
+        now: Timestamp,
+    ) -> ChangeFuture<'_, Self::Output, Self::Error>;
+}
+
+/// The change path: the store, the event log's writer and the controller
+/// whose snapshot a change swaps.
+pub struct AccessData {
+    store: Store,
+    /// The running service's event log (changes are committed by its
+    /// writer, in order with the taps' events, and published live); `None`
+    /// for tools that change the database with no service running.
+    log: Option<EventLog>,
+    controller: Option<Arc<Controller>>,
+    /// Held from the check to the swap: otherwise a snapshot read before
+    /// another change could be swapped in after it and hide it.
+    lock: tokio::sync::Mutex<()>,
+}
+
+impl std::fmt::Debug for AccessData {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AccessData").finish_non_exhaustive()
+    }
+}
+
+impl AccessData {
+    /// The change path of a running service: committed through the
+    /// controller's event log, then in force at the controller.
+    pub fn new(store: Store, controller: Arc<Controller>) -> Self {
+        AccessData {
+            store,
+            log: Some(controller.log().clone()),
+            controller: Some(controller),
+            lock: tokio::sync::Mutex::new(()),
+        }
+    }
+
+    /// The change path with no service running (`pivgate enroll`, seeding):
+    /// the same checks and one transaction per change; a running service
+    /// picks the change up on reload.
+    pub fn offline(store: Store) -> Self {
+        AccessData {
+            store,
+            log: None,
+            controller: None,
+            lock: tokio::sync::Mutex::new(()),
+        }
+    }
+
+    pub fn store(&self) -> &Store {
+        &self.store
+    }
+
+    /// Checks, writes and records `edit` as made by `actor`, then puts it in
+    /// force; returns its result and its events' ids.
+    pub async fn change<E: Edit>(
+        &self,
+        actor: &str,
+        mut edit: E,
+    ) -> Result<(E::Output, Vec<EventId>), E::Error> {
+        let _one_at_a_time = self.lock.lock().await;
+        if E::CHECKED {
+            edit.check(self.store.load_entities().await?)?;
+        }
+        let actor = actor.to_string();
+        let now = Timestamp::now();
+        let done = match &self.log {
+            Some(log) => log.change(move |tx| edit.write(tx, actor, now)).await?,
+            None => {
+                self.store
+                    .change(move |tx| edit.write(tx, actor, now))
+                    .await?
+            }
+        };
+        if E::ACCESS {
+            self.swap().await?;
+        }
+        Ok(done)
+    }
+
+    /// Reads every entity again and swaps the new snapshot in (taps in
+    /// flight finish on the old one): after a change, and on SIGHUP.
+    pub async fn reload(&self) -> Result<usize, StoreError> {
+        let _one_at_a_time = self.lock.lock().await;
+        self.swap().await
+    }
+
+    async fn swap(&self) -> Result<usize, StoreError> {
+        let Some(controller) = &self.controller else {
+            return Ok(0);
+        };
+        let snapshot = self.store.load_snapshot().await?;
+        let credentials = snapshot.credentials().len();
+        controller.set_snapshot(snapshot);
+        Ok(credentials)
+    }
+}
+
+/// Whether `entities` still make a snapshot.
+pub fn consistent(entities: Entities) -> Result<(), ChangeError> {
+    AccessSnapshot::build(entities)
+        .map(|_| ())
+        .map_err(ChangeError::Inconsistent)
+}
+
+/// An admin event naming `actor`, tagged with `r`'s door, reader,
+/// cardholder or credential.
+fn admin_event<R: Record>(
+    r: &R,
+    now: Timestamp,
+    actor: &str,
+    verb: &str,
+    sentence: String,
+    data: serde_json::Value,
+) -> NewEvent {
+    let mut e = NewEvent::admin(now, actor, &format!("{}.{verb}", R::ACTION), sentence, data);
+    r.tag(&mut e);
+    e
+}
+
+/// Create, replace or delete one entity.
+#[derive(Debug)]
+pub enum EntityChange<R: Record> {
+    /// A new entity (its id is assigned).
+    Create(R),
+    /// The entity with this id, replaced whole.
+    Replace(R),
+    Delete(R::Id),
+}
+
+impl<R: Record> Edit for EntityChange<R> {
+    /// As stored (the removed one for a delete).
+    type Output = R;
+    type Error = ChangeError;
+
+    fn check(&mut self, mut entities: Entities) -> Result<(), ChangeError> {
+        let items = R::items_mut(&mut entities);
+        let mut removed = None;
+        match self {
+            EntityChange::Create(v) => {
+                let next = items.iter().map(R::id).max().unwrap_or(0).saturating_add(1);
+                let mut v = v.clone();
+                v.set_id(next);
+                items.push(v);
+            }
+            EntityChange::Replace(after) => match items.iter_mut().find(|i| i.id() == after.id()) {
+                Some(slot) => *slot = after.clone(),
+                None => return Err(not_found::<R>(after.id())),
+            },
+            EntityChange::Delete(id) => {
+                let at = items.iter().position(|i| i.id() == id.raw());
+                let Some(at) = at else {
+                    return Err(not_found::<R>(id.raw()));
+                };
+                removed = Some(items.remove(at));
+                R::cascade(&mut entities, id.raw());
+            }
+        }
+        match (AccessSnapshot::build(entities), removed) {
+            (Ok(_), _) => Ok(()),
+            // What is removed is still in use: a conflict, not a bad value.
+            (Err(e @ BuildError::Dangling { .. }), Some(r)) => Err(ChangeError::Conflict {
+                field: None,
+                message: format!("{} is still referred to: {e}", r.label()),
+            }),
+            (Err(e), _) => Err(ChangeError::Inconsistent(e)),
+        }
+    }
+
+    fn write(self, tx: &mut Tx, actor: String, now: Timestamp) -> ChangeFuture<'_, R, ChangeError> {
+        Box::pin(async move {
+            Ok(match self {
+                EntityChange::Create(v) => {
+                    let created = tx.create(v).await?;
+                    // As stored (times keep the store's precision).
+                    let stored = tx.get(id_of(&created)).await?;
+                    let e = admin_event(
+                        &stored,
+                        now,
+                        &actor,
+                        "create",
+                        format!("{} created by {actor}", stored.label()),
+                        json!({ "after": stored }),
+                    );
+                    (stored, vec![e])
+                }
+                EntityChange::Replace(after) => {
+                    let before = tx.get(id_of(&after)).await?;
+                    tx.update(&after).await?;
+                    let stored = tx.get(id_of(&after)).await?;
+                    let e = admin_event(
+                        &stored,
+                        now,
+                        &actor,
+                        "update",
+                        format!("{} replaced by {actor}", stored.label()),
+                        json!({ "before": before, "after": stored }),
+                    );
+                    (stored, vec![e])
+                }
+                EntityChange::Delete(id) => {
+                    let before = tx.get(id).await?;
+                    tx.delete(id).await?;
+                    let e = admin_event(
+                        &before,
+                        now,
+                        &actor,
+                        "delete",
+                        format!("{} deleted by {actor}", before.label()),
+                        json!({ "before": before }),
+                    );
+                    (before, vec![e])
+                }
+            })
+        })
+    }
+}
+
+/// The typed id of `r`.
+fn id_of<R: Record>(r: &R) -> R::Id {
+    R::Id::from_raw(r.id())
+}
+
+fn not_found<R: Record>(id: i64) -> ChangeError {
+    ChangeError::NotFound {
+        kind: R::ACTION,
+        id: id.to_string(),
+        field: "id",
+    }
+}
+
+/// A door's mode (`normal`, `unlocked`, `locked`), set by an operator.
+#[derive(Debug)]
+pub struct SetMode {
+    pub door: DoorId,
+    pub mode: DoorMode,
+    pub reason: Option<String>,
+}
+
+impl Edit for SetMode {
+    /// The door before and after.
+    type Output = (access::Door, access::Door);
+    type Error = ChangeError;
+    const CHECKED: bool = false;
+
+    fn write(
+        self,
+        tx: &mut Tx,
+        actor: String,
+        now: Timestamp,
+    ) -> ChangeFuture<'_, Self::Output, ChangeError> {
+        Box::pin(async move {
+            let before = tx.get(self.door).await?;
+            let after = access::Door {
+                mode: self.mode,
+                ..before.clone()
+            };
+            tx.update(&after).await?;
+            let mut sentence = format!(
+                "door {} (`{}`) set to mode {} (was {}) by {actor}",
+                after.id, after.name, after.mode, before.mode
+            );
+            if let Some(w) = &self.reason {
+                sentence.push_str(": ");
+                sentence.push_str(w);
+            }
+            let mut event = NewEvent::door_command(now, &actor, after.id, "mode", sentence);
+            event.data = Some(json!({ "mode": after.mode, "previous": before.mode }));
+            Ok(((before, after), vec![event]))
+        })
+    }
+}
+
+/// Deletes an API token: it stops working at once.
+#[derive(Debug)]
+pub struct DeleteToken(pub String);
+
+impl Edit for DeleteToken {
+    /// The token deleted.
+    type Output = ApiToken;
+    type Error = ChangeError;
+    const CHECKED: bool = false;
+    const ACCESS: bool = false;
+
+    fn write(
+        self,
+        tx: &mut Tx,
+        actor: String,
+        now: Timestamp,
+    ) -> ChangeFuture<'_, ApiToken, ChangeError> {
+        Box::pin(async move {
+            let gone = tx.delete_token(&self.0).await.map_err(|e| match e {
+                StoreError::NotFound { .. } => ChangeError::NotFound {
+                    kind: "token",
+                    id: format!("`{}`", self.0.chars().take(64).collect::<String>()),
+                    field: "name",
+                },
+                e => e.into(),
+            })?;
+            let event = NewEvent::admin(
+                now,
+                &actor,
+                "token.delete",
+                format!("token `{}` ({}) deleted by {actor}", gone.name, gone.role),
+                json!({ "before": { "name": gone.name, "role": gone.role, "created_at": gone.created_at } }),
+            );
+            Ok((gone, vec![event]))
+        })
+    }
+}
