@@ -10,6 +10,7 @@ use std::sync::Arc;
 use common::site;
 use server::keypad::Keypads;
 use server::readers;
+use server::source::TapContext;
 use server::status::ReaderStatus;
 
 #[test]
@@ -44,11 +45,13 @@ fn without_pcsc_bindings_no_thread_runs_and_stop_returns() {
     let s = site();
     let l = s.service().loaded();
     let status = Arc::new(ReaderStatus::new());
-    let threads = readers::start(
+    let ctx = Arc::new(TapContext::new(
         l.controller.clone(),
         Arc::new(Keypads::new(std::time::Duration::from_secs(1))),
         status.clone(),
-    );
+        s.rt.handle().clone(),
+    ));
+    let threads = readers::start(&ctx);
     assert!(threads.is_empty());
     // The thread following the swaps wakes, finds nothing to do, and
     // stops when asked.
