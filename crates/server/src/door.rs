@@ -5,10 +5,15 @@
 //! shared [`auth::Authenticator`], the current [`access::AccessSnapshot`]
 //! (swapped whole on change, a tap never waits for a reload), the group-commit
 //! [`EventLog`], the anti-passback state and a [`DoorOutput`]. A tap is
-//! blocking (card I/O): reader threads call [`Controller::tap`] directly;
-//! async code calls it through `spawn_blocking`.
+//! blocking (card I/O): reader sources (PC/SC, OSDP, remote) call it
+//! through [`crate::source::TapContext::tap`] from their own threads; async
+//! code calls it through `spawn_blocking`. Nothing here refers back to the
+//! sources or to the service.
 //!
-//! Order of a tap, each step timed into the [`Transaction`]:
+//! Order of a tap (`run_tap`, the one tap path whatever the reader), each
+//! step timed into the [`Transaction`]: the reader's door and its mechanism
+//! from the current snapshot (the PIN, at card + PIN doors, from the
+//! caller or from the door's [`Keypads`] entry) →
 //! `detect … verify` (the authenticator) → `decide` (the access decision) →
 //! `signal` (the event appended and durably committed, then the lock
 //! released for a grant). An access event is committed before the door is
@@ -28,6 +33,8 @@ use auth::{Authenticator, Outcome, PinSource, Stage, StageName, Transaction};
 use host::Transport;
 use store::{EventId, EventLog, NewEvent, StoreError};
 
+use crate::keypad::Keypads;
+
 /// Why the lock output could not be driven.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("door output for door {door}: {problem}")]
@@ -45,6 +52,12 @@ pub trait DoorOutput: Send + Sync {
     /// Puts `door` in `mode`: `Unlocked` holds the lock released until the
     /// mode changes again; `Normal` and `Locked` lock it.
     fn set_mode(&self, door: DoorId, mode: DoorMode) -> Result<(), OutputError>;
+
+    /// Told of the access data the doors are driven from: by
+    /// [`Controller::new`] and at each [`Controller::set_snapshot`], before
+    /// any door of it is driven. An output that routes by reader (an OSDP
+    /// reader's lock relay) keeps what it needs of it; others ignore it.
+    fn follow(&self, _snapshot: &Arc<AccessSnapshot>) {}
 }
 
 /// One thing a simulated output did.
@@ -206,6 +219,14 @@ impl TapResult {
     }
 }
 
+/// Where a tap's PIN comes from.
+enum Pin<'a> {
+    /// The caller's source (or none).
+    Given(Option<&'a mut dyn PinSource>),
+    /// The keypad entry of the reader's door.
+    Keypad(&'a Keypads),
+}
+
 /// Where the current time comes from (tests fix it).
 pub type Clock = Arc<dyn Fn() -> Timestamp + Send + Sync>;
 
@@ -251,6 +272,8 @@ impl Controller {
         runtime: tokio::runtime::Handle,
         unlock: Duration,
     ) -> Self {
+        let snapshot = Arc::new(snapshot);
+        output.follow(&snapshot);
         // Doors stored in a mode other than normal are put in it now.
         for d in snapshot.doors() {
             if d.mode != DoorMode::Normal {
@@ -259,7 +282,7 @@ impl Controller {
         }
         Controller {
             authenticator,
-            snapshot: ArcSwap::from_pointee(snapshot),
+            snapshot: ArcSwap::new(snapshot),
             log,
             output,
             passback: Mutex::new(PassbackState::new()),
@@ -310,7 +333,9 @@ impl Controller {
                 .map(|d| (d.id, d.mode))
                 .collect()
         };
-        self.snapshot.store(Arc::new(snapshot));
+        let snapshot = Arc::new(snapshot);
+        self.output.follow(&snapshot);
+        self.snapshot.store(snapshot);
         for (door, mode) in changed {
             drive_mode(&*self.output, door, mode);
         }
@@ -342,6 +367,32 @@ impl Controller {
         pin: Option<&mut dyn PinSource>,
         detect: Option<Duration>,
     ) -> Result<TapResult, TapError> {
+        self.run_tap(transport, reader, Pin::Given(pin), detect)
+    }
+
+    /// [`tap`](Self::tap) with the PIN, when the door's mechanism asks for
+    /// one, from `keypads`' entry for the door of `reader` (a keypad at the
+    /// door through the API, or the reader's own keypad): how every reader
+    /// source taps ([`crate::source::TapContext::tap`]).
+    pub fn tap_with_keypad(
+        &self,
+        transport: &mut dyn Transport,
+        reader: ReaderId,
+        keypads: &Keypads,
+        detect: Option<Duration>,
+    ) -> Result<TapResult, TapError> {
+        self.run_tap(transport, reader, Pin::Keypad(keypads), detect)
+    }
+
+    /// The one tap path: reader → door → mechanism → decision → durable
+    /// event → door output → observers.
+    fn run_tap(
+        &self,
+        transport: &mut dyn Transport,
+        reader: ReaderId,
+        pin: Pin<'_>,
+        detect: Option<Duration>,
+    ) -> Result<TapResult, TapError> {
         let snapshot = self.snapshot.load_full();
         let bound = snapshot
             .reader(reader)
@@ -352,9 +403,15 @@ impl Controller {
         })?;
         let door_id = door.id;
         let mechanism = door.mechanism;
-        let mut transaction = self
-            .authenticator
-            .authenticate(transport, mechanism, pin, detect);
+        // The PIN is asked for only at card + PIN doors.
+        let authn = &self.authenticator;
+        let mut transaction = match pin {
+            Pin::Given(pin) => authn.authenticate(transport, mechanism, pin, detect),
+            Pin::Keypad(k) => {
+                let mut keypad = k.source(door_id);
+                authn.authenticate(transport, mechanism, Some(&mut keypad), detect)
+            }
+        };
         let now = (self.clock)();
 
         let (decision, event, previous) = match &transaction.outcome {

@@ -8,7 +8,7 @@
 //! - [`init`]: `pivgate init [DIR]` writes a commented configuration and a
 //!   test PKI.
 //! - [`door`]: the tap pipeline. [`door::Controller`] (one per process, every
-//!   door) authenticates with the door's mechanism through the shared
+//!   door) finds the reader's door, authenticates with the door's mechanism through the shared
 //!   [`auth::Authenticator`], decides on the current
 //!   [`access::AccessSnapshot`], commits the event through the group-commit
 //!   [`store::EventLog`] and only then signals the [`door::DoorOutput`]
@@ -25,8 +25,13 @@
 //!   suspended with an event when found revoked or expired.
 //! - [`keypad`]: PIN entries for card + PIN doors whose reader has no PIN
 //!   pad, sent by a keypad at the door through the API.
-//! - [`readers`]: one blocking thread per PC/SC reader bound to a door,
-//!   event-driven (`SCardGetStatusChange`).
+//! - [`source`]: reader sources. PC/SC readers, OSDP ports and remote
+//!   readers are each a [`source::ReaderSource`], started with a
+//!   [`source::TapContext`] (in order, stopped in reverse); every card,
+//!   whatever the reader, goes through [`source::TapContext::tap`] to the
+//!   controller's one tap path.
+//! - [`readers`]: the PC/SC source, one blocking thread per PC/SC reader
+//!   bound to a door, event-driven (`SCardGetStatusChange`).
 //! - [`osdp`]: OSDP readers on serial lines (`[[osdp.ports]]`): a control
 //!   panel per port, reader online/offline/refused/tamper/power events,
 //!   cards authenticated by the controller through the reader's transparent
@@ -63,6 +68,7 @@ pub mod readers;
 pub mod remote;
 pub mod revocation;
 pub mod service;
+pub mod source;
 pub mod status;
 pub mod tls;
 pub mod token;

@@ -17,7 +17,7 @@
 //! - a card read (`osdp_RAW` / `osdp_FMT`): handed to the reader's own tap
 //!   thread. A reader that offers transparent smart-card access (`osdp_CAP`
 //!   function 13) has the card authenticated by the controller itself
-//!   through [`OsdpTransport`] — [`Controller::tap`], the same mechanism,
+//!   through [`OsdpTransport`] — [`TapContext::tap`], the same mechanism,
 //!   decision, anti-passback and event as a PC/SC reader — so the reader is
 //!   never trusted. Card data alone (a reader without transparent mode) is
 //!   not a credential any door mechanism accepts (PKI-CAK, PKI-AUTH and
@@ -28,7 +28,10 @@
 //! for a grant, red LED and three beeps for a refusal. [`OsdpOutput`] is a
 //! [`DoorOutput`]: a door whose OSDP reader has `lock_output` gets its lock
 //! pulsed with `osdp_OUT` (also for momentary unlocks and door modes from
-//! the API); other doors use the service's other output.
+//! the API); other doors use the service's other output. It is made before
+//! the controller ([`OsdpSource::output`]), follows the access data the
+//! controller hands it ([`DoorOutput::follow`]) and is given the ports'
+//! lock routes when the ports start: it holds nothing of the controller.
 //!
 //! Keys: `key_file` holds the secure channel base key (32 hex digits); the
 //! file must be mode 0600 or stricter and owned by the service's user, or
@@ -45,12 +48,13 @@ use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
-use std::sync::{Arc, OnceLock, Weak};
+use std::sync::{Arc, OnceLock};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
 use access::jiff::Timestamp;
-use access::{AccessSnapshot, DoorId, DoorMode, ReaderId};
+use access::{AccessSnapshot, DoorId, DoorMode};
+use arc_swap::ArcSwapOption;
 use links::osdp::cp::{ControlPanel, CpConfig, CpEvent, OfflineReason, PdSetup, Refusal};
 use links::osdp::msg::{
     capability, cmd, color, BuzzerControl, Command, LedControl, LedState, OutputControl, RawCard,
@@ -62,9 +66,8 @@ use store::NewEvent;
 use zeroize::Zeroizing;
 
 use crate::config::{OsdpConfig, OsdpPort, OsdpReader};
-use crate::door::{Controller, DoorOutput, OutputError};
-use crate::keypad::Keypads;
-use crate::status::ReaderStatus;
+use crate::door::{DoorOutput, OutputError};
+use crate::source::{reader_event, Binding, Bound, ReaderSource, Running, TapContext};
 
 /// The refusal code of card data from a reader without transparent mode.
 pub const UNTRUSTED_CARD_DATA: &str = "osdp-card-data-untrusted";
@@ -276,8 +279,10 @@ struct Route {
 /// (`lock_output`), and `fallback` for every other door.
 pub struct OsdpOutput {
     fallback: Arc<dyn DoorOutput>,
+    /// Per reader connection, set once the ports run.
     routes: OnceLock<HashMap<String, Route>>,
-    controller: OnceLock<Weak<Controller>>,
+    /// The access data the doors are driven from (which readers a door has).
+    snapshot: ArcSwapOption<AccessSnapshot>,
 }
 
 impl OsdpOutput {
@@ -285,7 +290,7 @@ impl OsdpOutput {
         OsdpOutput {
             fallback,
             routes: OnceLock::new(),
-            controller: OnceLock::new(),
+            snapshot: ArcSwapOption::empty(),
         }
     }
 
@@ -297,8 +302,8 @@ impl OsdpOutput {
         control: impl Fn(&Route) -> OutputControl,
     ) -> Option<Result<(), OutputError>> {
         let routes = self.routes.get()?;
-        let controller = self.controller.get()?.upgrade()?;
-        let snapshot = controller.snapshot();
+        let snapshot = self.snapshot.load();
+        let snapshot = snapshot.as_ref()?;
         let mut driven = None;
         for reader in snapshot.readers().iter().filter(|r| r.door == door) {
             let Some(r) = routes.get(&reader.connection) else {
@@ -358,6 +363,11 @@ impl DoorOutput for OsdpOutput {
             None => self.fallback.set_mode(door, mode),
         }
     }
+
+    fn follow(&self, snapshot: &Arc<AccessSnapshot>) {
+        self.snapshot.store(Some(snapshot.clone()));
+        self.fallback.follow(snapshot);
+    }
 }
 
 /// A reader's state as the dispatcher follows it.
@@ -389,40 +399,6 @@ enum Job {
     Present {
         reader: u8,
     },
-}
-
-/// A reader's record (id and door) as of a snapshot.
-type Binding = (Option<Arc<AccessSnapshot>>, Option<(ReaderId, DoorId)>);
-
-/// What every thread of the OSDP ports shares.
-struct Shared {
-    controller: Arc<Controller>,
-    keypads: Arc<Keypads>,
-    status: Arc<ReaderStatus>,
-    runtime: tokio::runtime::Handle,
-}
-
-impl Shared {
-    fn record(&self, event: NewEvent) {
-        if let Err(e) = self.runtime.block_on(self.controller.log().append(event)) {
-            tracing::error!(error = %e, "reader event not recorded");
-        }
-    }
-
-    /// The reader record of `connection` in `snapshot`, cached per snapshot.
-    fn bound(
-        cache: &mut Binding,
-        snapshot: Arc<AccessSnapshot>,
-        connection: &str,
-    ) -> Option<(ReaderId, DoorId)> {
-        if !cache.0.as_ref().is_some_and(|s| Arc::ptr_eq(s, &snapshot)) {
-            cache.1 = snapshot
-                .reader_by_connection(connection)
-                .map(|r| (r.id, r.door));
-            cache.0 = Some(snapshot);
-        }
-        cache.1
-    }
 }
 
 /// The running OSDP ports.
@@ -467,21 +443,58 @@ impl OsdpPorts {
     }
 }
 
+impl Running for OsdpPorts {
+    fn stop(self: Box<Self>) {
+        OsdpPorts::stop(*self);
+    }
+}
+
+/// The OSDP source: the configured ports, their key files read, and the
+/// lock output of their readers.
+pub struct OsdpSource {
+    plans: Vec<PortPlan>,
+    output: Option<Arc<OsdpOutput>>,
+}
+
+impl OsdpSource {
+    /// Reads every key file ([`plan`]): a key file that is missing,
+    /// malformed, readable by others or owned by another user stops
+    /// start-up, naming the file and the fix.
+    pub fn plan(config: &OsdpConfig) -> Result<Self, OsdpError> {
+        Ok(OsdpSource {
+            plans: plan(config)?,
+            output: None,
+        })
+    }
+
+    /// The door output for the controller: with ports configured, an
+    /// [`OsdpOutput`] driving the lock relays of readers with
+    /// `lock_output` and `fallback` for every other door; else `fallback`.
+    pub fn output(&mut self, fallback: Arc<dyn DoorOutput>) -> Arc<dyn DoorOutput> {
+        if self.plans.is_empty() {
+            return fallback;
+        }
+        let o = Arc::new(OsdpOutput::new(fallback));
+        self.output = Some(o.clone());
+        o
+    }
+}
+
+impl ReaderSource for OsdpSource {
+    type Error = OsdpError;
+
+    fn start(self, ctx: &Arc<TapContext>) -> Result<Box<dyn Running>, OsdpError> {
+        Ok(Box::new(start(self.plans, ctx, self.output.as_deref())?))
+    }
+}
+
 /// Opens every planned port and starts its panel, dispatcher and one tap
 /// thread per reader; routes the lock outputs through `output`.
 pub fn start(
     plans: Vec<PortPlan>,
-    controller: Arc<Controller>,
-    keypads: Arc<Keypads>,
-    status: Arc<ReaderStatus>,
+    ctx: &Arc<TapContext>,
     output: Option<&OsdpOutput>,
 ) -> Result<OsdpPorts, OsdpError> {
-    let shared = Arc::new(Shared {
-        controller: controller.clone(),
-        keypads,
-        status,
-        runtime: tokio::runtime::Handle::current(),
-    });
     let mut running = OsdpPorts { ports: Vec::new() };
     let mut routes = HashMap::new();
     let configured: Vec<String> = plans
@@ -536,7 +549,7 @@ pub fn start(
                 );
             }
             let worker = TapWorker {
-                shared: shared.clone(),
+                ctx: ctx.clone(),
                 commander: commander.clone(),
                 address: r.address,
                 connection: r.connection.clone(),
@@ -567,7 +580,7 @@ pub fn start(
             });
         }
         let device = plan.device.clone();
-        let sh = shared.clone();
+        let sh = ctx.clone();
         let dispatcher = std::thread::Builder::new()
             .name(format!("osdp-port-{}", plan.index))
             .spawn(move || dispatch(cp, states, &sh, &device));
@@ -593,9 +606,8 @@ pub fn start(
     }
     if let Some(o) = output {
         let _ = o.routes.set(routes);
-        let _ = o.controller.set(Arc::downgrade(&controller));
     }
-    let snapshot = controller.snapshot();
+    let snapshot = ctx.snapshot();
     for r in snapshot.readers() {
         if r.connection.starts_with("osdp:") && !configured.contains(&r.connection) {
             tracing::warn!(reader = %r.connection, "reader record names an OSDP reader that no `[[osdp.ports]]` configures");
@@ -609,8 +621,8 @@ fn detail(device: &Path, address: u8) -> serde_json::Value {
 }
 
 /// Reads the panel's events until its thread ends.
-fn dispatch(cp: CpHandle, mut readers: Vec<ReaderState>, shared: &Shared, device: &Path) {
-    let mut bindings: Vec<Binding> = readers.iter().map(|_| (None, None)).collect();
+fn dispatch(cp: CpHandle, mut readers: Vec<ReaderState>, ctx: &TapContext, device: &Path) {
+    let mut bindings: Vec<Binding> = readers.iter().map(|_| Binding::new()).collect();
     while let Ok(event) = cp.events().recv() {
         let address = match &event {
             CpEvent::Online { address, .. }
@@ -634,28 +646,21 @@ fn dispatch(cp: CpHandle, mut readers: Vec<ReaderState>, shared: &Shared, device
             continue;
         };
         let r = &mut readers[i];
-        let snapshot = shared.controller.snapshot();
-        let before = bindings[i].1;
-        let bound = Shared::bound(&mut bindings[i], snapshot.clone(), &r.connection);
+        let snapshot = ctx.snapshot();
+        let before = bindings[i].last();
+        let bound = bindings[i].get(&snapshot, &r.connection);
         if bound != before {
             // Bound (or rebound) since the last event: its status follows.
-            if let Some((old, _)) = before {
-                shared.status.forget(old);
+            if let Some(old) = before {
+                ctx.status().forget(old.reader);
             }
-            if let Some((id, _)) = bound {
-                shared.status.set(id, r.online.load(Ordering::Acquire));
+            if let Some(b) = bound {
+                ctx.status().set(b.reader, r.online.load(Ordering::Acquire));
             }
         }
-        let (reader_id, door) = (bound.map(|b| b.0), bound.map(|b| b.1));
+        let (reader_id, door) = (bound.map(|b| b.reader), bound.map(|b| b.door));
         let record = |code: &str, reason: String| {
-            shared.record(NewEvent::reader(
-                Timestamp::now(),
-                door,
-                reader_id,
-                code,
-                reason,
-                detail(device, address),
-            ));
+            ctx.record(reader_event(bound, code, reason, detail(device, address)));
         };
         match event {
             CpEvent::Online {
@@ -671,7 +676,7 @@ fn dispatch(cp: CpHandle, mut readers: Vec<ReaderState>, shared: &Shared, device
                 r.online.store(true, Ordering::Release);
                 r.refused = false;
                 if let Some(id) = reader_id {
-                    shared.status.set(id, true);
+                    ctx.status().set(id, true);
                 }
                 // The lock relay takes the door's mode again (the reader
                 // may have restarted): held open for an unlocked door,
@@ -710,7 +715,7 @@ fn dispatch(cp: CpHandle, mut readers: Vec<ReaderState>, shared: &Shared, device
                 });
                 if r.online.swap(false, Ordering::AcqRel) {
                     if let Some(id) = reader_id {
-                        shared.status.set(id, false);
+                        ctx.status().set(id, false);
                     }
                     let why = match reason {
                         OfflineReason::NoReply => "it stopped answering",
@@ -733,7 +738,7 @@ fn dispatch(cp: CpHandle, mut readers: Vec<ReaderState>, shared: &Shared, device
                     reason: reason.clone(),
                 });
                 if let Some(id) = reader_id {
-                    shared.status.set(id, false);
+                    ctx.status().set(id, false);
                 }
                 if !r.refused {
                     r.refused = true;
@@ -830,7 +835,7 @@ fn dispatch(cp: CpHandle, mut readers: Vec<ReaderState>, shared: &Shared, device
                             let pin = std::mem::take(&mut *r.keys);
                             match door {
                                 Some(d) => {
-                                    if let Err(e) = shared.keypads.enter(d, Zeroizing::new(pin)) {
+                                    if let Err(e) = ctx.keypads().enter(d, Zeroizing::new(pin)) {
                                         tracing::info!(reader = %r.connection, error = %e, "keypad entry not accepted");
                                     }
                                 }
@@ -864,9 +869,9 @@ fn dispatch(cp: CpHandle, mut readers: Vec<ReaderState>, shared: &Shared, device
             CpEvent::BadFrame(_) => {}
         }
     }
-    for (_, b) in bindings {
-        if let Some((id, _)) = b {
-            shared.status.forget(id);
+    for b in bindings {
+        if let Some(b) = b.last() {
+            ctx.status().forget(b.reader);
         }
     }
     // The panel's thread ended: stopped, or its serial line failed.
@@ -890,7 +895,7 @@ fn claimed_fasc_n(card: &links::osdp::msg::RawCard) -> Option<access::FascN> {
 
 /// One reader's taps.
 struct TapWorker {
-    shared: Arc<Shared>,
+    ctx: Arc<TapContext>,
     commander: CpCommander,
     address: u8,
     connection: String,
@@ -900,15 +905,13 @@ struct TapWorker {
 impl TapWorker {
     fn run(self, jobs: mpsc::Receiver<Job>, bus: mpsc::Receiver<CpEvent>) {
         let mut bus = Some(bus);
-        let mut cache = (None, None);
+        let mut binding = Binding::new();
         while let Ok(job) = jobs.recv() {
             let reader = match &job {
                 Job::Card(c) => c.reader,
                 Job::Text { reader } | Job::Present { reader } => *reader,
             };
-            let snapshot = self.shared.controller.snapshot();
-            let Some((reader_id, door)) = Shared::bound(&mut cache, snapshot, &self.connection)
-            else {
+            let Some(bound) = binding.get(&self.ctx.snapshot(), &self.connection) else {
                 tracing::warn!(reader = %self.connection, "card at an OSDP reader bound to no door: add a reader with this connection to a door");
                 continue;
             };
@@ -921,30 +924,11 @@ impl TapWorker {
                     events,
                 };
                 let mut transport = OsdpTransport::new(shared_bus, self.address, reader);
-                let controller = &self.shared.controller;
-                let mut pin = self.shared.keypads.source(door);
-                let result = controller.tap(&mut transport, reader_id, Some(&mut pin), None);
+                let result = self.ctx.tap(&mut transport, bound.reader);
                 bus = Some(transport.into_inner().events);
-                match result {
-                    Ok(r) => {
-                        tracing::info!(
-                            reader = %self.connection,
-                            door = r.door.0,
-                            code = r.code(),
-                            reason = r.reason().unwrap_or_default(),
-                            opened = r.opened,
-                            ms = r.transaction.total().wall_us as f64 / 1000.0,
-                            "tap"
-                        );
-                        r.granted()
-                    }
-                    Err(e) => {
-                        tracing::warn!(error = %e, reader = %self.connection, "tap not run");
-                        false
-                    }
-                }
+                result.is_ok_and(|r| r.granted())
             } else {
-                self.refuse_card_data(&job, reader_id, door);
+                self.refuse_card_data(&job, bound);
                 false
             };
             self.feedback(reader, granted);
@@ -952,7 +936,7 @@ impl TapWorker {
     }
 
     /// Card data without the card: no mechanism accepts it.
-    fn refuse_card_data(&self, job: &Job, reader: ReaderId, door: DoorId) {
+    fn refuse_card_data(&self, job: &Job, bound: Bound) {
         let (what, detail) = match job {
             Job::Card(c) => (
                 "osdp_RAW",
@@ -977,8 +961,8 @@ impl TapWorker {
         let mut detail = detail;
         let mut event = NewEvent::refused_tap(
             Timestamp::now(),
-            door,
-            Some(reader),
+            bound.door,
+            Some(bound.reader),
             UNTRUSTED_CARD_DATA,
             reason,
             serde_json::Value::Null,
@@ -989,7 +973,7 @@ impl TapWorker {
         if let Job::Card(c) = job {
             if let Some(fasc_n) = claimed_fasc_n(c) {
                 detail["fasc_n"] = serde_json::Value::String(fasc_n.to_string());
-                let snapshot = self.shared.controller.snapshot();
+                let snapshot = self.ctx.snapshot();
                 if let Some(cred) = snapshot.credential_by_fasc_n(&fasc_n) {
                     event.credential = Some(cred.id);
                     event.cardholder = Some(cred.cardholder);
@@ -997,7 +981,7 @@ impl TapWorker {
             }
         }
         event.data = Some(detail);
-        self.shared.record(event);
+        self.ctx.record(event);
     }
 
     /// Green LED and a short beep for a grant; red LED and three beeps for

@@ -2,9 +2,10 @@
 //! the access data: a reader bound, changed or removed through the API (or
 //! a reload) is watched, rewatched or left at once, without a restart.
 //!
-//! Each thread waits in `SCardGetStatusChange` (no polling) for the card to
-//! arrive, runs one tap through the [`Controller`], and waits for the card to
-//! leave before the next. A reader that is not connected is reported and
+//! The PC/SC [`ReaderSource`]: [`PcscReaders`]. Each thread waits in
+//! `SCardGetStatusChange` (no polling) for the card to arrive, hands it to
+//! [`TapContext::tap`] (the tap path every reader shares), and waits for the
+//! card to leave before the next. A reader that is not connected is reported and
 //! then waited for through PC/SC's plug-and-play notification; a missing
 //! reader or a missing PC/SC service never stops the service. At a card +
 //! PIN door the PIN comes from the door's keypad ([`crate::keypad`]).
@@ -19,8 +20,7 @@ use access::ReaderId;
 use pcsc::{Context, ReaderState, Scope, State};
 use tokio::sync::{watch, Notify};
 
-use crate::door::Controller;
-use crate::keypad::Keypads;
+use crate::source::{ReaderSource, Running, TapContext};
 use crate::status::ReaderStatus;
 
 /// Whether a reader's connection string names a PC/SC reader (other
@@ -65,9 +65,7 @@ impl Watcher {
 
 /// What every reader thread shares, and the threads running.
 struct Readers {
-    controller: Arc<Controller>,
-    keypads: Arc<Keypads>,
-    status: Arc<ReaderStatus>,
+    ctx: Arc<TapContext>,
     running: Mutex<HashMap<ReaderId, Watcher>>,
 }
 
@@ -78,7 +76,7 @@ impl Readers {
     /// one whose thread ended on an error. `first`: the start-up run, which
     /// also names the PC/SC readers no door uses.
     fn reconcile(&self, first: bool) {
-        let snapshot = self.controller.snapshot();
+        let snapshot = self.ctx.snapshot();
         let bound: HashMap<ReaderId, &str> = snapshot
             .readers()
             .iter()
@@ -149,25 +147,15 @@ impl Readers {
             }
         };
         let waits = ctx.clone();
-        let controller = self.controller.clone();
-        let keypads = self.keypads.clone();
-        let status = self.status.clone();
+        let tap_ctx = self.ctx.clone();
         let stop = Arc::new(AtomicBool::new(false));
         let flag = stop.clone();
         let owned = name.to_string();
         let spawned = std::thread::Builder::new()
             .name(format!("reader-{}", id.0))
             .spawn(move || {
-                watch(
-                    ctx,
-                    cname,
-                    &owned,
-                    id,
-                    &controller,
-                    &keypads,
-                    &flag,
-                    &status,
-                );
+                let status = tap_ctx.status();
+                watch(ctx, cname, &owned, id, &tap_ctx, &flag, status);
                 status.forget(id);
                 tracing::info!(reader = %owned, "reader no longer watched");
             });
@@ -240,20 +228,34 @@ impl Drop for ReaderThreads {
     }
 }
 
+impl Running for ReaderThreads {
+    fn stop(self: Box<Self>) {
+        ReaderThreads::stop(*self);
+    }
+}
+
+/// The PC/SC readers bound to doors (connections that are PC/SC reader
+/// names, see [`is_pcsc`]).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct PcscReaders;
+
+impl ReaderSource for PcscReaders {
+    /// A missing reader or PC/SC service is waited for, not an error.
+    type Error = std::convert::Infallible;
+
+    fn start(self, ctx: &Arc<TapContext>) -> Result<Box<dyn Running>, Self::Error> {
+        Ok(Box::new(start(ctx)))
+    }
+}
+
 /// Starts a thread for every PC/SC reader of the controller's snapshot,
 /// and follows the snapshots swapped in after.
-pub fn start(
-    controller: Arc<Controller>,
-    keypads: Arc<Keypads>,
-    status: Arc<ReaderStatus>,
-) -> ReaderThreads {
+pub fn start(ctx: &Arc<TapContext>) -> ReaderThreads {
     // Subscribed before the first run: a change made during it is seen.
-    let mut changes = controller.snapshot_changes();
+    let mut changes = ctx.controller().snapshot_changes();
     changes.borrow_and_update();
     let readers = Arc::new(Readers {
-        controller,
-        keypads,
-        status,
+        ctx: ctx.clone(),
         running: Mutex::new(HashMap::new()),
     });
     readers.reconcile(true);
@@ -305,14 +307,12 @@ fn follow(readers: &Readers, mut changes: watch::Receiver<u64>, quit: &Notify) {
     }
 }
 
-#[allow(clippy::too_many_arguments)]
 fn watch(
     ctx: Context,
     cname: CString,
     name: &str,
     id: ReaderId,
-    controller: &Controller,
-    keypads: &Keypads,
+    taps: &TapContext,
     stop: &AtomicBool,
     status: &ReaderStatus,
 ) {
@@ -375,7 +375,7 @@ fn watch(
         if st.contains(State::PRESENT) && !st.contains(State::MUTE) {
             if !present {
                 present = true;
-                tap(&readers, name, id, controller, keypads);
+                tap(&readers, name, id, taps);
             }
         } else if st.contains(State::EMPTY) {
             present = false;
@@ -400,13 +400,8 @@ fn wait_for_plug_and_play(ctx: &Context) -> Result<(), ()> {
     }
 }
 
-fn tap(
-    readers: &host::Readers,
-    name: &str,
-    id: ReaderId,
-    controller: &Controller,
-    keypads: &Keypads,
-) {
+/// Connects to the card that arrived at `name` and taps it.
+fn tap(readers: &host::Readers, name: &str, id: ReaderId, taps: &TapContext) {
     let mut transport = match readers.connect(name) {
         Ok(t) => t,
         Err(e) => {
@@ -414,25 +409,8 @@ fn tap(
             return;
         }
     };
-    // Asked only at card + PIN doors: the door's keypad entry.
-    let door = controller.snapshot().reader(id).map(|r| r.door);
-    let mut pin = door.map(|d| keypads.source(d));
-    let pin = pin.as_mut().map(|p| p as &mut dyn auth::PinSource);
-    match controller.tap(&mut transport, id, pin, None) {
-        Ok(r) => {
-            let total = r.transaction.total();
-            tracing::info!(
-                reader = %name,
-                door = r.door.0,
-                code = r.code(),
-                reason = r.reason().unwrap_or_default(),
-                opened = r.opened,
-                ms = total.wall_us as f64 / 1000.0,
-                "tap"
-            );
-        }
-        Err(e) => tracing::warn!(error = %e, reader = %name, "tap not run"),
-    }
+    // Logged by the context; nothing to show at a PC/SC reader.
+    let _ = taps.tap(&mut transport, id);
 }
 
 #[cfg(test)]

@@ -20,7 +20,7 @@
 //!   offline), and the reader's connection in [`ReaderStatus`].
 //! - **Taps.** Each card arriving at a remote reader is a
 //!   [`remote::hub::RemoteTap`] (a [`host::Transport`] over the link) run
-//!   through [`Controller::tap`] on a blocking thread: the same mechanism,
+//!   through [`TapContext::tap`] on a blocking thread: the same mechanism,
 //!   decision, anti-passback, event and door output as a PC/SC reader. The
 //!   transaction's `path` shows a repeat tap's fast path (one round trip)
 //!   and its `link_us` the time spent waiting on the network. A link that
@@ -33,20 +33,16 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use access::jiff::Timestamp;
-use access::{DoorId, ReaderId};
+use access::ReaderId;
 use pki::crl::CrlSet;
 use pki::validate::RevocationPolicy;
 use remote::hub::{HubConfig, HubEvent, Refusal, RemoteHub, RemoteTap};
 use remote::tls::ReaderVerifier;
-use store::NewEvent;
 use tokio::sync::{mpsc, watch};
 use tokio::task::{JoinHandle, JoinSet};
 
 use crate::config::RemoteConfig;
-use crate::door::Controller;
-use crate::keypad::Keypads;
-use crate::status::ReaderStatus;
+use crate::source::{reader_event, ReaderSource, Running, TapContext};
 
 /// The prefix of remote readers' connection strings.
 pub const SCHEME: &str = "remote:";
@@ -180,6 +176,7 @@ pub struct RemoteReaders {
     addr: SocketAddr,
     stop: watch::Sender<bool>,
     task: JoinHandle<()>,
+    runtime: tokio::runtime::Handle,
 }
 
 impl RemoteReaders {
@@ -196,80 +193,79 @@ impl RemoteReaders {
     }
 }
 
-/// What the dispatcher and the tap threads share.
-struct Ctx {
-    controller: Arc<Controller>,
-    keypads: Arc<Keypads>,
-    status: Arc<ReaderStatus>,
+impl Running for RemoteReaders {
+    fn stop(self: Box<Self>) {
+        let runtime = self.runtime.clone();
+        runtime.block_on(RemoteReaders::stop(*self));
+    }
+
+    fn listening(&self) -> Option<SocketAddr> {
+        Some(self.addr)
+    }
 }
 
-impl Ctx {
-    fn bound(&self, connection: &str) -> Option<(ReaderId, DoorId)> {
-        self.controller
-            .snapshot()
-            .reader_by_connection(connection)
-            .map(|r| (r.id, r.door))
-    }
+/// The remote-reader source: `plan`'s endpoint; `crl_updates` changes when
+/// the service's revocation data does.
+pub struct RemoteSource {
+    pub plan: RemotePlan,
+    pub crl_updates: watch::Receiver<u64>,
+}
 
-    async fn record(&self, connection: Option<&str>, code: &str, reason: String, peer: String) {
-        let bound = connection.and_then(|c| self.bound(c));
-        let event = NewEvent::reader(
-            Timestamp::now(),
-            bound.map(|b| b.1),
-            bound.map(|b| b.0),
-            code,
-            reason,
-            serde_json::json!({ "link": "remote", "peer": peer }),
-        );
-        if let Err(e) = self.controller.log().append(event).await {
-            tracing::error!(error = %e, "reader event not recorded");
-        }
-    }
+impl ReaderSource for RemoteSource {
+    type Error = RemoteError;
 
-    /// One tap, on a blocking thread.
-    fn tap(&self, mut tap: RemoteTap) {
-        let connection = tap.reader_id().to_string();
-        let Some((reader, door)) = self.bound(&connection) else {
-            tracing::warn!(reader = %connection, "card at a remote reader bound to no door");
-            tap.finish(false, "this reader is bound to no door");
-            return;
-        };
-        let mut pin = self.keypads.source(door);
-        match self.controller.tap(&mut tap, reader, Some(&mut pin), None) {
-            Ok(r) => {
-                tracing::info!(
-                    reader = %connection,
-                    door = r.door.0,
-                    code = r.code(),
-                    reason = r.reason().unwrap_or_default(),
-                    opened = r.opened,
-                    prepared = tap.prepared(),
-                    round_trips = tap.round_trips(),
-                    ms = r.transaction.total().wall_us as f64 / 1000.0,
-                    "tap"
-                );
-                let text = match r.reason() {
-                    None if r.granted() => "access granted".to_string(),
-                    None => r.code().to_string(),
-                    Some(why) => why,
-                };
-                tap.finish(r.granted(), &text);
-            }
-            Err(e) => {
-                tracing::warn!(error = %e, reader = %connection, "tap not run");
-                tap.finish(false, &e.to_string());
-            }
-        }
+    /// Binds the endpoint on the context's runtime (from a blocking
+    /// thread).
+    fn start(self, ctx: &Arc<TapContext>) -> Result<Box<dyn Running>, RemoteError> {
+        let runtime = ctx.runtime().clone();
+        let r = runtime.block_on(start(self.plan, ctx.clone(), self.crl_updates))?;
+        Ok(Box::new(r))
     }
+}
+
+/// One tap at a remote reader, on a blocking thread; the reader is told
+/// the outcome.
+fn tap(ctx: &TapContext, mut tap: RemoteTap) {
+    let connection = tap.reader_id().to_string();
+    let Some(bound) = ctx.bound(&connection) else {
+        tracing::warn!(reader = %connection, "card at a remote reader bound to no door");
+        tap.finish(false, "this reader is bound to no door");
+        return;
+    };
+    match ctx.tap(&mut tap, bound.reader) {
+        Ok(r) => {
+            tracing::debug!(reader = %connection, prepared = tap.prepared(), "remote tap");
+            let text = match r.reason() {
+                None if r.granted() => "access granted".to_string(),
+                None => r.code().to_string(),
+                Some(why) => why,
+            };
+            tap.finish(r.granted(), &text);
+        }
+        Err(e) => tap.finish(false, &e.to_string()),
+    }
+}
+
+/// Records a `remote-*` event of the reader whose connection is
+/// `connection` (when known).
+async fn record(
+    ctx: &TapContext,
+    connection: Option<&str>,
+    code: &str,
+    reason: String,
+    peer: String,
+) {
+    let bound = connection.and_then(|c| ctx.bound(c));
+    let detail = serde_json::json!({ "link": "remote", "peer": peer });
+    ctx.record_async(reader_event(bound, code, reason, detail))
+        .await;
 }
 
 /// Binds `plan.listen` and starts serving remote readers; `crl_updates`
 /// changes when the service's revocation data does.
 pub async fn start(
     plan: RemotePlan,
-    controller: Arc<Controller>,
-    keypads: Arc<Keypads>,
-    status: Arc<ReaderStatus>,
+    ctx: Arc<TapContext>,
     crl_updates: watch::Receiver<u64>,
 ) -> Result<RemoteReaders, RemoteError> {
     let RemotePlan {
@@ -278,7 +274,7 @@ pub async fn start(
         verifier,
         own_crls,
     } = plan;
-    verifier.set_crls(merged(&own_crls, &controller.authenticator().crls()));
+    verifier.set_crls(merged(&own_crls, &ctx.controller().authenticator().crls()));
     let handshake = hub.handshake;
     let (hub, events) = RemoteHub::bind(listen, hub)
         .await
@@ -288,11 +284,6 @@ pub async fn start(
         })?;
     let addr = hub.local_addr();
     let (stop, stopped) = watch::channel(false);
-    let ctx = Arc::new(Ctx {
-        controller,
-        keypads,
-        status,
-    });
     let d = Dispatcher {
         ctx,
         verifier,
@@ -304,11 +295,16 @@ pub async fn start(
     };
     let task = tokio::spawn(d.run(hub, events, crl_updates, stopped, handshake));
     tracing::info!(%addr, "remote readers: listening");
-    Ok(RemoteReaders { addr, stop, task })
+    Ok(RemoteReaders {
+        addr,
+        stop,
+        task,
+        runtime: tokio::runtime::Handle::current(),
+    })
 }
 
 struct Dispatcher {
-    ctx: Arc<Ctx>,
+    ctx: Arc<TapContext>,
     verifier: Arc<ReaderVerifier>,
     own_crls: CrlSet,
     /// Open connections per reader connection string.
@@ -330,7 +326,7 @@ impl Dispatcher {
         mut stop: watch::Receiver<bool>,
         handshake: Duration,
     ) {
-        let mut snapshots = self.ctx.controller.snapshot_changes();
+        let mut snapshots = self.ctx.controller().snapshot_changes();
         snapshots.borrow_and_update();
         crls.borrow_and_update();
         self.bind(&hub);
@@ -350,7 +346,7 @@ impl Dispatcher {
                     if r.is_ok() {
                         self.verifier.set_crls(merged(
                             &self.own_crls,
-                            &self.ctx.controller.authenticator().crls(),
+                            &self.ctx.controller().authenticator().crls(),
                         ));
                         tracing::info!("remote readers: reader certificates checked against the new revocation data");
                     } else {
@@ -372,27 +368,27 @@ impl Dispatcher {
         let _ = tokio::time::timeout(handshake + Duration::from_secs(5), drain).await;
         while self.taps.join_next().await.is_some() {}
         for id in self.watched.drain() {
-            self.ctx.status.forget(id);
+            self.ctx.status().forget(id);
         }
         tracing::info!("remote readers: stopped");
     }
 
     /// Hands the hub the reader names bound now, and keeps their status.
     fn bind(&mut self, hub: &RemoteHub) {
-        let snapshot = self.ctx.controller.snapshot();
+        let snapshot = self.ctx.snapshot();
         let mut names = HashMap::new();
         let mut now = HashSet::new();
         for r in snapshot.readers() {
             if let Some(cn) = r.connection.strip_prefix(SCHEME) {
                 names.insert(cn.to_string(), r.connection.clone());
                 self.ctx
-                    .status
+                    .status()
                     .set(r.id, self.online.contains_key(&r.connection));
                 now.insert(r.id);
             }
         }
         for gone in self.watched.difference(&now) {
-            self.ctx.status.forget(*gone);
+            self.ctx.status().forget(*gone);
         }
         self.watched = now;
         hub.set_readers(names);
@@ -409,18 +405,18 @@ impl Dispatcher {
                 let n = self.online.entry(reader.clone()).or_insert(0);
                 *n += 1;
                 if *n == 1 {
-                    if let Some((id, _)) = self.ctx.bound(&reader) {
-                        self.ctx.status.set(id, true);
+                    if let Some(b) = self.ctx.bound(&reader) {
+                        self.ctx.status().set(b.reader, true);
                     }
                     tracing::info!(reader = %reader, %peer, agent = %agent, "remote reader online");
-                    self.ctx
-                        .record(
-                            Some(&reader),
-                            "remote-online",
-                            format!("remote reader {reader} is online (agent {agent:?} at {peer})"),
-                            peer.to_string(),
-                        )
-                        .await;
+                    record(
+                        &self.ctx,
+                        Some(&reader),
+                        "remote-online",
+                        format!("remote reader {reader} is online (agent {agent:?} at {peer})"),
+                        peer.to_string(),
+                    )
+                    .await;
                 }
             }
             HubEvent::Offline { reader, reason } => {
@@ -436,18 +432,18 @@ impl Dispatcher {
                     None => false,
                 };
                 if last {
-                    if let Some((id, _)) = self.ctx.bound(&reader) {
-                        self.ctx.status.set(id, false);
+                    if let Some(b) = self.ctx.bound(&reader) {
+                        self.ctx.status().set(b.reader, false);
                     }
                     tracing::info!(reader = %reader, reason = %reason, "remote reader offline");
-                    self.ctx
-                        .record(
-                            Some(&reader),
-                            "remote-offline",
-                            format!("remote reader {reader} is offline: {reason}"),
-                            String::new(),
-                        )
-                        .await;
+                    record(
+                        &self.ctx,
+                        Some(&reader),
+                        "remote-offline",
+                        format!("remote reader {reader} is offline: {reason}"),
+                        String::new(),
+                    )
+                    .await;
                 }
             }
             HubEvent::Refused { peer, reason } => {
@@ -468,19 +464,19 @@ impl Dispatcher {
                     Refusal::NotEnrolled(cn) => Some(format!("{SCHEME}{cn}")),
                     _ => None,
                 };
-                self.ctx
-                    .record(
-                        connection.as_deref(),
-                        "remote-refused",
-                        format!("remote reader at {peer} refused: {text}"),
-                        peer.to_string(),
-                    )
-                    .await;
+                record(
+                    &self.ctx,
+                    connection.as_deref(),
+                    "remote-refused",
+                    format!("remote reader at {peer} refused: {text}"),
+                    peer.to_string(),
+                )
+                .await;
             }
             HubEvent::CardPresent(tap) => {
                 if serving {
                     let ctx = self.ctx.clone();
-                    self.taps.spawn_blocking(move || ctx.tap(tap));
+                    self.taps.spawn_blocking(move || self::tap(&ctx, tap));
                 } else {
                     tap.finish(false, "the service is shutting down");
                 }

@@ -6,8 +6,10 @@
 //! database is opened, migrated, seeded on first start and read into the
 //! access snapshot. Then the authenticator (crypto library and random
 //! generator initialised before the first card), the group-commit event
-//! log, the [`Controller`] and one thread per PC/SC reader bound to a door.
-//! `/readyz` answers 200 from then on. CRLs kept on disk from an earlier
+//! log, the [`Controller`] and the reader sources ([`crate::source`]), in
+//! order: PC/SC readers, OSDP ports, remote readers (stopped in reverse at
+//! shutdown, or when a later one fails to start). `/readyz` answers 200
+//! from then on. CRLs kept on disk from an earlier
 //! run are read with the trust configuration, so the first tap has them;
 //! downloads and re-validation run in the background from then on
 //! ([`crate::revocation`]).
@@ -32,10 +34,11 @@ use crate::door::{Controller, DoorOutput, SimulatedOutput};
 use crate::http;
 use crate::keypad::Keypads;
 use crate::metrics::Metrics;
-use crate::osdp::{OsdpOutput, OsdpPorts};
-use crate::readers::{self, ReaderThreads};
-use crate::remote::RemoteReaders;
+use crate::osdp::OsdpSource;
+use crate::readers::PcscReaders;
+use crate::remote::RemoteSource;
 use crate::revocation::Revocation;
+use crate::source::{Sources, TapContext};
 use crate::status::{LastTaps, Observers, ReaderStatus, SignalTimes};
 
 /// Why the service did not start.
@@ -79,6 +82,12 @@ impl From<StoreError> for ServeError {
 impl From<tokio::task::JoinError> for ServeError {
     fn from(e: tokio::task::JoinError) -> Self {
         ServeError::Join(e)
+    }
+}
+
+impl From<std::convert::Infallible> for ServeError {
+    fn from(e: std::convert::Infallible) -> Self {
+        match e {}
     }
 }
 
@@ -213,11 +222,20 @@ pub struct Service {
     http: JoinHandle<std::io::Result<()>>,
     writer: JoinHandle<()>,
     revocation: JoinHandle<()>,
-    readers: ReaderThreads,
-    osdp: OsdpPorts,
-    remote: Option<RemoteReaders>,
+    /// The reader sources, in start order.
+    sources: Sources,
     sql: Store,
     /// The event-log writer's own pool.
+    writer_sql: Store,
+}
+
+/// What [`Service::load`] started, besides the HTTP listener.
+struct Started {
+    loaded: Loaded,
+    /// The event log's writer.
+    writer: JoinHandle<()>,
+    sources: Sources,
+    sql: Store,
     writer_sql: Store,
 }
 
@@ -271,7 +289,13 @@ impl Service {
             None => tokio::spawn(http::serve(listener, state.clone(), stopped)),
         };
         match Self::load(&config, output, started).await {
-            Ok((loaded, writer, (readers, osdp, remote), (sql, writer_sql))) => {
+            Ok(Started {
+                loaded,
+                writer,
+                sources,
+                sql,
+                writer_sql,
+            }) => {
                 let revocation = tokio::spawn(loaded.revocation.clone().run(stop.subscribe()));
                 tracing::info!(
                     %addr,
@@ -289,9 +313,7 @@ impl Service {
                     http,
                     writer,
                     revocation,
-                    readers,
-                    osdp,
-                    remote,
+                    sources,
                     sql,
                     writer_sql,
                 })
@@ -308,17 +330,9 @@ impl Service {
         config: &Config,
         output: Option<Arc<dyn DoorOutput>>,
         started: Instant,
-    ) -> Result<
-        (
-            Loaded,
-            JoinHandle<()>,
-            (ReaderThreads, OsdpPorts, Option<RemoteReaders>),
-            (Store, Store),
-        ),
-        ServeError,
-    > {
+    ) -> Result<Started, ServeError> {
         // Key files are checked before anything else is opened.
-        let osdp_plans = crate::osdp::plan(&config.osdp)?;
+        let mut osdp = OsdpSource::plan(&config.osdp)?;
         let remote_plan = crate::remote::plan(&config.remote, config.revocation_policy())?;
         let trust_config = config.trust.clone();
         let crl_dir = config.data_dir.join(crate::revocation::CRL_DIR);
@@ -402,12 +416,7 @@ impl Service {
         let output = output.unwrap_or_else(|| Arc::new(SimulatedOutput::new()));
         // Doors whose OSDP reader drives the lock relay use it; the others
         // keep `output`.
-        let osdp_output =
-            (!osdp_plans.is_empty()).then(|| Arc::new(OsdpOutput::new(output.clone())));
-        let output: Arc<dyn DoorOutput> = match &osdp_output {
-            Some(o) => o.clone(),
-            None => output,
-        };
+        let output = osdp.output(output);
         let credentials = snapshot.credentials().len();
         let signals = Arc::new(SignalTimes::new());
         let last_taps = Arc::new(LastTaps::new());
@@ -446,42 +455,28 @@ impl Service {
             config.keypad.timeout_ms,
         )));
         let reader_status = Arc::new(ReaderStatus::new());
-        let readers = readers::start(controller.clone(), keypads.clone(), reader_status.clone());
-        let osdp = match crate::osdp::start(
-            osdp_plans,
+        let ctx = Arc::new(TapContext::new(
             controller.clone(),
             keypads.clone(),
             reader_status.clone(),
-            osdp_output.as_deref(),
-        ) {
-            Ok(o) => o,
-            Err(e) => {
-                tokio::task::spawn_blocking(move || readers.stop()).await?;
-                return Err(e.into());
+            tokio::runtime::Handle::current(),
+        ));
+        let remote = remote_plan.map(|plan| RemoteSource {
+            plan,
+            crl_updates: revocation_work.crl_updates(),
+        });
+        // Sources start with blocking work (PC/SC, serial lines, threads):
+        // off the runtime's workers. A failure stops those started.
+        let sources = tokio::task::spawn_blocking(move || -> Result<Sources, ServeError> {
+            let mut sources = Sources::new();
+            sources.start(PcscReaders, &ctx)?;
+            sources.start(osdp, &ctx)?;
+            if let Some(remote) = remote {
+                sources.start(remote, &ctx)?;
             }
-        };
-        let remote = match remote_plan {
-            None => None,
-            Some(plan) => match crate::remote::start(
-                plan,
-                controller.clone(),
-                keypads.clone(),
-                reader_status.clone(),
-                revocation_work.crl_updates(),
-            )
-            .await
-            {
-                Ok(r) => Some(r),
-                Err(e) => {
-                    tokio::task::spawn_blocking(move || {
-                        readers.stop();
-                        osdp.stop();
-                    })
-                    .await?;
-                    return Err(e.into());
-                }
-            },
-        };
+            Ok(sources)
+        })
+        .await??;
         let times = StartupTimes {
             trust_us: trust_time.as_micros() as u64,
             database_us: database.as_micros() as u64,
@@ -490,8 +485,8 @@ impl Service {
             credentials,
         };
         metrics.register_service(controller.clone(), times);
-        Ok((
-            Loaded {
+        Ok(Started {
+            loaded: Loaded {
                 store,
                 access,
                 controller,
@@ -505,9 +500,10 @@ impl Service {
                 signals,
             },
             writer,
-            (readers, osdp, remote),
-            (sql, writer_sql),
-        ))
+            sources,
+            sql,
+            writer_sql,
+        })
     }
 
     /// The address the API listens on.
@@ -523,7 +519,7 @@ impl Service {
 
     /// The address remote readers connect to, when `[remote]` is on.
     pub fn remote_addr(&self) -> Option<SocketAddr> {
-        self.remote.as_ref().map(RemoteReaders::addr)
+        self.sources.listening()
     }
 
     pub fn loaded(&self) -> &Loaded {
@@ -541,19 +537,15 @@ impl Service {
     }
 
     /// Stops accepting requests, finishes those in flight, stops the reader
-    /// threads, commits every submitted event and closes the database.
+    /// sources (the last started first), commits every submitted event and
+    /// closes the database.
     pub async fn shutdown(self) -> Result<(), ServeError> {
         let _ = self.stop.send(true);
         let http = self.http.await?;
         self.revocation.await?;
-        if let Some(remote) = self.remote {
-            remote.stop().await;
-        }
-        // Reader threads finish their tap (committing its event) and stop.
-        let readers = self.readers;
-        tokio::task::spawn_blocking(move || readers.stop()).await?;
-        let osdp = self.osdp;
-        tokio::task::spawn_blocking(move || osdp.stop()).await?;
+        // Each source finishes its tap (committing its event) and stops.
+        let mut sources = self.sources;
+        tokio::task::spawn_blocking(move || sources.stop()).await?;
         // The last handle of the event log goes with the state: the writer
         // commits what was submitted, then ends.
         drop(self.state);

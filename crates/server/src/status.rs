@@ -1,9 +1,9 @@
 //! What the dashboard reads about the doors, kept in memory so reading it
 //! costs no database query:
 //!
-//! - [`ReaderStatus`]: whether each watched PC/SC reader is connected and
-//!   since when, written by the reader threads ([`crate::readers`]) as
-//!   PC/SC reports changes (no polling);
+//! - [`ReaderStatus`]: whether each watched reader is connected and since
+//!   when, written by the reader sources ([`crate::source`]: PC/SC threads
+//!   as PC/SC reports changes, no polling; OSDP ports; remote readers);
 //! - [`LastTaps`]: the latest tap of every door, read from the store once
 //!   at start-up ([`store::Store::last_taps`]) and then told each
 //!   committed tap by the controller (a [`TapObserver`]);
