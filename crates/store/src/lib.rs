@@ -12,11 +12,13 @@
 //! ([`EventLog::subscribe`], for the event stream), and each commit is
 //! reported to an optional [`CommitObserver`] (for metrics).
 //! [`Store::load_snapshot`] reads every entity into an
-//! [`access::AccessSnapshot`] for the decision. [`testing`] starts a
-//! throw-away PostgreSQL cluster for tests and benchmarks.
+//! [`access::AccessSnapshot`] for the decision. `testing` (feature `testing`,
+//! off by default, for the tests and benchmarks of the crates that use it)
+//! starts a throw-away PostgreSQL cluster.
 
 mod group;
 mod sql;
+#[cfg(feature = "testing")]
 pub mod testing;
 mod types;
 
