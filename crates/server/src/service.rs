@@ -18,7 +18,7 @@ use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use auth::{Authenticator, Settings};
-use pki::crl::CrlSet;
+use pki::revocation_set::RevocationSet;
 use pki::store::TrustStore;
 use pki::trust::TrustError;
 use store::{SqlStore, Store, StoreError};
@@ -356,7 +356,7 @@ impl Service {
                 );
                 (
                     TrustStore::builder().build(),
-                    CrlSet::builder().build(),
+                    RevocationSet::builder().build(),
                     None,
                     Default::default(),
                     Default::default(),
