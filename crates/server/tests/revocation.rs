@@ -13,17 +13,15 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 mod staff;
-use staff::{cak, card, ensure_token, staff_member, tap, FRONT};
+use staff::{cak, card, ensure_token, staff_member, tap};
 
 use access::jiff::Timestamp;
-use access::{Cardholder, CardholderId, CardholderStatus, CredentialState, ReaderId};
-use card::Card;
-use host::InProcess;
+use access::{Cardholder, CardholderId, CardholderStatus, CredentialState};
 use pki::fetch::FetchConfig;
-use pki_issue::{pem_encode, CardCredentials, CardOptions, CrlBuilder, TestPki, TestPkiOptions};
+use pki_issue::{pem_encode, CrlBuilder, TestPki, TestPkiOptions};
 use server::config::{init_template, Config, StalePolicy};
 use server::service::Service;
-use store::{ApiToken, EventKind, EventQuery, Role};
+use store::{EventKind, EventQuery, Role};
 
 const READER: &str = "pivgate revocation test reader";
 const TOKEN: &str = "revocation-test-admin-token";
