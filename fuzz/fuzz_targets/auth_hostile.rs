@@ -21,7 +21,7 @@ use card::image::CardImage;
 use card::Card;
 use host::{Channel, Traffic, Transport, TransportError, TransportExt};
 use libfuzzer_sys::fuzz_target;
-use pki::issue::{CardCredentials, CardOptions, KeyAlgorithm, TestPki, TestPkiOptions};
+use pki_issue::{CardCredentials, CardOptions, KeyAlgorithm, TestPki, TestPkiOptions};
 use std::sync::OnceLock;
 
 struct Fixture {

@@ -11,15 +11,15 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use pki::crl::CrlSet;
-use pki::issue::{CardOptions, TestPki, TestPkiOptions};
+use pki::revocation_set::RevocationSet;
+use pki_issue::{CardOptions, TestPki, TestPkiOptions};
 use pki::store::TrustStore;
 use pki::validate::{validate, ValidationOptions};
 use std::sync::OnceLock;
 
 struct Fixture {
     store: TrustStore,
-    crls: CrlSet,
+    crls: RevocationSet,
     intermediate: Vec<u8>,
     leaf: Vec<u8>,
     opts: ValidationOptions,
@@ -33,7 +33,7 @@ fn fixture() -> &'static Fixture {
         let leaf = card.slot(0x9A).expect("PIV authentication slot").certificate.clone();
         let mut store = TrustStore::builder();
         store.add_anchor_der(pki.root_der().to_vec());
-        let mut crls = CrlSet::builder();
+        let mut crls = RevocationSet::builder();
         for crl in pki.crls() {
             crls.add_der(crl).expect("test CRL loads");
         }

@@ -11,8 +11,8 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use pki::crl::CrlSet;
-use pki::issue::{CardOptions, TestPki, TestPkiOptions};
+use pki::revocation_set::RevocationSet;
+use pki_issue::{CardOptions, TestPki, TestPkiOptions};
 use pki::store::TrustStore;
 use pki::validate::{validate, ValidationOptions};
 use std::sync::OnceLock;
@@ -46,7 +46,7 @@ fn fixture() -> &'static Fixture {
 
 fuzz_target!(|data: &[u8]| {
     let f = fixture();
-    let mut builder = CrlSet::builder();
+    let mut builder = RevocationSet::builder();
     builder
         .add_der(f.root_crl.clone())
         .expect("the genuine root CRL loads");

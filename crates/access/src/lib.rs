@@ -19,6 +19,7 @@
 
 pub mod decide;
 pub mod model;
+pub mod parse_error;
 pub mod schedule;
 pub mod snapshot;
 pub mod synthetic;

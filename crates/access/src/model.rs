@@ -6,6 +6,7 @@ use std::str::FromStr;
 use jiff::Timestamp;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
+pub use crate::parse_error::ParseError;
 use crate::schedule::{Window, WindowSet};
 
 macro_rules! id_type {
@@ -55,27 +56,6 @@ id_type!(
     /// Identifies a [`Holiday`].
     HolidayId
 );
-
-/// A text value that does not parse as the identifier it should be.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{what}: {problem} (got `{input}`)")]
-pub struct ParseError {
-    pub what: &'static str,
-    pub problem: String,
-    pub input: String,
-}
-
-impl ParseError {
-    pub(crate) fn new(what: &'static str, problem: impl Into<String>, input: &str) -> Self {
-        // Echo at most a short prefix of what was given.
-        let input: String = input.chars().take(80).collect();
-        ParseError {
-            what,
-            problem: problem.into(),
-            input,
-        }
-    }
-}
 
 fn parse_hex<const N: usize>(what: &'static str, s: &str) -> Result<[u8; N], ParseError> {
     let cleaned: String = s.chars().filter(|c| *c != ':' && *c != '-').collect();

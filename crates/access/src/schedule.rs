@@ -15,7 +15,7 @@ use std::str::FromStr;
 use jiff::civil::{Date, DateTime, Weekday};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
-use crate::model::ParseError;
+use crate::parse_error::ParseError;
 
 const DAY: u32 = 86_400;
 const DAY_NAMES: [&str; 7] = ["mon", "tue", "wed", "thu", "fri", "sat", "sun"];

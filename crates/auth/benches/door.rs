@@ -12,7 +12,7 @@
 use auth::{Authenticator, Mechanism, Settings, Transaction};
 use card::{vpcd, Card, CardImage, Runner, TimingProfile};
 use host::Readers;
-use pki::issue::{CardCredentials, CardOptions, KeyAlgorithm, TestPki, TestPkiOptions};
+use pki_issue::{CardCredentials, CardOptions, KeyAlgorithm, TestPki, TestPkiOptions};
 use std::process::Command;
 use std::time::{Duration, Instant};
 

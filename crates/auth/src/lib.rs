@@ -11,6 +11,7 @@ pub mod inspect;
 pub mod measure;
 pub mod mechanism;
 pub mod refusal;
+pub mod settings;
 pub mod transaction;
 pub mod verify;
 

@@ -7,6 +7,7 @@
 
 use crate::fastpath::{self, Curve};
 use crate::refusal::{KeyRole, Refusal};
+pub use crate::settings::Settings;
 use crate::transaction::{
     CardIdentity, Mechanism, Outcome, PathTaken, StageName, StageTimer, TapId, Transaction,
 };
@@ -15,15 +16,12 @@ use arc_swap::ArcSwap;
 use host::client::{ClientError, Piv};
 use host::{Channel, Transport, TransportExt};
 use piv::chuid::Chuid;
-use pki::cache::{CacheConfig, CacheStats, ValidationCache};
-use pki::crl::CrlSet;
-use pki::fips201::oids::PolicySet;
+use pki::cache::{CacheStats, ValidationCache};
 use pki::fips201::PivValidated;
-use pki::options::AnchorConstraints;
+use pki::revocation_set::RevocationSet;
 use pki::sig::{Hash, PublicKey};
 use pki::store::{SharedTrustStore, TrustStore};
 use pki::time::Time;
-use pki::validate::RevocationPolicy;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use zeroize::Zeroizing;
@@ -72,47 +70,10 @@ impl PinSource for StdinPin {
     }
 }
 
-/// How the authenticator behaves.
-#[derive(Debug, Clone)]
-pub struct Settings {
-    /// Try the fast path (ECDSA key recovery against validated keys) first.
-    pub fast_path: bool,
-    /// On the full path, also read the CHUID and check it is bound to the
-    /// certificate (FASC-N / UUID match, expiry).
-    pub read_chuid: bool,
-    /// Validate at this time instead of the clock (tests, replays).
-    pub at: Option<Time>,
-    pub revocation: RevocationPolicy,
-    pub cache: CacheConfig,
-    /// The certificate policies the FIPS 201 profiles accept (production
-    /// `id-fpki-common-*` unless a site accepts test cards).
-    pub policy_set: PolicySet,
-    /// What a trust anchor certificate contributes to validation (RFC 5937 constraints
-    /// unless a site asks for bare anchors).
-    pub anchor_mode: AnchorConstraints,
-    /// Accept trust anchors outside their validity period.
-    pub allow_expired_anchors: bool,
-}
-
-impl Default for Settings {
-    fn default() -> Self {
-        Settings {
-            fast_path: true,
-            read_chuid: true,
-            at: None,
-            revocation: RevocationPolicy::default(),
-            cache: CacheConfig::default(),
-            policy_set: PolicySet::Production,
-            anchor_mode: AnchorConstraints::Enforce,
-            allow_expired_anchors: false,
-        }
-    }
-}
-
 /// Runs the mechanisms; share one per process (it is `Send + Sync`).
 pub struct Authenticator {
     trust: SharedTrustStore,
-    crls: ArcSwap<CrlSet>,
+    crls: ArcSwap<RevocationSet>,
     settings: Settings,
     /// Validated certificates by SHA-256 of the DER (all profiles).
     validations: ValidationCache<Arc<PivValidated>>,
@@ -164,7 +125,7 @@ pub fn warm_up() {
 impl Authenticator {
     /// A new authenticator; initialises the crypto library first (see
     /// [`warm_up`]), so no tap pays for process start-up.
-    pub fn new(store: TrustStore, crls: CrlSet, settings: Settings) -> Self {
+    pub fn new(store: TrustStore, crls: RevocationSet, settings: Settings) -> Self {
         warm_up();
         Authenticator {
             trust: SharedTrustStore::new(store),
@@ -178,12 +139,12 @@ impl Authenticator {
     /// Replaces the CRLs (a refresh). Cached validations made under the old
     /// set stop answering at once: a revoked card is refused from the next
     /// tap on.
-    pub fn set_crls(&self, crls: CrlSet) {
+    pub fn set_crls(&self, crls: RevocationSet) {
         self.crls.store(Arc::new(crls));
     }
 
     /// The current CRL set.
-    pub fn crls(&self) -> Arc<CrlSet> {
+    pub fn crls(&self) -> Arc<RevocationSet> {
         self.crls.load_full()
     }
 
@@ -486,7 +447,7 @@ impl Authenticator {
         &self,
         run: &mut Run,
         store: &TrustStore,
-        crls: &CrlSet,
+        crls: &RevocationSet,
         der: &[u8],
         profile: CertProfile,
         now: Time,

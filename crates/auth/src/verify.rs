@@ -7,8 +7,8 @@ use crate::transaction::CardIdentity;
 use piv::chuid::Chuid;
 use pki::cache::{Scope, ValidationCache};
 use pki::cert::Cert;
-use pki::crl::CrlSet;
 use pki::fips201::{self, PivValidated};
+use pki::revocation_set::RevocationSet;
 use pki::sig::{AlgorithmPolicy, Hash, PublicKey, SignatureAlgorithm};
 use pki::store::TrustStore;
 use pki::time::Time;
@@ -32,7 +32,7 @@ pub struct CardCert {
 /// part of it).
 pub fn scope(
     store: &TrustStore,
-    crls: &CrlSet,
+    crls: &RevocationSet,
     profile: CertProfile,
     opts: &ValidationOptions,
 ) -> Scope {
@@ -141,7 +141,7 @@ fn identity(cert: &Cert, ids: &fips201::CertCardIds) -> CardIdentity {
 
 /// The validation options of a door at `now`: its revocation policy, the
 /// FIPS 201 policy set it accepts and what its trust anchors contribute.
-pub fn options(now: Time, s: &crate::mechanism::Settings) -> ValidationOptions {
+pub fn options(now: Time, s: &crate::settings::Settings) -> ValidationOptions {
     ValidationOptions {
         time: now,
         revocation: s.revocation.clone(),
@@ -157,7 +157,7 @@ pub fn options(now: Time, s: &crate::mechanism::Settings) -> ValidationOptions {
 pub fn certificate(
     cache: &ValidationCache<Arc<PivValidated>>,
     store: &TrustStore,
-    crls: &CrlSet,
+    crls: &RevocationSet,
     der: &[u8],
     profile: CertProfile,
     opts: &ValidationOptions,
@@ -184,7 +184,7 @@ pub fn bindings(cert: &CardCert, chuid: &Chuid) -> Result<(), Refusal> {
 /// profile, signer certificate validated like any other).
 pub fn signed_chuid(
     store: &TrustStore,
-    crls: &CrlSet,
+    crls: &RevocationSet,
     raw: &[u8],
     opts: &ValidationOptions,
 ) -> Result<Chuid, Refusal> {

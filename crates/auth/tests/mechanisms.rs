@@ -9,8 +9,8 @@ use auth::{Authenticator, FixedPin, Mechanism, PathTaken, Settings};
 use card::{Card, CardImage};
 use host::{Channel, InProcess, Traffic, Transport, TransportError};
 use piv::{DataObject, KeyRef};
-use pki::crl::CrlSet;
-use pki::issue::{CardCredentials, CardOptions, KeyAlgorithm, TestPki, TestPkiOptions};
+use pki::revocation_set::RevocationSet;
+use pki_issue::{CardCredentials, CardOptions, KeyAlgorithm, TestPki, TestPkiOptions};
 use std::sync::OnceLock;
 
 struct Fixture {
@@ -290,7 +290,11 @@ fn untrusted_issuer_and_missing_crls_are_refused() {
         "{r}"
     );
     // Right anchors, no CRLs: fails closed.
-    let authn = Authenticator::new(f.pki.trust_store(), CrlSet::empty(), Settings::default());
+    let authn = Authenticator::new(
+        f.pki.trust_store(),
+        RevocationSet::empty(),
+        Settings::default(),
+    );
     let t = authn.authenticate(
         &mut transport(image(&f.p256)),
         Mechanism::PkiCak,

@@ -16,7 +16,7 @@ use card::runner::Runner;
 use card::{vpcd, Card, CardImage};
 use host::{PcscTransport, Readers};
 use piv::{DataObject, KeyRef};
-use pki::issue::{CardCredentials, CardOptions, KeyAlgorithm, TestPki, TestPkiOptions};
+use pki_issue::{CardCredentials, CardOptions, KeyAlgorithm, TestPki, TestPkiOptions};
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::sync::atomic::{AtomicBool, Ordering};

@@ -7,8 +7,7 @@ use iso7816::tlv::{self, Reader};
 use iso7816::StatusWord;
 use piv::{ins, Algorithm, DataObject, DynAuth, KeyRef, PinRef};
 
-/// Largest data object PUT DATA accepts.
-pub const MAX_OBJECT_LEN: usize = 16 * 1024;
+pub use crate::limits::MAX_OBJECT_LEN;
 
 /// An asymmetric key slot a command may create, replace or use for the
 /// card holder: 9A, 9C, 9D, 9E or 82-95 — never the management key (9B)

@@ -24,8 +24,7 @@ use zeroize::Zeroizing;
 
 /// Largest command data a chain may assemble.
 pub const MAX_CHAIN_LEN: usize = 16 * 1024;
-/// Total data-object storage of the card.
-pub const MAX_STORAGE: usize = 512 * 1024;
+pub use crate::limits::MAX_STORAGE;
 
 /// The answer-to-reset: T=1, IFSC 254, and ISO/IEC 7816-4 §8.1.1
 /// historical bytes: category `80`, card issuer's data "pivgate1" (compact

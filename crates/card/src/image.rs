@@ -4,14 +4,16 @@
 //! personalisation API used to build ready cards.
 
 use crate::crypto::{self, BlockCipher, CryptoError, PrivateKey};
+use crate::limits::{MAX_OBJECT_LEN, MAX_STORAGE};
 use piv::{Algorithm, CertContainer, DataObject, KeyRef, PublicKeyTemplate};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::io::{Read, Write};
-use std::path::{Path, PathBuf};
-use thiserror::Error;
+use std::path::Path;
 use zeroize::Zeroizing;
 
+pub use crate::error::ImageError;
+pub use crate::files::{remove_stale_temporaries, write_atomically};
 pub use crate::lock::ImageLock;
 
 /// The format identifier written into every image file.
@@ -29,39 +31,11 @@ pub const DEFAULT_RETRIES: u8 = 3;
 /// The version a card reports to GET VERSION by default.
 pub const DEFAULT_VERSION: [u8; 3] = [5, 7, 1];
 /// The largest image file [`CardImage::load`] reads: the card's data-object
-/// storage ([`crate::edge::MAX_STORAGE`]) twice over for hex, plus room for
+/// storage ([`MAX_STORAGE`]) twice over for hex, plus room for
 /// every key slot holding an RSA-4096 key and the JSON around it.
-pub const MAX_IMAGE_FILE: u64 = 2 * crate::edge::MAX_STORAGE as u64 + 1024 * 1024;
+pub const MAX_IMAGE_FILE: u64 = 2 * MAX_STORAGE as u64 + 1024 * 1024;
 /// The largest key or certificate file [`read_der_or_pem`] reads.
 pub const MAX_INPUT_FILE: u64 = 1024 * 1024;
-
-/// Why an image could not be loaded, saved or changed.
-#[derive(Debug, Error)]
-pub enum ImageError {
-    #[error("cannot {action} card image {path}: {source}")]
-    Io {
-        action: &'static str,
-        path: PathBuf,
-        #[source]
-        source: std::io::Error,
-    },
-    #[error("card image {path} already exists (use --force to overwrite)")]
-    Exists { path: PathBuf },
-    #[error("card image {path} is in use by another process ({holder}); stop it first")]
-    Locked { path: PathBuf, holder: String },
-    #[error("cannot read {what} {path}: {reason}")]
-    BadFile {
-        what: &'static str,
-        path: PathBuf,
-        reason: String,
-    },
-    #[error("card image is not valid JSON: {0}")]
-    Json(#[from] serde_json::Error),
-    #[error("card image is invalid: {0}")]
-    Invalid(String),
-    #[error("key rejected: {0}")]
-    Crypto(#[from] CryptoError),
-}
 
 fn invalid(msg: impl Into<String>) -> ImageError {
     ImageError::Invalid(msg.into())
@@ -426,17 +400,17 @@ impl CardImage {
         }
         let container = CertContainer::new(der.to_vec()).encode();
         // The same limits a host meets writing the container with PUT DATA.
-        if container.len() > crate::command::MAX_OBJECT_LEN {
+        if container.len() > MAX_OBJECT_LEN {
             return Err(invalid(format!(
                 "the certificate is {} bytes; a slot's certificate container holds at most {} bytes",
                 der.len(),
-                crate::command::MAX_OBJECT_LEN
+                MAX_OBJECT_LEN
             )));
         }
-        if self.storage_used_except(object) + container.len() > crate::edge::MAX_STORAGE {
+        if self.storage_used_except(object) + container.len() > MAX_STORAGE {
             return Err(invalid(format!(
                 "the card's {} bytes of object storage are full",
-                crate::edge::MAX_STORAGE
+                MAX_STORAGE
             )));
         }
         self.put_object(object, container);
@@ -598,120 +572,6 @@ fn random_serial() -> u32 {
     // A failing system RNG leaves a fixed but valid serial.
     let _ = crypto::random(&mut b);
     (u32::from_be_bytes(b) % 90_000_000) + 10_000_000
-}
-
-/// The prefix of the temporary files a save of `path` creates, inside
-/// `path`'s directory: `.NAME.tmp-`.
-pub(crate) fn temporary_prefix(name: &std::ffi::OsStr) -> std::ffi::OsString {
-    let mut prefix = std::ffi::OsString::from(".");
-    prefix.push(name);
-    prefix.push(".tmp-");
-    prefix
-}
-
-/// The directory and file name of `path`.
-pub(crate) fn split_path(path: &Path) -> Result<(PathBuf, std::ffi::OsString), ImageError> {
-    let dir = match path.parent() {
-        Some(d) if !d.as_os_str().is_empty() => d.to_owned(),
-        _ => PathBuf::from("."),
-    };
-    let name = path
-        .file_name()
-        .ok_or_else(|| invalid(format!("{} is not a file path", path.display())))?;
-    Ok((dir, name.to_owned()))
-}
-
-/// Writes `bytes` to `path` atomically with mode 0600, through a temporary
-/// file with an unpredictable name created exclusively and without
-/// following symbolic links.
-pub fn write_atomically(path: &Path, bytes: &[u8]) -> Result<(), ImageError> {
-    let io = |action, source| ImageError::Io {
-        action,
-        path: path.to_owned(),
-        source,
-    };
-    let (dir, name) = split_path(path)?;
-    let mut random = [0u8; 12];
-    crypto::random(&mut random)?;
-    let mut tmp_name = temporary_prefix(&name);
-    tmp_name.push(hex::encode(random));
-    let tmp = dir.join(tmp_name);
-    let mut f = open_private(&tmp).map_err(|e| io("create", e))?;
-    let result = (|| {
-        f.write_all(bytes).map_err(|e| io("write", e))?;
-        f.sync_all().map_err(|e| io("sync", e))?;
-        std::fs::rename(&tmp, path).map_err(|e| io("replace", e))?;
-        sync_dir(&dir).map_err(|e| io("sync directory of", e))
-    })();
-    drop(f);
-    if result.is_err() {
-        let _ = std::fs::remove_file(&tmp);
-    }
-    result
-}
-
-/// Removes the temporary files that saves of `path` left behind when their
-/// process died between creating and renaming them. Only safe while no
-/// other process may be saving `path` (under its [`ImageLock`]).
-pub fn remove_stale_temporaries(path: &Path) -> Result<usize, ImageError> {
-    let (dir, name) = split_path(path)?;
-    let prefix = temporary_prefix(&name);
-    let prefix = prefix.as_encoded_bytes();
-    let entries = match std::fs::read_dir(&dir) {
-        Ok(e) => e,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(0),
-        Err(source) => {
-            return Err(ImageError::Io {
-                action: "list the directory of",
-                path: path.to_owned(),
-                source,
-            })
-        }
-    };
-    let mut removed = 0;
-    for entry in entries.flatten() {
-        let file = entry.file_name();
-        let bytes = file.as_encoded_bytes();
-        if bytes.len() > prefix.len() && bytes.starts_with(prefix) {
-            // A temporary is never a directory; leave anything else alone.
-            let is_file = entry
-                .file_type()
-                .is_ok_and(|t| t.is_file() || t.is_symlink());
-            if is_file && std::fs::remove_file(entry.path()).is_ok() {
-                removed += 1;
-            }
-        }
-    }
-    Ok(removed)
-}
-
-#[cfg(unix)]
-fn open_private(path: &Path) -> std::io::Result<std::fs::File> {
-    use std::os::unix::fs::OpenOptionsExt;
-    std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(0o600)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
-        .open(path)
-}
-
-#[cfg(not(unix))]
-fn open_private(path: &Path) -> std::io::Result<std::fs::File> {
-    std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .open(path)
-}
-
-#[cfg(unix)]
-fn sync_dir(dir: &Path) -> std::io::Result<()> {
-    std::fs::File::open(dir)?.sync_all()
-}
-
-#[cfg(not(unix))]
-fn sync_dir(_dir: &Path) -> std::io::Result<()> {
-    Ok(())
 }
 
 /// Reads `path` into a buffer wiped on drop, refusing anything but a

@@ -10,7 +10,8 @@
 //! the process dies; the lock file stays (removing it would let two
 //! processes lock two different files).
 
-use crate::image::{split_path, ImageError};
+use crate::error::ImageError;
+use crate::files::{remove_stale_temporaries, split_path};
 use std::fs::{File, TryLockError};
 use std::io::{Read, Seek, Write};
 use std::path::{Path, PathBuf};
@@ -59,7 +60,7 @@ impl ImageLock {
             file.flush()
         })()
         .map_err(|e| io("write the lock file of", e))?;
-        crate::image::remove_stale_temporaries(image)?;
+        remove_stale_temporaries(image)?;
         Ok(ImageLock {
             file,
             path,

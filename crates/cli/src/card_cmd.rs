@@ -6,7 +6,7 @@ use card::image::{CardImage, ImageLock, DEFAULT_MGMT_KEY, DEFAULT_PIN, DEFAULT_P
 use card::{vpcd, Card, Runner, TimingProfile};
 use clap::{Args, Subcommand};
 use piv::{Algorithm, KeyRef};
-use pki::issue::{CardCredentials, TestPki};
+use pki_issue::{CardCredentials, TestPki};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::atomic::AtomicBool;

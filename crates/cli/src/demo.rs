@@ -16,7 +16,7 @@ use card::profile::TimingProfile;
 use card::Card;
 use clap::{Args, ValueEnum};
 use host::{InProcess, Transport};
-use pki::issue::{CardCredentials, CardOptions, KeyAlgorithm, TestPki, TestPkiOptions};
+use pki_issue::{CardCredentials, CardOptions, KeyAlgorithm, TestPki, TestPkiOptions};
 use server::config::Config;
 use server::door::TapResult;
 use server::service::Service;

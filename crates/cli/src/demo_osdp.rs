@@ -21,7 +21,7 @@ use links::osdp::sc::Key;
 use links::serial::{CpHandle, Link, PdHandle, Pty};
 use links::transparent::{CardBridge, OsdpTransport};
 use links::wiegand::Timing;
-use pki::issue::{CardCredentials, TestPki};
+use pki_issue::{CardCredentials, TestPki};
 
 /// The baud rates shown.
 pub const BAUDS: [u32; 2] = [9600, 115200];

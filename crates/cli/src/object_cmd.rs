@@ -19,9 +19,9 @@ use std::process::ExitCode;
 
 /// The file names of the containers in a card directory (`pivgate pki
 /// issue-card --out`, `pivgate read --save`): the CHUID's and those of
-/// [`pki::issue::containers::CONTAINER_FILES`].
+/// [`pki_issue::containers::CONTAINER_FILES`].
 pub fn container_files() -> impl Iterator<Item = (DataObject, &'static str)> {
-    std::iter::once((DataObject::Chuid, "chuid.bin")).chain(pki::issue::containers::CONTAINER_FILES)
+    std::iter::once((DataObject::Chuid, "chuid.bin")).chain(pki_issue::containers::CONTAINER_FILES)
 }
 
 #[derive(Args)]
@@ -253,14 +253,14 @@ pub fn verify_biometric_cmd(a: VerifyBiometricArgs) -> anyhow::Result<ExitCode> 
 }
 
 /// The containers `pivgate pki issue-card` wrote, one line each.
-pub fn print_issued_containers(card: &pki::issue::CardCredentials) {
+pub fn print_issued_containers(card: &pki_issue::CardCredentials) {
     let Some(c) = &card.containers else {
         return;
     };
     for ((object, content), (_, file)) in c
         .objects()
         .iter()
-        .zip(pki::issue::containers::CONTAINER_FILES)
+        .zip(pki_issue::containers::CONTAINER_FILES)
     {
         let signed = match object {
             DataObject::SecurityObject | DataObject::Fingerprints | DataObject::FacialImage => {
@@ -504,7 +504,7 @@ pub fn render_containers(entries: &[ContainerEntry]) -> String {
 mod tests {
     use super::*;
     use host::{InProcess, TransportExt};
-    use pki::issue::{CardOptions, TestPki, TestPkiOptions};
+    use pki_issue::{CardOptions, TestPki, TestPkiOptions};
 
     fn read(pin: bool) -> Vec<ContainerEntry> {
         let pki = TestPki::generate(TestPkiOptions::default()).unwrap();

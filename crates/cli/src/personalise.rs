@@ -1,9 +1,9 @@
 //! Turning issued credentials (`pivgate pki issue-card`) into a software
-//! card image (the work is `pki::issue::CardCredentials::card_image`).
+//! card image (the work is `pki_issue::CardCredentials::card_image`).
 
 use anyhow::{Context, Result};
 use card::CardImage;
-use pki::issue::CardCredentials;
+use pki_issue::CardCredentials;
 
 /// A blank card (default PIN, PUK and management key) holding `creds`.
 pub fn personalise(creds: &CardCredentials, serial: Option<u32>) -> Result<CardImage> {

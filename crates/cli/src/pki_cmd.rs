@@ -5,19 +5,19 @@
 use anyhow::Context;
 use clap::{Args, Subcommand, ValueEnum};
 use const_oid::ObjectIdentifier;
-use pki::crl::CrlSet;
 use pki::fetch::{fetch_for_path, CrlFetcher, FetchConfig};
 use pki::fips201::{
     check_bindings, validate_profile, verify_chuid, CertProfile, Fips201Error, PivValidated,
 };
 use pki::input::{read_bounded, InputKind};
-use pki::issue::{CardOptions, CrlReason, KeyAlgorithm, TestPki, TestPkiOptions};
 use pki::ocsp::client::{NoncePolicy, OcspClient, OcspConfig, RequestMethod};
 use pki::ocsp::CertIdHash;
 use pki::options::AnchorConstraints;
+use pki::revocation_set::RevocationSet;
 use pki::time::Time;
 use pki::trust::{RevocationCheck, RevocationConfig, RevocationSourceConfig, Trust, TrustConfig};
 use pki::validate::ValidationOptions;
+use pki_issue::{CardOptions, CrlReason, KeyAlgorithm, TestPki, TestPkiOptions};
 use serde_json::json;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -297,7 +297,7 @@ pub struct TrustArgs {
     /// (id-fpki-common-*) or test (the Federal PKI's test arc
     /// 2.16.840.1.101.3.2.1.48.x, as `pki init --policy-set test` issues).
     #[arg(long, default_value = "production", value_name = "SET")]
-    policy_set: pki::issue::PolicySet,
+    policy_set: pki_issue::PolicySet,
     /// What a trust anchor certificate contributes: `constrained` applies
     /// its validity, CA status, critical extensions, name constraints, path
     /// length and policies to the path (RFC 5937); `bare` uses only its name
@@ -382,7 +382,7 @@ pub struct InitArgs {
     /// PKI's test arc 2.16.840.1.101.3.2.1.48.x); kept in the PKI's manifest
     /// for every later issue.
     #[arg(long, default_value = "production", value_name = "SET")]
-    policy_set: pki::issue::PolicySet,
+    policy_set: pki_issue::PolicySet,
     /// CRL lifetime in days (nextUpdate - thisUpdate).
     #[arg(long, default_value_t = 7, value_parser = clap::value_parser!(i64).range(1..=3650))]
     crl_days: i64,
@@ -527,7 +527,7 @@ pub fn run(cmd: PkiCommand) -> anyhow::Result<ExitCode> {
         PkiCommand::Revoke(a) => revoke(a),
         PkiCommand::RefreshCrls(a) => refresh_crls(a),
         PkiCommand::Mesh(a) => {
-            use pki::issue::mesh::{Mesh, MeshOptions};
+            use pki_issue::mesh::{Mesh, MeshOptions};
             let opts = if a.small {
                 MeshOptions::small()
             } else {
@@ -643,7 +643,7 @@ pub(crate) fn load_inputs(t: &TrustArgs) -> anyhow::Result<Inputs> {
 /// With --fetch-crls, the CRLs given plus those downloaded for the
 /// certificates of `leaf`'s path to a trust anchor. Download failures are
 /// reported on stderr (the validation then fails closed in require mode).
-fn fetched_crls(inputs: &Inputs, leaf: &[u8]) -> Option<CrlSet> {
+fn fetched_crls(inputs: &Inputs, leaf: &[u8]) -> Option<RevocationSet> {
     let t = &inputs.trust;
     let fetcher = CrlFetcher::new(t.fetch?);
     let fetched = fetch_for_path(&fetcher, &t.store, leaf, &[], &t.crls, &inputs.opts);
@@ -656,7 +656,7 @@ fn fetched_crls(inputs: &Inputs, leaf: &[u8]) -> Option<CrlSet> {
 /// With OCSP on, `crls` plus the answers of the responders of the
 /// certificates of `leaf`'s path to a trust anchor. Failed requests are
 /// reported on stderr (the validation then decides what they mean).
-fn with_ocsp(inputs: &Inputs, leaf: &[u8], crls: &CrlSet) -> Option<CrlSet> {
+fn with_ocsp(inputs: &Inputs, leaf: &[u8], crls: &RevocationSet) -> Option<RevocationSet> {
     let t = &inputs.trust;
     let client = OcspClient::new(t.ocsp.clone()?);
     let got = pki::ocsp::client::fetch_for_path(&client, &t.store, leaf, &[], crls, &inputs.opts);
@@ -947,7 +947,7 @@ fn init(a: InitArgs) -> anyhow::Result<ExitCode> {
             } else {
                 Some(
                     a.crl_url
-                        .unwrap_or_else(|| pki::issue::DEFAULT_PUBLICATION_URL.to_string()),
+                        .unwrap_or_else(|| pki_issue::DEFAULT_PUBLICATION_URL.to_string()),
                 )
             },
             ocsp_url: a.ocsp_url,
@@ -976,7 +976,7 @@ fn init(a: InitArgs) -> anyhow::Result<ExitCode> {
     if let Some(base) = &pki.options().crl_base_url {
         println!(
             "  published:      {}/ (serve it at {base}: root.crl, intermediate.crl, root.p7c, intermediate.p7c)",
-            a.dir.join(pki::issue::PUBLISH_DIR).display()
+            a.dir.join(pki_issue::PUBLISH_DIR).display()
         );
     }
     println!("  private keys:   *.key.pem (PKCS#8, mode 0600)");

@@ -12,7 +12,7 @@ use host::{Readers, Transport, TransportError};
 use links::osdp::cp::CpEvent;
 use links::serial::CpHandle;
 use links::transparent::{OsdpTransport, SharedBus};
-use pki::issue::{DeviceOptions, DeviceRole, TestPki};
+use pki_issue::{DeviceOptions, DeviceRole, TestPki};
 use remote::agent::{self, AgentConfig, AgentEvent, CardState, SharedCard};
 use tokio::sync::{mpsc, watch};
 
@@ -461,7 +461,7 @@ pub fn issue_device(a: IssueDeviceArgs) -> Result<ExitCode> {
     cred.save(&a.out, &stem, &[pki.intermediate_der()])?;
     std::fs::write(
         a.out.join("ca.pem"),
-        pki::issue::pem_encode("CERTIFICATE", pki.root_der()),
+        pki_issue::pem_encode("CERTIFICATE", pki.root_der()),
     )
     .with_context(|| format!("writing {}", a.out.join("ca.pem").display()))?;
     println!(

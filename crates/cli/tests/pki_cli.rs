@@ -513,7 +513,7 @@ fn malformed_trust_files_are_usage_errors_naming_the_file() {
     let crl_pem = pki.join("root.crl.pem");
     let crl_der = write(
         "root.crl",
-        &pki::issue::pem_decode("X509 CRL", &std::fs::read(&crl_pem).unwrap()).unwrap(),
+        &pki_issue::pem_decode("X509 CRL", &std::fs::read(&crl_pem).unwrap()).unwrap(),
     );
     let empty_blocks = write(
         "empty-blocks.pem",
@@ -750,7 +750,7 @@ fn fifos_and_devices_are_refused_in_bounded_time() {
 /// server cannot hold the command.
 #[test]
 fn fetch_crls_downloads_nothing_for_an_untrusted_certificate() {
-    use pki::issue::{CertificateBuilder, KeyAlgorithm, KeyPair};
+    use pki_issue::{CertificateBuilder, KeyAlgorithm, KeyPair};
     use std::sync::atomic::{AtomicUsize, Ordering};
     use std::sync::Arc;
     let dir = tempfile::tempdir().unwrap();
@@ -1009,12 +1009,12 @@ fn the_policy_set_and_publication_urls_are_chosen_at_init() {
 /// Writes `der` as PEM to `dir/name` and returns the path.
 fn pem_file(dir: &Path, name: &str, der: &[u8]) -> std::path::PathBuf {
     let p = dir.join(name);
-    std::fs::write(&p, pki::issue::pem_encode("CERTIFICATE", der)).unwrap();
+    std::fs::write(&p, pki_issue::pem_encode("CERTIFICATE", der)).unwrap();
     p
 }
 
-fn p256() -> pki::issue::KeyPair {
-    pki::issue::KeyPair::generate(pki::issue::KeyAlgorithm::P256).unwrap()
+fn p256() -> pki_issue::KeyPair {
+    pki_issue::KeyPair::generate(pki_issue::KeyAlgorithm::P256).unwrap()
 }
 
 /// `pki verify --anchors ANCHOR --revocation off EXTRA... LEAF`.
@@ -1034,7 +1034,7 @@ fn verify_with(anchor: &Path, extra: &[&str], leaf: &Path) -> Output {
 
 #[test]
 fn a_certificate_that_breaks_a_rule_is_invalid_not_unreadable() {
-    use pki::issue::CertificateBuilder;
+    use pki_issue::CertificateBuilder;
     use x509_oid::SAN;
     let dir = tempfile::tempdir().unwrap();
     let k = p256();
@@ -1097,7 +1097,7 @@ mod x509_oid {
 
 #[test]
 fn anchor_constraints_apply_unless_anchors_are_bare() {
-    use pki::issue::{now, CertificateBuilder};
+    use pki_issue::{now, CertificateBuilder};
     let dir = tempfile::tempdir().unwrap();
     let (rk, ak) = (p256(), p256());
     let root = CertificateBuilder::new("CN=CLI Root,O=pivgate,C=US", rk.spki_der())

@@ -4,8 +4,8 @@
 
 mod util;
 
-use pki::issue::ocsp_responder::{responder_builder, with_ocsp_responder};
-use pki::issue::{pem_encode, CertificateBuilder, KeyAlgorithm, KeyPair};
+use pki_issue::ocsp_responder::{responder_builder, with_ocsp_responder};
+use pki_issue::{pem_encode, CertificateBuilder, KeyAlgorithm, KeyPair};
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -88,7 +88,7 @@ fn make_ca(dir: &Path) -> (Vec<u8>, KeyPair) {
         pem_encode("PRIVATE KEY", rkey.pkcs8_der()),
     )
     .unwrap();
-    let now = pki::issue::now();
+    let now = pki_issue::now();
     let exp = index_time(now + 365 * 86_400);
     let rev = index_time(now - 600);
     std::fs::write(

@@ -45,7 +45,7 @@ fn hub_config(dir: &Path) -> HubConfig {
     store
         .add_anchors_from_path(dir.join("pki/root.pem"))
         .unwrap();
-    let mut crls = pki::crl::CrlSet::builder();
+    let mut crls = pki::revocation_set::RevocationSet::builder();
     for f in ["pki/root.crl.pem", "pki/intermediate.crl.pem"] {
         crls.add_path(dir.join(f)).unwrap();
     }
@@ -104,7 +104,7 @@ fn a_reader_agent_process_gets_its_tap_granted_by_a_remote_hub() {
         "--out",
         s(&d("reader")),
     ]);
-    let pki = pki::issue::TestPki::load(&d("pki")).unwrap();
+    let pki = pki_issue::TestPki::load(&d("pki")).unwrap();
     let authn = Arc::new(Authenticator::new(
         pki.trust_store(),
         pki.crl_set().unwrap(),

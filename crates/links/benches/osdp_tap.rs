@@ -23,7 +23,7 @@ use links::osdp::pd::{PdConfig, PeripheralDevice};
 use links::osdp::sc::Key;
 use links::serial::{CpHandle, Link, PdHandle, Pty};
 use links::transparent::{CardBridge, OsdpTransport};
-use pki::issue::{CardOptions, KeyAlgorithm, TestPki, TestPkiOptions};
+use pki_issue::{CardOptions, KeyAlgorithm, TestPki, TestPkiOptions};
 
 fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(|a, b| a.partial_cmp(b).unwrap());

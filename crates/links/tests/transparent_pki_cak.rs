@@ -15,7 +15,7 @@ use links::osdp::pd::{PdConfig, PeripheralDevice};
 use links::osdp::sc::Key;
 use links::serial::{wire_time, CpHandle, Link, PdHandle, Pty};
 use links::transparent::{CardBridge, OsdpTransport};
-use pki::issue::{CardOptions, KeyAlgorithm, TestPki, TestPkiOptions};
+use pki_issue::{CardOptions, KeyAlgorithm, TestPki, TestPkiOptions};
 
 fn pki_cak_through_an_osdp_reader(baud: u32) {
     let pki = TestPki::generate(TestPkiOptions::default()).unwrap();

@@ -3,7 +3,7 @@
 
 use criterion::{black_box, criterion_group, criterion_main, Criterion};
 use pki::cache::{fingerprint, leaf_digest, CacheConfig, Scope, ValidationCache};
-use pki::issue::{CardOptions, TestPki, TestPkiOptions};
+use pki_issue::{CardOptions, TestPki, TestPkiOptions};
 use std::sync::Arc;
 
 fn bench_cache(c: &mut Criterion) {
@@ -54,8 +54,8 @@ fn bench_cache(c: &mut Criterion) {
 /// What the cache saves: a cold FIPS 201 validation of the same leaf (P-256
 /// chain of three with two CRLs), and CHUID signature verification.
 fn bench_fips201(c: &mut Criterion) {
-    use pki::crl::CrlSet;
     use pki::fips201::{validate_profile, validate_profile_cached, verify_chuid, CertProfile};
+    use pki::revocation_set::RevocationSet;
     use pki::store::TrustStore;
     use pki::validate::{validate, ValidationOptions};
 
@@ -66,7 +66,7 @@ fn bench_fips201(c: &mut Criterion) {
     b.add_anchor_der(pki.root_der().to_vec());
     b.add_intermediate_der(pki.intermediate_der().to_vec());
     let store = b.build();
-    let mut cb = CrlSet::builder();
+    let mut cb = RevocationSet::builder();
     for crl in pki.crls() {
         cb.add_der(crl).expect("CRL");
     }

@@ -9,16 +9,16 @@
 
 use criterion::{black_box, criterion_group, criterion_main, Criterion};
 use pki::cert::Cert;
-use pki::crl::CrlSet;
-use pki::issue::ocsp_responder::responder_builder;
-use pki::issue::{pem_encode, CertificateBuilder, KeyAlgorithm, KeyPair};
 use pki::ocsp::client::{OcspClient, OcspConfig};
 use pki::ocsp::{authorize, encode_request, CertId, CertIdHash, OcspResponse};
 use pki::options::RevocationSource;
+use pki::revocation_set::RevocationSet;
 use pki::sig::{verify, AlgorithmPolicy};
 use pki::store::TrustStore;
 use pki::time::Time;
 use pki::validate::{validate, RevocationMode, ValidationOptions};
+use pki_issue::ocsp_responder::responder_builder;
+use pki_issue::{pem_encode, CertificateBuilder, KeyAlgorithm, KeyPair};
 use std::process::Command;
 use std::sync::Arc;
 
@@ -119,7 +119,7 @@ fn bench_ocsp(c: &mut Criterion) {
 
     // Sanity: the answer is good and validation relies on it.
     let resp = Arc::new(OcspResponse::from_der(s.response.clone()).expect("response parses"));
-    let set = CrlSet::empty().with_ocsp(std::slice::from_ref(&resp));
+    let set = RevocationSet::empty().with_ocsp(std::slice::from_ref(&resp));
     validate(&s.store, s.leaf.der(), &[], &set, &opts).expect("the leaf validates with OCSP");
 
     let mut g = c.benchmark_group("ocsp");

@@ -1,4 +1,4 @@
-//! Path building and validation through a bridged mesh (`pki::issue::mesh`, over 300 CA
+//! Path building and validation through a bridged mesh (`pki_issue::mesh`, over 300 CA
 //! certificates cross-certified both ways) for end entities whose shortest path has 2, 3, 4
 //! and 5 certificates, beside OpenSSL (`X509_verify_cert` with the pool as untrusted certificates,
 //! CRL checking and explicit policy, in `bench/peers/peers.c`) and Go's `crypto/x509`
@@ -12,11 +12,11 @@
 //! hit.
 
 use pki::cache::{fingerprint, CacheConfig, Scope, ValidationCache};
-use pki::crl::CrlSet;
-use pki::issue::mesh::{Mesh, MeshAnchor, MeshLeaf, MeshOptions};
+use pki::revocation_set::RevocationSet;
 use pki::store::TrustStore;
 use pki::time::Time;
 use pki::validate::{validate, ValidationOptions};
+use pki_issue::mesh::{Mesh, MeshAnchor, MeshLeaf, MeshOptions};
 use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -34,8 +34,8 @@ fn store(mesh: &Mesh, anchor: MeshAnchor) -> TrustStore {
     b.build()
 }
 
-fn crls(mesh: &Mesh) -> CrlSet {
-    let mut b = CrlSet::builder();
+fn crls(mesh: &Mesh) -> RevocationSet {
+    let mut b = RevocationSet::builder();
     for c in mesh.crls() {
         b.add_der(c.der.clone()).expect("CRL");
     }
@@ -72,7 +72,7 @@ fn write_peer_files(mesh: &Mesh, dir: &Path) {
         let pem: String = mesh
             .pool_without(anchor)
             .iter()
-            .map(|d| pki::issue::pem_encode("CERTIFICATE", d))
+            .map(|d| pki_issue::pem_encode("CERTIFICATE", d))
             .collect();
         std::fs::write(dir.join(format!("untrusted-{}.pem", anchor.label())), pem)
             .expect("write the pool");

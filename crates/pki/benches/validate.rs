@@ -23,7 +23,7 @@ use peers::{fmt_duration, ratio, PeerResult};
 use std::sync::Arc;
 
 use pki::cache::{fingerprint, CacheConfig, Scope, ValidationCache};
-use pki::crl::CrlSet;
+use pki::revocation_set::RevocationSet;
 use pki::store::TrustStore;
 use pki::time::Time;
 use pki::validate::{validate, RevocationMode, ValidatedPath, ValidationError, ValidationOptions};
@@ -34,7 +34,7 @@ const CRL_ENTRIES: usize = 1_000;
 struct Setup {
     chain: gen::TestChain,
     store: TrustStore,
-    crls: CrlSet,
+    crls: RevocationSet,
     opts: ValidationOptions,
 }
 
@@ -43,7 +43,7 @@ fn setup(revoke_leaf: bool) -> Setup {
     let mut builder = TrustStore::builder();
     builder.add_anchor_der(chain.root.clone());
     let store = builder.build();
-    let mut crls = CrlSet::builder();
+    let mut crls = RevocationSet::builder();
     crls.add_der(chain.root_crl.clone())
         .expect("root CRL loads");
     crls.add_der(chain.intermediate_crl.clone())
@@ -229,9 +229,9 @@ fn main() {
 
 /// Members of a chain family validated once each, so no signature result
 /// can be remembered from an earlier iteration: `(cold, new card)`.
-/// Cold: new intermediate, leaf and CRLs (a fresh `CrlSet`, built outside the
+/// Cold: new intermediate, leaf and CRLs (a fresh `RevocationSet`, built outside the
 /// timed region) every iteration — four RSA-2048 verifications. New card:
-/// new intermediate and leaf against one long-lived `CrlSet`.
+/// new intermediate and leaf against one long-lived `RevocationSet`.
 fn cold_validations() -> (Duration, Duration) {
     const RUNS: usize = 101;
     let family = gen::chain_family(true, CRL_ENTRIES, false, RUNS * 2);
@@ -243,13 +243,13 @@ fn cold_validations() -> (Duration, Duration) {
         ..ValidationOptions::default()
     };
     let crl_set = |c: &gen::TestChain| {
-        let mut b = CrlSet::builder();
+        let mut b = RevocationSet::builder();
         b.add_der(c.root_crl.clone()).expect("root CRL");
         b.add_der(c.intermediate_crl.clone())
             .expect("intermediate CRL");
         b.build()
     };
-    let timed = |c: &gen::TestChain, crls: &CrlSet| {
+    let timed = |c: &gen::TestChain, crls: &RevocationSet| {
         let t0 = Instant::now();
         let path = validate(&store, &c.leaf, &[&c.intermediate], crls, &opts);
         let elapsed = t0.elapsed();
@@ -281,7 +281,7 @@ fn cold_validations() -> (Duration, Duration) {
 fn setup_like(s: &Setup) -> Setup {
     let mut builder = TrustStore::builder();
     builder.add_anchor_der(s.chain.root.clone());
-    let mut crls = CrlSet::builder();
+    let mut crls = RevocationSet::builder();
     crls.add_der(s.chain.root_crl.clone()).expect("root CRL");
     crls.add_der(s.chain.intermediate_crl.clone())
         .expect("intermediate CRL");

@@ -33,7 +33,7 @@ const RETIRED_KEPT: usize = 16;
 pub struct Scope {
     /// `TrustStore::id()` of the store used.
     pub store_id: u64,
-    /// `CrlSet::id()` of the CRLs used.
+    /// `RevocationSet::id()` of the CRLs used.
     pub crl_id: u64,
     /// A fingerprint of every other input except the validation time; see
     /// [`fingerprint`].
@@ -46,7 +46,7 @@ impl Scope {
     /// [`options_fingerprint`].
     pub fn for_validation(
         store: &crate::store::TrustStore,
-        crls: &crate::crl::CrlSet,
+        crls: &crate::revocation_set::RevocationSet,
         opts: &ValidationOptions,
         profile: impl Hash,
     ) -> Scope {

@@ -1178,7 +1178,7 @@ mod tests {
 
     #[test]
     fn scan_and_full_parse_agree() {
-        use crate::issue::{CertificateBuilder, KeyAlgorithm, KeyPair};
+        use pki_issue::{CertificateBuilder, KeyAlgorithm, KeyPair};
         let k = KeyPair::generate(KeyAlgorithm::P256).unwrap();
         let der = CertificateBuilder::new("CN=Scan,O=pivgate,C=US", k.spki_der())
             .unwrap()
@@ -1199,7 +1199,7 @@ mod tests {
 
     #[test]
     fn other_names_and_distribution_point_uris_are_kept() {
-        use crate::issue::{CertificateBuilder, KeyAlgorithm, KeyPair};
+        use pki_issue::{CertificateBuilder, KeyAlgorithm, KeyPair};
         let k = KeyPair::generate(KeyAlgorithm::P256).unwrap();
         let fascn = [0x5a; 25];
         let der = CertificateBuilder::new("CN=Names,O=pivgate,C=US", k.spki_der())
@@ -1352,7 +1352,7 @@ mod tests {
 
     #[test]
     fn a_certificate_with_a_padded_length_is_malformed() {
-        use crate::issue::{CertificateBuilder, KeyAlgorithm, KeyPair};
+        use pki_issue::{CertificateBuilder, KeyAlgorithm, KeyPair};
         let k = KeyPair::generate(KeyAlgorithm::P256).unwrap();
         let der = CertificateBuilder::new("CN=Padded,O=pivgate,C=US", k.spki_der())
             .unwrap()

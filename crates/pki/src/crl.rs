@@ -1,4 +1,5 @@
-//! Certificate revocation lists (RFC 5280 §5) and an immutable, indexed set of them.
+//! Certificate revocation lists (RFC 5280 §5): parsing and the per-CRL index of revoked serials.
+//! A set of them, with OCSP answers, is [`crate::revocation_set::RevocationSet`].
 //!
 //! A CRL is parsed with the bounds-checked cursor in one linear pass; revoked serial numbers are
 //! indexed in a hash table as they are read (no per-entry allocation), so a CRL with a million
@@ -10,13 +11,12 @@ use crate::cert::{
     parse_dp_name, parse_general_names, parse_reason_flags, DistributionPointName, GeneralName,
 };
 use crate::name::{self, NormName};
-use crate::ocsp::{CertId, OcspResponse};
+pub use crate::reason::Reason;
 use crate::sig::SignatureAlgorithm;
 use crate::time::Time;
-use std::collections::HashMap;
 use std::hash::{BuildHasher, Hasher};
 use std::ops::Range;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 use thiserror::Error;
 
@@ -52,59 +52,6 @@ fn field<T>(name: &'static str, r: Result<T, DerError>) -> Result<T, CrlError> {
         field: name,
         source,
     })
-}
-
-/// CRL reason codes (RFC 5280 §5.3.1).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Reason {
-    Unspecified,
-    KeyCompromise,
-    CaCompromise,
-    AffiliationChanged,
-    Superseded,
-    CessationOfOperation,
-    CertificateHold,
-    RemoveFromCrl,
-    PrivilegeWithdrawn,
-    AaCompromise,
-    Other(u8),
-}
-
-impl Reason {
-    pub(crate) fn from_code(c: u8) -> Reason {
-        match c {
-            0 => Reason::Unspecified,
-            1 => Reason::KeyCompromise,
-            2 => Reason::CaCompromise,
-            3 => Reason::AffiliationChanged,
-            4 => Reason::Superseded,
-            5 => Reason::CessationOfOperation,
-            6 => Reason::CertificateHold,
-            8 => Reason::RemoveFromCrl,
-            9 => Reason::PrivilegeWithdrawn,
-            10 => Reason::AaCompromise,
-            other => Reason::Other(other),
-        }
-    }
-}
-
-impl std::fmt::Display for Reason {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let s = match self {
-            Reason::Unspecified => "unspecified",
-            Reason::KeyCompromise => "key compromise",
-            Reason::CaCompromise => "CA compromise",
-            Reason::AffiliationChanged => "affiliation changed",
-            Reason::Superseded => "superseded",
-            Reason::CessationOfOperation => "cessation of operation",
-            Reason::CertificateHold => "certificate hold",
-            Reason::RemoveFromCrl => "remove from CRL",
-            Reason::PrivilegeWithdrawn => "privilege withdrawn",
-            Reason::AaCompromise => "AA compromise",
-            Reason::Other(c) => return write!(f, "reason code {c}"),
-        };
-        f.write_str(s)
-    }
 }
 
 /// All reasons of ReasonFlags (bits 1 to 8).
@@ -520,191 +467,6 @@ fn parse_idp(v: &[u8]) -> Result<IssuingDistributionPoint, DerError> {
 /// Compares two CRL numbers (big-endian unsigned, leading zeros stripped).
 pub fn cmp_crl_number(a: &[u8], b: &[u8]) -> std::cmp::Ordering {
     a.len().cmp(&b.len()).then_with(|| a.cmp(b))
-}
-
-/// An immutable set of revocation data: CRLs indexed by issuer name, and OCSP responses
-/// ([`crate::ocsp`]) indexed by the CertIDs they answer for.
-#[derive(Debug)]
-pub struct CrlSet {
-    id: u64,
-    crls: Vec<Arc<Crl>>,
-    by_issuer: HashMap<NormName, Vec<u32>>,
-    ocsp: Vec<Arc<OcspResponse>>,
-    by_cert_id: HashMap<CertId, Vec<u32>>,
-}
-
-impl CrlSet {
-    pub fn builder() -> CrlSetBuilder {
-        CrlSetBuilder::default()
-    }
-    pub fn empty() -> CrlSet {
-        CrlSetBuilder::default().build()
-    }
-    pub fn id(&self) -> u64 {
-        self.id
-    }
-    pub fn len(&self) -> usize {
-        self.crls.len()
-    }
-    pub fn is_empty(&self) -> bool {
-        self.crls.is_empty()
-    }
-    pub fn crls(&self) -> &[Arc<Crl>] {
-        &self.crls
-    }
-    /// CRLs whose issuer field matches `name`.
-    pub fn by_issuer(&self, name: &NormName) -> impl Iterator<Item = &Arc<Crl>> + '_ {
-        self.by_issuer
-            .get(name)
-            .into_iter()
-            .flatten()
-            .map(|&i| &self.crls[i as usize])
-    }
-    /// The OCSP responses held.
-    pub fn ocsp_responses(&self) -> &[Arc<OcspResponse>] {
-        &self.ocsp
-    }
-    /// OCSP responses with a single response about `id`.
-    pub fn ocsp_for(&self, id: &CertId) -> impl Iterator<Item = &Arc<OcspResponse>> + '_ {
-        self.by_cert_id
-            .get(id)
-            .into_iter()
-            .flatten()
-            .map(|&i| &self.ocsp[i as usize])
-    }
-    /// A new set (with a new id) holding this one's CRLs and OCSP responses and `more`
-    /// responses.
-    pub fn with_ocsp(&self, more: &[Arc<OcspResponse>]) -> CrlSet {
-        let mut b = CrlSet::builder();
-        for c in &self.crls {
-            b.add_crl(c.clone());
-        }
-        for r in self.ocsp.iter().chain(more) {
-            b.add_ocsp(r.clone());
-        }
-        b.build()
-    }
-}
-
-impl Default for CrlSet {
-    fn default() -> Self {
-        CrlSet::empty()
-    }
-}
-
-/// Collects CRLs for a [`CrlSet`].
-#[derive(Default)]
-pub struct CrlSetBuilder {
-    crls: Vec<Arc<Crl>>,
-    ocsp: Vec<Arc<OcspResponse>>,
-    ocsp_seen: std::collections::HashSet<usize>,
-}
-
-impl CrlSetBuilder {
-    /// Parses and adds one DER CRL.
-    pub fn add_der(&mut self, der: Vec<u8>) -> Result<&mut Self, CrlError> {
-        self.crls.push(Arc::new(Crl::from_der(der)?));
-        Ok(self)
-    }
-
-    /// Adds an already parsed CRL.
-    pub fn add_crl(&mut self, crl: Arc<Crl>) -> &mut Self {
-        self.crls.push(crl);
-        self
-    }
-
-    /// Adds a parsed OCSP response (the same response twice is kept once).
-    pub fn add_ocsp(&mut self, resp: Arc<OcspResponse>) -> &mut Self {
-        if self.ocsp_seen.insert(Arc::as_ptr(&resp) as usize) {
-            self.ocsp.push(resp);
-        }
-        self
-    }
-
-    /// Adds CRLs from a DER or PEM (`X509 CRL`) file, or every such file of a directory.
-    /// Returns how many were added. Files are read bounded (see [`crate::input`]). Every file
-    /// of a directory must be a CRL: one that is damaged, unreadable or not a regular file is
-    /// an error naming it, never skipped, since a missing CRL would let a revoked certificate
-    /// pass where revocation data is optional.
-    pub fn add_path(&mut self, path: impl AsRef<Path>) -> Result<usize, CrlError> {
-        use crate::input::{self, InputKind};
-        let path = path.as_ref();
-        if input::is_directory(path)? {
-            let mut n = 0;
-            for f in input::directory_files(path, InputKind::Crl)? {
-                n += self.add_file(&f)?;
-            }
-            Ok(n)
-        } else {
-            self.add_file(path)
-        }
-    }
-
-    fn add_file(&mut self, path: &Path) -> Result<usize, CrlError> {
-        let data = crate::input::read_bounded(path, crate::input::InputKind::Crl)?;
-        let before = self.crls.len();
-        let added = self.add_file_data(path, data);
-        if added.is_err() {
-            // All or nothing per file.
-            self.crls.truncate(before);
-        }
-        added.map_err(|e| match e {
-            e @ CrlError::BadFile { .. } => e,
-            e => CrlError::InFile {
-                path: path.to_owned(),
-                source: Box::new(e),
-            },
-        })
-    }
-
-    fn add_file_data(&mut self, path: &Path, data: Vec<u8>) -> Result<usize, CrlError> {
-        if memchr::memmem::find(&data, b"-----BEGIN X509 CRL-----").is_some() {
-            let blocks =
-                crate::pem::decode_all("X509 CRL", &data).map_err(|e| CrlError::BadFile {
-                    origin: path.display().to_string(),
-                    reason: e.to_string(),
-                })?;
-            let n = blocks.len();
-            for der in blocks {
-                self.add_der(der)?;
-            }
-            Ok(n)
-        } else if data.first() == Some(&tag::SEQUENCE) {
-            self.add_der(data)?;
-            Ok(1)
-        } else {
-            Err(CrlError::BadFile {
-                origin: path.display().to_string(),
-                reason: "not a DER or PEM (X509 CRL) CRL".into(),
-            })
-        }
-    }
-
-    pub fn build(self) -> CrlSet {
-        let mut by_issuer: HashMap<NormName, Vec<u32>> = HashMap::new();
-        for (i, c) in self.crls.iter().enumerate() {
-            by_issuer
-                .entry(c.issuer.clone())
-                .or_default()
-                .push(i as u32);
-        }
-        let mut by_cert_id: HashMap<CertId, Vec<u32>> = HashMap::new();
-        for (i, r) in self.ocsp.iter().enumerate() {
-            for s in &r.responses {
-                let v = by_cert_id.entry(s.id.clone()).or_default();
-                if !v.contains(&(i as u32)) {
-                    v.push(i as u32);
-                }
-            }
-        }
-        CrlSet {
-            id: crate::snapshot::next_id(),
-            crls: self.crls,
-            by_issuer,
-            ocsp: self.ocsp,
-            by_cert_id,
-        }
-    }
 }
 
 #[cfg(test)]

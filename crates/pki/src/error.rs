@@ -1,10 +1,11 @@
 //! Why a certification path is not valid: [`ValidationError`], its stable machine
 //! [`code`](ValidationError::code), its [`rank`](ValidationError::rank) for choosing which of
 //! several failed candidate paths to report, and the typed revocation problems
-//! ([`RevocationProblem`]) behind [`ValidationError::RevocationUnavailable`].
+//! ([`RevocationProblem`], with the OCSP ones in [`OcspProblem`]) behind
+//! [`ValidationError::RevocationUnavailable`].
 
 use crate::cert::{Cert, CertError};
-use crate::crl::Reason;
+use crate::reason::Reason;
 use crate::sig::SignatureError;
 use crate::time::Time;
 use std::fmt;
@@ -343,7 +344,7 @@ pub enum RevocationProblem {
     #[error("no CRL issued by {issuer} was supplied")]
     NoCrl { issuer: String },
     #[error(transparent)]
-    Ocsp(#[from] crate::ocsp::OcspProblem),
+    Ocsp(#[from] OcspProblem),
 }
 
 impl RevocationProblem {
@@ -376,9 +377,112 @@ impl RevocationProblem {
     }
 }
 
+/// Why an OCSP response could not vouch for a certificate.
+#[derive(Clone, Debug, PartialEq, Eq, Error)]
+pub enum OcspProblem {
+    #[error("no OCSP response about it was available")]
+    NoResponse,
+    #[error("the OCSP responder {responder} does not know the certificate (status unknown)")]
+    StatusUnknown { responder: String },
+    #[error("the OCSP response is signed by {signer}, which is neither the certificate's issuer nor a responder that issuer authorised (issued by it with id-kp-OCSPSigning)")]
+    UnauthorizedResponder { signer: String },
+    #[error("no certificate of the issuer or an authorised responder verifies the OCSP response from {responder}")]
+    NoSigner { responder: String },
+    #[error("the signature on the OCSP response from {responder} does not verify: {error}")]
+    BadSignature {
+        responder: String,
+        error: SignatureError,
+    },
+    #[error("the OCSP response from {responder} is not valid before {this_update}")]
+    NotYetValid {
+        responder: String,
+        this_update: Time,
+    },
+    #[error("the OCSP response from {responder} expired at {next_update}")]
+    Expired {
+        responder: String,
+        next_update: Time,
+    },
+    #[error("the OCSP response from {responder} has no nextUpdate and was produced at {this_update}, more than {max_age_secs} s before the validation time")]
+    TooOld {
+        responder: String,
+        this_update: Time,
+        max_age_secs: u64,
+    },
+    #[error("the OCSP response from {responder} has a critical extension that is not understood")]
+    UnknownCriticalExtension { responder: String },
+    #[error("OCSP responder certificate {responder} is not valid at the validation time")]
+    ResponderExpired { responder: String },
+    #[error("OCSP responder certificate {responder} lacks the key usage digitalSignature")]
+    ResponderKeyUsage { responder: String },
+    #[error("the revocation status of OCSP responder certificate {responder} (no id-pkix-ocsp-nocheck) is not established: {error}")]
+    ResponderUnchecked {
+        responder: String,
+        error: Box<ValidationError>,
+    },
+}
+
+impl OcspProblem {
+    /// A stable, kebab-case machine code.
+    pub fn code(&self) -> &'static str {
+        use OcspProblem::*;
+        match self {
+            NoResponse => "ocsp-no-response",
+            StatusUnknown { .. } => "ocsp-status-unknown",
+            UnauthorizedResponder { .. } => "ocsp-unauthorized-responder",
+            NoSigner { .. } => "ocsp-signer-not-found",
+            BadSignature { .. } => "ocsp-signature-invalid",
+            NotYetValid { .. } => "ocsp-not-yet-valid",
+            Expired { .. } => "ocsp-expired",
+            TooOld { .. } => "ocsp-too-old",
+            UnknownCriticalExtension { .. } => "ocsp-unknown-critical-extension",
+            ResponderExpired { .. } => "ocsp-responder-expired",
+            ResponderKeyUsage { .. } => "ocsp-responder-key-usage",
+            ResponderUnchecked { .. } => "ocsp-responder-unchecked",
+        }
+    }
+}
+
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
+
+    /// One value of every problem.
+    pub(crate) fn every_problem() -> Vec<OcspProblem> {
+        use OcspProblem::*;
+        let s = || "CN=x".to_string();
+        let t = Time(0);
+        vec![
+            NoResponse,
+            StatusUnknown { responder: s() },
+            UnauthorizedResponder { signer: s() },
+            NoSigner { responder: s() },
+            BadSignature {
+                responder: s(),
+                error: SignatureError::Invalid,
+            },
+            NotYetValid {
+                responder: s(),
+                this_update: t,
+            },
+            Expired {
+                responder: s(),
+                next_update: t,
+            },
+            TooOld {
+                responder: s(),
+                this_update: t,
+                max_age_secs: 1,
+            },
+            UnknownCriticalExtension { responder: s() },
+            ResponderExpired { responder: s() },
+            ResponderKeyUsage { responder: s() },
+            ResponderUnchecked {
+                responder: s(),
+                error: Box::new(ValidationError::NotACa { subject: s() }),
+            },
+        ]
+    }
 
     fn s() -> String {
         "CN=x".to_string()
@@ -540,7 +644,7 @@ pub(crate) mod tests {
             NoCrl { issuer: s() },
         ]
         .into_iter()
-        .chain(crate::ocsp::tests::every_problem().into_iter().map(Ocsp))
+        .chain(every_problem().into_iter().map(Ocsp))
         .collect()
     }
 

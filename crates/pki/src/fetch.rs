@@ -17,7 +17,8 @@
 //! [`CrlFetcher::cached`] for grace-period decisions.
 
 use crate::cert::Cert;
-use crate::crl::{Crl, CrlSet};
+use crate::crl::Crl;
+use crate::revocation_set::RevocationSet;
 use crate::store::TrustStore;
 use crate::validate::{validate, RevocationMode, ValidationOptions};
 use serde::{Deserialize, Serialize};
@@ -152,7 +153,7 @@ pub struct CrlFetcher {
     config: FetchConfig,
     slots: Mutex<HashMap<String, Slot>>,
     /// The CRLs held, as one set; rebuilt only after a download changed them.
-    snapshot: Mutex<Option<Arc<CrlSet>>>,
+    snapshot: Mutex<Option<Arc<RevocationSet>>>,
 }
 
 impl std::fmt::Debug for CrlFetcher {
@@ -439,16 +440,16 @@ impl CrlFetcher {
     }
 
     /// Every CRL held (fresh or past its nextUpdate, so the validator can
-    /// apply its grace period) as one [`CrlSet`]. The same set (same
-    /// [`CrlSet::id`]) is returned until a download brings a different CRL,
+    /// apply its grace period) as one [`RevocationSet`]. The same set (same
+    /// [`RevocationSet::id`]) is returned until a download brings a different CRL,
     /// so validation caches keyed by the CRL set stay warm between taps.
     /// CRLs the validator's parser refuses are left out and logged.
-    pub fn crl_set(&self) -> Arc<CrlSet> {
+    pub fn crl_set(&self) -> Arc<RevocationSet> {
         let mut snap = self.snapshot.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(s) = snap.as_ref() {
             return s.clone();
         }
-        let mut b = CrlSet::builder();
+        let mut b = RevocationSet::builder();
         let mut urls: Vec<(String, Arc<Vec<u8>>)> = self
             .slots()
             .iter()
@@ -569,7 +570,7 @@ fn resolve_redirect(from: &str, location: &str) -> Option<String> {
 #[derive(Debug)]
 pub struct PathFetch {
     /// The CRLs given, plus those downloaded.
-    pub crls: CrlSet,
+    pub crls: RevocationSet,
     /// Downloads that failed; the validation that follows decides what they
     /// mean (in require mode, missing revocation data fails closed).
     pub errors: Vec<FetchError>,
@@ -590,7 +591,7 @@ pub fn fetch_for_path(
     store: &TrustStore,
     leaf: &[u8],
     intermediates: &[&[u8]],
-    crls: &CrlSet,
+    crls: &RevocationSet,
     opts: &ValidationOptions,
 ) -> PathFetch {
     let mut path_opts = opts.clone();
@@ -621,8 +622,8 @@ pub fn fetch_for_path(
 
 /// `base`'s CRLs (and OCSP answers) and the `fetched` CRLs as a new set; a fetched CRL the
 /// validator's parser refuses is left out and logged.
-fn copy_of(base: &CrlSet, fetched: &[FetchedCrl]) -> CrlSet {
-    let mut b = CrlSet::builder();
+fn copy_of(base: &RevocationSet, fetched: &[FetchedCrl]) -> RevocationSet {
+    let mut b = RevocationSet::builder();
     for c in base.crls() {
         b.add_crl(c.clone());
     }

@@ -1,12 +1,16 @@
 //! Trust store, path building and RFC 5280 validation for FIPS 201 certificates.
 //!
 //! [`store::TrustStore`] loads anchors and intermediates (PEM, DER, PKCS#7) in linear time and
-//! parses each certificate lazily; [`crl::CrlSet`] indexes revoked serials as CRLs are read;
+//! parses each certificate lazily; [`revocation_set::RevocationSet`] holds the CRLs (revoked
+//! serials indexed as they are read) and OCSP answers;
 //! [`validate::validate`] builds a path through them and applies RFC 5280 §6.1 (signatures,
 //! validity, basic constraints, key usage, name constraints, the certificate policy tree) and
 //! §6.3 revocation, failing closed when revocation data is missing or stale. All untrusted DER
 //! goes through the bounds-checked cursor in [`asn1`]. Correctness is checked against NIST PKITS
 //! (`tests/pkits.rs`).
+//!
+//! It validates and never issues: test PKIs, cards and device certificates come from the
+//! `pki-issue` crate, which depends on this one and is no part of it.
 //!
 //! # Module map
 //!
@@ -22,7 +26,9 @@
 //! | [`policy`] | the valid policy tree (§6.1.2 (a), §6.1.3 (d)-(f), §6.1.4 (a)-(b)) |
 //! | [`nc`] | name constraints matching (§4.2.1.10) |
 //! | [`cert`] | the one parse of a certificate into [`cert::Cert`] (extensions, subjectAltName with otherName, CRL distribution points) and the load-time key scan |
-//! | [`crl`] | CRL parsing and [`crl::CrlSet`], indexed by issuer and serial |
+//! | [`crl`] | CRL parsing, each CRL indexed by issuer and serial |
+//! | [`reason`] | [`reason::Reason`], why a certificate was revoked, as CRLs and OCSP give it |
+//! | [`revocation_set`] | [`revocation_set::RevocationSet`]: the CRLs and OCSP responses validation reads, indexed by issuer and CertID |
 //! | [`name`] | normalised distinguished names for matching, display names |
 //! | [`sig`] | signature algorithms, public keys, the algorithm policy, verification with aws-lc |
 //! | [`time`] | UTCTime / GeneralizedTime and [`time::Time`] |
@@ -35,11 +41,11 @@
 //! | [`trust`] | [`trust::TrustConfig`]: where trust comes from (anchors, untrusted intermediates, CRLs, revocation policy, CRL downloads), for the command line and the service alike, loaded strictly |
 //! | [`input`] | [`input::read_bounded`]: every input file is a regular file read with a cap by kind |
 //! | [`fips201`] | FIPS 201 certificate profiles ([`fips201::CertProfile`]), card identifiers ([`fips201::CertCardIds`]), CHUID, Security Object and biometric signatures, card/certificate bindings |
-//! | [`issue`] | a test PKI: certificates, CRLs, cards with every mandatory container (CHUID, CCC, Security Object, synthetic biometrics, Printed Information) for tests, benchmarks and demos; see `CARD-CONTENTS.md` |
 //!
 //! Dependencies point one way: `validate` → `path` → (`rules`, `revocation`) → (`options`,
-//! `error`, `budget`, `cert`, `crl`, …); `revocation` reaches path building only through a
-//! small trait for CRL-signer paths; `fips201` → `cache` → `options`.
+//! `error`, `budget`, `cert`, `revocation_set`, …); `revocation_set` → (`crl`, `ocsp`) →
+//! `error` → `reason`; `revocation` reaches path building only through a small trait for
+//! CRL-signer paths; `fips201` → `cache` → `options`. No two files import each other.
 
 pub mod asn1;
 pub mod budget;
@@ -50,7 +56,6 @@ pub mod error;
 pub mod fetch;
 pub mod fips201;
 pub mod input;
-pub mod issue;
 pub mod name;
 pub mod nc;
 pub mod ocsp;
@@ -58,7 +63,9 @@ pub mod options;
 pub mod path;
 pub mod pem;
 pub mod policy;
+pub mod reason;
 pub mod revocation;
+pub mod revocation_set;
 pub mod rules;
 pub mod sig;
 mod snapshot;

@@ -36,11 +36,11 @@
 
 use crate::budget::{Spent, LIMITS};
 use crate::cert::{Cert, CertError};
-use crate::crl::CrlSet;
 use crate::error::{Rank, ValidationError};
 use crate::name::NormName;
 use crate::options::{RevocationMode, ValidationOptions};
 use crate::revocation::{self, Link};
+use crate::revocation_set::RevocationSet;
 use crate::rules;
 use crate::store::{Entry, TrustStore};
 use crate::time::Time;
@@ -56,7 +56,7 @@ pub(crate) struct Ctx<'a> {
     store: &'a TrustStore,
     offered: Vec<Entry>,
     offered_by_subject: HashMap<NormName, Vec<usize>>,
-    crls: &'a CrlSet,
+    crls: &'a RevocationSet,
     spent: Spent,
     /// CRL signer certificates whose own path is being validated (breaks signer cycles).
     signer_stack: RefCell<Vec<Arc<[u8]>>>,
@@ -104,7 +104,7 @@ impl Best {
 }
 
 impl<'a> Ctx<'a> {
-    pub fn new(store: &'a TrustStore, intermediates: &[&[u8]], crls: &'a CrlSet) -> Self {
+    pub fn new(store: &'a TrustStore, intermediates: &[&[u8]], crls: &'a RevocationSet) -> Self {
         let mut offered = Vec::with_capacity(intermediates.len());
         let mut offered_by_subject: HashMap<NormName, Vec<usize>> = HashMap::new();
         let mut seen: std::collections::HashSet<&[u8]> = std::collections::HashSet::new();
@@ -806,7 +806,7 @@ pub fn validate_counting(
     store: &TrustStore,
     leaf_der: &[u8],
     intermediates: &[&[u8]],
-    crls: &CrlSet,
+    crls: &RevocationSet,
     opts: &ValidationOptions,
 ) -> (Result<ValidatedPath, ValidationError>, Work) {
     let leaf = match Cert::from_der(leaf_der) {
@@ -835,7 +835,7 @@ pub fn validate_counting(
 }
 
 impl revocation::Paths for Ctx<'_> {
-    fn crls(&self) -> &CrlSet {
+    fn crls(&self) -> &RevocationSet {
         self.crls
     }
     fn by_subject(&self, name: &NormName) -> Vec<&Entry> {

@@ -8,7 +8,7 @@
 //! a usable one exists. Why no CRL could be relied on is kept as typed
 //! [`RevocationProblem`]s.
 //!
-//! OCSP responses held in the same revocation data ([`CrlSet::ocsp_for`]) are used as the
+//! OCSP responses held in the same revocation data ([`RevocationSet::ocsp_for`]) are used as the
 //! policy's [`RevocationSource`] says: a response counts when it answers for the certificate's
 //! CertID, is signed by the issuer or a responder it authorised ([`ocsp::authorize`]; a
 //! delegated responder without id-pkix-ocsp-nocheck must itself pass the CRL check), and is
@@ -16,11 +16,13 @@
 
 use crate::budget::{Spent, LIMITS};
 use crate::cert::{key_usage, Cert, DistributionPoint, DistributionPointName, GeneralName};
-use crate::crl::{self, Crl, CrlSet, Reason, ALL_REASONS};
+use crate::crl::{self, Crl, ALL_REASONS};
 use crate::error::{RevocationGap, RevocationProblem, ValidationError};
 use crate::name::NormName;
 use crate::ocsp::{self, CertId, CertIdHash, CertStatus, OcspProblem};
 use crate::options::{RevocationMode, RevocationSource, ValidationOptions};
+use crate::reason::Reason;
+use crate::revocation_set::RevocationSet;
 use crate::store::{Entry, TrustStore};
 use crate::time::Time;
 use std::cell::RefCell;
@@ -29,7 +31,7 @@ use std::sync::Arc;
 /// What revocation checking needs from path building: the CRLs, the certificates known by
 /// name, the work budget they share, and the paths of CRL signers.
 pub(crate) trait Paths {
-    fn crls(&self) -> &CrlSet;
+    fn crls(&self) -> &RevocationSet;
     /// Certificates named `name` (trust anchors first, then other store entries and the
     /// offered certificates).
     fn by_subject(&self, name: &NormName) -> Vec<&Entry>;

@@ -834,7 +834,7 @@ mod tests {
     }
 
     fn ca(name: &str) -> Vec<u8> {
-        use crate::issue::{CertificateBuilder, KeyAlgorithm, KeyPair};
+        use pki_issue::{CertificateBuilder, KeyAlgorithm, KeyPair};
         let k = KeyPair::generate(KeyAlgorithm::P256).unwrap();
         CertificateBuilder::new(name, k.spki_der())
             .unwrap()
@@ -880,7 +880,7 @@ mod tests {
     }
 
     fn pem(der: &[u8]) -> String {
-        crate::issue::pem_encode("CERTIFICATE", der)
+        pki_issue::pem_encode("CERTIFICATE", der)
     }
 
     #[test]
@@ -897,11 +897,11 @@ mod tests {
         std::fs::write(dir.path().join("c.cer"), &c).unwrap();
         std::fs::write(dir.path().join("d.p7c"), p7c(&[&d, &a])).unwrap();
         std::fs::write(dir.path().join("README"), "not a certificate").unwrap();
-        let p7_pem = crate::issue::pem_encode("PKCS7", &p7c(&[&b]));
+        let p7_pem = pki_issue::pem_encode("PKCS7", &p7c(&[&b]));
         std::fs::write(dir.path().join("b.p7b"), p7_pem).unwrap();
         // A CRL kept beside the certificates (as in hashed directories) is
         // skipped in a directory, and an error when given alone.
-        let crl_pem = crate::issue::pem_encode("X509 CRL", b"\x30\x03\x02\x01\x00");
+        let crl_pem = pki_issue::pem_encode("X509 CRL", b"\x30\x03\x02\x01\x00");
         std::fs::write(dir.path().join("ca.r0"), &crl_pem).unwrap();
 
         let mut builder = TrustStore::builder();

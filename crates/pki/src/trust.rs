@@ -16,12 +16,13 @@
 //! anchors or a file without certificates is a [`TrustError`] naming the file and the reason,
 //! never a silently smaller trust store or CRL set.
 
-use crate::crl::{CrlError, CrlSet};
+use crate::crl::CrlError;
 use crate::fetch::FetchConfig;
 use crate::fips201::oids::PolicySet;
 use crate::ocsp::client::OcspConfig;
 use crate::ocsp::OcspPolicy;
 use crate::options::{AnchorConstraints, RevocationSource};
+use crate::revocation_set::RevocationSet;
 use crate::store::{StoreError, TrustStore};
 use crate::validate::{RevocationMode, RevocationPolicy};
 use serde::{Deserialize, Serialize};
@@ -193,7 +194,7 @@ impl TrustError {
 pub struct Trust {
     /// Trust anchors, and the intermediates as untrusted path-building candidates.
     pub store: TrustStore,
-    pub crls: CrlSet,
+    pub crls: RevocationSet,
     pub revocation: RevocationPolicy,
     /// CRL download limits when downloads are enabled.
     pub fetch: Option<FetchConfig>,
@@ -250,7 +251,7 @@ impl TrustConfig {
             none_is_an_error(n, p, "intermediates")?;
         }
         let store = b.try_build().map_err(TrustError::Certificates)?;
-        let mut c = CrlSet::builder();
+        let mut c = RevocationSet::builder();
         for p in &self.crls {
             c.add_path(p).map_err(TrustError::Crls)?;
         }
@@ -280,7 +281,7 @@ fn none_is_an_error(n: usize, path: &Path, role: &'static str) -> Result<(), Tru
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::issue::{pem_encode, TestPki, TestPkiOptions};
+    use pki_issue::{pem_encode, TestPki, TestPkiOptions};
 
     #[test]
     fn configuration_reads_from_json_and_refuses_unknown_fields() {

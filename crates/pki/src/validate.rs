@@ -6,11 +6,11 @@
 //! ([`ValidatedPath`]) and the error ([`crate::error`]).
 
 use crate::cert::Cert;
-use crate::crl::CrlSet;
 pub use crate::error::{Rank, RevocationGap, RevocationProblem, ValidationError};
 pub use crate::options::{AlgorithmPolicy, RevocationMode, RevocationPolicy, ValidationOptions};
 use crate::path::Ctx;
 pub use crate::path::ValidatedPath;
+use crate::revocation_set::RevocationSet;
 use crate::store::TrustStore;
 use std::sync::Arc;
 
@@ -20,7 +20,7 @@ pub fn validate(
     store: &TrustStore,
     leaf_der: &[u8],
     intermediates: &[&[u8]],
-    crls: &CrlSet,
+    crls: &RevocationSet,
     opts: &ValidationOptions,
 ) -> Result<ValidatedPath, ValidationError> {
     let leaf = Cert::from_der(leaf_der).map_err(|error| ValidationError::Malformed {
@@ -42,7 +42,7 @@ mod tests {
     fn snapshots_and_results_can_be_shared_between_threads() {
         shareable::<TrustStore>();
         shareable::<crate::store::SharedTrustStore>();
-        shareable::<CrlSet>();
+        shareable::<RevocationSet>();
         shareable::<ValidatedPath>();
         shareable::<ValidationError>();
         shareable::<ValidationOptions>();
@@ -51,7 +51,7 @@ mod tests {
     #[test]
     fn garbage_leaf_is_a_malformed_error_not_a_panic() {
         let store = TrustStore::default();
-        let crls = CrlSet::empty();
+        let crls = RevocationSet::empty();
         for bad in [
             &[][..],
             &[0x30],
@@ -69,14 +69,14 @@ mod tests {
 
 #[cfg(test)]
 mod end_to_end {
-    use crate::crl::CrlSet;
-    use crate::issue::{now, CertificateBuilder, CrlBuilder, KeyAlgorithm, KeyPair};
+    use crate::revocation_set::RevocationSet;
     use crate::store::TrustStore;
     use crate::time::Time;
     use crate::validate::{
         validate, RevocationMode, RevocationPolicy, ValidationError, ValidationOptions,
     };
     use const_oid::ObjectIdentifier;
+    use pki_issue::{now, CertificateBuilder, CrlBuilder, KeyAlgorithm, KeyPair};
 
     struct Pki {
         root: Vec<u8>,
@@ -130,7 +130,7 @@ mod end_to_end {
     }
 
     /// CRLs from the root and the CA, valid from `this` to `next`, optionally revoking the leaf.
-    fn crls(p: &Pki, this: i64, next: i64, revoke_leaf: bool) -> CrlSet {
+    fn crls(p: &Pki, this: i64, next: i64, revoke_leaf: bool) -> RevocationSet {
         let root_crl = CrlBuilder::new()
             .update_times(this, Some(next))
             .crl_number(1)
@@ -143,7 +143,7 @@ mod end_to_end {
             ca_crl = ca_crl.revoke(&LEAF_SERIAL.to_be_bytes(), this, None);
         }
         let ca_crl = ca_crl.sign(&p.inter, &p.inter_key).unwrap();
-        let mut b = CrlSet::builder();
+        let mut b = RevocationSet::builder();
         b.add_der(root_crl).unwrap();
         b.add_der(ca_crl).unwrap();
         b.build()
@@ -205,7 +205,7 @@ mod end_to_end {
             &store(&p),
             &p.leaf,
             &[&p.inter],
-            &CrlSet::empty(),
+            &RevocationSet::empty(),
             &opts(p.t),
         )
         .unwrap_err();
@@ -217,7 +217,14 @@ mod end_to_end {
         for mode in [RevocationMode::BestEffort, RevocationMode::Off] {
             let mut o = opts(p.t);
             o.revocation.mode = mode;
-            validate(&store(&p), &p.leaf, &[&p.inter], &CrlSet::empty(), &o).unwrap();
+            validate(
+                &store(&p),
+                &p.leaf,
+                &[&p.inter],
+                &RevocationSet::empty(),
+                &o,
+            )
+            .unwrap();
         }
     }
 
@@ -300,7 +307,7 @@ mod end_to_end {
     #[test]
     fn required_leaf_key_usage() {
         use crate::cert::key_usage;
-        use crate::issue::KeyUsages;
+        use pki_issue::KeyUsages;
         let p = pki(None);
         let set = crls(&p, p.t - 60, p.t + 86_400, false);
         let k = KeyPair::generate(KeyAlgorithm::P256).unwrap();

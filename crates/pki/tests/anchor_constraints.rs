@@ -5,12 +5,12 @@
 
 use const_oid::ObjectIdentifier;
 use pki::cache::options_fingerprint;
-use pki::crl::CrlSet;
-use pki::issue::{now, pem_encode, CertificateBuilder, KeyAlgorithm, KeyPair, KeyUsages};
 use pki::options::AnchorConstraints;
+use pki::revocation_set::RevocationSet;
 use pki::store::TrustStore;
 use pki::time::Time;
 use pki::validate::{validate, RevocationMode, ValidationError, ValidationOptions};
+use pki_issue::{now, pem_encode, CertificateBuilder, KeyAlgorithm, KeyPair, KeyUsages};
 use std::path::Path;
 use std::process::Command;
 
@@ -57,7 +57,13 @@ fn check(
     intermediates: &[&[u8]],
     o: &ValidationOptions,
 ) -> Result<pki::validate::ValidatedPath, ValidationError> {
-    validate(&store(anchors), leaf, intermediates, &CrlSet::empty(), o)
+    validate(
+        &store(anchors),
+        leaf,
+        intermediates,
+        &RevocationSet::empty(),
+        o,
+    )
 }
 
 fn enforced(

@@ -2,12 +2,12 @@
 //! anchor of the path the CRL serves. When the signer's issuer is cross-certified under two
 //! trust anchors, its path to the required one counts, whichever is met first.
 
-use pki::crl::CrlSet;
-use pki::issue::{now, CertificateBuilder, CrlBuilder, CrlReason, KeyAlgorithm, KeyPair};
 use pki::path::validate_counting;
+use pki::revocation_set::RevocationSet;
 use pki::store::TrustStore;
 use pki::time::Time;
 use pki::validate::{validate, RevocationMode, ValidationError, ValidationOptions};
+use pki_issue::{now, CertificateBuilder, CrlBuilder, CrlReason, KeyAlgorithm, KeyPair};
 
 const DAY: i64 = 86_400;
 
@@ -68,7 +68,7 @@ fn a_crl_signer_reaching_two_anchors_is_checked_against_the_path_anchor() {
         b.add_intermediate_der(c.to_vec());
     }
     let store = b.build();
-    let mut crls = CrlSet::builder();
+    let mut crls = RevocationSet::builder();
     crls.add_der(crl).unwrap();
     let crls = crls.build();
     let mut opts = ValidationOptions {

@@ -1,7 +1,7 @@
 //! CRL fetching against a tiny HTTP server on 127.0.0.1 run by the test.
 
 use pki::fetch::{distribution_points, CrlFetcher, FetchConfig, FetchError};
-use pki::issue::{CardOptions, CrlBuilder, TestPki, TestPkiOptions, DAY};
+use pki_issue::{CardOptions, CrlBuilder, TestPki, TestPkiOptions, DAY};
 use std::io::{BufRead, BufReader, Write};
 use std::net::TcpListener;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -134,7 +134,7 @@ fn fetches_caches_until_next_update_and_refetches() {
     );
 
     let fetcher = CrlFetcher::new(config());
-    let now = pki::issue::now();
+    let now = pki_issue::now();
     let crl = fetcher.fetch_for(leaf, now).unwrap();
     assert_eq!(crl.der.as_slice(), pki.intermediate_crl_der());
     assert!(crl.next_update.unwrap() > now);
@@ -170,7 +170,7 @@ fn fetches_caches_until_next_update_and_refetches() {
 
 #[test]
 fn crl_set_snapshot_changes_only_with_new_crls() {
-    use pki::crl::CrlSet;
+    use pki::revocation_set::RevocationSet;
     use pki::store::TrustStore;
     use pki::validate::{validate, ValidationError, ValidationOptions};
 
@@ -192,7 +192,7 @@ fn crl_set_snapshot_changes_only_with_new_crls() {
     publish(&pki);
     let fetcher = CrlFetcher::new(config());
     assert!(fetcher.crl_set().is_empty());
-    let now = pki::issue::now();
+    let now = pki_issue::now();
     let intermediate = pki.intermediate_der().to_vec();
     let chain = [leaf.as_slice(), intermediate.as_slice()];
     let (crls, errors) = fetcher.fetch_for_chain(&chain, now);
@@ -213,7 +213,7 @@ fn crl_set_snapshot_changes_only_with_new_crls() {
     publish(&pki);
     let later = crls[0].next_update.unwrap() + 1;
     fetcher.fetch_for_chain(&chain, later);
-    let c: std::sync::Arc<CrlSet> = fetcher.crl_set();
+    let c: std::sync::Arc<RevocationSet> = fetcher.crl_set();
     assert_ne!(c.id(), a.id());
     let opts = ValidationOptions {
         time: pki::time::Time(now + 60),
@@ -273,7 +273,7 @@ fn a_silent_server_times_out_and_the_last_good_copy_stays_available() {
     let url = format!("{}/c.crl", server.base);
     server.route("/c.crl", Answer::Body(pki.intermediate_crl_der().to_vec()));
     let fetcher = CrlFetcher::new(config());
-    let now = pki::issue::now();
+    let now = pki_issue::now();
     let good = fetcher.fetch_url(&url, now).unwrap();
     server.route("/c.crl", Answer::Hang);
     let stale_time = good.next_update.unwrap() + 10;
@@ -300,7 +300,7 @@ fn certificates_without_distribution_points() {
 /// A leaf under a test PKI whose distribution points are `urls`, and the
 /// store it validates against.
 fn leaf_with_points(urls: &[String]) -> (pki::store::TrustStore, Vec<u8>) {
-    use pki::issue::{CertificateBuilder, KeyAlgorithm, KeyPair};
+    use pki_issue::{CertificateBuilder, KeyAlgorithm, KeyPair};
     // The leaf's points are the only ones on the path.
     let pki = TestPki::generate(TestPkiOptions {
         crl_base_url: None,
@@ -341,7 +341,7 @@ fn urls_per_certificate_are_capped() {
         &store,
         &leaf,
         &[],
-        &pki::crl::CrlSet::empty(),
+        &pki::revocation_set::RevocationSet::empty(),
         &ValidationOptions::default(),
     );
     assert_eq!(out.certificates, 2, "the leaf and the intermediate");
@@ -377,7 +377,7 @@ fn the_total_time_budget_bounds_a_path_of_silent_servers() {
         &store,
         &leaf,
         &[],
-        &pki::crl::CrlSet::empty(),
+        &pki::revocation_set::RevocationSet::empty(),
         &ValidationOptions::default(),
     );
     let took = start.elapsed();
@@ -402,7 +402,7 @@ fn redirects_are_followed_within_the_same_origin_only() {
         s.route("/c.crl", Answer::Body(crl.clone()));
     }
     let fetcher = CrlFetcher::new(config());
-    let now = pki::issue::now();
+    let now = pki_issue::now();
 
     server.route("/moved.crl", Answer::Redirect("/c.crl".into()));
     server.route("/c.crl", Answer::Body(crl.clone()));

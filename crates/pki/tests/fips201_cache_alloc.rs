@@ -5,11 +5,11 @@
 #![allow(unsafe_code)]
 
 use pki::cache::{CacheConfig, Scope, ValidationCache};
-use pki::crl::CrlSet;
 use pki::fips201::{validate_profile_cached, CertProfile};
-use pki::issue::{CardOptions, TestPki, TestPkiOptions};
+use pki::revocation_set::RevocationSet;
 use pki::store::TrustStore;
 use pki::validate::ValidationOptions;
+use pki_issue::{CardOptions, TestPki, TestPkiOptions};
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
@@ -60,7 +60,7 @@ fn cache_hits_do_not_allocate() {
     b.add_anchor_der(pki.root_der().to_vec());
     b.add_intermediate_der(pki.intermediate_der().to_vec());
     let store = b.build();
-    let mut c = CrlSet::builder();
+    let mut c = RevocationSet::builder();
     for crl in pki.crls() {
         c.add_der(crl).unwrap();
     }

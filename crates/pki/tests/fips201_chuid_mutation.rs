@@ -2,17 +2,17 @@
 //! never panic, and whatever still verifies carries the original card data.
 
 use piv::chuid::Chuid;
-use pki::crl::CrlSet;
 use pki::fips201::{verify_chuid, ChuidDigestForm, ChuidVerifyError, SignerDnCheck};
-use pki::issue::{CardCredentials, CardOptions, TestPki, TestPkiOptions};
+use pki::revocation_set::RevocationSet;
 use pki::store::TrustStore;
 use pki::validate::ValidationOptions;
+use pki_issue::{CardCredentials, CardOptions, TestPki, TestPkiOptions};
 use proptest::prelude::*;
 use std::sync::OnceLock;
 
 struct Fixture {
     store: TrustStore,
-    crls: CrlSet,
+    crls: RevocationSet,
     card: CardCredentials,
 }
 
@@ -25,7 +25,7 @@ fn fixture() -> &'static Fixture {
         b.add_anchor_der(pki.root_der().to_vec());
         b.add_intermediate_der(pki.intermediate_der().to_vec());
         let store = b.build();
-        let mut c = CrlSet::builder();
+        let mut c = RevocationSet::builder();
         for crl in pki.crls() {
             c.add_der(crl).unwrap();
         }
@@ -104,11 +104,14 @@ fn dropping_only_the_error_detection_code_keeps_the_signature_valid() {
 
 /// Re-signs the fixture's CHUID with the test PKI's content signer the way
 /// another issuer would.
-fn resigned(with_edc: bool, signer_dn: pki::issue::SignerDn) -> (Vec<u8>, TrustStore, CrlSet) {
+fn resigned(
+    with_edc: bool,
+    signer_dn: pki_issue::SignerDn,
+) -> (Vec<u8>, TrustStore, RevocationSet) {
     let pki = TestPki::generate(TestPkiOptions::default()).unwrap();
     let card = pki.issue_card(&CardOptions::default()).unwrap();
     let mut c = Chuid::decode(&card.chuid).unwrap();
-    pki::issue::sign_chuid_as(
+    pki_issue::sign_chuid_as(
         &mut c,
         pki.content_signer_der(),
         pki.content_signer_key(),
@@ -119,7 +122,7 @@ fn resigned(with_edc: bool, signer_dn: pki::issue::SignerDn) -> (Vec<u8>, TrustS
     let mut b = TrustStore::builder();
     b.add_anchor_der(pki.root_der().to_vec());
     b.add_intermediate_der(pki.intermediate_der().to_vec());
-    let mut crls = CrlSet::builder();
+    let mut crls = RevocationSet::builder();
     for crl in pki.crls() {
         crls.add_der(crl).unwrap();
     }
@@ -143,7 +146,7 @@ fn issued_chuids_use_the_standard_digest_form_and_name_their_signer() {
 
 #[test]
 fn both_digest_forms_verify_and_are_reported() {
-    use pki::issue::SignerDn;
+    use pki_issue::SignerDn;
     for (with_edc, form) in [
         (true, ChuidDigestForm::WithEdc),
         (false, ChuidDigestForm::WithoutEdc),
@@ -167,7 +170,7 @@ fn both_digest_forms_verify_and_are_reported() {
 
 #[test]
 fn a_pivsigner_dn_naming_someone_else_is_refused() {
-    use pki::issue::SignerDn;
+    use pki_issue::SignerDn;
     let (chuid, store, crls) = resigned(
         true,
         SignerDn::Other("CN=Someone Else,O=Elsewhere,C=US".into()),
@@ -182,7 +185,7 @@ fn a_pivsigner_dn_naming_someone_else_is_refused() {
 
 #[test]
 fn a_chuid_without_pivsigner_dn_is_accepted_and_reported() {
-    use pki::issue::SignerDn;
+    use pki_issue::SignerDn;
     let (chuid, store, crls) = resigned(true, SignerDn::Absent);
     let v = verify_chuid(&store, &chuid, &[], &crls, &ValidationOptions::default()).unwrap();
     assert_eq!(v.signer_dn, SignerDnCheck::Absent);
@@ -191,7 +194,7 @@ fn a_chuid_without_pivsigner_dn_is_accepted_and_reported() {
 #[test]
 fn the_digest_form_is_readable_without_verifying() {
     use pki::fips201::chuid_digest_form;
-    use pki::issue::SignerDn;
+    use pki_issue::SignerDn;
     assert_eq!(
         chuid_digest_form(&fixture().card.chuid),
         Some(ChuidDigestForm::WithEdc)

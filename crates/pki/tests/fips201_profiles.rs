@@ -3,18 +3,18 @@
 
 use piv::chuid::Chuid;
 use pki::cache::{fingerprint, CacheConfig, Scope, ValidationCache};
-use pki::crl::CrlSet;
 use pki::fips201::{
     card_identity, check_bindings, oids, validate_profile, validate_profile_cached, verify_chuid,
     verify_chuid_cached, BindingError, CertProfile, ChuidVerifyError, Fips201Error, PivValidated,
     ProfileError,
 };
-use pki::issue::{
+use pki::revocation_set::RevocationSet;
+use pki::store::TrustStore;
+use pki::validate::{ValidationError, ValidationOptions};
+use pki_issue::{
     CardCredentials, CardOptions, CertificateBuilder, CrlReason, KeyAlgorithm, KeyPair, KeyUsages,
     TestPki, TestPkiOptions,
 };
-use pki::store::TrustStore;
-use pki::validate::{ValidationError, ValidationOptions};
 use std::sync::Arc;
 
 fn store_of(pki: &TestPki) -> TrustStore {
@@ -24,8 +24,8 @@ fn store_of(pki: &TestPki) -> TrustStore {
     b.build()
 }
 
-fn crls_of(pki: &TestPki) -> CrlSet {
-    let mut b = CrlSet::builder();
+fn crls_of(pki: &TestPki) -> RevocationSet {
+    let mut b = RevocationSet::builder();
     for c in pki.crls() {
         b.add_der(c).unwrap();
     }
@@ -270,7 +270,7 @@ fn signer_without_content_signing_eku_is_refused() {
     let slot = card.slot(0x9C).unwrap();
     let key = KeyPair::from_pkcs8(&slot.private_key_pkcs8).unwrap();
     let mut c = Chuid::decode(&card.chuid).unwrap();
-    pki::issue::sign_chuid(&mut c, &slot.certificate, &key).unwrap();
+    pki_issue::sign_chuid(&mut c, &slot.certificate, &key).unwrap();
     let r = verify_chuid(
         &store_of(&pki),
         &c.encode(),
@@ -321,7 +321,7 @@ fn cache_serves_repeat_validations_and_drops_them_on_crl_change() {
     let opts = ValidationOptions::default();
     let fp = fingerprint(&(CertProfile::PivAuth, "default options"));
     let mut validations = 0;
-    let mut run = |crls: &CrlSet| {
+    let mut run = |crls: &RevocationSet| {
         let scope = Scope {
             store_id: store.id(),
             crl_id: crls.id(),

@@ -4,19 +4,19 @@
 
 use piv::cbeff::{container_record, CbeffRecord};
 use piv::DataObject;
-use pki::crl::CrlSet;
 use pki::fips201::{
     chuid_signer_certificates, verify_biometric, verify_security_object, DataGroupStatus,
 };
-use pki::issue::{CardCredentials, CardOptions, TestPki, TestPkiOptions};
+use pki::revocation_set::RevocationSet;
 use pki::store::TrustStore;
 use pki::validate::ValidationOptions;
+use pki_issue::{CardCredentials, CardOptions, TestPki, TestPkiOptions};
 use proptest::prelude::*;
 use std::sync::OnceLock;
 
 struct Fixture {
     store: TrustStore,
-    crls: CrlSet,
+    crls: RevocationSet,
     card: CardCredentials,
     signer: Vec<Vec<u8>>,
 }
@@ -29,7 +29,7 @@ fn fixture() -> &'static Fixture {
         let mut b = TrustStore::builder();
         b.add_anchor_der(pki.root_der().to_vec());
         b.add_intermediate_der(pki.intermediate_der().to_vec());
-        let mut c = CrlSet::builder();
+        let mut c = RevocationSet::builder();
         for crl in pki.crls() {
             c.add_der(crl).unwrap();
         }

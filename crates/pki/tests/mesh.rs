@@ -1,17 +1,17 @@
-//! Path building through a bridged mesh (`pki::issue::mesh`): over 300 CA certificates, a
+//! Path building through a bridged mesh (`pki_issue::mesh`): over 300 CA certificates, a
 //! bridge cross-certified both ways with agency roots and with a second bridge, a re-keyed
 //! bridge whose old cross-certificates are still in the pool, expired and superseded
 //! cross-certificates, and unrelated roots named like real ones. Every end entity with a path
 //! validates with its shortest path, every other one is refused for its true reason, and no
 //! validation comes near the work budget. OpenSSL checks a subset independently.
 
-use pki::crl::CrlSet;
-use pki::issue::mesh::{Expect, Mesh, MeshAnchor, MeshLeaf, MeshOptions};
-use pki::issue::{CertificateBuilder, KeyAlgorithm, KeyPair};
 use pki::path::{validate_counting, Work};
+use pki::revocation_set::RevocationSet;
 use pki::store::TrustStore;
 use pki::time::Time;
 use pki::validate::{validate, ValidatedPath, ValidationError, ValidationOptions};
+use pki_issue::mesh::{Expect, Mesh, MeshAnchor, MeshLeaf, MeshOptions};
+use pki_issue::{CertificateBuilder, KeyAlgorithm, KeyPair};
 use std::path::Path;
 use std::process::Command;
 use std::sync::OnceLock;
@@ -21,8 +21,8 @@ fn mesh() -> &'static Mesh {
     MESH.get_or_init(|| Mesh::generate(&MeshOptions::default()).expect("the mesh generates"))
 }
 
-fn crls(mesh: &Mesh) -> CrlSet {
-    let mut b = CrlSet::builder();
+fn crls(mesh: &Mesh) -> RevocationSet {
+    let mut b = RevocationSet::builder();
     for c in mesh.crls() {
         b.add_der(c.der.clone()).expect("the mesh CRLs parse");
     }
@@ -181,7 +181,13 @@ fn a_missing_crl_is_reported_as_such_not_as_the_budget() {
         .expect("the mesh has agency 0's employee");
     let n = mesh.pool_without(leaf.anchor).len();
     let s = store(mesh, leaf.anchor, &(0..n).collect::<Vec<_>>());
-    let (r, w) = validate_counting(&s, &leaf.der, &[], &CrlSet::empty(), &opts(mesh, leaf));
+    let (r, w) = validate_counting(
+        &s,
+        &leaf.der,
+        &[],
+        &RevocationSet::empty(),
+        &opts(mesh, leaf),
+    );
     let err = r.expect_err("no CRL at all");
     assert_eq!(err.code(), "revocation-unavailable", "{err}");
     assert!(!w.budget_exhausted, "{w:?}");
@@ -277,7 +283,7 @@ fn a_crafted_same_name_mesh_ends_with_the_budget_error() {
     let s = b.build();
     let mut o = ValidationOptions::default();
     o.revocation.mode = pki::validate::RevocationMode::Off;
-    let (r, w) = validate_counting(&s, &leaf, &[], &CrlSet::empty(), &o);
+    let (r, w) = validate_counting(&s, &leaf, &[], &RevocationSet::empty(), &o);
     let err = r.expect_err("no certificate is signed by the anchor");
     assert_eq!(err.code(), "work-limit-exceeded", "{err}");
     assert!(err.to_string().contains("Crafted Leaf"), "{err}");
@@ -327,7 +333,7 @@ fn openssl_agrees_where_its_chain_building_applies() {
         let pem: String = mesh
             .pool_without(anchor)
             .iter()
-            .map(|d| pki::issue::pem_encode("CERTIFICATE", d))
+            .map(|d| pki_issue::pem_encode("CERTIFICATE", d))
             .collect();
         std::fs::write(
             dir.path()
@@ -363,7 +369,7 @@ fn openssl_agrees_where_its_chain_building_applies() {
 fn five_fully_cross_certified_bridges_and_an_unmapped_policy_stay_within_the_budget() {
     let p1: const_oid::ObjectIdentifier = "2.16.840.1.101.3.2.1.3.13".parse().unwrap();
     let p2: const_oid::ObjectIdentifier = "2.16.840.1.101.3.2.1.3.7".parse().unwrap();
-    let t = pki::issue::now();
+    let t = pki_issue::now();
     let ca = |name: &str, k: &KeyPair| {
         CertificateBuilder::new(name, k.spki_der())
             .unwrap()
@@ -433,7 +439,7 @@ fn five_fully_cross_certified_bridges_and_an_unmapped_policy_stay_within_the_bud
     o.revocation.mode = pki::validate::RevocationMode::Off;
     o.initial_policy_set = vec![p2];
     o.initial_explicit_policy = true;
-    let (r, w) = validate_counting(&s, &leaf, &[], &CrlSet::empty(), &o);
+    let (r, w) = validate_counting(&s, &leaf, &[], &RevocationSet::empty(), &o);
     let err = r.expect_err("no path carries the required policy");
     assert_ne!(err.code(), "work-limit-exceeded", "{err}");
     assert!(!w.budget_exhausted, "{w:?}");

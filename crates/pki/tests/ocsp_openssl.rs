@@ -4,19 +4,19 @@
 //! and GET and POST. A tiny local HTTP server plays the adversary that replays or damages
 //! answers.
 
-use pki::crl::CrlSet;
-use pki::issue::ocsp_responder::{responder_builder, with_ocsp_responder};
-use pki::issue::{pem_encode, CertificateBuilder, CrlBuilder, CrlReason, KeyAlgorithm, KeyPair};
 use pki::ocsp::client::{
     fetch_for_path, NoncePolicy, OcspClient, OcspConfig, OcspError, RequestMethod,
 };
 use pki::ocsp::{CertIdHash, OcspProblem, OcspResponse, ResponseError};
 use pki::options::RevocationSource;
+use pki::revocation_set::RevocationSet;
 use pki::store::TrustStore;
 use pki::time::Time;
 use pki::validate::{
     validate, RevocationGap, RevocationMode, RevocationProblem, ValidationError, ValidationOptions,
 };
+use pki_issue::ocsp_responder::{responder_builder, with_ocsp_responder};
+use pki_issue::{pem_encode, CertificateBuilder, CrlBuilder, CrlReason, KeyAlgorithm, KeyPair};
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpListener;
 use std::path::PathBuf;
@@ -76,7 +76,7 @@ impl Pki {
         )
         .unwrap();
         // openssl's CA database: the unknown serial is left out.
-        let now = pki::issue::now();
+        let now = pki_issue::now();
         let exp = t_index(now + 365 * 86_400);
         let rev = t_index(now - 3600);
         let index = format!(
@@ -298,7 +298,7 @@ fn check(
     pki: &Pki,
     client: &OcspClient,
     leaf: &[u8],
-    crls: &CrlSet,
+    crls: &RevocationSet,
     opts: &ValidationOptions,
 ) -> (Result<(), ValidationError>, Vec<OcspError>) {
     let store = pki.store();
@@ -331,7 +331,7 @@ fn validate_with(
     opts: &ValidationOptions,
 ) -> Result<(), ValidationError> {
     let resp = Arc::new(OcspResponse::from_der(der).unwrap());
-    let set = CrlSet::empty().with_ocsp(&[resp]);
+    let set = RevocationSet::empty().with_ocsp(&[resp]);
     validate(&pki.store(), leaf, &[], &set, opts).map(|_| ())
 }
 
@@ -356,18 +356,36 @@ fn good_revoked_unknown_over_get_and_post_with_a_delegated_responder() {
                 nonce: NoncePolicy::Require,
                 ..config(None, method)
             });
-            let (r, errors) = check(&pki, &client, pki.leaf(GOOD), &CrlSet::empty(), &opts);
+            let (r, errors) = check(
+                &pki,
+                &client,
+                pki.leaf(GOOD),
+                &RevocationSet::empty(),
+                &opts,
+            );
             assert!(errors.is_empty(), "{method:?} {hash:?}: {errors:?}");
             r.unwrap_or_else(|e| panic!("{method:?} {hash:?}: {e}"));
 
-            let (r, _) = check(&pki, &client, pki.leaf(REVOKED), &CrlSet::empty(), &opts);
+            let (r, _) = check(
+                &pki,
+                &client,
+                pki.leaf(REVOKED),
+                &RevocationSet::empty(),
+                &opts,
+            );
             match r.unwrap_err() {
                 ValidationError::Revoked { reason, .. } => {
                     assert_eq!(reason, pki::crl::Reason::KeyCompromise)
                 }
                 e => panic!("{method:?}: {e}"),
             }
-            let (r, _) = check(&pki, &client, pki.leaf(HELD), &CrlSet::empty(), &opts);
+            let (r, _) = check(
+                &pki,
+                &client,
+                pki.leaf(HELD),
+                &RevocationSet::empty(),
+                &opts,
+            );
             assert!(
                 matches!(
                     r,
@@ -379,7 +397,13 @@ fn good_revoked_unknown_over_get_and_post_with_a_delegated_responder() {
                 "{r:?}"
             );
 
-            let (r, _) = check(&pki, &client, pki.leaf(UNKNOWN), &CrlSet::empty(), &opts);
+            let (r, _) = check(
+                &pki,
+                &client,
+                pki.leaf(UNKNOWN),
+                &RevocationSet::empty(),
+                &opts,
+            );
             let e = r.unwrap_err();
             assert!(
                 ocsp_problems(&e)
@@ -401,7 +425,7 @@ fn good_revoked_unknown_over_get_and_post_with_a_delegated_responder() {
         &store,
         pki.leaf(GOOD),
         &[],
-        &CrlSet::empty(),
+        &RevocationSet::empty(),
         &opts,
     );
     assert!(first.errors.is_empty());
@@ -411,14 +435,14 @@ fn good_revoked_unknown_over_get_and_post_with_a_delegated_responder() {
         &store,
         pki.leaf(GOOD),
         &[],
-        &CrlSet::empty(),
+        &RevocationSet::empty(),
         &opts,
     );
     assert!(again.errors.is_empty(), "{:?}", again.errors);
     validate(&store, pki.leaf(GOOD), &[], &again.crls, &opts).unwrap();
     // A client that never asked has nothing and cannot reach the responder.
     let cold = OcspClient::new(config(None, RequestMethod::Auto));
-    let (r, errors) = check(&pki, &cold, pki.leaf(GOOD), &CrlSet::empty(), &opts);
+    let (r, errors) = check(&pki, &cold, pki.leaf(GOOD), &RevocationSet::empty(), &opts);
     assert!(
         matches!(errors[..], [OcspError::Transport { .. }]),
         "{errors:?}"
@@ -428,9 +452,15 @@ fn good_revoked_unknown_over_get_and_post_with_a_delegated_responder() {
     let mut lenient = opts.clone();
     lenient.revocation.mode = RevocationMode::BestEffort;
     let cold = OcspClient::new(config(None, RequestMethod::Auto));
-    check(&pki, &cold, pki.leaf(GOOD), &CrlSet::empty(), &lenient)
-        .0
-        .unwrap();
+    check(
+        &pki,
+        &cold,
+        pki.leaf(GOOD),
+        &RevocationSet::empty(),
+        &lenient,
+    )
+    .0
+    .unwrap();
 }
 
 #[test]
@@ -442,14 +472,26 @@ fn the_ca_itself_may_sign_and_the_responder_url_may_be_configured() {
     let responder = Responder::start(&pki, &pki.ca_signer(), &["-ndays", "1"]);
     let client = OcspClient::new(config(Some(&responder.url), RequestMethod::Post));
     let opts = ocsp_only(Time::now());
-    let (r, errors) = check(&pki, &client, pki.leaf(GOOD), &CrlSet::empty(), &opts);
+    let (r, errors) = check(
+        &pki,
+        &client,
+        pki.leaf(GOOD),
+        &RevocationSet::empty(),
+        &opts,
+    );
     assert!(errors.is_empty(), "{errors:?}");
     r.unwrap();
-    let (r, _) = check(&pki, &client, pki.leaf(REVOKED), &CrlSet::empty(), &opts);
+    let (r, _) = check(
+        &pki,
+        &client,
+        pki.leaf(REVOKED),
+        &RevocationSet::empty(),
+        &opts,
+    );
     assert!(matches!(r, Err(ValidationError::Revoked { .. })), "{r:?}");
     // Without the override the leaves' AIA (a closed port) is asked, and nothing is known.
     let plain = OcspClient::new(config(None, RequestMethod::Post));
-    let (r, errors) = check(&pki, &plain, pki.leaf(GOOD), &CrlSet::empty(), &opts);
+    let (r, errors) = check(&pki, &plain, pki.leaf(GOOD), &RevocationSet::empty(), &opts);
     assert_eq!(errors.len(), 1, "{errors:?}");
     assert!(
         errors[0].to_string().contains("127.0.0.1:1/unused"),
@@ -485,7 +527,13 @@ fn responders_the_ca_did_not_authorise_are_refused() {
     for signer in [&other, &no_eku] {
         let responder = Responder::start(&pki, signer, &["-ndays", "1"]);
         let client = OcspClient::new(config(Some(&responder.url), RequestMethod::Post));
-        let (r, errors) = check(&pki, &client, pki.leaf(GOOD), &CrlSet::empty(), &opts);
+        let (r, errors) = check(
+            &pki,
+            &client,
+            pki.leaf(GOOD),
+            &RevocationSet::empty(),
+            &opts,
+        );
         assert!(
             matches!(
                 &errors[..],
@@ -526,7 +574,13 @@ fn a_responder_without_nocheck_is_checked_against_the_ca_crl() {
     let now = Time::now();
     let opts = ocsp_only(now);
     // No CRL: the responder's own status is unknown, so its answer is not relied on.
-    let (r, errors) = check(&pki, &client, pki.leaf(GOOD), &CrlSet::empty(), &opts);
+    let (r, errors) = check(
+        &pki,
+        &client,
+        pki.leaf(GOOD),
+        &RevocationSet::empty(),
+        &opts,
+    );
     assert!(errors.is_empty(), "{errors:?}");
     let e = r.unwrap_err();
     assert!(
@@ -542,7 +596,7 @@ fn a_responder_without_nocheck_is_checked_against_the_ca_crl() {
             let c = pki::cert::Cert::from_der(signer.der.clone()).unwrap();
             b = b.revoke(c.serial(), now.0 - 60, Some(CrlReason::KeyCompromise));
         }
-        let mut s = CrlSet::builder();
+        let mut s = RevocationSet::builder();
         s.add_der(b.sign(&pki.ca, &pki.ca_key).unwrap()).unwrap();
         s.build()
     };
@@ -603,7 +657,7 @@ fn stale_answers_are_refused_after_next_update_or_beyond_the_maximum_age() {
     // A result cached from it holds no longer than the maximum age.
     let parsed = Arc::new(OcspResponse::from_der(der.clone()).unwrap());
     let this_update = parsed.responses[0].this_update;
-    let set = CrlSet::empty().with_ocsp(&[parsed]);
+    let set = RevocationSet::empty().with_ocsp(&[parsed]);
     let path = validate(&pki.store(), pki.leaf(GOOD), &[], &set, &ocsp_only(now)).unwrap();
     assert_eq!(path.valid_until(), this_update.plus_secs(3600));
     let e = validate_with(&pki, pki.leaf(GOOD), der, &ocsp_only(now.plus_secs(7200))).unwrap_err();
@@ -641,7 +695,13 @@ fn a_replayed_answer_with_another_nonce_is_refused() {
             nonce,
             ..config(Some(&server.url), RequestMethod::Post)
         });
-        let (r, errors) = check(&pki, &client, pki.leaf(GOOD), &CrlSet::empty(), &opts);
+        let (r, errors) = check(
+            &pki,
+            &client,
+            pki.leaf(GOOD),
+            &RevocationSet::empty(),
+            &opts,
+        );
         assert!(
             matches!(&errors[..], [OcspError::NonceMismatch { .. }]),
             "{errors:?}"
@@ -655,7 +715,13 @@ fn a_replayed_answer_with_another_nonce_is_refused() {
         nonce: NoncePolicy::Require,
         ..config(Some(&server.url), RequestMethod::Get)
     });
-    let (_, errors) = check(&pki, &client, pki.leaf(GOOD), &CrlSet::empty(), &opts);
+    let (_, errors) = check(
+        &pki,
+        &client,
+        pki.leaf(GOOD),
+        &RevocationSet::empty(),
+        &opts,
+    );
     assert!(
         matches!(&errors[..], [OcspError::NonceMissing { .. }]),
         "{errors:?}"
@@ -664,7 +730,13 @@ fn a_replayed_answer_with_another_nonce_is_refused() {
         nonce: NoncePolicy::Prefer,
         ..config(Some(&server.url), RequestMethod::Get)
     });
-    let (r, errors) = check(&pki, &client, pki.leaf(GOOD), &CrlSet::empty(), &opts);
+    let (r, errors) = check(
+        &pki,
+        &client,
+        pki.leaf(GOOD),
+        &RevocationSet::empty(),
+        &opts,
+    );
     assert!(errors.is_empty(), "{errors:?}");
     r.unwrap();
 }
@@ -736,7 +808,13 @@ fn malformed_answers_are_errors_not_statuses() {
     for (i, (content_type, body, expected)) in cases.into_iter().enumerate() {
         let server = replay(content_type, body);
         let client = OcspClient::new(config(Some(&server.url), RequestMethod::Post));
-        let (r, errors) = check(&pki, &client, pki.leaf(GOOD), &CrlSet::empty(), &opts);
+        let (r, errors) = check(
+            &pki,
+            &client,
+            pki.leaf(GOOD),
+            &RevocationSet::empty(),
+            &opts,
+        );
         assert!(
             errors.len() == 1 && expected(&errors[0]),
             "case {i}: {errors:?}"
@@ -760,7 +838,7 @@ fn either_falls_back_to_crls_and_both_needs_both() {
         if revoke_good {
             b = b.revoke(&[0x10, 0x01], now.0 - 60, Some(CrlReason::Superseded));
         }
-        let mut s = CrlSet::builder();
+        let mut s = RevocationSet::builder();
         s.add_der(b.sign(&pki.ca, &pki.ca_key).unwrap()).unwrap();
         s.build()
     };
@@ -774,7 +852,7 @@ fn either_falls_back_to_crls_and_both_needs_both() {
     let (r, _) = check(&pki, &dead, pki.leaf(GOOD), &crls(true), &opts);
     assert!(matches!(r, Err(ValidationError::Revoked { .. })), "{r:?}");
     // Neither: both reasons are given.
-    let (r, _) = check(&pki, &dead, pki.leaf(GOOD), &CrlSet::empty(), &opts);
+    let (r, _) = check(&pki, &dead, pki.leaf(GOOD), &RevocationSet::empty(), &opts);
     let e = r.unwrap_err();
     assert!(e.to_string().contains("no OCSP response"), "{e}");
     assert!(e.to_string().contains("no CRL issued by"), "{e}");
@@ -786,7 +864,7 @@ fn either_falls_back_to_crls_and_both_needs_both() {
     check(&pki, &live, pki.leaf(GOOD), &crls(false), &opts)
         .0
         .unwrap();
-    check(&pki, &live, pki.leaf(GOOD), &CrlSet::empty(), &opts)
+    check(&pki, &live, pki.leaf(GOOD), &RevocationSet::empty(), &opts)
         .0
         .unwrap();
     // Both: a good OCSP answer and a CRL revoking the certificate is revoked; without a CRL
@@ -797,7 +875,7 @@ fn either_falls_back_to_crls_and_both_needs_both() {
         .unwrap();
     let (r, _) = check(&pki, &live, pki.leaf(GOOD), &crls(true), &opts);
     assert!(matches!(r, Err(ValidationError::Revoked { .. })), "{r:?}");
-    let (r, _) = check(&pki, &live, pki.leaf(GOOD), &CrlSet::empty(), &opts);
+    let (r, _) = check(&pki, &live, pki.leaf(GOOD), &RevocationSet::empty(), &opts);
     assert!(
         matches!(r, Err(ValidationError::RevocationUnavailable { .. })),
         "{r:?}"
@@ -807,7 +885,7 @@ fn either_falls_back_to_crls_and_both_needs_both() {
 /// An answer about the good leaf with it marked in the responder's database as good, or
 /// as revoked for `revoked` (an openssl reason name), captured without a nonce.
 fn capture_as(pki: &Pki, signer: &Signer, revoked: Option<&str>) -> Vec<u8> {
-    let now = pki::issue::now();
+    let now = pki_issue::now();
     let exp = t_index(now + 365 * 86_400);
     let line = match revoked {
         None => format!("V\t{exp}\t\t{GOOD:X}\tunknown\t/CN=Leaf {GOOD:x}\n"),
@@ -863,7 +941,7 @@ fn a_replayed_older_or_unrevoking_answer_does_not_roll_the_status_back() {
         let got = client.refresh(&leaf, &ca, now).unwrap();
         assert!(is_revoked(got.responses[0].status), "{what}");
         assert!(is_revoked(status_held(&client, &pki)), "{what}");
-        let set = CrlSet::empty().with_ocsp(&client.responses());
+        let set = RevocationSet::empty().with_ocsp(&client.responses());
         let r = validate(&pki.store(), pki.leaf(GOOD), &[], &set, &opts);
         assert!(
             matches!(r, Err(ValidationError::Revoked { .. })),

@@ -2,11 +2,11 @@
 //! skipped only on paths where the reason it was a dead end still holds, so a valid path that
 //! goes through it by another route is still found.
 
-use pki::crl::CrlSet;
-use pki::issue::{now, CertificateBuilder, KeyAlgorithm, KeyPair};
+use pki::revocation_set::RevocationSet;
 use pki::store::TrustStore;
 use pki::time::Time;
 use pki::validate::{validate, RevocationMode, ValidationOptions};
+use pki_issue::{now, CertificateBuilder, KeyAlgorithm, KeyPair};
 
 /// A CA: its key and subject.
 struct Ca {
@@ -82,7 +82,7 @@ fn a_dead_end_found_through_a_loop_does_not_hide_a_valid_path_around_it() {
         b.add_intermediate_der(c.to_vec());
     }
     let store = b.build();
-    let path = validate(&store, &leaf, &[], &CrlSet::empty(), &opts()).unwrap();
+    let path = validate(&store, &leaf, &[], &RevocationSet::empty(), &opts()).unwrap();
     let chain: Vec<&[u8]> = path.chain().iter().map(|c| c.der()).collect();
     let want: Vec<&[u8]> = vec![
         &leaf, &m_by_q, &q_by_r, &r_by_p, &p_by_d, &d_by_e, &e_by_t, &t_cert,

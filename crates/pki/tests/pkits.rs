@@ -5,7 +5,7 @@
 //! directory named by `PIVGATE_PKITS_DIR`). A missing directory fails the test.
 
 use const_oid::ObjectIdentifier;
-use pki::crl::CrlSet;
+use pki::revocation_set::RevocationSet;
 use pki::sig::AlgorithmPolicy;
 use pki::store::TrustStore;
 use pki::time::Time;
@@ -78,7 +78,7 @@ fn pkits() {
         let mut store = TrustStore::builder();
         store.add_anchor_der(certs[0].clone());
         let store = store.build();
-        let mut crls = CrlSet::builder();
+        let mut crls = RevocationSet::builder();
         for n in case["crls"].as_array().expect("crls") {
             crls.add_der(read(&dir, "crls", n.as_str().unwrap(), "crl"))
                 .expect("PKITS CRLs parse");
@@ -174,7 +174,7 @@ fn pkits_directories_load_completely() {
     let crl_files = std::fs::read_dir(dir.join("crls"))
         .expect("PKITS CRLs")
         .count();
-    let mut crls = CrlSet::builder();
+    let mut crls = RevocationSet::builder();
     let read = crls
         .add_path(dir.join("crls"))
         .expect("the PKITS CRL directory loads");

@@ -12,7 +12,7 @@ mod gen;
 
 use std::path::PathBuf;
 
-use pki::crl::CrlSet;
+use pki::revocation_set::RevocationSet;
 use pki::store::TrustStore;
 use pki::time::Time;
 use pki::validate::{validate, RevocationMode, ValidationError, ValidationOptions};
@@ -71,8 +71,8 @@ fn anchor_store(anchor: &[u8]) -> TrustStore {
     store
 }
 
-fn crl_set(crls: &[&[u8]]) -> CrlSet {
-    let mut b = CrlSet::builder();
+fn crl_set(crls: &[&[u8]]) -> RevocationSet {
+    let mut b = RevocationSet::builder();
     for crl in crls {
         b.add_der(crl.to_vec()).expect("a PKITS CRL loads");
     }
@@ -153,7 +153,7 @@ fn a_truncated_intermediate_never_yields_a_path() {
 fn a_crl_truncated_at_every_length_is_refused() {
     let p = pkits();
     for len in 0..p.ca_crl.len() {
-        let mut b = CrlSet::builder();
+        let mut b = RevocationSet::builder();
         let err = b
             .add_der(p.ca_crl[..len].to_vec())
             .err()
@@ -185,7 +185,7 @@ fn truncated_files_are_refused_with_the_file_named() {
         if len >= p.ca_crl.len() {
             continue;
         }
-        let mut c = CrlSet::builder();
+        let mut c = RevocationSet::builder();
         std::fs::write(&file, &p.ca_crl[..len]).expect("write");
         if let Err(e) = c.add_path(&file) {
             assert_clear(&e);
@@ -218,7 +218,7 @@ fn wrong_outer_tags_are_refused() {
         let mut crl = p.ca_crl.clone();
         crl[0] = tag;
         assert!(
-            CrlSet::builder().add_der(crl).is_err(),
+            RevocationSet::builder().add_der(crl).is_err(),
             "CRL with outer tag 0x{tag:02x} loaded"
         );
     }
@@ -261,7 +261,7 @@ fn huge_and_invalid_declared_lengths_are_refused() {
             .unwrap_or_else(|| panic!("a leaf with length {length:02x?} validated"));
         assert_clear(&err);
         assert!(
-            CrlSet::builder()
+            RevocationSet::builder()
                 .add_der(with_outer_length(&p.ca_crl, length))
                 .is_err(),
             "a CRL with length {length:02x?} loaded"
@@ -279,7 +279,7 @@ fn huge_and_invalid_declared_lengths_are_refused() {
         let header = p.ca_crl.len() - outer_contents(&p.ca_crl).len();
         let mut inner = p.ca_crl[..header].to_vec();
         inner.extend(with_outer_length(&p.ca_crl[header..], length));
-        assert!(CrlSet::builder().add_der(inner).is_err());
+        assert!(RevocationSet::builder().add_der(inner).is_err());
     }
 }
 
@@ -330,7 +330,7 @@ fn thousands_of_nested_sequences_are_refused_without_overflowing_the_stack() {
         // As an offered intermediate, beside the real one.
         let err = validate(&store, &nested, &[&nested, &p.ca], &crls, &pkits_opts());
         assert!(err.is_err());
-        assert!(CrlSet::builder().add_der(nested.clone()).is_err());
+        assert!(RevocationSet::builder().add_der(nested.clone()).is_err());
         let pem = gen::pem("CERTIFICATE", &nested);
         let mut b = TrustStore::builder();
         let _ = b.add_anchors_pem(pem.as_bytes());
@@ -405,7 +405,7 @@ proptest! {
     fn a_mutated_crl_never_counts_as_revocation_data((edits, cut) in edits()) {
         let p = pkits();
         let crl = mutate(&p.ca_crl, &edits, cut);
-        let mut b = CrlSet::builder();
+        let mut b = RevocationSet::builder();
         let loaded = b.add_der(crl.clone()).is_ok();
         b.add_der(p.anchor_crl.clone()).expect("anchor CRL loads");
         let crls = b.build();
@@ -534,7 +534,7 @@ fn a_two_ca_cross_certification_loop_ends_with_no_path() {
             &store,
             &leaf,
             &[&a_by_b, &b_by_a],
-            &CrlSet::empty(),
+            &RevocationSet::empty(),
             &gen_opts(),
         ),
         "A-B loop offered",
@@ -542,7 +542,7 @@ fn a_two_ca_cross_certification_loop_ends_with_no_path() {
     // ...and held by the store.
     let store = store_of(&[&anchor], &[&a_by_b, &b_by_a]);
     assert_no_path(
-        validate(&store, &leaf, &[], &CrlSet::empty(), &gen_opts()),
+        validate(&store, &leaf, &[], &RevocationSet::empty(), &gen_opts()),
         "A-B loop in the store",
     );
 }
@@ -589,12 +589,12 @@ fn a_full_cross_certification_mesh_without_an_anchor_terminates_with_a_clear_err
     let refs: Vec<&[u8]> = certs.iter().map(Vec::as_slice).collect();
     let store = store_of(&[&anchor], &refs);
     assert_gives_up(
-        validate(&store, &leaf, &[], &CrlSet::empty(), &gen_opts()),
+        validate(&store, &leaf, &[], &RevocationSet::empty(), &gen_opts()),
         "8-CA mesh in the store",
     );
     let store = store_of(&[&anchor], &[]);
     assert_gives_up(
-        validate(&store, &leaf, &refs, &CrlSet::empty(), &gen_opts()),
+        validate(&store, &leaf, &refs, &RevocationSet::empty(), &gen_opts()),
         "8-CA mesh offered",
     );
 }
@@ -611,12 +611,12 @@ fn a_full_cross_certification_mesh_without_an_anchor_ends_with_no_path() {
     let refs: Vec<&[u8]> = certs.iter().map(Vec::as_slice).collect();
     let store = store_of(&[&anchor], &refs);
     assert_no_path(
-        validate(&store, &leaf, &[], &CrlSet::empty(), &gen_opts()),
+        validate(&store, &leaf, &[], &RevocationSet::empty(), &gen_opts()),
         "8-CA mesh in the store",
     );
     let store = store_of(&[&anchor], &[]);
     assert_no_path(
-        validate(&store, &leaf, &refs, &CrlSet::empty(), &gen_opts()),
+        validate(&store, &leaf, &refs, &RevocationSet::empty(), &gen_opts()),
         "8-CA mesh offered",
     );
 }
@@ -632,7 +632,7 @@ fn a_mesh_with_one_way_out_finds_the_path() {
     let mut refs: Vec<&[u8]> = certs.iter().map(Vec::as_slice).collect();
     refs.push(&exit);
     let store = store_of(&[&anchor], &refs);
-    let path = validate(&store, &leaf, &[], &CrlSet::empty(), &gen_opts())
+    let path = validate(&store, &leaf, &[], &RevocationSet::empty(), &gen_opts())
         .unwrap_or_else(|e| panic!("a path exists (leaf, mesh CA 0, mesh CA 7, root): {e}"));
     let chain = path.chain();
     assert!(
@@ -674,7 +674,7 @@ fn five_thousand_same_name_cas_without_a_matching_key_end_with_a_clear_error() {
 
     let store = store_of(&[&anchor], &refs);
     assert_eq!(store.len(), 5_001);
-    let err = validate(&store, &leaf, &[], &CrlSet::empty(), &gen_opts())
+    let err = validate(&store, &leaf, &[], &RevocationSet::empty(), &gen_opts())
         .expect_err("no CA holds the leaf's key");
     assert_clear(&err);
     assert!(
@@ -684,7 +684,7 @@ fn five_thousand_same_name_cas_without_a_matching_key_end_with_a_clear_error() {
 
     // The same CAs as trust anchors: still no anchor verifies the leaf.
     let store = store_of(&refs, &[]);
-    let err = validate(&store, &leaf, &[], &CrlSet::empty(), &gen_opts())
+    let err = validate(&store, &leaf, &[], &RevocationSet::empty(), &gen_opts())
         .expect_err("no anchor holds the leaf's key");
     assert_clear(&err);
 }
@@ -704,8 +704,14 @@ fn same_name_cas_with_the_wrong_key_are_reported_as_a_key_mismatch() {
         key: gen::Key::p256(),
     };
     let store = store_of(&[&held.self_signed(1)], &[]);
-    let err = validate(&store, &signer.leaf(2), &[], &CrlSet::empty(), &gen_opts())
-        .expect_err("the held CA does not hold the signing key");
+    let err = validate(
+        &store,
+        &signer.leaf(2),
+        &[],
+        &RevocationSet::empty(),
+        &gen_opts(),
+    )
+    .expect_err("the held CA does not hold the signing key");
     assert!(
         !err.to_string().contains("is not in the trust store"),
         "a CA with that name is in the store; the error should say its key does not verify: {err}"

@@ -6,11 +6,11 @@
 
 use const_oid::ObjectIdentifier;
 use pki::cert::{is_certificate_structure, Cert, CertError};
-use pki::crl::CrlSet;
-use pki::issue::{now, CertificateBuilder, KeyAlgorithm, KeyPair};
+use pki::revocation_set::RevocationSet;
 use pki::store::TrustStore;
 use pki::time::Time;
 use pki::validate::{validate, RevocationMode, ValidationError, ValidationOptions};
+use pki_issue::{now, CertificateBuilder, KeyAlgorithm, KeyPair};
 
 const SAN: &str = "2.5.29.17";
 
@@ -49,7 +49,7 @@ fn validate_leaf(ca: &Ca, leaf: &[u8]) -> Result<(), ValidationError> {
         ..ValidationOptions::default()
     };
     o.revocation.mode = RevocationMode::Off;
-    validate(&b.build(), leaf, &[], &CrlSet::empty(), &o).map(|_| ())
+    validate(&b.build(), leaf, &[], &RevocationSet::empty(), &o).map(|_| ())
 }
 
 /// Asserts that `leaf` is refused as breaking a rule whose text contains every one of `needles`.
@@ -288,7 +288,7 @@ fn malformed_names_are_not_compared_against_name_constraints() {
         ..ValidationOptions::default()
     };
     o.revocation.mode = RevocationMode::Off;
-    let run = |l: &[u8]| validate(&store, l, &[&ca], &CrlSet::empty(), &o);
+    let run = |l: &[u8]| validate(&store, l, &[&ca], &RevocationSet::empty(), &o);
     run(&sub("alice@good.example")).unwrap();
     assert!(run(&sub("mallory@evil.example")).is_err());
     let err = run(&sub("mallory@evil.example@good.example")).unwrap_err();
@@ -325,7 +325,7 @@ fn openssl_also_refuses_an_extension_twice_and_a_key_usage_without_bits() {
     let dir = tempfile::tempdir().unwrap();
     let write = |name: &str, der: &[u8]| {
         let p = dir.path().join(name);
-        std::fs::write(&p, pki::issue::pem_encode("CERTIFICATE", der)).unwrap();
+        std::fs::write(&p, pki_issue::pem_encode("CERTIFICATE", der)).unwrap();
         p
     };
     let root_pem = write("root.pem", &ca.der);

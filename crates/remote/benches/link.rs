@@ -21,10 +21,10 @@
 use auth::{Authenticator, Mechanism, Settings};
 use card::Card;
 use host::InProcess;
-use pki::issue::{
+use pki::validate::RevocationPolicy;
+use pki_issue::{
     CardOptions, DeviceCredential, DeviceOptions, DeviceRole, KeyAlgorithm, TestPki, TestPkiOptions,
 };
-use pki::validate::RevocationPolicy;
 use remote::agent::{self, AgentConfig, AgentEvent, CardState, SharedCard};
 use remote::hub::{HubConfig, HubEvent, RemoteHub};
 use remote::proto::{self, Message, PROTOCOL_VERSION};
@@ -60,7 +60,7 @@ fn der(c: &[u8]) -> CertificateDer<'static> {
     CertificateDer::from(c.to_vec())
 }
 
-fn key(k: &pki::issue::KeyPair) -> PrivateKeyDer<'static> {
+fn key(k: &pki_issue::KeyPair) -> PrivateKeyDer<'static> {
     PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(k.pkcs8_der().to_vec()))
 }
 
@@ -570,7 +570,7 @@ fn nginx(dir: &Path) -> Result<Peer, String> {
 }
 
 fn write_pems(dir: &Path, pki: &TestPki, server: &DeviceCredential, reader: &DeviceCredential) {
-    let pem = |label: &str, der: &[u8]| pki::issue::pem_encode(label, der);
+    let pem = |label: &str, der: &[u8]| pki_issue::pem_encode(label, der);
     let w = |name: &str, text: String| std::fs::write(dir.join(name), text).unwrap();
     let (srv, im) = (
         pem("CERTIFICATE", &server.cert),

@@ -102,5 +102,6 @@ pub mod agent;
 pub mod challenge;
 pub mod hub;
 pub mod proto;
+#[cfg(feature = "testing")]
 pub mod testing;
 pub mod tls;

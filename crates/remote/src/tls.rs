@@ -6,7 +6,7 @@
 //! copy, so accepting and closing one costs nothing in configuration.
 
 use arc_swap::ArcSwap;
-use pki::crl::CrlSet;
+use pki::revocation_set::RevocationSet;
 use pki::store::TrustStore;
 use pki::validate::{RevocationPolicy, ValidationError, ValidationOptions};
 use rustls_pki_types::pem::PemObject;
@@ -69,7 +69,7 @@ pub const SESSION_CACHE: usize = 4096;
 /// configuration stays as it is.
 pub struct ReaderVerifier {
     store: ArcSwap<TrustStore>,
-    crls: ArcSwap<CrlSet>,
+    crls: ArcSwap<RevocationSet>,
     revocation: RevocationPolicy,
     algorithms: rustls::crypto::WebPkiSupportedAlgorithms,
 }
@@ -86,7 +86,7 @@ impl ReaderVerifier {
     /// revocation status they do not cover is refused).
     pub fn new(
         store: TrustStore,
-        crls: CrlSet,
+        crls: RevocationSet,
         revocation: RevocationPolicy,
     ) -> Arc<ReaderVerifier> {
         Arc::new(ReaderVerifier {
@@ -99,7 +99,7 @@ impl ReaderVerifier {
 
     /// Replaces the CRLs (a refresh): a revoked reader is refused from its
     /// next handshake.
-    pub fn set_crls(&self, crls: CrlSet) {
+    pub fn set_crls(&self, crls: RevocationSet) {
         self.crls.store(Arc::new(crls));
     }
 

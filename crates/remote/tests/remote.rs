@@ -5,11 +5,11 @@
 use auth::{Authenticator, Mechanism, Outcome, PathTaken, Settings, Transaction};
 use card::Card;
 use host::InProcess;
-use pki::issue::{
+use pki::validate::RevocationPolicy;
+use pki_issue::{
     CardCredentials, CardOptions, DeviceCredential, DeviceOptions, DeviceRole, KeyAlgorithm,
     TestPki, TestPkiOptions,
 };
-use pki::validate::RevocationPolicy;
 use remote::agent::{self, AgentConfig, AgentEvent, CardState, SharedCard};
 use remote::challenge::ChallengeError;
 use remote::hub::{HubConfig, HubEvent, Refusal, RemoteHub, RemoteTap};
@@ -65,7 +65,7 @@ fn der(c: &[u8]) -> CertificateDer<'static> {
     CertificateDer::from(c.to_vec())
 }
 
-fn key(k: &pki::issue::KeyPair) -> PrivateKeyDer<'static> {
+fn key(k: &pki_issue::KeyPair) -> PrivateKeyDer<'static> {
     PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(k.pkcs8_der().to_vec()))
 }
 
@@ -466,7 +466,7 @@ async fn unknown_expired_revoked_and_unenrolled_reader_certificates_are_refused(
     assert_eq!(r, Refusal::Certificate(CertRefusal::UnknownIssuer));
 
     // Expired yesterday.
-    let now = pki::issue::now();
+    let now = pki_issue::now();
     let old = reader_cert(
         &s.pki,
         "door 4 reader",
@@ -911,7 +911,7 @@ async fn the_agent_cuts_off_a_silent_service() {
 /// authentication (no extendedKeyUsage, or another purpose) is no reader's.
 #[test]
 fn a_certificate_without_client_authentication_is_not_a_reader() {
-    use pki::issue::{now, CertificateBuilder, KeyAlgorithm, KeyPair};
+    use pki_issue::{now, CertificateBuilder, KeyAlgorithm, KeyPair};
     let s = site();
     let verifier = ReaderVerifier::new(
         s.pki.trust_store(),

@@ -25,7 +25,7 @@ use access::{
 use auth::{Authenticator, Settings};
 use card::Card;
 use host::InProcess;
-use pki::issue::{CardCredentials, CardOptions, TestPki, TestPkiOptions};
+use pki_issue::{CardCredentials, CardOptions, TestPki, TestPkiOptions};
 use server::door::{Controller, SimulatedOutput};
 use store::testing::{in_ci, TempCluster};
 use store::{EventLog, Store};

@@ -13,7 +13,7 @@ mod peers;
 
 use std::path::Path;
 
-use pki::issue::{pem_encode, CertificateBuilder, KeyAlgorithm, KeyPair};
+use pki_issue::{pem_encode, CertificateBuilder, KeyAlgorithm, KeyPair};
 use server::config::Config;
 use server::service::Service;
 use store::Store;

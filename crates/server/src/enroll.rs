@@ -160,7 +160,7 @@ fn sha256_hex(der: &[u8]) -> String {
 /// card UUID from its subjectAltName).
 pub fn validate_certificate(
     trust: &pki::store::TrustStore,
-    crls: &pki::crl::CrlSet,
+    crls: &pki::revocation_set::RevocationSet,
     policy: &pki::validate::RevocationPolicy,
     der: &[u8],
     now: Timestamp,

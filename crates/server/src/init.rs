@@ -3,7 +3,7 @@
 
 use std::path::{Path, PathBuf};
 
-use pki::issue::{TestPki, TestPkiOptions};
+use pki_issue::{TestPki, TestPkiOptions};
 
 use crate::config::{init_template, Config, ConfigError, CONFIG_FILE};
 
@@ -22,13 +22,13 @@ pub enum InitError {
         error: std::io::Error,
     },
     #[error("test PKI: {0}")]
-    Pki(pki::issue::IssueError),
+    Pki(pki_issue::IssueError),
     #[error(transparent)]
     Config(#[from] ConfigError),
 }
 
-impl From<pki::issue::IssueError> for InitError {
-    fn from(e: pki::issue::IssueError) -> Self {
+impl From<pki_issue::IssueError> for InitError {
+    fn from(e: pki_issue::IssueError) -> Self {
         InitError::Pki(e)
     }
 }

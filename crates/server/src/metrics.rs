@@ -396,7 +396,7 @@ pub struct CrlRow {
 
 /// Every CRL of `set`, by issuer; two with the same issuer, kind and
 /// number are listed once.
-pub fn crl_rows(set: &pki::crl::CrlSet, now: i64) -> Vec<CrlRow> {
+pub fn crl_rows(set: &pki::revocation_set::RevocationSet, now: i64) -> Vec<CrlRow> {
     let mut rows = Vec::with_capacity(set.len());
     let mut seen = HashSet::new();
     for crl in set.crls() {

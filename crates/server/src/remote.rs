@@ -34,7 +34,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use access::ReaderId;
-use pki::crl::CrlSet;
+use pki::revocation_set::RevocationSet;
 use pki::validate::RevocationPolicy;
 use remote::hub::{HubConfig, HubEvent, Refusal, RemoteHub, RemoteTap};
 use remote::tls::ReaderVerifier;
@@ -71,7 +71,7 @@ pub struct RemotePlan {
     hub: HubConfig,
     verifier: Arc<ReaderVerifier>,
     /// `remote.crls`.
-    own_crls: CrlSet,
+    own_crls: RevocationSet,
 }
 
 /// Checks that a private key file is mode 0600 or stricter and owned by the
@@ -132,13 +132,13 @@ pub fn plan(
             ));
         }
     }
-    let mut crls = CrlSet::builder();
+    let mut crls = RevocationSet::builder();
     for p in &config.crls {
         crls.add_path(p)
             .map_err(|e| invalid("remote.crls", format!("{}: {e}", p.display())))?;
     }
     let own_crls = crls.build();
-    let verifier = ReaderVerifier::new(store.build(), CrlSet::empty(), policy);
+    let verifier = ReaderVerifier::new(store.build(), RevocationSet::empty(), policy);
     let tls = remote::tls::server_config(chain, private, verifier.clone()).map_err(|e| {
         invalid(
             "remote.cert",
@@ -160,8 +160,8 @@ pub fn plan(
 }
 
 /// `own` and the service's revocation data as one set.
-fn merged(own: &CrlSet, service: &CrlSet) -> CrlSet {
-    let mut b = CrlSet::builder();
+fn merged(own: &RevocationSet, service: &RevocationSet) -> RevocationSet {
+    let mut b = RevocationSet::builder();
     for c in own.crls().iter().chain(service.crls()) {
         b.add_crl(c.clone());
     }
@@ -306,7 +306,7 @@ pub async fn start(
 struct Dispatcher {
     ctx: Arc<TapContext>,
     verifier: Arc<ReaderVerifier>,
-    own_crls: CrlSet,
+    own_crls: RevocationSet,
     /// Open connections per reader connection string.
     online: HashMap<String, usize>,
     /// Remote readers whose status this keeps.

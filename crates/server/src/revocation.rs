@@ -59,9 +59,10 @@ use std::time::Duration;
 use access::jiff::Timestamp;
 use access::{CredentialId, CredentialState};
 use auth::Refusal;
-use pki::crl::{Crl, CrlSet};
+use pki::crl::Crl;
 use pki::fetch::{CrlFetcher, FetchConfig, FetchedCrl};
 use pki::ocsp::client::{OcspClient, OcspConfig};
+use pki::revocation_set::RevocationSet;
 use pki::store::TrustStore;
 use pki::validate::RevocationPolicy;
 use serde::{Deserialize, Serialize};
@@ -190,7 +191,7 @@ fn save_crl(dir: &Path, c: &FetchedCrl) -> std::io::Result<()> {
 /// (CRL number, else thisUpdate) is kept: an older CRL that covers every
 /// reason would otherwise answer for a certificate before a newer one that
 /// lists it as revoked is looked at.
-pub fn merge(base: &CrlSet, extra: &[Arc<Crl>], trust: &TrustStore) -> CrlSet {
+pub fn merge(base: &RevocationSet, extra: &[Arc<Crl>], trust: &TrustStore) -> RevocationSet {
     type Key = (pki::name::NormName, bool, Option<Vec<u8>>, String);
     let key = |c: &Crl| -> Key {
         (
@@ -228,7 +229,7 @@ pub fn merge(base: &CrlSet, extra: &[Arc<Crl>], trust: &TrustStore) -> CrlSet {
             }
         }
     }
-    let mut b = CrlSet::builder();
+    let mut b = RevocationSet::builder();
     for c in chosen {
         b.add_crl(c);
     }
@@ -329,7 +330,7 @@ pub struct Revocation {
     fetch: FetchConfig,
     cache_dir: PathBuf,
     report_file: PathBuf,
-    base: Arc<CrlSet>,
+    base: Arc<RevocationSet>,
     policy: RevocationPolicy,
     settings: RevocationSettings,
     controller: Arc<Controller>,
@@ -376,7 +377,7 @@ impl Revocation {
     #[allow(clippy::too_many_arguments)]
     pub fn new(
         data_dir: &Path,
-        base: Arc<CrlSet>,
+        base: Arc<RevocationSet>,
         fetch: Option<FetchConfig>,
         cached: Vec<FetchedCrl>,
         policy: RevocationPolicy,
@@ -530,7 +531,7 @@ impl Revocation {
     }
 
     /// The CRLs of the configuration's files (not downloaded).
-    pub fn configured_crls(&self) -> Arc<CrlSet> {
+    pub fn configured_crls(&self) -> Arc<RevocationSet> {
         self.base.clone()
     }
 
@@ -1223,7 +1224,7 @@ impl Edit for RevalidationResults {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use pki::issue::{CardOptions, TestPki, TestPkiOptions};
+    use pki_issue::{CardOptions, TestPki, TestPkiOptions};
 
     fn parsed(der: &[u8]) -> Arc<Crl> {
         Arc::new(Crl::from_der(der.to_vec()).unwrap())
@@ -1238,7 +1239,7 @@ mod tests {
         pki.revoke(&card.slot(0x9E).unwrap().certificate, None)
             .unwrap();
         let new = pki.intermediate_crl_der().to_vec();
-        let mut b = CrlSet::builder();
+        let mut b = RevocationSet::builder();
         b.add_der(old.clone()).unwrap();
         b.add_der(root.clone()).unwrap();
         let base = b.build();
@@ -1248,7 +1249,7 @@ mod tests {
         let merged = merge(&base, &[parsed(&new)], &trust);
         let ders: Vec<&[u8]> = merged.crls().iter().map(|c| c.der()).collect();
         assert_eq!(ders, [new.as_slice(), root.as_slice()]);
-        let mut b = CrlSet::builder();
+        let mut b = RevocationSet::builder();
         b.add_der(new.clone()).unwrap();
         let merged = merge(&b.build(), &[parsed(&old), parsed(&root)], &trust);
         let ders: Vec<&[u8]> = merged.crls().iter().map(|c| c.der()).collect();

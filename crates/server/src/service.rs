@@ -20,7 +20,7 @@ use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use auth::{Authenticator, Settings};
-use pki::crl::CrlSet;
+use pki::revocation_set::RevocationSet;
 use pki::store::TrustStore;
 use pki::trust::TrustError;
 use store::{Store, StoreError};
@@ -373,7 +373,7 @@ impl Service {
                 );
                 (
                     TrustStore::builder().build(),
-                    CrlSet::builder().build(),
+                    RevocationSet::builder().build(),
                     None,
                     Default::default(),
                     Default::default(),

@@ -10,9 +10,9 @@ mod staff;
 use staff::{cak, card, ensure_token, staff_member, tap};
 
 use access::CardholderId;
-use pki::issue::{pem_encode, TestPki, TestPkiOptions};
 use pki::ocsp::client::OcspConfig;
 use pki::trust::RevocationSourceConfig;
+use pki_issue::{pem_encode, TestPki, TestPkiOptions};
 use server::config::{init_template, Config};
 use server::service::Service;
 use store::Role;

@@ -19,7 +19,7 @@ use links::osdp::pd::{PdApp, PdConfig, PeripheralDevice};
 use links::osdp::sc::Key;
 use links::serial::{Link, PdHandle, Pty};
 use links::transparent::CardBridge;
-use pki::issue::{CardCredentials, CardOptions, TestPki, TestPkiOptions};
+use pki_issue::{CardCredentials, CardOptions, TestPki, TestPkiOptions};
 use server::config::Config;
 use server::service::Service;
 use store::{Event, EventKind, EventResult};

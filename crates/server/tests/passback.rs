@@ -7,7 +7,7 @@ use access::ReaderId;
 use auth::PinSource;
 use card::Card;
 use host::InProcess;
-use pki::issue::{CardCredentials, CardOptions, TestPki, TestPkiOptions};
+use pki_issue::{CardCredentials, CardOptions, TestPki, TestPkiOptions};
 use server::config::Config;
 use server::door::TapResult;
 use server::service::Service;

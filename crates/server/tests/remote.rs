@@ -12,7 +12,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use pki::fetch::FetchConfig;
-use pki::issue::{DeviceOptions, DeviceRole, TestPki, TestPkiOptions};
+use pki_issue::{DeviceOptions, DeviceRole, TestPki, TestPkiOptions};
 use remote::proto::{self, Message, PROTOCOL_VERSION};
 use server::config::{init_template, Config, RemoteConfig};
 use server::service::Service;

@@ -18,7 +18,7 @@ use staff::{cak, card, ensure_token, staff_member, tap};
 use access::jiff::Timestamp;
 use access::{Cardholder, CardholderId, CardholderStatus, CredentialState};
 use pki::fetch::FetchConfig;
-use pki::issue::{pem_encode, CrlBuilder, TestPki, TestPkiOptions};
+use pki_issue::{pem_encode, CrlBuilder, TestPki, TestPkiOptions};
 use server::config::{init_template, Config, StalePolicy};
 use server::service::Service;
 use store::{EventKind, EventQuery, Role};
@@ -496,7 +496,7 @@ async fn stale_revocation_data_is_refused_or_accepted_by_policy() {
 
     // The issuer's server now hands out a CRL past its nextUpdate (an hour
     // and a half ago), and no newer one.
-    let now = pki::issue::now();
+    let now = pki_issue::now();
     let stale = CrlBuilder::new()
         .update_times(now - 86_400, Some(now - 5_400))
         .crl_number(10)

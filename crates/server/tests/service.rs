@@ -100,7 +100,7 @@ async fn a_port_in_use_is_named() {
 
 /// A CA and a `localhost` server certificate it signed, as PEM files.
 fn tls_files(dir: &std::path::Path) -> (Vec<u8>, std::path::PathBuf, std::path::PathBuf) {
-    use pki::issue::{pem_encode, CertificateBuilder, KeyAlgorithm, KeyPair};
+    use pki_issue::{pem_encode, CertificateBuilder, KeyAlgorithm, KeyPair};
     let ca_key = KeyPair::generate(KeyAlgorithm::P256).unwrap();
     let ca = CertificateBuilder::new("CN=Test API CA", ca_key.spki_der())
         .unwrap()

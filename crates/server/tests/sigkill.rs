@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 use access::ReaderId;
 use card::Card;
 use host::InProcess;
-use pki::issue::{CardCredentials, CardOptions, TestPki, TestPkiOptions};
+use pki_issue::{CardCredentials, CardOptions, TestPki, TestPkiOptions};
 use server::config::{init_template, Config};
 use server::service::{open_store, Service};
 use store::{EventKind, EventQuery, EventResult};

@@ -15,7 +15,7 @@ use access::{
 use auth::{Authenticator, FixedPin, Settings, StageName};
 use card::Card;
 use host::InProcess;
-use pki::issue::{CardCredentials, CardOptions, TestPki, TestPkiOptions};
+use pki_issue::{CardCredentials, CardOptions, TestPki, TestPkiOptions};
 use server::door::{Controller, SimulatedOutput, TapResult};
 use store::testing::{postgres_or_skip, TempCluster};
 use store::{EventLog, EventQuery, EventResult, Store};

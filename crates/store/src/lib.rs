@@ -18,14 +18,16 @@
 //! [`EventLog::change`] runs such a change on the writer, in order with the
 //! taps' events, and publishes its events to live subscribers like any
 //! other. [`Store::load_snapshot`] reads every entity into an
-//! [`access::AccessSnapshot`] for the decision. [`testing`] starts a
-//! throw-away PostgreSQL cluster for tests and benchmarks.
+//! [`access::AccessSnapshot`] for the decision. `testing` (feature
+//! `testing`, off by default, for the tests and benchmarks of the crates
+//! that use it) starts a throw-away PostgreSQL cluster.
 //!
 //! It knows nothing of HTTP, readers or decisions: it stores and reads.
 
 mod group;
 mod record;
 mod sql;
+#[cfg(feature = "testing")]
 pub mod testing;
 mod types;
 

@@ -3,7 +3,7 @@
 
 use auth::{Authenticator, Outcome, Settings, Transaction};
 use card::CardImage;
-use pki::issue::{CardCredentials, TestPki};
+use pki_issue::{CardCredentials, TestPki};
 
 /// A blank card personalised with `creds`.
 pub fn image(creds: &CardCredentials, serial: u32) -> CardImage {

@@ -9,7 +9,7 @@
 
 use super::cms_check::{self, CmsCheckError, SignerDnCheck};
 use super::PivValidated;
-use crate::crl::CrlSet;
+use crate::revocation_set::RevocationSet;
 use crate::store::TrustStore;
 use crate::time::Time;
 use crate::validate::ValidationOptions;
@@ -95,7 +95,7 @@ pub fn verify_biometric(
     container: &[u8],
     card: Option<(&[u8; 25], &[u8; 16])>,
     extra_certs: &[&[u8]],
-    crls: &CrlSet,
+    crls: &RevocationSet,
     opts: &ValidationOptions,
 ) -> Result<VerifiedBiometric, BiometricError> {
     let bc = cbeff::container_record(container).map_err(BiometricError::Decode)?;

@@ -21,7 +21,7 @@
 
 use super::cms_check::{self, CmsCheckError, SignerDnCheck};
 use super::{CertProfile, Fips201Error, PivValidated};
-use crate::crl::CrlSet;
+use crate::revocation_set::RevocationSet;
 use crate::sig::SignatureError;
 use crate::store::TrustStore;
 use crate::validate::ValidationOptions;
@@ -204,7 +204,7 @@ pub fn verify_chuid(
     store: &TrustStore,
     chuid_bytes: &[u8],
     extra_certs: &[&[u8]],
-    crls: &CrlSet,
+    crls: &RevocationSet,
     opts: &ValidationOptions,
 ) -> Result<VerifiedChuid, ChuidVerifyError> {
     let chuid = Chuid::decode(chuid_bytes)?;
@@ -239,7 +239,7 @@ pub fn verify_chuid_cached(
     store: &TrustStore,
     chuid_bytes: &[u8],
     extra_certs: &[&[u8]],
-    crls: &CrlSet,
+    crls: &RevocationSet,
     opts: &ValidationOptions,
 ) -> Result<std::sync::Arc<VerifiedChuid>, ChuidVerifyError> {
     let scope = crate::cache::Scope::for_validation(store, crls, opts, CertProfile::ContentSigner);

@@ -6,7 +6,7 @@
 //! the content-signer profile.
 
 use super::{validate_profile, CertProfile, Fips201Error, PivValidated};
-use crate::crl::CrlSet;
+use crate::revocation_set::RevocationSet;
 use crate::sig::{self, Hash, PublicKey, SignatureAlgorithm, SignatureError};
 use crate::store::TrustStore;
 use crate::validate::ValidationOptions;
@@ -302,7 +302,7 @@ pub(crate) fn check_signer(
     sd: &SignedData,
     si: &SignerInfo,
     extra_certs: &[&[u8]],
-    crls: &CrlSet,
+    crls: &RevocationSet,
     opts: &ValidationOptions,
 ) -> Result<CheckedSigner, CmsCheckError> {
     let (hash, _) = hash_of(si.digest_alg.oid)?;

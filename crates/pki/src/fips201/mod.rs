@@ -4,9 +4,9 @@
 //! verification, and the card/certificate bindings a door checks.
 //!
 //! ```no_run
-//! # use pki::{store::TrustStore, crl::CrlSet, validate::ValidationOptions};
+//! # use pki::{store::TrustStore, revocation_set::RevocationSet, validate::ValidationOptions};
 //! # use pki::fips201::{validate_profile, CertProfile};
-//! # fn f(store: &TrustStore, leaf: &[u8], crls: &CrlSet) {
+//! # fn f(store: &TrustStore, leaf: &[u8], crls: &RevocationSet) {
 //! let v = validate_profile(store, leaf, &[], crls, &ValidationOptions::default(), CertProfile::CardAuth);
 //! if let Ok(v) = v {
 //!     println!("card {:?}", v.identity.uuid_urn());
@@ -34,8 +34,8 @@ pub use security_object_verify::{
 
 use crate::asn1;
 use crate::cert::{key_usage, Cert, GeneralName};
-use crate::crl::CrlSet;
 use crate::policy::ANY_POLICY;
+use crate::revocation_set::RevocationSet;
 use crate::store::TrustStore;
 use crate::time::Time;
 use crate::validate::{validate, ValidatedPath, ValidationError, ValidationOptions};
@@ -383,7 +383,7 @@ pub fn validate_profile(
     store: &TrustStore,
     leaf_der: &[u8],
     intermediates: &[&[u8]],
-    crls: &CrlSet,
+    crls: &RevocationSet,
     base: &ValidationOptions,
     profile: CertProfile,
 ) -> Result<PivValidated, Fips201Error> {
@@ -406,7 +406,7 @@ pub fn validate_profile_cached(
     store: &TrustStore,
     leaf_der: &[u8],
     intermediates: &[&[u8]],
-    crls: &CrlSet,
+    crls: &RevocationSet,
     opts: &ValidationOptions,
     profile: CertProfile,
 ) -> Result<std::sync::Arc<PivValidated>, Fips201Error> {

@@ -12,7 +12,7 @@
 use super::cms_check::{self, CmsCheckError, SignerDnCheck};
 use super::lds::LdsSecurityObject;
 use super::PivValidated;
-use crate::crl::CrlSet;
+use crate::revocation_set::RevocationSet;
 use crate::store::TrustStore;
 use crate::validate::ValidationOptions;
 use der::asn1::OctetString;
@@ -115,7 +115,7 @@ pub fn verify_security_object(
     security_object: &[u8],
     objects: &[(DataObject, &[u8])],
     extra_certs: &[&[u8]],
-    crls: &CrlSet,
+    crls: &RevocationSet,
     opts: &ValidationOptions,
 ) -> Result<VerifiedSecurityObject, SecurityObjectError> {
     let container =

@@ -25,7 +25,7 @@ use super::{
     authorize, encode_request, nonce_extension_value, CertId, CertIdHash, CertStatus, OcspResponse,
 };
 use crate::cert::Cert;
-use crate::crl::CrlSet;
+use crate::revocation_set::RevocationSet;
 use crate::store::TrustStore;
 use crate::time::Time;
 use crate::validate::{validate, RevocationMode, ValidationOptions};
@@ -227,7 +227,7 @@ fn supersedes(
     }
     let final_revocation = matches!(
         h.status,
-        CertStatus::Revoked { reason, .. } if reason != Some(crate::crl::Reason::CertificateHold)
+        CertStatus::Revoked { reason, .. } if reason != Some(crate::reason::Reason::CertificateHold)
     );
     final_revocation && !matches!(n.status, CertStatus::Revoked { .. })
 }
@@ -587,7 +587,7 @@ impl OcspClient {
 #[derive(Debug)]
 pub struct PathOcsp {
     /// The revocation data given, plus the responses obtained.
-    pub crls: CrlSet,
+    pub crls: RevocationSet,
     /// Requests that failed; the validation that follows decides what they mean.
     pub errors: Vec<OcspError>,
     /// How many certificates of a path to a trust anchor were asked about; 0 when no path was
@@ -603,7 +603,7 @@ pub fn fetch_for_path(
     store: &TrustStore,
     leaf: &[u8],
     intermediates: &[&[u8]],
-    crls: &CrlSet,
+    crls: &RevocationSet,
     opts: &ValidationOptions,
 ) -> PathOcsp {
     let mut path_opts = opts.clone();

@@ -6,7 +6,7 @@
 //! bounds-checked reader of [`crate::asn1`] into its single responses (good, revoked with time
 //! and reason, unknown) and kept whole, so its signature can be checked where it is used.
 //!
-//! Responses reach validation inside the revocation data ([`crate::crl::CrlSet`]), indexed by
+//! Responses reach validation inside the revocation data ([`crate::revocation_set::RevocationSet`]), indexed by
 //! CertId; [`crate::revocation`] decides per certificate of a path whether an OCSP answer
 //! counts: signed by the certificate's issuer itself or by a responder certificate that the
 //! issuer issued directly with id-kp-OCSPSigning ([`authorize`]), current
@@ -22,8 +22,9 @@ pub mod client;
 
 use crate::asn1::{self, tag, DerError, Reader};
 use crate::cert::{key_usage, Cert};
-use crate::crl::Reason;
+pub use crate::error::OcspProblem;
 use crate::name::{self, NormName};
+use crate::reason::Reason;
 use crate::sig::{AlgorithmPolicy, SignatureAlgorithm, SignatureError, VerifiedBy};
 use crate::time::Time;
 use serde::{Deserialize, Serialize};
@@ -676,72 +677,6 @@ impl Default for OcspPolicy {
     }
 }
 
-/// Why an OCSP response could not vouch for a certificate.
-#[derive(Clone, Debug, PartialEq, Eq, Error)]
-pub enum OcspProblem {
-    #[error("no OCSP response about it was available")]
-    NoResponse,
-    #[error("the OCSP responder {responder} does not know the certificate (status unknown)")]
-    StatusUnknown { responder: String },
-    #[error("the OCSP response is signed by {signer}, which is neither the certificate's issuer nor a responder that issuer authorised (issued by it with id-kp-OCSPSigning)")]
-    UnauthorizedResponder { signer: String },
-    #[error("no certificate of the issuer or an authorised responder verifies the OCSP response from {responder}")]
-    NoSigner { responder: String },
-    #[error("the signature on the OCSP response from {responder} does not verify: {error}")]
-    BadSignature {
-        responder: String,
-        error: SignatureError,
-    },
-    #[error("the OCSP response from {responder} is not valid before {this_update}")]
-    NotYetValid {
-        responder: String,
-        this_update: Time,
-    },
-    #[error("the OCSP response from {responder} expired at {next_update}")]
-    Expired {
-        responder: String,
-        next_update: Time,
-    },
-    #[error("the OCSP response from {responder} has no nextUpdate and was produced at {this_update}, more than {max_age_secs} s before the validation time")]
-    TooOld {
-        responder: String,
-        this_update: Time,
-        max_age_secs: u64,
-    },
-    #[error("the OCSP response from {responder} has a critical extension that is not understood")]
-    UnknownCriticalExtension { responder: String },
-    #[error("OCSP responder certificate {responder} is not valid at the validation time")]
-    ResponderExpired { responder: String },
-    #[error("OCSP responder certificate {responder} lacks the key usage digitalSignature")]
-    ResponderKeyUsage { responder: String },
-    #[error("the revocation status of OCSP responder certificate {responder} (no id-pkix-ocsp-nocheck) is not established: {error}")]
-    ResponderUnchecked {
-        responder: String,
-        error: Box<crate::error::ValidationError>,
-    },
-}
-
-impl OcspProblem {
-    /// A stable, kebab-case machine code.
-    pub fn code(&self) -> &'static str {
-        use OcspProblem::*;
-        match self {
-            NoResponse => "ocsp-no-response",
-            StatusUnknown { .. } => "ocsp-status-unknown",
-            UnauthorizedResponder { .. } => "ocsp-unauthorized-responder",
-            NoSigner { .. } => "ocsp-signer-not-found",
-            BadSignature { .. } => "ocsp-signature-invalid",
-            NotYetValid { .. } => "ocsp-not-yet-valid",
-            Expired { .. } => "ocsp-expired",
-            TooOld { .. } => "ocsp-too-old",
-            UnknownCriticalExtension { .. } => "ocsp-unknown-critical-extension",
-            ResponderExpired { .. } => "ocsp-responder-expired",
-            ResponderKeyUsage { .. } => "ocsp-responder-key-usage",
-            ResponderUnchecked { .. } => "ocsp-responder-unchecked",
-        }
-    }
-}
-
 /// Who signed a response, once [`authorize`] accepted it.
 #[derive(Clone, Debug)]
 pub enum Signer {
@@ -889,43 +824,6 @@ pub fn check_fresh(
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
-
-    /// One value of every problem.
-    pub(crate) fn every_problem() -> Vec<OcspProblem> {
-        use OcspProblem::*;
-        let s = || "CN=x".to_string();
-        let t = Time(0);
-        vec![
-            NoResponse,
-            StatusUnknown { responder: s() },
-            UnauthorizedResponder { signer: s() },
-            NoSigner { responder: s() },
-            BadSignature {
-                responder: s(),
-                error: SignatureError::Invalid,
-            },
-            NotYetValid {
-                responder: s(),
-                this_update: t,
-            },
-            Expired {
-                responder: s(),
-                next_update: t,
-            },
-            TooOld {
-                responder: s(),
-                this_update: t,
-                max_age_secs: 1,
-            },
-            UnknownCriticalExtension { responder: s() },
-            ResponderExpired { responder: s() },
-            ResponderKeyUsage { responder: s() },
-            ResponderUnchecked {
-                responder: s(),
-                error: Box::new(crate::error::ValidationError::NotACa { subject: s() }),
-            },
-        ]
-    }
 
     #[test]
     fn lengths_are_written_in_their_shortest_form() {

@@ -10,7 +10,7 @@ use access::jiff::Timestamp;
 use access::ReaderId;
 use card::Card;
 use host::InProcess;
-use pki::issue::{CardCredentials, CardOptions, TestPki, TestPkiOptions};
+use pki_issue::{CardCredentials, CardOptions, TestPki, TestPkiOptions};
 use server::config::{init_template, Config};
 use server::door::TapResult;
 use server::service::{open_store, Service};

@@ -8,7 +8,7 @@ use access::jiff::Timestamp;
 use access::{Cardholder, CardholderId, CardholderStatus, ReaderId};
 use card::Card;
 use host::InProcess;
-use pki::issue::{CardCredentials, CardOptions, TestPki};
+use pki_issue::{CardCredentials, CardOptions, TestPki};
 use server::service::Service;
 use store::{ApiToken, Role};
 

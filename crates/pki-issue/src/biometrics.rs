@@ -12,10 +12,10 @@
 use super::cms_sign::{attribute, sign, SignRequest, SignerDn};
 use super::keys::KeyPair;
 use super::IssueError;
-use crate::fips201::oids;
 use der::asn1::OctetString;
 use der::Any;
 use piv::cbeff::{self, CbeffHeader, CbeffTime};
+use pki::fips201::oids;
 
 /// The CBEFF creator of every record made here.
 pub const CREATOR: &str = "pivgate test data";
@@ -156,7 +156,7 @@ pub fn synthetic_face_record() -> Vec<u8> {
 
 /// A CBEFF time from seconds since the epoch.
 pub fn cbeff_time(secs: i64) -> CbeffTime {
-    let (y, m, d) = crate::time::civil_from_days(secs.div_euclid(86_400));
+    let (y, m, d) = pki::time::civil_from_days(secs.div_euclid(86_400));
     let s = secs.rem_euclid(86_400);
     CbeffTime {
         year: y as u16,

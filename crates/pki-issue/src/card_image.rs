@@ -30,7 +30,7 @@ impl CardCredentials {
 
 #[cfg(test)]
 mod tests {
-    use crate::issue::{CardOptions, TestPki, TestPkiOptions};
+    use crate::{CardOptions, TestPki, TestPkiOptions};
     use piv::{DataObject, KeyRef};
 
     #[test]

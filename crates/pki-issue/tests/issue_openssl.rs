@@ -1,8 +1,8 @@
 //! Interoperability of issued certificates, CRLs and CHUID signatures with
 //! OpenSSL (installed by scripts/setup.sh): a second implementation must
-//! accept what `pki::issue` produces.
+//! accept what `pki_issue` produces.
 
-use pki::issue::{pem_encode, CardOptions, CrlReason, KeyAlgorithm, TestPki, TestPkiOptions};
+use pki_issue::{pem_encode, CardOptions, CrlReason, KeyAlgorithm, TestPki, TestPkiOptions};
 use std::path::Path;
 use std::process::Command;
 
@@ -143,7 +143,7 @@ fn openssl_verifies_the_chuid_signature() {
 
 #[test]
 fn openssl_accepts_rsa_signed_certificates() {
-    use pki::issue::{CertificateBuilder, KeyPair};
+    use pki_issue::{CertificateBuilder, KeyPair};
     if !openssl_available() {
         eprintln!("openssl not installed; skipping");
         return;
@@ -196,7 +196,7 @@ fn x509_text(dir: &Path, der: &[u8]) -> String {
 /// card under the test policy.
 #[test]
 fn openssl_sees_the_fips201_extensions_and_the_policy_set() {
-    use pki::issue::PolicySet;
+    use pki_issue::PolicySet;
     if !openssl_available() {
         eprintln!("openssl not installed; skipping");
         return;

@@ -1,14 +1,22 @@
-//! Test-PKI issuance: key generation, an X.509 certificate builder, a CRL
-//! builder, CMS signing of CHUIDs, and the other containers of a whole card
-//! (CCC, Security Object, synthetic SP 800-76 biometrics, Printed
-//! Information; see `CARD-CONTENTS.md`), built from `x509-cert`/`der` types
-//! and signed over the DER of the to-be-signed structure with `aws-lc-rs`.
+//! Issues test PKIs, cards and device certificates for trials, demos and
+//! tests; it is not part of validation (the `pki` crate validates and never
+//! issues).
+//!
+//! Key generation, an X.509 certificate builder, a CRL builder, CMS signing
+//! of CHUIDs, and the other containers of a whole card (CCC, Security
+//! Object, synthetic SP 800-76 biometrics, Printed Information; see
+//! `CARD-CONTENTS.md`), built from `x509-cert`/`der` types and signed over
+//! the DER of the to-be-signed structure with `aws-lc-rs`; [`TestPki`] puts
+//! a CA, cards, device certificates and CRLs on disk, [`mesh`] builds
+//! cross-certified meshes for path-building tests and benchmarks, and
+//! [`ocsp_responder`] answers OCSP requests for a test CA. With the feature
+//! `card`, [`CardCredentials`] become a software card image.
 //!
 //! This is for test and demonstration PKIs (and benchmarks that need CA
 //! bundles, chains and CRLs); it is not a production CA.
 //!
 //! ```
-//! use pki::issue::{CertificateBuilder, KeyAlgorithm, KeyPair};
+//! use pki_issue::{CertificateBuilder, KeyAlgorithm, KeyPair};
 //! let root_key = KeyPair::generate(KeyAlgorithm::P256).unwrap();
 //! let root = CertificateBuilder::new("CN=Test Root,O=Example,C=US", root_key.spki_der())
 //!     .unwrap()
@@ -80,12 +88,12 @@ pub enum IssueError {
 }
 
 /// Encodes DER as PEM with the given label (`CERTIFICATE`, `X509 CRL`,
-/// `PRIVATE KEY`); see [`crate::pem::encode`].
+/// `PRIVATE KEY`); see [`pki::pem::encode`].
 pub fn pem_encode(label: &str, der: &[u8]) -> String {
-    crate::pem::encode(label, der)
+    pki::pem::encode(label, der)
 }
 
-/// Decodes the first PEM block with `label` in `text`; see [`crate::pem::decode`].
+/// Decodes the first PEM block with `label` in `text`; see [`pki::pem::decode`].
 pub fn pem_decode(label: &str, text: &[u8]) -> Option<Vec<u8>> {
-    crate::pem::decode(label, text).ok()
+    pki::pem::decode(label, text).ok()
 }

@@ -17,11 +17,11 @@ use super::builder::{certs_only_p7c, now, CertificateBuilder, CrlBuilder, Revoke
 use super::chuid_sign::sign_chuid;
 use super::keys::{KeyAlgorithm, KeyPair};
 use super::{pem_decode, pem_encode, IssueError};
-use crate::fips201::oids;
-pub use crate::fips201::oids::PolicySet;
 use der::Decode;
 use piv::chuid::{uuid_string, Chuid, ChuidDate};
 use piv::fascn::Fascn;
+use pki::fips201::oids;
+pub use pki::fips201::oids::PolicySet;
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 use x509_cert::crl::CertificateList;
@@ -162,8 +162,8 @@ fn write_file(path: &Path, data: &[u8], private: bool) -> Result<(), IssueError>
 /// Reads a file of a test PKI or card directory (keys, certificates, CRLs, manifests, the
 /// CHUID), bounded like every input: a regular file of at most the CRL size cap.
 fn read_file(path: &Path) -> Result<Vec<u8>, IssueError> {
-    crate::input::read_bounded(path, crate::input::InputKind::Crl).map_err(|e| match e {
-        crate::input::InputError::Io { path, source } => IssueError::Io { path, source },
+    pki::input::read_bounded(path, pki::input::InputKind::Crl).map_err(|e| match e {
+        pki::input::InputError::Io { path, source } => IssueError::Io { path, source },
         other => IssueError::Invalid(other.to_string()),
     })
 }
@@ -639,16 +639,16 @@ impl TestPki {
 
     /// A trust store that relies on this PKI: the root as anchor, the
     /// issuing CA as intermediate.
-    pub fn trust_store(&self) -> crate::store::TrustStore {
-        let mut b = crate::store::TrustStore::builder();
+    pub fn trust_store(&self) -> pki::store::TrustStore {
+        let mut b = pki::store::TrustStore::builder();
         b.add_anchor_der(self.root_der().to_vec());
         b.add_intermediate_der(self.intermediate_der().to_vec());
         b.build()
     }
 
     /// This PKI's current CRLs as a set.
-    pub fn crl_set(&self) -> Result<crate::crl::CrlSet, crate::crl::CrlError> {
-        let mut b = crate::crl::CrlSet::builder();
+    pub fn crl_set(&self) -> Result<pki::revocation_set::RevocationSet, pki::crl::CrlError> {
+        let mut b = pki::revocation_set::RevocationSet::builder();
         for c in self.crls() {
             b.add_der(c)?;
         }
@@ -686,7 +686,7 @@ impl TestPki {
         let expires = match opts.expires {
             Some(d) => d,
             None => {
-                let (y, m, d) = crate::time::civil_from_days((t + 5 * 365 * DAY).div_euclid(DAY));
+                let (y, m, d) = pki::time::civil_from_days((t + 5 * 365 * DAY).div_euclid(DAY));
                 ChuidDate::parse(&format!("{y:04}{m:02}{d:02}"))?
             }
         };
@@ -977,17 +977,17 @@ fn publication(
 /// Whether `cert_der` carries a valid signature by the key of `issuer_der`.
 fn signed_by(cert_der: &[u8], issuer_der: &[u8]) -> bool {
     let (Ok(cert), Ok(issuer)) = (
-        crate::cert::Cert::from_der(cert_der.to_vec()),
-        crate::cert::Cert::from_der(issuer_der.to_vec()),
+        pki::cert::Cert::from_der(cert_der.to_vec()),
+        pki::cert::Cert::from_der(issuer_der.to_vec()),
     ) else {
         return false;
     };
-    crate::sig::verify(
+    pki::sig::verify(
         &cert.signature_algorithm,
         &issuer.public_key,
         cert.tbs(),
         cert.signature(),
-        &crate::sig::AlgorithmPolicy::default(),
+        &pki::sig::AlgorithmPolicy::default(),
     )
     .is_ok()
 }
@@ -998,7 +998,7 @@ mod tests {
 
     #[test]
     fn civil_dates() {
-        let civil = |secs: i64| crate::time::civil_from_days(secs.div_euclid(DAY));
+        let civil = |secs: i64| pki::time::civil_from_days(secs.div_euclid(DAY));
         assert_eq!(civil(0), (1970, 1, 1));
         assert_eq!(civil(951_868_800), (2000, 3, 1));
         assert_eq!(civil(951_782_400), (2000, 2, 29));

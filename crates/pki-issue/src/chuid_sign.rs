@@ -15,7 +15,7 @@ use piv::chuid::Chuid;
 
 /// id-PIV-CHUIDSecurityObject, the eContentType of the CHUID signature.
 pub const OID_PIV_CHUID_SECURITY_OBJECT: ObjectIdentifier =
-    crate::fips201::oids::PIV_CHUID_SECURITY_OBJECT;
+    pki::fips201::oids::PIV_CHUID_SECURITY_OBJECT;
 
 /// Signs `chuid` in place: sets its `signature` element to a DER CMS
 /// ContentInfo/SignedData made with the content signer's key, its

@@ -10,12 +10,12 @@
 use super::cms_sign::{digest_algorithm, sign, SignRequest, SignerDn};
 use super::keys::KeyPair;
 use super::IssueError;
-use crate::fips201::lds::{DataGroupHash, LdsSecurityObject};
-use crate::fips201::oids;
 use der::asn1::OctetString;
 use der::Encode;
 use piv::security_object::{DataGroup, SecurityObjectContainer};
 use piv::DataObject;
+use pki::fips201::lds::{DataGroupHash, LdsSecurityObject};
+use pki::fips201::oids;
 
 /// The content of the Security Object container (`BA`, `BB`, `FE`) over
 /// `groups`: data group number, container, and the container's stored

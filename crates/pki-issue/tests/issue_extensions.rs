@@ -6,10 +6,10 @@
 //! accept them.
 
 use const_oid::ObjectIdentifier;
-use pki::crl::CrlSet;
-use pki::issue::{CertificateBuilder, KeyAlgorithm, KeyPair, KeyUsages};
+use pki::revocation_set::RevocationSet;
 use pki::store::TrustStore;
 use pki::validate::{validate, RevocationMode, ValidationError, ValidationOptions};
+use pki_issue::{CertificateBuilder, KeyAlgorithm, KeyPair, KeyUsages};
 
 const P1: ObjectIdentifier = ObjectIdentifier::new_unwrap("1.3.6.1.4.1.99999.1");
 const P2: ObjectIdentifier = ObjectIdentifier::new_unwrap("1.3.6.1.4.1.99999.2");
@@ -74,7 +74,7 @@ fn check(
         },
         ..opts
     };
-    validate(&store, leaf, chain, &CrlSet::empty(), &opts).map(|_| ())
+    validate(&store, leaf, chain, &RevocationSet::empty(), &opts).map(|_| ())
 }
 
 #[test]
@@ -197,8 +197,8 @@ mod fips201_profile {
     use der::{Decode, Encode};
     use pki::fips201::oids::{self, PolicySet};
     use pki::fips201::{validate_profile, CertProfile, Fips201Error};
-    use pki::issue::{CardOptions, TestPki, TestPkiOptions, DEFAULT_PUBLICATION_URL};
     use pki::validate::{ValidationError, ValidationOptions};
+    use pki_issue::{CardOptions, TestPki, TestPkiOptions, DEFAULT_PUBLICATION_URL};
     use x509_cert::ext::pkix::name::{DistributionPointName, GeneralName};
     use x509_cert::ext::pkix::{
         AuthorityInfoAccessSyntax, CertificatePolicies, CrlDistributionPoints, ExtendedKeyUsage,

@@ -96,7 +96,7 @@ pub(crate) fn sign(
     };
     if let Some(name) = named {
         signed_attrs.insert(attribute(
-            crate::fips201::oids::PIV_SIGNER_DN,
+            pki::fips201::oids::PIV_SIGNER_DN,
             Any::encode_from(&name)?,
         )?)?;
     }

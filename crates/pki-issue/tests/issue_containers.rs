@@ -8,14 +8,14 @@ use piv::cbeff::{container_record, CbeffRecord};
 use piv::chuid::Chuid;
 use piv::security_object::{DataGroup, SecurityObjectContainer};
 use piv::DataObject;
-use pki::crl::CrlSet;
 use pki::fips201::{
     chuid_signer_certificates, verify_biometric, verify_chuid, verify_security_object,
     BiometricError, CertCardIds, DataGroupStatus, SecurityObjectError, SignerDnCheck,
 };
-use pki::issue::{pem_encode, CardCredentials, CardOptions, KeyAlgorithm, TestPki, TestPkiOptions};
+use pki::revocation_set::RevocationSet;
 use pki::store::TrustStore;
 use pki::validate::ValidationOptions;
+use pki_issue::{pem_encode, CardCredentials, CardOptions, KeyAlgorithm, TestPki, TestPkiOptions};
 use std::path::Path;
 use std::process::Command;
 
@@ -23,7 +23,7 @@ struct Card {
     pki: TestPki,
     card: CardCredentials,
     store: TrustStore,
-    crls: CrlSet,
+    crls: RevocationSet,
 }
 
 fn issue(alg: KeyAlgorithm) -> Card {
@@ -41,7 +41,7 @@ fn issue(alg: KeyAlgorithm) -> Card {
     let mut b = TrustStore::builder();
     b.add_anchor_der(pki.root_der().to_vec());
     b.add_intermediate_der(pki.intermediate_der().to_vec());
-    let mut c = CrlSet::builder();
+    let mut c = RevocationSet::builder();
     for crl in pki.crls() {
         c.add_der(crl).unwrap();
     }
@@ -296,7 +296,7 @@ fn the_unsigned_mapping_cannot_hide_a_tampered_container() {
 
 #[test]
 fn the_pivsigner_dn_is_compared_as_a_name_not_as_bytes() {
-    use pki::issue::SignerDn;
+    use pki_issue::SignerDn;
     let c = issue(KeyAlgorithm::P256);
     let subject = x509_cert::Certificate::from_der(c.pki.content_signer_der())
         .unwrap()
@@ -316,7 +316,7 @@ fn the_pivsigner_dn_is_compared_as_a_name_not_as_bytes() {
     };
     let sign = |dn: SignerDn| {
         let mut chuid = Chuid::decode(&c.card.chuid).unwrap();
-        pki::issue::sign_chuid_as(
+        pki_issue::sign_chuid_as(
             &mut chuid,
             c.pki.content_signer_der(),
             c.pki.content_signer_key(),

@@ -11,11 +11,11 @@
 //!
 //! Every end entity has an expected outcome: a valid path of a known length (RFC 5280's `n`,
 //! the trust anchor not counted) from a chosen anchor, or a known reason (the stable
-//! [`code`](crate::error::ValidationError::code) of the error) why no path is valid. Keys are
+//! [`code`](pki::error::ValidationError::code) of the error) why no path is valid. Keys are
 //! P-256, so a default mesh (over 300 CA certificates) is generated in well under a second.
 //!
 //! ```
-//! use pki::issue::mesh::{Mesh, MeshOptions};
+//! use pki_issue::mesh::{Mesh, MeshOptions};
 //! let mesh = Mesh::generate(&MeshOptions::small()).unwrap();
 //! assert!(mesh.cas().len() > 20);
 //! ```

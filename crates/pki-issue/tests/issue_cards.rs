@@ -4,7 +4,7 @@
 use der::{Decode, Encode};
 use piv::chuid::{Chuid, ChuidDate};
 use piv::fascn::Fascn;
-use pki::issue::{CardOptions, KeyAlgorithm, KeyPair, TestPki, TestPkiOptions, PIV_SLOTS};
+use pki_issue::{CardOptions, KeyAlgorithm, KeyPair, TestPki, TestPkiOptions, PIV_SLOTS};
 use x509_cert::ext::pkix::{ExtendedKeyUsage, KeyUsage, KeyUsages};
 use x509_cert::Certificate;
 

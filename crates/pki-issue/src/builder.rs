@@ -32,7 +32,7 @@ use x509_cert::time::{Time as X509Time, Validity};
 pub const DAY: i64 = 86_400;
 
 /// OID of the PIV FASC-N otherName in subjectAltName (SP 800-73-4 / FIPS 201).
-pub const OID_PIV_FASCN: ObjectIdentifier = crate::fips201::oids::PIV_FASCN;
+pub const OID_PIV_FASCN: ObjectIdentifier = pki::fips201::oids::PIV_FASCN;
 
 /// The current time in seconds since the Unix epoch.
 pub fn now() -> i64 {
@@ -465,11 +465,11 @@ impl CertificateBuilder {
             let aia = AuthorityInfoAccessSyntax(
                 self.ocsp
                     .iter()
-                    .map(|u| access(crate::fips201::oids::AD_OCSP, u))
+                    .map(|u| access(pki::fips201::oids::AD_OCSP, u))
                     .chain(
                         self.ca_issuers
                             .iter()
-                            .map(|u| access(crate::fips201::oids::AD_CA_ISSUERS, u)),
+                            .map(|u| access(pki::fips201::oids::AD_CA_ISSUERS, u)),
                     )
                     .collect::<Result<Vec<_>, IssueError>>()?,
             );
@@ -479,7 +479,7 @@ impl CertificateBuilder {
             // SEQUENCE { BOOLEAN } (DER: TRUE is FF).
             let value = [0x30, 0x03, 0x01, 0x01, if interim { 0xFF } else { 0x00 }];
             exts.push(Extension {
-                extn_id: crate::fips201::oids::PIV_INTERIM,
+                extn_id: pki::fips201::oids::PIV_INTERIM,
                 critical: false,
                 extn_value: OctetString::new(value.to_vec())?,
             });
