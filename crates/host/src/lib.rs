@@ -13,9 +13,17 @@ pub mod inproc;
 #[cfg(feature = "pcsc")]
 pub mod pcsc_transport;
 pub mod transport;
+#[cfg(feature = "pcsc")]
+pub mod pcscd;
+#[cfg(feature = "vpcd")]
+pub mod vpcd;
+#[cfg(feature = "pcsc")]
+pub mod watch;
 
 #[cfg(feature = "inproc")]
 pub use inproc::InProcess;
 #[cfg(feature = "pcsc")]
-pub use pcsc_transport::{PcscTransport, Readers};
+pub use pcsc_transport::{PcscSlot, PcscTransport, Readers};
+#[cfg(feature = "pcsc")]
+pub use watch::{Canceller, Watch};
 pub use transport::{Channel, Traffic, Transport, TransportError, TransportExt};
