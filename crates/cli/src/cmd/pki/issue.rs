@@ -243,7 +243,7 @@ fn stem(name: &str) -> String {
         .collect()
 }
 
-pub fn issue_device(a: IssueDeviceArgs) -> Result<ExitCode> {
+pub fn issue_device(a: IssueDeviceArgs) -> anyhow::Result<ExitCode> {
     let pki = TestPki::load(&a.pki)
         .with_context(|| format!("loading the test PKI in {}", a.pki.display()))?;
     let dns = if a.server && a.dns.is_empty() && a.ip.is_empty() {
