@@ -208,7 +208,7 @@ impl<'a> Piv<'a> {
         }
     }
 
-    /// Reads each of `objects` ([`Piv::read_objects`]'s outcomes); those
+    /// Reads each of `objects` ([`ObjectRead`] says what was found); those
     /// the PIN protects are not asked for unless `pin_verified` (the card
     /// would only answer 6982). A transport failure ends the reading.
     pub fn read_objects(

@@ -5,8 +5,8 @@
 //! door sleeps in the kernel until something happens: no polling loop.
 
 use crate::transport::{Channel, Traffic, Transport, TransportError};
-use pcsc::{Context, Disposition, Protocols, Scope, ShareMode};
 use crate::watch::{Slot, Watch};
+use pcsc::{Context, Disposition, Protocols, Scope, ShareMode};
 use std::ffi::{CStr, CString};
 use std::ops::ControlFlow;
 use std::time::{Duration, Instant};
@@ -211,7 +211,6 @@ impl Transport for PcscSlot {
         &self.name
     }
 }
-
 
 /// One connected card.
 pub struct PcscTransport {

@@ -47,7 +47,9 @@ impl Drop for VirtualCard<'_> {
             }
         }
         // The next card must not be mistaken for this one.
-        let _ = self.watch.until(VPCD_READER, WAIT, |s| s != Slot::Present && s != Slot::Mute);
+        let _ = self
+            .watch
+            .until(VPCD_READER, WAIT, |s| s != Slot::Present && s != Slot::Mute);
     }
 }
 

@@ -55,7 +55,7 @@ fn main() {
         let card = Box::new(InProcess::new(Card::new(
             creds.card_image(Some(1)).unwrap(),
         )));
-        let (mut transport, pd) = Loopback::start(card, 1, baud, Key([0x42; 16]))
+        let (mut transport, pd, _line) = Loopback::start(card, 1, baud, Key([0x42; 16]))
             .expect("reader online")
             .split();
         // Warm the process (first random draw, code paths) once.

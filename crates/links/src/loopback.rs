@@ -39,6 +39,9 @@ pub struct Loopback {
     /// The reader, relaying APDUs to its card.
     pub reader: PdHandle,
     pub address: u8,
+    /// The pseudo-terminal pair: kept open until both ends are shut down,
+    /// so neither sees the line hang up.
+    pub line: Pty,
 }
 
 impl Loopback {
@@ -84,12 +87,17 @@ impl Loopback {
             panel,
             reader,
             address,
+            line: pty,
         })
     }
 
-    /// The panel as a [`host::Transport`] to the reader's card, and the
-    /// reader.
-    pub fn split(self) -> (OsdpTransport, PdHandle) {
-        (OsdpTransport::new(self.panel, self.address, 0), self.reader)
+    /// The panel as a [`host::Transport`] to the reader's card, the
+    /// reader, and the line (to be dropped after both are shut down).
+    pub fn split(self) -> (OsdpTransport, PdHandle, Pty) {
+        (
+            OsdpTransport::new(self.panel, self.address, 0),
+            self.reader,
+            self.line,
+        )
     }
 }

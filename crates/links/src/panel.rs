@@ -28,10 +28,16 @@ pub enum PanelError {
     Start(#[source] std::io::Error),
     #[error("the reader came online without the secure channel")]
     NotSecure,
-    #[error("the reader at address {address} failed the secure channel ({reason}); is the key right?")]
+    #[error(
+        "the reader at address {address} failed the secure channel ({reason}); is the key right?"
+    )]
     Refused { address: u8, reason: String },
     #[error("no OSDP reader answered at address {address} on {} at {baud} baud", dev.display())]
-    NoAnswer { address: u8, dev: PathBuf, baud: u32 },
+    NoAnswer {
+        address: u8,
+        dev: PathBuf,
+        baud: u32,
+    },
     #[error("asking the reader for its card")]
     Ask(#[source] TransportError),
     #[error("the reader went offline while waiting for a card")]
@@ -149,7 +155,9 @@ pub enum ReaderNews {
     /// A card arrived (`true`) or left; also `false` when the reader went
     /// offline holding a card.
     Card(bool),
-    Online { secure: bool },
+    Online {
+        secure: bool,
+    },
     Offline(String),
     /// It failed the secure channel.
     Refused(String),

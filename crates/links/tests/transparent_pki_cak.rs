@@ -30,6 +30,7 @@ fn pki_cak_through_an_osdp_reader(baud: u32) {
     let Loopback {
         panel: cp,
         reader: pd,
+        line: _line,
         ..
     } = Loopback::start(card, 3, baud, Key([0x42; 16])).unwrap();
 

@@ -15,9 +15,9 @@ use std::path::Path;
 use std::sync::{Arc, RwLock};
 
 use access::jiff::{tz::TimeZone, Timestamp, Zoned};
+use auth::Authenticator;
 use host::InProcess;
 use pki::issue::{CardCredentials, CardOptions, IssueError, KeyAlgorithm, TestPki, TestPkiOptions};
-use auth::Authenticator;
 use store::Role;
 
 use crate::config::Config;
@@ -106,7 +106,8 @@ impl DemoSite {
         listen: Option<SocketAddr>,
     ) -> Result<DemoSite, DemoError> {
         // The CRL distribution points in the certificates name this address.
-        let listener = TcpListener::bind("127.0.0.1:0").map_err(step("binding the CRL publisher"))?;
+        let listener =
+            TcpListener::bind("127.0.0.1:0").map_err(step("binding the CRL publisher"))?;
         let addr = listener
             .local_addr()
             .map_err(step("binding the CRL publisher"))?;
@@ -149,8 +150,8 @@ impl DemoSite {
         config
             .check(&path)
             .map_err(step("checking the demo configuration"))?;
-        let trust = crate::trust::load(&config)
-            .map_err(step("loading the test PKI as trust anchors"))?;
+        let trust =
+            crate::trust::load(&config).map_err(step("loading the test PKI as trust anchors"))?;
         let publisher = Arc::new(CrlPublisher::default());
         publisher.publish(&pki)?;
         Ok(DemoSite {

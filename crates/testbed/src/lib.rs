@@ -122,7 +122,12 @@ pub fn wait_for_card_removed(reader: &str, timeout: Duration) -> Result<()> {
     })
 }
 
-fn wait_for(reader: &str, timeout: Duration, what: &str, done: impl Fn(Slot) -> bool) -> Result<()> {
+fn wait_for(
+    reader: &str,
+    timeout: Duration,
+    what: &str,
+    done: impl Fn(Slot) -> bool,
+) -> Result<()> {
     let watch = Watch::establish()?;
     match watch.until(reader, timeout, done) {
         Ok(()) => Ok(()),

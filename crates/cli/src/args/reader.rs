@@ -22,4 +22,3 @@ pub fn wait_and_connect(
         .with_context(|| format!("connecting to the card in {name:?}"))?;
     Ok((t, start.elapsed()))
 }
-

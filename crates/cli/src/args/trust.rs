@@ -4,8 +4,8 @@
 
 use anyhow::Context;
 use clap::{Args, ValueEnum};
-use pki::fips201::CertProfile;
 use pki::fetch::FetchConfig;
+use pki::fips201::CertProfile;
 use pki::input::{read_bounded, InputKind};
 use pki::ocsp::client::{NoncePolicy, OcspConfig, RequestMethod};
 use pki::ocsp::CertIdHash;
@@ -338,4 +338,3 @@ pub fn load_inputs(t: &TrustArgs) -> anyhow::Result<Inputs> {
     opts.policy_set = trust.policy_set;
     Ok(Inputs { trust, opts })
 }
-

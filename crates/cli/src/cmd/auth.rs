@@ -92,11 +92,7 @@ pub fn run(args: AuthArgs) -> Result<ExitCode> {
             if args.reader.is_some() {
                 anyhow::bail!("--reader names a PC/SC reader; with --osdp the reader is --address");
             }
-            let (t, d) = connect_panel(
-                &args.osdp,
-                dev,
-                args.wait.map(Duration::from_secs),
-            )?;
+            let (t, d) = connect_panel(&args.osdp, dev, args.wait.map(Duration::from_secs))?;
             (Box::new(t), d)
         }
         None => {

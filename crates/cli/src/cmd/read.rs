@@ -74,4 +74,3 @@ pub fn run(args: ReadArgs) -> Result<ExitCode> {
     }
     Ok(ExitCode::SUCCESS)
 }
-

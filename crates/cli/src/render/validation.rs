@@ -105,4 +105,3 @@ pub fn signer_dn_text(c: pki::fips201::SignerDnCheck) -> &'static str {
         }
     }
 }
-

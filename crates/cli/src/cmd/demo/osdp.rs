@@ -44,7 +44,7 @@ pub fn taps(
             .context("personalising the card")?;
         let card = Box::new(InProcess::with_profile(Card::new(image), profile));
         // Both ends are in this process, on a private pseudo-terminal pair.
-        let (mut transport, pd) = Loopback::start(card, 1, baud, Key([0x5a; 16]))?.split();
+        let (mut transport, pd, _line) = Loopback::start(card, 1, baud, Key([0x5a; 16]))?.split();
         let authn = Authenticator::new(
             pki.trust_store(),
             pki.crl_set().context("loading the test PKI's CRLs")?,

@@ -96,4 +96,3 @@ pub fn run(cmd: PkiCommand) -> anyhow::Result<ExitCode> {
         }
     }
 }
-

@@ -244,4 +244,3 @@ pub fn verify_biometric_cmd(a: VerifyBiometricArgs) -> anyhow::Result<ExitCode> 
     }
     Ok(ExitCode::SUCCESS)
 }
-

@@ -254,4 +254,3 @@ pub fn verify_chuid_cmd(a: VerifyChuidArgs) -> anyhow::Result<ExitCode> {
         )),
     }
 }
-

@@ -122,7 +122,9 @@ pub fn run(a: ReaderConnectArgs) -> Result<ExitCode> {
                 });
             }
             (
-                Arc::new(Mutex::new(Box::new(reader.transport) as Box<dyn Transport + Send>)),
+                Arc::new(Mutex::new(
+                    Box::new(reader.transport) as Box<dyn Transport + Send>
+                )),
                 format!(
                     "OSDP reader at address {address} on {} at {} baud",
                     dev.display(),

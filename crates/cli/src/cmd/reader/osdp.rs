@@ -10,12 +10,8 @@ use crate::args::osdp::{load_key, parse_baud, Security};
 use anyhow::{bail, Context, Result};
 use clap::Args;
 use host::{PcscSlot, Readers, Transport, Watch};
-use links::osdp::msg::{BuzzerControl, LedControl, OutputControl, PdId, XrdReply, XwrRequest};
-use links::osdp::pd::{PdApp, PdConfig, PdEvent, PeripheralDevice};
-use links::osdp::sc::Key;
-use links::panel::link_for;
-use links::serial::{open_serial, PdHandle, PdRemote};
-use links::transparent::CardBridge;
+use links::reader::{ReaderNote, ReaderSecurity};
+use links::serial::PdRemote;
 
 #[derive(Args)]
 pub struct ReaderOsdpArgs {
@@ -40,68 +36,23 @@ pub struct ReaderOsdpArgs {
     card_image: Option<PathBuf>,
 }
 
-/// The reader's application: transparent mode through the bridge, keys
-/// persisted, and the panel's feedback requests logged.
-struct ReaderApp {
-    bridge: CardBridge,
-    key_file: Option<PathBuf>,
-}
-
-impl PdApp for ReaderApp {
-    fn transparent(&mut self, request: &XwrRequest) -> Option<XrdReply> {
-        self.bridge.transparent(request)
-    }
-    fn keyset(&mut self, key: &Key) -> bool {
-        match &self.key_file {
-            Some(path) => match files::write_hex_key(path, &key.0) {
-                Ok(()) => {
-                    eprintln!(
-                        "osdp: the panel installed a new key; saved to {}",
-                        path.display()
-                    );
-                    true
-                }
-                Err(e) => {
-                    eprintln!(
-                        "osdp: the panel sent a new key but {} could not be written ({e}); refused",
-                        path.display()
-                    );
-                    false
-                }
-            },
-            None => {
-                eprintln!(
-                    "osdp: the panel installed a new key; it is kept in memory only (no --key-file)"
-                );
-                true
-            }
-        }
-    }
-    fn led(&mut self, control: &LedControl) {
-        eprintln!("osdp: LED {control:?}");
-    }
-    fn buzzer(&mut self, control: &BuzzerControl) {
-        eprintln!("osdp: buzzer {control:?}");
-    }
-    fn output(&mut self, control: &OutputControl) {
-        eprintln!("osdp: output {control:?}");
-    }
-}
-
-fn pd_event_text(e: &PdEvent) -> String {
-    match e {
-        PdEvent::Secured { default_key: true } => {
-            "secure channel up with the default key (install mode)".into()
-        }
-        PdEvent::Secured { default_key: false } => "secure channel up".into(),
-        PdEvent::KeyInstalled => "key installed; install mode is over".into(),
-        PdEvent::Reset => "the panel (re)connected".into(),
-        PdEvent::SecurityFailure(e) => format!("secure channel failure, session dropped: {e}"),
-        PdEvent::CryptogramMismatch => {
-            "the panel's cryptogram does not match: it holds another key".into()
-        }
-        PdEvent::BadFrame(e) => format!("bad frame discarded: {e}"),
-        PdEvent::BadCommand(e) => format!("bad command answered with NAK: {e}"),
+/// What the reader did, on standard error.
+fn note(n: ReaderNote) {
+    match n {
+        ReaderNote::KeySaved(path) => eprintln!(
+            "osdp: the panel installed a new key; saved to {}",
+            path.display()
+        ),
+        ReaderNote::KeyNotSaved { path, error } => eprintln!(
+            "osdp: the panel sent a new key but {} could not be written ({error}); refused",
+            path.display()
+        ),
+        ReaderNote::KeyInMemory => eprintln!(
+            "osdp: the panel installed a new key; it is kept in memory only (no --key-file)"
+        ),
+        ReaderNote::Led(c) => eprintln!("osdp: LED {c:?}"),
+        ReaderNote::Buzzer(c) => eprintln!("osdp: buzzer {c:?}"),
+        ReaderNote::Output(c) => eprintln!("osdp: output {c:?}"),
     }
 }
 
@@ -148,47 +99,32 @@ pub fn run(a: ReaderOsdpArgs) -> Result<ExitCode> {
         None => (None, s.install_mode),
     };
     let stopping = Arc::new(AtomicBool::new(false));
-    let (slot, watch): (Box<dyn Transport + Send>, Option<(Watch, String)>) =
-        match &a.card_image {
-            Some(path) => {
-                let image = card::image::CardImage::load(path)
-                    .with_context(|| format!("loading the card image {}", path.display()))?;
-                (Box::new(host::InProcess::new(card::Card::new(image))), None)
-            }
-            None => {
-                let readers = Readers::establish().context("connecting to the PC/SC service")?;
-                let name = readers
-                    .pick(a.reader.as_deref())
-                    .context("choosing the PC/SC reader")?;
-                let ctx = Watch::establish().context("connecting to the PC/SC service")?;
-                (
-                    Box::new(PcscSlot::new(readers, name.clone())),
-                    Some((ctx, name)),
-                )
-            }
-        };
-    let port = open_serial(&a.serial, a.baud)
-        .with_context(|| format!("opening the serial device {}", a.serial.display()))?;
-    let mut cfg = PdConfig::reader(
-        a.address,
-        PdId {
-            vendor: [0, 0, 0],
-            model: 1,
-            version: 1,
-            serial: std::process::id(),
-            firmware: [0, 1, 0],
-        },
-    );
-    cfg.scbk = scbk;
-    cfg.install_mode = install_mode;
-    cfg.require_secure = !s.insecure;
-    let app = ReaderApp {
-        bridge: CardBridge::new(slot, 0),
+    let (slot, watch): (Box<dyn Transport + Send>, Option<(Watch, String)>) = match &a.card_image {
+        Some(path) => {
+            let image = card::image::CardImage::load(path)
+                .with_context(|| format!("loading the card image {}", path.display()))?;
+            (Box::new(host::InProcess::new(card::Card::new(image))), None)
+        }
+        None => {
+            let readers = Readers::establish().context("connecting to the PC/SC service")?;
+            let name = readers
+                .pick(a.reader.as_deref())
+                .context("choosing the PC/SC reader")?;
+            let ctx = Watch::establish().context("connecting to the PC/SC service")?;
+            (
+                Box::new(PcscSlot::new(readers, name.clone())),
+                Some((ctx, name)),
+            )
+        }
+    };
+    let security = ReaderSecurity {
+        scbk,
+        install_mode,
+        require_secure: !s.insecure,
         key_file: s.key_file.clone(),
     };
-    let link = link_for(&a.serial, a.baud);
-    let pd = PdHandle::spawn(port, PeripheralDevice::new(cfg), Box::new(app), link)
-        .context("starting the OSDP reader")?;
+    let (pd, link) = links::reader::start(&a.serial, a.address, a.baud, security, slot, note)
+        .with_context(|| format!("opening the serial device {}", a.serial.display()))?;
     let source = match &watch {
         Some((_, name)) => format!("PC/SC reader {name:?}"),
         None => "a software card".to_string(),
@@ -243,7 +179,7 @@ pub fn run(a: ReaderOsdpArgs) -> Result<ExitCode> {
         }
     };
     while let Ok(e) = pd.events().recv() {
-        eprintln!("osdp: {}", pd_event_text(&e));
+        eprintln!("osdp: {e}");
     }
     let stats = pd.shutdown();
     let by_signal = stopping.swap(true, Ordering::SeqCst);
@@ -266,4 +202,3 @@ pub fn run(a: ReaderOsdpArgs) -> Result<ExitCode> {
         ExitCode::from(2)
     })
 }
-
