@@ -223,11 +223,9 @@ impl ReaderWatch {
                     address: x,
                     reader: 0,
                     present,
-                } if *x == address => {
-                    if *present != self.present {
-                        self.present = *present;
-                        news(ReaderNews::Card(*present));
-                    }
+                } if *x == address && *present != self.present => {
+                    self.present = *present;
+                    news(ReaderNews::Card(*present));
                 }
                 CpEvent::Online {
                     address: x, secure, ..

@@ -306,13 +306,13 @@ pub fn run(args: DemoArgs) -> Result<ExitCode> {
         json: args.json,
         taps: Vec::new(),
     };
-    demo.tap("granted", "granted", "Ada Lovelace", &ada, FRONT, None)?;
-    demo.tap("repeat tap", "granted", "Ada Lovelace", &ada, FRONT, None)?;
+    demo.tap("granted", "granted", "Ada Lovelace", ada, FRONT, None)?;
+    demo.tap("repeat tap", "granted", "Ada Lovelace", ada, FRONT, None)?;
     demo.tap(
         "not enrolled",
         "not-enrolled",
         "Bob Stranger",
-        &bob,
+        bob,
         FRONT,
         None,
     )?;
@@ -320,7 +320,7 @@ pub fn run(args: DemoArgs) -> Result<ExitCode> {
         "outside schedule",
         "outside-schedule",
         "Dan Lab",
-        &dan,
+        dan,
         LAB,
         None,
     )?;
@@ -328,7 +328,7 @@ pub fn run(args: DemoArgs) -> Result<ExitCode> {
         "granted before the revocation",
         "granted",
         "Carol Shaw",
-        &carol,
+        carol,
         FRONT,
         None,
     )?;
@@ -341,7 +341,7 @@ pub fn run(args: DemoArgs) -> Result<ExitCode> {
         "revoked after a CRL refresh",
         "certificate-revoked",
         "Carol Shaw",
-        &carol,
+        carol,
         FRONT,
         None,
     )?;
@@ -349,7 +349,7 @@ pub fn run(args: DemoArgs) -> Result<ExitCode> {
         "card + PIN at a high-security door",
         "granted",
         "Ada Lovelace",
-        &ada,
+        ada,
         SERVER_ROOM,
         Some(PIN),
     )?;
