@@ -195,15 +195,50 @@ impl Watch {
     }
 
     /// Waits up to `timeout` until `done` holds for the slot of reader
-    /// `name` (a reader not connected yet is waited for).
+    /// `name`; a reader not connected yet is waited for (its slot is
+    /// [`Slot::Unknown`] meanwhile).
     pub fn until(
         &self,
         name: &str,
         timeout: Duration,
         done: impl Fn(Slot) -> bool,
     ) -> Result<(), TransportError> {
-        let r = self.run(&[name.to_string()], true, Some(timeout), |c| {
-            if done(c.readers[0].slot) {
+        let deadline = Instant::now() + timeout;
+        let left = || deadline.saturating_duration_since(Instant::now());
+        loop {
+            let r = self.run(&[name.to_string()], true, Some(left()), |c| {
+                if done(c.readers[0].slot) {
+                    ControlFlow::Break(())
+                } else {
+                    ControlFlow::Continue(())
+                }
+            });
+            match r {
+                Ok(Some(())) => return Ok(()),
+                Ok(None) => return Err(TransportError::Cancelled),
+                // pcscd refuses to watch a reader it does not list.
+                Err(TransportError::NoSuchReader(..)) => {
+                    if done(Slot::Unknown) {
+                        return Ok(());
+                    }
+                    self.reader_connected(name, left())?;
+                }
+                Err(TransportError::Timeout(_)) => return Err(TransportError::Timeout(timeout)),
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
+    /// Blocks until reader `name` is listed (or `timeout` passes): wakes on
+    /// each reader connected or disconnected.
+    fn reader_connected(&self, name: &str, timeout: Duration) -> Result<(), TransportError> {
+        let listed = || {
+            self.ctx
+                .list_readers_owned()
+                .is_ok_and(|all| all.iter().any(|r| r.to_bytes() == name.as_bytes()))
+        };
+        let r = self.run(&[], true, Some(timeout), |_| {
+            if listed() {
                 ControlFlow::Break(())
             } else {
                 ControlFlow::Continue(())
