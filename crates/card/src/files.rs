@@ -2,9 +2,7 @@
 //! image, and the removal of temporaries a crashed save left behind. Used by
 //! [`crate::image`] to save and by [`crate::lock`] once it holds the lock.
 
-use crate::crypto;
 use crate::error::ImageError;
-use std::io::Write;
 use std::path::{Path, PathBuf};
 
 fn invalid(msg: impl Into<String>) -> ImageError {
@@ -12,12 +10,9 @@ fn invalid(msg: impl Into<String>) -> ImageError {
 }
 
 /// The prefix of the temporary files a save of `path` creates, inside
-/// `path`'s directory: `.NAME.tmp-`.
+/// `path`'s directory: `.NAME.tmp-` ([`::files::temporary_prefix`]).
 pub(crate) fn temporary_prefix(name: &std::ffi::OsStr) -> std::ffi::OsString {
-    let mut prefix = std::ffi::OsString::from(".");
-    prefix.push(name);
-    prefix.push(".tmp-");
-    prefix
+    ::files::temporary_prefix(name)
 }
 
 /// The directory and file name of `path`.
@@ -34,31 +29,14 @@ pub(crate) fn split_path(path: &Path) -> Result<(PathBuf, std::ffi::OsString), I
 
 /// Writes `bytes` to `path` atomically with mode 0600, through a temporary
 /// file with an unpredictable name created exclusively and without
-/// following symbolic links.
+/// following symbolic links ([`::files::write_atomic`]).
 pub fn write_atomically(path: &Path, bytes: &[u8]) -> Result<(), ImageError> {
-    let io = |action, source| ImageError::Io {
-        action,
+    split_path(path)?;
+    ::files::write_atomic(path, bytes).map_err(|source| ImageError::Io {
+        action: "write",
         path: path.to_owned(),
         source,
-    };
-    let (dir, name) = split_path(path)?;
-    let mut random = [0u8; 12];
-    crypto::random(&mut random)?;
-    let mut tmp_name = temporary_prefix(&name);
-    tmp_name.push(hex::encode(random));
-    let tmp = dir.join(tmp_name);
-    let mut f = open_private(&tmp).map_err(|e| io("create", e))?;
-    let result = (|| {
-        f.write_all(bytes).map_err(|e| io("write", e))?;
-        f.sync_all().map_err(|e| io("sync", e))?;
-        std::fs::rename(&tmp, path).map_err(|e| io("replace", e))?;
-        sync_dir(&dir).map_err(|e| io("sync directory of", e))
-    })();
-    drop(f);
-    if result.is_err() {
-        let _ = std::fs::remove_file(&tmp);
-    }
-    result
+    })
 }
 
 /// Removes the temporary files that saves of `path` left behind when their
@@ -96,28 +74,12 @@ pub fn remove_stale_temporaries(path: &Path) -> Result<usize, ImageError> {
     Ok(removed)
 }
 
-#[cfg(unix)]
-fn open_private(path: &Path) -> std::io::Result<std::fs::File> {
-    use std::os::unix::fs::OpenOptionsExt;
-    std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(0o600)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
-        .open(path)
-}
-
 #[cfg(not(unix))]
 fn open_private(path: &Path) -> std::io::Result<std::fs::File> {
     std::fs::OpenOptions::new()
         .write(true)
         .create_new(true)
         .open(path)
-}
-
-#[cfg(unix)]
-fn sync_dir(dir: &Path) -> std::io::Result<()> {
-    std::fs::File::open(dir)?.sync_all()
 }
 
 #[cfg(not(unix))]

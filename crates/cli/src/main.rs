@@ -1,23 +1,18 @@
 //! The `pivgate` binary: argument parsing and printing only; the work is done
 //! by the library crates.
+//!
+//! Layout: `cmd/<verb>` parses one verb's arguments and prints its result;
+//! `args` holds the arguments several verbs share, `render` the printing
+//! they share. Imports go one way: `main` → `cmd` → `args`, `render`.
 
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
 
-mod card_cmd;
-mod demo;
-mod demo_osdp;
-#[cfg(feature = "pcsc-demo")]
-mod demo_pcsc;
-mod door_cmd;
-mod object_cmd;
-mod osdp_cmd;
-mod pcsc_watch;
-mod personalise;
-mod pki_cmd;
-mod remote_cmd;
+mod args;
+mod cmd;
 mod render;
-mod serve_cmd;
+
+use cmd::{auth, card, demo, pki, read, reader, serve};
 
 /// PIV / PKI smart-card authentication for physical access control.
 #[derive(Parser)]
@@ -31,18 +26,18 @@ struct Cli {
 enum Command {
     /// Software PIV card: create card images and run them behind a PC/SC reader.
     #[command(subcommand)]
-    Card(card_cmd::CardCommand),
+    Card(card::CardCommand),
     /// PKI: verify certificate paths, and issue a test PKI and card credentials.
     #[command(subcommand)]
-    Pki(pki_cmd::PkiCommand),
+    Pki(pki::PkiCommand),
     /// Show what the card in a PC/SC reader holds: FASC-N, UUID, expiry,
     /// certificates, policies, key algorithms.
-    Read(door_cmd::ReadArgs),
+    Read(read::ReadArgs),
     /// Authenticate the card in a PC/SC reader (or, with --osdp, behind an
     /// OSDP reader) with PKI-CAK, PKI-AUTH or CHUID and print the timed
     /// transaction. Exit 0 granted, 1 refused,
     /// 2 usage or I/O error.
-    Auth(door_cmd::AuthArgs),
+    Auth(auth::AuthArgs),
     /// The door demo: starts the door service in this process on a
     /// temporary database with a test PKI, prints its API URL and an admin
     /// token, enrolls software cards and taps them at simulated doors
@@ -54,21 +49,21 @@ enum Command {
     Demo(demo::DemoArgs),
     /// Write a commented `pivgate.toml` and a test PKI: a working site in
     /// one command.
-    Init(serve_cmd::InitArgs),
+    Init(serve::InitArgs),
     /// Run the door service: reader watchers, the access decision, the
     /// durable event log and the HTTP API. Stops on SIGTERM or SIGINT;
     /// SIGHUP reloads the access data (after `pivgate enroll`).
-    Serve(serve_cmd::ServeArgs),
+    Serve(serve::ServeArgs),
     /// Enroll the card in a PC/SC reader after a full validation (PKI-CAK,
     /// and the CHUID's signature and binding). Exit 0 enrolled, 1 refused.
-    Enroll(serve_cmd::EnrollArgs),
+    Enroll(serve::EnrollArgs),
     /// Offer this host's card reader to a door controller over a reader
     /// link (OSDP, transparent mode).
     #[command(subcommand)]
-    Reader(osdp_cmd::ReaderCommand),
+    Reader(reader::ReaderCommand),
     /// API bearer tokens.
     #[command(subcommand)]
-    Token(serve_cmd::TokenCommand),
+    Token(serve::TokenCommand),
 }
 
 fn main() -> ExitCode {
@@ -89,16 +84,16 @@ fn main() -> ExitCode {
         .init();
     let cli = Cli::parse();
     let result = match cli.command {
-        Command::Card(c) => card_cmd::run(c),
-        Command::Pki(c) => pki_cmd::run(c),
-        Command::Read(a) => door_cmd::read(a),
-        Command::Auth(a) => door_cmd::authenticate(a),
+        Command::Card(c) => card::run(c),
+        Command::Pki(c) => pki::run(c),
+        Command::Read(a) => read::run(a),
+        Command::Auth(a) => auth::run(a),
         Command::Demo(a) => demo::run(a),
-        Command::Init(a) => serve_cmd::init(a),
-        Command::Serve(a) => serve_cmd::serve(a),
-        Command::Token(c) => serve_cmd::token(c),
-        Command::Enroll(a) => serve_cmd::enroll(a),
-        Command::Reader(c) => osdp_cmd::run(c),
+        Command::Init(a) => serve::init(a),
+        Command::Serve(a) => serve::serve(a),
+        Command::Token(c) => serve::token(c),
+        Command::Enroll(a) => serve::enroll(a),
+        Command::Reader(c) => reader::run(c),
     };
     match result {
         Ok(code) => code,

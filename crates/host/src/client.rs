@@ -173,25 +173,66 @@ impl<'a> Piv<'a> {
 
     /// GET DATA: the contents of the data object's `53` template.
     pub fn get_data(&mut self, tag: u32) -> Result<Vec<u8>, ClientError> {
-        let mut tagged = Vec::with_capacity(5);
-        tlv::push(&mut tagged, 0x5C, &tag_bytes(tag));
-        let r = exchange(self.ch, 0x00, 0xCB, 0x3F, 0xFF, &tagged, true)?;
-        match r.sw {
-            0x9000 => {}
-            0x6A82 => return Err(ClientError::NotFound(tag)),
-            0x6982 => return Err(ClientError::SecurityStatus),
-            sw => {
-                return Err(ClientError::Status {
-                    what: "GET DATA",
-                    sw,
-                })
-            }
-        }
-        let v = tlv::parse_single(&r.data, 0x53).map_err(|e| ClientError::Malformed {
+        let data = self.get_data_answer(tag)?;
+        let v = tlv::parse_single(&data, 0x53).map_err(|e| ClientError::Malformed {
             what: "GET DATA",
             detail: e.to_string(),
         })?;
         Ok(v.to_vec())
+    }
+
+    /// GET DATA of `tag`: the card's whole answer.
+    fn get_data_answer(&mut self, tag: u32) -> Result<Vec<u8>, ClientError> {
+        let mut tagged = Vec::with_capacity(5);
+        tlv::push(&mut tagged, 0x5C, &tag_bytes(tag));
+        let r = exchange(self.ch, 0x00, 0xCB, 0x3F, 0xFF, &tagged, true)?;
+        match r.sw {
+            0x9000 => Ok(r.data),
+            0x6A82 => Err(ClientError::NotFound(tag)),
+            0x6982 => Err(ClientError::SecurityStatus),
+            sw => Err(ClientError::Status {
+                what: "GET DATA",
+                sw,
+            }),
+        }
+    }
+
+    /// Reads a PIV data object: the content of its `53` container, or for
+    /// an object the card answers under its own tag (the discovery object,
+    /// `7E`) the whole answer.
+    pub fn read_object(&mut self, object: piv::DataObject) -> Result<Vec<u8>, ClientError> {
+        if object.is_self_tagged() {
+            self.get_data_answer(object.tag())
+        } else {
+            self.get_data(object.tag())
+        }
+    }
+
+    /// Reads each of `objects` ([`ObjectRead`] says what was found); those
+    /// the PIN protects are not asked for unless `pin_verified` (the card
+    /// would only answer 6982). A transport failure ends the reading.
+    pub fn read_objects(
+        &mut self,
+        objects: &[piv::DataObject],
+        pin_verified: bool,
+    ) -> Result<Vec<(piv::DataObject, ObjectRead)>, ClientError> {
+        let mut out = Vec::with_capacity(objects.len());
+        for &object in objects {
+            let behind_pin = !matches!(object.read_access(), piv::Access::Always);
+            let read = if behind_pin && !pin_verified {
+                ObjectRead::PinRequired
+            } else {
+                match self.read_object(object) {
+                    Ok(content) => ObjectRead::Present(content),
+                    Err(ClientError::NotFound(_)) => ObjectRead::Absent,
+                    Err(ClientError::SecurityStatus) => ObjectRead::PinRequired,
+                    Err(e @ ClientError::Transport(_)) => return Err(e),
+                    Err(e) => ObjectRead::Unreadable(e.to_string()),
+                }
+            };
+            out.push((object, read));
+        }
+        Ok(out)
     }
 
     /// Reads a certificate container (SP 800-73-4 Part 1 Table 15: 70 cert,
@@ -277,6 +318,19 @@ fn pin_status(sw: u16, what: &'static str) -> Result<(), ClientError> {
         0x6983 => Err(ClientError::PinBlocked),
         sw => Err(ClientError::Status { what, sw }),
     }
+}
+
+/// What reading one data object found ([`Piv::read_objects`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ObjectRead {
+    /// Its content.
+    Present(Vec<u8>),
+    /// The card does not hold it (6A82).
+    Absent,
+    /// It is behind the PIN, which is not verified.
+    PinRequired,
+    /// The card refused it otherwise, or answered something malformed.
+    Unreadable(String),
 }
 
 /// The 8-byte PIN block: 6 to 8 ASCII digits padded with FF, wiped when

@@ -5,8 +5,10 @@
 //! door sleeps in the kernel until something happens: no polling loop.
 
 use crate::transport::{Channel, Traffic, Transport, TransportError};
-use pcsc::{Context, Disposition, Protocols, ReaderState, Scope, ShareMode, State};
+use crate::watch::{Slot, Watch};
+use pcsc::{Context, Disposition, Protocols, Scope, ShareMode};
 use std::ffi::{CStr, CString};
+use std::ops::ControlFlow;
 use std::time::{Duration, Instant};
 
 impl From<pcsc::Error> for TransportError {
@@ -27,18 +29,7 @@ pub struct Readers {
     ctx: Context,
 }
 
-/// Cancels a [`Readers::wait_for_card`] running on another thread.
-#[derive(Clone)]
-pub struct Canceller {
-    ctx: Context,
-}
-
-impl Canceller {
-    pub fn cancel(&self) {
-        // Nothing to report if the wait already ended.
-        let _ = self.ctx.cancel();
-    }
-}
+pub use crate::watch::Canceller;
 
 fn name_of(r: &CStr) -> String {
     r.to_string_lossy().into_owned()
@@ -54,9 +45,12 @@ impl Readers {
 
     /// A handle that can cancel a wait from another thread.
     pub fn canceller(&self) -> Canceller {
-        Canceller {
-            ctx: self.ctx.clone(),
-        }
+        self.watch().canceller()
+    }
+
+    /// A [`Watch`] on this context (cancelled by [`Readers::canceller`]).
+    pub fn watch(&self) -> Watch {
+        Watch::on(self.ctx.clone())
     }
 
     /// The names of the connected readers.
@@ -90,52 +84,32 @@ impl Readers {
         timeout: Option<Duration>,
     ) -> Result<String, TransportError> {
         let deadline = timeout.map(|t| Instant::now() + t);
+        let watch = self.watch();
         loop {
             let names: Vec<String> = match reader {
                 Some(r) => vec![r.to_string()],
                 None => self.list()?,
             };
-            let mut states = vec![ReaderState::new(pcsc::PNP_NOTIFICATION(), State::UNAWARE)];
-            for n in &names {
-                let c = CString::new(n.as_str())
-                    .map_err(|_| TransportError::NoSuchReader(n.clone(), String::new()))?;
-                states.push(ReaderState::new(c, State::UNAWARE));
-            }
-            loop {
-                let remaining = match deadline {
-                    Some(d) => {
-                        let now = Instant::now();
-                        if now >= d {
-                            return Err(TransportError::Timeout(timeout.unwrap_or_default()));
-                        }
-                        Some(d - now)
-                    }
-                    None => None,
-                };
-                match self.ctx.get_status_change(remaining, &mut states) {
-                    Ok(()) => {}
-                    Err(pcsc::Error::Timeout) => {
-                        return Err(TransportError::Timeout(timeout.unwrap_or_default()))
-                    }
-                    Err(pcsc::Error::UnknownReader) => {
-                        let n = reader.unwrap_or_default().to_string();
-                        return Err(TransportError::NoSuchReader(n, self.list()?.join(", ")));
-                    }
-                    Err(e) => return Err(e.into()),
-                }
-                for rs in &states[1..] {
-                    let st = rs.event_state();
-                    if st.contains(State::PRESENT) && !st.contains(State::MUTE) {
-                        return Ok(name_of(rs.name()));
-                    }
+            let left = deadline.map(|d| d.saturating_duration_since(Instant::now()));
+            let found = watch.run(&names, true, left, |c| {
+                if let Some(r) = c.readers.iter().find(|r| r.slot == Slot::Present) {
+                    return ControlFlow::Break(Some(r.name.clone()));
                 }
                 // A reader came or went: rebuild the list when watching all.
-                if reader.is_none() && states[0].event_state().contains(State::CHANGED) {
-                    break;
+                if reader.is_none() && c.readers_changed {
+                    return ControlFlow::Break(None);
                 }
-                for rs in &mut states {
-                    rs.sync_current_state();
+                ControlFlow::Continue(())
+            });
+            match found {
+                Ok(Some(Some(name))) => return Ok(name),
+                Ok(Some(None)) => {}
+                Ok(None) => return Err(TransportError::Cancelled),
+                Err(TransportError::NoSuchReader(..)) => {
+                    let n = reader.unwrap_or_default().to_string();
+                    return Err(TransportError::NoSuchReader(n, self.list()?.join(", ")));
                 }
+                Err(e) => return Err(e),
             }
         }
     }
@@ -167,6 +141,74 @@ impl Readers {
         };
         t.refresh_atr()?;
         Ok(t)
+    }
+}
+
+/// A PC/SC reader's card, connected when first asked for and again after a
+/// removal.
+pub struct PcscSlot {
+    pub readers: Readers,
+    pub name: String,
+    pub card: Option<PcscTransport>,
+}
+
+impl PcscSlot {
+    pub fn new(readers: Readers, name: String) -> PcscSlot {
+        PcscSlot {
+            readers,
+            name,
+            card: None,
+        }
+    }
+
+    fn card(&mut self) -> Result<&mut PcscTransport, TransportError> {
+        if self.card.is_none() {
+            self.card = Some(self.readers.connect(&self.name)?);
+        }
+        self.card
+            .as_mut()
+            .ok_or_else(|| TransportError::NoCard(self.name.clone()))
+    }
+}
+
+impl Channel for PcscSlot {
+    fn transmit(&mut self, apdu: &[u8]) -> Result<Vec<u8>, TransportError> {
+        let r = self.card()?.transmit(apdu);
+        if r.is_err() {
+            // A removed or reset card is connected afresh next time.
+            self.card = None;
+        }
+        r
+    }
+    fn extended_length(&self) -> bool {
+        self.card.as_ref().is_some_and(|c| c.extended_length())
+    }
+    fn traffic(&self) -> Traffic {
+        self.card.as_ref().map(|c| c.traffic()).unwrap_or_default()
+    }
+}
+
+impl Transport for PcscSlot {
+    fn transaction(
+        &mut self,
+        f: &mut dyn FnMut(&mut dyn Channel) -> Result<(), TransportError>,
+    ) -> Result<(), TransportError> {
+        f(self)
+    }
+    fn reconnect(&mut self, reset: bool) -> Result<(), TransportError> {
+        match self.card.as_mut().map(|c| c.reconnect(reset)) {
+            Some(Ok(())) => Ok(()),
+            _ => {
+                self.card = None;
+                self.card().map(|_| ())
+            }
+        }
+    }
+    fn atr(&self) -> &[u8] {
+        self.card.as_ref().map(|c| c.atr()).unwrap_or(&[])
+    }
+    fn reader(&self) -> &str {
+        &self.name
     }
 }
 

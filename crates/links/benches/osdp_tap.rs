@@ -17,12 +17,8 @@ use auth::measure::REFERENCE_DOOR;
 use auth::{Authenticator, Mechanism, PathTaken, Settings};
 use card::Card;
 use host::InProcess;
-use links::osdp::cp::{ControlPanel, CpConfig, CpEvent, PdSetup};
-use links::osdp::msg::PdId;
-use links::osdp::pd::{PdConfig, PeripheralDevice};
+use links::loopback::Loopback;
 use links::osdp::sc::Key;
-use links::serial::{CpHandle, Link, PdHandle, Pty};
-use links::transparent::{CardBridge, OsdpTransport};
 use pki_issue::{CardOptions, KeyAlgorithm, TestPki, TestPkiOptions};
 
 fn median(mut v: Vec<f64>) -> f64 {
@@ -56,38 +52,12 @@ fn main() {
     println!("| baud | path | taps | wall ms (median) | line time ms | link share | line time / reference {ref_ms:.0} ms | APDUs | APDU bytes | line bytes |");
     println!("|---|---|---|---|---|---|---|---|---|---|");
     for (baud, taps) in [(115200u32, 20usize), (9600, 5)] {
-        let pty = Pty::open().expect("pty");
-        let key = Key([0x42; 16]);
-        let mut cfg = PdConfig::reader(
-            1,
-            PdId {
-                serial: 1,
-                ..PdId::default()
-            },
-        );
-        cfg.scbk = Some(key.clone());
-        cfg.require_secure = true;
-        let slot = CardBridge::new(
-            Box::new(InProcess::new(Card::new(
-                creds.card_image(Some(1)).unwrap(),
-            ))),
-            0,
-        );
-        let pd = PdHandle::spawn(
-            pty.slave.try_clone().unwrap(),
-            PeripheralDevice::new(cfg),
-            Box::new(slot),
-            Link::paced(baud),
-        )
-        .expect("PD");
-        let cp = ControlPanel::new(CpConfig::default(), vec![PdSetup::secure(1, key)]);
-        let cp =
-            CpHandle::spawn(pty.master.try_clone().unwrap(), cp, Link::paced(baud)).expect("CP");
-        cp.wait_for(Duration::from_secs(10), |e| {
-            matches!(e, CpEvent::Online { secure: true, .. })
-        })
-        .expect("reader online");
-        let mut transport = OsdpTransport::new(cp, 1, 0);
+        let card = Box::new(InProcess::new(Card::new(
+            creds.card_image(Some(1)).unwrap(),
+        )));
+        let (mut transport, pd, _line) = Loopback::start(card, 1, baud, Key([0x42; 16]))
+            .expect("reader online")
+            .split();
         // Warm the process (first random draw, code paths) once.
         let _ = fresh().authenticate(&mut transport, Mechanism::PkiCak, None, None);
 

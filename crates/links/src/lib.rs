@@ -28,6 +28,11 @@
 //!   ([`serial::PdRemote::card_presence`], [`osdp::cp::CpEvent::CardPresence`]).
 //!   [`host::Transport::line_time`] gives each tap's `Transaction` the line
 //!   time it spent on the link (`link_us`).
+//! * [`loopback`] puts a reader and its panel in one process over a paced
+//!   pseudo-terminal pair (demo, benchmarks, tests); [`panel`] brings a
+//!   reader on a serial device online as its control panel and waits for a
+//!   card (`pivgate auth --osdp`, `pivgate reader connect --osdp`);
+//!   [`reader`] is the other side, this host's card offered to a panel.
 //! * [`wiegand`] encodes and decodes 26-bit H10301 and the 200-bit FASC-N frame,
 //!   computes a frame's time on the wire, records frames sent to a line and
 //!   reassembles frames from timed pulses.
@@ -66,7 +71,10 @@
 //! * `osdp_COMSET` is carried and answered, but the serial adapter does not
 //!   switch its own speed or address afterwards.
 
+pub mod loopback;
 pub mod osdp;
+pub mod panel;
+pub mod reader;
 pub mod serial;
 pub mod transparent;
 pub mod wiegand;

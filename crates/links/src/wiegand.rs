@@ -259,6 +259,71 @@ impl WiegandReceiver {
     }
 }
 
+/// A credential's frame as a reader module would send it to its panel: the
+/// bits, their timing and a name for the format.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TimedFrame {
+    /// The format, e.g. "FASC-N" or "H10301".
+    pub name: &'static str,
+    pub bits: Bits,
+    pub timing: Timing,
+}
+
+impl TimedFrame {
+    /// The frame's time on the wire.
+    pub fn wire_time(&self) -> Duration {
+        self.timing.frame_time(self.bits.len())
+    }
+
+    /// The frame as text: comment lines (format, bit count, pulse timing,
+    /// time on the wire, the bits, the hex), then one line per pulse,
+    /// `offset_us DATA0|DATA1`.
+    pub fn record(&self) -> String {
+        use std::fmt::Write as _;
+        let mut line = RecordedLine::default();
+        // A recorded line cannot fail.
+        let _ = line.send(&self.bits, &self.timing);
+        let mut s = String::new();
+        let _ = writeln!(
+            s,
+            "# wiegand {}: {} bits, pulse {} us every {} us, {:.1} ms on the wire",
+            self.name,
+            self.bits.len(),
+            self.timing.pulse_width.as_micros(),
+            self.timing.bit_interval.as_micros(),
+            self.wire_time().as_secs_f64() * 1e3
+        );
+        let bits: String = self
+            .bits
+            .0
+            .iter()
+            .map(|&b| if b { '1' } else { '0' })
+            .collect();
+        let _ = writeln!(s, "# bits {bits}");
+        let _ = writeln!(s, "# hex {}", lower_hex(&self.bits.to_bytes()));
+        for (frame, _) in &line.frames {
+            for (at, one) in frame {
+                let _ = writeln!(
+                    s,
+                    "{} {}",
+                    at.as_micros(),
+                    if *one { "DATA1" } else { "DATA0" }
+                );
+            }
+        }
+        s
+    }
+}
+
+/// Lower-case hex digits.
+fn lower_hex(bytes: &[u8]) -> String {
+    use std::fmt::Write as _;
+    bytes.iter().fold(String::new(), |mut s, b| {
+        let _ = write!(s, "{b:02x}");
+        s
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -9,11 +9,10 @@ use std::time::Duration;
 use auth::{Authenticator, Mechanism, PathTaken, Settings};
 use card::Card;
 use host::InProcess;
-use links::osdp::cp::{ControlPanel, CpConfig, CpEvent, PdSetup};
-use links::osdp::msg::PdId;
-use links::osdp::pd::{PdConfig, PeripheralDevice};
+use links::loopback::Loopback;
+use links::osdp::cp::CpEvent;
 use links::osdp::sc::Key;
-use links::serial::{wire_time, CpHandle, Link, PdHandle, Pty};
+use links::serial::wire_time;
 use links::transparent::{CardBridge, OsdpTransport};
 use pki_issue::{CardOptions, KeyAlgorithm, TestPki, TestPkiOptions};
 
@@ -25,40 +24,15 @@ fn pki_cak_through_an_osdp_reader(baud: u32) {
             ..CardOptions::default()
         })
         .unwrap();
-    let slot = CardBridge::new(
-        Box::new(InProcess::new(Card::new(
-            creds.card_image(Some(5)).unwrap(),
-        ))),
-        0,
-    );
-
-    let pty = Pty::open().unwrap();
-    let key = Key([0x42; 16]);
-    let mut cfg = PdConfig::reader(
-        3,
-        PdId {
-            serial: 3,
-            ..PdId::default()
-        },
-    );
-    cfg.scbk = Some(key.clone());
-    cfg.require_secure = true;
-    let pd = PdHandle::spawn(
-        pty.slave.try_clone().unwrap(),
-        PeripheralDevice::new(cfg),
-        Box::new(slot),
-        Link::paced(baud),
-    )
-    .unwrap();
-    let cp = ControlPanel::new(CpConfig::default(), vec![PdSetup::secure(3, key)]);
-    let cp = CpHandle::spawn(pty.master.try_clone().unwrap(), cp, Link::paced(baud)).unwrap();
-    let online = cp.wait_for(Duration::from_secs(10), |e| {
-        matches!(e, CpEvent::Online { .. })
-    });
-    assert!(
-        matches!(online, Some(CpEvent::Online { secure: true, .. })),
-        "{online:?}"
-    );
+    let card = Box::new(InProcess::new(Card::new(
+        creds.card_image(Some(5)).unwrap(),
+    )));
+    let Loopback {
+        panel: cp,
+        reader: pd,
+        line: _line,
+        ..
+    } = Loopback::start(card, 3, baud, Key([0x42; 16])).unwrap();
 
     // The reader tells the panel a card arrived, in answer to a poll.
     pd.card_presence(0, true);

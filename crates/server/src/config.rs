@@ -237,8 +237,8 @@ impl OsdpConfig {
     }
 }
 
-/// The baud rates OSDP v2.2 names.
-pub const OSDP_BAUD_RATES: [u32; 5] = [9600, 19200, 38400, 57600, 115200];
+/// The baud rates OSDP v2.2 names ([`links::osdp::BAUD_RATES`]).
+pub const OSDP_BAUD_RATES: [u32; 6] = links::osdp::BAUD_RATES;
 
 /// `[[osdp.ports]]`: one serial line (an RS-485 bus) and the readers on it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -246,7 +246,7 @@ pub const OSDP_BAUD_RATES: [u32; 5] = [9600, 19200, 38400, 57600, 115200];
 pub struct OsdpPort {
     /// The serial device, e.g. `/dev/ttyUSB0`.
     pub device: PathBuf,
-    /// 9600, 19200, 38400, 57600 or 115200.
+    /// 9600, 19200, 38400, 57600, 115200 or 230400.
     #[serde(default = "default_osdp_baud")]
     pub baud: u32,
     #[serde(default)]
@@ -690,14 +690,8 @@ impl Config {
                     ),
                 ));
             }
-            if !OSDP_BAUD_RATES.contains(&p.baud) {
-                return Err((
-                    key("baud"),
-                    format!(
-                        "{} is not an OSDP baud rate (9600, 19200, 38400, 57600 or 115200)",
-                        p.baud
-                    ),
-                ));
+            if let Err(e) = links::osdp::check_baud(p.baud) {
+                return Err((key("baud"), e));
             }
             if p.readers.is_empty() {
                 return Err((key("readers"), "empty: add the readers on this bus ([[osdp.ports.readers]] with their address)".into()));
@@ -1195,7 +1189,7 @@ timeout_ms = 20000
 # PIN doors; grants and refusals show on its LED and buzzer.
 # [[osdp.ports]]
 # device = "/dev/ttyUSB0"
-# baud = 9600              # 9600, 19200, 38400, 57600 or 115200
+# baud = 9600              # 9600, 19200, 38400, 57600, 115200 or 230400
 # [[osdp.ports.readers]]
 # address = 1              # 0 to 126, unique on the port
 # # The secure channel base key: 32 hex digits in a file of mode 0600 owned

@@ -6,7 +6,9 @@
 //!   [`pki::trust::TrustConfig`]; an optional seed (site, doors, reader
 //!   bindings, schedules, groups) written to an empty database once.
 //! - [`init`]: `pivgate init [DIR]` writes a commented configuration and a
-//!   test PKI.
+//!   test PKI; [`demo`]: the door demo's site and its CRL publisher.
+//! - [`trust`]: the configured trust with the CRLs the service downloaded
+//!   and kept, for the service and the commands beside it.
 //! - [`door`]: the tap pipeline. [`door::Controller`] (one per process, every
 //!   door) finds the reader's door, authenticates with the door's mechanism through the shared
 //!   [`auth::Authenticator`], decides on the current
@@ -55,6 +57,7 @@
 pub mod admin;
 pub mod config;
 pub mod dashboard;
+pub mod demo;
 pub mod door;
 pub mod enroll;
 pub mod enroll_api;
@@ -72,3 +75,4 @@ pub mod source;
 pub mod status;
 pub mod tls;
 pub mod token;
+pub mod trust;

@@ -43,8 +43,8 @@
 
 use std::collections::HashMap;
 use std::fs::File;
-use std::io::Write;
-use std::os::unix::fs::{MetadataExt, PermissionsExt};
+#[cfg(test)]
+use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
@@ -91,65 +91,22 @@ pub enum OsdpError {
     },
 }
 
-/// The current user id (for key file ownership).
-fn euid() -> u32 {
-    rustix::process::geteuid().as_raw()
-}
-
 /// Reads an SCBK file: 32 hex digits, mode 0600 or stricter, owned by the
-/// service's user.
+/// service's user ([`files::read_hex_key`]).
 pub fn read_key_file(path: &Path, key: &str) -> Result<Key, OsdpError> {
-    let fail = |problem: String| OsdpError::KeyFile {
-        key: key.to_string(),
-        path: path.to_owned(),
-        problem,
-    };
-    let meta =
-        std::fs::metadata(path).map_err(|e| fail(format!("cannot read the key file: {e}")))?;
-    let mode = meta.permissions().mode() & 0o777;
-    if mode & 0o077 != 0 {
-        return Err(fail(format!(
-            "the key file has mode {mode:04o}, readable by others: run `chmod 600 {}`",
-            path.display()
-        )));
-    }
-    let me = euid();
-    if meta.uid() != me {
-        return Err(fail(format!(
-            "the key file is owned by user {}, not by the service's user {me}: run `chown {me} {}`",
-            meta.uid(),
-            path.display()
-        )));
-    }
-    let text = Zeroizing::new(
-        std::fs::read_to_string(path)
-            .map_err(|e| fail(format!("cannot read the key file: {e}")))?,
-    );
-    let hex_text = text.trim();
-    let mut k = [0u8; 16];
-    if hex_text.len() != 32 || hex::decode_to_slice(hex_text, &mut k).is_err() {
-        return Err(fail(
-            "not a secure channel base key: the file must hold 32 hex digits (16 bytes)".into(),
-        ));
-    }
-    Ok(Key(k))
+    files::read_hex_key::<16>(path)
+        .map(|k| Key(*k))
+        .map_err(|e| OsdpError::KeyFile {
+            key: key.to_string(),
+            path: path.to_owned(),
+            problem: e.problem.to_string(),
+        })
 }
 
-/// Writes `key` as hex to `path` with mode 0600, durably: the key goes to a
-/// fresh, unpredictably named file of the same directory (created 0600,
-/// never through a symbolic link), which is synced and renamed over `path`;
-/// then the directory is synced.
+/// Writes `key` as hex to `path` with mode 0600, atomically and durably
+/// ([`files::write_hex_key`]).
 fn write_key_file(path: &Path, key: &Key) -> std::io::Result<()> {
-    let dir = path
-        .parent()
-        .filter(|p| !p.as_os_str().is_empty())
-        .unwrap_or(Path::new("."));
-    let mut tmp = tempfile::NamedTempFile::new_in(dir)?;
-    let text = Zeroizing::new(format!("{}\n", hex::encode(key.0)));
-    tmp.write_all(text.as_bytes())?;
-    tmp.as_file().sync_all()?;
-    tmp.persist(path).map_err(|e| e.error)?;
-    File::open(dir)?.sync_all()
+    files::write_hex_key(path, &key.0)
 }
 
 /// Where install mode keeps the key being installed until the reader has it.

@@ -28,7 +28,8 @@
 
 use std::collections::{HashMap, HashSet};
 use std::net::{IpAddr, SocketAddr};
-use std::os::unix::fs::{MetadataExt, PermissionsExt};
+#[cfg(test)]
+use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
@@ -75,29 +76,12 @@ pub struct RemotePlan {
 }
 
 /// Checks that a private key file is mode 0600 or stricter and owned by the
-/// service's user.
+/// service's user ([`files::check_secret_file`]).
 fn check_key_file(path: &Path) -> Result<(), RemoteError> {
-    let fail = |problem: String| RemoteError::KeyFile {
+    files::check_secret_file(path).map_err(|e| RemoteError::KeyFile {
         path: path.to_owned(),
-        problem,
-    };
-    let meta = std::fs::metadata(path).map_err(|e| fail(format!("cannot read the key: {e}")))?;
-    let mode = meta.permissions().mode() & 0o777;
-    if mode & 0o077 != 0 {
-        return Err(fail(format!(
-            "the key file has mode {mode:04o}, readable by others: run `chmod 600 {}`",
-            path.display()
-        )));
-    }
-    let me = rustix::process::geteuid().as_raw();
-    if meta.uid() != me {
-        return Err(fail(format!(
-            "the key file is owned by user {}, not by the service's user {me}: run `chown {me} {}`",
-            meta.uid(),
-            path.display()
-        )));
-    }
-    Ok(())
+        problem: e.problem.to_string(),
+    })
 }
 
 /// Reads the certificate, key, device CAs and CRLs `[remote]` names (no

@@ -157,18 +157,13 @@ fn file_stem(url: &str) -> String {
     hex::encode(aws_lc_rs::digest::digest(&aws_lc_rs::digest::SHA256, url.as_bytes()).as_ref())
 }
 
-/// Writes `data` to `path` atomically: a temporary file in the same
-/// directory, flushed, then renamed over it.
+/// Writes `data` to `path` atomically ([`files::write_atomic`]), creating
+/// its directory first.
 fn write_atomic(path: &Path, data: &[u8]) -> std::io::Result<()> {
-    use std::io::Write;
     let dir = path.parent().unwrap_or(Path::new("."));
     // With PostgreSQL nothing else may have created the data directory.
     std::fs::create_dir_all(dir)?;
-    let mut tmp = tempfile::NamedTempFile::new_in(dir)?;
-    tmp.write_all(data)?;
-    tmp.as_file().sync_all()?;
-    tmp.persist(path).map_err(|e| e.error)?;
-    Ok(())
+    files::write_atomic(path, data)
 }
 
 fn save_crl(dir: &Path, c: &FetchedCrl) -> std::io::Result<()> {

@@ -335,7 +335,7 @@ impl Service {
         let mut osdp = OsdpSource::plan(&config.osdp)?;
         let remote_plan = crate::remote::plan(&config.remote, config.revocation_policy())?;
         let trust_config = config.trust.clone();
-        let crl_dir = config.data_dir.join(crate::revocation::CRL_DIR);
+        let data_dir = config.data_dir.clone();
         let trust = tokio::task::spawn_blocking(move || {
             let t = Instant::now();
             let downloads = trust_config.as_ref().is_some_and(|c| c.fetch.is_some());
@@ -343,7 +343,7 @@ impl Service {
             // Downloaded CRLs kept from an earlier run: the first taps have
             // them without the network.
             let cached = if downloads {
-                crate::revocation::load_cache(&crl_dir)
+                crate::trust::cached_crls(&data_dir)
             } else {
                 Default::default()
             };
@@ -383,7 +383,7 @@ impl Service {
         };
         let anchors = store_.anchor_count();
         let base_crls = Arc::new(crls);
-        let crls = crate::revocation::merge(&base_crls, &cached.parsed, &store_);
+        let crls = crate::trust::merge_cached(&base_crls, &cached, &store_);
         if !cached.fetched.is_empty() || cached.skipped > 0 {
             tracing::info!(
                 loaded = cached.fetched.len(),

@@ -12,35 +12,30 @@
 
 pub mod libosdp;
 
-use std::ffi::CString;
 use std::io::Read;
-use std::os::unix::net::UnixStream;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, ExitStatus, Stdio};
-use std::sync::{Arc, Mutex, MutexGuard, Weak};
+use std::path::Path;
+use std::process::{Command, ExitStatus, Stdio};
+use std::sync::{Mutex, MutexGuard};
+
+use host::watch::{Slot, Watch};
+use host::TransportError;
 use std::time::{Duration, Instant};
 use thiserror::Error;
 
-/// The reader name vpcd registers (first slot).
-pub const VPCD_READER: &str = "Virtual PCD 00 00";
+pub use host::pcscd::VPCD_READER;
 /// Where the card side connects to vpcd.
 pub const VPCD_ADDR: &str = "127.0.0.1:35963";
-/// pcscd's client socket.
-pub const PCSCD_SOCKET: &str = "/run/pcscd/pcscd.comm";
-/// The pcscd binary.
-pub const PCSCD_BIN: &str = "/usr/sbin/pcscd";
+pub use host::pcscd::{PCSCD_BIN, PCSCD_SOCKET};
 
 /// Why the test bed could not provide what was asked.
 #[derive(Debug, Error)]
 pub enum TestbedError {
-    #[error("cannot start {PCSCD_BIN}: {0} (is the pcscd package installed and are we root?)")]
-    Spawn(#[source] std::io::Error),
-    #[error("pcscd exited during start-up with {status}; log: {log}")]
-    Exited { status: ExitStatus, log: String },
-    #[error("pcscd did not open {PCSCD_SOCKET} within {0:?}")]
-    SocketTimeout(Duration),
+    #[error(transparent)]
+    Pcscd(#[from] host::pcscd::PcscdError),
     #[error("PC/SC error: {0}")]
     Pcsc(#[from] pcsc::Error),
+    #[error("PC/SC error: {0}")]
+    Reader(#[from] TransportError),
     #[error("{what} did not happen within {timeout:?}")]
     Timeout { what: String, timeout: Duration },
     #[error("cannot run {program}: {source}")]
@@ -92,114 +87,7 @@ pub fn lock_vpcd() -> VpcdLock {
 
 // ---- pcscd ------------------------------------------------------------------
 
-struct Daemon {
-    child: Option<Child>,
-    log: PathBuf,
-}
-
-impl Drop for Daemon {
-    fn drop(&mut self) {
-        if let Some(child) = self.child.as_mut() {
-            stop_child(child);
-            let _ = std::fs::remove_file(&self.log);
-        }
-    }
-}
-
-/// Sends SIGTERM to our own child (by pid), waits, then SIGKILL.
-fn stop_child(child: &mut Child) {
-    let pid = child.id().to_string();
-    let _ = Command::new("kill")
-        .args(["-TERM", &pid])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status();
-    let deadline = Instant::now() + Duration::from_secs(5);
-    while Instant::now() < deadline {
-        if let Ok(Some(_)) = child.try_wait() {
-            return;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    let _ = child.kill();
-    let _ = child.wait();
-}
-
-static DAEMON: Mutex<Weak<Daemon>> = Mutex::new(Weak::new());
-
-/// Keeps pcscd available; when the last guard of this process is dropped a
-/// pcscd this process started is stopped (one that was already running is
-/// left alone).
-#[derive(Clone)]
-pub struct PcscdGuard {
-    daemon: Arc<Daemon>,
-}
-
-impl PcscdGuard {
-    /// Whether this process started pcscd (rather than reusing one).
-    pub fn started_here(&self) -> bool {
-        self.daemon.child.is_some()
-    }
-}
-
-/// Entry point for pcscd management.
-pub struct Pcscd;
-
-impl Pcscd {
-    /// Reuses a running pcscd or starts `/usr/sbin/pcscd -f -a` and waits
-    /// for its socket.
-    pub fn ensure_started() -> Result<PcscdGuard> {
-        let mut shared = DAEMON.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(daemon) = shared.upgrade() {
-            return Ok(PcscdGuard { daemon });
-        }
-        let daemon = Arc::new(start_or_reuse()?);
-        *shared = Arc::downgrade(&daemon);
-        Ok(PcscdGuard { daemon })
-    }
-
-    /// Whether a pcscd answers on its socket.
-    pub fn is_running() -> bool {
-        UnixStream::connect(PCSCD_SOCKET).is_ok()
-    }
-}
-
-fn start_or_reuse() -> Result<Daemon> {
-    let log = std::env::temp_dir().join(format!("pivgate-pcscd-{}.log", std::process::id()));
-    if Pcscd::is_running() {
-        tracing::info!("reusing the running pcscd");
-        return Ok(Daemon { child: None, log });
-    }
-    let log_file = std::fs::File::create(&log).map_err(TestbedError::Spawn)?;
-    let err_file = log_file.try_clone().map_err(TestbedError::Spawn)?;
-    let mut child = Command::new(PCSCD_BIN)
-        .args(["-f", "-a"])
-        .stdin(Stdio::null())
-        .stdout(log_file)
-        .stderr(err_file)
-        .spawn()
-        .map_err(TestbedError::Spawn)?;
-    let timeout = Duration::from_secs(10);
-    let deadline = Instant::now() + timeout;
-    loop {
-        if Pcscd::is_running() {
-            return Ok(Daemon {
-                child: Some(child),
-                log,
-            });
-        }
-        if let Ok(Some(status)) = child.try_wait() {
-            let text = std::fs::read_to_string(&log).unwrap_or_default();
-            let _ = std::fs::remove_file(&log);
-            return Err(TestbedError::Exited { status, log: text });
-        }
-        if Instant::now() >= deadline {
-            stop_child(&mut child);
-            return Err(TestbedError::SocketTimeout(timeout));
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
+pub use host::pcscd::{Pcscd, PcscdGuard};
 
 // ---- readers and cards ------------------------------------------------------
 
@@ -219,20 +107,18 @@ pub fn readers() -> Result<Vec<String>> {
 
 /// Waits until `reader` is listed.
 pub fn wait_for_reader(reader: &str, timeout: Duration) -> Result<()> {
-    wait_for(reader, timeout, "reader to appear", |_| true)
+    wait_for(reader, timeout, "reader to appear", |s| s != Slot::Unknown)
 }
 
 /// Waits until a card is present (and powered) in `reader`.
 pub fn wait_for_card(reader: &str, timeout: Duration) -> Result<()> {
-    wait_for(reader, timeout, "card to appear", |s| {
-        s.contains(pcsc::State::PRESENT) && !s.contains(pcsc::State::MUTE)
-    })
+    wait_for(reader, timeout, "card to appear", |s| s == Slot::Present)
 }
 
 /// Waits until no card is present in `reader` (or the reader is gone).
 pub fn wait_for_card_removed(reader: &str, timeout: Duration) -> Result<()> {
     wait_for(reader, timeout, "card to be removed", |s| {
-        s.contains(pcsc::State::EMPTY)
+        s == Slot::Empty || s == Slot::Unknown
     })
 }
 
@@ -240,32 +126,17 @@ fn wait_for(
     reader: &str,
     timeout: Duration,
     what: &str,
-    done: impl Fn(pcsc::State) -> bool,
+    done: impl Fn(Slot) -> bool,
 ) -> Result<()> {
-    let deadline = Instant::now() + timeout;
-    let name = CString::new(reader).map_err(|_| TestbedError::Timeout {
-        what: format!("{reader:?} (name contains NUL)"),
-        timeout,
-    })?;
-    while Instant::now() < deadline {
-        // A fresh context each round survives a pcscd restart.
-        if let Ok(ctx) = pcsc::Context::establish(pcsc::Scope::User) {
-            let mut states = [pcsc::ReaderState::new(name.clone(), pcsc::State::UNAWARE)];
-            if ctx
-                .get_status_change(Duration::from_millis(200), &mut states)
-                .is_ok()
-                && !states[0].event_state().contains(pcsc::State::UNKNOWN)
-                && done(states[0].event_state())
-            {
-                return Ok(());
-            }
-        }
-        std::thread::sleep(Duration::from_millis(50));
+    let watch = Watch::establish()?;
+    match watch.until(reader, timeout, done) {
+        Ok(()) => Ok(()),
+        Err(TransportError::Timeout(_)) => Err(TestbedError::Timeout {
+            what: format!("{what} in {reader:?}"),
+            timeout,
+        }),
+        Err(e) => Err(e.into()),
     }
-    Err(TestbedError::Timeout {
-        what: format!("{what} in {reader:?}"),
-        timeout,
-    })
 }
 
 // ---- external tools ---------------------------------------------------------

@@ -10,6 +10,43 @@ pub mod msg;
 pub mod pd;
 pub mod sc;
 
+/// The line speeds of OSDP v2.2, in bits per second: the only rates the
+/// service's configuration and the command line accept.
+pub const BAUD_RATES: [u32; 6] = [9600, 19200, 38400, 57600, 115200, 230400];
+
+/// [`BAUD_RATES`] as text: `9600, 19200, …, 115200 or 230400`.
+pub fn baud_rates_text() -> String {
+    let all: Vec<String> = BAUD_RATES.iter().map(u32::to_string).collect();
+    let (last, rest) = all.split_last().unwrap_or((&all[0], &[]));
+    format!("{} or {last}", rest.join(", "))
+}
+
+/// Checks that `baud` is an OSDP line speed; the error says which are.
+pub fn check_baud(baud: u32) -> Result<u32, String> {
+    if BAUD_RATES.contains(&baud) {
+        Ok(baud)
+    } else {
+        Err(format!(
+            "{baud} is not an OSDP baud rate ({})",
+            baud_rates_text()
+        ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn baud_rates_are_those_of_osdp_v2_2() {
+        assert_eq!(super::check_baud(9600), Ok(9600));
+        assert_eq!(super::check_baud(230400), Ok(230400));
+        let e = super::check_baud(1200).unwrap_err();
+        assert_eq!(
+            e,
+            "1200 is not an OSDP baud rate (9600, 19200, 38400, 57600, 115200 or 230400)"
+        );
+    }
+}
+
 use codec::{scs, Frame, FrameError, Scb};
 use sc::{ScError, Session};
 use thiserror::Error;

@@ -148,17 +148,8 @@ pub struct EnrollArgs {
 pub fn enroll(a: EnrollArgs) -> anyhow::Result<ExitCode> {
     use server::enroll::{register, validate_card, EnrollError};
     let config = server::service::resolve_config(a.config.as_deref())?;
-    let mut trust = config
-        .trust
-        .as_ref()
-        .context("`trust.anchors` is not configured: nothing to validate the card against")?
-        .load()
-        .context("`trust`")?;
     // The CRLs the service downloaded and kept count as well as the files.
-    let cached = server::revocation::load_cache(&config.data_dir.join(server::revocation::CRL_DIR));
-    if !cached.parsed.is_empty() {
-        trust.crls = server::revocation::merge(&trust.crls, &cached.parsed, &trust.store);
-    }
+    let trust = server::trust::load(&config)?;
     let authn = server::enroll::enrollment_authenticator(trust);
     let readers = host::Readers::establish().context("connecting to the PC/SC service")?;
     readers

@@ -3,6 +3,9 @@
 //! (whose figures live in `auth::measure`), and the per-profile table of
 //! `pivgate demo --profiles`.
 
+pub mod containers;
+pub mod validation;
+
 use access::AccessSnapshot;
 use auth::measure::{
     self, REFERENCE_DOOR, REFERENCE_ECC_SAVING_MS, REFERENCE_MODULE_MS, REFERENCE_TOTAL_MS,

@@ -14,12 +14,8 @@ use auth::{Authenticator, Mechanism, Settings};
 use card::profile::TimingProfile;
 use card::Card;
 use host::InProcess;
-use links::osdp::cp::{ControlPanel, CpConfig, CpEvent, PdSetup};
-use links::osdp::msg::PdId;
-use links::osdp::pd::{PdConfig, PeripheralDevice};
+use links::loopback::Loopback;
 use links::osdp::sc::Key;
-use links::serial::{CpHandle, Link, PdHandle, Pty};
-use links::transparent::{CardBridge, OsdpTransport};
 use links::wiegand::Timing;
 use pki_issue::{CardCredentials, TestPki};
 
@@ -46,42 +42,9 @@ pub fn taps(
         let image = creds
             .card_image(Some(1))
             .context("personalising the card")?;
-        let bridge = CardBridge::new(
-            Box::new(InProcess::with_profile(Card::new(image), profile)),
-            0,
-        );
-        let pty = Pty::open().context("opening a pseudo-terminal pair")?;
+        let card = Box::new(InProcess::with_profile(Card::new(image), profile));
         // Both ends are in this process, on a private pseudo-terminal pair.
-        let key = [0x5a; 16];
-        let mut cfg = PdConfig::reader(
-            1,
-            PdId {
-                serial: 1,
-                ..PdId::default()
-            },
-        );
-        cfg.scbk = Some(Key(key));
-        cfg.require_secure = true;
-        let pd = PdHandle::spawn(
-            pty.slave.try_clone()?,
-            PeripheralDevice::new(cfg),
-            Box::new(bridge),
-            Link::paced(baud),
-        )
-        .context("starting the OSDP reader")?;
-        let cp = CpHandle::spawn(
-            pty.master.try_clone()?,
-            ControlPanel::new(CpConfig::default(), vec![PdSetup::secure(1, Key(key))]),
-            Link::paced(baud),
-        )
-        .context("starting the OSDP panel")?;
-        let online = cp.wait_for(Duration::from_secs(10), |e| {
-            matches!(e, CpEvent::Online { .. } | CpEvent::Refused { .. })
-        });
-        if !matches!(online, Some(CpEvent::Online { secure: true, .. })) {
-            bail!("the OSDP reader did not come online with the secure channel: {online:?}");
-        }
-        let mut transport = OsdpTransport::new(cp, 1, 0);
+        let (mut transport, pd, _line) = Loopback::start(card, 1, baud, Key([0x5a; 16]))?.split();
         let authn = Authenticator::new(
             pki.trust_store(),
             pki.crl_set().context("loading the test PKI's CRLs")?,

@@ -5,9 +5,9 @@
 //! each decision printed with its stage table and the door total beside the
 //! reference door.
 
-use crate::personalise::personalise;
+mod osdp;
+
 use crate::render;
-use access::jiff::{tz::TimeZone, Timestamp};
 use access::ReaderId;
 use anyhow::{bail, Context, Result};
 use auth::measure::tap_series;
@@ -17,12 +17,12 @@ use card::Card;
 use clap::{Args, ValueEnum};
 use host::{InProcess, Transport};
 use pki_issue::{CardCredentials, CardOptions, KeyAlgorithm, TestPki, TestPkiOptions};
-use server::config::Config;
+use server::demo::{CrlPublisher, DemoCards, DemoSite, Started, FRONT, LAB, SERVER_ROOM};
 use server::door::TapResult;
 use server::service::Service;
 use std::net::SocketAddr;
 use std::process::ExitCode;
-use store::{EventKind, EventQuery, Role};
+use store::{EventKind, EventQuery};
 
 #[derive(Args)]
 pub struct DemoArgs {
@@ -97,87 +97,8 @@ fn timing(profile: Profile, alg: Alg) -> TimingProfile {
     }
 }
 
-const FRONT: &str = "sim:front";
-const LAB: &str = "sim:lab";
-const SERVER_ROOM: &str = "sim:server-room";
 /// The PIN of a freshly personalised card.
 const PIN: &str = "123456";
-const ACTOR: &str = "pivgate-demo";
-
-/// The demo site: a front door and a lab (card only) and a server room
-/// (card + PIN); staff may use the front door and the server room at any
-/// time, the lab crew the lab on one day of the week only: the day three
-/// days from today, so the demo always taps outside it.
-fn site_config(lab_day: usize) -> (String, String) {
-    const DAYS: [(&str, &str); 7] = [
-        ("mon", "Mondays"),
-        ("tue", "Tuesdays"),
-        ("wed", "Wednesdays"),
-        ("thu", "Thursdays"),
-        ("fri", "Fridays"),
-        ("sat", "Saturdays"),
-        ("sun", "Sundays"),
-    ];
-    let (day, days) = DAYS[lab_day % 7];
-    let lab_schedule = format!("{days} 08-18");
-    let text = format!(
-        r#"# The demo site, written by `pivgate demo`.
-data_dir = "data"
-
-[http]
-listen = "127.0.0.1:0"
-
-[trust]
-anchors = ["pki/root.pem"]
-intermediates = ["pki/intermediate.pem"]
-crls = ["pki/root.crl.pem", "pki/intermediate.crl.pem"]
-
-# CRLs are also downloaded from the certificates' distribution points,
-# which point at the demo's own CRL publisher on loopback.
-[trust.fetch]
-
-[seed.site]
-name = "Demo site"
-time_zone = "UTC"
-
-[[seed.doors]]
-name = "Front door"
-mechanism = "pki-cak"
-
-[[seed.doors]]
-name = "Lab"
-mechanism = "pki-cak"
-
-[[seed.doors]]
-name = "Server room"
-mechanism = "pki-auth"
-
-[[seed.schedules]]
-name = "always"
-windows = ["mon-sun 00:00-24:00"]
-
-[[seed.schedules]]
-name = "{lab_schedule}"
-windows = ["{day} 08:00-18:00"]
-
-[[seed.groups]]
-name = "staff"
-schedule = "always"
-doors = ["Front door", "Server room"]
-
-[[seed.groups]]
-name = "lab crew"
-schedule = "{lab_schedule}"
-doors = ["Lab"]
-
-[seed.readers]
-"{FRONT}" = "Front door"
-"{LAB}" = "Lab"
-"{SERVER_ROOM}" = "Server room"
-"#
-    );
-    (text, lab_schedule)
-}
 
 /// Where the cards are tapped.
 enum Reader {
@@ -185,7 +106,7 @@ enum Reader {
     InProcess,
     /// Behind the vpcd reader, through pcscd.
     #[cfg(feature = "pcsc-demo")]
-    Pcsc(crate::demo_pcsc::PcscReader),
+    Pcsc(host::vpcd::VpcdReader),
 }
 
 /// The running demo: the service, its doors and what was tapped.
@@ -230,7 +151,9 @@ impl Demo {
             .map(|d| (d.name.clone(), d.mechanism))
             .context("the reader is bound to no door")?;
         let controller = self.service.loaded().controller.clone();
-        let image = personalise(card, Some(1))?;
+        let image = card
+            .card_image(Some(1))
+            .context("personalising the card image")?;
         let mut pin = pin.map(FixedPin::new);
         let mut run = |t: &mut dyn Transport| {
             controller.tap(
@@ -269,66 +192,6 @@ impl Demo {
     }
 }
 
-/// The test PKI's publisher: what the certificates' CRL distribution points
-/// and caIssuers URLs name, on loopback (`/crl/root.crl`,
-/// `/crl/intermediate.crl`, `/crl/root.p7c`, `/crl/intermediate.p7c`).
-#[derive(Default)]
-struct CrlPublisher {
-    crls: std::sync::RwLock<[Vec<u8>; 4]>,
-}
-
-/// The files served, in the order of [`CrlPublisher::crls`].
-const PUBLISHED: [(&str, &str); 4] = [
-    ("root.crl", "application/pkix-crl"),
-    ("intermediate.crl", "application/pkix-crl"),
-    ("root.p7c", "application/pkcs7-mime"),
-    ("intermediate.p7c", "application/pkcs7-mime"),
-];
-
-impl CrlPublisher {
-    fn publish(&self, pki: &TestPki) -> Result<()> {
-        let files = pki
-            .publication_files()
-            .context("encoding the test PKI's published files")?;
-        let mut out: [Vec<u8>; 4] = Default::default();
-        for (slot, (name, _)) in out.iter_mut().zip(PUBLISHED) {
-            *slot = files
-                .iter()
-                .find(|(n, _)| *n == name)
-                .map(|(_, der)| der.clone())
-                .with_context(|| format!("the test PKI publishes no {name}"))?;
-        }
-        *self.crls.write().unwrap_or_else(|p| p.into_inner()) = out;
-        Ok(())
-    }
-
-    /// Serves the CRLs on `listener` until the runtime stops.
-    fn serve(self: &std::sync::Arc<Self>, listener: std::net::TcpListener) -> Result<()> {
-        use axum::{http::header, response::IntoResponse, routing::get, Router};
-        listener
-            .set_nonblocking(true)
-            .context("setting up the CRL publisher")?;
-        let listener =
-            tokio::net::TcpListener::from_std(listener).context("setting up the CRL publisher")?;
-        let file = |i: usize, me: std::sync::Arc<Self>| {
-            move || async move {
-                let der = me.crls.read().unwrap_or_else(|p| p.into_inner())[i].clone();
-                ([(header::CONTENT_TYPE, PUBLISHED[i].1)], der).into_response()
-            }
-        };
-        let mut app = Router::new();
-        for (i, (name, _)) in PUBLISHED.iter().enumerate() {
-            app = app.route(&format!("/crl/{name}"), get(file(i, self.clone())));
-        }
-        tokio::spawn(async move {
-            if let Err(e) = axum::serve(listener, app).await {
-                eprintln!("pivgate demo: the CRL publisher stopped: {e}");
-            }
-        });
-        Ok(())
-    }
-}
-
 /// A test PKI's issuer revokes `card`'s card-authentication certificate and
 /// publishes a new CRL at its distribution point; the door service's
 /// revocation refresh downloads it and swaps it in without pausing taps
@@ -339,13 +202,7 @@ fn revoke_and_refresh_crls(
     publisher: &CrlPublisher,
     demo: &Demo,
 ) -> Result<()> {
-    let cak = &card
-        .slot(0x9E)
-        .context("the card has no card-authentication certificate")?
-        .certificate;
-    pki.revoke(cak, None)
-        .context("revoking the card-authentication certificate")?;
-    publisher.publish(pki)?;
+    publisher.revoke(pki, card)?;
     let failed = demo
         .rt
         .block_on(demo.service.loaded().revocation.refresh_now())
@@ -368,80 +225,20 @@ pub fn run(args: DemoArgs) -> Result<ExitCode> {
         args.alg.key().name(),
         dir.path().display()
     );
-    // The CRL distribution points in the certificates name this address.
-    let crl_listener =
-        std::net::TcpListener::bind("127.0.0.1:0").context("binding the CRL publisher")?;
-    let crl_base = format!(
-        "http://{}/crl",
-        crl_listener
-            .local_addr()
-            .context("binding the CRL publisher")?
-    );
-    let mut pki = TestPki::init(
-        &dir.path().join("pki"),
-        TestPkiOptions {
-            algorithm: args.alg.key(),
-            crl_base_url: Some(crl_base.clone()),
-            ..TestPkiOptions::default()
-        },
-    )
-    .context("creating the test PKI")?;
-    let issue = |name: &str| {
-        pki.issue_card(&CardOptions {
-            algorithm: args.alg.key(),
-            cardholder: name.to_string(),
-            ..CardOptions::default()
-        })
-        .with_context(|| format!("issuing {name}'s card"))
-    };
-    let (ada, bob, carol, dan) = (
-        issue("Ada Lovelace")?,
-        issue("Bob Stranger")?,
-        issue("Carol Shaw")?,
-        issue("Dan Lab")?,
-    );
-
-    let now = Timestamp::now().to_zoned(TimeZone::UTC);
-    let lab_day = (now.weekday().to_monday_zero_offset() as usize + 3) % 7;
-    let (text, lab_schedule) = site_config(lab_day);
-    let path = dir.path().join("pivgate.toml");
-    std::fs::write(&path, text).with_context(|| format!("writing {}", path.display()))?;
-    let mut config = Config::load(&path)?;
-    if let Some(addr) = args.listen {
-        if !addr.ip().is_loopback() {
-            bail!("--listen {addr}: the demo serves plain HTTP, so only a loopback address (127.0.0.1 or ::1) is accepted");
-        }
-        config.http.listen = addr;
-    }
-    config.check(&path)?;
-    let trust = config
-        .trust
-        .clone()
-        .context("the demo configuration has no trust section")?
-        .load()
-        .context("loading the test PKI as trust anchors")?;
-
+    let mut site = DemoSite::create(dir.path(), args.alg.key(), args.listen)?;
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
         .build()
         .context("starting the async runtime")?;
-    let publisher = std::sync::Arc::new(CrlPublisher::default());
-    publisher.publish(&pki)?;
-    {
-        let _in = rt.enter();
-        publisher.serve(crl_listener)?;
-    }
-    let service = rt
-        .block_on(Service::start(config.clone(), None))
-        .context("starting the door service")?;
+    let Started {
+        service,
+        admin_token: token,
+        viewer_token: viewer,
+    } = rt.block_on(site.start())?;
     let store = service.loaded().store.clone();
-    let token = rt
-        .block_on(server::token::create(&store, "demo-admin", Role::Admin))
-        .context("creating the API token")?;
-    let viewer = rt
-        .block_on(server::token::create(&store, "demo-viewer", Role::Viewer))
-        .context("creating the viewer token")?;
+    let (config, lab_schedule, now, crl_base) =
+        (&site.config, &site.lab_schedule, &site.now, &site.crl_base);
     let url = service.url();
     println!("pivgate demo: the door service is running in this process");
     println!("  dashboard: {url}/   (sign in with a token below)");
@@ -473,36 +270,38 @@ pub fn run(args: DemoArgs) -> Result<ExitCode> {
         profile.name()
     );
 
-    // Enrollment: a full validation (PKI-CAK on the full path, the CHUID's
-    // signature and binding), then registration.
-    let enroller = server::enroll::enrollment_authenticator(trust);
-    for (holder, card, group) in [
-        ("Ada Lovelace", &ada, "staff"),
-        ("Carol Shaw", &carol, "staff"),
-        ("Dan Lab", &dan, "lab crew"),
-    ] {
-        let mut t = InProcess::new(Card::new(personalise(card, Some(1))?));
-        let validated = server::enroll::validate_card(&enroller, &mut t)
-            .with_context(|| format!("validating {holder}'s card"))?;
-        rt.block_on(server::enroll::register(
-            &store,
-            &validated,
+    let DemoCards {
+        ada,
+        bob,
+        carol,
+        dan,
+    } = &site.cards;
+    let enrolled = [
+        ("Ada Lovelace", ada, "staff"),
+        ("Carol Shaw", carol, "staff"),
+        ("Dan Lab", dan, "lab crew"),
+    ];
+    let mut cards = Vec::new();
+    for (holder, card, group) in enrolled {
+        let image = card
+            .card_image(Some(1))
+            .with_context(|| format!("personalising {holder}'s card image"))?;
+        cards.push((
             holder,
-            Some(group),
-            ACTOR,
-            Timestamp::now(),
-        ))
-        .with_context(|| format!("enrolling {holder}"))?;
+            Box::new(InProcess::new(Card::new(image))) as Box<dyn Transport + Send>,
+            group,
+        ));
+    }
+    rt.block_on(site.enroll(&service, cards))?;
+    for (holder, _, group) in enrolled {
         println!("  enrolled: {holder} (group `{group}`)");
     }
     println!("  not enrolled: Bob Stranger (a genuine card of the same PKI)");
-    rt.block_on(service.reload())
-        .context("loading the enrollments")?;
 
     let reader = if args.pcsc {
         #[cfg(feature = "pcsc-demo")]
         {
-            Reader::Pcsc(crate::demo_pcsc::PcscReader::open()?)
+            Reader::Pcsc(host::vpcd::VpcdReader::open()?)
         }
         #[cfg(not(feature = "pcsc-demo"))]
         bail!("this pivgate was built without the pcsc-demo feature: --pcsc is not available");
@@ -518,13 +317,13 @@ pub fn run(args: DemoArgs) -> Result<ExitCode> {
         json: args.json,
         taps: Vec::new(),
     };
-    demo.tap("granted", "granted", "Ada Lovelace", &ada, FRONT, None)?;
-    demo.tap("repeat tap", "granted", "Ada Lovelace", &ada, FRONT, None)?;
+    demo.tap("granted", "granted", "Ada Lovelace", ada, FRONT, None)?;
+    demo.tap("repeat tap", "granted", "Ada Lovelace", ada, FRONT, None)?;
     demo.tap(
         "not enrolled",
         "not-enrolled",
         "Bob Stranger",
-        &bob,
+        bob,
         FRONT,
         None,
     )?;
@@ -532,7 +331,7 @@ pub fn run(args: DemoArgs) -> Result<ExitCode> {
         "outside schedule",
         "outside-schedule",
         "Dan Lab",
-        &dan,
+        dan,
         LAB,
         None,
     )?;
@@ -540,11 +339,11 @@ pub fn run(args: DemoArgs) -> Result<ExitCode> {
         "granted before the revocation",
         "granted",
         "Carol Shaw",
-        &carol,
+        carol,
         FRONT,
         None,
     )?;
-    revoke_and_refresh_crls(&mut pki, &carol, &publisher, &demo)?;
+    revoke_and_refresh_crls(&mut site.pki, &site.cards.carol, &site.publisher, &demo)?;
     println!();
     println!(
         "── the issuer revokes Carol Shaw's card-authentication certificate and publishes a new CRL at {crl_base}/intermediate.crl; the service downloads it and swaps it in (taps never wait for it) ──"
@@ -553,7 +352,7 @@ pub fn run(args: DemoArgs) -> Result<ExitCode> {
         "revoked after a CRL refresh",
         "certificate-revoked",
         "Carol Shaw",
-        &carol,
+        carol,
         FRONT,
         None,
     )?;
@@ -561,7 +360,7 @@ pub fn run(args: DemoArgs) -> Result<ExitCode> {
         "card + PIN at a high-security door",
         "granted",
         "Ada Lovelace",
-        &ada,
+        ada,
         SERVER_ROOM,
         Some(PIN),
     )?;
@@ -581,8 +380,8 @@ pub fn run(args: DemoArgs) -> Result<ExitCode> {
     );
 
     eprintln!("  tapping Ada Lovelace's card through an OSDP reader at 9600 and 115200 baud");
-    let osdp = crate::demo_osdp::taps(&pki, &ada, profile)?;
-    print!("{}", crate::demo_osdp::render(&osdp, profile.name()));
+    let osdp = osdp::taps(&site.pki, &site.cards.ada, profile)?;
+    print!("{}", osdp::render(&osdp, profile.name()));
 
     let page = demo
         .rt
@@ -683,7 +482,7 @@ fn run_profiles(args: &DemoArgs) -> Result<ExitCode> {
     let mut reader = if args.pcsc {
         #[cfg(feature = "pcsc-demo")]
         {
-            Reader::Pcsc(crate::demo_pcsc::PcscReader::open()?)
+            Reader::Pcsc(host::vpcd::VpcdReader::open()?)
         }
         #[cfg(not(feature = "pcsc-demo"))]
         bail!("this pivgate was built without the pcsc-demo feature: --pcsc is not available");
@@ -709,7 +508,11 @@ fn run_profiles(args: &DemoArgs) -> Result<ExitCode> {
                 c.name,
                 profile.name(),
             );
-            let image = || personalise(&c.creds, Some(1));
+            let image = || {
+                c.creds
+                    .card_image(Some(1))
+                    .context("personalising the card image")
+            };
             let series = match &mut reader {
                 #[cfg(feature = "pcsc-demo")]
                 Reader::Pcsc(r) => r.with_card(image()?, profile, |t| {

@@ -1,6 +1,5 @@
-//! Remote readers from the command line: `pivgate reader connect` (this
-//! host's card reader offered to a door service over mutual TLS) and
-//! `pivgate pki issue-device` (the certificates both ends present).
+//! `pivgate reader connect`: this host's card reader offered to a door
+//! service over mutual TLS.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -8,16 +7,12 @@ use std::sync::{Arc, Mutex};
 
 use anyhow::{bail, Context, Result};
 use clap::Args;
-use host::{Readers, Transport, TransportError};
-use links::osdp::cp::CpEvent;
-use links::serial::CpHandle;
-use links::transparent::{OsdpTransport, SharedBus};
-use pki_issue::{DeviceOptions, DeviceRole, TestPki};
+use host::{PcscSlot, Readers, Transport, Watch};
+use links::panel::{ReaderNews, ReaderWatch, SharedReader};
 use remote::agent::{self, AgentConfig, AgentEvent, CardState, SharedCard};
 use tokio::sync::{mpsc, watch};
 
-use crate::osdp_cmd::Security;
-use crate::pcsc_watch::{self, PcscSlot};
+use crate::args::osdp::{open_panel, parse_baud, Security};
 
 #[derive(Args)]
 pub struct ReaderConnectArgs {
@@ -55,7 +50,7 @@ pub struct ReaderConnectArgs {
     #[arg(long, requires = "osdp", value_parser = clap::value_parser!(u8).range(0..=126))]
     address: Option<u8>,
     /// OSDP line speed (with --osdp).
-    #[arg(long, default_value_t = 9600, value_parser = crate::osdp_cmd::parse_baud)]
+    #[arg(long, default_value_t = 9600, value_parser = parse_baud)]
     baud: u32,
     #[command(flatten)]
     security: Security,
@@ -81,7 +76,7 @@ fn host_name() -> String {
         .unwrap_or_else(|| "pivgate reader".into())
 }
 
-pub fn connect(a: ReaderConnectArgs) -> Result<ExitCode> {
+pub fn run(a: ReaderConnectArgs) -> Result<ExitCode> {
     if !a.server.contains(':') {
         bail!("--server needs HOST:PORT, got {:?}", a.server);
     }
@@ -118,7 +113,8 @@ pub fn connect(a: ReaderConnectArgs) -> Result<ExitCode> {
                 "remote: waiting for the OSDP reader at address {address} on {}",
                 dev.display()
             );
-            let reader = OsdpReader::open(dev, address, a.baud, &a.security)?;
+            let (cp, _) = open_panel(dev, address, a.baud, &a.security, None)?;
+            let reader = SharedReader::new(cp, address)?;
             if reader.present {
                 presence_tx.send_replace(CardState {
                     present: true,
@@ -126,13 +122,15 @@ pub fn connect(a: ReaderConnectArgs) -> Result<ExitCode> {
                 });
             }
             (
-                Arc::new(Mutex::new(reader.transport)),
+                Arc::new(Mutex::new(
+                    Box::new(reader.transport) as Box<dyn Transport + Send>
+                )),
                 format!(
                     "OSDP reader at address {address} on {} at {} baud",
                     dev.display(),
                     a.baud
                 ),
-                Watcher::Osdp(reader.watch),
+                Watcher::Osdp(reader.watch, address, dev.clone()),
             )
         }
         (None, None) => {
@@ -140,8 +138,7 @@ pub fn connect(a: ReaderConnectArgs) -> Result<ExitCode> {
             let name = readers
                 .pick(a.reader.as_deref())
                 .context("choosing the PC/SC reader")?;
-            let ctx = pcsc::Context::establish(pcsc::Scope::User)
-                .context("connecting to the PC/SC service")?;
+            let ctx = Watch::establish().context("connecting to the PC/SC service")?;
             let t: Box<dyn Transport + Send> = Box::new(PcscSlot::new(readers, name.clone()));
             (
                 Arc::new(Mutex::new(t)),
@@ -154,10 +151,10 @@ pub fn connect(a: ReaderConnectArgs) -> Result<ExitCode> {
     let (stop_tx, stop_rx) = std::sync::mpsc::channel::<String>();
     let cancel = match watcher {
         Watcher::Pcsc(ctx, name) => {
-            let cancel = ctx.clone();
+            let cancel = ctx.canceller();
             let stop = stop_tx.clone();
             std::thread::spawn(move || {
-                let r = pcsc_watch::watch(&ctx, &name, |present| {
+                let r = ctx.presence(&name, |present| {
                     if present {
                         number += 1;
                     }
@@ -182,10 +179,10 @@ pub fn connect(a: ReaderConnectArgs) -> Result<ExitCode> {
             });
             Some(cancel)
         }
-        Watcher::Osdp(w) => {
+        Watcher::Osdp(w, address, dev) => {
             let stop = stop_tx.clone();
             std::thread::spawn(move || {
-                let _ = stop.send(w.run(number, presence_tx));
+                let _ = stop.send(watch_osdp(w, address, &dev, number, presence_tx));
             });
             None
         }
@@ -201,7 +198,7 @@ pub fn connect(a: ReaderConnectArgs) -> Result<ExitCode> {
         std::thread::spawn(move || {
             if signals.forever().next().is_some() {
                 if let Some(c) = &cancel {
-                    let _ = c.cancel();
+                    c.cancel();
                 }
                 let _ = stop.send("stopped".into());
             }
@@ -237,131 +234,55 @@ pub fn connect(a: ReaderConnectArgs) -> Result<ExitCode> {
 enum Watcher {
     /// Present from the start, never removed (a software card).
     None,
-    Pcsc(pcsc::Context, String),
-    Osdp(OsdpWatch),
+    Pcsc(Watch, String),
+    Osdp(ReaderWatch, u8, PathBuf),
 }
 
-/// An OSDP reader as the card source: the transport the service's APDUs
-/// take, whether a card was in the reader when it came online, and the
-/// panel whose events report the card's comings and goings.
-struct OsdpReader {
-    transport: Box<dyn Transport + Send>,
-    present: bool,
-    watch: OsdpWatch,
-}
-
-struct OsdpWatch {
-    cp: CpHandle,
+/// Follows an OSDP reader's card: each arrival gets a new number. Returns
+/// why the watch stopped.
+fn watch_osdp(
+    w: ReaderWatch,
     address: u8,
-    present: bool,
-    dev: PathBuf,
-    /// The panel's answers to the transport's requests.
-    bus: std::sync::mpsc::Sender<CpEvent>,
-}
-
-impl OsdpReader {
-    /// Brings the reader online as `pivgate auth --osdp` does and asks it
-    /// whether it holds a card.
-    fn open(dev: &std::path::Path, address: u8, baud: u32, security: &Security) -> Result<Self> {
-        let (cp, _) = crate::osdp_cmd::open_panel(dev, address, baud, security, None)?;
-        let mut scan = OsdpTransport::new(cp, address, 0);
-        let present = match scan.reconnect(false) {
-            Ok(()) => true,
-            Err(TransportError::NoCard(_)) => false,
-            Err(e) => return Err(e).context("asking the OSDP reader for its card"),
-        };
-        let cp = scan.into_inner();
-        let (bus, events) = std::sync::mpsc::channel();
-        let shared = SharedBus {
-            commander: cp.commander(),
-            events,
-        };
-        Ok(OsdpReader {
-            transport: Box::new(OsdpTransport::new(shared, address, 0)),
-            present,
-            watch: OsdpWatch {
-                cp,
-                address,
-                present,
-                dev: dev.to_path_buf(),
-                bus,
-            },
-        })
-    }
-}
-
-impl OsdpWatch {
-    /// Reads the panel's events until its serial line fails: card presence
-    /// goes to `presence` (a new number for each arrival), the answers to
-    /// the transport's requests go to the transport, and the reader going
-    /// offline or failing the secure channel is logged. Returns why it
-    /// stopped.
-    fn run(mut self, mut number: u64, presence: watch::Sender<CardState>) -> String {
-        let address = self.address;
-        let set = |present: bool, number: u64| {
+    dev: &std::path::Path,
+    mut number: u64,
+    presence: watch::Sender<CardState>,
+) -> String {
+    let r = w.run(|news| match news {
+        ReaderNews::Card(present) => {
+            if present {
+                number += 1;
+            }
+            eprintln!(
+                "remote: card {} OSDP reader {address}",
+                if present {
+                    "presented to"
+                } else {
+                    "removed from"
+                }
+            );
             presence.send_replace(CardState {
                 present,
                 card: number,
             });
-        };
-        while let Ok(e) = self.cp.events().recv() {
-            match &e {
-                CpEvent::CardPresence {
-                    address: x,
-                    reader: 0,
-                    present,
-                } if *x == address => {
-                    if *present == self.present {
-                        continue;
-                    }
-                    self.present = *present;
-                    if *present {
-                        number += 1;
-                    }
-                    eprintln!(
-                        "remote: card {} OSDP reader {address}",
-                        if *present {
-                            "presented to"
-                        } else {
-                            "removed from"
-                        }
-                    );
-                    set(*present, number);
-                }
-                CpEvent::Online {
-                    address: x, secure, ..
-                } if *x == address => eprintln!(
-                    "remote: OSDP reader {address} online{}",
-                    if *secure {
-                        " (secure channel)"
-                    } else {
-                        " without the secure channel"
-                    }
-                ),
-                // Its card cannot be reached until it is back and reports it again.
-                CpEvent::Offline { address: x, reason } if *x == address => {
-                    eprintln!("remote: OSDP reader {address} offline: {reason:?}");
-                    if self.present {
-                        self.present = false;
-                        set(false, number);
-                    }
-                }
-                CpEvent::Refused { address: x, reason } if *x == address => {
-                    eprintln!(
-                        "remote: OSDP reader {address} refused: it failed the secure channel ({reason:?})"
-                    );
-                    let _ = self.bus.send(e);
-                }
-                CpEvent::Completed { .. } | CpEvent::Abandoned { .. } => {
-                    let _ = self.bus.send(e);
-                }
-                _ => {}
+        }
+        ReaderNews::Online { secure } => eprintln!(
+            "remote: OSDP reader {address} online{}",
+            if secure {
+                " (secure channel)"
+            } else {
+                " without the secure channel"
             }
+        ),
+        ReaderNews::Offline(reason) => {
+            eprintln!("remote: OSDP reader {address} offline: {reason}")
         }
-        match self.cp.shutdown() {
-            Ok(_) => "the OSDP control panel stopped".into(),
-            Err(e) => format!("the OSDP serial line {} failed: {e}", self.dev.display()),
-        }
+        ReaderNews::Refused(reason) => eprintln!(
+            "remote: OSDP reader {address} refused: it failed the secure channel ({reason})"
+        ),
+    });
+    match r {
+        Ok(_) => "the OSDP control panel stopped".into(),
+        Err(e) => format!("the OSDP serial line {} failed: {e}", dev.display()),
     }
 }
 
@@ -398,79 +319,4 @@ fn print_event(e: &AgentEvent) {
         }
         AgentEvent::Retrying { after } => eprintln!("remote: reconnecting in {after:.1?}"),
     }
-}
-
-#[derive(Args)]
-pub struct IssueDeviceArgs {
-    /// The test PKI directory (from `pivgate pki init`).
-    #[arg(long, value_name = "DIR")]
-    pki: PathBuf,
-    /// The device's name: its certificate's subject common name (the name a
-    /// service binds a reader to, or the service's host name).
-    #[arg(long)]
-    name: String,
-    /// Where to write NAME.pem (certificate and issuing CA), NAME.key.pem
-    /// and ca.pem (the root, for the other end's --ca).
-    #[arg(long, value_name = "DIR")]
-    out: PathBuf,
-    /// A certificate for the service (serverAuth) instead of a reader
-    /// (clientAuth).
-    #[arg(long)]
-    server: bool,
-    /// A DNS name for the service certificate (repeatable; default: NAME).
-    #[arg(long, value_name = "NAME", requires = "server")]
-    dns: Vec<String>,
-    /// An IP address for the service certificate (repeatable).
-    #[arg(long, value_name = "ADDR", requires = "server")]
-    ip: Vec<std::net::IpAddr>,
-}
-
-/// A file stem from a device name: letters, digits, `-`, `_` and `.`.
-fn stem(name: &str) -> String {
-    name.chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || "-_.".contains(c) {
-                c
-            } else {
-                '-'
-            }
-        })
-        .collect()
-}
-
-pub fn issue_device(a: IssueDeviceArgs) -> Result<ExitCode> {
-    let pki = TestPki::load(&a.pki)
-        .with_context(|| format!("loading the test PKI in {}", a.pki.display()))?;
-    let dns = if a.server && a.dns.is_empty() && a.ip.is_empty() {
-        vec![a.name.clone()]
-    } else {
-        a.dns.clone()
-    };
-    let cred = pki.issue_device(&DeviceOptions {
-        name: a.name.clone(),
-        role: if a.server {
-            DeviceRole::Server
-        } else {
-            DeviceRole::Reader
-        },
-        dns,
-        ips: a.ip.clone(),
-        validity: None,
-    })?;
-    let stem = stem(&a.name);
-    cred.save(&a.out, &stem, &[pki.intermediate_der()])?;
-    std::fs::write(
-        a.out.join("ca.pem"),
-        pki_issue::pem_encode("CERTIFICATE", pki.root_der()),
-    )
-    .with_context(|| format!("writing {}", a.out.join("ca.pem").display()))?;
-    println!(
-        "issued {} certificate {:?}: {}, {}, CA {}",
-        if a.server { "server" } else { "reader" },
-        a.name,
-        a.out.join(format!("{stem}.pem")).display(),
-        a.out.join(format!("{stem}.key.pem")).display(),
-        a.out.join("ca.pem").display()
-    );
-    Ok(ExitCode::SUCCESS)
 }

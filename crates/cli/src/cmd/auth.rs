@@ -1,35 +1,19 @@
-//! `pivgate read` and `pivgate auth`: one card in a PC/SC reader.
+//! `pivgate auth`: authenticate the card in a PC/SC reader, or behind an
+//! OSDP reader, and print the timed transaction.
 
+use crate::args::osdp::{connect_panel, PanelArgs};
+use crate::args::reader::wait_and_connect;
+use crate::args::trust::{load_trust, TrustFiles};
+use crate::args::wiegand::{write_frame, WiegandArgs};
 use crate::render;
 use anyhow::{Context, Result};
 use auth::{Authenticator, Mechanism, Settings, StdinPin};
 use clap::{Args, ValueEnum};
-use host::{Readers, Transport, TransportExt};
+use host::Transport;
 use pki::time::Time;
 use pki::trust::{RevocationCheck, RevocationConfig};
 use std::process::ExitCode;
-use std::time::{Duration, Instant};
-
-#[derive(Args)]
-pub struct ReadArgs {
-    /// Reader to use (default: the first reader with a card).
-    #[arg(long)]
-    reader: Option<String>,
-    /// Seconds to wait for a card (default: wait forever).
-    #[arg(long)]
-    wait: Option<u64>,
-    /// Print JSON instead of text.
-    #[arg(long)]
-    json: bool,
-    /// Read the PIN from the first line of standard input, to read the
-    /// containers behind it too (biometrics, Printed Information).
-    #[arg(long)]
-    pin_stdin: bool,
-    /// Write the containers read into this directory (chuid.bin, ccc.bin,
-    /// security-object.bin, ...), for `pivgate pki verify-*`.
-    #[arg(long, value_name = "DIR")]
-    save: Option<std::path::PathBuf>,
-}
+use std::time::Duration;
 
 #[derive(Clone, Copy, ValueEnum)]
 enum MechanismArg {
@@ -50,7 +34,7 @@ pub struct AuthArgs {
     #[arg(long, value_enum)]
     mechanism: MechanismArg,
     #[command(flatten)]
-    trust: crate::pki_cmd::TrustFiles,
+    trust: TrustFiles,
     /// Do not check revocation (for test set-ups without CRLs: without --crl,
     /// revocation cannot be checked and validation fails closed).
     #[arg(long)]
@@ -68,74 +52,18 @@ pub struct AuthArgs {
     #[arg(long)]
     json: bool,
     #[command(flatten)]
-    osdp: crate::osdp_cmd::PanelArgs,
+    osdp: PanelArgs,
     #[command(flatten)]
-    wiegand: crate::osdp_cmd::WiegandArgs,
+    wiegand: WiegandArgs,
 }
 
-fn wait_and_connect(
-    reader: Option<&str>,
-    wait: Option<u64>,
-) -> Result<(host::PcscTransport, Duration)> {
-    let readers = Readers::establish().context("connecting to the PC/SC service")?;
-    let start = Instant::now();
-    let name = readers
-        .wait_for_card(reader, wait.map(Duration::from_secs))
-        .context("waiting for a card")?;
-    let t = readers
-        .connect(&name)
-        .with_context(|| format!("connecting to the card in {name:?}"))?;
-    Ok((t, start.elapsed()))
-}
-
-pub fn read(args: ReadArgs) -> Result<ExitCode> {
-    let (mut t, _) = wait_and_connect(args.reader.as_deref(), args.wait)?;
-    let reader = t.reader().to_string();
-    let pin = if args.pin_stdin {
-        use auth::PinSource;
-        Some(StdinPin.pin().map_err(|e| anyhow::anyhow!(e))?)
-    } else {
-        None
-    };
-    let (report, containers) = t
-        .with_transaction(|ch| {
-            let report = auth::inspect::read_card(ch);
-            let verified = match &pin {
-                Some(p) => {
-                    let mut piv = host::client::Piv::new(ch);
-                    piv.select()
-                        .and_then(|_| piv.verify_pin(p.as_bytes()))
-                        .map(|_| true)
-                }
-                None => Ok(false),
-            };
-            let containers = verified.and_then(|v| crate::object_cmd::read_containers(ch, v));
-            Ok((report, containers))
-        })
-        .context("reading the card")?;
-    let report = report.context("reading the card")?;
-    let containers = containers.context("reading the card's containers")?;
-    if let Some(dir) = &args.save {
-        crate::object_cmd::save_containers(dir, &containers)?;
-    }
-    if args.json {
-        let mut j = serde_json::to_value(&report)?;
-        j["containers"] = serde_json::to_value(&containers)?;
-        println!("{}", serde_json::to_string_pretty(&j)?);
-    } else {
-        print!("{}", render::card_report(&reader, &report));
-        print!("{}", crate::object_cmd::render_containers(&containers));
-    }
-    Ok(ExitCode::SUCCESS)
-}
-
-pub fn authenticate(args: AuthArgs) -> Result<ExitCode> {
+pub fn run(args: AuthArgs) -> Result<ExitCode> {
     let mode = if args.no_revocation {
         RevocationCheck::Off
     } else {
         RevocationCheck::Require
     };
-    let trust = crate::pki_cmd::load_trust(&args.trust.config(RevocationConfig {
+    let trust = load_trust(&args.trust.config(RevocationConfig {
         mode,
         grace_secs: 0,
         ..RevocationConfig::default()
@@ -164,11 +92,7 @@ pub fn authenticate(args: AuthArgs) -> Result<ExitCode> {
             if args.reader.is_some() {
                 anyhow::bail!("--reader names a PC/SC reader; with --osdp the reader is --address");
             }
-            let (t, d) = crate::osdp_cmd::connect_panel(
-                &args.osdp,
-                dev,
-                args.wait.map(Duration::from_secs),
-            )?;
+            let (t, d) = connect_panel(&args.osdp, dev, args.wait.map(Duration::from_secs))?;
             (Box::new(t), d)
         }
         None => {
@@ -219,7 +143,7 @@ pub fn authenticate(args: AuthArgs) -> Result<ExitCode> {
         return Err(e.context("building the Wiegand frame"));
     }
     if let (Some(to), Some(f)) = (&args.wiegand.wiegand_out, &frame) {
-        f.write(to)?;
+        write_frame(f, to)?;
     }
     Ok(if tx.outcome.granted() {
         ExitCode::SUCCESS

@@ -67,7 +67,7 @@ pub struct NewArgs {
     #[arg(long, value_name = "ALG", requires = "management_key")]
     management_key_algorithm: Option<String>,
     #[command(flatten)]
-    spec: crate::pki_cmd::CardSpec,
+    spec: crate::args::card::CardSpec,
 }
 
 #[derive(Args)]
@@ -154,7 +154,9 @@ fn new(a: Box<NewArgs>) -> anyhow::Result<ExitCode> {
     // --force) must not be overwritten behind its back.
     let _lock = ImageLock::acquire(&a.out, "pivgate card new")?;
     let mut image = match &creds {
-        Some(c) => crate::personalise::personalise(c, a.serial)?,
+        Some(c) => c
+            .card_image(a.serial)
+            .context("personalising the card image")?,
         None => CardImage::new_blank(a.serial),
     };
     if a.attestation {

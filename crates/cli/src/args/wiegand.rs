@@ -1,0 +1,84 @@
+//! `--wiegand-out`: the frame a Wiegand reader module would send its panel
+//! after a granted tap ([`links::wiegand::TimedFrame`]).
+
+use std::time::Duration;
+
+use anyhow::{bail, Context, Result};
+use clap::{Args, ValueEnum};
+use links::wiegand::{self, TimedFrame, Timing};
+
+#[derive(Clone, Copy, ValueEnum)]
+pub enum WiegandFormat {
+    /// The full 25-byte FASC-N, 200 bits.
+    Fascn200,
+    /// 26-bit H10301: --wiegand-facility and the FASC-N credential number
+    /// (which must be below 65536).
+    H10301,
+}
+
+/// Where a granted tap's credential goes as a Wiegand frame.
+#[derive(Args)]
+pub struct WiegandArgs {
+    /// After a granted tap, write the Wiegand frame a reader module would
+    /// send its legacy panel: the bits, each pulse's offset and line
+    /// (DATA0/DATA1), and the frame's time on the wire — to FILE, or `-` for
+    /// standard output. This records the frame; it drives no GPIO lines.
+    #[arg(long, value_name = "FILE|-")]
+    pub wiegand_out: Option<String>,
+    /// Frame format.
+    #[arg(long, value_enum, default_value = "fascn200")]
+    pub wiegand_format: WiegandFormat,
+    /// Facility code for H10301 (0–255).
+    #[arg(long)]
+    pub wiegand_facility: Option<u8>,
+    /// Pulse width in microseconds.
+    #[arg(long, default_value_t = 50)]
+    pub wiegand_pulse_us: u64,
+    /// Time from one pulse's start to the next one's, in microseconds.
+    #[arg(long, default_value_t = 2000)]
+    pub wiegand_interval_us: u64,
+}
+
+impl WiegandArgs {
+    /// The frame of a granted card's credential these arguments ask for.
+    pub fn frame(&self, fascn: Option<&piv::fascn::Fascn>) -> Result<TimedFrame> {
+        if self.wiegand_pulse_us == 0 || self.wiegand_pulse_us >= self.wiegand_interval_us {
+            bail!("--wiegand-pulse-us must be above 0 and below --wiegand-interval-us");
+        }
+        let fascn = fascn.context("the card has no FASC-N to send over Wiegand")?;
+        let timing = Timing {
+            pulse_width: Duration::from_micros(self.wiegand_pulse_us),
+            bit_interval: Duration::from_micros(self.wiegand_interval_us),
+        };
+        let (name, bits) = match self.wiegand_format {
+            WiegandFormat::Fascn200 => (
+                "FASC-N",
+                wiegand::encode_fascn(fascn).context("encoding the FASC-N")?,
+            ),
+            WiegandFormat::H10301 => {
+                let facility = self
+                    .wiegand_facility
+                    .context("H10301 needs --wiegand-facility")?;
+                let card: u16 = fascn.credential_number.parse().map_err(|_| {
+                    anyhow::anyhow!(
+                        "the FASC-N credential number {} does not fit H10301's 16-bit card number",
+                        fascn.credential_number
+                    )
+                })?;
+                ("H10301", wiegand::H10301 { facility, card }.encode())
+            }
+        };
+        Ok(TimedFrame { name, bits, timing })
+    }
+}
+
+/// Writes `frame`'s record ([`TimedFrame::record`]) to `to`, or to standard
+/// output for `-`.
+pub fn write_frame(frame: &TimedFrame, to: &str) -> Result<()> {
+    let text = frame.record();
+    if to == "-" {
+        print!("{text}");
+        return Ok(());
+    }
+    std::fs::write(to, text).with_context(|| format!("cannot write {to}"))
+}

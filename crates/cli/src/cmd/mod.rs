@@ -1,0 +1,11 @@
+//! One module per verb. Each parses its arguments (with the shared ones of
+//! [`crate::args`]) and prints (with [`crate::render`]); none imports
+//! another.
+
+pub mod auth;
+pub mod card;
+pub mod demo;
+pub mod pki;
+pub mod read;
+pub mod reader;
+pub mod serve;

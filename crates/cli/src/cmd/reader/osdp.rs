@@ -1,0 +1,204 @@
+//! `pivgate reader osdp`: this host's card reader offered to an OSDP panel
+//! as a reader (peripheral device) in transparent mode.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+use crate::args::osdp::{load_key, parse_baud, Security};
+use anyhow::{bail, Context, Result};
+use clap::Args;
+use host::{PcscSlot, Readers, Transport, Watch};
+use links::reader::{ReaderNote, ReaderSecurity};
+use links::serial::PdRemote;
+
+#[derive(Args)]
+pub struct ReaderOsdpArgs {
+    /// The serial device of the OSDP bus (an RS-485 adapter, e.g.
+    /// /dev/ttyUSB0, or one side of a pseudo-terminal pair).
+    #[arg(long, value_name = "DEV")]
+    serial: PathBuf,
+    /// This reader's address on the bus (0–126).
+    #[arg(long, value_parser = clap::value_parser!(u8).range(0..=126))]
+    address: u8,
+    /// Line speed.
+    #[arg(long, default_value_t = 9600, value_parser = parse_baud)]
+    baud: u32,
+    #[command(flatten)]
+    security: Security,
+    /// The PC/SC reader whose card is offered (default: the first reader).
+    #[arg(long, conflicts_with = "card_image")]
+    reader: Option<String>,
+    /// Offer a software PIV card image instead of a PC/SC reader's card (for
+    /// trying a panel without pcscd). The card is present from the start.
+    #[arg(long, value_name = "FILE")]
+    card_image: Option<PathBuf>,
+}
+
+/// What the reader did, on standard error.
+fn note(n: ReaderNote) {
+    match n {
+        ReaderNote::KeySaved(path) => eprintln!(
+            "osdp: the panel installed a new key; saved to {}",
+            path.display()
+        ),
+        ReaderNote::KeyNotSaved { path, error } => eprintln!(
+            "osdp: the panel sent a new key but {} could not be written ({error}); refused",
+            path.display()
+        ),
+        ReaderNote::KeyInMemory => eprintln!(
+            "osdp: the panel installed a new key; it is kept in memory only (no --key-file)"
+        ),
+        ReaderNote::Led(c) => eprintln!("osdp: LED {c:?}"),
+        ReaderNote::Buzzer(c) => eprintln!("osdp: buzzer {c:?}"),
+        ReaderNote::Output(c) => eprintln!("osdp: output {c:?}"),
+    }
+}
+
+/// Watches one PC/SC reader and reports each arrival and removal to the
+/// panel. Blocks in SCardGetStatusChange until a change or a cancel.
+fn watch_pcsc(watch: Watch, name: String, remote: PdRemote, stopping: Arc<AtomicBool>) {
+    let r = watch.presence(&name, |now| {
+        eprintln!(
+            "osdp: card {} reader {name:?}",
+            if now { "presented to" } else { "removed from" }
+        );
+        remote.card_presence(0, now);
+    });
+    if let Err(e) = r {
+        if !stopping.load(Ordering::SeqCst) {
+            eprintln!("osdp: cannot watch reader {name:?} any more: {e}; stopping");
+            remote.stop();
+        }
+    }
+}
+
+pub fn run(a: ReaderOsdpArgs) -> Result<ExitCode> {
+    let s = &a.security;
+    if !s.insecure && s.key_file.is_none() && !s.install_mode {
+        bail!(
+            "the secure channel needs a key: pass --key-file FILE (32 hex digits, mode 0600), \
+             or --install-mode to receive one from the panel; --insecure runs without it"
+        );
+    }
+    // Install mode ends with the first installed key: once the key file
+    // exists, SCBK-D is never accepted again, whatever the flags say.
+    let (scbk, install_mode) = match &s.key_file {
+        Some(p) if s.install_mode && std::fs::symlink_metadata(p).is_err() => (None, true),
+        Some(p) => {
+            if s.install_mode {
+                eprintln!(
+                    "osdp: warning: --install-mode ignored: the key file {} exists, so a key \
+                     is installed already and only it is accepted",
+                    p.display()
+                );
+            }
+            (Some(load_key(p)?), false)
+        }
+        None => (None, s.install_mode),
+    };
+    let stopping = Arc::new(AtomicBool::new(false));
+    let (slot, watch): (Box<dyn Transport + Send>, Option<(Watch, String)>) = match &a.card_image {
+        Some(path) => {
+            let image = card::image::CardImage::load(path)
+                .with_context(|| format!("loading the card image {}", path.display()))?;
+            (Box::new(host::InProcess::new(card::Card::new(image))), None)
+        }
+        None => {
+            let readers = Readers::establish().context("connecting to the PC/SC service")?;
+            let name = readers
+                .pick(a.reader.as_deref())
+                .context("choosing the PC/SC reader")?;
+            let ctx = Watch::establish().context("connecting to the PC/SC service")?;
+            (
+                Box::new(PcscSlot::new(readers, name.clone())),
+                Some((ctx, name)),
+            )
+        }
+    };
+    let security = ReaderSecurity {
+        scbk,
+        install_mode,
+        require_secure: !s.insecure,
+        key_file: s.key_file.clone(),
+    };
+    let (pd, link) = links::reader::start(&a.serial, a.address, a.baud, security, slot, note)
+        .with_context(|| format!("opening the serial device {}", a.serial.display()))?;
+    let source = match &watch {
+        Some((_, name)) => format!("PC/SC reader {name:?}"),
+        None => "a software card".to_string(),
+    };
+    eprintln!(
+        "osdp: reader at address {} on {} at {} baud{}, offering {source}; {}",
+        a.address,
+        a.serial.display(),
+        a.baud,
+        if link.pace { " (paced)" } else { "" },
+        if s.insecure {
+            "NO secure channel (--insecure)"
+        } else if install_mode {
+            "secure channel, install mode"
+        } else {
+            "secure channel required"
+        }
+    );
+
+    // SIGINT / SIGTERM stop the device (and the card watch).
+    let mut signals = signal_hook::iterator::Signals::new([
+        signal_hook::consts::SIGINT,
+        signal_hook::consts::SIGTERM,
+    ])
+    .context("cannot install signal handlers")?;
+    let stopper = pd.remote().context("starting the OSDP reader")?;
+    let cancel = watch.as_ref().map(|(w, _)| w.canceller());
+    let cancel_at_end = cancel.clone();
+    {
+        let stopping = stopping.clone();
+        std::thread::spawn(move || {
+            if signals.forever().next().is_some() {
+                stopping.store(true, Ordering::SeqCst);
+                if let Some(c) = &cancel {
+                    c.cancel();
+                }
+                stopper.stop();
+            }
+        });
+    }
+    let watcher = match watch {
+        Some((ctx, name)) => {
+            let remote = pd.remote().context("starting the card watch")?;
+            let stopping = stopping.clone();
+            Some(std::thread::spawn(move || {
+                watch_pcsc(ctx, name, remote, stopping)
+            }))
+        }
+        None => {
+            pd.card_presence(0, true);
+            None
+        }
+    };
+    while let Ok(e) = pd.events().recv() {
+        eprintln!("osdp: {e}");
+    }
+    let stats = pd.shutdown();
+    let by_signal = stopping.swap(true, Ordering::SeqCst);
+    if let Some(w) = watcher {
+        if let Some(c) = &cancel_at_end {
+            c.cancel();
+        }
+        let _ = w.join();
+    }
+    let stats = stats.context("the OSDP reader failed")?;
+    eprintln!(
+        "osdp: stopped; {} bytes received, {} sent ({:.1} ms of line time)",
+        stats.rx_bytes,
+        stats.tx_bytes,
+        stats.wire_time().as_secs_f64() * 1e3
+    );
+    Ok(if by_signal {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(2)
+    })
+}
