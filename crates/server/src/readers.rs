@@ -2,7 +2,8 @@
 //! the access data: a reader bound, changed or removed through the API (or
 //! a reload) is watched, rewatched or left at once, without a restart.
 //!
-//! The PC/SC [`ReaderSource`]: [`PcscReaders`]. Each thread waits in
+//! The PC/SC [`ReaderSource`]: [`PcscReaders`]. Each thread waits (through
+//! [`host::Watch`], the one watcher of every PC/SC wait) in
 //! `SCardGetStatusChange` (no polling) for the card to arrive, hands it to
 //! [`TapContext::tap`] (the tap path every reader shares), and waits for the
 //! card to leave before the next. A reader that is not connected is reported and
@@ -11,13 +12,15 @@
 //! PIN door the PIN comes from the door's keypad ([`crate::keypad`]).
 
 use std::collections::HashMap;
-use std::ffi::CString;
+use std::ops::ControlFlow;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 
 use access::ReaderId;
-use pcsc::{Context, ReaderState, Scope, State};
+use host::watch::Slot;
+use host::{Canceller, TransportError, Watch};
+use pcsc::{Context, Scope};
 use tokio::sync::{watch, Notify};
 
 use crate::source::{ReaderSource, Running, TapContext};
@@ -35,8 +38,8 @@ pub fn is_pcsc(connection: &str) -> bool {
 /// One reader's thread.
 struct Watcher {
     connection: String,
-    /// The context its waits run in (cancelled to stop it).
-    ctx: Context,
+    /// Cancels its waits, to stop it.
+    cancel: Canceller,
     stop: Arc<AtomicBool>,
     thread: JoinHandle<()>,
 }
@@ -49,11 +52,11 @@ impl Watcher {
         // was between two waits (e.g. finishing a tap) sees the stop flag
         // before its next wait, or enters the wait just after the cancel.
         // Cancel again until the thread has ended.
-        let _ = self.ctx.cancel();
+        self.cancel.cancel();
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
         while !self.thread.is_finished() && std::time::Instant::now() < deadline {
             std::thread::sleep(std::time::Duration::from_millis(5));
-            let _ = self.ctx.cancel();
+            self.cancel.cancel();
         }
         if self.thread.is_finished() {
             let _ = self.thread.join();
@@ -135,18 +138,18 @@ impl Readers {
     }
 
     fn spawn(&self, id: ReaderId, name: &str) -> Option<Watcher> {
-        let Ok(cname) = CString::new(name) else {
+        if name.contains('\0') {
             tracing::warn!(reader = %name, "reader name holds a NUL byte; not watched");
             return None;
-        };
-        let ctx = match Context::establish(Scope::User) {
-            Ok(c) => c,
+        }
+        let w = match Watch::establish() {
+            Ok(w) => w,
             Err(e) => {
                 tracing::warn!(error = %e, reader = %name, "cannot watch reader");
                 return None;
             }
         };
-        let waits = ctx.clone();
+        let cancel = w.canceller();
         let tap_ctx = self.ctx.clone();
         let stop = Arc::new(AtomicBool::new(false));
         let flag = stop.clone();
@@ -155,14 +158,14 @@ impl Readers {
             .name(format!("reader-{}", id.0))
             .spawn(move || {
                 let status = tap_ctx.status();
-                watch(ctx, cname, &owned, id, &tap_ctx, &flag, status);
+                watch(&w, &owned, id, &tap_ctx, &flag, status);
                 status.forget(id);
                 tracing::info!(reader = %owned, "reader no longer watched");
             });
         match spawned {
             Ok(thread) => Some(Watcher {
                 connection: name.to_string(),
-                ctx: waits,
+                cancel,
                 stop,
                 thread,
             }),
@@ -307,9 +310,11 @@ fn follow(readers: &Readers, mut changes: watch::Receiver<u64>, quit: &Notify) {
     }
 }
 
+/// Watches reader `name` until stopped (`host::watch`, no polling): taps
+/// each card that arrives, and reports the reader as connected or not,
+/// waiting for it while it is not.
 fn watch(
-    ctx: Context,
-    cname: CString,
+    w: &Watch,
     name: &str,
     id: ReaderId,
     taps: &TapContext,
@@ -323,80 +328,69 @@ fn watch(
             return;
         }
     };
-    let mut states = vec![
-        ReaderState::new(pcsc::PNP_NOTIFICATION(), State::UNAWARE),
-        ReaderState::new(cname.clone(), State::UNAWARE),
-    ];
     let mut present = false;
     let mut missing = false;
+    let gone = |missing: &mut bool| {
+        status.set(id, false);
+        if !*missing {
+            tracing::warn!(reader = %name, "reader is not connected; waiting for it");
+            *missing = true;
+        }
+    };
     tracing::info!(reader = %name, "watching reader");
+    let names = [name.to_string()];
     while !stop.load(Ordering::SeqCst) {
-        match ctx.get_status_change(None, &mut states) {
-            Ok(()) => {}
-            Err(pcsc::Error::Cancelled) => break,
-            Err(pcsc::Error::UnknownReader) | Err(pcsc::Error::ReaderUnavailable) => {
+        let watched = w.run(&names, true, None, |c| {
+            match c.readers[0].slot {
+                Slot::Unknown => {
+                    present = false;
+                    gone(&mut missing);
+                }
+                slot => {
+                    status.set(id, true);
+                    if missing {
+                        tracing::info!(reader = %name, "reader connected");
+                        missing = false;
+                    }
+                    match slot {
+                        Slot::Present if !present => {
+                            present = true;
+                            tap(&readers, name, id, taps);
+                        }
+                        Slot::Empty => present = false,
+                        _ => {}
+                    }
+                }
+            }
+            if stop.load(Ordering::SeqCst) {
+                ControlFlow::Break(())
+            } else {
+                ControlFlow::Continue(())
+            }
+        });
+        match watched {
+            // Stopped, or cancelled to stop.
+            Ok(_) => break,
+            // pcscd does not list it: wait until it is connected.
+            Err(TransportError::NoSuchReader(..)) => {
                 present = false;
-                status.set(id, false);
-                if !missing {
-                    tracing::warn!(reader = %name, "reader is not connected; waiting for it");
-                    missing = true;
+                gone(&mut missing);
+                const FOREVER: std::time::Duration =
+                    std::time::Duration::from_secs(100 * 365 * 86_400);
+                match w.until(name, FOREVER, |s| s != Slot::Unknown) {
+                    Ok(()) => {}
+                    Err(TransportError::Cancelled) => break,
+                    Err(e) => {
+                        tracing::error!(error = %e, reader = %name, "reader watch failed; reader no longer watched");
+                        break;
+                    }
                 }
-                if wait_for_plug_and_play(&ctx).is_err() {
-                    break;
-                }
-                states[1] = ReaderState::new(cname.clone(), State::UNAWARE);
-                continue;
             }
             Err(e) => {
                 tracing::error!(error = %e, reader = %name, "reader watch failed; reader no longer watched");
                 break;
             }
         }
-        let st = states[1].event_state();
-        if st.intersects(State::UNKNOWN | State::UNAVAILABLE | State::IGNORE) {
-            if !missing {
-                tracing::warn!(reader = %name, "reader is not connected; waiting for it");
-                missing = true;
-            }
-            present = false;
-            status.set(id, false);
-            // Only a plug-and-play change can bring it back.
-            if wait_for_plug_and_play(&ctx).is_err() {
-                break;
-            }
-            states[1] = ReaderState::new(cname.clone(), State::UNAWARE);
-            continue;
-        }
-        status.set(id, true);
-        if missing {
-            tracing::info!(reader = %name, "reader connected");
-            missing = false;
-        }
-        if st.contains(State::PRESENT) && !st.contains(State::MUTE) {
-            if !present {
-                present = true;
-                tap(&readers, name, id, taps);
-            }
-        } else if st.contains(State::EMPTY) {
-            present = false;
-        }
-        for s in &mut states {
-            s.sync_current_state();
-        }
-    }
-}
-
-/// Blocks until readers are plugged in or removed; `Err` when cancelled.
-fn wait_for_plug_and_play(ctx: &Context) -> Result<(), ()> {
-    let mut pnp = vec![ReaderState::new(pcsc::PNP_NOTIFICATION(), State::UNAWARE)];
-    // The first call reports the current state at once.
-    if let Err(pcsc::Error::Cancelled) = ctx.get_status_change(None, &mut pnp) {
-        return Err(());
-    }
-    pnp[0].sync_current_state();
-    match ctx.get_status_change(None, &mut pnp) {
-        Err(pcsc::Error::Cancelled) => Err(()),
-        _ => Ok(()),
     }
 }
 
