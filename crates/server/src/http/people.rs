@@ -1,9 +1,13 @@
-//! `POST /api/v1/credentials/enroll` (admin): enrollment from a card
-//! authentication certificate in PEM.
+//! Cardholders' credentials:
+//!
+//! - `GET /api/v1/cardholders/{id}/credentials` (viewer): a cardholder's
+//!   credentials with their FASC-N decoded and their assurance;
+//! - `POST /api/v1/credentials/enroll` (admin): enrollment from a card
+//!   authentication certificate in PEM, below.
 //!
 //! Body: `{"cardholder": id, "certificate": "-----BEGIN CERTIFICATE-----…",
 //! "card_uuid"?: "urn:uuid:…", "fasc_n"?: hex}`. The certificate is
-//! validated as enrollment at a reader validates it ([`validate_certificate`]:
+//! validated as enrollment at a reader validates it ([`crate::enroll::validate_certificate`]:
 //! FIPS 201 card authentication profile, path to a trust anchor,
 //! revocation under the doors' policy); the card UUID and FASC-N are taken
 //! from its subjectAltName, the body's only where the certificate has none.
@@ -19,18 +23,145 @@
 use std::sync::Arc;
 
 use access::jiff::Timestamp;
+use access::CardholderId;
 use axum::body::Bytes;
-use axum::extract::State;
+use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use axum::{Extension, Json};
-use serde::Deserialize;
+use axum::Json;
+use serde::{Deserialize, Serialize};
 use serde_json::json;
-use store::{ApiToken, StoreError};
+use store::StoreError;
+use utoipa::ToSchema;
 
+use super::auth::{Admin, Viewer};
+use super::error::{ApiError, AppResult};
+use super::extract::{json_body, loaded};
+use super::schema::{self, ErrorBody};
 use crate::enroll::{register_certificate, validate_certificate, EnrollError};
-use crate::http::{json_body, loaded, ApiError};
-use crate::service::AppState;
+use crate::state::AppState;
+
+/// The decoded fields of a FASC-N.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct FascnFields {
+    pub agency_code: String,
+    pub system_code: String,
+    pub credential_number: String,
+    /// Credential series.
+    pub cs: String,
+    /// Individual credential issue.
+    pub ici: String,
+    /// Person identifier.
+    pub pi: String,
+    /// Organisational category.
+    pub oc: String,
+    /// Organisational identifier.
+    pub oi: String,
+    /// Person/organisation association category.
+    pub poa: String,
+}
+
+/// A stored credential with what the dashboard shows of it.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct CredentialView {
+    /// The stored credential (the fields of `Credential`).
+    #[serde(flatten)]
+    #[schema(value_type = schema::Credential)]
+    pub credential: access::Credential,
+    /// The FASC-N decoded; `null` without one (or when it cannot be
+    /// decoded: `fasc_n_error` says why).
+    pub fasc_n_fields: Option<FascnFields>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fasc_n_error: Option<String>,
+    /// The strongest mechanism the credential can be matched by:
+    /// `pki-cak` when enrolled with its card authentication certificate,
+    /// else `chuid` (identifiers only).
+    pub assurance: String,
+    /// That mechanism's assurance: `some` or `low`.
+    pub assurance_level: String,
+    /// Its `expires_at` (the certificate's notAfter) has passed.
+    pub expired: bool,
+}
+
+/// A cardholder's credentials.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct CredentialViewList {
+    pub items: Vec<CredentialView>,
+}
+
+/// `GET /api/v1/cardholders/{id}/credentials` (viewer).
+#[utoipa::path(get, path = "/api/v1/cardholders/{id}/credentials", tag = "dashboard",
+    security(("bearer" = [])),
+    params(("id" = i64, Path, description = "The cardholder")),
+    responses(
+        (status = 200, description = "The cardholder's credentials, FASC-N decoded", body = CredentialViewList),
+        (status = 400, description = "The id is not a number", body = ErrorBody),
+        (status = 401, description = "No token, or an unknown one", body = ErrorBody),
+        (status = 404, description = "No such cardholder", body = ErrorBody),
+    ))]
+pub async fn cardholder_credentials(
+    State(state): State<Arc<AppState>>,
+    _: Viewer,
+    Path(id): Path<String>,
+) -> AppResult<Json<CredentialViewList>> {
+    let holder = id.parse::<i64>().map(CardholderId).map_err(|e| {
+        ApiError::bad_request(
+            "id",
+            format!("path parameter `id`: `{id}` is not a cardholder id: {e}"),
+        )
+    })?;
+    let l = loaded(&state)?;
+    let snapshot = l.controller.snapshot();
+    if snapshot.cardholder(holder).is_none() {
+        return Err(ApiError::not_found(
+            "id",
+            format!("cardholder {} does not exist", holder.0),
+        ));
+    }
+    let now = Timestamp::now();
+    let mut items: Vec<CredentialView> = snapshot
+        .credentials()
+        .iter()
+        .filter(|c| c.cardholder == holder)
+        .map(|c| credential_view(c.clone(), now))
+        .collect();
+    items.sort_by_key(|v| v.credential.id);
+    Ok(Json(CredentialViewList { items }))
+}
+
+fn credential_view(c: access::Credential, now: Timestamp) -> CredentialView {
+    let (fasc_n_fields, fasc_n_error) = match c.fasc_n.map(|f| piv::fascn::Fascn::decode(&f.0)) {
+        None => (None, None),
+        Some(Ok(f)) => (
+            Some(FascnFields {
+                agency_code: f.agency_code,
+                system_code: f.system_code,
+                credential_number: f.credential_number,
+                cs: f.credential_series,
+                ici: f.individual_credential_issue,
+                pi: f.person_identifier,
+                oc: f.organizational_category,
+                oi: f.organizational_identifier,
+                poa: f.association_category,
+            }),
+            None,
+        ),
+        Some(Err(e)) => (None, Some(e.to_string())),
+    };
+    let mechanism = if c.cert_sha256.is_some() || c.spki_sha256.is_some() {
+        access::Mechanism::PkiCak
+    } else {
+        access::Mechanism::Chuid
+    };
+    CredentialView {
+        fasc_n_fields,
+        fasc_n_error,
+        assurance: mechanism.as_str().to_string(),
+        assurance_level: mechanism.assurance().as_str().to_string(),
+        expired: c.expires_at.is_some_and(|t| t <= now),
+        credential: c,
+    }
+}
 
 /// Largest certificate PEM accepted, bytes.
 const MAX_PEM: usize = 64 * 1024;
@@ -52,7 +183,7 @@ pub struct EnrollBody {
 }
 
 fn unprocessable(field: &str, message: String) -> ApiError {
-    ApiError::field(StatusCode::UNPROCESSABLE_ENTITY, field, message)
+    ApiError::unprocessable(field, message)
 }
 
 /// Enrolls a card authentication certificate for a cardholder.
@@ -61,16 +192,16 @@ fn unprocessable(field: &str, message: String) -> ApiError {
     request_body = EnrollBody,
     responses(
         (status = 201, description = "Validated and enrolled: `{credential, cardholder, subject}`"),
-        (status = 400, description = "The body is not JSON", body = crate::http::schema::ErrorBody),
-        (status = 401, description = "No token, or an unknown one", body = crate::http::schema::ErrorBody),
-        (status = 403, description = "The token is not an admin token", body = crate::http::schema::ErrorBody),
-        (status = 404, description = "No such cardholder", body = crate::http::schema::ErrorBody),
-        (status = 409, description = "The certificate or an identifier is enrolled already", body = crate::http::schema::ErrorBody),
-        (status = 422, description = "A field is wrong, or the certificate did not validate (with the refusal's `code` and `reason`)", body = crate::http::schema::ErrorBody),
+        (status = 400, description = "The body is not JSON", body = ErrorBody),
+        (status = 401, description = "No token, or an unknown one", body = ErrorBody),
+        (status = 403, description = "The token is not an admin token", body = ErrorBody),
+        (status = 404, description = "No such cardholder", body = ErrorBody),
+        (status = 409, description = "The certificate or an identifier is enrolled already", body = ErrorBody),
+        (status = 422, description = "A field is wrong, or the certificate did not validate (with the refusal's `code` and `reason`)", body = ErrorBody),
     ))]
-pub(crate) async fn enroll(
+pub async fn enroll(
     State(state): State<Arc<AppState>>,
-    Extension(token): Extension<ApiToken>,
+    Admin(token): Admin,
     body: Bytes,
 ) -> Result<Response, ApiError> {
     let body: EnrollBody = json_body(&body)?;
@@ -164,18 +295,10 @@ pub(crate) async fn enroll(
         Ok(e) => e,
         Err(e @ EnrollError::AlreadyEnrolled { .. })
         | Err(e @ EnrollError::Store(StoreError::Conflict { .. })) => {
-            return Err(ApiError::field(
-                StatusCode::CONFLICT,
-                "certificate",
-                e.to_string(),
-            ))
+            return Err(ApiError::conflict("certificate", e.to_string()))
         }
         Err(e @ EnrollError::UnknownCardholder(_)) => {
-            return Err(ApiError::field(
-                StatusCode::NOT_FOUND,
-                "cardholder",
-                e.to_string(),
-            ))
+            return Err(ApiError::not_found("cardholder", e.to_string()))
         }
         Err(EnrollError::IdentifierMismatch {
             field,
