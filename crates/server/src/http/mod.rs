@@ -22,8 +22,8 @@
 //! document at `GET /api/v1/openapi.json`: both come from the handlers
 //! themselves. The routes are declared once (`define`), for the router
 //! and for [`routes`]; a test checks [`routes`] against the OpenAPI
-//! document, and another that every route with a role refuses a request
-//! without a token.
+//! document, and `tests/routes.rs` that each handler's role extractor
+//! ([`auth`]) enforces exactly the role the table names.
 //!
 //! `/healthz` (the process answers), `/readyz` (everything is loaded), the
 //! OpenAPI document and the dashboard's static assets need no token. Every
