@@ -1,7 +1,8 @@
 //! The one error answer of the API: [`ApiError`], its status mapping
 //! ([`ApiError::status`]) and its body `{"error": sentence, "field": name}`
 //! (`field` only when one field is at fault). A 401 also carries
-//! `WWW-Authenticate: Bearer realm="pivgate"`.
+//! `WWW-Authenticate: Bearer realm="pivgate"`; a refused certificate also
+//! carries the refusal's `code` and `reason`.
 //!
 //! The domain's refusals become answers here too: a [`ChangeError`] (and
 //! the [`BuildError`] inside it) has its one mapping in
@@ -46,6 +47,10 @@ pub enum ApiError {
         message: String,
         field: Option<String>,
     },
+    /// 422: a certificate did not validate; the body also carries the
+    /// refusal's stable `code` and its `reason`, with `field`
+    /// `certificate`.
+    CertificateRefused { code: String, reason: String },
     /// 429: a limit on open requests of the kind is reached.
     TooManyRequests { message: String },
     /// 503: the service is starting, or what it needs cannot be read.
@@ -120,7 +125,9 @@ impl ApiError {
             ApiError::Forbidden { .. } => StatusCode::FORBIDDEN,
             ApiError::NotFound { .. } => StatusCode::NOT_FOUND,
             ApiError::Conflict { .. } => StatusCode::CONFLICT,
-            ApiError::Unprocessable { .. } => StatusCode::UNPROCESSABLE_ENTITY,
+            ApiError::Unprocessable { .. } | ApiError::CertificateRefused { .. } => {
+                StatusCode::UNPROCESSABLE_ENTITY
+            }
             ApiError::TooManyRequests { .. } => StatusCode::TOO_MANY_REQUESTS,
             ApiError::Unavailable { .. } => StatusCode::SERVICE_UNAVAILABLE,
             ApiError::Internal { .. } => StatusCode::INTERNAL_SERVER_ERROR,
@@ -138,6 +145,9 @@ impl ApiError {
             | ApiError::Unprocessable { message, .. }
             | ApiError::TooManyRequests { message }
             | ApiError::Unavailable { message } => message.clone(),
+            ApiError::CertificateRefused { code, reason } => {
+                format!("the certificate did not validate ({code}): {reason}")
+            }
             ApiError::Internal { reference } => format!(
                 "the service could not complete the request (logged as internal error {reference})"
             ),
@@ -151,6 +161,7 @@ impl ApiError {
             | ApiError::NotFound { field, .. }
             | ApiError::Conflict { field, .. }
             | ApiError::Unprocessable { field, .. } => field.as_deref(),
+            ApiError::CertificateRefused { .. } => Some("certificate"),
             _ => None,
         }
     }
@@ -162,6 +173,10 @@ impl IntoResponse for ApiError {
         let mut body = json!({ "error": self.message() });
         if let Some(f) = self.field() {
             body["field"] = json!(f);
+        }
+        if let ApiError::CertificateRefused { code, reason } = &self {
+            body["code"] = json!(code);
+            body["reason"] = json!(reason);
         }
         let mut r = (status, Json(body)).into_response();
         if status == StatusCode::UNAUTHORIZED {
@@ -266,6 +281,21 @@ mod tests {
         assert_eq!(s, StatusCode::UNAUTHORIZED);
         assert_eq!(auth.unwrap(), "Bearer realm=\"pivgate\"");
         assert_eq!(b, json!({"error": "unknown token"}));
+        let (s, _, b) = body(ApiError::CertificateRefused {
+            code: "expired".into(),
+            reason: "the certificate expired".into(),
+        })
+        .await;
+        assert_eq!(s, StatusCode::UNPROCESSABLE_ENTITY);
+        assert_eq!(
+            b,
+            json!({
+                "error": "the certificate did not validate (expired): the certificate expired",
+                "field": "certificate",
+                "code": "expired",
+                "reason": "the certificate expired",
+            })
+        );
         let (s, _, b) = body(ApiError::starting()).await;
         assert_eq!(s, StatusCode::SERVICE_UNAVAILABLE);
         assert_eq!(b, json!({"error": "the service is starting"}));

@@ -61,7 +61,7 @@ const PARAMS: [&str; 5] = ["door", "cardholder", "kind", "result", "since"];
 
 /// The query of `GET /api/v1/events/stream`: which events it carries
 /// (`door`, `cardholder`, `kind`, `result`); `since` is read only without a
-/// `Last-Event-ID` header ([`resume_from`]).
+/// `Last-Event-ID` header.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct StreamQuery {
     pub filter: Filter,

@@ -182,10 +182,6 @@ pub struct EnrollBody {
     fasc_n: Option<String>,
 }
 
-fn unprocessable(field: &str, message: String) -> ApiError {
-    ApiError::unprocessable(field, message)
-}
-
 /// Enrolls a card authentication certificate for a cardholder.
 #[utoipa::path(post, path = "/api/v1/credentials/enroll", tag = "credentials",
     security(("bearer" = [])),
@@ -206,31 +202,31 @@ pub async fn enroll(
 ) -> Result<Response, ApiError> {
     let body: EnrollBody = json_body(&body)?;
     let cardholder = body.cardholder.map(access::CardholderId).ok_or_else(|| {
-        unprocessable(
+        ApiError::unprocessable(
             "cardholder",
-            "body field `cardholder`: missing (the id of an existing cardholder)".into(),
+            "body field `cardholder`: missing (the id of an existing cardholder)",
         )
     })?;
     let pem = body.certificate.ok_or_else(|| {
-        unprocessable(
+        ApiError::unprocessable(
             "certificate",
-            "body field `certificate`: missing (a PEM `CERTIFICATE` block)".into(),
+            "body field `certificate`: missing (a PEM `CERTIFICATE` block)",
         )
     })?;
     if pem.len() > MAX_PEM {
-        return Err(unprocessable(
+        return Err(ApiError::unprocessable(
             "certificate",
             format!("body field `certificate`: at most {MAX_PEM} bytes"),
         ));
     }
     let der = pki::pem::decode("CERTIFICATE", pem.as_bytes()).map_err(|e| {
-        unprocessable(
+        ApiError::unprocessable(
             "certificate",
             format!("body field `certificate`: not a PEM certificate: {e}"),
         )
     })?;
     if let Err(e) = pki::cert::Cert::from_der(der.clone()) {
-        return Err(unprocessable(
+        return Err(ApiError::unprocessable(
             "certificate",
             format!("body field `certificate`: the certificate cannot be parsed: {e}"),
         ));
@@ -238,7 +234,7 @@ pub async fn enroll(
     let card_uuid = match body.card_uuid.as_deref() {
         None => None,
         Some(u) => Some(u.parse::<access::CardUuid>().map_err(|e| {
-            unprocessable(
+            ApiError::unprocessable(
                 "card_uuid",
                 format!("body field `card_uuid`: `{u}` is not a card UUID: {e}"),
             )
@@ -247,7 +243,7 @@ pub async fn enroll(
     let fasc_n = match body.fasc_n.as_deref() {
         None => None,
         Some(f) => Some(f.parse::<access::FascN>().map_err(|e| {
-            unprocessable(
+            ApiError::unprocessable(
                 "fasc_n",
                 format!("body field `fasc_n`: `{f}` is not a FASC-N (25 bytes, hex): {e}"),
             )
@@ -268,16 +264,7 @@ pub async fn enroll(
     let validated = match validated {
         Ok(v) => v,
         Err(EnrollError::Refused { code, reason, .. }) => {
-            return Ok((
-                StatusCode::UNPROCESSABLE_ENTITY,
-                Json(json!({
-                    "error": format!("the certificate did not validate ({code}): {reason}"),
-                    "field": "certificate",
-                    "code": code,
-                    "reason": reason,
-                })),
-            )
-                .into_response())
+            return Err(ApiError::CertificateRefused { code, reason })
         }
         Err(e) => return Err(ApiError::internal(e)),
     };
@@ -305,7 +292,7 @@ pub async fn enroll(
             given,
             certificate,
         }) => {
-            return Err(unprocessable(
+            return Err(ApiError::unprocessable(
                 field,
                 format!(
                     "body field `{field}`: {given} differs from the certificate's subjectAltName ({certificate})"
@@ -313,7 +300,7 @@ pub async fn enroll(
             ))
         }
         Err(e @ EnrollError::NoIdentifier) => {
-            return Err(unprocessable("certificate", e.to_string()))
+            return Err(ApiError::unprocessable("certificate", e.to_string()))
         }
         Err(e) => return Err(ApiError::internal(e)),
     };
