@@ -458,7 +458,7 @@ macro_rules! crud {
                     (status = 503, description = "The service is starting", body = ErrorBody),
                 ))]
             pub async fn list(State(state): State<Arc<AppState>>, _: Viewer) -> AppResult<Json<serde_json::Value>> {
-                super::list::<access::$E>(&state).await
+                crate::http::entities::list::<access::$E>(&state).await
             }
 
             /// One, by id (viewer).
@@ -476,7 +476,7 @@ macro_rules! crud {
                 _: Viewer,
                 Path(id): Path<String>,
             ) -> AppResult<Json<access::$E>> {
-                super::get_one::<access::$E>(&state, &id).await
+                crate::http::entities::get_one::<access::$E>(&state, &id).await
             }
 
             /// Creates one; the service assigns the id (admin). Recorded as
@@ -497,7 +497,7 @@ macro_rules! crud {
                 Admin(token): Admin,
                 body: Bytes,
             ) -> AppResult<Response> {
-                super::create::<access::$E>(&state, &token, &body).await
+                crate::http::entities::create::<access::$E>(&state, &token, &body).await
             }
 
             /// Replaces one (admin). Recorded as an admin event with the
@@ -521,7 +521,7 @@ macro_rules! crud {
                 Path(id): Path<String>,
                 body: Bytes,
             ) -> AppResult<Json<access::$E>> {
-                super::replace::<access::$E>(&state, &token, &id, &body).await
+                crate::http::entities::replace::<access::$E>(&state, &token, &id, &body).await
             }
 
             /// Deletes one (admin). A door or cardholder also leaves the
@@ -544,7 +544,7 @@ macro_rules! crud {
                 Admin(token): Admin,
                 Path(id): Path<String>,
             ) -> AppResult<StatusCode> {
-                super::remove::<access::$E>(&state, &token, &id).await
+                crate::http::entities::remove::<access::$E>(&state, &token, &id).await
             }
         }
     };
