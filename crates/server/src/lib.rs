@@ -17,8 +17,8 @@
 //!   (simulated, or an OSDP reader's output: [`osdp::OsdpOutput`]). Sans-network: it takes any [`host::Transport`], so
 //!   tests drive it with in-process software cards.
 //! - [`enroll`]: full validation of a card (or of a certificate alone),
-//!   then registration with the certificate kept; [`enroll_api`]:
-//!   `POST /api/v1/credentials/enroll` (admin) from a certificate PEM.
+//!   then registration with the certificate kept (the API's
+//!   `POST /api/v1/credentials/enroll` uses it).
 //! - [`revocation`]: CRLs downloaded from the distribution points in the
 //!   background, refreshed before nextUpdate, kept on disk under
 //!   `<data_dir>/crls/` and swapped into the authenticator without pausing
@@ -39,28 +39,32 @@
 //!   cards authenticated by the controller through the reader's transparent
 //!   mode (card data alone refused), keypad PINs, LED and buzzer feedback,
 //!   and the lock relay on the reader's output.
-//! - [`http`]: the axum API with bearer-token roles; [`token`]: token
+//! - [`http`]: the axum API, one module per resource, with bearer-token
+//!   role extractors and one error type; it reads the service through
+//!   [`state`] and nothing outside it but [`service`] imports it; [`token`]: token
 //!   generation and hashing; [`tls`]: rustls when a certificate is
 //!   configured (without one the API listens on loopback only).
-//! - [`live`]: the live event stream (Server-Sent Events): every event as
-//!   it is committed, resumable with `Last-Event-ID` without gaps or
-//!   duplicates; a client that falls behind catches up from the store and
-//!   never slows the writer.
+//! - [`live`]: following the event log live (served as Server-Sent Events
+//!   by the API): every event as it is committed, resumable without gaps
+//!   or duplicates; a follower that falls behind catches up from the store
+//!   and never slows the writer.
 //! - [`metrics`]: Prometheus metrics at `/metrics` (viewer token): taps by
 //!   door, mechanism and result, a latency histogram per stage, event-log
 //!   commits, trust store, CRL ages, cache hits, start-up times.
+//! - [`stats`]: tap latency percentiles per stage and time bucket (pure
+//!   functions).
 //! - [`status`]: reader connections, the latest tap of every door and
 //!   recent `signal` stages, kept in memory for the dashboard's routes.
+//! - [`state`]: what the API reaches of the running service
+//!   ([`state::AppState`], [`state::Loaded`]), filled by [`service`].
 //! - [`service`]: start-up (linear, trust loading overlapped with the
 //!   database), readiness, reload, graceful shutdown.
 
 pub mod admin;
 pub mod config;
-pub mod dashboard;
 pub mod demo;
 pub mod door;
 pub mod enroll;
-pub mod enroll_api;
 pub mod http;
 pub mod init;
 pub mod keypad;
@@ -72,6 +76,8 @@ pub mod remote;
 pub mod revocation;
 pub mod service;
 pub mod source;
+pub mod state;
+pub mod stats;
 pub mod status;
 pub mod tls;
 pub mod token;

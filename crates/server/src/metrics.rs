@@ -32,9 +32,6 @@ use std::time::Duration;
 
 use access::AccessSnapshot;
 use auth::StageName;
-use axum::extract::State;
-use axum::http::{header, StatusCode};
-use axum::response::{IntoResponse, Response};
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::{DescriptorEncoder, EncodeLabelSet, EncodeMetric};
 use prometheus_client::metrics::counter::{ConstCounter, Counter};
@@ -45,8 +42,6 @@ use prometheus_client::registry::{Registry, Unit};
 use store::CommitObserver;
 
 use crate::door::{Controller, TapObserver, TapResult};
-use crate::http::ApiError;
-use crate::service::{AppState, StartupTimes};
 
 /// The content type of the exposition.
 pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
@@ -144,6 +139,20 @@ impl CommitObserver for CommitMetrics {
             self.batch.observe(events as f64);
         }
     }
+}
+
+/// How long each part of start-up took.
+#[derive(Debug, Clone, Copy, Default, serde::Serialize)]
+pub struct StartupTimes {
+    /// Trust anchors, intermediates and CRLs read and indexed (overlapped
+    /// with the database).
+    pub trust_us: u64,
+    /// Database opened, migrated, seeded and read into the snapshot.
+    pub database_us: u64,
+    /// From the start of `Service::start` to ready.
+    pub ready_us: u64,
+    pub anchors: usize,
+    pub credentials: usize,
 }
 
 /// Every metric of the service.
@@ -466,23 +475,4 @@ impl ServiceCollector {
         }
         Ok(())
     }
-}
-
-/// `GET /metrics` (viewer).
-#[utoipa::path(get, path = "/metrics", tag = "service",
-    security(("bearer" = [])),
-    responses(
-        (status = 200, description = "OpenMetrics text: taps by door, mechanism and result; latency per stage; trust store; CRL ages; cache hits; event-log commits; start-up", content_type = "application/openmetrics-text", body = String),
-        (status = 401, description = "No token, or an unknown one", body = crate::http::schema::ErrorBody),
-    ))]
-pub async fn scrape(State(state): State<Arc<AppState>>) -> Response {
-    let Some(l) = state.loaded() else {
-        return ApiError {
-            status: StatusCode::SERVICE_UNAVAILABLE,
-            message: "the service is starting".into(),
-            field: None,
-        }
-        .into_response();
-    };
-    ([(header::CONTENT_TYPE, CONTENT_TYPE)], l.metrics.encode()).into_response()
 }

@@ -16,7 +16,7 @@
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use auth::{Authenticator, Settings};
@@ -39,6 +39,8 @@ use crate::readers::PcscReaders;
 use crate::remote::RemoteSource;
 use crate::revocation::Revocation;
 use crate::source::{Sources, TapContext};
+use crate::state::AppState;
+pub use crate::state::{Loaded, StartupTimes};
 use crate::status::{LastTaps, Observers, ReaderStatus, SignalTimes};
 
 /// Why the service did not start.
@@ -132,87 +134,6 @@ pub async fn open_store(config: &Config) -> Result<Store, ServeError> {
     Ok(store)
 }
 
-/// How long each part of start-up took.
-#[derive(Debug, Clone, Copy, Default, serde::Serialize)]
-pub struct StartupTimes {
-    /// Trust anchors, intermediates and CRLs read and indexed (overlapped
-    /// with the database).
-    pub trust_us: u64,
-    /// Database opened, migrated, seeded and read into the snapshot.
-    pub database_us: u64,
-    /// From the start of [`Service::start`] to ready.
-    pub ready_us: u64,
-    pub anchors: usize,
-    pub credentials: usize,
-}
-
-/// What the HTTP handlers reach once everything is loaded.
-pub struct Loaded {
-    pub store: Store,
-    /// The one change path for access data.
-    pub access: Arc<AccessData>,
-    pub controller: Arc<Controller>,
-    /// PIN entries of card + PIN doors.
-    pub keypads: Arc<Keypads>,
-    pub times: StartupTimes,
-    /// CRL refresh and credential re-validation (status and report).
-    pub revocation: Arc<Revocation>,
-    /// How revocation is checked at the doors (and at enrollment).
-    pub revocation_policy: pki::validate::RevocationPolicy,
-    pub metrics: Arc<Metrics>,
-    /// Whether each watched reader is connected.
-    pub reader_status: Arc<ReaderStatus>,
-    /// The latest tap of every door.
-    pub last_taps: Arc<LastTaps>,
-    /// The `signal` stage of the last day's taps.
-    pub signals: Arc<SignalTimes>,
-}
-
-/// State shared with the HTTP handlers.
-pub struct AppState {
-    loaded: OnceLock<Loaded>,
-    stopping: watch::Receiver<bool>,
-    /// Bumped when a token is deleted through the API.
-    tokens: watch::Sender<u64>,
-    /// One permit per open event stream (`http.max_streams`): each holds a
-    /// task and, while it catches up, database reads.
-    streams: Arc<tokio::sync::Semaphore>,
-    max_streams: usize,
-}
-
-impl AppState {
-    /// Everything, once start-up has finished.
-    pub fn loaded(&self) -> Option<&Loaded> {
-        self.loaded.get()
-    }
-
-    /// Turns true when the service starts shutting down: long-lived
-    /// responses (the event stream) end then, so shutdown does not wait
-    /// for their clients.
-    pub fn stopping(&self) -> watch::Receiver<bool> {
-        self.stopping.clone()
-    }
-
-    /// Changes when a token is deleted: long-lived responses opened with a
-    /// token check it again then.
-    pub fn token_deletions(&self) -> watch::Receiver<u64> {
-        self.tokens.subscribe()
-    }
-
-    /// A place for one more event stream, held while it is open; `Err`
-    /// with the limit when `http.max_streams` are open.
-    pub(crate) fn stream_permit(&self) -> Result<tokio::sync::OwnedSemaphorePermit, usize> {
-        self.streams
-            .clone()
-            .try_acquire_owned()
-            .map_err(|_| self.max_streams)
-    }
-
-    pub(crate) fn token_deleted(&self) {
-        self.tokens.send_modify(|n| *n = n.wrapping_add(1));
-    }
-}
-
 /// A started service.
 pub struct Service {
     addr: SocketAddr,
@@ -269,13 +190,7 @@ impl Service {
             error,
         })?;
         let (stop, stopped) = watch::channel(false);
-        let state = Arc::new(AppState {
-            loaded: OnceLock::new(),
-            stopping: stopped.clone(),
-            tokens: watch::Sender::new(0),
-            streams: Arc::new(tokio::sync::Semaphore::new(config.http.max_streams)),
-            max_streams: config.http.max_streams,
-        });
+        let state = Arc::new(AppState::new(stopped.clone(), config.http.max_streams));
         let http = match tls {
             Some(tls) => {
                 let listener = crate::tls::TlsListener::new(listener, tls).map_err(|error| {
@@ -304,7 +219,7 @@ impl Service {
                     credentials = loaded.times.credentials,
                     "ready"
                 );
-                let _ = state.loaded.set(loaded);
+                state.set_loaded(loaded);
                 Ok(Service {
                     addr,
                     https,

@@ -1,23 +1,25 @@
-//! Create, read, replace and delete for every access entity, door modes and
-//! tokens.
+//! Create, read, replace and delete for every access entity (sites, doors,
+//! readers, cardholders, credentials, groups, schedules, holidays): viewers
+//! read, admins change.
 //!
 //! Handlers only: a body becomes an entity here, and the change goes
 //! through [`crate::admin::AccessData::change`] (checked, written with its
 //! audit event in one transaction, in force at the next tap).
 
 use access::jiff::Timestamp;
-use access::BuildError;
 use axum::body::Bytes;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use serde::Deserialize;
 use serde_json::json;
-use store::{ApiToken, Record, RecordId, Store, StoreError};
+use store::{ApiToken, Record, RecordId, Store};
 
-use super::{json_body_required, loaded, schema, ApiError, AppResult};
-use crate::admin::{ChangeError, DeleteToken, EntityChange, SetMode};
-use crate::service::AppState;
+use super::error::{ApiError, AppResult};
+use super::extract::{json_body_required, loaded};
+use super::schema;
+use crate::admin::EntityChange;
+use crate::state::AppState;
 
 /// The longest name or connection string accepted.
 const MAX_TEXT: usize = 200;
@@ -44,15 +46,13 @@ pub(super) trait ApiEntity: Record {
 
 fn text(field: &'static str, v: String) -> AppResult<String> {
     if v.trim().is_empty() {
-        return Err(ApiError::field(
-            StatusCode::UNPROCESSABLE_ENTITY,
+        return Err(ApiError::unprocessable(
             field,
             format!("body field `{field}`: must not be empty"),
         ));
     }
     if v.len() > MAX_TEXT {
-        return Err(ApiError::field(
-            StatusCode::UNPROCESSABLE_ENTITY,
+        return Err(ApiError::unprocessable(
             field,
             format!("body field `{field}`: at most {MAX_TEXT} bytes"),
         ));
@@ -60,10 +60,9 @@ fn text(field: &'static str, v: String) -> AppResult<String> {
     Ok(v)
 }
 
-fn reason_text(v: Option<String>) -> AppResult<Option<String>> {
+pub(super) fn reason_text(v: Option<String>) -> AppResult<Option<String>> {
     match v {
-        Some(r) if r.len() > MAX_REASON => Err(ApiError::field(
-            StatusCode::UNPROCESSABLE_ENTITY,
+        Some(r) if r.len() > MAX_REASON => Err(ApiError::unprocessable(
             "reason",
             format!("body field `reason`: at most {MAX_REASON} bytes"),
         )),
@@ -75,8 +74,7 @@ fn reason_text(v: Option<String>) -> AppResult<Option<String>> {
 fn state_reason(reason: Option<String>, state: &str) -> AppResult<String> {
     match reason_text(reason)? {
         Some(r) if !r.trim().is_empty() => Ok(r),
-        _ => Err(ApiError::field(
-            StatusCode::UNPROCESSABLE_ENTITY,
+        _ => Err(ApiError::unprocessable(
             "reason",
             format!("body field `reason`: required when the state is `{state}`"),
         )),
@@ -85,9 +83,7 @@ fn state_reason(reason: Option<String>, state: &str) -> AppResult<String> {
 
 fn no_reason(reason: &Option<String>, state: &str) -> AppResult<()> {
     match reason {
-        Some(_) => Err(ApiError::field(
-            StatusCode::UNPROCESSABLE_ENTITY,
-            "reason",
+        Some(_) => Err(ApiError::unprocessable("reason",
             format!("body field `reason`: only a suspended or revoked entity has a reason, not an `{state}` one"),
         )),
         None => Ok(()),
@@ -108,8 +104,7 @@ impl ApiEntity for access::Site {
         _: Timestamp,
     ) -> AppResult<Self> {
         if let Err(e) = access::time_zone(&b.time_zone) {
-            return Err(ApiError::field(
-                StatusCode::UNPROCESSABLE_ENTITY,
+            return Err(ApiError::unprocessable(
                 "time_zone",
                 format!(
                     "body field `time_zone`: `{}` is not a known IANA time zone ({e})",
@@ -174,8 +169,7 @@ impl ApiEntity for access::Reader {
 
 fn validity(from: Option<Timestamp>, until: Option<Timestamp>) -> AppResult<()> {
     match (from, until) {
-        (Some(f), Some(u)) if u <= f => Err(ApiError::field(
-            StatusCode::UNPROCESSABLE_ENTITY,
+        (Some(f), Some(u)) if u <= f => Err(ApiError::unprocessable(
             "valid_until",
             format!("body field `valid_until`: {u} is not after `valid_from` {f}"),
         )),
@@ -234,15 +228,12 @@ impl ApiEntity for access::Credential {
             && b.cert_sha256.is_none()
             && b.spki_sha256.is_none()
         {
-            return Err(ApiError::field(
-                StatusCode::UNPROCESSABLE_ENTITY,
-                "cert_sha256",
+            return Err(ApiError::unprocessable("cert_sha256",
                 "body: a credential needs at least one of `card_uuid`, `fasc_n`, `cert_sha256`, `spki_sha256`",
             ));
         }
         if b.at.is_some() && b.state != schema::CredentialState::Revoked {
-            return Err(ApiError::field(
-                StatusCode::UNPROCESSABLE_ENTITY,
+            return Err(ApiError::unprocessable(
                 "at",
                 "body field `at`: only a revoked credential has a revocation time",
             ));
@@ -351,68 +342,10 @@ impl ApiEntity for access::Holiday {
     }
 }
 
-/// A store error as an answer: a missing entity is 404, a taken unique
-/// value or a reference in the way 409, a refused value 422.
-pub(super) fn store_error(e: StoreError) -> ApiError {
-    change_error(e.into())
-}
-
-/// A refused or failed change as an answer: the one mapping of
-/// [`ChangeError`] to HTTP.
-pub(crate) fn change_error(e: ChangeError) -> ApiError {
-    match e {
-        ChangeError::NotFound { field, .. } => {
-            ApiError::field(StatusCode::NOT_FOUND, field, e.to_string())
-        }
-        ChangeError::Invalid { field, message } => ApiError {
-            status: StatusCode::UNPROCESSABLE_ENTITY,
-            message,
-            field: field.map(str::to_string),
-        },
-        ChangeError::Conflict { field, message } => ApiError {
-            status: StatusCode::CONFLICT,
-            message,
-            field: field.map(str::to_string),
-        },
-        ChangeError::Inconsistent(b) => build_error(b),
-        ChangeError::Store(e) => ApiError::internal(e),
-    }
-}
-
-/// Why the entities would not make a consistent snapshot, as 422 (or 409
-/// for a card identifier another credential has), naming the field.
-fn build_error(e: BuildError) -> ApiError {
-    let message = format!("the change would leave the access data inconsistent: {e}");
-    let (status, field) = match &e {
-        BuildError::Dangling { field, .. } => (StatusCode::UNPROCESSABLE_ENTITY, Some(*field)),
-        BuildError::UnknownTimeZone { .. } => (StatusCode::UNPROCESSABLE_ENTITY, Some("time_zone")),
-        BuildError::ChuidNotAllowed { .. } => (
-            StatusCode::UNPROCESSABLE_ENTITY,
-            Some("allow_low_assurance"),
-        ),
-        BuildError::SharedIdentifier { identifier, .. } => (
-            StatusCode::CONFLICT,
-            Some(match *identifier {
-                "card UUID" => "card_uuid",
-                "FASC-N" => "fasc_n",
-                "certificate SHA-256" => "cert_sha256",
-                _ => "spki_sha256",
-            }),
-        ),
-        BuildError::DuplicateId { .. } => (StatusCode::CONFLICT, None),
-    };
-    ApiError {
-        status,
-        message,
-        field: field.map(str::to_string),
-    }
-}
-
 /// An id in the path: 400 naming `id` when it is not a number.
 pub(super) fn path_id(kind: &str, raw: &str) -> AppResult<i64> {
     raw.parse::<i64>().map_err(|e| {
-        ApiError::field(
-            StatusCode::BAD_REQUEST,
+        ApiError::bad_request(
             "id",
             format!(
                 "path parameter `id`: `{}` is not a {kind} id: {e}",
@@ -423,13 +356,13 @@ pub(super) fn path_id(kind: &str, raw: &str) -> AppResult<i64> {
 }
 
 async fn fetch<E: ApiEntity>(store: &Store, id: i64) -> AppResult<E> {
-    store.get(E::Id::from_raw(id)).await.map_err(store_error)
+    store.get(E::Id::from_raw(id)).await.map_err(ApiError::from)
 }
 
 /// Every entity of the kind.
 pub(super) async fn list<E: ApiEntity>(state: &AppState) -> AppResult<Json<serde_json::Value>> {
     let l = loaded(state)?;
-    let items = l.store.list::<E>().await.map_err(store_error)?;
+    let items = l.store.list::<E>().await?;
     Ok(Json(json!({ "items": items })))
 }
 
@@ -452,8 +385,7 @@ pub(super) async fn create<E: ApiEntity>(
     let (stored, _) = l
         .access
         .change(&token.name, EntityChange::Create(value))
-        .await
-        .map_err(change_error)?;
+        .await?;
     Ok((StatusCode::CREATED, Json(stored)).into_response())
 }
 
@@ -467,8 +399,7 @@ pub(super) async fn replace<E: ApiEntity>(
     let id = path_id(E::ACTION, raw)?;
     let body: E::Body = json_body_required(body)?;
     if let Some(given) = E::body_id(&body).filter(|given| *given != id) {
-        return Err(ApiError::field(
-            StatusCode::UNPROCESSABLE_ENTITY,
+        return Err(ApiError::unprocessable(
             "id",
             format!(
                 "body field `id`: {given} is not the {} id in the path ({id})",
@@ -482,8 +413,7 @@ pub(super) async fn replace<E: ApiEntity>(
     let (stored, _) = l
         .access
         .change(&token.name, EntityChange::Replace(after))
-        .await
-        .map_err(change_error)?;
+        .await?;
     Ok(Json(stored))
 }
 
@@ -497,69 +427,7 @@ pub(super) async fn remove<E: ApiEntity>(
     let l = loaded(state)?;
     l.access
         .change(&token.name, EntityChange::<E>::Delete(E::Id::from_raw(id)))
-        .await
-        .map_err(change_error)?;
-    Ok(StatusCode::NO_CONTENT)
-}
-
-/// `PUT /api/v1/doors/{id}/mode` (operator): stores the mode on the door
-/// with the command's event naming the token, then swaps the snapshot in
-/// (which puts the door output in the mode).
-pub(super) async fn set_mode(
-    state: &AppState,
-    token: &ApiToken,
-    raw: &str,
-    body: &Bytes,
-) -> AppResult<Json<serde_json::Value>> {
-    let id = path_id("door", raw)?;
-    let body: schema::ModeCommand = json_body_required(body)?;
-    let reason = reason_text(body.reason)?;
-    let l = loaded(state)?;
-    let ((_, after), events) = l
-        .access
-        .change(
-            &token.name,
-            SetMode {
-                door: access::DoorId(id),
-                mode: body.mode,
-                reason,
-            },
-        )
-        .await
-        .map_err(change_error)?;
-    Ok(Json(
-        json!({ "door": after.id, "mode": after.mode, "event": events.first() }),
-    ))
-}
-
-/// `GET /api/v1/tokens` (admin): names, roles and creation times, never the
-/// hashes.
-pub(super) async fn list_tokens(state: &AppState) -> AppResult<Json<serde_json::Value>> {
-    let l = loaded(state)?;
-    let tokens = l.store.list_tokens().await.map_err(store_error)?;
-    let items: Vec<schema::Token> = tokens
-        .into_iter()
-        .map(|t| schema::Token {
-            name: t.name,
-            role: t.role,
-            created_at: t.created_at,
-        })
-        .collect();
-    Ok(Json(json!({ "items": items })))
-}
-
-/// `DELETE /api/v1/tokens/{name}` (admin): the token stops working at once.
-pub(super) async fn delete_token(
-    state: &AppState,
-    token: &ApiToken,
-    name: &str,
-) -> AppResult<StatusCode> {
-    let l = loaded(state)?;
-    l.access
-        .change(&token.name, DeleteToken(name.to_string()))
-        .await
-        .map_err(change_error)?;
-    state.token_deleted();
+        .await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -572,14 +440,14 @@ macro_rules! crud {
 
             use axum::body::Bytes;
             use axum::extract::{Path, State};
-                        use axum::http::StatusCode;
+            use axum::http::StatusCode;
             use axum::response::Response;
-            use axum::{Extension, Json};
-            use store::ApiToken;
+            use axum::Json;
 
+            use crate::http::auth::{Admin, Viewer};
             use crate::http::schema::{self, ErrorBody};
-            use crate::http::AppResult;
-            use crate::service::AppState;
+            use crate::http::error::AppResult;
+            use crate::state::AppState;
 
             /// Every one, as stored (viewer).
             #[utoipa::path(get, path = $list_path, tag = $tag, operation_id = $list_op,
@@ -589,8 +457,8 @@ macro_rules! crud {
                     (status = 401, description = "No token, or an unknown one", body = ErrorBody),
                     (status = 503, description = "The service is starting", body = ErrorBody),
                 ))]
-            pub async fn list(State(state): State<Arc<AppState>>) -> AppResult<Json<serde_json::Value>> {
-                super::list::<access::$E>(&state).await
+            pub async fn list(State(state): State<Arc<AppState>>, _: Viewer) -> AppResult<Json<serde_json::Value>> {
+                crate::http::entities::list::<access::$E>(&state).await
             }
 
             /// One, by id (viewer).
@@ -605,9 +473,10 @@ macro_rules! crud {
                 ))]
             pub async fn get(
                 State(state): State<Arc<AppState>>,
+                _: Viewer,
                 Path(id): Path<String>,
             ) -> AppResult<Json<access::$E>> {
-                super::get_one::<access::$E>(&state, &id).await
+                crate::http::entities::get_one::<access::$E>(&state, &id).await
             }
 
             /// Creates one; the service assigns the id (admin). Recorded as
@@ -625,10 +494,10 @@ macro_rules! crud {
                 ))]
             pub async fn create(
                 State(state): State<Arc<AppState>>,
-                Extension(token): Extension<ApiToken>,
+                Admin(token): Admin,
                 body: Bytes,
             ) -> AppResult<Response> {
-                super::create::<access::$E>(&state, &token, &body).await
+                crate::http::entities::create::<access::$E>(&state, &token, &body).await
             }
 
             /// Replaces one (admin). Recorded as an admin event with the
@@ -648,11 +517,11 @@ macro_rules! crud {
                 ))]
             pub async fn replace(
                 State(state): State<Arc<AppState>>,
-                Extension(token): Extension<ApiToken>,
+                Admin(token): Admin,
                 Path(id): Path<String>,
                 body: Bytes,
             ) -> AppResult<Json<access::$E>> {
-                super::replace::<access::$E>(&state, &token, &id, &body).await
+                crate::http::entities::replace::<access::$E>(&state, &token, &id, &body).await
             }
 
             /// Deletes one (admin). A door or cardholder also leaves the
@@ -672,10 +541,10 @@ macro_rules! crud {
                 ))]
             pub async fn delete(
                 State(state): State<Arc<AppState>>,
-                Extension(token): Extension<ApiToken>,
+                Admin(token): Admin,
                 Path(id): Path<String>,
             ) -> AppResult<StatusCode> {
-                super::remove::<access::$E>(&state, &token, &id).await
+                crate::http::entities::remove::<access::$E>(&state, &token, &id).await
             }
         }
     };

@@ -1,0 +1,576 @@
+//! Doors: commands (momentary unlock, mode, a PIN typed at a card + PIN
+//! door) and the dashboard's door reads.
+//!
+//! - `POST /api/v1/doors/{id}/unlock`, `PUT /api/v1/doors/{id}/mode`
+//!   (operator) and `POST /api/v1/doors/{id}/keypad` (keypad);
+//! - `GET /api/v1/doors/status` (viewer): every door with its mode, its
+//!   latest tap and whether its readers are connected, all from memory
+//!   ([`crate::status`]);
+//! - `GET /api/v1/doors/{id}/latency?window=1h|1d` (viewer): percentiles
+//!   of the door's taps in the window, per stage and per time bucket
+//!   ([`crate::stats`]), from the stored stage tables (at most
+//!   [`LATENCY_MAX_EVENTS`] taps, newest first; `truncated` says when more
+//!   were there) and the `signal` stage the service keeps in memory for
+//!   the last day.
+
+use std::sync::Arc;
+
+use access::jiff::Timestamp;
+use access::DoorId;
+use axum::body::Bytes;
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use serde::Serialize;
+use serde_json::json;
+use store::{Direction, EventKind, EventQuery, Store};
+use utoipa::ToSchema;
+
+use super::auth::{Keypad, Operator, Viewer};
+use super::entities::{path_id, reason_text};
+use super::error::{ApiError, AppResult};
+use super::extract::{door_id, json_body, json_body_required, loaded, FromQuery, QueryParams};
+use super::schema::{self, ErrorBody};
+use crate::admin::SetMode;
+use crate::door::CommandError;
+use crate::state::AppState;
+use crate::stats::{self, TapTimes};
+
+/// The most tap events one latency answer reads.
+pub const LATENCY_MAX_EVENTS: usize = 50_000;
+
+/// `POST /api/v1/doors/{id}/unlock` (operator): momentary unlock; the
+/// command event (naming the token) is committed before the lock opens.
+#[utoipa::path(post, path = "/api/v1/doors/{id}/unlock", tag = "doors",
+    security(("bearer" = [])),
+    params(("id" = i64, Path, description = "The door")),
+    request_body(content = Option<schema::UnlockCommand>, description = "Optional: why, for the log"),
+    responses(
+        (status = 200, description = "Recorded, then the lock released", body = schema::UnlockAnswer),
+        (status = 400, description = "The body is not JSON, or the id not a number", body = ErrorBody),
+        (status = 401, description = "No token, or an unknown one", body = ErrorBody),
+        (status = 403, description = "The token is a viewer token", body = ErrorBody),
+        (status = 404, description = "No such door", body = ErrorBody),
+        (status = 422, description = "A field is wrong or unknown; `field` names it", body = ErrorBody),
+    ))]
+pub async fn unlock(
+    State(state): State<Arc<AppState>>,
+    Operator(token): Operator,
+    Path(id): Path<String>,
+    body: Bytes,
+) -> AppResult<Json<serde_json::Value>> {
+    let door = door_id(&id)?;
+    let body: schema::UnlockCommand = json_body(&body)?;
+    if let Some(r) = &body.reason {
+        if r.len() > 1000 {
+            return Err(ApiError::unprocessable(
+                "reason",
+                "body field `reason`: at most 1000 bytes",
+            ));
+        }
+    }
+    let l = loaded(&state)?;
+    match l
+        .controller
+        .unlock(door, &token.name, body.reason.as_deref())
+        .await
+    {
+        Ok(event) => Ok(Json(json!({
+            "door": door,
+            "event": event,
+            "unlock_ms": l.controller.unlock_duration().as_millis() as u64,
+        }))),
+        Err(CommandError::UnknownDoor(d)) => Err(ApiError::not_found(
+            "id",
+            format!("door {d} does not exist"),
+        )),
+        Err(e) => Err(ApiError::internal(e)),
+    }
+}
+
+/// `PUT /api/v1/doors/{id}/mode` (operator): puts the door in a mode, kept
+/// on the door; the command event names the token.
+#[utoipa::path(put, path = "/api/v1/doors/{id}/mode", tag = "doors",
+    security(("bearer" = [])),
+    params(("id" = i64, Path, description = "The door")),
+    request_body = schema::ModeCommand,
+    responses(
+        (status = 200, description = "Stored, recorded and applied", body = schema::ModeAnswer),
+        (status = 400, description = "The body is not JSON, or the id not a number", body = ErrorBody),
+        (status = 401, description = "No token, or an unknown one", body = ErrorBody),
+        (status = 403, description = "The token is a viewer token", body = ErrorBody),
+        (status = 404, description = "No such door", body = ErrorBody),
+        (status = 422, description = "A field is wrong or unknown; `field` names it", body = ErrorBody),
+    ))]
+pub async fn door_mode(
+    State(state): State<Arc<AppState>>,
+    Operator(token): Operator,
+    Path(id): Path<String>,
+    body: Bytes,
+) -> AppResult<Json<serde_json::Value>> {
+    let id = path_id("door", &id)?;
+    let body: schema::ModeCommand = json_body_required(&body)?;
+    let reason = reason_text(body.reason)?;
+    let l = loaded(&state)?;
+    let ((_, after), events) = l
+        .access
+        .change(
+            &token.name,
+            SetMode {
+                door: access::DoorId(id),
+                mode: body.mode,
+                reason,
+            },
+        )
+        .await?;
+    Ok(Json(
+        json!({ "door": after.id, "mode": after.mode, "event": events.first() }),
+    ))
+}
+
+/// `POST /api/v1/doors/{id}/keypad` (keypad, operator or admin): a PIN typed on the keypad
+/// of a card + PIN door, for the card tapped there next (or already waiting).
+/// The PIN is never logged or stored.
+#[utoipa::path(post, path = "/api/v1/doors/{id}/keypad", tag = "doors",
+    security(("bearer" = [])),
+    params(("id" = i64, Path, description = "The door (a pki-auth door)")),
+    request_body = schema::KeypadEntry,
+    responses(
+        (status = 202, description = "Taken for the tap waiting at the door, or kept for the next card", body = crate::keypad::Entered),
+        (status = 400, description = "The body is not JSON, or the id not a number", body = ErrorBody),
+        (status = 401, description = "No token, or an unknown one", body = ErrorBody),
+        (status = 403, description = "The token is a viewer token (keypad, operator or admin needed)", body = ErrorBody),
+        (status = 404, description = "No such door", body = ErrorBody),
+        (status = 422, description = "Not 6 to 8 digits, or the door takes no PIN; `field` names it", body = ErrorBody),
+    ))]
+pub async fn keypad(
+    State(state): State<Arc<AppState>>,
+    _: Keypad,
+    Path(id): Path<String>,
+    body: Bytes,
+) -> AppResult<Response> {
+    let door = door_id(&id)?;
+    let body: schema::KeypadEntry = json_body(&body)?;
+    let pin = zeroize::Zeroizing::new(
+        body.pin
+            .ok_or_else(|| ApiError::unprocessable("pin", "body field `pin`: missing"))?,
+    );
+    let l = loaded(&state)?;
+    let snapshot = l.controller.snapshot();
+    let Some(d) = snapshot.door(door) else {
+        return Err(ApiError::not_found(
+            "id",
+            format!("door {door} does not exist"),
+        ));
+    };
+    if d.mechanism != access::Mechanism::PkiAuth {
+        return Err(ApiError::unprocessable(
+            "id",
+            format!(
+                "door `{}` requires {}, which takes no PIN (only pki-auth doors do)",
+                d.name, d.mechanism
+            ),
+        ));
+    }
+    match l.keypads.enter(door, pin) {
+        Ok(entered) => Ok((StatusCode::ACCEPTED, Json(entered)).into_response()),
+        Err(e) => Err(ApiError::unprocessable(
+            "pin",
+            format!("body field `pin`: {e}"),
+        )),
+    }
+}
+/// Every door.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct DoorStatusList {
+    pub items: Vec<DoorStatus>,
+}
+
+/// A door, its latest tap and its readers.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct DoorStatus {
+    pub door: i64,
+    pub name: String,
+    /// The site (by id).
+    pub site: i64,
+    /// `normal`, `unlocked` or `locked`.
+    pub mode: String,
+    /// `pki-cak`, `pki-auth` or `chuid`.
+    pub mechanism: String,
+    /// The latest tap, granted or refused; `null` before the first.
+    pub last_tap: Option<LastTap>,
+    pub readers: Vec<ReaderState>,
+}
+
+/// A door's latest tap.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct LastTap {
+    /// The event's id.
+    pub event: i64,
+    #[schema(value_type = String, format = DateTime)]
+    pub time: Timestamp,
+    /// `granted` or `refused`.
+    pub result: Option<String>,
+    /// `granted` or the refusal code.
+    pub code: Option<String>,
+    /// Why it was refused.
+    pub reason: Option<String>,
+    pub reader: Option<i64>,
+    pub cardholder: Option<i64>,
+    /// The cardholder's current name.
+    pub cardholder_name: Option<String>,
+}
+
+/// A reader bound to a door.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ReaderState {
+    pub reader: i64,
+    pub name: String,
+    pub connection: String,
+    /// Whether the reader is plugged in (PC/SC) or online (OSDP); `null`
+    /// when no watcher knows it (no configured OSDP port serves it, or the
+    /// PC/SC service is not available).
+    pub connected: Option<bool>,
+    /// Since when it is (dis)connected, or watched.
+    #[schema(value_type = Option<String>, format = DateTime)]
+    pub since: Option<Timestamp>,
+}
+
+/// `GET /api/v1/doors/status` (viewer): every door, from memory.
+#[utoipa::path(get, path = "/api/v1/doors/status", tag = "dashboard",
+    security(("bearer" = [])),
+    responses(
+        (status = 200, description = "Every door, its latest tap and its readers' connections", body = DoorStatusList),
+        (status = 401, description = "No token, or an unknown one", body = ErrorBody),
+    ))]
+pub async fn doors_status(
+    State(state): State<Arc<AppState>>,
+    _: Viewer,
+) -> AppResult<Json<DoorStatusList>> {
+    let l = loaded(&state)?;
+    let snapshot = l.controller.snapshot();
+    let mut items: Vec<DoorStatus> = snapshot
+        .doors()
+        .map(|d| {
+            let last_tap = l.last_taps.get(d.id).map(|t| {
+                let cardholder = t.cardholder;
+                LastTap {
+                    event: t.event.0,
+                    time: t.time,
+                    result: t.result.map(|r| r.as_str().to_string()),
+                    code: t.code,
+                    reason: t.reason,
+                    reader: t.reader.map(|r| r.0),
+                    cardholder: cardholder.map(|c| c.0),
+                    cardholder_name: cardholder
+                        .and_then(|c| snapshot.cardholder(c))
+                        .map(|c| c.name.clone()),
+                }
+            });
+            let mut readers: Vec<ReaderState> = snapshot
+                .readers()
+                .iter()
+                .filter(|r| r.door == d.id)
+                .map(|r| {
+                    let c = l.reader_status.get(r.id);
+                    ReaderState {
+                        reader: r.id.0,
+                        name: r.name.clone(),
+                        connection: r.connection.clone(),
+                        connected: c.map(|c| c.connected),
+                        since: c.map(|c| c.since),
+                    }
+                })
+                .collect();
+            readers.sort_by_key(|r| r.reader);
+            DoorStatus {
+                door: d.id.0,
+                name: d.name.clone(),
+                site: d.site.0,
+                mode: d.mode.as_str().to_string(),
+                mechanism: d.mechanism.as_str().to_string(),
+                last_tap,
+                readers,
+            }
+        })
+        .collect();
+    items.sort_by_key(|d| d.door);
+    Ok(Json(DoorStatusList { items }))
+}
+
+/// One stage of the taps of a window.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct StageLatency {
+    /// `detect`, `select`, `read`, `challenge`, `validate`, `verify`,
+    /// `decide` or `signal`.
+    pub stage: String,
+    pub p50_ms: Option<f64>,
+    pub p95_ms: Option<f64>,
+    /// Taps that went through this stage.
+    pub count: usize,
+}
+
+/// One time bucket of a window.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct LatencyBucket {
+    #[schema(value_type = String, format = DateTime)]
+    pub start: Timestamp,
+    pub taps: usize,
+    pub p50_ms: Option<f64>,
+    pub p95_ms: Option<f64>,
+}
+
+/// Tap latency at one door over a window.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct Latency {
+    pub door: i64,
+    /// `1h` or `1d`.
+    pub window: String,
+    /// The first bucket's start; buckets are aligned to whole 5 minutes
+    /// (`1h`) or hours (`1d`), the last one holding now.
+    #[schema(value_type = String, format = DateTime)]
+    pub since: Timestamp,
+    /// The end of the last bucket.
+    #[schema(value_type = String, format = DateTime)]
+    pub until: Timestamp,
+    /// Taps read.
+    pub taps: usize,
+    /// More taps were in the window than were read (the newest are read).
+    pub truncated: bool,
+    /// Whole taps: the stored stages plus `signal` when known.
+    pub total: stats::Percentiles,
+    /// Every stage, in tap order (`count` 0 and `null` percentiles when no
+    /// tap went through it).
+    pub stages: Vec<StageLatency>,
+    /// Seconds per bucket: 300 for `1h`, 3600 for `1d`.
+    pub bucket_s: u64,
+    pub buckets: Vec<LatencyBucket>,
+    /// Taps whose `signal` stage (commit and lock) is known: it is kept in
+    /// memory for the last day, so taps before a restart lack it.
+    pub signal_known: usize,
+}
+
+/// The window of a latency answer.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum LatencyWindow {
+    /// The last hour, in 5-minute buckets (the default).
+    #[default]
+    Hour,
+    /// The last day, in 1-hour buckets.
+    Day,
+}
+
+impl LatencyWindow {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            LatencyWindow::Hour => "1h",
+            LatencyWindow::Day => "1d",
+        }
+    }
+
+    /// The window's and a bucket's length, in seconds.
+    fn seconds(self) -> (i64, i64) {
+        match self {
+            LatencyWindow::Hour => (3600, 300),
+            LatencyWindow::Day => (86_400, 3600),
+        }
+    }
+}
+
+/// The query of `GET /api/v1/doors/{id}/latency`: `window` (`1h` or `1d`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct LatencyQuery {
+    pub window: LatencyWindow,
+}
+
+impl FromQuery for LatencyQuery {
+    fn from_query(q: &QueryParams) -> AppResult<Self> {
+        q.only(&["window"])?;
+        let window = match q.raw("window") {
+            None | Some("1h") => LatencyWindow::Hour,
+            Some("1d") => LatencyWindow::Day,
+            Some(v) => {
+                return Err(ApiError::bad_request(
+                    "window",
+                    format!("query parameter `window`: `{v}` is not `1h` or `1d`"),
+                ))
+            }
+        };
+        Ok(LatencyQuery { window })
+    }
+}
+
+/// `GET /api/v1/doors/{id}/latency` (viewer).
+#[utoipa::path(get, path = "/api/v1/doors/{id}/latency", tag = "dashboard",
+    security(("bearer" = [])),
+    params(
+        ("id" = i64, Path, description = "The door"),
+        ("window" = Option<String>, Query, description = "`1h` (the default; 5-minute buckets) or `1d` (1-hour buckets)"),
+    ),
+    responses(
+        (status = 200, description = "Percentiles over the window, per stage and per bucket", body = Latency),
+        (status = 400, description = "`window` is not `1h` or `1d`, the id not a number, or a parameter unknown; `field` names it", body = ErrorBody),
+        (status = 401, description = "No token, or an unknown one", body = ErrorBody),
+        (status = 404, description = "No such door", body = ErrorBody),
+    ))]
+pub async fn door_latency(
+    State(state): State<Arc<AppState>>,
+    _: Viewer,
+    Path(id): Path<String>,
+    q: QueryParams,
+) -> AppResult<Json<Latency>> {
+    let door = door_id(&id)?;
+    let LatencyQuery { window } = LatencyQuery::from_query(&q)?;
+    let (window_s, bucket_s) = window.seconds();
+    let l = loaded(&state)?;
+    if l.controller.snapshot().door(door).is_none() {
+        return Err(ApiError::not_found(
+            "id",
+            format!("door {door} does not exist"),
+        ));
+    }
+    let now = Timestamp::now().as_second();
+    let end = (now.div_euclid(bucket_s) + 1) * bucket_s;
+    let since = end - window_s;
+    let ts = |s: i64| Timestamp::from_second(s).map_err(ApiError::internal);
+    let (mut taps, truncated) =
+        read_taps(&l.store, door, ts(since)?, ts(end)?, LATENCY_MAX_EVENTS).await?;
+    let s = stats::latency(
+        &mut taps,
+        &l.signals.door(door),
+        stats::Window {
+            since,
+            until: end,
+            bucket_s,
+        },
+    );
+    let stages = s
+        .stages
+        .into_iter()
+        .map(|x| StageLatency {
+            stage: x.stage.as_str().to_string(),
+            p50_ms: x.percentiles.p50_ms,
+            p95_ms: x.percentiles.p95_ms,
+            count: x.count,
+        })
+        .collect();
+    let buckets = s
+        .buckets
+        .into_iter()
+        .map(|b| {
+            Ok(LatencyBucket {
+                start: ts(b.start)?,
+                taps: b.taps,
+                p50_ms: b.percentiles.p50_ms,
+                p95_ms: b.percentiles.p95_ms,
+            })
+        })
+        .collect::<AppResult<Vec<_>>>()?;
+    Ok(Json(Latency {
+        door: door.0,
+        window: window.as_str().to_string(),
+        since: ts(since)?,
+        until: ts(end)?,
+        taps: taps.len(),
+        truncated,
+        total: s.total,
+        stages,
+        bucket_s: bucket_s as u64,
+        buckets,
+        signal_known: s.signal_known,
+    }))
+}
+
+/// The tap events of `door` in `[since, until)`, newest first, at most
+/// `cap`; whether more were there.
+async fn read_taps(
+    store: &Store,
+    door: DoorId,
+    since: Timestamp,
+    until: Timestamp,
+    cap: usize,
+) -> AppResult<(Vec<TapTimes>, bool)> {
+    let mut q = EventQuery {
+        door: Some(door),
+        kind: Some(EventKind::Tap),
+        since: Some(since),
+        until: Some(until),
+        direction: Direction::Backward,
+        limit: EventQuery::MAX_LIMIT.min(cap.max(1) as u32),
+        ..EventQuery::default()
+    };
+    let mut out = Vec::new();
+    loop {
+        let page = store.query_events(&q).await.map_err(ApiError::internal)?;
+        out.extend(page.events.iter().map(|e| TapTimes {
+            id: e.id,
+            time: e.event.time,
+            stages: stats::stages_of(e),
+        }));
+        if out.len() >= cap {
+            let more = out.len() > cap || page.next.is_some();
+            out.truncate(cap);
+            return Ok((out, more));
+        }
+        match page.next {
+            Some(n) => q.cursor = Some(n),
+            None => return Ok((out, false)),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// At most `cap` taps are read, the newest; `truncated` says when more
+    /// were in the window. Other doors, other kinds and taps outside the
+    /// window are not read.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn taps_read_are_capped_newest_first() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = store::Store::open_data_dir(dir.path()).await.unwrap();
+        let t0: Timestamp = "2026-11-23T08:00:00Z".parse().unwrap();
+        let at = |s: i64| Timestamp::from_second(t0.as_second() + s).unwrap();
+        let tap = |s: i64, door: i64| store::NewEvent {
+            time: at(s),
+            kind: EventKind::Tap,
+            door: Some(DoorId(door)),
+            reader: None,
+            cardholder: None,
+            credential: None,
+            result: Some(store::EventResult::Refused),
+            code: Some("not-enrolled".into()),
+            reason: None,
+            actor: None,
+            data: None,
+        };
+        let mut events: Vec<_> = (0..25).map(|i| tap(i, 1)).collect();
+        events.push(tap(3, 2));
+        events.push(tap(-10, 1));
+        events.push(tap(100, 1));
+        events.push(store::NewEvent::door_command(
+            at(5),
+            "ops",
+            DoorId(1),
+            "unlock",
+            "x".into(),
+        ));
+        store.append_events(&events).await.unwrap();
+        let read = |cap| read_taps(&store, DoorId(1), at(0), at(25), cap);
+        let (got, truncated) = read(10).await.unwrap();
+        assert!(truncated);
+        let times: Vec<i64> = got
+            .iter()
+            .map(|e| e.time.as_second() - t0.as_second())
+            .collect();
+        assert_eq!(times, (15..25).rev().collect::<Vec<_>>());
+        for cap in [25, 30, 50_000] {
+            let (got, truncated) = read(cap).await.unwrap();
+            assert!(!truncated, "cap {cap}");
+            assert_eq!(got.len(), 25, "cap {cap}");
+        }
+        store.close().await;
+    }
+}

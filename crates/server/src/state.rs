@@ -1,0 +1,104 @@
+//! What the HTTP API reaches of the running service: [`AppState`] (filled
+//! by the service's start-up once everything is loaded) and [`Loaded`].
+//!
+//! It sits below both the service, which builds it, and the HTTP handlers,
+//! which read it, so neither imports the other for it.
+
+use std::sync::{Arc, OnceLock};
+
+use store::Store;
+use tokio::sync::watch;
+
+use crate::admin::AccessData;
+use crate::door::Controller;
+use crate::keypad::Keypads;
+use crate::metrics::Metrics;
+use crate::revocation::Revocation;
+use crate::status::{LastTaps, ReaderStatus, SignalTimes};
+
+pub use crate::metrics::StartupTimes;
+
+/// What the HTTP handlers reach once everything is loaded.
+pub struct Loaded {
+    pub store: Store,
+    /// The one change path for access data.
+    pub access: Arc<AccessData>,
+    pub controller: Arc<Controller>,
+    /// PIN entries of card + PIN doors.
+    pub keypads: Arc<Keypads>,
+    pub times: StartupTimes,
+    /// CRL refresh and credential re-validation (status and report).
+    pub revocation: Arc<Revocation>,
+    /// How revocation is checked at the doors (and at enrollment).
+    pub revocation_policy: pki::validate::RevocationPolicy,
+    pub metrics: Arc<Metrics>,
+    /// Whether each watched reader is connected.
+    pub reader_status: Arc<ReaderStatus>,
+    /// The latest tap of every door.
+    pub last_taps: Arc<LastTaps>,
+    /// The `signal` stage of the last day's taps.
+    pub signals: Arc<SignalTimes>,
+}
+
+/// State shared with the HTTP handlers.
+pub struct AppState {
+    loaded: OnceLock<Loaded>,
+    stopping: watch::Receiver<bool>,
+    /// Bumped when a token is deleted through the API.
+    tokens: watch::Sender<u64>,
+    /// One permit per open event stream (`http.max_streams`): each holds a
+    /// task and, while it catches up, database reads.
+    streams: Arc<tokio::sync::Semaphore>,
+    max_streams: usize,
+}
+
+impl AppState {
+    /// Nothing loaded yet; `stopping` turns true at shutdown; at most
+    /// `max_streams` event streams open at once.
+    pub fn new(stopping: watch::Receiver<bool>, max_streams: usize) -> Self {
+        AppState {
+            loaded: OnceLock::new(),
+            stopping,
+            tokens: watch::Sender::new(0),
+            streams: Arc::new(tokio::sync::Semaphore::new(max_streams)),
+            max_streams,
+        }
+    }
+
+    /// Start-up has finished: the handlers see `loaded` from now on (only
+    /// the first call counts).
+    pub fn set_loaded(&self, loaded: Loaded) {
+        let _ = self.loaded.set(loaded);
+    }
+
+    /// Everything, once start-up has finished.
+    pub fn loaded(&self) -> Option<&Loaded> {
+        self.loaded.get()
+    }
+
+    /// Turns true when the service starts shutting down: long-lived
+    /// responses (the event stream) end then, so shutdown does not wait
+    /// for their clients.
+    pub fn stopping(&self) -> watch::Receiver<bool> {
+        self.stopping.clone()
+    }
+
+    /// Changes when a token is deleted: long-lived responses opened with a
+    /// token check it again then.
+    pub fn token_deletions(&self) -> watch::Receiver<u64> {
+        self.tokens.subscribe()
+    }
+
+    /// A place for one more event stream, held while it is open; `Err`
+    /// with the limit when `http.max_streams` are open.
+    pub(crate) fn stream_permit(&self) -> Result<tokio::sync::OwnedSemaphorePermit, usize> {
+        self.streams
+            .clone()
+            .try_acquire_owned()
+            .map_err(|_| self.max_streams)
+    }
+
+    pub(crate) fn token_deleted(&self) {
+        self.tokens.send_modify(|n| *n = n.wrapping_add(1));
+    }
+}
