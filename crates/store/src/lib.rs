@@ -24,6 +24,7 @@
 //!
 //! It knows nothing of HTTP, readers or decisions: it stores and reads.
 
+mod columns;
 mod group;
 mod record;
 mod sql;

@@ -13,7 +13,7 @@ use access::*;
 use sqlx::any::AnyRow;
 use sqlx::{AnyConnection, Row};
 
-use crate::sql::{invalid, opt_ts, parse_col, ts_from_db, ts_to_db, AnyQuery};
+use crate::columns::{invalid, opt_ts, parse_col, ts_from_db, ts_to_db, AnyQuery};
 use crate::types::{NewEvent, StoreError};
 
 mod sealed {
@@ -603,7 +603,7 @@ impl Record for AccessGroup {
                 .bind(d.0)
                 .execute(&mut *conn)
                 .await
-                .map_err(|err| crate::sql::classify(err, Self::KIND, self.id))?;
+                .map_err(|err| crate::columns::classify(err, Self::KIND, self.id))?;
         }
         let mut holders = self.cardholders.clone();
         holders.sort_unstable();
@@ -616,7 +616,7 @@ impl Record for AccessGroup {
             .bind(c.0)
             .execute(&mut *conn)
             .await
-            .map_err(|err| crate::sql::classify(err, Self::KIND, self.id))?;
+            .map_err(|err| crate::columns::classify(err, Self::KIND, self.id))?;
         }
         Ok(())
     }
