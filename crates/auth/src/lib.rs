@@ -5,6 +5,8 @@
 //! [`Authenticator`] holds only shared, immutable state (a trust-store
 //! snapshot, the current CRL set, caches), so one value serves every reader
 //! and thread. The fast path for repeat taps is described in [`fastpath`].
+//!
+//! It stores nothing and decides no access: it says whether a card is genuine and valid, and who it is; the door service decides.
 
 pub mod fastpath;
 pub mod inspect;

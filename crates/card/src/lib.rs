@@ -25,6 +25,8 @@
 //! let answer = card.process(&[0x00, 0xA4, 0x04, 0x00, 0x05, 0xA0, 0x00, 0x00, 0x03, 0x08]);
 //! assert_eq!(&answer[answer.len() - 2..], &[0x90, 0x00]);
 //! ```
+//!
+//! It knows nothing of doors, readers or validation: it is the card, and only the card.
 
 /// The card image file format (the text of `IMAGE.md`).
 #[doc = include_str!("../IMAGE.md")]

@@ -47,6 +47,8 @@
 //! channel or CP/PD state machines. The protocol is small and fully specified,
 //! so it is written here as sans-I/O code, and libosdp itself — the reference
 //! open implementation, from PyPI — is the peer the interop tests run against.
+//!
+//! It decides nothing: the controller (the door service) authenticates and decides; these are wires.
 
 //! # Tested against
 //!

@@ -97,6 +97,8 @@
 //! its one pending challenge and the tap it is running. Closing it frees
 //! these and forgets its challenge through an index by reader, without a
 //! pass over the other readers' state.
+//!
+//! It decides nothing and holds no access data: the service runs the mechanism and the decision; the reader holds no keys.
 
 pub mod agent;
 pub mod challenge;

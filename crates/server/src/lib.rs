@@ -16,6 +16,11 @@
 //!   [`store::EventLog`] and only then signals the [`door::DoorOutput`]
 //!   (simulated, or an OSDP reader's output: [`osdp::OsdpOutput`]). Sans-network: it takes any [`host::Transport`], so
 //!   tests drive it with in-process software cards.
+//! - [`admin`]: the one change path for access data. Every change (the
+//!   API's entities, door modes, token deletion, enrollment, re-validation)
+//!   is an [`admin::Edit`] given to [`admin::AccessData::change`]: checked
+//!   against every stored entity, written with its audit events in one
+//!   transaction, then swapped into the controller.
 //! - [`enroll`]: full validation of a card (or of a certificate alone),
 //!   then registration with the certificate kept (the API's
 //!   `POST /api/v1/credentials/enroll` uses it).
@@ -33,7 +38,8 @@
 //!   whatever the reader, goes through [`source::TapContext::tap`] to the
 //!   controller's one tap path.
 //! - [`readers`]: the PC/SC source, one blocking thread per PC/SC reader
-//!   bound to a door, event-driven (`SCardGetStatusChange`).
+//!   bound to a door, event-driven (`SCardGetStatusChange` through
+//!   [`host::Watch`]).
 //! - [`osdp`]: OSDP readers on serial lines (`[[osdp.ports]]`): a control
 //!   panel per port, reader online/offline/refused/tamper/power events,
 //!   cards authenticated by the controller through the reader's transparent
@@ -59,6 +65,10 @@
 //!   ([`state::AppState`], [`state::Loaded`]), filled by [`service`].
 //! - [`service`]: start-up (linear, trust loading overlapped with the
 //!   database), readiness, reload, graceful shutdown.
+//!
+//! It re-implements none of the crates below it: it wires them. A tap's
+//! path and a change's path, file by file, are in the repository's
+//! `ARCHITECTURE.md`.
 
 pub mod admin;
 pub mod config;

@@ -9,6 +9,8 @@
 //! // ... start a card connecting to 127.0.0.1:35963 ...
 //! testbed::wait_for_card(testbed::VPCD_READER, std::time::Duration::from_secs(10)).unwrap();
 //! ```
+//!
+//! Test support only: a dev-dependency, never linked into the binary.
 
 pub mod libosdp;
 
