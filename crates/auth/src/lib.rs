@@ -8,11 +8,13 @@
 //!
 //! It stores nothing and decides no access: it says whether a card is genuine and valid, and who it is; the door service decides.
 
+pub mod containers;
 pub mod fastpath;
 pub mod inspect;
 pub mod measure;
 pub mod mechanism;
 pub mod refusal;
+pub mod report;
 pub mod settings;
 pub mod transaction;
 pub mod verify;

@@ -41,6 +41,7 @@ pub mod files;
 pub mod image;
 pub mod limits;
 pub mod lock;
+pub mod personalise;
 pub mod profile;
 pub mod runner;
 pub mod vpcd;

@@ -33,6 +33,30 @@ pub enum ReaderNote {
     Output(OutputControl),
 }
 
+impl std::fmt::Display for ReaderNote {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ReaderNote::KeySaved(path) => write!(
+                f,
+                "the panel installed a new key; saved to {}",
+                path.display()
+            ),
+            ReaderNote::KeyNotSaved { path, error } => write!(
+                f,
+                "the panel sent a new key but {} could not be written ({error}); refused",
+                path.display()
+            ),
+            ReaderNote::KeyInMemory => write!(
+                f,
+                "the panel installed a new key; it is kept in memory only (no --key-file)"
+            ),
+            ReaderNote::Led(c) => write!(f, "LED {c:?}"),
+            ReaderNote::Buzzer(c) => write!(f, "buzzer {c:?}"),
+            ReaderNote::Output(c) => write!(f, "output {c:?}"),
+        }
+    }
+}
+
 /// How the reader's secure channel is set up.
 pub struct ReaderSecurity {
     /// The installed key (SCBK), if any.

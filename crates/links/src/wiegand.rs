@@ -82,6 +82,9 @@ pub enum WiegandError {
     Facility(u32),
     #[error("200-bit FASC-N frame: {0}")]
     Fascn(#[from] FascnError),
+    /// A frame of a credential cannot be made as asked.
+    #[error("{0}")]
+    Credential(String),
 }
 
 /// A 26-bit H10301 credential.
@@ -269,7 +272,47 @@ pub struct TimedFrame {
     pub timing: Timing,
 }
 
+/// The formats a granted credential can be sent in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CredentialFormat {
+    /// The full 25-byte FASC-N, 200 bits.
+    Fascn200,
+    /// 26-bit H10301: a facility code and the FASC-N credential number
+    /// (which must be below 65536).
+    H10301 { facility: Option<u8> },
+}
+
 impl TimedFrame {
+    /// The frame of a credential with `fascn` in `format`, pulsed as
+    /// `timing` says (the pulse must be shorter than the bit interval).
+    pub fn for_credential(
+        format: CredentialFormat,
+        fascn: Option<&Fascn>,
+        timing: Timing,
+    ) -> Result<TimedFrame, WiegandError> {
+        let wrong = |s: &str| WiegandError::Credential(s.to_string());
+        if timing.pulse_width.is_zero() || timing.pulse_width >= timing.bit_interval {
+            return Err(wrong(
+                "--wiegand-pulse-us must be above 0 and below --wiegand-interval-us",
+            ));
+        }
+        let fascn = fascn.ok_or_else(|| wrong("the card has no FASC-N to send over Wiegand"))?;
+        let (name, bits) = match format {
+            CredentialFormat::Fascn200 => ("FASC-N", encode_fascn(fascn)?),
+            CredentialFormat::H10301 { facility } => {
+                let facility = facility.ok_or_else(|| wrong("H10301 needs --wiegand-facility"))?;
+                let card: u16 = fascn.credential_number.parse().map_err(|_| {
+                    WiegandError::Credential(format!(
+                        "the FASC-N credential number {} does not fit H10301's 16-bit card number",
+                        fascn.credential_number
+                    ))
+                })?;
+                ("H10301", H10301 { facility, card }.encode())
+            }
+        };
+        Ok(TimedFrame { name, bits, timing })
+    }
+
     /// The frame's time on the wire.
     pub fn wire_time(&self) -> Duration {
         self.timing.frame_time(self.bits.len())

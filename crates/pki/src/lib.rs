@@ -51,6 +51,7 @@ pub mod asn1;
 pub mod budget;
 pub mod cache;
 pub mod cert;
+pub mod cert_file;
 pub mod crl;
 pub mod error;
 pub mod fetch;

@@ -120,6 +120,31 @@ impl Default for ValidationOptions {
     }
 }
 
+impl ValidationOptions {
+    /// When a path was accepted through `anchor` outside its validity period
+    /// only because [`ValidationOptions::allow_expired_anchors`] allowed it,
+    /// a sentence saying so (for the operator; the path stays valid).
+    pub fn expired_anchor_warning(&self, anchor: &crate::cert::Cert) -> Option<String> {
+        if !self.allow_expired_anchors || self.anchor_constraints != AnchorConstraints::Enforce {
+            return None;
+        }
+        let subject = anchor.subject_display();
+        if self.time > anchor.not_after {
+            Some(format!(
+                "trust anchor {subject} expired at {}; accepted because of --allow-expired-anchor",
+                anchor.not_after
+            ))
+        } else if self.time < anchor.not_before {
+            Some(format!(
+                "trust anchor {subject} is not valid before {}; accepted because of --allow-expired-anchor",
+                anchor.not_before
+            ))
+        } else {
+            None
+        }
+    }
+}
+
 /// Every field except [`ValidationOptions::time`], which a cache passes separately. The
 /// options are destructured without `..`, so adding a field does not compile until it is
 /// hashed here too.

@@ -103,6 +103,7 @@
 pub mod agent;
 pub mod challenge;
 pub mod hub;
+pub mod offer;
 pub mod proto;
 #[cfg(feature = "testing")]
 pub mod testing;

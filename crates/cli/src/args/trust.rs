@@ -2,18 +2,16 @@
 //! `auth`): the files, revocation and OCSP options, read into a
 //! [`pki::trust::Trust`] and [`ValidationOptions`].
 
-use anyhow::Context;
 use clap::{Args, ValueEnum};
 use pki::fetch::FetchConfig;
 use pki::fips201::CertProfile;
-use pki::input::{read_bounded, InputKind};
 use pki::ocsp::client::{NoncePolicy, OcspConfig, RequestMethod};
 use pki::ocsp::CertIdHash;
 use pki::options::AnchorConstraints;
 use pki::time::Time;
 use pki::trust::{RevocationCheck, RevocationConfig, RevocationSourceConfig, Trust, TrustConfig};
 use pki::validate::ValidationOptions;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 /// The FIPS 201 profile to check a leaf against.
 #[derive(Clone, Copy, Debug, ValueEnum)]
@@ -245,33 +243,6 @@ pub struct TrustArgs {
     /// Print the result as JSON.
     #[arg(long)]
     pub(crate) json: bool,
-}
-
-/// Reads one certificate in PEM or DER and checks that it parses.
-pub fn read_certificate(path: &Path) -> anyhow::Result<Vec<u8>> {
-    let der = read_x509(path)?;
-    pki::cert::Cert::from_der(der.clone())
-        .with_context(|| format!("{} is not an X.509 certificate", path.display()))?;
-    Ok(der)
-}
-
-/// Reads one certificate in PEM or DER and checks that it has the structure of an X.509
-/// certificate; whether its contents follow RFC 5280 is for validation to say (a certificate
-/// that breaks a rule is INVALID, not unreadable).
-pub fn read_x509(path: &Path) -> anyhow::Result<Vec<u8>> {
-    let data = read_bounded(path, InputKind::Certificate)?;
-    let der = if data.trim_ascii_start().starts_with(b"-----BEGIN") {
-        pki::pem::decode("CERTIFICATE", &data)
-            .with_context(|| format!("{} is not a PEM or DER certificate", path.display()))?
-    } else {
-        data
-    };
-    if !pki::cert::is_certificate_structure(&der) {
-        // The parser's own account of what is wrong.
-        pki::cert::Cert::from_der(der.clone())
-            .with_context(|| format!("{} is not an X.509 certificate", path.display()))?;
-    }
-    Ok(der)
 }
 
 /// The trust and base options of `verify` and `verify-chuid`.

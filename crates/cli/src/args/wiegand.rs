@@ -3,9 +3,9 @@
 
 use std::time::Duration;
 
-use anyhow::{bail, Context, Result};
+use anyhow::{Context, Result};
 use clap::{Args, ValueEnum};
-use links::wiegand::{self, TimedFrame, Timing};
+use links::wiegand::{CredentialFormat, TimedFrame, Timing};
 
 #[derive(Clone, Copy, ValueEnum)]
 pub enum WiegandFormat {
@@ -42,33 +42,17 @@ pub struct WiegandArgs {
 impl WiegandArgs {
     /// The frame of a granted card's credential these arguments ask for.
     pub fn frame(&self, fascn: Option<&piv::fascn::Fascn>) -> Result<TimedFrame> {
-        if self.wiegand_pulse_us == 0 || self.wiegand_pulse_us >= self.wiegand_interval_us {
-            bail!("--wiegand-pulse-us must be above 0 and below --wiegand-interval-us");
-        }
-        let fascn = fascn.context("the card has no FASC-N to send over Wiegand")?;
+        let format = match self.wiegand_format {
+            WiegandFormat::Fascn200 => CredentialFormat::Fascn200,
+            WiegandFormat::H10301 => CredentialFormat::H10301 {
+                facility: self.wiegand_facility,
+            },
+        };
         let timing = Timing {
             pulse_width: Duration::from_micros(self.wiegand_pulse_us),
             bit_interval: Duration::from_micros(self.wiegand_interval_us),
         };
-        let (name, bits) = match self.wiegand_format {
-            WiegandFormat::Fascn200 => (
-                "FASC-N",
-                wiegand::encode_fascn(fascn).context("encoding the FASC-N")?,
-            ),
-            WiegandFormat::H10301 => {
-                let facility = self
-                    .wiegand_facility
-                    .context("H10301 needs --wiegand-facility")?;
-                let card: u16 = fascn.credential_number.parse().map_err(|_| {
-                    anyhow::anyhow!(
-                        "the FASC-N credential number {} does not fit H10301's 16-bit card number",
-                        fascn.credential_number
-                    )
-                })?;
-                ("H10301", wiegand::H10301 { facility, card }.encode())
-            }
-        };
-        Ok(TimedFrame { name, bits, timing })
+        Ok(TimedFrame::for_credential(format, fascn, timing)?)
     }
 }
 

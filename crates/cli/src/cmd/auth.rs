@@ -5,7 +5,6 @@ use crate::args::osdp::{connect_panel, PanelArgs};
 use crate::args::reader::wait_and_connect;
 use crate::args::trust::{load_trust, TrustFiles};
 use crate::args::wiegand::{write_frame, WiegandArgs};
-use crate::render;
 use anyhow::{Context, Result};
 use auth::{Authenticator, Mechanism, Settings, StdinPin};
 use clap::{Args, ValueEnum};
@@ -124,7 +123,7 @@ pub fn run(args: AuthArgs) -> Result<ExitCode> {
         }
         println!("{}", serde_json::to_string_pretty(&j)?);
     } else {
-        print!("{}", render::transaction(&tx));
+        print!("{}", auth::report::transaction(&tx));
         if args.osdp.osdp.is_some() {
             println!(
                 "  reader link: OSDP at {} baud, {}",
@@ -135,7 +134,7 @@ pub fn run(args: AuthArgs) -> Result<ExitCode> {
         if let Some(f) = &frame {
             println!(
                 "{}",
-                render::wiegand_stage(f.name, f.bits.len(), f.wire_time())
+                auth::report::wiegand_stage(f.name, f.bits.len(), f.wire_time())
             );
         }
     }

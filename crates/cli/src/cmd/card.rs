@@ -2,10 +2,11 @@
 //! software PIV cards. The card itself lives in the `card` crate.
 
 use anyhow::{bail, Context};
-use card::image::{CardImage, ImageLock, DEFAULT_MGMT_KEY, DEFAULT_PIN, DEFAULT_PUK};
+use card::image::{CardImage, ImageLock};
+use card::personalise;
 use card::{vpcd, Card, Runner, TimingProfile};
 use clap::{Args, Subcommand};
-use piv::{Algorithm, KeyRef};
+use piv::Algorithm;
 use pki_issue::{CardCredentials, TestPki};
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -164,7 +165,9 @@ fn new(a: Box<NewArgs>) -> anyhow::Result<ExitCode> {
     }
     let new_management_key = set_credentials(&mut image, &a)?;
     if creds.is_some() {
-        warn_about_defaults(&image);
+        for w in personalise::default_secrets(&image) {
+            eprintln!("warning: {w}");
+        }
     }
     if let Some(c) = &creds {
         println!(
@@ -210,63 +213,11 @@ fn set_credentials(
     let Some(given) = &a.management_key else {
         return Ok(None);
     };
-    let generated = given.as_str() == "random";
-    let key = if generated {
-        let len = match &a.management_key_algorithm {
-            Some(alg) => parse_management_algorithm(alg)?.key_len().unwrap_or(24),
-            None => 24,
-        };
-        let mut key = Zeroizing::new(vec![0u8; len]);
-        card::crypto::random(&mut key).context("generating a management key")?;
-        key
-    } else {
-        Zeroizing::new(
-            hex::decode(given.trim())
-                .ok()
-                .context("--management-key must be hex (16, 24 or 32 bytes) or `random`")?,
-        )
-    };
-    let alg = match &a.management_key_algorithm {
-        Some(alg) => parse_management_algorithm(alg)?,
-        None => match key.len() {
-            16 => Algorithm::Aes128,
-            24 => Algorithm::Aes192,
-            32 => Algorithm::Aes256,
-            n => bail!("--management-key is {n} bytes; AES keys are 16, 24 or 32 bytes"),
-        },
-    };
-    image
-        .set_management_key(alg, &key)
-        .context("--management-key")?;
-    Ok(generated.then(|| Zeroizing::new(hex::encode(&*key))))
-}
-
-fn parse_management_algorithm(s: &str) -> anyhow::Result<Algorithm> {
-    Ok(match s.to_ascii_lowercase().replace('-', "").as_str() {
-        "3des" | "tdes" => Algorithm::TripleDes,
-        "aes128" => Algorithm::Aes128,
-        "aes192" => Algorithm::Aes192,
-        "aes256" => Algorithm::Aes256,
-        _ => bail!("unknown management key algorithm {s:?}: use 3des, aes128, aes192 or aes256"),
-    })
-}
-
-/// A personalised card that keeps a factory secret can be used or
-/// rewritten by anyone at a reader: say so.
-fn warn_about_defaults(image: &CardImage) {
-    if image.pin.is_default {
-        eprintln!("warning: the card keeps the default PIN {DEFAULT_PIN}; set one with --pin");
-    }
-    if image.puk.is_default {
-        eprintln!("warning: the card keeps the default PUK {DEFAULT_PUK}; set one with --puk");
-    }
-    if image.management_key.is_default {
-        eprintln!(
-            "warning: the card keeps the published management key {}; anyone at a reader can \
-             replace its keys and certificates: set one with --management-key (or `random`)",
-            hex::encode(DEFAULT_MGMT_KEY)
-        );
-    }
+    Ok(personalise::set_management_key(
+        image,
+        given,
+        a.management_key_algorithm.as_deref(),
+    )?)
 }
 
 fn run_card(a: RunArgs) -> anyhow::Result<ExitCode> {
@@ -294,79 +245,12 @@ fn run_card(a: RunArgs) -> anyhow::Result<ExitCode> {
 }
 
 fn info(a: InfoArgs) -> anyhow::Result<ExitCode> {
-    let img = CardImage::load(&a.image)?;
-    println!("serial:          {}", img.serial);
-    println!(
-        "version:         {}.{}.{}",
-        img.version[0], img.version[1], img.version[2]
-    );
-    println!(
-        "PIN retries:     {}/{}{}",
-        img.pin.retries_left,
-        img.pin.retries_max,
-        if img.pin.is_default {
-            " (default PIN)"
-        } else {
-            ""
-        }
-    );
-    println!(
-        "PUK retries:     {}/{}{}",
-        img.puk.retries_left,
-        img.puk.retries_max,
-        if img.puk.is_default {
-            " (default PUK)"
-        } else {
-            ""
-        }
-    );
-    println!(
-        "management key:  {}{}",
-        img.management_key.algorithm.name(),
-        if img.management_key.is_default {
-            " (default)"
-        } else {
-            ""
-        }
-    );
-    for (slot, key) in &img.keys {
-        println!(
-            "key {:02X}:          {} ({:?}, PIN policy {:?})",
-            slot.byte(),
-            key.algorithm.name(),
-            key.origin,
-            key.pin_policy.effective(*slot)
-        );
-    }
-    for (tag, value) in &img.objects {
-        let name = piv::DataObject::from_tag(*tag).map_or_else(|| "?".into(), |o| o.name());
-        println!("object {tag:X}: {} bytes  {name}", value.len());
-    }
+    print!("{}", personalise::describe(&CardImage::load(&a.image)?));
     Ok(ExitCode::SUCCESS)
 }
 
-fn parse_slot(s: &str) -> anyhow::Result<KeyRef> {
-    let b = u8::from_str_radix(s.trim_start_matches("0x"), 16)
-        .with_context(|| format!("slot {s:?} is not hex"))?;
-    match KeyRef::from_byte(b) {
-        Some(k) if k.is_asymmetric_slot() => Ok(k),
-        _ => bail!("{s} is not an asymmetric key slot (9a, 9c, 9d, 9e, 82-95, f9)"),
-    }
-}
-
-fn parse_algorithm(s: &str) -> anyhow::Result<Algorithm> {
-    Ok(match s.to_ascii_lowercase().replace('-', "").as_str() {
-        "rsa2048" => Algorithm::Rsa2048,
-        "rsa3072" => Algorithm::Rsa3072,
-        "rsa4096" => Algorithm::Rsa4096,
-        "p256" | "eccp256" => Algorithm::EccP256,
-        "p384" | "eccp384" => Algorithm::EccP384,
-        _ => bail!("unknown algorithm {s:?}: use rsa2048, rsa3072, rsa4096, p256 or p384"),
-    })
-}
-
 fn import_key(a: ImportKeyArgs) -> anyhow::Result<ExitCode> {
-    let slot = parse_slot(&a.slot)?;
+    let slot = personalise::parse_slot(&a.slot)?;
     let der = card::image::read_der_or_pem(&a.key, "PRIVATE KEY", "private key")?;
     let (mut img, _lock) = CardImage::load_locked(&a.image, "pivgate card import-key")?;
     let alg = img.import_key(slot, &der)?;
@@ -376,8 +260,8 @@ fn import_key(a: ImportKeyArgs) -> anyhow::Result<ExitCode> {
 }
 
 fn generate(a: GenerateArgs) -> anyhow::Result<ExitCode> {
-    let slot = parse_slot(&a.slot)?;
-    let alg = parse_algorithm(&a.algorithm)?;
+    let slot = personalise::parse_slot(&a.slot)?;
+    let alg = personalise::parse_algorithm(&a.algorithm)?;
     let (mut img, _lock) = CardImage::load_locked(&a.image, "pivgate card generate")?;
     let public = img.generate_key(slot, alg)?;
     img.save(&a.image)?;
@@ -386,7 +270,7 @@ fn generate(a: GenerateArgs) -> anyhow::Result<ExitCode> {
 }
 
 fn put_cert(a: PutCertArgs) -> anyhow::Result<ExitCode> {
-    let slot = parse_slot(&a.slot)?;
+    let slot = personalise::parse_slot(&a.slot)?;
     let der = card::image::read_der_or_pem(&a.cert, "CERTIFICATE", "certificate")?;
     pki::cert::Cert::from_der(der.to_vec()).with_context(|| {
         format!(

@@ -2,8 +2,8 @@
 
 use crate::args::reader::wait_and_connect;
 use crate::render;
-use crate::render::containers::{entries, READ_CONTAINERS};
 use anyhow::{Context, Result};
+use auth::containers::{entries, READ_CONTAINERS};
 use auth::StdinPin;
 use clap::Args;
 use host::{Transport, TransportExt};
@@ -69,8 +69,8 @@ pub fn run(args: ReadArgs) -> Result<ExitCode> {
         j["containers"] = serde_json::to_value(&containers)?;
         println!("{}", serde_json::to_string_pretty(&j)?);
     } else {
-        print!("{}", render::card_report(&reader, &report));
-        print!("{}", render::containers::render_containers(&containers));
+        print!("{}", auth::report::card_report(&reader, &report));
+        print!("{}", auth::containers::render_containers(&containers));
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -28,7 +28,7 @@ pub use chuid_verify::{
 };
 pub use cms_check::{chuid_signer_certificates, CmsCheckError, SignerDnCheck};
 pub use security_object_verify::{
-    verify_security_object, DataGroupResult, DataGroupStatus, SecurityObjectError,
+    covered_objects, verify_security_object, DataGroupResult, DataGroupStatus, SecurityObjectError,
     VerifiedSecurityObject,
 };
 

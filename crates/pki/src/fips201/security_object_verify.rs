@@ -100,6 +100,31 @@ pub struct VerifiedSecurityObject {
     pub groups: Vec<DataGroupResult>,
 }
 
+/// The containers of a card to check against its Security Object, and the
+/// names of those it does not cover. The CCC is not among the data groups a
+/// Security Object covers (it is not signed, and changes when containers
+/// are added): it is checked only when the mapping names it, and otherwise
+/// reported as not covered. Every other container given must be covered.
+pub fn covered_objects<'a>(
+    security_object: &[u8],
+    objects: &'a [(DataObject, Vec<u8>)],
+) -> (Vec<(DataObject, &'a [u8])>, Vec<String>) {
+    let maps_ccc = SecurityObjectContainer::decode(security_object)
+        .is_ok_and(|c| c.mapping.iter().any(|g| g.object == DataObject::Ccc));
+    let not_covered = objects
+        .iter()
+        .filter(|(o, _)| *o == DataObject::Ccc && !maps_ccc)
+        .map(|(o, _)| o.name())
+        .collect();
+    let given = objects
+        .iter()
+        .filter(|(o, _)| *o != DataObject::SecurityObject)
+        .filter(|(o, _)| *o != DataObject::Ccc || maps_ccc)
+        .map(|(o, b)| (*o, b.as_slice()))
+        .collect();
+    (given, not_covered)
+}
+
 /// Verifies a Security Object (container content, with or without `53`)
 /// against the containers read from the card, `objects` (content with or
 /// without `53`; data groups not given are reported as not read).

@@ -2,10 +2,10 @@
 //! `refresh-crls`: a test PKI and what it issues.
 
 use crate::args::card::{parse_alg, CardSpec};
-use crate::args::trust::read_certificate;
 use crate::render::containers::print_issued_containers;
 use anyhow::Context;
 use clap::{Args, ValueEnum};
+use pki::cert_file::read_certificate;
 use pki_issue::{CrlReason, DeviceOptions, DeviceRole, KeyAlgorithm, TestPki, TestPkiOptions};
 use std::path::PathBuf;
 use std::process::ExitCode;

@@ -105,23 +105,7 @@ pub fn verify_security_object_cmd(a: VerifySecurityObjectArgs) -> anyhow::Result
         .map(|(_, b)| chuid_signer_certificates(b))
         .unwrap_or_default();
     let extra: Vec<&[u8]> = signer.iter().map(|v| v.as_slice()).collect();
-    // The CCC is not among the data groups a Security Object covers (it is
-    // not signed, and changes when containers are added): it is checked only
-    // when the mapping names it, and otherwise reported as not covered. Any
-    // other container given must be covered.
-    let maps_ccc = piv::security_object::SecurityObjectContainer::decode(&so)
-        .is_ok_and(|c| c.mapping.iter().any(|g| g.object == DataObject::Ccc));
-    let not_covered: Vec<String> = objects
-        .iter()
-        .filter(|(o, _)| *o == DataObject::Ccc && !maps_ccc)
-        .map(|(o, _)| o.name())
-        .collect();
-    let given: Vec<(DataObject, &[u8])> = objects
-        .iter()
-        .filter(|(o, _)| *o != DataObject::SecurityObject)
-        .filter(|(o, _)| *o != DataObject::Ccc || maps_ccc)
-        .map(|(o, b)| (*o, b.as_slice()))
-        .collect();
+    let (given, not_covered) = pki::fips201::covered_objects(&so, &objects);
     let inputs = load_inputs(&a.trust)?;
     let t = &inputs.trust;
     let v = match verify_security_object(&t.store, &so, &given, &extra, &t.crls, &inputs.opts) {

@@ -1,17 +1,16 @@
 //! `pivgate pki verify` and `verify-chuid`: a certificate path (RFC 5280
 //! with the FIPS 201 profiles) and a CHUID's signature.
 
-use crate::args::trust::{load_inputs, read_x509, Inputs, ProfileArg, TrustArgs};
+use crate::args::trust::{load_inputs, Inputs, ProfileArg, TrustArgs};
 use crate::render::validation::{path_json, print_invalid, print_valid, signer_dn_text};
 use clap::Args;
 use const_oid::ObjectIdentifier;
+use pki::cert_file::read_x509;
 use pki::fetch::{fetch_for_path, CrlFetcher};
 use pki::fips201::{check_bindings, validate_profile, verify_chuid, Fips201Error};
 use pki::input::{read_bounded, InputKind};
 use pki::ocsp::client::OcspClient;
-use pki::options::AnchorConstraints;
 use pki::revocation_set::RevocationSet;
-use pki::validate::ValidationOptions;
 use serde_json::json;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -142,7 +141,9 @@ pub fn verify(a: VerifyArgs) -> anyhow::Result<ExitCode> {
             ));
         }
     };
-    warn_expired_anchor(&inputs.opts, v.path.anchor());
+    if let Some(w) = inputs.opts.expired_anchor_warning(v.path.anchor()) {
+        eprintln!("warning: {w}");
+    }
     let chuid = match &chuid {
         Some(bytes) => {
             let verified = match verify_chuid(store, bytes, &[], crls, &inputs.opts) {
@@ -194,27 +195,6 @@ pub fn verify(a: VerifyArgs) -> anyhow::Result<ExitCode> {
         }
     }
     Ok(ExitCode::SUCCESS)
-}
-
-/// Says on stderr when a path was accepted through an anchor outside its validity period
-/// only because the operator allowed it.
-fn warn_expired_anchor(opts: &ValidationOptions, anchor: &pki::cert::Cert) {
-    if !opts.allow_expired_anchors || opts.anchor_constraints != AnchorConstraints::Enforce {
-        return;
-    }
-    if opts.time > anchor.not_after {
-        eprintln!(
-            "warning: trust anchor {} expired at {}; accepted because of --allow-expired-anchor",
-            anchor.subject_display(),
-            anchor.not_after
-        );
-    } else if opts.time < anchor.not_before {
-        eprintln!(
-            "warning: trust anchor {} is not valid before {}; accepted because of --allow-expired-anchor",
-            anchor.subject_display(),
-            anchor.not_before
-        );
-    }
 }
 
 pub fn verify_chuid_cmd(a: VerifyChuidArgs) -> anyhow::Result<ExitCode> {

@@ -38,22 +38,7 @@ pub struct ReaderOsdpArgs {
 
 /// What the reader did, on standard error.
 fn note(n: ReaderNote) {
-    match n {
-        ReaderNote::KeySaved(path) => eprintln!(
-            "osdp: the panel installed a new key; saved to {}",
-            path.display()
-        ),
-        ReaderNote::KeyNotSaved { path, error } => eprintln!(
-            "osdp: the panel sent a new key but {} could not be written ({error}); refused",
-            path.display()
-        ),
-        ReaderNote::KeyInMemory => eprintln!(
-            "osdp: the panel installed a new key; it is kept in memory only (no --key-file)"
-        ),
-        ReaderNote::Led(c) => eprintln!("osdp: LED {c:?}"),
-        ReaderNote::Buzzer(c) => eprintln!("osdp: buzzer {c:?}"),
-        ReaderNote::Output(c) => eprintln!("osdp: output {c:?}"),
-    }
+    eprintln!("osdp: {n}");
 }
 
 /// Watches one PC/SC reader and reports each arrival and removal to the

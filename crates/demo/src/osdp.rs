@@ -80,7 +80,7 @@ pub fn taps(
 }
 
 fn ms(d: Duration) -> String {
-    crate::render::ms(d.as_micros() as u64)
+    auth::report::ms(d.as_micros() as u64)
 }
 
 /// The section's text.

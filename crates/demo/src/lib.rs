@@ -3,97 +3,81 @@
 //! granted, not enrolled, outside schedule, revoked after a CRL refresh,
 //! card + PIN at a high-security door, and a repeat tap on the fast path —
 //! each decision printed with its stage table and the door total beside the
-//! reference door.
+//! reference door; then the same card through an OSDP reader. With
+//! `--profiles`, an RSA-2048 and a P-256 card under each timing profile,
+//! per-stage medians beside the reference door.
+//!
+//! Owns: the demo's script and its tables (narrated on standard output,
+//! progress on standard error). Must not: be linked into the service
+//! (`server`), or hold anything the service needs — the demo site itself
+//! (`server::demo`) belongs to the service's test support.
 
 mod osdp;
+pub mod report;
 
-use crate::render;
 use access::ReaderId;
 use anyhow::{bail, Context, Result};
 use auth::measure::tap_series;
 use auth::{Authenticator, FixedPin, PinSource};
 use card::profile::TimingProfile;
 use card::Card;
-use clap::{Args, ValueEnum};
 use host::{InProcess, Transport};
 use pki_issue::{CardCredentials, CardOptions, KeyAlgorithm, TestPki, TestPkiOptions};
 use server::demo::{CrlPublisher, DemoCards, DemoSite, Started, FRONT, LAB, SERVER_ROOM};
 use server::door::TapResult;
 use server::service::Service;
 use std::net::SocketAddr;
-use std::process::ExitCode;
 use store::{EventKind, EventQuery};
 
-#[derive(Args)]
-pub struct DemoArgs {
-    /// Tap through pcscd + vpcd (each card is put behind the "Virtual PCD
-    /// 00 00" reader for its tap) instead of in-process. Needs root and the
-    /// packages scripts/setup.sh installs.
-    #[arg(long)]
-    pcsc: bool,
-    /// Card timing: `seed` reproduces a real card's processing times (the
-    /// reference door's card figure), `contactless` only the 106 kbit/s
-    /// transfers, `instant` none (software speed).
-    #[arg(long, value_enum, default_value_t = Profile::Seed)]
-    profile: Profile,
-    /// Key algorithm of the cards and the test PKI.
-    #[arg(long, value_enum, default_value_t = Alg::P256)]
-    alg: Alg,
-    /// Address of the service's HTTP API (loopback only; default: a free
-    /// port on 127.0.0.1).
-    #[arg(long, value_name = "ADDR")]
-    listen: Option<SocketAddr>,
-    /// After the taps, keep the service running (open the dashboard or
-    /// query the API with the printed tokens) until Ctrl-C.
-    #[arg(long, visible_alias = "hold")]
-    serve: bool,
-    /// Also print every tap's transaction as one JSON line.
-    #[arg(long)]
-    json: bool,
-    /// Instead of the door scenarios: tap an RSA-2048 and a P-256 card
-    /// under each timing profile (authentication only: full reads, then
-    /// repeat taps) and print the per-stage medians beside the reference
-    /// door (the tables of BENCHMARKS.md).
-    #[arg(long, conflicts_with_all = ["serve", "listen", "profile", "alg"])]
-    profiles: bool,
-    /// With --profiles: taps per configuration; the table shows medians.
-    #[arg(long, default_value_t = 5, requires = "profiles",
-          value_parser = clap::value_parser!(u32).range(1..=1000))]
-    taps: u32,
-    /// With --profiles: leave out the seed timing profiles (they take
-    /// seconds per tap, as real cards do).
-    #[arg(long, requires = "profiles")]
-    quick: bool,
-}
-
-#[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
-enum Profile {
+/// The card timing of the door scenarios.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Timing {
+    /// Software speed.
     Instant,
+    /// Only the 106 kbit/s contactless transfers.
     Contactless,
+    /// A real card's processing times (the reference door's card figure).
     Seed,
 }
 
-#[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
-enum Alg {
-    P256,
-    Rsa2048,
+/// What `pivgate demo` runs.
+#[derive(Clone, Debug)]
+pub struct Options {
+    /// Tap through pcscd + vpcd instead of in-process.
+    pub pcsc: bool,
+    pub timing: Timing,
+    /// Key algorithm of the cards and the test PKI.
+    pub alg: KeyAlgorithm,
+    /// The HTTP API's address (default: a free loopback port).
+    pub listen: Option<SocketAddr>,
+    /// Keep serving after the taps until Ctrl-C.
+    pub serve: bool,
+    /// Also print every tap's transaction as one JSON line.
+    pub json: bool,
 }
 
-impl Alg {
-    fn key(self) -> KeyAlgorithm {
-        match self {
-            Alg::P256 => KeyAlgorithm::P256,
-            Alg::Rsa2048 => KeyAlgorithm::Rsa2048,
-        }
-    }
+/// What `pivgate demo --profiles` runs.
+#[derive(Clone, Debug)]
+pub struct ProfilesOptions {
+    /// Tap through pcscd + vpcd instead of in-process.
+    pub pcsc: bool,
+    /// Taps per configuration (the table shows medians).
+    pub taps: u32,
+    /// Leave out the seed timing profiles.
+    pub quick: bool,
+    /// Also print every tap's transaction as one JSON line.
+    pub json: bool,
 }
 
-fn timing(profile: Profile, alg: Alg) -> TimingProfile {
-    match (profile, alg) {
-        (Profile::Instant, _) => TimingProfile::Instant,
-        (Profile::Contactless, _) => TimingProfile::Contactless,
-        (Profile::Seed, Alg::P256) => TimingProfile::SeedP256,
-        (Profile::Seed, Alg::Rsa2048) => TimingProfile::SeedRsa2048,
+/// How the demo ended: every tap as it should, or the taps that did not.
+pub type Outcome = std::result::Result<(), Vec<String>>;
+
+fn timing(timing: Timing, alg: KeyAlgorithm) -> TimingProfile {
+    match (timing, alg) {
+        (Timing::Instant, _) => TimingProfile::Instant,
+        (Timing::Contactless, _) => TimingProfile::Contactless,
+        (Timing::Seed, KeyAlgorithm::Rsa2048) => TimingProfile::SeedRsa2048,
+        (Timing::Seed, _) => TimingProfile::SeedP256,
     }
 }
 
@@ -105,7 +89,7 @@ enum Reader {
     /// Straight onto the software card, in this process.
     InProcess,
     /// Behind the vpcd reader, through pcscd.
-    #[cfg(feature = "pcsc-demo")]
+    #[cfg(feature = "pcsc")]
     Pcsc(host::vpcd::VpcdReader),
 }
 
@@ -169,7 +153,7 @@ impl Demo {
                     InProcess::with_profile(Card::new(image), self.profile).named(connection);
                 run(&mut t)
             }
-            #[cfg(feature = "pcsc-demo")]
+            #[cfg(feature = "pcsc")]
             Reader::Pcsc(r) => r.with_card(image, self.profile, run)?,
         }
         .context("running the tap")?;
@@ -180,7 +164,7 @@ impl Demo {
             door.0,
             door.1.as_str()
         );
-        print!("{}", render::door_tap(&result, &snapshot, self.ecc));
+        print!("{}", report::door_tap(&result, &snapshot, self.ecc));
         if result.code() != expect {
             println!("   (expected `{expect}`)");
         }
@@ -213,19 +197,18 @@ fn revoke_and_refresh_crls(
     Ok(())
 }
 
-pub fn run(args: DemoArgs) -> Result<ExitCode> {
-    if args.profiles {
-        return run_profiles(&args);
-    }
+/// Runs the door scenarios; `Ok(Err(..))` lists the taps that did not end
+/// as they should.
+pub fn run(args: &Options) -> Result<Outcome> {
     let dir = tempfile::tempdir().context("creating a temporary directory")?;
-    let profile = timing(args.profile, args.alg);
+    let profile = timing(args.timing, args.alg);
     eprintln!("pivgate demo: the door service with software PIV cards at simulated doors");
     eprintln!(
         "  creating a test PKI ({}) and cards in {}",
-        args.alg.key().name(),
+        args.alg.name(),
         dir.path().display()
     );
-    let mut site = DemoSite::create(dir.path(), args.alg.key(), args.listen)?;
+    let mut site = DemoSite::create(dir.path(), args.alg, args.listen)?;
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -266,7 +249,7 @@ pub fn run(args: DemoArgs) -> Result<ExitCode> {
     };
     println!(
         "  cards:    {} software cards tapped {how}, `{}` timing profile",
-        args.alg.key().name(),
+        args.alg.name(),
         profile.name()
     );
 
@@ -299,12 +282,12 @@ pub fn run(args: DemoArgs) -> Result<ExitCode> {
     println!("  not enrolled: Bob Stranger (a genuine card of the same PKI)");
 
     let reader = if args.pcsc {
-        #[cfg(feature = "pcsc-demo")]
+        #[cfg(feature = "pcsc")]
         {
             Reader::Pcsc(host::vpcd::VpcdReader::open()?)
         }
-        #[cfg(not(feature = "pcsc-demo"))]
-        bail!("this pivgate was built without the pcsc-demo feature: --pcsc is not available");
+        #[cfg(not(feature = "pcsc"))]
+        bail!("this pivgate was built without PC/SC demo support (feature `pcsc-demo`): --pcsc is not available");
     } else {
         Reader::InProcess
     };
@@ -313,7 +296,7 @@ pub fn run(args: DemoArgs) -> Result<ExitCode> {
         service,
         reader,
         profile,
-        ecc: args.alg == Alg::P256,
+        ecc: args.alg != KeyAlgorithm::Rsa2048,
         json: args.json,
         taps: Vec::new(),
     };
@@ -369,7 +352,7 @@ pub fn run(args: DemoArgs) -> Result<ExitCode> {
         demo.taps.iter().map(|(s, _, r)| (s.as_str(), r)).collect();
     print!(
         "{}",
-        render::door_summary(
+        report::door_summary(
             &results,
             results[0].1,
             results[1].1,
@@ -418,13 +401,9 @@ pub fn run(args: DemoArgs) -> Result<ExitCode> {
     rt.block_on(service.shutdown())
         .context("stopping the door service")?;
     if !wrong.is_empty() {
-        eprintln!(
-            "error: a demo tap did not end as it should: {}",
-            wrong.join("; ")
-        );
-        return Ok(ExitCode::from(1));
+        return Ok(Err(wrong));
     }
-    Ok(ExitCode::SUCCESS)
+    Ok(Ok(()))
 }
 
 /// A card of `--profiles` and the timing profiles it is tapped under.
@@ -438,7 +417,7 @@ struct ProfileCard {
 /// times on the full path and as repeat visitors under each timing
 /// profile, authentication only; per-stage medians beside the reference
 /// door.
-fn run_profiles(args: &DemoArgs) -> Result<ExitCode> {
+pub fn run_profiles(args: &ProfilesOptions) -> Result<()> {
     let dir = tempfile::tempdir().context("creating a temporary directory")?;
     eprintln!("pivgate demo --profiles: software PIV cards at a simulated door, every stage timed");
     eprintln!("  creating a test PKI in {} (RSA-2048 root and intermediate with FIPS 201 policies, CHUID content signer, CRLs)", dir.path().display());
@@ -480,12 +459,12 @@ fn run_profiles(args: &DemoArgs) -> Result<ExitCode> {
     let crls = pki.crl_set().context("loading the test PKI's CRLs")?;
     let authn = Authenticator::new(pki.trust_store(), crls, auth::Settings::default());
     let mut reader = if args.pcsc {
-        #[cfg(feature = "pcsc-demo")]
+        #[cfg(feature = "pcsc")]
         {
             Reader::Pcsc(host::vpcd::VpcdReader::open()?)
         }
-        #[cfg(not(feature = "pcsc-demo"))]
-        bail!("this pivgate was built without the pcsc-demo feature: --pcsc is not available");
+        #[cfg(not(feature = "pcsc"))]
+        bail!("this pivgate was built without PC/SC demo support (feature `pcsc-demo`): --pcsc is not available");
     } else {
         Reader::InProcess
     };
@@ -514,7 +493,7 @@ fn run_profiles(args: &DemoArgs) -> Result<ExitCode> {
                     .context("personalising the card image")
             };
             let series = match &mut reader {
-                #[cfg(feature = "pcsc-demo")]
+                #[cfg(feature = "pcsc")]
                 Reader::Pcsc(r) => r.with_card(image()?, profile, |t| {
                     tap_series(&authn, n, |authn| {
                         anyhow::Ok(authn.authenticate(t, auth::Mechanism::PkiCak, None, None))
@@ -526,7 +505,7 @@ fn run_profiles(args: &DemoArgs) -> Result<ExitCode> {
                     anyhow::Ok(authn.authenticate(&mut t, auth::Mechanism::PkiCak, None, None))
                 })?,
             };
-            rows.extend(render::Row::from_series(c.name, profile, &series)?);
+            rows.extend(report::Row::from_series(c.name, profile, &series)?);
             all.extend(series.full);
             all.extend(series.repeat);
         }
@@ -541,7 +520,7 @@ fn run_profiles(args: &DemoArgs) -> Result<ExitCode> {
     } else {
         "in-process (no daemon, no hardware)"
     };
-    print!("{}", render::table(&rows, how));
-    print!("{}", render::comparison(&rows));
-    Ok(ExitCode::SUCCESS)
+    print!("{}", report::table(&rows, how));
+    print!("{}", report::comparison(&rows));
+    Ok(())
 }
