@@ -423,6 +423,21 @@ impl AccessSnapshot {
         Ok(ix)
     }
 
+    /// The enrolled credential whose identifiers a card presented, whether or
+    /// not the card was accepted: an audit record of a refused tap names
+    /// whose card it claims to be (a revoked card, a copy of a CHUID). The
+    /// strongest identifier that matches decides, as in [`Self::decide`].
+    pub fn claimed_credential(&self, id: &Identity) -> Option<&Credential> {
+        let ix = match self.identify(id) {
+            Ok(ix) => ix,
+            Err(Refusal::IdentityMismatch { credential, .. }) => {
+                return self.credential(credential);
+            }
+            Err(_) => return None,
+        };
+        self.credentials().get(ix as usize)
+    }
+
     /// Decides one tap at `now`. The rules, in order (the first that fails
     /// refuses):
     ///

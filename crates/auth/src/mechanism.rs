@@ -347,18 +347,32 @@ impl Authenticator {
         Ok(())
     }
 
-    /// PKI-AUTH: PIN, then key 9A.
+    /// PKI-AUTH: the card proven genuine first, then the PIN, then key 9A.
+    ///
+    /// The PIN goes only to a card that has proven it is the one its
+    /// certificates name: PKI-CAK first (the card authentication key needs
+    /// no PIN; a repeat card takes the fast path), then the PIV
+    /// authentication certificate is read and validated and must name the
+    /// same card (card UUID, FASC-N). A counterfeit card carrying copies of
+    /// a cardholder's certificates fails the card authentication challenge
+    /// and never sees the PIN.
     fn pki_auth(
         &self,
         ch: &mut dyn Channel,
         run: &mut Run,
         pin: Option<&String>,
     ) -> Result<(), Refusal> {
-        self.select(ch, run)?;
+        let pin = pin.ok_or_else(|| Refusal::PinUnavailable("PKI-AUTH needs a PIN".into()))?;
+        self.pki_cak(ch, run)?;
+        let proven = std::mem::take(&mut run.card);
+        let path = run.path;
         let now = self.now();
         let store = self.trust.load();
         let crls = self.crls.load_full();
-        let pin = pin.ok_or_else(|| Refusal::PinUnavailable("PKI-AUTH needs a PIN".into()))?;
+        let (cert_der, chuid) = self.read(ch, run, TAG_CERT_9A, KeyRole::PivAuthentication)?;
+        let cert = self.validate(run, &store, &crls, &cert_der, CertProfile::PivAuth, now)?;
+        run.lap(StageName::Validate, ch);
+        same_card(&proven, &cert.identity)?;
         match Piv::new(ch).verify_pin(pin.as_bytes()) {
             Ok(()) => {}
             Err(ClientError::WrongPin { retries }) => {
@@ -373,9 +387,6 @@ impl Authenticator {
             Err(e) => return Err(e.into()),
         }
         run.lap(StageName::Challenge, ch);
-        let (cert_der, chuid) = self.read(ch, run, TAG_CERT_9A, KeyRole::PivAuthentication)?;
-        let cert = self.validate(run, &store, &crls, &cert_der, CertProfile::PivAuth, now)?;
-        run.lap(StageName::Validate, ch);
         let signed = self.challenge(ch, run, KEY_9A, &cert.key)?;
         run.lap(StageName::Challenge, ch);
         self.verify(
@@ -385,6 +396,11 @@ impl Authenticator {
             chuid.as_ref(),
             KeyRole::PivAuthentication,
         )?;
+        // The 9A certificate was read in full either way.
+        run.path = match path {
+            PathTaken::Fast => PathTaken::Full,
+            p => p,
+        };
         run.lap(StageName::Verify, ch);
         Ok(())
     }
@@ -545,4 +561,34 @@ fn sha(h: Hash, data: &[u8]) -> Vec<u8> {
         _ => &aws_lc_rs::digest::SHA256,
     };
     aws_lc_rs::digest::digest(alg, data).as_ref().to_vec()
+}
+
+/// Whether the card authentication key proved the card that the PIV
+/// authentication certificate names: every identifier both carry agrees,
+/// and they share at least one.
+fn same_card(proven: &CardIdentity, piv: &CardIdentity) -> Result<(), Refusal> {
+    let mut compared = false;
+    if let (Some(a), Some(b)) = (&proven.uuid, &piv.uuid) {
+        compared = true;
+        if a != b {
+            return Err(Refusal::DifferentCards {
+                identifier: "card UUID",
+            });
+        }
+    }
+    if let (Some(a), Some(b)) = (&proven.fascn, &piv.fascn) {
+        compared = true;
+        if a != b {
+            return Err(Refusal::DifferentCards {
+                identifier: "FASC-N",
+            });
+        }
+    }
+    if compared {
+        Ok(())
+    } else {
+        Err(Refusal::DifferentCards {
+            identifier: "card UUID or FASC-N (neither certificate carries both)",
+        })
+    }
 }

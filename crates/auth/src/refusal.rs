@@ -102,6 +102,10 @@ pub enum Refusal {
     /// The host could not draw a challenge.
     #[error("the host's random generator failed")]
     RandomFailed,
+    /// The card authentication key proved one card and the PIV
+    /// authentication certificate names another: the PIN was not sent.
+    #[error("the card authentication and PIV authentication certificates name different cards ({identifier}); the PIN was not sent")]
+    DifferentCards { identifier: &'static str },
     /// A refusal read back from storage: its code and sentence as recorded.
     #[error("{reason}")]
     Recorded { code: &'static str, reason: String },
@@ -126,6 +130,7 @@ pub const CODES: &[&str] = &[
     "pin-format",
     "pin-unavailable",
     "host-random-failed",
+    "card-keys-disagree",
 ];
 
 impl Refusal {
@@ -151,6 +156,7 @@ impl Refusal {
             Refusal::PinFormat => "pin-format",
             Refusal::PinUnavailable(_) => "pin-unavailable",
             Refusal::RandomFailed => "host-random-failed",
+            Refusal::DifferentCards { .. } => "card-keys-disagree",
             Refusal::Recorded { code, .. } => code,
         }
     }

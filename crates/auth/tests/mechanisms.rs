@@ -616,3 +616,107 @@ fn the_link_share_is_recorded_only_for_transports_that_know_their_line_time() {
         serde_json::from_str(&serde_json::to_string(&t).unwrap()).unwrap();
     assert_eq!(back.link_us, t.link_us);
 }
+
+/// A card that records the instruction byte of every command it is sent.
+struct Watched {
+    inner: InProcess,
+    sent: Vec<u8>,
+}
+
+impl Channel for Watched {
+    fn transmit(&mut self, apdu: &[u8]) -> Result<Vec<u8>, TransportError> {
+        if apdu.len() > 1 {
+            self.sent.push(apdu[1]);
+        }
+        self.inner.transmit(apdu)
+    }
+    fn extended_length(&self) -> bool {
+        true
+    }
+    fn traffic(&self) -> Traffic {
+        self.inner.traffic()
+    }
+}
+
+impl Transport for Watched {
+    fn transaction(
+        &mut self,
+        f: &mut dyn FnMut(&mut dyn Channel) -> Result<(), TransportError>,
+    ) -> Result<(), TransportError> {
+        f(self)
+    }
+    fn reconnect(&mut self, reset: bool) -> Result<(), TransportError> {
+        self.inner.reconnect(reset)
+    }
+    fn atr(&self) -> &[u8] {
+        self.inner.atr()
+    }
+    fn reader(&self) -> &str {
+        "watched"
+    }
+}
+
+const VERIFY: u8 = 0x20;
+
+fn pki_auth_watched(img: CardImage) -> (auth::Transaction, Vec<u8>) {
+    let mut t = Watched {
+        inner: transport(img),
+        sent: Vec::new(),
+    };
+    let tx = authenticator().authenticate(
+        &mut t,
+        Mechanism::PkiAuth,
+        Some(&mut FixedPin::new("123456")),
+        None,
+    );
+    (tx, t.sent)
+}
+
+#[test]
+fn pki_auth_sends_the_pin_only_to_a_card_proven_genuine() {
+    let f = fixture();
+    // The genuine card: proven by its card authentication key, then the PIN.
+    let (tx, sent) = pki_auth_watched(image(&f.p256));
+    granted(&tx);
+    assert!(sent.contains(&VERIFY));
+    assert!(
+        sent.iter().position(|&i| i == 0x87) < sent.iter().position(|&i| i == VERIFY),
+        "a GENERAL AUTHENTICATE (9E) comes before VERIFY: {sent:02X?}"
+    );
+
+    // A counterfeit: another card's keys behind copies of the cardholder's
+    // certificates and CHUID. It fails the card authentication challenge
+    // and never receives the PIN.
+    let stranger = f
+        .pki
+        .issue_card(&CardOptions {
+            algorithm: KeyAlgorithm::P256,
+            ..CardOptions::default()
+        })
+        .unwrap();
+    let mut fake = image(&stranger);
+    for slot in [0x9E, 0x9A] {
+        let key = KeyRef::from_byte(slot).unwrap();
+        fake.put_certificate(key, &f.p256.slot(slot).unwrap().certificate)
+            .unwrap();
+    }
+    fake.put_object(DataObject::Chuid, f.p256.chuid.clone());
+    let (tx, sent) = pki_auth_watched(fake);
+    assert_eq!(common::refusal_code(&tx), "signature-mismatch", "{tx:?}");
+    assert!(!sent.contains(&VERIFY), "the PIN was sent: {sent:02X?}");
+
+    // A genuine card authentication key beside another card's PIV
+    // authentication certificate (and key): refused before the PIN.
+    let mut mixed = image(&f.p256);
+    let other = f.rsa.slot(0x9A).unwrap();
+    mixed
+        .import_key(KeyRef::PivAuth, &other.private_key_pkcs8)
+        .unwrap();
+    mixed
+        .put_certificate(KeyRef::PivAuth, &other.certificate)
+        .unwrap();
+    let (tx, sent) = pki_auth_watched(mixed);
+    assert_eq!(common::refusal_code(&tx), "card-keys-disagree", "{tx:?}");
+    assert!(refused(&tx).contains("the PIN was not sent"), "{tx:?}");
+    assert!(!sent.contains(&VERIFY), "the PIN was sent: {sent:02X?}");
+}

@@ -170,6 +170,13 @@ impl AccessData {
         }
         let actor = actor.to_string();
         let now = Timestamp::now();
+        // From the commit until the new snapshot is in force no tap
+        // decides (taps deciding now finish first): none opens a door on
+        // the state this change replaces.
+        let _opening = match (&self.controller, E::ACCESS) {
+            (Some(c), true) => Some(c.opening().clone().write_owned().await),
+            _ => None,
+        };
         let done = match &self.log {
             Some(log) => log.change(move |tx| edit.write(tx, actor, now)).await?,
             None => {
@@ -188,6 +195,10 @@ impl AccessData {
     /// flight finish on the old one): after a change, and on SIGHUP.
     pub async fn reload(&self) -> Result<usize, StoreError> {
         let _one_at_a_time = self.lock.lock().await;
+        let _opening = match &self.controller {
+            Some(c) => Some(c.opening().clone().write_owned().await),
+            None => None,
+        };
         self.swap().await
     }
 

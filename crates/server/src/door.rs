@@ -46,8 +46,19 @@ pub struct OutputError {
 /// The lock of each door. Implementations must return quickly (they run at
 /// the end of a tap): schedule the relock rather than sleeping.
 pub trait DoorOutput: Send + Sync {
-    /// Releases the lock of `door` for `duration`, then locks it again.
+    /// Releases the lock of `door` for `duration`, then locks it again. An
+    /// output that knows the door's mode refuses while it is `Locked`.
     fn momentary_unlock(&self, door: DoorId, duration: Duration) -> Result<(), OutputError>;
+
+    /// [`momentary_unlock`](Self::momentary_unlock) of a door in `Locked`
+    /// mode, commanded with an explicit override (and recorded as one).
+    fn momentary_unlock_overriding(
+        &self,
+        door: DoorId,
+        duration: Duration,
+    ) -> Result<(), OutputError> {
+        self.momentary_unlock(door, duration)
+    }
 
     /// Puts `door` in `mode`: `Unlocked` holds the lock released until the
     /// mode changes again; `Normal` and `Locked` lock it.
@@ -249,6 +260,12 @@ pub struct Controller {
     observer: Option<Arc<dyn TapObserver>>,
     /// Counts snapshot swaps, for those that follow them (reader threads).
     swaps: tokio::sync::watch::Sender<u64>,
+    /// The moment of opening: a tap holds it (shared) from its decision
+    /// until its event is committed and the door signalled; a change to
+    /// access data holds it (exclusive) from its commit until its snapshot
+    /// is in force. A tap therefore decides against the state in force
+    /// when the door opens, never against one a committed change replaced.
+    opening: Arc<tokio::sync::RwLock<()>>,
 }
 
 impl std::fmt::Debug for Controller {
@@ -291,7 +308,14 @@ impl Controller {
             clock: Arc::new(Timestamp::now),
             observer: None,
             swaps: tokio::sync::watch::Sender::new(0),
+            opening: Arc::new(tokio::sync::RwLock::new(())),
         }
+    }
+
+    /// The lock a change to access data holds (write) from its commit until
+    /// its snapshot is swapped in (see the field's description).
+    pub fn opening(&self) -> &Arc<tokio::sync::RwLock<()>> {
+        &self.opening
     }
 
     /// Reports every tap to `observer`.
@@ -393,16 +417,17 @@ impl Controller {
         pin: Pin<'_>,
         detect: Option<Duration>,
     ) -> Result<TapResult, TapError> {
-        let snapshot = self.snapshot.load_full();
-        let bound = snapshot
-            .reader(reader)
-            .ok_or(TapError::UnknownReader(reader))?;
-        let door = snapshot.door(bound.door).ok_or(TapError::UnknownDoor {
-            reader,
-            door: bound.door,
-        })?;
-        let door_id = door.id;
-        let mechanism = door.mechanism;
+        let (door_id, mechanism) = {
+            let snapshot = self.snapshot.load();
+            let bound = snapshot
+                .reader(reader)
+                .ok_or(TapError::UnknownReader(reader))?;
+            let door = snapshot.door(bound.door).ok_or(TapError::UnknownDoor {
+                reader,
+                door: bound.door,
+            })?;
+            (door.id, door.mechanism)
+        };
         // The PIN is asked for only at card + PIN doors.
         let authn = &self.authenticator;
         let mut transaction = match pin {
@@ -412,11 +437,19 @@ impl Controller {
                 authn.authenticate(transport, mechanism, Some(&mut keypad), detect)
             }
         };
+
+        // The moment of opening. Authentication may have taken seconds (a
+        // PIN typed at the keypad): the decision reads the state in force
+        // now, and no change commits until the door has been signalled.
+        let _opening = self.opening.blocking_read();
+        let snapshot = self.snapshot.load_full();
         let now = (self.clock)();
+        // A door removed meanwhile stays shut; one locked meanwhile too.
+        let mode = snapshot.door(door_id).map_or(DoorMode::Locked, |d| d.mode);
 
         let (decision, event, previous) = match &transaction.outcome {
             Outcome::Refused(r) => {
-                let event = NewEvent::refused_tap(
+                let mut event = NewEvent::refused_tap(
                     now,
                     door_id,
                     Some(reader),
@@ -424,6 +457,12 @@ impl Controller {
                     r.to_string(),
                     serde_json::to_value(&transaction).unwrap_or_default(),
                 );
+                // Whose card this claims to be: a revoked or damaged card
+                // names the credential its identifiers match.
+                if let Some(c) = snapshot.claimed_credential(&identity(&transaction)) {
+                    event.credential = Some(c.id);
+                    event.cardholder = Some(c.cardholder);
+                }
                 (None, event, None)
             }
             Outcome::Granted => {
@@ -442,7 +481,7 @@ impl Controller {
                     let previous = d.passback.as_ref().map(|u| {
                         let before = pb.get(u.site, u.cardholder);
                         pb.apply(u);
-                        (u.site, u.cardholder, before)
+                        (*u, before)
                     });
                     (d, previous)
                 };
@@ -458,22 +497,24 @@ impl Controller {
         };
         let started = Instant::now();
         let committed = self.runtime.block_on(self.log.append(event));
-        if let (Err(_), Some((site, cardholder, before))) = (&committed, previous) {
+        if let (Err(_), Some((applied, before))) = (&committed, previous) {
+            // Undone only if no later tap of the cardholder changed it since.
             let mut pb = self.passback.lock().unwrap_or_else(|p| p.into_inner());
-            match before {
-                Some(presence) => pb.apply(&access::PassbackUpdate {
-                    site,
-                    cardholder,
-                    presence,
-                }),
-                None => pb.forget(site, cardholder),
+            if pb.get(applied.site, applied.cardholder) == Some(applied.presence) {
+                match before {
+                    Some(presence) => pb.apply(&access::PassbackUpdate {
+                        presence,
+                        ..applied
+                    }),
+                    None => pb.forget(applied.site, applied.cardholder),
+                }
             }
         }
         let result = self.finish(
             transaction,
             now,
             door_id,
-            door.mode,
+            mode,
             reader,
             decision,
             committed,
@@ -537,35 +578,46 @@ impl Controller {
     }
 
     /// A momentary unlock commanded by `actor` (an API token name): the
-    /// command event is committed, then the lock released.
+    /// command event is committed, then the lock released. A door in
+    /// `locked` mode is released only when `override_locked` says so, and
+    /// the event says it was an override.
     pub async fn unlock(
         &self,
         door: DoorId,
         actor: &str,
         why: Option<&str>,
+        override_locked: bool,
     ) -> Result<EventId, CommandError> {
+        // As a tap: decided on the state in force when the lock opens.
+        let _opening = self.opening.read().await;
         let snapshot = self.snapshot.load_full();
         let d = snapshot.door(door).ok_or(CommandError::UnknownDoor(door))?;
-        let event = NewEvent::door_command(
-            (self.clock)(),
-            actor,
-            door,
-            "unlock",
-            match why {
-                Some(w) => format!(
-                    "momentary unlock of `{}` for {} ms by {actor}: {w}",
-                    d.name,
-                    self.unlock.as_millis()
-                ),
-                None => format!(
-                    "momentary unlock of `{}` for {} ms by {actor}",
-                    d.name,
-                    self.unlock.as_millis()
-                ),
-            },
+        let overriding = d.mode == DoorMode::Locked;
+        if overriding && !override_locked {
+            return Err(CommandError::Locked(door));
+        }
+        let mut text = format!(
+            "momentary unlock of `{}` for {} ms by {actor}",
+            d.name,
+            self.unlock.as_millis()
         );
+        if overriding {
+            text.push_str(", overriding its locked mode");
+        }
+        if let Some(w) = why {
+            text.push_str(": ");
+            text.push_str(w);
+        }
+        let command = if overriding {
+            "unlock-override"
+        } else {
+            "unlock"
+        };
+        let event = NewEvent::door_command((self.clock)(), actor, door, command, text);
         let id = self.log.append(event).await?;
-        if d.mode != DoorMode::Unlocked {
+        if overriding {
+            self.output.momentary_unlock_overriding(door, self.unlock)?;
+        } else if d.mode != DoorMode::Unlocked {
             self.output.momentary_unlock(door, self.unlock)?;
         }
         Ok(id)
@@ -623,6 +675,8 @@ pub async fn load_passback(
 pub enum CommandError {
     #[error("door {0} does not exist")]
     UnknownDoor(DoorId),
+    #[error("door {0} is in locked mode: a momentary unlock needs an explicit override")]
+    Locked(DoorId),
     #[error(transparent)]
     Store(#[from] StoreError),
     #[error(transparent)]

@@ -286,8 +286,8 @@ fn timer_units(d: Duration) -> u16 {
     u16::try_from(d.as_millis().div_ceil(100)).unwrap_or(u16::MAX)
 }
 
-impl DoorOutput for OsdpOutput {
-    fn momentary_unlock(&self, door: DoorId, duration: Duration) -> Result<(), OutputError> {
+impl OsdpOutput {
+    fn release(&self, door: DoorId, duration: Duration) -> Result<(), OutputError> {
         let driven = self.drive(door, |r| OutputControl {
             output: r.output,
             // Temporary on, then back to the permanent state (locked).
@@ -307,6 +307,34 @@ impl DoorOutput for OsdpOutput {
             }
             None => self.fallback.momentary_unlock(door, duration),
         }
+    }
+}
+
+impl DoorOutput for OsdpOutput {
+    /// Refused while the door is in `locked` mode: whoever asks, the lock
+    /// relay of a locked door stays shut without an explicit override.
+    fn momentary_unlock(&self, door: DoorId, duration: Duration) -> Result<(), OutputError> {
+        let locked = self
+            .snapshot
+            .load()
+            .as_ref()
+            .and_then(|s| s.door(door).map(|d| d.mode == DoorMode::Locked))
+            .unwrap_or(false);
+        if locked {
+            return Err(OutputError {
+                door,
+                problem: "the door is in locked mode; the lock stays shut".into(),
+            });
+        }
+        self.release(door, duration)
+    }
+
+    fn momentary_unlock_overriding(
+        &self,
+        door: DoorId,
+        duration: Duration,
+    ) -> Result<(), OutputError> {
+        self.release(door, duration)
     }
 
     fn set_mode(&self, door: DoorId, mode: DoorMode) -> Result<(), OutputError> {

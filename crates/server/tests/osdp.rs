@@ -371,7 +371,10 @@ fn secure_transparent_taps_feedback_lock_output_and_offline_events() {
 
     // A momentary unlock from the API pulses the same output.
     site.rt
-        .block_on(l.controller.unlock(tap.event.door.unwrap(), "test", None))
+        .block_on(
+            l.controller
+                .unlock(tap.event.door.unwrap(), "test", None, false),
+        )
         .unwrap();
     let out = wait_told(&told, "to pulse the lock", |t| matches!(t, Told::Output(_)));
     assert!(matches!(out, Told::Output(o) if o.control_code == 4 && o.timer == 30));
@@ -414,7 +417,7 @@ fn secure_transparent_taps_feedback_lock_output_and_offline_events() {
     // An unlock with the reader offline says so (the command is logged).
     let e = site
         .rt
-        .block_on(l.controller.unlock(door_id, "test", None))
+        .block_on(l.controller.unlock(door_id, "test", None, false))
         .unwrap_err()
         .to_string();
     assert!(e.contains("is offline"), "{e}");

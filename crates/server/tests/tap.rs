@@ -16,7 +16,8 @@ use auth::{Authenticator, FixedPin, Settings, StageName};
 use card::Card;
 use host::InProcess;
 use pki_issue::{CardCredentials, CardOptions, TestPki, TestPkiOptions};
-use server::door::{Controller, SimulatedOutput, TapResult};
+use server::admin::{AccessData, EntityChange, SetMode};
+use server::door::{CommandError, Controller, SimulatedOutput, TapResult};
 use store::testing::{postgres_or_skip, TempCluster};
 use store::{EventLog, EventQuery, EventResult, Store};
 
@@ -30,7 +31,7 @@ struct Site_ {
     _dir: tempfile::TempDir,
     store: Store,
     sql: Store,
-    controller: Controller,
+    controller: Arc<Controller>,
     output: Arc<SimulatedOutput>,
     pki: TestPki,
     alice: CardCredentials,
@@ -185,6 +186,7 @@ fn site_on(cluster: Option<TempCluster>) -> Site_ {
         Duration::from_millis(3000),
     )
     .with_clock(Arc::new(move || noon));
+    let controller = Arc::new(controller);
     Site_ {
         rt,
         _dir: dir,
@@ -333,6 +335,9 @@ fn revoked_after_crl_refresh_is_refused_by_authentication_on(s: &mut Site_) {
     assert_eq!(e.event.result, Some(EventResult::Refused));
     assert_eq!(e.event.code.as_deref(), Some(r.code()));
     assert_eq!(e.event.door, Some(DoorId(1)));
+    // The audit record names whose revoked card it was.
+    assert_eq!(e.event.credential, Some(CredentialId(1)));
+    assert_eq!(e.event.cardholder, Some(CardholderId(1)));
     assert_eq!(
         s.output.releases().len(),
         before + 1,
@@ -403,7 +408,7 @@ fn momentary_unlock_command_is_logged_first() {
     let id =
         s.rt.block_on(
             s.controller
-                .unlock(DoorId(1), "ops-token", Some("delivery")),
+                .unlock(DoorId(1), "ops-token", Some("delivery"), false),
         )
         .unwrap();
     assert!(id.0 > 0);
@@ -418,7 +423,7 @@ fn momentary_unlock_command_is_logged_first() {
     assert!(reason.ends_with("by ops-token: delivery"), "{reason}");
     assert!(s
         .rt
-        .block_on(s.controller.unlock(DoorId(9), "x", None))
+        .block_on(s.controller.unlock(DoorId(9), "x", None, false))
         .is_err());
 }
 
@@ -466,4 +471,108 @@ fn decide_and_signal_stage_times() {
         p(&total, 0.5),
         p(&total, 0.99)
     );
+}
+
+/// A PIN typed at the keypad after `meanwhile` ran: what an admin does while
+/// a tap waits at a card + PIN door.
+struct PinAfter<F: FnMut()>(Option<F>);
+
+impl<F: FnMut()> auth::PinSource for PinAfter<F> {
+    fn pin(&mut self) -> Result<zeroize::Zeroizing<String>, String> {
+        if let Some(mut meanwhile) = self.0.take() {
+            meanwhile();
+        }
+        Ok(zeroize::Zeroizing::new("123456".into()))
+    }
+}
+
+fn tap_while(
+    s: &Site_,
+    c: &CardCredentials,
+    reader: ReaderId,
+    meanwhile: impl FnMut(),
+) -> TapResult {
+    let mut t = InProcess::new(Card::new(c.card_image(Some(7)).unwrap()));
+    let mut pin = PinAfter(Some(meanwhile));
+    s.controller
+        .tap(&mut t, reader, Some(&mut pin), None)
+        .unwrap()
+}
+
+fn lock_door(s: &Site_, access: &AccessData, door: DoorId) {
+    let edit = SetMode {
+        door,
+        mode: access::DoorMode::Locked,
+        reason: Some("lockdown".into()),
+    };
+    s.rt.block_on(access.change("admin", edit)).unwrap();
+}
+
+#[test]
+fn a_door_locked_while_a_tap_waits_for_its_pin_stays_shut() {
+    let s = site();
+    let access = AccessData::new(s.store.clone(), s.controller.clone());
+    let r = tap_while(&s, &s.alice, SERVER_ROOM, || {
+        lock_door(&s, &access, DoorId(2))
+    });
+    assert!(!r.granted() && !r.opened, "{} {:?}", r.code(), r.reason());
+    assert_eq!(r.code(), "door-locked");
+    assert!(s.output.releases().is_empty(), "the lock was never pulsed");
+    assert_eq!(stored(&s, &r).event.code.as_deref(), Some("door-locked"));
+}
+
+#[test]
+fn a_cardholder_suspended_while_a_tap_waits_for_the_pin_is_refused() {
+    let s = site();
+    let access = AccessData::new(s.store.clone(), s.controller.clone());
+    let r = tap_while(&s, &s.alice, SERVER_ROOM, || {
+        let mut alice = holder(1, "Alice");
+        alice.status = CardholderStatus::Suspended {
+            reason: "badge reported stolen".into(),
+        };
+        s.rt.block_on(access.change("admin", EntityChange::Replace(alice)))
+            .unwrap();
+    });
+    assert!(!r.granted() && !r.opened);
+    assert_eq!(r.code(), "cardholder-suspended");
+    assert!(s.output.releases().is_empty());
+    // Without the change the same tap opens: the refusal came from it.
+    let mut alice = holder(1, "Alice");
+    alice.status = CardholderStatus::Active;
+    s.rt.block_on(access.change("admin", EntityChange::Replace(alice)))
+        .unwrap();
+    assert!(tap_while(&s, &s.alice, SERVER_ROOM, || ()).opened);
+}
+
+#[test]
+fn a_locked_door_opens_for_a_command_only_with_an_override_that_is_recorded() {
+    let s = site();
+    let access = AccessData::new(s.store.clone(), s.controller.clone());
+    lock_door(&s, &access, DoorId(1));
+    let refused =
+        s.rt.block_on(s.controller.unlock(DoorId(1), "ops", None, false));
+    assert!(
+        matches!(refused, Err(CommandError::Locked(DoorId(1)))),
+        "{refused:?}"
+    );
+    assert!(s.output.releases().is_empty());
+    assert!(
+        !tap(&s, &s.alice, FRONT, None).opened,
+        "locked wins over a tap"
+    );
+
+    let id =
+        s.rt.block_on(
+            s.controller
+                .unlock(DoorId(1), "ops", Some("fire drill"), true),
+        )
+        .unwrap();
+    assert_eq!(s.output.releases().len(), 1);
+    let page =
+        s.rt.block_on(s.store.query_events(&EventQuery::default()))
+            .unwrap();
+    let e = page.events.iter().find(|e| e.id == id).unwrap();
+    assert_eq!(e.event.code.as_deref(), Some("unlock-override"));
+    let reason = e.event.reason.as_deref().unwrap();
+    assert!(reason.contains("overriding its locked mode"), "{reason}");
 }

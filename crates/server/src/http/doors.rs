@@ -52,6 +52,7 @@ pub const LATENCY_MAX_EVENTS: usize = 50_000;
         (status = 401, description = "No token, or an unknown one", body = ErrorBody),
         (status = 403, description = "The token is a viewer token", body = ErrorBody),
         (status = 404, description = "No such door", body = ErrorBody),
+        (status = 409, description = "The door is in locked mode and `override` was not set", body = ErrorBody),
         (status = 422, description = "A field is wrong or unknown; `field` names it", body = ErrorBody),
     ))]
 pub async fn unlock(
@@ -73,7 +74,12 @@ pub async fn unlock(
     let l = loaded(&state)?;
     match l
         .controller
-        .unlock(door, &token.name, body.reason.as_deref())
+        .unlock(
+            door,
+            &token.name,
+            body.reason.as_deref(),
+            body.override_locked,
+        )
         .await
     {
         Ok(event) => Ok(Json(json!({
@@ -84,6 +90,10 @@ pub async fn unlock(
         Err(CommandError::UnknownDoor(d)) => Err(ApiError::not_found(
             "id",
             format!("door {d} does not exist"),
+        )),
+        Err(e @ CommandError::Locked(_)) => Err(ApiError::conflict(
+            "override",
+            format!("{e}: send {{\"override\": true}} to release it anyway"),
         )),
         Err(e) => Err(ApiError::internal(e)),
     }

@@ -318,6 +318,10 @@ pub struct UnlockCommand {
     /// Why, for the log (at most 1000 bytes).
     #[serde(default)]
     pub reason: Option<String>,
+    /// Release a door in `locked` mode anyway; without it such a door
+    /// answers 409. The event records the override.
+    #[serde(default, rename = "override")]
+    pub override_locked: bool,
 }
 
 /// The body of `POST /api/v1/doors/{id}/keypad`.
