@@ -265,9 +265,7 @@ fn axe_script() -> Option<String> {
     if let Some(home) = std::env::var_os("HOME") {
         paths.push(Path::new(&home).join(".cache/pivgate/npm/node_modules/axe-core/axe.min.js"));
     }
-    paths
-        .iter()
-        .find_map(|p| std::fs::read_to_string(p).ok())
+    paths.iter().find_map(|p| std::fs::read_to_string(p).ok())
 }
 
 /// The rule sets every page must pass: WCAG 2.0 and 2.1, levels A and AA.
@@ -461,10 +459,39 @@ impl Browser {
         let until = std::time::Instant::now() + WAIT;
         while !self.focus_is(css).await {
             if std::time::Instant::now() > until {
-                panic!("the focus never came to `{css}`: it is on {}", self.focused().await);
+                panic!(
+                    "the focus never came to `{css}`: it is on {}",
+                    self.focused().await
+                );
             }
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
+    }
+
+    /// Waits until `script` answers true; `what` says what for the message.
+    async fn wait_true(&self, script: &str, what: &str) {
+        let until = std::time::Instant::now() + WAIT;
+        while self.client.execute(script, vec![]).await.unwrap() != json!(true) {
+            if std::time::Instant::now() > until {
+                self.shot("failure").await;
+                panic!("{what}: never true");
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    /// The focused element's outline: visible (solid, at least 2 pixels)?
+    async fn focus_ring(&self) -> String {
+        self.client
+            .execute(
+                "const s = getComputedStyle(document.activeElement); return `${s.outlineStyle} ${s.outlineWidth} ${s.outlineColor}`;",
+                vec![],
+            )
+            .await
+            .unwrap()
+            .as_str()
+            .unwrap()
+            .to_string()
     }
 
     /// Tab (or Shift-Tab, `back`) until the focus is on `css`, as someone
@@ -476,7 +503,10 @@ impl Browser {
             }
             self.press(Key::Tab, back).await;
         }
-        panic!("Tab never reached `{css}`: the focus is on {}", self.focused().await);
+        panic!(
+            "Tab never reached `{css}`: the focus is on {}",
+            self.focused().await
+        );
     }
 
     /// A screenshot of the page, and its audit.
@@ -518,6 +548,20 @@ impl Browser {
             Ok(e) => e.text().await.unwrap_or_default(),
             Err(_) => String::new(),
         }
+    }
+
+    /// The text of `css`, shown or not (read out by screen readers).
+    async fn text_content(&self, css: &str) -> String {
+        self.client
+            .execute(
+                "const e = document.querySelector(arguments[0]); return e ? e.textContent : '';",
+                vec![json!(css)],
+            )
+            .await
+            .unwrap()
+            .as_str()
+            .unwrap_or_default()
+            .to_string()
     }
 
     async fn click(&self, css: &str) {
@@ -988,6 +1032,24 @@ fn dashboard_over_the_demo_shows_every_page_populated() {
             .unwrap()
             .len();
         assert!(taps >= 7, "{taps} taps drawn");
+        // Each bar is also given in words; granted and refused differ in
+        // shape (✓, ✕) as well as colour and text.
+        let words = b
+            .text_content("[data-page=live] tr.event[data-kind=tap] .stages .sr-only")
+            .await;
+        assert!(words.contains("decide ") && words.contains(" ms"), "{words}");
+        for (result, mark) in [("granted", "✓"), ("refused", "✕")] {
+            let before = b
+                .client
+                .execute(
+                    "return getComputedStyle(document.querySelector(`[data-page=live] .badge.${arguments[0]}`), '::before').content;",
+                    vec![json!(result)],
+                )
+                .await
+                .unwrap();
+            let before = before.as_str().unwrap_or_default().to_string();
+            assert!(before.contains(mark), "{result}: {before}");
+        }
         b.shot("demo-live-viewer").await;
         // Every page in both roles that see different controls, populated:
         // the viewer's pages are audited, then the admin's (saved).
@@ -1003,6 +1065,12 @@ fn dashboard_over_the_demo_shows_every_page_populated() {
                     page.split('/').next().unwrap()
                 };
                 b.wait_for(&format!("[data-page={key}] {ready}")).await;
+                // One h1, and a title that names it.
+                b.wait_true(
+                    "const h = document.querySelectorAll('h1'); return h.length === 1 && document.title.startsWith(`${h[0].textContent} · `) && document.title.endsWith(' · pivgate');",
+                    &format!("{page}: one h1 named in the title"),
+                )
+                .await;
                 let name = format!("demo-{}", page.replace('/', "-"));
                 if role == "admin" {
                     b.check(&name).await;
@@ -1133,7 +1201,13 @@ fn live_view_reconnects_after_the_service_restarts() {
         b
     });
     add(&site.base, &site.admin, "Before Restart");
-    rt.block_on(b.wait_for("[data-page=live] tr.event[data-kind=admin]"));
+    rt.block_on(async {
+        b.wait_for("[data-page=live] tr.event[data-kind=admin]")
+            .await;
+        // Read out politely, the focus left where it was.
+        let said = b.text_content("#live-announce[aria-live=polite]").await;
+        assert!(said.starts_with("Change"), "{said}");
+    });
     site.restart();
     add(&site.base, &site.admin, "After Restart");
     rt.block_on(async {
@@ -1141,15 +1215,16 @@ fn live_view_reconnects_after_the_service_restarts() {
         // reconnection, the second arrived through the new stream.
         b.wait_for("[data-page=live] tr.event[data-kind=admin] + tr.event[data-kind=admin]")
             .await;
-        let rows = b
+        // Read at once: the rows are drawn again when the names reload.
+        let texts = b
             .client
-            .find_all(Locator::Css("[data-page=live] tr.event"))
+            .execute(
+                "return [...document.querySelectorAll('[data-page=live] tr.event')].map((r) => r.innerText);",
+                vec![],
+            )
             .await
             .unwrap();
-        let mut texts = Vec::new();
-        for r in &rows {
-            texts.push(r.text().await.unwrap());
-        }
+        let texts: Vec<String> = serde_json::from_value(texts).unwrap();
         assert_eq!(texts.len(), 2, "{texts:?}");
         assert!(texts[0].contains("After Restart"), "{texts:?}");
         assert!(texts[1].contains("Before Restart"), "{texts:?}");
@@ -1189,8 +1264,27 @@ fn keyboard_alone_signs_in_unlocks_a_door_and_finds_its_event() {
         b.wait_focus("[data-page=live] h1").await;
         assert_eq!(b.client.title().await.unwrap(), "Live · pivgate");
 
+        // The live updates can be paused from the keyboard; the page says
+        // so politely, without moving the focus.
+        b.tab_to("#pause", false).await;
+        let ring = b.focus_ring().await;
+        assert!(ring.starts_with("solid 3px"), "{ring}");
+        b.press(' ', false).await;
+        b.wait_true(
+            "return document.getElementById('pause').checked && document.activeElement.id === 'pause';",
+            "paused by Space",
+        )
+        .await;
+        assert_eq!(
+            b.text_content("#live-announce[aria-live=polite]").await,
+            "Live updates paused."
+        );
+        b.press(' ', false).await;
+
         // Back to the navigation, to Doors.
         b.tab_to("#nav a[data-page=doors]", true).await;
+        let ring = b.focus_ring().await;
+        assert!(ring.starts_with("solid 3px rgb(255, 255, 255)"), "{ring}");
         b.press(Key::Enter, false).await;
         b.wait_for("[data-page=doors] section.door").await;
         b.wait_focus("[data-page=doors] h1").await;
@@ -1227,6 +1321,8 @@ fn keyboard_alone_signs_in_unlocks_a_door_and_finds_its_event() {
         // cannot leave it, Escape cancels and gives the focus back.
         let unlock = "button[data-action=unlock][data-door='1']";
         b.tab_to(unlock, false).await;
+        let ring = b.focus_ring().await;
+        assert!(ring.starts_with("solid 3px"), "{ring}");
         b.press(Key::Enter, false).await;
         b.wait_for("dialog[open]").await;
         b.wait_focus("dialog[open] button[data-answer=cancel]").await;
