@@ -2,7 +2,7 @@
 # Installs everything pivgate needs on a fresh Debian machine, idempotently:
 # the PC/SC stack with the vpcd virtual reader, the interop peers (OpenSC,
 # yubico-piv-tool, pyscard, ykman, libosdp) and the benchmark peers (OpenSSL, GnuTLS, nginx, Python
-# cryptography). Safe to run again; it only installs what is missing.
+# cryptography) and axe-core for the dashboard's accessibility checks. Safe to run again; it only installs what is missing.
 set -euo pipefail
 
 PACKAGES=(
@@ -81,4 +81,33 @@ if ! "$OSDP_VENV/bin/python" -c "import osdp" >/dev/null 2>&1; then
   echo "setup: installing libosdp into $OSDP_VENV" >&2
   /usr/bin/python3 -m venv "$OSDP_VENV"
   "$OSDP_VENV/bin/pip" install -q --disable-pip-version-check libosdp
+fi
+
+# axe-core (npm), the accessibility rules the dashboard's browser tests run
+# in every page (crates/cli/tests/dashboard.rs). Pinned, so that a new rule
+# in a later release cannot fail a test nobody changed. npm comes with
+# Debian's npm package unless a Node.js with its own npm is installed.
+AXE_VERSION=4.14.1
+if [ -n "${PIVGATE_NPM_DIR:-}" ]; then
+  NPM_DIR="$PIVGATE_NPM_DIR"
+elif mkdir -p /opt/pivgate 2>/dev/null && [ -w /opt/pivgate ]; then
+  NPM_DIR=/opt/pivgate/npm
+else
+  NPM_DIR="${HOME:-/root}/.cache/pivgate/npm"
+fi
+axe_installed() {
+  [ -f "$NPM_DIR/node_modules/axe-core/axe.min.js" ] &&
+    grep -q "\"version\": \"$AXE_VERSION\"" "$NPM_DIR/node_modules/axe-core/package.json"
+}
+if ! axe_installed; then
+  if ! command -v npm >/dev/null 2>&1; then
+    echo "setup: installing npm" >&2
+    SUDO=""
+    if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
+    $SUDO apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends npm >/dev/null
+  fi
+  echo "setup: installing axe-core $AXE_VERSION into $NPM_DIR" >&2
+  mkdir -p "$NPM_DIR"
+  npm install --prefix "$NPM_DIR" --no-save --no-audit --no-fund --silent "axe-core@$AXE_VERSION"
 fi

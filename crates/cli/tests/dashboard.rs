@@ -4,10 +4,15 @@
 //! is tapped through pcscd + vpcd and its event appears on the Live page
 //! with its stage bar; an operator unlocks a door; a viewer cannot (the
 //! button is disabled, and the API's 403 is shown when pressed anyway).
-//! Every page is saved as a PNG under `target/dashboard-screenshots/`.
+//! Every page is saved as a PNG under `target/dashboard-screenshots/`
+//! (Live and Doors also as a 1280-pixel window zoomed to 200 %, which must
+//! not scroll sideways), and audited with axe-core's WCAG 2.0/2.1 A and AA
+//! rules: any violation fails the test. One test does a whole task (sign
+//! in, open a door, unlock it, find the event) with key presses alone.
 //!
-//! Needs `chromium` and `chromium-driver` (scripts/setup.sh): without them
-//! the browser test is skipped with a message, except in CI, where it fails.
+//! Needs `chromium`, `chromium-driver` and axe-core (scripts/setup.sh):
+//! without them the browser tests are skipped with a message, except in CI,
+//! where they fail.
 //! Without pcscd + vpcd (`PIVGATE_SKIP_PCSC`) the tap is left out.
 
 mod util;
@@ -18,6 +23,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
+use fantoccini::actions::{InputSource, KeyAction, KeyActions};
+use fantoccini::key::Key;
 use fantoccini::{Client, ClientBuilder, Locator};
 use serde_json::json;
 use util::{ok, s, CardProcess, Running, BIN};
@@ -245,14 +252,62 @@ fn chromedriver() -> (Running, String) {
     (Running(child), format!("http://127.0.0.1:{port}"))
 }
 
+/// axe-core's script, as `scripts/setup.sh` installs it (`PIVGATE_AXE`
+/// names another copy of `axe.min.js`).
+fn axe_script() -> Option<String> {
+    let mut paths = Vec::new();
+    if let Some(p) = std::env::var_os("PIVGATE_AXE") {
+        paths.push(PathBuf::from(p));
+    }
+    paths.push(PathBuf::from(
+        "/opt/pivgate/npm/node_modules/axe-core/axe.min.js",
+    ));
+    if let Some(home) = std::env::var_os("HOME") {
+        paths.push(Path::new(&home).join(".cache/pivgate/npm/node_modules/axe-core/axe.min.js"));
+    }
+    paths.iter().find_map(|p| std::fs::read_to_string(p).ok())
+}
+
+/// The rule sets every page must pass: WCAG 2.0 and 2.1, levels A and AA.
+const WCAG_TAGS: [&str; 4] = ["wcag2a", "wcag2aa", "wcag21a", "wcag21aa"];
+
+/// Runs axe-core in the page and answers its violations, one JSON object
+/// each (`id`, `impact`, `help`, `nodes`: the elements and why).
+const AXE_RUN: &str = r#"
+const [tags, done] = arguments;
+axe.run(document, { runOnly: { type: 'tag', values: tags }, resultTypes: ['violations'] })
+  .then((r) => done(r.violations.map((v) => ({
+    id: v.id, impact: v.impact, help: v.help,
+    nodes: v.nodes.map((n) => `${n.target.join(' ')}: ${n.failureSummary.replace(/\s+/g, ' ')}`),
+  }))))
+  .catch((e) => done([{ id: 'axe-error', impact: 'error', help: String(e), nodes: [] }]));
+"#;
+
 struct Browser {
     client: Client,
     base: String,
     shots: PathBuf,
+    axe: String,
+    /// What axe-core found, page by page: `page: rule ×n (help): nodes`.
+    findings: std::sync::Mutex<Vec<String>>,
 }
 
 impl Browser {
     async fn open(driver: &str, base: &str, profile: &Path) -> Browser {
+        Browser::open_sized(driver, base, profile, (1400, 1000), 1).await
+    }
+
+    /// `size`: the window in CSS pixels; `scale`: device pixels per CSS
+    /// pixel. A 1280-pixel window zoomed to 200 % is `(640, h)` at scale 2:
+    /// Chromium's zoom lays the page out in half the CSS pixels, each drawn
+    /// twice as large.
+    async fn open_sized(
+        driver: &str,
+        base: &str,
+        profile: &Path,
+        size: (u32, u32),
+        scale: u32,
+    ) -> Browser {
         let mut caps = serde_json::Map::new();
         caps.insert("browserName".into(), json!("chrome"));
         caps.insert(
@@ -269,7 +324,8 @@ impl Browser {
                     "--disable-sync",
                     "--disable-quic",
                     "--disable-dev-shm-usage",
-                    "--window-size=1400,1000",
+                    format!("--window-size={},{}", size.0, size.1),
+                    format!("--force-device-scale-factor={scale}"),
                     format!("--user-data-dir={}", profile.display()),
                 ],
             }),
@@ -284,7 +340,190 @@ impl Browser {
             client,
             base: base.to_string(),
             shots: screenshot_dir(),
+            axe: axe_script().expect("axe-core (scripts/setup.sh)"),
+            findings: Default::default(),
         }
+    }
+
+    /// Runs axe-core's WCAG 2.0/2.1 A and AA rules over the page as it is
+    /// now, and keeps what it finds under `page`.
+    async fn audit(&self, page: &str) {
+        let loaded = self
+            .client
+            .execute("return typeof window.axe === 'object';", vec![])
+            .await
+            .unwrap();
+        if loaded != json!(true) {
+            // The script is given by the driver: the page's policy does
+            // not apply to it.
+            self.client
+                .execute(&format!("{}\n;return true;", self.axe), vec![])
+                .await
+                .unwrap();
+        }
+        let found = self
+            .client
+            .execute_async(AXE_RUN, vec![json!(WCAG_TAGS)])
+            .await
+            .unwrap();
+        let found = found.as_array().cloned().unwrap_or_default();
+        let mut findings = self.findings.lock().unwrap();
+        println!("axe-core: {page}: {} violations", found.len());
+        for v in found {
+            let nodes = v["nodes"].as_array().cloned().unwrap_or_default();
+            println!(
+                "axe-core: {page}: {} ×{}: {}",
+                v["id"].as_str().unwrap_or("?"),
+                nodes.len(),
+                serde_json::Value::Array(nodes.clone())
+            );
+            findings.push(format!(
+                "{page}: {} ×{} ({}, {}): {}",
+                v["id"].as_str().unwrap_or("?"),
+                nodes.len(),
+                v["impact"].as_str().unwrap_or("?"),
+                v["help"].as_str().unwrap_or("?"),
+                nodes
+                    .iter()
+                    .map(|n| n.as_str().unwrap_or("?").to_string())
+                    .collect::<Vec<_>>()
+                    .join(" | ")
+            ));
+        }
+    }
+
+    /// The open confirmation dialog's question; `ok` answers it (the
+    /// confirming button), otherwise it is cancelled.
+    async fn answer(&self, ok: bool) -> String {
+        let question = self.wait_for("dialog[open] p").await.text().await.unwrap();
+        let button = if ok { "ok" } else { "cancel" };
+        self.click(&format!("dialog[open] button[data-answer={button}]"))
+            .await;
+        question
+    }
+
+    /// Presses `key` (a character or a [`Key`]) on whatever has the focus,
+    /// as the keyboard would; `shift`: with Shift held.
+    async fn press(&self, key: impl Into<char>, shift: bool) {
+        let key = key.into();
+        let mut keys = KeyActions::new("keyboard".into());
+        if shift {
+            keys = keys.then(KeyAction::Down {
+                value: Key::Shift.into(),
+            });
+        }
+        keys = keys
+            .then(KeyAction::Down { value: key })
+            .then(KeyAction::Up { value: key });
+        if shift {
+            keys = keys.then(KeyAction::Up {
+                value: Key::Shift.into(),
+            });
+        }
+        self.client.perform_actions(keys).await.unwrap();
+    }
+
+    /// Types `text` key by key.
+    async fn type_keys(&self, text: &str) {
+        for c in text.chars() {
+            self.press(c, false).await;
+        }
+    }
+
+    /// Whether the focused element matches `css`.
+    async fn focus_is(&self, css: &str) -> bool {
+        self.client
+            .execute(
+                "const e = document.activeElement; return !!e && e.matches(arguments[0]);",
+                vec![json!(css)],
+            )
+            .await
+            .unwrap()
+            == json!(true)
+    }
+
+    /// What has the focus, for messages.
+    async fn focused(&self) -> String {
+        self.client
+            .execute(
+                "const e = document.activeElement; return e ? e.outerHTML.slice(0, 160) : 'nothing';",
+                vec![],
+            )
+            .await
+            .unwrap()
+            .to_string()
+    }
+
+    /// Waits until the focus is on `css` (it moves once the page is drawn).
+    async fn wait_focus(&self, css: &str) {
+        let until = std::time::Instant::now() + WAIT;
+        while !self.focus_is(css).await {
+            if std::time::Instant::now() > until {
+                panic!(
+                    "the focus never came to `{css}`: it is on {}",
+                    self.focused().await
+                );
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    /// Waits until `script` answers true; `what` says what for the message.
+    async fn wait_true(&self, script: &str, what: &str) {
+        let until = std::time::Instant::now() + WAIT;
+        while self.client.execute(script, vec![]).await.unwrap() != json!(true) {
+            if std::time::Instant::now() > until {
+                self.shot("failure").await;
+                panic!("{what}: never true");
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    /// The focused element's outline: visible (solid, at least 2 pixels)?
+    async fn focus_ring(&self) -> String {
+        self.client
+            .execute(
+                "const s = getComputedStyle(document.activeElement); return `${s.outlineStyle} ${s.outlineWidth} ${s.outlineColor}`;",
+                vec![],
+            )
+            .await
+            .unwrap()
+            .as_str()
+            .unwrap()
+            .to_string()
+    }
+
+    /// Tab (or Shift-Tab, `back`) until the focus is on `css`, as someone
+    /// without a mouse would; fails after 60 presses.
+    async fn tab_to(&self, css: &str, back: bool) {
+        for _ in 0..60 {
+            if self.focus_is(css).await {
+                return;
+            }
+            self.press(Key::Tab, back).await;
+        }
+        panic!(
+            "Tab never reached `{css}`: the focus is on {}",
+            self.focused().await
+        );
+    }
+
+    /// A screenshot of the page, and its audit.
+    async fn check(&self, name: &str) {
+        self.shot(name).await;
+        self.audit(name).await;
+    }
+
+    /// Fails with everything axe-core found on every page audited.
+    fn assert_accessible(&self) {
+        let findings = self.findings.lock().unwrap();
+        assert!(
+            findings.is_empty(),
+            "{} accessibility violations (WCAG 2.0/2.1 A and AA):\n{}",
+            findings.len(),
+            findings.join("\n")
+        );
     }
 
     async fn wait_for(&self, css: &str) -> fantoccini::elements::Element {
@@ -309,6 +548,20 @@ impl Browser {
             Ok(e) => e.text().await.unwrap_or_default(),
             Err(_) => String::new(),
         }
+    }
+
+    /// The text of `css`, shown or not (read out by screen readers).
+    async fn text_content(&self, css: &str) -> String {
+        self.client
+            .execute(
+                "const e = document.querySelector(arguments[0]); return e ? e.textContent : '';",
+                vec![json!(css)],
+            )
+            .await
+            .unwrap()
+            .as_str()
+            .unwrap_or_default()
+            .to_string()
     }
 
     async fn click(&self, css: &str) {
@@ -344,15 +597,18 @@ impl Browser {
 
 /// Whether the browser test can run here; in CI it must.
 fn browser_available() -> bool {
-    let missing: Vec<&str> = [CHROMIUM, CHROMEDRIVER]
+    let mut missing: Vec<&str> = [CHROMIUM, CHROMEDRIVER]
         .into_iter()
         .filter(|p| !Path::new(p).exists())
         .collect();
+    if axe_script().is_none() {
+        missing.push("axe-core");
+    }
     if missing.is_empty() {
         return true;
     }
     let why = format!(
-        "{} missing (install chromium and chromium-driver: scripts/setup.sh)",
+        "{} missing (install chromium, chromium-driver and axe-core: scripts/setup.sh)",
         missing.join(" and ")
     );
     if store::testing::in_ci() {
@@ -391,7 +647,7 @@ async fn browse(site: &Site, driver_url: &str, profile: &Path, tap: bool) {
         .send_keys("pvg_not-a-token")
         .await
         .unwrap();
-    b.shot("sign-in").await;
+    b.check("sign-in").await;
     b.click("#signin-form button[type=submit]").await;
     let refused = b.wait_for("#signin .field-error:not(:empty)").await;
     assert!(
@@ -463,11 +719,11 @@ async fn browse(site: &Site, driver_url: &str, profile: &Path, tap: bool) {
     // The FASC-N decoded, and the assurance the credential gives.
     assert!(row.contains("agency 9999"), "{row}");
     assert!(row.contains("pki-cak"), "{row}");
-    b.shot("cardholder").await;
+    b.check("cardholder").await;
     b.page("cardholders").await;
     b.wait_for("[data-page=cardholders] tr[data-cardholder]")
         .await;
-    b.shot("cardholders").await;
+    b.check("cardholders").await;
 
     // The tap, through pcscd into the service, appears on Live with its
     // stages, without a reload.
@@ -514,11 +770,14 @@ async fn browse(site: &Site, driver_url: &str, profile: &Path, tap: bool) {
         b.page("cardholders").await;
         b.click("[data-page=cardholders] button[data-action=suspend]")
             .await;
-        b.client
-            .send_alert_text("badge reported lost")
+        b.wait_for("dialog[open] input[name=reason]")
+            .await
+            .send_keys("badge reported lost")
             .await
             .unwrap();
-        b.client.accept_alert().await.unwrap();
+        b.audit("suspend-dialog").await;
+        let question = b.answer(true).await;
+        assert!(question.contains("Grace Hopper"), "{question}");
         b.wait_for("[data-page=cardholders] button[data-action=reinstate]")
             .await;
         b.page("live").await;
@@ -529,7 +788,7 @@ async fn browse(site: &Site, driver_url: &str, profile: &Path, tap: bool) {
             .await;
         let text = refused.text().await.unwrap();
         assert!(text.contains("suspended"), "{text}");
-        b.shot("live").await;
+        b.check("live").await;
         c.remove();
 
         // The log's filter finds it, and only it.
@@ -561,9 +820,9 @@ async fn browse(site: &Site, driver_url: &str, profile: &Path, tap: bool) {
             texts.iter().any(|t| t.contains("`Grace Hopper` suspended")),
             "{texts:?}"
         );
-        b.shot("events-refused").await;
+        b.check("events-refused").await;
     } else {
-        b.shot("live").await;
+        b.check("live").await;
     }
 
     // A holiday is added, and deleted once confirmed (not when declined).
@@ -584,16 +843,15 @@ async fn browse(site: &Site, driver_url: &str, profile: &Path, tap: bool) {
     b.click("#add-holiday button[type=submit]").await;
     b.click("[data-page=access] tr[data-holiday] button[data-action=delete-holiday]")
         .await;
-    b.client.dismiss_alert().await.unwrap();
+    b.answer(false).await;
     assert!(b
         .text("[data-page=access] tr[data-holiday]")
         .await
         .contains("Christmas"));
     b.click("[data-page=access] tr[data-holiday] button[data-action=delete-holiday]")
         .await;
-    let question = b.client.get_alert_text().await.unwrap();
+    let question = b.answer(true).await;
     assert!(question.contains("Christmas"), "{question}");
-    b.client.accept_alert().await.unwrap();
     b.wait_for("[data-page=access] table.holidays td.muted")
         .await;
 
@@ -605,7 +863,7 @@ async fn browse(site: &Site, driver_url: &str, profile: &Path, tap: bool) {
     ] {
         b.page(page).await;
         b.wait_for(&format!("[data-page={page}] {ready}")).await;
-        b.shot(shot).await;
+        b.check(shot).await;
     }
 
     // What the service knows about its doors and its PKI.
@@ -639,6 +897,10 @@ async fn browse(site: &Site, driver_url: &str, profile: &Path, tap: bool) {
     b.page("doors").await;
     b.click("[data-page=doors] button[data-action=unlock][data-door='1']:enabled")
         .await;
+    // It asks first.
+    b.audit("unlock-dialog").await;
+    let question = b.answer(true).await;
+    assert!(question.contains("Front door"), "{question}");
     // The command's event comes back on the stream and shows on the door.
     let done = b
         .wait_for("section.door[data-door='1'] .last-command [data-code=unlock]")
@@ -657,12 +919,11 @@ async fn browse(site: &Site, driver_url: &str, profile: &Path, tap: bool) {
         .unwrap();
     b.click("section.door[data-door='1'] button[data-action=mode]")
         .await;
-    let question = b.client.get_alert_text().await.unwrap();
+    let question = b.answer(true).await;
     assert!(question.contains("locked"), "{question}");
-    b.client.accept_alert().await.unwrap();
     b.wait_for("section.door[data-door='1'] .badge.mode-locked")
         .await;
-    b.shot("doors-operator").await;
+    b.check("doors-operator").await;
 
     // A viewer sees the door but may not unlock it: the button is disabled
     // and says why; pressed anyway, the API's 403 is shown.
@@ -683,22 +944,38 @@ async fn browse(site: &Site, driver_url: &str, profile: &Path, tap: bool) {
         )
         .await
         .unwrap();
+    b.answer(true).await;
     let refused = b.wait_for(".act-error:not(:empty)").await;
     let text = refused.text().await.unwrap();
     assert!(text.contains("403"), "{text}");
-    b.shot("doors-viewer").await;
+    b.check("doors-viewer").await;
     // Nor may a viewer add a cardholder.
     b.page("cardholders").await;
     let add = b
         .wait_for("[data-page=cardholders] #add-cardholder button[type=submit]")
         .await;
     assert!(!add.is_enabled().await.unwrap());
+    b.check("cardholders-viewer").await;
 
-    b.client.close().await.unwrap();
+    b.client.clone().close().await.unwrap();
+    b.assert_accessible();
 }
 
+/// The pages of the demo's site, and what shows each is drawn.
+const DEMO_PAGES: [(&str, &str); 8] = [
+    ("live", "tr.event"),
+    ("doors", "section.door"),
+    ("doors/1", "section.door"),
+    ("cardholders", "tr[data-cardholder]"),
+    ("cardholders/1", "tr[data-credential]"),
+    ("access", ".week"),
+    ("pki", "section.card, .unavailable"),
+    ("events", "tr[data-id]"),
+];
+
 /// `pivgate demo --serve`: every page of the dashboard over the demo's
-/// site, saved as `demo-<page>.png`.
+/// site, saved as `demo-<page>.png`, and audited with axe-core's WCAG 2.0
+/// and 2.1 A and AA rules as a viewer and as an admin.
 #[test]
 fn dashboard_over_the_demo_shows_every_page_populated() {
     if !browser_available() {
@@ -738,6 +1015,9 @@ fn dashboard_over_the_demo_shows_every_page_populated() {
         .unwrap();
     rt.block_on(async {
         let b = Browser::open(&driver_url, url.trim_end_matches('/'), profile.path()).await;
+        b.client.goto(&b.base).await.unwrap();
+        b.wait_for("#token").await;
+        b.audit("sign-in").await;
         b.sign_in(&viewer, "viewer").await;
         // The demo's taps, loaded at sign-in: granted and refused, each
         // with its stages.
@@ -752,25 +1032,52 @@ fn dashboard_over_the_demo_shows_every_page_populated() {
             .unwrap()
             .len();
         assert!(taps >= 7, "{taps} taps drawn");
+        // Each bar is also given in words; granted and refused differ in
+        // shape (✓, ✕) as well as colour and text.
+        let words = b
+            .text_content("[data-page=live] tr.event[data-kind=tap] .stages .sr-only")
+            .await;
+        assert!(words.contains("decide ") && words.contains(" ms"), "{words}");
+        for (result, mark) in [("granted", "✓"), ("refused", "✕")] {
+            let before = b
+                .client
+                .execute(
+                    "return getComputedStyle(document.querySelector(`[data-page=live] .badge.${arguments[0]}`), '::before').content;",
+                    vec![json!(result)],
+                )
+                .await
+                .unwrap();
+            let before = before.as_str().unwrap_or_default().to_string();
+            assert!(before.contains(mark), "{result}: {before}");
+        }
         b.shot("demo-live-viewer").await;
-        b.sign_in(&admin, "admin").await;
-        for (page, ready) in [
-            ("live", "tr.event"),
-            ("doors", "section.door"),
-            ("cardholders", "tr[data-cardholder]"),
-            ("cardholders/1", "tr[data-credential]"),
-            ("access", ".week"),
-            ("pki", "section.card, .unavailable"),
-            ("events", "tr[data-id]"),
-        ] {
-            b.page(page).await;
-            let key = if page.contains('/') {
-                "cardholder"
-            } else {
-                page
-            };
-            b.wait_for(&format!("[data-page={key}] {ready}")).await;
-            b.shot(&format!("demo-{}", page.replace('/', "-"))).await;
+        // Every page in both roles that see different controls, populated:
+        // the viewer's pages are audited, then the admin's (saved).
+        for (token, role) in [(&viewer, "viewer"), (&admin, "admin")] {
+            if role == "admin" {
+                b.sign_in(token, role).await;
+            }
+            for (page, ready) in DEMO_PAGES {
+                b.page(page).await;
+                let key = if page.starts_with("cardholders/") {
+                    "cardholder"
+                } else {
+                    page.split('/').next().unwrap()
+                };
+                b.wait_for(&format!("[data-page={key}] {ready}")).await;
+                // One h1, and a title that names it.
+                b.wait_true(
+                    "const h = document.querySelectorAll('h1'); return h.length === 1 && document.title.startsWith(`${h[0].textContent} · `) && document.title.endsWith(' · pivgate');",
+                    &format!("{page}: one h1 named in the title"),
+                )
+                .await;
+                let name = format!("demo-{}", page.replace('/', "-"));
+                if role == "admin" {
+                    b.check(&name).await;
+                } else {
+                    b.audit(&format!("{name}-viewer")).await;
+                }
+            }
         }
         // The log is newest first; a click on its Id header sorts it
         // oldest first, a second click newest first again.
@@ -796,7 +1103,70 @@ fn dashboard_over_the_demo_shows_every_page_populated() {
         b.wait_for("[data-page=events] table.events th[data-sort=desc]")
             .await;
         assert_eq!(first().await, newest);
-        b.client.close().await.unwrap();
+
+        // The confirmation dialog, open, is audited too; Escape closes it.
+        b.page("doors").await;
+        b.click("[data-page=doors] button[data-action=unlock][data-door='1']")
+            .await;
+        b.wait_for("dialog[open]").await;
+        b.check("demo-doors-unlock-dialog").await;
+        b.press(Key::Escape, false).await;
+        b.wait_focus("button[data-action=unlock][data-door='1']")
+            .await;
+        b.client.clone().close().await.unwrap();
+        b.assert_accessible();
+
+        // A 1280-pixel window zoomed to 200 %: Live and Doors fit its width
+        // (nothing to scroll sideways) and are saved.
+        let zoomed = tempfile::tempdir().unwrap();
+        let z = Browser::open_sized(
+            &driver_url,
+            url.trim_end_matches('/'),
+            zoomed.path(),
+            (640, 800),
+            2,
+        )
+        .await;
+        z.sign_in(&admin, "admin").await;
+        for (page, ready) in [("live", "tr.event .stagebar"), ("doors", "section.door svg.chart")] {
+            z.page(page).await;
+            z.wait_for(&format!("[data-page={page}] {ready}")).await;
+            let m = z
+                .client
+                .execute(
+                    "const d = document.documentElement; return [window.innerWidth * devicePixelRatio, devicePixelRatio, d.scrollWidth, d.clientWidth];",
+                    vec![],
+                )
+                .await
+                .unwrap();
+            let m: Vec<f64> = m.as_array().unwrap().iter().map(|v| v.as_f64().unwrap()).collect();
+            assert_eq!((m[0], m[1]), (1280.0, 2.0), "{page}: not 1280 px at 200 %");
+            if m[2] > m[3] {
+                // What sticks out, for the message.
+                let wide = z
+                    .client
+                    .execute(
+                        "const w = document.documentElement.clientWidth; return [...document.querySelectorAll('body *')].filter((e) => !e.closest('.scroll') && e.getBoundingClientRect().right > w + 1).slice(0, 12).map((e) => `${e.tagName.toLowerCase()}.${e.className} ${Math.round(e.getBoundingClientRect().right)}`);",
+                        vec![],
+                    )
+                    .await
+                    .unwrap();
+                panic!(
+                    "{page} scrolls sideways at 200 %: scrollWidth {} > clientWidth {}: {wide}",
+                    m[2], m[3]
+                );
+            }
+            let png = z.client.screenshot().await.unwrap();
+            // The PNG's width (IHDR), in device pixels.
+            let width = u32::from_be_bytes(png[16..20].try_into().unwrap());
+            assert_eq!(width, 1280, "{page}");
+            let path = z.shots.join(format!("zoom-200-{page}.png"));
+            std::fs::write(&path, png).unwrap();
+            println!("screenshot: {}", path.display());
+            z.audit(&format!("zoom-200-{page}")).await;
+        }
+        z.client.clone().close().await.unwrap();
+        z.assert_accessible();
     });
 }
 
@@ -831,7 +1201,13 @@ fn live_view_reconnects_after_the_service_restarts() {
         b
     });
     add(&site.base, &site.admin, "Before Restart");
-    rt.block_on(b.wait_for("[data-page=live] tr.event[data-kind=admin]"));
+    rt.block_on(async {
+        b.wait_for("[data-page=live] tr.event[data-kind=admin]")
+            .await;
+        // Read out politely, the focus left where it was.
+        let said = b.text_content("#live-announce[aria-live=polite]").await;
+        assert!(said.starts_with("Change"), "{said}");
+    });
     site.restart();
     add(&site.base, &site.admin, "After Restart");
     rt.block_on(async {
@@ -839,20 +1215,170 @@ fn live_view_reconnects_after_the_service_restarts() {
         // reconnection, the second arrived through the new stream.
         b.wait_for("[data-page=live] tr.event[data-kind=admin] + tr.event[data-kind=admin]")
             .await;
-        let rows = b
+        // Read at once: the rows are drawn again when the names reload.
+        let texts = b
             .client
-            .find_all(Locator::Css("[data-page=live] tr.event"))
+            .execute(
+                "return [...document.querySelectorAll('[data-page=live] tr.event')].map((r) => r.innerText);",
+                vec![],
+            )
             .await
             .unwrap();
-        let mut texts = Vec::new();
-        for r in &rows {
-            texts.push(r.text().await.unwrap());
-        }
+        let texts: Vec<String> = serde_json::from_value(texts).unwrap();
         assert_eq!(texts.len(), 2, "{texts:?}");
         assert!(texts[0].contains("After Restart"), "{texts:?}");
         assert!(texts[1].contains("Before Restart"), "{texts:?}");
         b.wait_for("#stream-state.live").await;
         b.shot("live-after-restart").await;
         b.client.clone().close().await.unwrap();
+    });
+}
+
+/// The keyboard alone, through WebDriver key presses only: sign in, reach
+/// the pages through the navigation and the skip link, open the front
+/// door's page, unlock it (the confirmation keeps the focus inside, Escape
+/// cancels it and gives the focus back), then find the unlock in the log.
+#[test]
+fn keyboard_alone_signs_in_unlocks_a_door_and_finds_its_event() {
+    if !browser_available() {
+        return;
+    }
+    let site = site(false);
+    let (_driver, driver_url) = chromedriver();
+    let profile = tempfile::tempdir().unwrap();
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let b = Browser::open(&driver_url, &site.base, profile.path()).await;
+        b.client.goto(&format!("{}/", site.base)).await.unwrap();
+        // The page puts the focus in the token field.
+        b.wait_for("#token").await;
+        b.wait_focus("#token").await;
+        b.type_keys(&site.operator).await;
+        b.press(Key::Enter, false).await;
+        b.wait_for("#who-role.role-operator").await;
+        // Signed in, the Live page's heading has the focus.
+        b.wait_focus("[data-page=live] h1").await;
+        assert_eq!(b.client.title().await.unwrap(), "Live · pivgate");
+
+        // The live updates can be paused from the keyboard; the page says
+        // so politely, without moving the focus.
+        b.tab_to("#pause", false).await;
+        let ring = b.focus_ring().await;
+        assert!(ring.starts_with("solid 3px"), "{ring}");
+        b.press(' ', false).await;
+        b.wait_true(
+            "return document.getElementById('pause').checked && document.activeElement.id === 'pause';",
+            "paused by Space",
+        )
+        .await;
+        assert_eq!(
+            b.text_content("#live-announce[aria-live=polite]").await,
+            "Live updates paused."
+        );
+        b.press(' ', false).await;
+
+        // Back to the navigation, to Doors.
+        b.tab_to("#nav a[data-page=doors]", true).await;
+        let ring = b.focus_ring().await;
+        assert!(ring.starts_with("solid 3px rgb(255, 255, 255)"), "{ring}");
+        b.press(Key::Enter, false).await;
+        b.wait_for("[data-page=doors] section.door").await;
+        b.wait_focus("[data-page=doors] h1").await;
+        assert_eq!(b.client.title().await.unwrap(), "Doors · pivgate");
+        // The skip link is the first stop, shown when focused, and takes
+        // the focus to the page's heading.
+        b.tab_to("#skip", true).await;
+        let top = b
+            .client
+            .execute(
+                "return document.activeElement.getBoundingClientRect().top;",
+                vec![],
+            )
+            .await
+            .unwrap();
+        assert!(top.as_f64().unwrap() >= 0.0, "skip link off screen: {top}");
+        b.press(Key::Enter, false).await;
+        b.wait_focus("[data-page=doors] h1").await;
+
+        // The front door's own page.
+        b.tab_to("section.door[data-door='1'] h2 a", false).await;
+        b.press(Key::Enter, false).await;
+        b.wait_for("[data-page=doors] section.door[data-door='1'] h1")
+            .await;
+        b.wait_focus("[data-page=doors] h1").await;
+        assert!(b.client.current_url().await.unwrap().as_str().ends_with("#/doors/1"));
+        assert!(
+            b.client.title().await.unwrap().starts_with("Front door"),
+            "{}",
+            b.client.title().await.unwrap()
+        );
+
+        // Unlock asks first: the focus is in the dialog (on Cancel), Tab
+        // cannot leave it, Escape cancels and gives the focus back.
+        let unlock = "button[data-action=unlock][data-door='1']";
+        b.tab_to(unlock, false).await;
+        let ring = b.focus_ring().await;
+        assert!(ring.starts_with("solid 3px"), "{ring}");
+        b.press(Key::Enter, false).await;
+        b.wait_for("dialog[open]").await;
+        b.wait_focus("dialog[open] button[data-answer=cancel]").await;
+        for _ in 0..5 {
+            b.press(Key::Tab, false).await;
+            assert!(b.focus_is("dialog[open] button").await, "{}", b.focused().await);
+        }
+        for _ in 0..5 {
+            b.press(Key::Tab, true).await;
+            assert!(b.focus_is("dialog[open] button").await, "{}", b.focused().await);
+        }
+        b.press(Key::Escape, false).await;
+        b.wait_focus(unlock).await;
+        assert!(b.client.find(Locator::Css("dialog")).await.is_err());
+        assert_eq!(b.text(".act-ok").await, "", "cancelled, yet unlocked");
+
+        // Again, confirmed this time: from Cancel, Tab comes round to the
+        // confirming button.
+        b.press(Key::Enter, false).await;
+        b.wait_focus("dialog[open] button[data-answer=cancel]").await;
+        b.press(Key::Tab, false).await;
+        assert!(
+            b.focus_is("dialog[open] button[data-answer=ok]").await,
+            "{}",
+            b.focused().await
+        );
+        b.press(Key::Enter, false).await;
+        // The command's event comes back on the stream and shows on the
+        // door; the focus stays on the button though the card is redrawn.
+        b.wait_for("section.door[data-door='1'] .last-command [data-code=unlock]")
+            .await;
+        b.wait_focus(unlock).await;
+
+        // The log, filtered to door commands by typing in the Kind list.
+        b.tab_to("#nav a[data-page=events]", true).await;
+        b.press(Key::Enter, false).await;
+        b.wait_for("[data-page=events] #event-filters").await;
+        b.wait_focus("[data-page=events] h1").await;
+        b.tab_to("#event-filters select[name=kind]", false).await;
+        b.type_keys("door").await;
+        let kind = b
+            .client
+            .execute("return document.activeElement.value;", vec![])
+            .await
+            .unwrap();
+        assert_eq!(kind, json!("door-command"));
+        b.tab_to("#event-filters button[type=submit]", false).await;
+        b.press(Key::Enter, false).await;
+        let row = b
+            .wait_for("[data-page=events][data-query='kind=door-command'] tbody tr[data-id]")
+            .await;
+        let text = row.text().await.unwrap();
+        assert!(text.contains("unlock"), "{text}");
+        assert!(text.contains("Front door"), "{text}");
+        b.check("keyboard-events").await;
+        b.client.clone().close().await.unwrap();
+        b.assert_accessible();
     });
 }

@@ -84,7 +84,7 @@ export async function accessPage(root) {
     { label: 'Schedule', value: (g) => scheduleName(g.schedule) },
     { label: 'Doors', value: (g) => g.doors.map(doorName).join(', ') },
     { label: 'Cardholders', value: (g) => g.cardholders.length, cell: (g) => h('span', { title: g.cardholders.map(holderName).join(', ') }, `${g.cardholders.length}: `, h('span.muted', g.cardholders.slice(0, 5).map(holderName).join(', ') + (g.cardholders.length > 5 ? ', …' : ''))) },
-  ], groups, { sortBy: 0, empty: 'No groups.' })));
+  ], groups, { sortBy: 0, empty: 'No groups.', caption: 'Groups' })));
 
   root.append(section('Schedules', h('p.muted', 'Open times in each site\'s time zone; a window that crosses midnight continues on the next day.'),
     h('div.schedules', schedules.map((s) => h('div.schedule', h('h3', s.name), h('p.muted', s.windows.join(' · ') || 'never open'), weekGrid(s))))));
@@ -109,9 +109,9 @@ export async function accessPage(root) {
     { label: 'Site', value: (x) => siteName(x.site) },
     { label: '', cell: (x) => roleButton('admin', 'Delete', async () => {
       // Asked before anything is sent.
-      if (!confirmAction(`Delete the holiday ${x.name} (${x.date})? Schedules use their normal windows that day.`)) return;
+      if (!await confirmAction(`Delete the holiday ${x.name} (${x.date})? Schedules use their normal windows that day.`, { confirm: 'Delete', danger: true, title: 'Delete the holiday' })) return;
       await call('DELETE', `/api/v1/holidays/${x.id}`);
       reload();
-    }, { class: 'danger', dataset: { action: 'delete-holiday' } }) },
-  ], holidays, { sortBy: 0, empty: 'No holidays.', cls: 'holidays', rowData: (x) => ({ holiday: x.id }) }), can('admin') ? null : h('p.muted', 'Changes need an admin token.'), add));
+    }, { class: 'danger', dataset: { action: 'delete-holiday' }, 'aria-label': `Delete the holiday ${x.name} (${x.date})` }) },
+  ], holidays, { sortBy: 0, empty: 'No holidays.', cls: 'holidays', rowData: (x) => ({ holiday: x.id }), caption: 'Holidays' }), can('admin') ? null : h('p.muted', 'Changes need an admin token.'), add));
 }

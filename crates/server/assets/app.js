@@ -35,6 +35,7 @@ function showSignIn(message) {
   const main = $('main');
   const section = signInSection();
   main.replaceChildren(section);
+  document.title = 'Sign in · pivgate';
   const err = section.querySelector('.field-error');
   err.textContent = message || '';
   section.querySelector('input').focus();
@@ -88,6 +89,8 @@ async function start() {
       if (s === 'lagged') catchUp(why);
       state.className = `dot ${s}`;
       state.title = s === 'live' ? 'live: new events appear as they happen' : `live stream ${s}: ${why || ''}`;
+      // The state in words too, not only the dot's colour.
+      $('stream-label').textContent = s === 'live' ? 'live' : s === 'down' ? 'stream down, reconnecting' : s === 'lagged' ? 'catching up' : s;
       document.body.dataset.stream = s;
     },
   }, recent.length ? recent[0].id : 0);
@@ -137,9 +140,26 @@ function route() {
   leave = null;
   const main = $('main');
   const root = h('div.page', { dataset: { page: key in pages ? key : 'live' } });
+  const link = document.querySelector(`#nav a[data-page="${name || 'live'}"]`);
+  const label = link ? link.textContent : 'Live';
+  for (const a of document.querySelectorAll('#nav a')) {
+    if (a === link) a.setAttribute('aria-current', 'page');
+    else a.removeAttribute('aria-current');
+  }
+  document.title = `${label} · pivgate`;
+  const from = document.activeElement;
   main.replaceChildren(root);
   Promise.resolve(show(root, arg ? decodeURIComponent(arg) : null)).then((cleanup) => {
     if (typeof cleanup === 'function') leave = cleanup;
+    // The title says where you are; the page's heading takes the focus
+    // unless it was moved meanwhile (it was on what the page replaced).
+    const h1 = root.querySelector('h1');
+    if (h1 && h1.textContent !== label) document.title = `${h1.textContent} · ${label} · pivgate`;
+    const now = document.activeElement;
+    if (h1 && root.isConnected && (!now || now === document.body || now === from || !now.isConnected)) {
+      h1.tabIndex = -1;
+      h1.focus();
+    }
   }).catch((e) => notice(e.message));
 }
 
@@ -151,6 +171,15 @@ window.addEventListener('pivgate:unauthorized', (ev) => {
 });
 
 function init() {
+  // The skip link moves the focus into the page without touching the
+  // route (which lives in the hash).
+  $('skip').addEventListener('click', (ev) => {
+    ev.preventDefault();
+    const main = $('main');
+    const first = main.querySelector('h1') || main;
+    if (first !== main) first.tabIndex = -1;
+    first.focus();
+  });
   $('sign-out').addEventListener('click', () => {
     setToken(null);
     ctx.role = null;

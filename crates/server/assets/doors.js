@@ -2,7 +2,7 @@
 // door's latency over the last hour or day as a chart.
 
 import { get, call, ApiError } from './api.js';
-import { h, ctx, live, recent, can, fmtTime, zoneOf, holderName, roleButton, confirmAction, failure, badge, STAGES } from './ui.js';
+import { h, ctx, live, recent, can, fmtTime, zoneOf, holderName, roleButton, confirmAction, failure, badge, scroller, sameControl, STAGES } from './ui.js';
 
 // The doors as `/api/v1/doors/status` gives them, or as close as the entity
 // routes allow when the service has no status route.
@@ -27,7 +27,7 @@ async function status() {
 
 function readerLine(r) {
   const state = r.connected === true ? 'connected' : r.connected === false ? 'disconnected' : 'unknown';
-  return h('li', h(`span.dot.${state}`, { title: state }), ` ${r.name} `, h('span.muted', `(${r.connection}) ${state}`),
+  return h('li', h(`span.dot.${state}`, { title: state, 'aria-hidden': 'true' }), ` ${r.name} `, h('span.muted', `(${r.connection}) ${state}`),
     r.since ? h('span.muted', ` since ${fmtTime(r.since)}`) : null);
 }
 
@@ -47,33 +47,37 @@ function lastCommand(door) {
     e.reason ? h('span.muted', ` (${e.reason})`) : null);
 }
 
-function doorCard(d, refresh) {
-  const mode = h('select', { name: 'mode', disabled: !can('operator') }, ['normal', 'unlocked', 'locked'].map((m) => h('option', { value: m, selected: m === d.mode }, m)));
+// `single`: the door's own page, where its name is the page's heading.
+function doorCard(d, refresh, single) {
+  // Each control is named for its door: a screen reader says which.
+  const mode = h('select', { name: 'mode', disabled: !can('operator'), 'aria-label': `Mode of ${d.name}` }, ['normal', 'unlocked', 'locked'].map((m) => h('option', { value: m, selected: m === d.mode }, m)));
   const unlock = roleButton('operator', 'Unlock', async () => {
+    if (!await confirmAction(`Unlock ${d.name} now? It opens for one passage.`, { confirm: `Unlock ${d.name}`, title: 'Unlock the door' })) return;
     const r = await call('POST', `/api/v1/doors/${d.door}/unlock`, { reason: 'dashboard' });
     const prev = unlock.parentElement.querySelector('.act-ok');
     if (prev) prev.remove();
     unlock.after(h('span.ok.act-ok', ` released for ${(r.unlock_ms / 1000).toFixed(1)} s`));
-  }, { dataset: { action: 'unlock', door: d.door }, class: 'primary' });
+  }, { dataset: { action: 'unlock', door: d.door }, class: 'primary', 'aria-label': `Unlock ${d.name}` });
   const setMode = roleButton('operator', 'Set mode', async () => {
     const m = mode.value;
     if (m === d.mode) return;
-    if (!confirmAction(`Put ${d.name} in mode "${m}"? ${m === 'unlocked' ? 'The door stays open for anyone.' : m === 'locked' ? 'The door opens for nobody.' : ''}`)) return;
+    if (!await confirmAction(`Put ${d.name} in mode "${m}"? ${m === 'unlocked' ? 'The door stays open for anyone.' : m === 'locked' ? 'The door opens for nobody.' : ''}`, { confirm: `Set ${m}`, title: 'Change the door\'s mode' })) return;
     await call('PUT', `/api/v1/doors/${d.door}/mode`, { mode: m, reason: 'dashboard' });
     await refresh();
-  }, { dataset: { action: 'mode', door: d.door } });
+  }, { dataset: { action: 'mode', door: d.door }, 'aria-label': `Set mode of ${d.name}` });
   const chart = h('div.latency');
-  const windowSel = h('select', { onchange: () => latency(d, windowSel.value, chart) }, [['1h', 'last hour'], ['1d', 'last day']].map(([v, t]) => h('option', { value: v }, t)));
+  const windowSel = h('select', { name: 'window', 'aria-label': `Latency window of ${d.name}`, onchange: () => latency(d, windowSel.value, chart) }, [['1h', 'last hour'], ['1d', 'last day']].map(([v, t]) => h('option', { value: v }, t)));
   latency(d, '1h', chart);
   const site = ctx.sites.get(d.site);
-  return h('section.card.door', { dataset: { door: d.door } },
-    h('div.bar', h('h2', d.name), badge(d.mode, `mode-${d.mode}`), h('span.muted', `${d.mechanism}${site ? ` · ${site.name}` : ''}`)),
+  const title = single ? h('h1', d.name) : h('h2', h('a', { href: `#/doors/${d.door}` }, d.name));
+  return h('section.card.door', { dataset: { door: d.door }, 'aria-label': d.name },
+    h('div.bar', title, badge(`mode ${d.mode}`, `mode-${d.mode}`), h('span.muted', `${d.mechanism}${site ? ` · ${site.name}` : ''}`)),
     h('dl',
       h('dt', 'Last tap'), h('dd.last-tap', lastTap(d.last_tap, d.door)),
       h('dt', 'Last command'), h('dd.last-command', lastCommand(d.door)),
       h('dt', 'Readers'), h('dd', d.readers.length ? h('ul.readers', d.readers.map(readerLine)) : h('span.muted', 'none bound'))),
     h('div.actions', unlock, ' ', mode, setMode),
-    h('div.bar', h('h3', 'Latency'), windowSel),
+    h('div.bar', h(single ? 'h2' : 'h3', 'Latency'), windowSel),
     chart);
 }
 
@@ -98,15 +102,16 @@ async function latency(d, window, out) {
   out.replaceChildren(
     h('p', `${l.taps} tap${l.taps === 1 ? '' : 's'} · total p50 ${ms(l.total.p50_ms)}, p95 ${ms(l.total.p95_ms)}`, notes.length ? h('span.muted', ` (${notes.join('; ')})`) : null),
     chartSvg(l.buckets, d.door),
-    h('table.stage-table', h('thead', h('tr', h('th', 'Stage'), h('th', 'p50'), h('th', 'p95'), h('th', 'taps'), h('th', ''))),
+    scroller(`Latency by stage at ${d.name}`, h('table.stage-table', h('caption.sr-only', `Latency by stage at ${d.name}`),
+      h('thead', h('tr', ['Stage', 'p50', 'p95', 'taps'].map((c) => h('th', { scope: 'col' }, c)), h('th', { scope: 'col' }, h('span.sr-only', 'p50 and p95 drawn')))),
       h('tbody', stages.map((s) => {
         const p50 = h(`span.seg.st-${s.stage}`);
         p50.style.width = `${(100 * (s.p50_ms || 0)) / max}%`;
         const p95 = h('span.seg.p95');
         p95.style.width = `${(100 * Math.max(0, (s.p95_ms || 0) - (s.p50_ms || 0))) / max}%`;
         return h('tr', { dataset: { stage: s.stage } }, h('td', s.stage), h('td.num', ms(s.p50_ms)), h('td.num', ms(s.p95_ms)), h('td.num', s.count),
-          h('td.barcell', h('div.hbar', { title: `${s.stage}: p50 ${ms(s.p50_ms)}, p95 ${ms(s.p95_ms)}` }, p50, p95)));
-      }))));
+          h('td.barcell', h('div.hbar', { title: `${s.stage}: p50 ${ms(s.p50_ms)}, p95 ${ms(s.p95_ms)}`, 'aria-hidden': 'true' }, p50, p95)));
+      })))));
 }
 
 const SVG = 'http://www.w3.org/2000/svg';
@@ -126,7 +131,8 @@ function chartSvg(buckets, door) {
   const t1 = Math.max(Date.parse(buckets[buckets.length - 1].start), t0 + 1);
   const x = (b) => L + ((Date.parse(b.start) - t0) / (t1 - t0)) * (W - L - R);
   const y = (v) => T + (1 - v / max) * (H - T - B);
-  const g = svg('svg', { viewBox: `0 0 ${W} ${H}`, class: 'chart', role: 'img', 'aria-label': 'latency p50 and p95 per interval' });
+  const last = pts[pts.length - 1];
+  const g = svg('svg', { viewBox: `0 0 ${W} ${H}`, class: 'chart', role: 'img', 'aria-label': `Latency p50 and p95 per interval: the highest p95 ${max.toFixed(1)} ms${last ? `, the latest p50 ${last.p50_ms.toFixed(1)} ms and p95 ${last.p95_ms.toFixed(1)} ms` : ''}` });
   for (const f of [0, 0.5, 1]) {
     g.append(svg('line', { x1: L, x2: W - R, y1: y(max * f), y2: y(max * f), class: 'grid' }));
     const label = svg('text', { x: L - 4, y: y(max * f) + 4, 'text-anchor': 'end', class: 'axis' });
@@ -154,16 +160,32 @@ function chartSvg(buckets, door) {
   return h('figure', g, h('figcaption.legend', h('span', h('i.p50'), 'p50'), h('span', h('i.p95'), 'p95'), h('span.muted', 'total per interval')));
 }
 
-export async function doorsPage(root) {
+// Draws `card` in place of `old`, keeping the focus on the same control
+// when it was in the old one.
+function replaceCard(old, card) {
+  const sel = old.contains(document.activeElement) ? sameControl(document.activeElement) : null;
+  old.replaceWith(card);
+  const again = sel && card.querySelector(sel);
+  if (again) again.focus();
+}
+
+// All doors, or (`arg`: its id) one door on its own page.
+export async function doorsPage(root, arg) {
+  const only = arg != null ? Number(arg) : null;
+  const single = only != null;
   const list = h('div.doors');
   const note = h('p.muted');
-  root.append(h('div.bar', h('h1', 'Doors'), note), list);
+  root.append(single ? h('div.bar', note, h('a', { href: '#/doors' }, '‹ all doors')) : h('div.bar', h('h1', 'Doors'), note), list);
   const refresh = async () => {
     try {
       const s = await status();
+      const items = s.items.filter((d) => only == null || d.door === only);
       note.textContent = s.full ? '' : 'Reader connection state is not available from this service.';
-      list.replaceChildren(...s.items.map((d) => doorCard(d, refresh)));
-      if (!s.items.length) list.append(h('p.muted', 'No doors.'));
+      const sel = list.contains(document.activeElement) ? sameControl(document.activeElement) : null;
+      list.replaceChildren(...items.map((d) => doorCard(d, refresh, single)));
+      const again = sel && list.querySelector(sel);
+      if (again) again.focus();
+      if (!items.length) list.append(single ? h('h1', `No door ${arg}`) : h('p.muted', 'No doors.'));
     } catch (e) {
       list.replaceChildren(failure(e));
     }
@@ -182,7 +204,7 @@ export async function doorsPage(root) {
         for (const d of s.items) {
           if (e.kind === 'admin' || d.door === e.door) {
             const old = list.querySelector(`section.door[data-door="${d.door}"]`);
-            if (old) old.replaceWith(doorCard(d, refresh));
+            if (old) replaceCard(old, doorCard(d, refresh, single));
           }
         }
       } catch (_) { /* the next event tries again */ }

@@ -22,7 +22,7 @@ export async function eventsPage(root) {
     { label: 'Result', value: (e) => e.result || e.code, cell: (e) => (e.result ? badge(e.result) : h('span.muted', e.code || '')) },
     { label: 'Reason', value: (e) => e.reason || '', cell: (e) => [e.reason || '', e.actor ? h('span.muted', ` (${e.actor})`) : null] },
     { label: 'Stages', cell: (e) => (e.kind === 'tap' && e.data ? stageBar(e.data.stages) : '') },
-  ], [], { pageSize: LIMIT, rowClass: (e) => (e.result === 'refused' ? 'refused' : ''), rowData: (e) => ({ id: e.id }), empty: 'No events match.', cls: 'events' });
+  ], [], { pageSize: LIMIT, rowClass: (e) => (e.result === 'refused' ? 'refused' : ''), rowData: (e) => ({ id: e.id }), empty: 'No events match.', cls: 'events', caption: 'Event log, newest first' });
 
   async function load(n) {
     const q = new URLSearchParams(query);
@@ -85,6 +85,7 @@ export async function eventsPage(root) {
       csv.disabled = false;
     }
   });
+  status.setAttribute('role', 'status');
   root.append(h('div.bar', h('h1', 'Events')), section('Filters', filters),
     h('div.bar', newer, status, older, h('span.spacer'), csv, csvNote), list);
   try {

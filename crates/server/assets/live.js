@@ -1,7 +1,7 @@
 // Live: every event as it is committed, newest first; a tap shows its
 // stages as a bar.
 
-import { h, recent, live, fmtTime, zoneOf, doorName, holderName, stageBar, stageLegend, badge } from './ui.js';
+import { h, recent, live, fmtTime, zoneOf, doorName, holderName, stageBar, stageLegend, badge, scroller } from './ui.js';
 
 const SHOW = 200;
 
@@ -27,17 +27,30 @@ export function eventRow(e) {
   return row;
 }
 
-export function eventTable(events) {
+// `caption`: what the table lists (read out, not shown). `table` is the
+// table in its sideways-scrolling box.
+export function eventTable(events, caption = 'Events, newest first') {
   const body = h('tbody', events.map(eventRow));
-  const t = h('table.events', h('thead', h('tr', ['Time', 'Door', 'Cardholder', 'Mechanism', 'Result', 'Stages'].map((c) => h('th', c)))), body);
-  return { table: t, body };
+  const t = h('table.events', h('caption.sr-only', caption), h('thead', h('tr', ['Time', 'Door', 'Cardholder', 'Mechanism', 'Result', 'Stages'].map((c) => h('th', { scope: 'col' }, c)))), body);
+  return { table: scroller(caption, t), body };
+}
+
+// One event in a sentence, as it is announced.
+function spoken(e) {
+  const where = e.door != null ? ` at ${doorName(e.door)}` : '';
+  const who = e.cardholder != null ? `, ${holderName(e.cardholder)}` : '';
+  if (e.kind === 'tap') return `Tap${where}: ${e.result || ''}${who}${e.result === 'refused' && (e.reason || e.code) ? `, ${e.reason || e.code}` : ''}`;
+  return `${e.kind === 'admin' ? 'Change' : e.kind === 'door-command' ? 'Door command' : e.kind}${where}: ${e.code || ''}${e.reason ? `, ${e.reason}` : ''}`;
 }
 
 export function livePage(root) {
   let onlyTaps = false;
   let paused = false;
-  const { table, body } = eventTable([]);
+  const { table, body } = eventTable([], 'Live events, newest first');
   const count = h('span.muted');
+  // New events are read out politely (never moving the focus), unless
+  // paused.
+  const said = h('p.sr-only', { id: 'live-announce', 'aria-live': 'polite', 'aria-atomic': 'true' });
   const draw = () => {
     const rows = recent.filter((e) => !onlyTaps || e.kind === 'tap').slice(0, SHOW);
     body.replaceChildren(...rows.map(eventRow));
@@ -45,9 +58,10 @@ export function livePage(root) {
     count.textContent = `${rows.length} shown`;
   };
   const taps = h('input', { type: 'checkbox', id: 'only-taps', onchange: (ev) => { onlyTaps = ev.target.checked; draw(); } });
-  const pause = h('input', { type: 'checkbox', id: 'pause', onchange: (ev) => { paused = ev.target.checked; if (!paused) draw(); } });
+  const pause = h('input', { type: 'checkbox', id: 'pause', onchange: (ev) => { paused = ev.target.checked; said.textContent = paused ? 'Live updates paused.' : ''; if (!paused) draw(); } });
   root.append(
-    h('div.bar', h('h1', 'Live'), h('label', taps, ' taps only'), h('label', pause, ' pause'), count),
+    h('div.bar', h('h1', 'Live'), h('label', taps, ' taps only'), h('label', pause, ' pause live updates'), count),
+    said,
     stageLegend(),
     table,
   );
@@ -62,6 +76,7 @@ export function livePage(root) {
     body.prepend(row);
     while (body.children.length > SHOW) body.lastChild.remove();
     count.textContent = `${body.children.length} shown`;
+    said.textContent = spoken(e);
   };
   // New names (a cardholder added, a door renamed): drawn again.
   const onNames = () => { if (!paused) draw(); };

@@ -2,7 +2,7 @@
 // from a certificate, and each cardholder's credentials and recent events.
 
 import { get, call, ApiError } from './api.js';
-import { h, can, live, fmtTime, table, form, roleButton, confirmAction, failure, badge, section, loadNames } from './ui.js';
+import { h, can, live, fmtTime, table, form, roleButton, confirmAction, askReason, failure, badge, section, loadNames } from './ui.js';
 import { eventTable, eventRow } from './live.js';
 
 // Suspends (asking why) or reinstates a cardholder: read, change, replace.
@@ -10,10 +10,10 @@ import { eventTable, eventRow } from './live.js';
 async function setStatus(holder, status) {
   let reason = null;
   if (status === 'suspended') {
-    reason = window.prompt(`Suspend ${holder.name}? Their cards stop opening doors at once.\nReason (for the log):`);
+    reason = await askReason(`Suspend ${holder.name}? Their cards stop opening doors at once.`, { confirm: 'Suspend', danger: true, title: 'Suspend the cardholder' });
     if (reason === null) return false;
     reason = reason.trim() || 'suspended from the dashboard';
-  } else if (!confirmAction(`Reinstate ${holder.name}?`)) {
+  } else if (!await confirmAction(`Reinstate ${holder.name}?`, { confirm: 'Reinstate', title: 'Reinstate the cardholder' })) {
     return false;
   }
   const c = await get(`/api/v1/cardholders/${holder.id}`);
@@ -27,7 +27,7 @@ function statusButton(c, after) {
   const suspend = c.status === 'active';
   return roleButton('admin', suspend ? 'Suspend' : 'Reinstate', async () => {
     if (await setStatus(c, suspend ? 'suspended' : 'active')) after();
-  }, { class: suspend ? 'danger' : null, dataset: { action: suspend ? 'suspend' : 'reinstate', cardholder: c.id } });
+  }, { class: suspend ? 'danger' : null, dataset: { action: suspend ? 'suspend' : 'reinstate', cardholder: c.id }, 'aria-label': `${suspend ? 'Suspend' : 'Reinstate'} ${c.name}` });
 }
 
 export async function cardholdersPage(root) {
@@ -36,7 +36,7 @@ export async function cardholdersPage(root) {
   let groups = [];
   let credentials = [];
   let rows = [];
-  const search = h('input', { type: 'search', placeholder: 'Search by name', id: 'search', oninput: () => list.update(filter()) });
+  const search = h('input', { type: 'search', placeholder: 'Search by name', id: 'search', 'aria-label': 'Search cardholders by name', oninput: () => list.update(filter()) });
   const filter = () => {
     const q = search.value.trim().toLowerCase();
     return q ? rows.filter((c) => c.name.toLowerCase().includes(q)) : rows;
@@ -48,7 +48,7 @@ export async function cardholdersPage(root) {
     { label: 'Credentials', value: (c) => credentials.filter((x) => x.cardholder === c.id).length, cls: 'num' },
     { label: 'Valid until', value: (c) => c.valid_until || '', cell: (c) => fmtTime(c.valid_until) },
     { label: '', cell: (c) => statusButton(c, reload) },
-  ], [], { sortBy: 0, rowData: (c) => ({ cardholder: c.id }), empty: 'No cardholders.' });
+  ], [], { sortBy: 0, rowData: (c) => ({ cardholder: c.id }), empty: 'No cardholders.', caption: 'Cardholders' });
   async function reload() {
     try {
       const [c, g, cr] = await Promise.all([get('/api/v1/cardholders'), get('/api/v1/groups'), get('/api/v1/credentials')]);
@@ -110,10 +110,10 @@ async function setCredential(id, state) {
   let reason = null;
   if (state !== 'active') {
     const what = state === 'revoked' ? 'Revoke this credential? This is permanent.' : 'Suspend this credential?';
-    reason = window.prompt(`${what}\nReason (for the log):`);
+    reason = await askReason(what, { confirm: state === 'revoked' ? 'Revoke' : 'Suspend', danger: true, title: state === 'revoked' ? 'Revoke the credential' : 'Suspend the credential' });
     if (reason === null) return false;
     reason = reason.trim() || `${state} from the dashboard`;
-  } else if (!confirmAction('Reinstate this credential?')) {
+  } else if (!await confirmAction('Reinstate this credential?', { confirm: 'Reinstate', title: 'Reinstate the credential' })) {
     return false;
   }
   const c = await get(`/api/v1/credentials/${id}`);
@@ -157,12 +157,12 @@ export async function cardholderPage(root, arg) {
         { label: 'Enrolled', value: (x) => x.enrolled_at || '', cell: (x) => [fmtTime(x.enrolled_at), x.enrolled_by ? h('span.muted', ` by ${x.enrolled_by}`) : null] },
         { label: '', cell: (x) => x.state === 'revoked' ? '' : [
           x.state === 'active'
-            ? roleButton('admin', 'Suspend', async () => { if (await setCredential(x.id, 'suspended')) drawCreds(); }, { class: 'danger' })
-            : roleButton('admin', 'Reinstate', async () => { if (await setCredential(x.id, 'active')) drawCreds(); }),
+            ? roleButton('admin', 'Suspend', async () => { if (await setCredential(x.id, 'suspended')) drawCreds(); }, { class: 'danger', 'aria-label': `Suspend credential ${x.id}` })
+            : roleButton('admin', 'Reinstate', async () => { if (await setCredential(x.id, 'active')) drawCreds(); }, { 'aria-label': `Reinstate credential ${x.id}` }),
           ' ',
-          roleButton('admin', 'Revoke', async () => { if (await setCredential(x.id, 'revoked')) drawCreds(); }, { class: 'danger' }),
+          roleButton('admin', 'Revoke', async () => { if (await setCredential(x.id, 'revoked')) drawCreds(); }, { class: 'danger', 'aria-label': `Revoke credential ${x.id}` }),
         ] },
-      ], items, { rowData: (x) => ({ credential: x.id }), empty: 'No credentials: enroll one below.' }));
+      ], items, { rowData: (x) => ({ credential: x.id }), empty: 'No credentials: enroll one below.', caption: `Credentials of ${c.name}` }));
     } catch (e) {
       creds.replaceChildren(failure(e));
     }
@@ -178,7 +178,7 @@ export async function cardholderPage(root, arg) {
     await drawCreds();
   }, { role: 'admin' });
   enroll.id = 'enroll';
-  const { table: events, body } = eventTable([]);
+  const { table: events, body } = eventTable([], `Recent events of ${c.name}, newest first`);
   try {
     const page = await get(`/api/v1/events?cardholder=${id}&direction=backward&limit=25`);
     body.replaceChildren(...page.events.map(eventRow));

@@ -8,7 +8,7 @@ function ratio(c) {
   if (!c) return h('span.muted', 'n/a');
   const total = (c.hits || 0) + (c.misses || 0);
   const r = c.ratio != null ? c.ratio : total ? c.hits / total : null;
-  const meter = h('meter', { min: 0, max: 1, value: r || 0 });
+  const meter = h('meter', { min: 0, max: 1, value: r || 0, 'aria-label': 'hit ratio' });
   return h('span', meter, ` ${r == null ? 'no lookups' : `${(100 * r).toFixed(1)} %`} `, h('span.muted', `(${c.hits || 0} hits, ${c.misses || 0} misses)`));
 }
 
@@ -48,7 +48,7 @@ export async function pkiPage(root) {
       { label: 'Next update', value: (c) => c.next_update, cell: (c) => fmtTime(c.next_update) },
       { label: 'State', value: (c) => (c.stale ? 1 : 0) + (c.usable === false ? 1 : 0), cell: (c) => (!c.stale ? badge('fresh', 'granted') : c.usable === false ? badge('stale', 'refused') : [badge('stale', 'mode-unlocked'), h('span.muted', ' in grace')]) },
       { label: 'Source', value: (c) => c.source, cell: (c) => [c.source || '', c.url ? h('div.muted.wrap', c.url) : null] },
-    ], p.crls || [], { rowClass: (c) => (c.stale ? 'refused' : ''), empty: 'No CRLs loaded.' })),
+    ], p.crls || [], { rowClass: (c) => (c.stale ? 'refused' : ''), empty: 'No CRLs loaded.', caption: 'CRLs held' })),
     section('CRL downloads', p.downloads === false ? h('p.muted', 'CRLs are not downloaded ([trust.fetch] is not configured): only the configured files are used.') : table([
       { label: 'Distribution point', value: (x) => x.url, cell: (x) => h('span.wrap', x.url) },
       { label: 'Issuer', value: (x) => x.issuer || '' },
@@ -56,7 +56,7 @@ export async function pkiPage(root) {
       { label: 'Downloaded', value: (x) => x.fetched_at, cell: (x) => epoch(x.fetched_at) },
       { label: 'Next attempt', value: (x) => x.next_attempt, cell: (x) => epoch(x.next_attempt) },
       { label: 'Error', value: (x) => x.error || '', cell: (x) => (x.error ? h('span.error', x.error) : '') },
-    ], p.distribution_points || [], { rowClass: (x) => (x.error ? 'refused' : ''), empty: 'No distribution points.' })),
+    ], p.distribution_points || [], { rowClass: (x) => (x.error ? 'refused' : ''), empty: 'No distribution points.', caption: 'CRL distribution points' })),
     section('Re-validation', facts(p.revalidation)),
     section('Validation cache', h('dl.facts',
       h('dt', 'certificates'), h('dd', ratio(p.cache && p.cache.certificates)),

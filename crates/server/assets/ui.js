@@ -133,8 +133,75 @@ export function failure(e) {
   return h('p.error', { role: 'alert' }, text);
 }
 
-export function confirmAction(question) {
-  return window.confirm(question);
+// A selector that finds `el` again once its part of the page is drawn
+// anew (the same kind of control for the same door, row or field).
+export function sameControl(el) {
+  if (!el || el === document.body) return null;
+  if (el.id) return `#${CSS.escape(el.id)}`;
+  let sel = el.tagName.toLowerCase();
+  for (const a of el.attributes) {
+    if (a.name.startsWith('data-') || a.name === 'name' || a.name === 'aria-label') sel += `[${a.name}="${CSS.escape(a.value)}"]`;
+  }
+  return sel;
+}
+
+// Puts the focus back on `el`, or on its replacement when it was drawn
+// anew meanwhile.
+export function refocus(el, sel) {
+  const target = el && el.isConnected ? el : sel ? document.querySelector(sel) : null;
+  if (target) target.focus();
+}
+
+// A modal dialog asking `question`: the page behind is inert, Tab and
+// Shift-Tab stay inside it, Escape cancels, and the focus goes back to
+// where it was. `input`: a label, to ask for a line of text too. Resolves
+// to false (cancelled), true, or the text typed.
+function ask(question, { confirm = 'OK', danger = false, input = null, title = 'Please confirm' } = {}) {
+  return new Promise((resolve) => {
+    const opener = document.activeElement;
+    const openerSel = sameControl(opener);
+    const id = `d-${Math.random().toString(36).slice(2, 9)}`;
+    const field = input ? h('input', { id: `${id}-in`, type: 'text', name: 'reason', autocomplete: 'off' }) : null;
+    const ok = h(`button.${danger ? 'danger' : 'primary'}`, { type: 'submit', value: 'ok', dataset: { answer: 'ok' } }, confirm);
+    const cancel = h('button', { type: 'button', dataset: { answer: 'cancel' } }, 'Cancel');
+    const dialog = h('dialog.confirm', { 'aria-labelledby': `${id}-t`, 'aria-describedby': `${id}-q` },
+      h('form', { method: 'dialog' },
+        h('h2', { id: `${id}-t` }, title),
+        h('p', { id: `${id}-q` }, question),
+        field ? h('div.field', h('label', { for: field.id }, input), field) : null,
+        h('div.actions', ok, cancel)));
+    let answer = false;
+    ok.addEventListener('click', () => { answer = field ? field.value : true; });
+    cancel.addEventListener('click', () => dialog.close());
+    dialog.addEventListener('keydown', (ev) => {
+      if (ev.key !== 'Tab') return;
+      const stops = [...dialog.querySelectorAll('input, button')].filter((e) => !e.disabled);
+      const first = stops[0], last = stops[stops.length - 1];
+      if (ev.shiftKey && document.activeElement === first) { ev.preventDefault(); last.focus(); }
+      else if (!ev.shiftKey && document.activeElement === last) { ev.preventDefault(); first.focus(); }
+    });
+    dialog.addEventListener('close', () => {
+      dialog.remove();
+      resolve(answer);
+      // After the caller's button is enabled again.
+      setTimeout(() => refocus(opener, openerSel), 0);
+    });
+    document.body.append(dialog);
+    dialog.showModal();
+    (field || cancel).focus();
+  });
+}
+
+// Asks before an action; resolves to whether to go on.
+export async function confirmAction(question, opts) {
+  return (await ask(question, opts)) !== false;
+}
+
+// Asks before an action and for its reason; resolves to the reason typed
+// (possibly empty), or null when cancelled.
+export async function askReason(question, opts) {
+  const r = await ask(question, Object.assign({ input: 'Reason (for the log)' }, opts));
+  return r === false ? null : String(r);
 }
 
 // Runs `action` for a button: disables it meanwhile and shows the API's
@@ -143,6 +210,9 @@ export async function act(button, action) {
   const out = button.parentElement.querySelector('.act-error') || h('span.act-error.error', { role: 'alert' });
   out.textContent = '';
   button.after(out);
+  // A disabled button loses the focus: it gets it back once done (a
+  // keyboard user stays where they were).
+  const focused = document.activeElement === button;
   button.disabled = true;
   try {
     await action();
@@ -150,11 +220,14 @@ export async function act(button, action) {
     out.textContent = e instanceof ApiError ? `${e.message} (HTTP ${e.status})` : String(e.message || e);
   } finally {
     button.disabled = !button.dataset.allowed;
+    const now = document.activeElement;
+    if (focused && button.isConnected && (!now || now === document.body)) button.focus();
   }
 }
 
 // A button for what `role` may do: disabled, with the reason, for a weaker
 // token (the API would refuse it anyway).
+// `extra['aria-label']` names it for its row or door (`Suspend Ada`).
 export function roleButton(role, label, onclick, extra) {
   const allowed = can(role);
   const b = h('button', Object.assign({ type: 'button', disabled: !allowed, title: allowed ? null : `needs the ${role} role` }, extra || {}), label);
@@ -213,8 +286,9 @@ export function form(fields, submitLabel, onsubmit, opts = {}) {
   return f;
 }
 
-// A table that sorts on its headers and pages. `columns`: [{label, value(row)
-// → sort key, cell(row) → node or text, cls?}].
+// A table that sorts on its headers (buttons) and pages. `columns`:
+// [{label, value(row) → sort key, cell(row) → node or text, cls?}];
+// `opts.caption` says what it lists (read out, not shown).
 export function table(columns, rows, opts = {}) {
   const size = opts.pageSize || 25;
   let page = 0;
@@ -225,9 +299,10 @@ export function table(columns, rows, opts = {}) {
   const prev = h('button.link', { type: 'button', onclick: () => { page--; draw(); } }, '‹ previous');
   const next = h('button.link', { type: 'button', onclick: () => { page++; draw(); } }, 'next ›');
   const heads = columns.map((c, i) => h('th', {
-    class: c.value ? 'sortable' : null,
-    onclick: c.value ? () => { desc = sortBy === i ? !desc : false; sortBy = i; page = 0; draw(); } : null,
-  }, c.label));
+    scope: 'col',
+    class: c.value && c.label ? 'sortable' : null,
+    onclick: c.value && c.label ? () => { desc = sortBy === i ? !desc : false; sortBy = i; page = 0; draw(); } : null,
+  }, c.value && c.label ? h('button.sort', { type: 'button' }, c.label) : c.label || h('span.sr-only', 'Actions')));
   function sorted() {
     if (sortBy === null) return rows;
     const key = columns[sortBy].value;
@@ -248,15 +323,26 @@ export function table(columns, rows, opts = {}) {
       return tr;
     }));
     if (!all.length) body.append(h('tr', h('td.muted', { colSpan: columns.length }, opts.empty || 'Nothing yet.')));
-    heads.forEach((th, i) => { th.dataset.sort = i === sortBy ? (desc ? 'desc' : 'asc') : ''; });
+    heads.forEach((th, i) => {
+      th.dataset.sort = i === sortBy ? (desc ? 'desc' : 'asc') : '';
+      if (i === sortBy) th.setAttribute('aria-sort', desc ? 'descending' : 'ascending');
+      else th.removeAttribute('aria-sort');
+    });
     info.textContent = all.length ? `${page * size + 1}–${Math.min(all.length, (page + 1) * size)} of ${all.length}` : '';
     prev.disabled = page === 0;
     next.disabled = page >= pages - 1;
   }
   draw();
-  const wrap = h('div.table', h('table', { class: opts.cls || null }, h('thead', h('tr', heads)), body), h('div.pager', prev, info, next));
+  const caption = opts.caption || 'List';
+  const wrap = h('div.table', scroller(caption, h('table', { class: opts.cls || null }, h('caption.sr-only', caption), h('thead', h('tr', heads)), body)), h('div.pager', { role: 'group', 'aria-label': `${caption}: pages` }, prev, info, next));
   wrap.update = (r) => { rows = r; draw(); };
   return wrap;
+}
+
+// A table in a box that scrolls sideways when the window is narrow (or
+// zoomed in); it takes the focus so that the keyboard can scroll it.
+export function scroller(label, tableEl) {
+  return h('div.scroll', { tabindex: '0', role: 'region', 'aria-label': label }, tableEl);
 }
 
 export const STAGES = ['detect', 'select', 'read', 'challenge', 'validate', 'verify', 'decide', 'signal'];
@@ -266,19 +352,22 @@ export const STAGES = ['detect', 'select', 'read', 'challenge', 'validate', 'ver
 export function stageBar(stages) {
   const by = new Map((stages || []).map((s) => [s.name, s.wall_us]));
   const total = [...by.values()].reduce((a, b) => a + b, 0);
-  const bar = h('div.stagebar', { title: `total ${fmtMs(total)}` });
+  const bar = h('div.stagebar', { title: `total ${fmtMs(total)}`, 'aria-hidden': 'true' });
+  const words = [];
   for (const name of STAGES) {
     if (!by.has(name)) continue;
     const us = by.get(name);
     const seg = h(`span.seg.st-${name}`, { title: `${name}: ${fmtMs(us)}`, dataset: { stage: name } });
     seg.style.flexGrow = String(Math.max(us, total / 200));
     bar.append(seg);
+    words.push(`${name} ${fmtMs(us)}`);
   }
-  return h('div.stages', bar, h('span.total', fmtMs(total)));
+  // The bar in words, for those who cannot see or tell apart its colours.
+  return h('div.stages', bar, h('span.total', fmtMs(total)), h('span.sr-only', `: ${words.join(', ')}`));
 }
 
 export function stageLegend() {
-  return h('div.legend', STAGES.map((s) => h('span', h(`i.st-${s}`), s)));
+  return h('div.legend', { 'aria-hidden': 'true' }, STAGES.map((s) => h('span', h(`i.st-${s}`), s)));
 }
 
 export function badge(text, kind) {
