@@ -110,7 +110,7 @@ export async function accessPage(root) {
     { label: '', cell: (x) => roleButton('admin', 'Delete', async () => {
       // Asked before anything is sent.
       if (!await confirmAction(`Delete the holiday ${x.name} (${x.date})? Schedules use their normal windows that day.`, { confirm: 'Delete', danger: true, title: 'Delete the holiday' })) return;
-      await call('DELETE', `/api/v1/holidays/${x.id}`);
+      await call('DELETE', `/api/v1/holidays/${x.id}`, undefined, x.version);
       reload();
     }, { class: 'danger', dataset: { action: 'delete-holiday' }, 'aria-label': `Delete the holiday ${x.name} (${x.date})` }) },
   ], holidays, { sortBy: 0, empty: 'No holidays.', cls: 'holidays', rowData: (x) => ({ holiday: x.id }), caption: 'Holidays' }), can('admin') ? null : h('p.muted', 'Changes need an admin token.'), add));

@@ -11,10 +11,13 @@ export function setToken(t) {
   else sessionStorage.removeItem(KEY);
 }
 
+// What a 412 says: the entity changed since it was shown.
+export const STALE = 'Changed by someone else — reload to see the current version.';
+
 // An answer other than 2xx: the status and the API's `{error, field}`.
 export class ApiError extends Error {
   constructor(status, body) {
-    super(body && body.error ? body.error : `HTTP ${status}`);
+    super(status === 412 ? STALE : body && body.error ? body.error : `HTTP ${status}`);
     this.status = status;
     this.field = body && body.field ? body.field : null;
   }
@@ -40,9 +43,12 @@ async function failure(r) {
   return e;
 }
 
-// `method path [body]` → the parsed JSON answer (null for 204).
-export async function call(method, path, body) {
+// `method path [body]` → the parsed JSON answer (null for 204). An entity's
+// change names the version it was made against (`version`, from what was
+// shown): a newer one is refused with 412 instead of being overwritten.
+export async function call(method, path, body, version) {
   const init = { method, headers: headers(), cache: 'no-store' };
+  if (version !== undefined && version !== null) init.headers['If-Match'] = `"${version}"`;
   if (body !== undefined) {
     init.headers['Content-Type'] = 'application/json';
     init.body = JSON.stringify(body);

@@ -5,8 +5,8 @@ import { get, call, ApiError } from './api.js';
 import { h, can, live, fmtTime, table, form, roleButton, confirmAction, askReason, failure, badge, section, loadNames } from './ui.js';
 import { eventTable, eventRow } from './live.js';
 
-// Suspends (asking why) or reinstates a cardholder: read, change, replace.
-// The question comes first, before anything is read.
+// Suspends (asking why) or reinstates a cardholder: only the status and
+// reason change, on the version shown. The question comes first.
 async function setStatus(holder, status) {
   let reason = null;
   if (status === 'suspended') {
@@ -16,10 +16,7 @@ async function setStatus(holder, status) {
   } else if (!await confirmAction(`Reinstate ${holder.name}?`, { confirm: 'Reinstate', title: 'Reinstate the cardholder' })) {
     return false;
   }
-  const c = await get(`/api/v1/cardholders/${holder.id}`);
-  c.status = status;
-  c.reason = reason;
-  await call('PUT', `/api/v1/cardholders/${holder.id}`, c);
+  await call('PATCH', `/api/v1/cardholders/${holder.id}`, { status, reason }, holder.version);
   return true;
 }
 
@@ -72,9 +69,8 @@ export async function cardholdersPage(root) {
     const c = await call('POST', '/api/v1/cardholders', body);
     if (v.group) {
       const g = await get(`/api/v1/groups/${v.group}`);
-      g.cardholders.push(c.id);
       try {
-        await call('PUT', `/api/v1/groups/${g.id}`, g);
+        await call('PATCH', `/api/v1/groups/${g.id}`, { cardholders: [...g.cardholders, c.id] }, g.version);
       } catch (e) {
         throw new ApiError(e.status, { error: `${c.name} was added, but not to the group: ${e.message}`, field: 'group' });
       }
@@ -104,9 +100,9 @@ function fascn(c) {
   return [h('code.wrap', c.fasc_n), c.fasc_n_error ? h('div.muted', c.fasc_n_error) : null];
 }
 
-// Suspends, reinstates or revokes a credential (asking first): read,
-// change, replace.
-async function setCredential(id, state) {
+// Suspends, reinstates or revokes a credential (asking first): only its
+// state changes, on the version shown.
+async function setCredential(id, state, version) {
   let reason = null;
   if (state !== 'active') {
     const what = state === 'revoked' ? 'Revoke this credential? This is permanent.' : 'Suspend this credential?';
@@ -116,12 +112,8 @@ async function setCredential(id, state) {
   } else if (!await confirmAction('Reinstate this credential?', { confirm: 'Reinstate', title: 'Reinstate the credential' })) {
     return false;
   }
-  const c = await get(`/api/v1/credentials/${id}`);
-  c.state = state;
-  c.reason = reason;
-  if (state === 'revoked') c.at = new Date().toISOString();
-  else delete c.at;
-  await call('PUT', `/api/v1/credentials/${id}`, c);
+  const at = state === 'revoked' ? new Date().toISOString() : null;
+  await call('PATCH', `/api/v1/credentials/${id}`, { state, reason, at }, version);
   return true;
 }
 
@@ -157,10 +149,10 @@ export async function cardholderPage(root, arg) {
         { label: 'Enrolled', value: (x) => x.enrolled_at || '', cell: (x) => [fmtTime(x.enrolled_at), x.enrolled_by ? h('span.muted', ` by ${x.enrolled_by}`) : null] },
         { label: '', cell: (x) => x.state === 'revoked' ? '' : [
           x.state === 'active'
-            ? roleButton('admin', 'Suspend', async () => { if (await setCredential(x.id, 'suspended')) drawCreds(); }, { class: 'danger', 'aria-label': `Suspend credential ${x.id}` })
-            : roleButton('admin', 'Reinstate', async () => { if (await setCredential(x.id, 'active')) drawCreds(); }, { 'aria-label': `Reinstate credential ${x.id}` }),
+            ? roleButton('admin', 'Suspend', async () => { if (await setCredential(x.id, 'suspended', x.version)) drawCreds(); }, { class: 'danger', 'aria-label': `Suspend credential ${x.id}` })
+            : roleButton('admin', 'Reinstate', async () => { if (await setCredential(x.id, 'active', x.version)) drawCreds(); }, { 'aria-label': `Reinstate credential ${x.id}` }),
           ' ',
-          roleButton('admin', 'Revoke', async () => { if (await setCredential(x.id, 'revoked')) drawCreds(); }, { class: 'danger', 'aria-label': `Revoke credential ${x.id}` }),
+          roleButton('admin', 'Revoke', async () => { if (await setCredential(x.id, 'revoked', x.version)) drawCreds(); }, { class: 'danger', 'aria-label': `Revoke credential ${x.id}` }),
         ] },
       ], items, { rowData: (x) => ({ credential: x.id }), empty: 'No credentials: enroll one below.', caption: `Credentials of ${c.name}` }));
     } catch (e) {

@@ -52,6 +52,10 @@ pub enum ChangeError {
     /// The change would leave the access data inconsistent.
     #[error("the change would leave the access data inconsistent: {0}")]
     Inconsistent(BuildError),
+    /// The change was made against a version of the entity that is no
+    /// longer the stored one: someone else changed it meanwhile.
+    #[error("{0}")]
+    Stale(String),
     /// The database failed; nothing was changed.
     #[error("{0}")]
     Store(StoreError),
@@ -74,6 +78,7 @@ impl From<StoreError> for ChangeError {
                 message: e.to_string(),
             },
             StoreError::Snapshot(b) => ChangeError::Inconsistent(b),
+            e @ StoreError::Stale { .. } => ChangeError::Stale(e.to_string()),
             e => ChangeError::Store(e),
         }
     }
@@ -242,7 +247,37 @@ pub enum EntityChange<R: Record> {
     Create(R),
     /// The entity with this id, replaced whole.
     Replace(R),
+    /// [`Replace`](Self::Replace), only if the stored entity is still at
+    /// `version` (else [`ChangeError::Stale`]).
+    ReplaceIf {
+        value: R,
+        version: i64,
+    },
     Delete(R::Id),
+    /// [`Delete`](Self::Delete), only if the stored entity is still at
+    /// `version`.
+    DeleteIf {
+        id: R::Id,
+        version: i64,
+    },
+}
+
+impl<R: Record> EntityChange<R> {
+    /// A replacement, conditional when `version` is given.
+    pub fn replace(value: R, version: Option<i64>) -> Self {
+        match version {
+            Some(version) => EntityChange::ReplaceIf { value, version },
+            None => EntityChange::Replace(value),
+        }
+    }
+
+    /// A deletion, conditional when `version` is given.
+    pub fn delete(id: R::Id, version: Option<i64>) -> Self {
+        match version {
+            Some(version) => EntityChange::DeleteIf { id, version },
+            None => EntityChange::Delete(id),
+        }
+    }
 }
 
 impl<R: Record> Edit for EntityChange<R> {
@@ -260,11 +295,13 @@ impl<R: Record> Edit for EntityChange<R> {
                 v.set_id(next);
                 items.push(v);
             }
-            EntityChange::Replace(after) => match items.iter_mut().find(|i| i.id() == after.id()) {
-                Some(slot) => *slot = after.clone(),
-                None => return Err(not_found::<R>(after.id())),
-            },
-            EntityChange::Delete(id) => {
+            EntityChange::Replace(after) | EntityChange::ReplaceIf { value: after, .. } => {
+                match items.iter_mut().find(|i| i.id() == after.id()) {
+                    Some(slot) => *slot = after.clone(),
+                    None => return Err(not_found::<R>(after.id())),
+                }
+            }
+            EntityChange::Delete(id) | EntityChange::DeleteIf { id, .. } => {
                 let at = items.iter().position(|i| i.id() == id.raw());
                 let Some(at) = at else {
                     return Err(not_found::<R>(id.raw()));
@@ -301,36 +338,58 @@ impl<R: Record> Edit for EntityChange<R> {
                     );
                     (stored, vec![e])
                 }
-                EntityChange::Replace(after) => {
-                    let before = tx.get(id_of(&after)).await?;
-                    tx.update(&after).await?;
-                    let stored = tx.get(id_of(&after)).await?;
-                    let e = admin_event(
-                        &stored,
-                        now,
-                        &actor,
-                        "update",
-                        format!("{} replaced by {actor}", stored.label()),
-                        json!({ "before": before, "after": stored }),
-                    );
-                    (stored, vec![e])
+                EntityChange::Replace(after) => replace(tx, after, None, &actor, now).await?,
+                EntityChange::ReplaceIf { value, version } => {
+                    replace(tx, value, Some(version), &actor, now).await?
                 }
-                EntityChange::Delete(id) => {
-                    let before = tx.get(id).await?;
-                    tx.delete(id).await?;
-                    let e = admin_event(
-                        &before,
-                        now,
-                        &actor,
-                        "delete",
-                        format!("{} deleted by {actor}", before.label()),
-                        json!({ "before": before }),
-                    );
-                    (before, vec![e])
+                EntityChange::Delete(id) => delete(tx, id, None, &actor, now).await?,
+                EntityChange::DeleteIf { id, version } => {
+                    delete(tx, id, Some(version), &actor, now).await?
                 }
             })
         })
     }
+}
+
+async fn replace<R: Record>(
+    tx: &mut Tx,
+    after: R,
+    version: Option<i64>,
+    actor: &str,
+    now: Timestamp,
+) -> Result<(R, Vec<NewEvent>), ChangeError> {
+    let before = tx.get(id_of(&after)).await?;
+    tx.update_if(&after, version).await?;
+    let stored = tx.get(id_of(&after)).await?;
+    let e = admin_event(
+        &stored,
+        now,
+        actor,
+        "update",
+        format!("{} replaced by {actor}", stored.label()),
+        json!({ "before": before, "after": stored }),
+    );
+    Ok((stored, vec![e]))
+}
+
+async fn delete<R: Record>(
+    tx: &mut Tx,
+    id: R::Id,
+    version: Option<i64>,
+    actor: &str,
+    now: Timestamp,
+) -> Result<(R, Vec<NewEvent>), ChangeError> {
+    let before = tx.get(id).await?;
+    tx.delete_if(id, version).await?;
+    let e = admin_event(
+        &before,
+        now,
+        actor,
+        "delete",
+        format!("{} deleted by {actor}", before.label()),
+        json!({ "before": before }),
+    );
+    Ok((before, vec![e]))
 }
 
 /// The typed id of `r`.

@@ -134,8 +134,24 @@ impl Api {
         token: Option<&str>,
         body: Option<&str>,
     ) -> (u16, Value) {
+        let (st, v, _) = self.call_with(method, path, token, body, &[]);
+        (st, v)
+    }
+
+    /// [`call`](Self::call) with more headers; also the answer's ETag.
+    fn call_with(
+        &self,
+        method: &str,
+        path: &str,
+        token: Option<&str>,
+        body: Option<&str>,
+        headers: &[(&str, &str)],
+    ) -> (u16, Value, Option<String>) {
         let mut r =
             ureq::request(method, &format!("{}{path}", self.base)).timeout(Duration::from_secs(20));
+        for (k, v) in headers {
+            r = r.set(k, v);
+        }
         if let Some(t) = token {
             r = r.set("Authorization", &format!("Bearer {t}"));
         }
@@ -149,13 +165,14 @@ impl Api {
             Err(e) => panic!("{method} {path}: {e}"),
         };
         let status = resp.status();
+        let etag = resp.header("ETag").map(str::to_string);
         let text = resp.into_string().unwrap();
         let body = if text.is_empty() {
             Value::Null
         } else {
             serde_json::from_str(&text).unwrap_or(Value::String(text))
         };
-        (status, body)
+        (status, body, etag)
     }
 
     fn admin(&self, method: &str, path: &str, body: Option<Value>) -> (u16, Value) {
@@ -182,7 +199,7 @@ impl Api {
         let (_, again) = self.call("GET", path, Some(&self.viewer), None);
         assert_eq!(answer, again);
         for (k, val) in v.as_object().unwrap() {
-            if k != "enrolled_at" && k != "enrolled_by" {
+            if k != "enrolled_at" && k != "enrolled_by" && k != "version" {
                 assert_eq!(&again[k], val, "{path}: field {k}");
             }
         }
@@ -937,4 +954,109 @@ fn a_stored_door_mode_is_applied_at_start() {
     // drives the output too.
     api.replace("/api/v1/doors/2", |d| d["mode"] = json!("locked"));
     assert_eq!(api.output.mode(DoorId(2)), DoorMode::Locked);
+}
+
+/// Two admins at once: every entity has a version, answered as an ETag; a
+/// change made against an older one is refused (412) instead of undoing the
+/// newer one; PATCH changes only the fields it names.
+#[test]
+fn a_stale_change_is_refused_instead_of_undoing_a_newer_one() {
+    let api = start(None, None);
+    let ada = api.create(
+        "/api/v1/cardholders",
+        json!({"name": "Ada", "status": "active"}),
+    );
+    let bob = api.create(
+        "/api/v1/cardholders",
+        json!({"name": "Bob", "status": "active"}),
+    );
+    let admin = api.admin.clone();
+    let send = |method: &str, path: &str, body: Option<&Value>, if_match: Option<&str>| {
+        let body = body.map(|b| b.to_string());
+        let headers: Vec<(&str, &str)> = if_match.map(|m| ("If-Match", m)).into_iter().collect();
+        api.call_with(method, path, Some(&admin), body.as_deref(), &headers)
+    };
+
+    // Both admins open the group; it lists Ada and Bob.
+    let (st, _, _) = send(
+        "PATCH",
+        "/api/v1/groups/1",
+        Some(&json!({"cardholders": [id(&ada), id(&bob)]})),
+        None,
+    );
+    assert_eq!(st, 200);
+    let (st, form, etag) = send("GET", "/api/v1/groups/1", None, None);
+    assert_eq!(st, 200);
+    let etag = etag.expect("an ETag");
+    assert_eq!(etag, format!("\"{}\"", form["version"]), "{form}");
+
+    // The first removes Bob.
+    let (st, after, newer) = send(
+        "PATCH",
+        "/api/v1/groups/1",
+        Some(&json!({"cardholders": [id(&ada)]})),
+        Some(&etag),
+    );
+    assert_eq!(st, 200, "{after}");
+    assert_ne!(newer.as_deref(), Some(etag.as_str()), "the version went up");
+
+    // The second saves the form they still show, with Bob in it: refused.
+    let (st, err, _) = send("PUT", "/api/v1/groups/1", Some(&form), Some(&etag));
+    assert_eq!(st, 412, "{err}");
+    assert!(
+        err["error"]
+            .as_str()
+            .unwrap()
+            .contains("changed by someone else"),
+        "{err}"
+    );
+    // A PUT without If-Match of what was read is as safe once re-read.
+    let (_, now, _) = send("GET", "/api/v1/groups/1", None, None);
+    assert_eq!(now["cardholders"], json!([id(&ada)]), "Bob stays out");
+    // So is a stale delete.
+    let (st, _, _) = send("DELETE", "/api/v1/groups/1", None, Some(&etag));
+    assert_eq!(st, 412);
+
+    // A suspension (as re-validation makes it) is not undone by a form
+    // read before it.
+    let path = format!("/api/v1/cardholders/{}", id(&ada));
+    let (_, before, old) = send("GET", &path, None, None);
+    let (st, _, _) = send(
+        "PATCH",
+        &path,
+        Some(&json!({"status": "suspended", "reason": "certificate revoked"})),
+        None,
+    );
+    assert_eq!(st, 200);
+    let mut stale = before.clone();
+    stale["name"] = json!("Ada Lovelace");
+    let (st, _, _) = send("PUT", &path, Some(&stale), old.as_deref());
+    assert_eq!(st, 412);
+    let (_, ada_now, _) = send("GET", &path, None, None);
+    assert_eq!(ada_now["status"], "suspended");
+    assert_eq!(
+        ada_now["name"], "Ada",
+        "PATCH kept the fields it did not name"
+    );
+
+    // If-Match that is not an ETag is a bad request; `*` matches any.
+    let (st, err, _) = send("PATCH", &path, Some(&json!({"name": "A"})), Some("3"));
+    assert_eq!(
+        (st, err["field"].as_str()),
+        (400, Some("If-Match")),
+        "{err}"
+    );
+    let (st, _, _) = send("PATCH", &path, Some(&json!({"name": "Ada L."})), Some("*"));
+    assert_eq!(st, 200);
+    // The id cannot be patched; null removes an optional field.
+    let (st, _, _) = send("PATCH", &path, Some(&json!({"id": 999})), None);
+    assert_eq!(st, 422);
+    let (st, v, _) = send(
+        "PATCH",
+        &path,
+        Some(&json!({"status": "active", "reason": null, "valid_until": null})),
+        None,
+    );
+    assert_eq!(st, 200, "{v}");
+    assert_eq!(v["status"], "active");
 }

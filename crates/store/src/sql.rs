@@ -227,6 +227,30 @@ async fn get_in<I: RecordId>(conn: &mut AnyConnection, id: I) -> Result<I::Recor
         .ok_or_else(|| not_found::<I::Record>(id))
 }
 
+async fn version_in<R: Record>(conn: &mut AnyConnection, id: i64) -> Result<i64, StoreError> {
+    let sql = format!("SELECT version FROM {} WHERE id = $1", R::TABLE);
+    let row = sqlx::query(&sql)
+        .bind(id)
+        .fetch_optional(&mut *conn)
+        .await?;
+    match row {
+        Some(row) => Ok(row.try_get::<i64, _>(0)?),
+        None => Err(not_found::<R>(id)),
+    }
+}
+
+fn stale_unless<R: Record>(id: i64, expected: Option<i64>, current: i64) -> Result<(), StoreError> {
+    match expected {
+        Some(expected) if expected != current => Err(StoreError::Stale {
+            kind: R::KIND,
+            id: id.to_string(),
+            expected,
+            current,
+        }),
+        _ => Ok(()),
+    }
+}
+
 /// Every entity, in one read transaction (one snapshot of every table).
 async fn entities_in(conn: &mut AnyConnection) -> Result<Entities, StoreError> {
     Ok(Entities {
@@ -275,16 +299,29 @@ impl Tx {
         R::read(&mut self.tx, None).await
     }
 
-    /// Replaces the entity with `r`'s id, or [`StoreError::NotFound`].
+    /// Replaces the entity with `r`'s id, or [`StoreError::NotFound`]; its
+    /// version goes up by one.
     pub async fn update<R: Record>(&mut self, r: &R) -> Result<(), StoreError> {
+        self.update_if(r, None).await.map(|_| ())
+    }
+
+    /// [`update`](Self::update), only if the stored version is `expected`
+    /// (else [`StoreError::Stale`]); returns the new version.
+    pub async fn update_if<R: Record>(
+        &mut self,
+        r: &R,
+        expected: Option<i64>,
+    ) -> Result<i64, StoreError> {
         r.validate()?;
+        let current = version_in::<R>(&mut self.tx, r.id()).await?;
+        stale_unless::<R>(r.id(), expected, current)?;
         let sets: Vec<String> = R::COLUMNS
             .iter()
             .enumerate()
             .map(|(i, c)| format!("{c} = ${}", i + 1))
             .collect();
         let sql = format!(
-            "UPDATE {} SET {} WHERE id = ${}",
+            "UPDATE {} SET {}, version = version + 1 WHERE id = ${}",
             R::TABLE,
             sets.join(", "),
             R::COLUMNS.len() + 1
@@ -298,7 +335,25 @@ impl Tx {
         if done.rows_affected() == 0 {
             return Err(not_found::<R>(r.id()));
         }
-        r.write_related(&mut self.tx, true).await
+        r.write_related(&mut self.tx, true).await?;
+        Ok(current + 1)
+    }
+
+    /// The stored version of the entity `id`, or [`StoreError::NotFound`].
+    pub async fn version<I: RecordId>(&mut self, id: I) -> Result<i64, StoreError> {
+        version_in::<I::Record>(&mut self.tx, id.raw()).await
+    }
+
+    /// [`delete`](Self::delete), only if the stored version is `expected`
+    /// (else [`StoreError::Stale`]).
+    pub async fn delete_if<I: RecordId>(
+        &mut self,
+        id: I,
+        expected: Option<i64>,
+    ) -> Result<(), StoreError> {
+        let current = version_in::<I::Record>(&mut self.tx, id.raw()).await?;
+        stale_unless::<I::Record>(id.raw(), expected, current)?;
+        self.delete(id).await
     }
 
     /// Deletes the entity `id` (with its group memberships), or
@@ -469,6 +524,35 @@ impl Store {
         let r = tx.create(r).await?;
         tx.commit().await?;
         Ok(r)
+    }
+
+    /// The entity `id` and its version, read together.
+    pub async fn get_versioned<I: RecordId>(&self, id: I) -> Result<(I::Record, i64), StoreError> {
+        let mut tx = self.begin().await?;
+        let r = tx.get(id).await?;
+        let v = tx.version(id).await?;
+        tx.commit().await?;
+        Ok((r, v))
+    }
+
+    /// Every entity of the kind, by id, with its version, read together.
+    pub async fn list_versioned<R: Record>(&self) -> Result<Vec<(R, i64)>, StoreError> {
+        let mut tx = self.begin().await?;
+        let items = tx.list::<R>().await?;
+        let sql = format!("SELECT id, version FROM {}", R::TABLE);
+        let rows = sqlx::query(&sql).fetch_all(&mut *tx.tx).await?;
+        tx.commit().await?;
+        let mut versions = std::collections::HashMap::with_capacity(rows.len());
+        for row in rows {
+            versions.insert(row.try_get::<i64, _>(0)?, row.try_get::<i64, _>(1)?);
+        }
+        Ok(items
+            .into_iter()
+            .map(|r| {
+                let v = versions.get(&r.id()).copied().unwrap_or(1);
+                (r, v)
+            })
+            .collect())
     }
 
     /// The entity `id`, or [`StoreError::NotFound`].

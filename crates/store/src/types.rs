@@ -15,6 +15,14 @@ pub enum StoreError {
     NotFound { kind: &'static str, id: String },
     #[error("{kind}: {detail} (a unique value is already taken)")]
     Conflict { kind: &'static str, detail: String },
+    /// A change was made against a version that is no longer the stored one.
+    #[error("{kind} {id} was changed by someone else (version {expected} was expected, it is now {current}): reload it and try again")]
+    Stale {
+        kind: &'static str,
+        id: String,
+        expected: i64,
+        current: i64,
+    },
     #[error("{kind} {id}: {detail} (it refers to, or is referred to by, another entity)")]
     Reference {
         kind: &'static str,

@@ -8,12 +8,12 @@
 
 use access::jiff::Timestamp;
 use axum::body::Bytes;
-use axum::http::StatusCode;
+use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use serde::Deserialize;
 use serde_json::json;
-use store::{ApiToken, Record, RecordId, Store};
+use store::{ApiToken, Record, RecordId};
 
 use super::error::{ApiError, AppResult};
 use super::extract::{json_body_required, loaded};
@@ -42,6 +42,8 @@ pub(super) trait ApiEntity: Record {
     ) -> AppResult<Self>;
     /// The id the body repeats, if any.
     fn body_id(body: &Self::Body) -> Option<i64>;
+    /// Fields the API shows but a body must not carry (kept by a change).
+    const READ_ONLY: &'static [&'static str] = &[];
 }
 
 fn text(field: &'static str, v: String) -> AppResult<String> {
@@ -212,6 +214,7 @@ impl ApiEntity for access::Cardholder {
 
 impl ApiEntity for access::Credential {
     type Body = schema::Credential;
+    const READ_ONLY: &'static [&'static str] = &["enrolled_at", "enrolled_by"];
 
     fn body_id(b: &Self::Body) -> Option<i64> {
         b.id
@@ -355,22 +358,80 @@ pub(super) fn path_id(kind: &str, raw: &str) -> AppResult<i64> {
     })
 }
 
-async fn fetch<E: ApiEntity>(store: &Store, id: i64) -> AppResult<E> {
-    store.get(E::Id::from_raw(id)).await.map_err(ApiError::from)
+/// The entity as the API shows it: its fields and its `version`.
+fn shown<E: ApiEntity>(e: &E, version: i64) -> serde_json::Value {
+    let mut v = serde_json::to_value(e).unwrap_or_default();
+    if let Some(o) = v.as_object_mut() {
+        o.insert("version".into(), json!(version));
+    }
+    v
 }
 
-/// Every entity of the kind.
+/// One entity with its version as the body and as a strong `ETag`.
+fn versioned<E: ApiEntity>(status: StatusCode, e: &E, version: i64) -> Response {
+    let mut r = (status, Json(shown(e, version))).into_response();
+    if let Ok(v) = HeaderValue::from_str(&format!("\"{version}\"")) {
+        r.headers_mut().insert(header::ETAG, v);
+    }
+    r
+}
+
+/// The version `If-Match` asks for: `None` without the header or with
+/// `*`; 400 when it is not one quoted version number (`"3"`, `W/"3"`).
+pub(super) fn if_match(headers: &HeaderMap) -> AppResult<Option<i64>> {
+    let Some(raw) = headers.get(header::IF_MATCH) else {
+        return Ok(None);
+    };
+    let bad = || {
+        ApiError::bad_request(
+            "If-Match",
+            "header `If-Match`: give the entity's ETag as it was answered, e.g. \"3\"",
+        )
+    };
+    let text = raw.to_str().map_err(|_| bad())?.trim();
+    if text == "*" {
+        return Ok(None);
+    }
+    let tag = text.strip_prefix("W/").unwrap_or(text);
+    tag.strip_prefix('"')
+        .and_then(|t| t.strip_suffix('"'))
+        .and_then(|t| t.parse::<i64>().ok())
+        .map(Some)
+        .ok_or_else(bad)
+}
+
+/// The body without `version`: what GET answered can be sent back.
+fn without_version(body: &Bytes) -> AppResult<Bytes> {
+    let Ok(serde_json::Value::Object(mut o)) = serde_json::from_slice::<serde_json::Value>(body)
+    else {
+        // Not an object: the body parser says what is wrong.
+        return Ok(body.clone());
+    };
+    if o.remove("version").is_none() {
+        return Ok(body.clone());
+    }
+    Ok(Bytes::from(serde_json::to_vec(&o).unwrap_or_default()))
+}
+
+/// Every entity of the kind, each with its version.
 pub(super) async fn list<E: ApiEntity>(state: &AppState) -> AppResult<Json<serde_json::Value>> {
     let l = loaded(state)?;
-    let items = l.store.list::<E>().await?;
+    let items: Vec<serde_json::Value> = l
+        .store
+        .list_versioned::<E>()
+        .await?
+        .iter()
+        .map(|(e, v)| shown(e, *v))
+        .collect();
     Ok(Json(json!({ "items": items })))
 }
 
-/// One entity by id.
-pub(super) async fn get_one<E: ApiEntity>(state: &AppState, raw: &str) -> AppResult<Json<E>> {
+/// One entity by id, with its version (also as `ETag`).
+pub(super) async fn get_one<E: ApiEntity>(state: &AppState, raw: &str) -> AppResult<Response> {
     let id = path_id(E::ACTION, raw)?;
     let l = loaded(state)?;
-    Ok(Json(fetch::<E>(&l.store, id).await?))
+    let (e, version) = l.store.get_versioned(E::Id::from_raw(id)).await?;
+    Ok(versioned(StatusCode::OK, &e, version))
 }
 
 /// Creates a new entity from the body (admin); 201 with it as stored.
@@ -379,25 +440,46 @@ pub(super) async fn create<E: ApiEntity>(
     token: &ApiToken,
     body: &Bytes,
 ) -> AppResult<Response> {
-    let body: E::Body = json_body_required(body)?;
+    let body: E::Body = json_body_required(&without_version(body)?)?;
     let l = loaded(state)?;
     let value = E::from_body(body, 0, None, &token.name, Timestamp::now())?;
     let (stored, _) = l
         .access
         .change(&token.name, EntityChange::Create(value))
         .await?;
-    Ok((StatusCode::CREATED, Json(stored)).into_response())
+    Ok(versioned(StatusCode::CREATED, &stored, 1))
 }
 
-/// Replaces the entity `raw` with the body (admin).
+/// The entity `id` changed to `after` unless its version is no longer
+/// `version`; answered as stored, with its new version.
+async fn replace_with<E: ApiEntity>(
+    state: &AppState,
+    token: &ApiToken,
+    after: E,
+    version: Option<i64>,
+) -> AppResult<Response> {
+    let l = loaded(state)?;
+    let id = after.id();
+    let (stored, _) = l
+        .access
+        .change(&token.name, EntityChange::replace(after, version))
+        .await?;
+    let version = l.store.get_versioned(E::Id::from_raw(id)).await?.1;
+    Ok(versioned(StatusCode::OK, &stored, version))
+}
+
+/// Replaces the entity `raw` with the body (admin); with `If-Match`, only
+/// if it is still at that version (else 412).
 pub(super) async fn replace<E: ApiEntity>(
     state: &AppState,
     token: &ApiToken,
     raw: &str,
+    headers: &HeaderMap,
     body: &Bytes,
-) -> AppResult<Json<E>> {
+) -> AppResult<Response> {
     let id = path_id(E::ACTION, raw)?;
-    let body: E::Body = json_body_required(body)?;
+    let expected = if_match(headers)?;
+    let body: E::Body = json_body_required(&without_version(body)?)?;
     if let Some(given) = E::body_id(&body).filter(|given| *given != id) {
         return Err(ApiError::unprocessable(
             "id",
@@ -408,25 +490,79 @@ pub(super) async fn replace<E: ApiEntity>(
         ));
     }
     let l = loaded(state)?;
-    let before = fetch::<E>(&l.store, id).await?;
+    let (before, current) = l.store.get_versioned(E::Id::from_raw(id)).await?;
     let after = E::from_body(body, id, Some(&before), &token.name, Timestamp::now())?;
-    let (stored, _) = l
-        .access
-        .change(&token.name, EntityChange::Replace(after))
-        .await?;
-    Ok(Json(stored))
+    // Without If-Match the replacement still applies to what it was built
+    // from: never to a version that came in between.
+    replace_with(state, token, after, Some(expected.unwrap_or(current))).await
 }
 
-/// Deletes the entity `raw` (admin); 204.
+/// Changes only the fields the body names (RFC 7396 JSON merge patch;
+/// `null` removes an optional field), on the version `If-Match` names or
+/// the one read (admin).
+pub(super) async fn patch<E: ApiEntity>(
+    state: &AppState,
+    token: &ApiToken,
+    raw: &str,
+    headers: &HeaderMap,
+    body: &Bytes,
+) -> AppResult<Response> {
+    let id = path_id(E::ACTION, raw)?;
+    let expected = if_match(headers)?;
+    let serde_json::Value::Object(changes) = json_body_required::<serde_json::Value>(body)? else {
+        return Err(ApiError::bad_request(
+            "body",
+            "body: a JSON object of the fields to change is required",
+        ));
+    };
+    let l = loaded(state)?;
+    let (before, current) = l.store.get_versioned(E::Id::from_raw(id)).await?;
+    let mut merged = serde_json::to_value(&before).unwrap_or_default();
+    let Some(fields) = merged.as_object_mut() else {
+        return Err(ApiError::internal("an entity is not a JSON object"));
+    };
+    for (k, v) in changes {
+        match k.as_str() {
+            "version" => continue,
+            "id" if v != json!(id) => {
+                return Err(ApiError::unprocessable(
+                    "id",
+                    format!("body field `id`: the {} id cannot change", E::ACTION),
+                ))
+            }
+            _ => {}
+        }
+        if v.is_null() {
+            fields.remove(&k);
+        } else {
+            fields.insert(k, v);
+        }
+    }
+    for k in E::READ_ONLY {
+        fields.remove(*k);
+    }
+    let merged = Bytes::from(serde_json::to_vec(&merged).unwrap_or_default());
+    let body: E::Body = json_body_required(&merged)?;
+    let after = E::from_body(body, id, Some(&before), &token.name, Timestamp::now())?;
+    replace_with(state, token, after, Some(expected.unwrap_or(current))).await
+}
+
+/// Deletes the entity `raw` (admin); 204. With `If-Match`, only if it is
+/// still at that version (else 412).
 pub(super) async fn remove<E: ApiEntity>(
     state: &AppState,
     token: &ApiToken,
     raw: &str,
+    headers: &HeaderMap,
 ) -> AppResult<StatusCode> {
     let id = path_id(E::ACTION, raw)?;
+    let expected = if_match(headers)?;
     let l = loaded(state)?;
     l.access
-        .change(&token.name, EntityChange::<E>::Delete(E::Id::from_raw(id)))
+        .change(
+            &token.name,
+            EntityChange::<E>::delete(E::Id::from_raw(id), expected),
+        )
         .await?;
     Ok(StatusCode::NO_CONTENT)
 }
@@ -434,13 +570,13 @@ pub(super) async fn remove<E: ApiEntity>(
 /// The five routes of one entity kind, documented for the OpenAPI document.
 macro_rules! crud {
     ($module:ident, $E:ident, $Body:ident, $List:ident, $tag:tt, $list_path:tt, $one_path:tt,
-     $list_op:tt, $get_op:tt, $create_op:tt, $replace_op:tt, $delete_op:tt) => {
+     $list_op:tt, $get_op:tt, $create_op:tt, $replace_op:tt, $patch_op:tt, $delete_op:tt) => {
         pub mod $module {
             use std::sync::Arc;
 
             use axum::body::Bytes;
             use axum::extract::{Path, State};
-            use axum::http::StatusCode;
+            use axum::http::{HeaderMap, StatusCode};
             use axum::response::Response;
             use axum::Json;
 
@@ -475,7 +611,7 @@ macro_rules! crud {
                 State(state): State<Arc<AppState>>,
                 _: Viewer,
                 Path(id): Path<String>,
-            ) -> AppResult<Json<access::$E>> {
+            ) -> AppResult<Response> {
                 crate::http::entities::get_one::<access::$E>(&state, &id).await
             }
 
@@ -519,9 +655,39 @@ macro_rules! crud {
                 State(state): State<Arc<AppState>>,
                 Admin(token): Admin,
                 Path(id): Path<String>,
+                headers: HeaderMap,
                 body: Bytes,
-            ) -> AppResult<Json<access::$E>> {
-                crate::http::entities::replace::<access::$E>(&state, &token, &id, &body).await
+            ) -> AppResult<Response> {
+                crate::http::entities::replace::<access::$E>(&state, &token, &id, &headers, &body).await
+            }
+
+            /// Changes only the fields the body names (JSON merge patch,
+            /// RFC 7396), so a client never writes back what it did not
+            /// show (admin). With `If-Match`, only if the entity is still at
+            /// that version (else 412: reload).
+            #[utoipa::path(patch, path = $one_path, tag = $tag, operation_id = $patch_op,
+                security(("bearer" = [])),
+                params(("id" = i64, Path, description = "The id"),
+                       ("If-Match" = Option<String>, Header, description = "The ETag the change is made against")),
+                request_body(content = serde_json::Value, description = "The fields to change; null removes an optional one"),
+                responses(
+                    (status = 200, description = "Changed, as stored, with its new ETag", body = schema::$Body),
+                    (status = 400, description = "The body is not a JSON object, or If-Match is malformed", body = ErrorBody),
+                    (status = 401, description = "No token, or an unknown one", body = ErrorBody),
+                    (status = 403, description = "The token is not an admin token", body = ErrorBody),
+                    (status = 404, description = "No such id", body = ErrorBody),
+                    (status = 409, description = "A unique value is taken", body = ErrorBody),
+                    (status = 412, description = "Changed by someone else since the ETag given: reload", body = ErrorBody),
+                    (status = 422, description = "A field is wrong, unknown, or refers to nothing; `field` names it", body = ErrorBody),
+                ))]
+            pub async fn patch(
+                State(state): State<Arc<AppState>>,
+                Admin(token): Admin,
+                Path(id): Path<String>,
+                headers: HeaderMap,
+                body: Bytes,
+            ) -> AppResult<Response> {
+                crate::http::entities::patch::<access::$E>(&state, &token, &id, &headers, &body).await
             }
 
             /// Deletes one (admin). A door or cardholder also leaves the
@@ -543,8 +709,9 @@ macro_rules! crud {
                 State(state): State<Arc<AppState>>,
                 Admin(token): Admin,
                 Path(id): Path<String>,
+                headers: HeaderMap,
             ) -> AppResult<StatusCode> {
-                crate::http::entities::remove::<access::$E>(&state, &token, &id).await
+                crate::http::entities::remove::<access::$E>(&state, &token, &id, &headers).await
             }
         }
     };
@@ -562,6 +729,7 @@ crud!(
     "get_site",
     "create_site",
     "replace_site",
+    "patch_site",
     "delete_site"
 );
 crud!(
@@ -576,6 +744,7 @@ crud!(
     "get_door",
     "create_door",
     "replace_door",
+    "patch_door",
     "delete_door"
 );
 crud!(
@@ -590,6 +759,7 @@ crud!(
     "get_reader",
     "create_reader",
     "replace_reader",
+    "patch_reader",
     "delete_reader"
 );
 crud!(
@@ -604,6 +774,7 @@ crud!(
     "get_cardholder",
     "create_cardholder",
     "replace_cardholder",
+    "patch_cardholder",
     "delete_cardholder"
 );
 crud!(
@@ -618,6 +789,7 @@ crud!(
     "get_credential",
     "create_credential",
     "replace_credential",
+    "patch_credential",
     "delete_credential"
 );
 crud!(
@@ -632,6 +804,7 @@ crud!(
     "get_group",
     "create_group",
     "replace_group",
+    "patch_group",
     "delete_group"
 );
 crud!(
@@ -646,6 +819,7 @@ crud!(
     "get_schedule",
     "create_schedule",
     "replace_schedule",
+    "patch_schedule",
     "delete_schedule"
 );
 crud!(
@@ -660,5 +834,6 @@ crud!(
     "get_holiday",
     "create_holiday",
     "replace_holiday",
+    "patch_holiday",
     "delete_holiday"
 );

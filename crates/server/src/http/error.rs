@@ -42,6 +42,9 @@ pub enum ApiError {
         message: String,
         field: Option<String>,
     },
+    /// 412: `If-Match` names a version that is no longer the stored one
+    /// (someone else changed the entity: reload).
+    PreconditionFailed { message: String },
     /// 422: parsed, but a value is wrong.
     Unprocessable {
         message: String,
@@ -125,6 +128,7 @@ impl ApiError {
             ApiError::Forbidden { .. } => StatusCode::FORBIDDEN,
             ApiError::NotFound { .. } => StatusCode::NOT_FOUND,
             ApiError::Conflict { .. } => StatusCode::CONFLICT,
+            ApiError::PreconditionFailed { .. } => StatusCode::PRECONDITION_FAILED,
             ApiError::Unprocessable { .. } | ApiError::CertificateRefused { .. } => {
                 StatusCode::UNPROCESSABLE_ENTITY
             }
@@ -144,6 +148,7 @@ impl ApiError {
             | ApiError::Conflict { message, .. }
             | ApiError::Unprocessable { message, .. }
             | ApiError::TooManyRequests { message }
+            | ApiError::PreconditionFailed { message }
             | ApiError::Unavailable { message } => message.clone(),
             ApiError::CertificateRefused { code, reason } => {
                 format!("the certificate did not validate ({code}): {reason}")
@@ -207,6 +212,7 @@ impl From<ChangeError> for ApiError {
                 field: field.map(str::to_string),
             },
             ChangeError::Inconsistent(b) => b.into(),
+            ChangeError::Stale(message) => ApiError::PreconditionFailed { message },
             ChangeError::Store(e) => ApiError::internal(e),
         }
     }

@@ -46,7 +46,7 @@
 use std::sync::Arc;
 
 use axum::handler::Handler;
-use axum::routing::{delete, get, post, put, MethodRouter};
+use axum::routing::{delete, get, patch, post, put, MethodRouter};
 use axum::Router;
 use store::Role;
 use tokio::sync::watch;
@@ -76,6 +76,7 @@ pub enum Verb {
     Get,
     Post,
     Put,
+    Patch,
     Delete,
 }
 
@@ -86,6 +87,7 @@ impl Verb {
             Verb::Get => "get",
             Verb::Post => "post",
             Verb::Put => "put",
+            Verb::Patch => "patch",
             Verb::Delete => "delete",
         }
     }
@@ -115,7 +117,7 @@ trait Routes {
 fn define(r: &mut impl Routes) {
     use entities::{cardholders, credentials, doors as door_crud, groups, holidays};
     use entities::{readers, schedules, sites};
-    use Verb::{Delete, Get, Post, Put};
+    use Verb::{Delete, Get, Patch, Post, Put};
     let viewer = Some(auth::Viewer::ROLE);
     let operator = Some(auth::Operator::ROLE);
     let admin = Some(auth::Admin::ROLE);
@@ -149,6 +151,7 @@ fn define(r: &mut impl Routes) {
             r.add(Post, $list, admin, $m::create);
             r.add(Get, $one, viewer, $m::get);
             r.add(Put, $one, admin, $m::replace);
+            r.add(Patch, $one, admin, $m::patch);
             r.add(Delete, $one, admin, $m::delete);
         };
     }
@@ -197,6 +200,7 @@ impl Routes for RouterRoutes {
             Verb::Get => get(handler),
             Verb::Post => post(handler),
             Verb::Put => put(handler),
+            Verb::Patch => patch(handler),
             Verb::Delete => delete(handler),
         };
         self.router = std::mem::take(&mut self.router).route(path, route);

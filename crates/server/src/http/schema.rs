@@ -29,6 +29,11 @@ pub struct Site {
     #[serde(default)]
     #[schema(read_only)]
     pub id: Option<i64>,
+    /// Raised by every change; answered as the `ETag`, given back in
+    /// `If-Match` to change only the version read.
+    #[serde(default)]
+    #[schema(read_only)]
+    pub version: Option<i64>,
     /// Unique among sites.
     pub name: String,
     /// IANA time zone name.
@@ -75,6 +80,11 @@ pub struct Door {
     #[serde(default)]
     #[schema(read_only)]
     pub id: Option<i64>,
+    /// Raised by every change; answered as the `ETag`, given back in
+    /// `If-Match` to change only the version read.
+    #[serde(default)]
+    #[schema(read_only)]
+    pub version: Option<i64>,
     /// The site (by id).
     pub site: i64,
     /// Unique within the site.
@@ -101,6 +111,11 @@ pub struct Reader {
     #[serde(default)]
     #[schema(read_only)]
     pub id: Option<i64>,
+    /// Raised by every change; answered as the `ETag`, given back in
+    /// `If-Match` to change only the version read.
+    #[serde(default)]
+    #[schema(read_only)]
+    pub version: Option<i64>,
     /// The door (by id).
     pub door: i64,
     pub name: String,
@@ -124,6 +139,11 @@ pub struct Cardholder {
     #[serde(default)]
     #[schema(read_only)]
     pub id: Option<i64>,
+    /// Raised by every change; answered as the `ETag`, given back in
+    /// `If-Match` to change only the version read.
+    #[serde(default)]
+    #[schema(read_only)]
+    pub version: Option<i64>,
     pub name: String,
     pub status: CardholderStatus,
     /// Why the cardholder is suspended (required then, absent otherwise).
@@ -156,6 +176,11 @@ pub struct Credential {
     #[serde(default)]
     #[schema(read_only)]
     pub id: Option<i64>,
+    /// Raised by every change; answered as the `ETag`, given back in
+    /// `If-Match` to change only the version read.
+    #[serde(default)]
+    #[schema(read_only)]
+    pub version: Option<i64>,
     /// The cardholder (by id).
     pub cardholder: i64,
     /// The card UUID, `urn:uuid:…`, hyphenated, or 32 hex digits.
@@ -203,6 +228,11 @@ pub struct Group {
     #[serde(default)]
     #[schema(read_only)]
     pub id: Option<i64>,
+    /// Raised by every change; answered as the `ETag`, given back in
+    /// `If-Match` to change only the version read.
+    #[serde(default)]
+    #[schema(read_only)]
+    pub version: Option<i64>,
     pub name: String,
     /// The schedule (by id).
     pub schedule: i64,
@@ -222,6 +252,11 @@ pub struct Schedule {
     #[serde(default)]
     #[schema(read_only)]
     pub id: Option<i64>,
+    /// Raised by every change; answered as the `ETag`, given back in
+    /// `If-Match` to change only the version read.
+    #[serde(default)]
+    #[schema(read_only)]
+    pub version: Option<i64>,
     pub name: String,
     /// `DAYS HH:MM-HH:MM`; a window may cross midnight.
     #[schema(value_type = Vec<String>, example = json!(["mon-fri 07:00-19:00", "sat 22:00-02:00"]))]
@@ -239,6 +274,11 @@ pub struct Holiday {
     #[serde(default)]
     #[schema(read_only)]
     pub id: Option<i64>,
+    /// Raised by every change; answered as the `ETag`, given back in
+    /// `If-Match` to change only the version read.
+    #[serde(default)]
+    #[schema(read_only)]
+    pub version: Option<i64>,
     /// The site (by id); absent: every site.
     #[serde(default)]
     pub site: Option<i64>,
