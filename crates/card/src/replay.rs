@@ -109,7 +109,7 @@ impl Replay {
             0xCB if ok => get_data_tag(command)
                 .and_then(|t| self.get_data.get(&t).copied())
                 .unwrap_or(self.get_data_default),
-            0x20 if command.len() > 5 && (ok || pin_answer) => self.verify,
+            0x20 if !data_of(command).is_empty() && (ok || pin_answer) => self.verify,
             0x87 if ok => self
                 .by_key
                 .get(&p2)
@@ -125,10 +125,14 @@ fn parse_tag(hex: &str) -> Option<u32> {
     u32::from_str_radix(hex, 16).ok()
 }
 
+/// The data field of a command, short or extended.
+fn data_of(command: &[u8]) -> &[u8] {
+    iso7816::Command::parse(command).map_or(&[], |c| c.data)
+}
+
 /// The object tag of a GET DATA command (`5C` tag list in its data).
 fn get_data_tag(command: &[u8]) -> Option<u32> {
-    let data = command.get(5..)?;
-    let [0x5C, len, rest @ ..] = data else {
+    let [0x5C, len, rest @ ..] = data_of(command) else {
         return None;
     };
     let tag = rest.get(..usize::from(*len))?;
@@ -294,6 +298,11 @@ mod tests {
         assert_eq!(r.power_up_time(), Duration::from_millis(400));
         let chuid = [0, 0xCB, 0x3F, 0xFF, 5, 0x5C, 3, 0x5F, 0xC1, 0x02, 0];
         assert_eq!(r.exchange_time(&chuid, OK), Duration::from_millis(5));
+        // The same in the extended-length form.
+        let extended = [
+            0, 0xCB, 0x3F, 0xFF, 0, 0, 5, 0x5C, 3, 0x5F, 0xC1, 0x02, 0, 0,
+        ];
+        assert_eq!(r.exchange_time(&extended, OK), Duration::from_millis(5));
         // An object not in the report: the median of those that are.
         let printed = [0, 0xCB, 0x3F, 0xFF, 5, 0x5C, 3, 0x5F, 0xC1, 0x09, 0];
         assert_eq!(r.exchange_time(&printed, OK), Duration::from_millis(75));
