@@ -396,3 +396,44 @@ fn opensc_sees_the_same_card_before_and_after_a_measurement() {
     );
     drop(card);
 }
+
+/// Interrupts the measurement once the operation named `at` has started.
+struct InterruptAt<'a> {
+    at: &'a str,
+    cancel: &'a AtomicBool,
+}
+
+impl auth::card_timing::Progress for InterruptAt<'_> {
+    fn operation(&mut self, label: &str, _runs: u32) {
+        if label.starts_with(self.at) {
+            self.cancel.store(true, std::sync::atomic::Ordering::SeqCst);
+        }
+    }
+    fn sample(&mut self) {}
+}
+
+#[test]
+fn an_interrupted_measurement_leaves_the_card_as_it_was() {
+    let Some(bed) = bed() else { return };
+    let card = InReader::profile(image(&bed.p256), TimingProfile::Instant);
+    let mut t = connect();
+    let cancel = AtomicBool::new(false);
+    // After the PIN was verified, in the middle of the signatures.
+    let err = measure_card(
+        &mut t,
+        &options(3, Some("123456")),
+        &mut InterruptAt {
+            at: "GENERAL AUTHENTICATE 9A",
+            cancel: &cancel,
+        },
+        &cancel,
+    )
+    .unwrap_err();
+    assert!(matches!(err, MeasureError::Interrupted), "{err}");
+    // The PIN is no longer verified and no try was spent.
+    let mut piv = Piv::new(&mut t);
+    piv.select().unwrap();
+    assert_eq!(piv.pin_retries().unwrap(), Some(3));
+    drop(t);
+    drop(card);
+}
