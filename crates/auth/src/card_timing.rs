@@ -171,7 +171,8 @@ impl Run<'_> {
         // Power-up: reset, then the first SELECT; the SELECT's own time is
         // taken off once it is known.
         let mut up = Vec::new();
-        self.progress.operation("power-up (reset to first answer)", self.runs);
+        self.progress
+            .operation("power-up (reset to first answer)", self.runs);
         for _ in 0..self.runs {
             self.check_cancel()?;
             let start = Instant::now();
@@ -224,7 +225,9 @@ impl Run<'_> {
                     Err(ClientError::PinBlocked) => return Err(MeasureError::PinBlocked),
                     Err(e) => return Err(card_error("VERIFY PIN")(e)),
                 }
-                self.sample(OpKind::Verify, "VERIFY PIN", |t| Piv::new(t).verify_pin(pin))?;
+                self.sample(OpKind::Verify, "VERIFY PIN", |t| {
+                    Piv::new(t).verify_pin(pin)
+                })?;
                 true
             }
             None => {

@@ -236,7 +236,10 @@ fn a_wrong_pin_stops_the_run_with_the_tries_left_and_is_not_retried() {
         &AtomicBool::new(false),
     )
     .unwrap_err();
-    assert!(matches!(err, MeasureError::WrongPin { retries: 2 }), "{err}");
+    assert!(
+        matches!(err, MeasureError::WrongPin { retries: 2 }),
+        "{err}"
+    );
     assert!(err.to_string().contains("2 attempt(s) left"), "{err}");
     // One wrong try only, and the card was reset: nothing is verified.
     let mut piv = Piv::new(&mut t);
@@ -358,7 +361,11 @@ fn opensc_sees_the_same_card_before_and_after_a_measurement() {
     let name = tool("opensc-tool", &["--reader", VPCD_READER, "-n"]);
     assert!(name.stdout.contains("Personal Identity Verification"));
     let before = tool("pkcs11-tool", &["--module", PKCS11, "--list-objects"]);
-    assert!(before.stdout.contains("Certificate Object"), "{}", before.text());
+    assert!(
+        before.stdout.contains("Certificate Object"),
+        "{}",
+        before.text()
+    );
 
     let mut t = connect();
     let r = measure_card(

@@ -69,7 +69,10 @@ impl Replay {
                     }
                 }
                 OpKind::GeneralAuthenticate => {
-                    let key = op.key.as_deref().and_then(|k| u8::from_str_radix(k, 16).ok());
+                    let key = op
+                        .key
+                        .as_deref()
+                        .and_then(|k| u8::from_str_radix(k, 16).ok());
                     if let Some(key) = key {
                         r.by_key.insert(key, t);
                     }
@@ -179,7 +182,10 @@ pub fn seed_report(profile: TimingProfile) -> Option<TimingReport> {
         bytes_in: 0,
     };
     let mut report = TimingReport::new(
-        format!("pivgate {} (defined, not measured)", env!("CARGO_PKG_VERSION")),
+        format!(
+            "pivgate {} (defined, not measured)",
+            env!("CARGO_PKG_VERSION")
+        ),
         0,
         CardDescription {
             reader: format!("software card, profile {profile}"),
@@ -210,7 +216,9 @@ pub fn seed_report(profile: TimingProfile) -> Option<TimingReport> {
     ops.push(op(
         OpKind::Verify,
         "VERIFY PIN",
-        cost(&[0, 0x20, 0, 0x80, 8, b'1', b'2', b'3', b'4', b'5', b'6', 0xFF, 0xFF]),
+        cost(&[
+            0, 0x20, 0, 0x80, 8, b'1', b'2', b'3', b'4', b'5', b'6', 0xFF, 0xFF,
+        ]),
     ));
     for key in [0x9Au8, 0x9C, 0x9D, 0x9E] {
         let t = cost(&[0, 0x87, alg.id(), key, 4, 0x7C, 2, 0x82, 0]);
@@ -254,7 +262,10 @@ mod tests {
             let file: TimingReport = serde_json::from_str(text).unwrap();
             let defined = seed_report(profile).unwrap();
             // The tool string carries the version; the timings must match.
-            assert_eq!(file.operations, defined.operations, "{name}: regenerate the file");
+            assert_eq!(
+                file.operations, defined.operations,
+                "{name}: regenerate the file"
+            );
             let replay = Replay::from_report(&file).unwrap();
             let alg = if name == "seed-rsa2048" { 7 } else { 0x11 };
             for apdu in [
@@ -286,9 +297,9 @@ mod tests {
     fn replays_by_object_key_and_algorithm_and_refuses_other_schemas() {
         let mut report = seed_report(TimingProfile::SeedP256).unwrap();
         report.operations[0].median_us = 400_000;
-        report.operations.retain(|o| {
-            !(o.op == OpKind::GeneralAuthenticate && o.key.as_deref() == Some("9D"))
-        });
+        report
+            .operations
+            .retain(|o| !(o.op == OpKind::GeneralAuthenticate && o.key.as_deref() == Some("9D")));
         report
             .operations
             .iter_mut()
@@ -312,8 +323,13 @@ mod tests {
             Duration::from_millis(92)
         );
         // A wrong PIN costs a VERIFY; a failed GET DATA costs nothing.
-        let verify = [0, 0x20, 0, 0x80, 8, b'0', b'0', b'0', b'0', b'0', b'0', 0xFF, 0xFF];
-        assert_eq!(r.exchange_time(&verify, &[0x63, 0xC2]), Duration::from_millis(40));
+        let verify = [
+            0, 0x20, 0, 0x80, 8, b'0', b'0', b'0', b'0', b'0', b'0', 0xFF, 0xFF,
+        ];
+        assert_eq!(
+            r.exchange_time(&verify, &[0x63, 0xC2]),
+            Duration::from_millis(40)
+        );
         assert_eq!(r.exchange_time(&chuid, &[0x6A, 0x82]), Duration::ZERO);
 
         let mut other = report.clone();

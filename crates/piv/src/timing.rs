@@ -145,7 +145,9 @@ pub struct Skipped {
 pub enum ReportError {
     #[error("not a card timing report (schema {0:?}, expected {SCHEMA:?})")]
     Schema(String),
-    #[error("card timing report version {0} is not supported (this program reads version {VERSION})")]
+    #[error(
+        "card timing report version {0} is not supported (this program reads version {VERSION})"
+    )]
     Version(u32),
 }
 
@@ -190,9 +192,9 @@ impl TimingReport {
     /// GENERAL AUTHENTICATE with key reference `key`.
     pub fn general_authenticate(&self, key: u8) -> Option<&Operation> {
         let hex = format!("{key:02X}");
-        self.operations.iter().find(|o| {
-            o.op == OpKind::GeneralAuthenticate && o.key.as_deref() == Some(hex.as_str())
-        })
+        self.operations
+            .iter()
+            .find(|o| o.op == OpKind::GeneralAuthenticate && o.key.as_deref() == Some(hex.as_str()))
     }
 
     /// The reference door's five-operation card sequence, µs: power-up
