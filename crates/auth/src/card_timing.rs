@@ -6,8 +6,9 @@
 //! The sequence, on any PC/SC reader (contact or contactless):
 //! 1. look at the card (untimed): which objects it holds, which keys (from
 //!    the certificates), the CCC card identifier and the issuers;
-//! 2. `power-up`: reset until the first SELECT is answered, the SELECT's
-//!    own median taken off (the card's start-up and self-checks);
+//! 2. `power-up`: power off and on (a cold reset, where the reader can;
+//!    a warm reset elsewhere) until the first SELECT is answered, the
+//!    SELECT's own median taken off (the card's start-up and self-checks);
 //! 3. `select`, then GET DATA of each object present (CHUID, CCC, the
 //!    certificates, Discovery, Key History, Security Object);
 //! 4. with a PIN only: VERIFY (a wrong PIN stops the run at once, with the
@@ -168,17 +169,17 @@ impl Run<'_> {
     fn all(&mut self, opts: &MeasureOptions) -> Result<(), MeasureError> {
         let (present, keys) = self.look(opts.include_identifiers)?;
 
-        // Power-up: reset, then the first SELECT; the SELECT's own time is
-        // taken off once it is known.
+        // Power-up: power off and on, then the first SELECT; the SELECT's
+        // own time is taken off once it is known.
         let mut up = Vec::new();
         self.progress
-            .operation("power-up (reset to first answer)", self.runs);
+            .operation("power-up (power on to first answer)", self.runs);
         for _ in 0..self.runs {
             self.check_cancel()?;
             let start = Instant::now();
             self.t
-                .reconnect(true)
-                .map_err(|e| card_error("resetting the card")(e.into()))?;
+                .power_cycle()
+                .map_err(|e| card_error("powering the card off and on")(e.into()))?;
             Piv::new(self.t)
                 .select()
                 .map_err(card_error("SELECT after reset"))?;

@@ -36,8 +36,9 @@
 //!
 //! Times are wall microseconds seen by the host for the whole operation
 //! (every APDU of it, `61xx` continuations and command chains included).
-//! `power-up` is the time from a reset of the card to its first answer,
-//! with a SELECT's median time taken off. The report holds no secret and,
+//! `power-up` is the time from powering the card on (a cold reset where the
+//! reader can, else a warm reset) to its first answer, with a SELECT's
+//! median time taken off. The report holds no secret and,
 //! unless asked for, no personal data: the FASC-N and certificate subjects
 //! are left out.
 
@@ -82,8 +83,8 @@ pub struct CardDescription {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum OpKind {
-    /// Reset until the first answer, the SELECT's own time taken off: the
-    /// card's start-up (self-checks).
+    /// Power-on until the first answer, the SELECT's own time taken off:
+    /// the card's start-up (self-checks).
     PowerUp,
     /// SELECT of the PIV application.
     Select,
