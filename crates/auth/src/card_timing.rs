@@ -483,6 +483,39 @@ mod tests {
     use super::*;
 
     #[test]
+    fn measures_an_in_process_card_from_power_on() {
+        use pki_issue::{CardOptions, TestPki, TestPkiOptions};
+        let pki = TestPki::generate(TestPkiOptions::default()).unwrap();
+        let creds = pki.issue_card(&CardOptions::default()).unwrap();
+        let image = creds.card_image(Some(3)).unwrap();
+        let mut seed = card::replay::seed_report(card::TimingProfile::SeedP256).unwrap();
+        seed.operations[0].median_us = 30_000;
+        seed.operations
+            .iter_mut()
+            .skip(1)
+            .for_each(|o| o.median_us = 0);
+        let replay = card::Replay::from_report(&seed).unwrap();
+        let runner = card::Runner::new(card::Card::new(image), None, card::TimingProfile::Instant)
+            .with_replay(replay);
+        let mut t = host::InProcess::with_runner(runner);
+        let r = measure_card(
+            &mut t,
+            &MeasureOptions {
+                runs: 2,
+                ..MeasureOptions::default()
+            },
+            &mut Quiet,
+            &AtomicBool::new(false),
+        )
+        .unwrap();
+        let up = r.find(OpKind::PowerUp).unwrap().median_us;
+        assert!((30_000..200_000).contains(&up), "power-up {up} µs");
+        assert!(r.find(OpKind::Select).unwrap().median_us < 30_000);
+        assert_eq!(r.general_authenticate(0x9E).unwrap().algorithm, Some(0x11));
+        assert_eq!(r.skipped.len(), 4, "{:?}", r.skipped);
+    }
+
+    #[test]
     fn error_codes_are_stable() {
         assert_eq!(MeasureError::WrongPin { retries: 2 }.code(), "wrong-pin");
         assert_eq!(MeasureError::Interrupted.code(), "interrupted");
