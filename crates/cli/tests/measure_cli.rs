@@ -124,6 +124,47 @@ fn measures_writes_a_report_and_replays_it() {
     );
     stop(c);
 
+    // Ctrl-C: exit 130, the card reset, its PIN neither verified nor spent.
+    let c = card(&d("card.json"), &[]);
+    let mut child = Command::new(BIN)
+        .args(["measure", "--pin-stdin", "--runs", "1000", "--wait", "20"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    {
+        use std::io::Write;
+        let mut stdin = child.stdin.take().unwrap();
+        stdin.write_all(b"123456\n").unwrap();
+    }
+    std::thread::sleep(std::time::Duration::from_secs(3));
+    Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(130), "{}", text(&out));
+    assert!(stderr(&out).contains("interrupted"), "{}", text(&out));
+    let status = testbed::run_with_timeout(
+        Command::new("opensc-tool").args([
+            "--reader",
+            testbed::VPCD_READER,
+            "--send-apdu",
+            "00A4040005A000000308",
+            "--send-apdu",
+            "0020008000",
+        ]),
+        CARD_WAIT,
+    )
+    .unwrap();
+    assert!(
+        status.stdout.contains("SW1=0x63, SW2=0xC3"),
+        "{}",
+        status.text()
+    );
+    stop(c);
+
     // A file that is not a report is refused before the card starts.
     std::fs::write(d("bad.json"), "{\"schema\": \"other\"}").unwrap();
     let out = util::pivgate(&[
