@@ -8,6 +8,7 @@
 //!
 //! It stores nothing and decides no access: it says whether a card is genuine and valid, and who it is; the door service decides.
 
+pub mod card_timing;
 pub mod containers;
 pub mod fastpath;
 pub mod inspect;

@@ -12,7 +12,8 @@
 //!   with backoff and stops on a shutdown flag.
 //! - [`runner::Runner`]: one exchange = process, store the image if it
 //!   changed (answer `6581` if that fails), then wait out the timing
-//!   [`TimingProfile`]. In-process transports use it too.
+//!   [`TimingProfile`], or a measured card's timings ([`replay`]). In-process
+//!   transports use it too.
 //! - [`Card`]: the sans-I/O edge. ISO 7816 parsing, class check, GET
 //!   RESPONSE, chaining, then a typed [`command::Command`], then action.
 //!   Persistent state is the [`CardImage`]; volatile state is [`Volatile`].
@@ -43,6 +44,7 @@ pub mod limits;
 pub mod lock;
 pub mod personalise;
 pub mod profile;
+pub mod replay;
 pub mod runner;
 pub mod vpcd;
 
@@ -53,4 +55,5 @@ pub use image::CardImage;
 pub use iso7816;
 pub use piv;
 pub use profile::TimingProfile;
+pub use replay::Replay;
 pub use runner::Runner;

@@ -3,6 +3,7 @@
 
 use crate::edge::Card;
 use crate::profile::TimingProfile;
+use crate::replay::Replay;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
@@ -12,6 +13,10 @@ pub struct Runner {
     card: Card,
     image_path: Option<PathBuf>,
     profile: TimingProfile,
+    /// A measured card's timings, used instead of `profile` when set.
+    replay: Option<Replay>,
+    /// Whether the next APDU is the first since a power-on or reset.
+    fresh: bool,
 }
 
 impl Runner {
@@ -27,7 +32,20 @@ impl Runner {
             card,
             image_path,
             profile,
+            replay: None,
+            fresh: true,
         }
+    }
+
+    /// Answers with a measured card's timings ([`Replay`]) instead of the
+    /// profile's.
+    pub fn with_replay(mut self, replay: Replay) -> Self {
+        self.replay = Some(replay);
+        self
+    }
+
+    pub fn replay(&self) -> Option<&Replay> {
+        self.replay.as_ref()
     }
 
     pub fn card(&self) -> &Card {
@@ -39,6 +57,7 @@ impl Runner {
     }
 
     pub fn power_on(&mut self) {
+        self.fresh = true;
         self.card.power_on();
     }
 
@@ -47,12 +66,14 @@ impl Runner {
     }
 
     pub fn reset(&mut self) {
+        self.fresh = true;
         self.card.reset();
     }
 
     /// One exchange: process, store the image if it changed (answering
     /// `6581` and undoing the change if storing fails), then wait until the
-    /// profile's time for this exchange has passed since `arrived`.
+    /// profile's (or the replayed report's) time for this exchange has
+    /// passed since `arrived`.
     pub fn transmit_at(&mut self, apdu: &[u8], arrived: Instant) -> Vec<u8> {
         let reply = self.card.process_apdu(apdu);
         let answer = match (&self.image_path, reply.persist) {
@@ -65,7 +86,18 @@ impl Runner {
             },
             _ => reply.apdu,
         };
-        let target = self.profile.exchange_time(apdu, &answer);
+        let target = match &self.replay {
+            Some(r) => {
+                let start_up = if self.fresh {
+                    r.power_up_time()
+                } else {
+                    Duration::ZERO
+                };
+                r.exchange_time(apdu, &answer) + start_up
+            }
+            None => self.profile.exchange_time(apdu, &answer),
+        };
+        self.fresh = false;
         if !target.is_zero() {
             sleep_until(arrived + target);
         }

@@ -12,7 +12,7 @@ mod args;
 mod cmd;
 mod render;
 
-use cmd::{auth, card, demo, pki, read, reader, serve};
+use cmd::{auth, card, demo, measure, pki, read, reader, serve};
 
 /// PIV / PKI smart-card authentication for physical access control.
 #[derive(Parser)]
@@ -38,6 +38,12 @@ enum Command {
     /// transaction. Exit 0 granted, 1 refused,
     /// 2 usage or I/O error.
     Auth(auth::AuthArgs),
+    /// Time the card in a PC/SC reader: power-up, SELECT, each object, VERIFY
+    /// (with --pin-stdin), each key's signature and the fast path, N runs
+    /// each, beside the reference door's cards. --json writes a report
+    /// `pivgate card run --timing-from` replays. Exit 0 measured, 1 wrong or
+    /// blocked PIN, 2 errors, 130 interrupted.
+    Measure(measure::MeasureArgs),
     /// The door demo: starts the door service in this process on a
     /// temporary database with a test PKI, prints its API URL and an admin
     /// token, enrolls software cards and taps them at simulated doors
@@ -88,6 +94,7 @@ fn main() -> ExitCode {
         Command::Pki(c) => pki::run(c),
         Command::Read(a) => read::run(a),
         Command::Auth(a) => auth::run(a),
+        Command::Measure(a) => measure::run(a),
         Command::Demo(a) => demo::run(a),
         Command::Init(a) => serve::init(a),
         Command::Serve(a) => serve::serve(a),

@@ -102,6 +102,15 @@ impl Transport for InProcess {
         Ok(())
     }
 
+    fn power_cycle(&mut self) -> Result<(), TransportError> {
+        if self.removed {
+            return Err(TransportError::CardRemoved);
+        }
+        self.runner.power_off();
+        self.runner.power_on();
+        Ok(())
+    }
+
     fn atr(&self) -> &[u8] {
         self.runner.card().atr()
     }

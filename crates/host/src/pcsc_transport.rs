@@ -204,6 +204,15 @@ impl Transport for PcscSlot {
             }
         }
     }
+    fn power_cycle(&mut self) -> Result<(), TransportError> {
+        match self.card.as_mut().map(|c| c.power_cycle()) {
+            Some(Ok(())) => Ok(()),
+            _ => {
+                self.card = None;
+                self.card().map(|_| ())
+            }
+        }
+    }
     fn atr(&self) -> &[u8] {
         self.card.as_ref().map(|c| c.atr()).unwrap_or(&[])
     }
@@ -326,6 +335,12 @@ impl Transport for PcscTransport {
         };
         self.card
             .reconnect(ShareMode::Shared, Protocols::ANY, init)?;
+        self.refresh_atr()
+    }
+
+    fn power_cycle(&mut self) -> Result<(), TransportError> {
+        self.card
+            .reconnect(ShareMode::Shared, Protocols::ANY, Disposition::UnpowerCard)?;
         self.refresh_atr()
     }
 

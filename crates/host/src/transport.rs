@@ -109,6 +109,13 @@ pub trait Transport: Channel {
     /// of the card (volatile state such as a verified PIN is lost).
     fn reconnect(&mut self, reset: bool) -> Result<(), TransportError>;
 
+    /// Takes the power from the card and gives it back (a cold reset: the
+    /// card starts up as when it arrives), where the reader can; a warm
+    /// reset ([`Transport::reconnect`]) elsewhere.
+    fn power_cycle(&mut self) -> Result<(), TransportError> {
+        self.reconnect(true)
+    }
+
     /// The card's answer to reset.
     fn atr(&self) -> &[u8];
 

@@ -2,7 +2,8 @@
 //! host client: application identifier, data-object tags, key references,
 //! algorithm identifiers, CHUID, FASC-N, CCC, discovery object, certificate
 //! containers, Security Object and Printed Information containers, SP 800-76
-//! CBEFF biometric records and GENERAL AUTHENTICATE templates. No I/O and no crypto policy.
+//! CBEFF biometric records, GENERAL AUTHENTICATE templates and the card
+//! timing report ([`timing`]). No I/O and no crypto policy.
 //!
 //! Every encoder here has a matching decoder, and decoders go through the
 //! bounds-checked [`iso7816::tlv::Reader`] so a malicious card or host gets a
@@ -23,6 +24,7 @@ pub mod objects;
 pub mod printed;
 pub mod pubkey;
 pub mod security_object;
+pub mod timing;
 
 pub use aid::{ApplicationProperties, PIV_AID};
 pub use auth::DynAuth;

@@ -82,6 +82,10 @@ pub struct RunArgs {
     /// Timing profile: instant, contactless, seed-rsa2048, seed-p256.
     #[arg(long, default_value = "instant")]
     profile: TimingProfile,
+    /// Answer with the timings of a measured card (a `pivgate measure
+    /// --json` report) instead of a profile.
+    #[arg(long, value_name = "REPORT.json", conflicts_with = "profile")]
+    timing_from: Option<PathBuf>,
 }
 
 #[derive(Args)]
@@ -231,14 +235,28 @@ fn run_card(a: RunArgs) -> anyhow::Result<ExitCode> {
         signal_hook::flag::register(signal, opts.shutdown.clone())
             .context("cannot install signal handler")?;
     }
+    let replay = match &a.timing_from {
+        Some(path) => {
+            let text = std::fs::read_to_string(path)
+                .with_context(|| format!("reading {}", path.display()))?;
+            Some(card::Replay::from_json(&text).with_context(|| path.display().to_string())?)
+        }
+        None => None,
+    };
+    let timing = match &a.timing_from {
+        Some(path) => format!("the timings of {}", path.display()),
+        None => format!("profile {}", a.profile),
+    };
     eprintln!(
-        "card {} (serial {}) connecting to vpcd at {} with profile {}; Ctrl-C stops",
+        "card {} (serial {}) connecting to vpcd at {} with {timing}; Ctrl-C stops",
         a.image.display(),
         image.serial,
         a.vpcd,
-        a.profile
     );
     let mut runner = Runner::new(Card::new(image), Some(a.image), a.profile);
+    if let Some(replay) = replay {
+        runner = runner.with_replay(replay);
+    }
     vpcd::run(&mut runner, &opts)?;
     eprintln!("card stopped");
     Ok(ExitCode::SUCCESS)
