@@ -88,3 +88,75 @@ where
 {
     v.map(|v| parse_col(kind, field, &v)).transpose()
 }
+
+/// Marks a text stored escaped (see [`text_to_db`]).
+const ESCAPED: char = '\u{1}';
+
+/// Text as stored, identical on SQLite and PostgreSQL: PostgreSQL refuses
+/// the NUL character in text, so a text holding one (or beginning with the
+/// marker) is stored as the marker followed by the text with the marker
+/// doubled and NUL written as marker + `0`. Every other text is stored as
+/// it is, so existing rows read back unchanged.
+pub(crate) fn text_to_db(s: &str) -> std::borrow::Cow<'_, str> {
+    if !s.contains('\0') && !s.starts_with(ESCAPED) {
+        return std::borrow::Cow::Borrowed(s);
+    }
+    let mut out = String::with_capacity(s.len() + 2);
+    out.push(ESCAPED);
+    for c in s.chars() {
+        match c {
+            ESCAPED => out.extend([ESCAPED, ESCAPED]),
+            '\0' => out.extend([ESCAPED, '0']),
+            c => out.push(c),
+        }
+    }
+    std::borrow::Cow::Owned(out)
+}
+
+/// The text [`text_to_db`] stored.
+pub(crate) fn text_from_db(s: String) -> String {
+    let Some(rest) = s.strip_prefix(ESCAPED) else {
+        return s;
+    };
+    let mut out = String::with_capacity(rest.len());
+    let mut chars = rest.chars();
+    while let Some(c) = chars.next() {
+        if c != ESCAPED {
+            out.push(c);
+            continue;
+        }
+        match chars.next() {
+            Some('0') => out.push('\0'),
+            Some(ESCAPED) => out.push(ESCAPED),
+            // Not written by `text_to_db`: kept as found.
+            Some(other) => out.extend([ESCAPED, other]),
+            None => out.push(ESCAPED),
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        #[test]
+        fn any_text_round_trips_and_stores_no_nul(s in any::<String>()) {
+            let stored = text_to_db(&s);
+            prop_assert!(!stored.contains('\0'));
+            prop_assert_eq!(text_from_db(stored.into_owned()), s);
+        }
+    }
+
+    #[test]
+    fn plain_text_is_stored_as_it_is() {
+        assert!(matches!(
+            text_to_db("Front door"),
+            std::borrow::Cow::Borrowed(_)
+        ));
+        assert_eq!(text_to_db("a\0b"), "\u{1}a\u{1}0b");
+        assert_eq!(text_from_db("\u{1}\u{1}\u{1}\u{1}0".into()), "\u{1}\0");
+    }
+}

@@ -358,6 +358,31 @@ async fn commit_events(
             // Durable now: publish.
             publish(live, events.drain(..), &ids);
         }
+        Err(e) if events.len() > 1 => {
+            // One bad event must not sink the others: each is committed on
+            // its own, and only those that still fail are refused.
+            tracing::warn!(error = %e, events = events.len(), "batch commit failed; committing its events one by one");
+            for (event, done) in events.drain(..).zip(waiting.drain(..)) {
+                let started = Instant::now();
+                let one = std::slice::from_ref(&event);
+                let result = store.append_events(one).await;
+                if let Some(o) = observer {
+                    o.commit(1, started.elapsed(), result.is_ok());
+                }
+                match result {
+                    Ok(ids) => {
+                        counted(counters, 1);
+                        let _ = done.send(Ok(ids[0]));
+                        publish(live, std::iter::once(event), &ids);
+                    }
+                    Err(e) => {
+                        counters.failed_commits.fetch_add(1, Ordering::Relaxed);
+                        tracing::error!(error = %e, "event commit failed");
+                        let _ = done.send(Err(StoreError::Commit(Arc::new(e))));
+                    }
+                }
+            }
+        }
         Err(e) => {
             counters.failed_commits.fetch_add(1, Ordering::Relaxed);
             tracing::error!(error = %e, events = events.len(), "event commit failed");

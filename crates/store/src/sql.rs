@@ -473,9 +473,9 @@ impl Tx {
                     .bind(e.cardholder.map(|v| v.0))
                     .bind(e.credential.map(|v| v.0))
                     .bind(e.result.map(|r| r.as_str()))
-                    .bind(e.code.clone())
-                    .bind(e.reason.clone())
-                    .bind(e.actor.clone())
+                    .bind(e.code.as_deref().map(|t| text_to_db(t).into_owned()))
+                    .bind(e.reason.as_deref().map(|t| text_to_db(t).into_owned()))
+                    .bind(e.actor.as_deref().map(|t| text_to_db(t).into_owned()))
                     .bind(data);
                 id += 1;
             }
@@ -814,9 +814,9 @@ impl Store {
                 cardholder: r.try_get::<Option<i64>, _>(5)?.map(CardholderId),
                 credential: r.try_get::<Option<i64>, _>(6)?.map(CredentialId),
                 result: opt_parse(K, "result", r.try_get(7)?)?,
-                code: r.try_get(8)?,
-                reason: r.try_get(9)?,
-                actor: r.try_get(10)?,
+                code: r.try_get::<Option<String>, _>(8)?.map(text_from_db),
+                reason: r.try_get::<Option<String>, _>(9)?.map(text_from_db),
+                actor: r.try_get::<Option<String>, _>(10)?.map(text_from_db),
                 data: data
                     .map(|d| serde_json::from_str(&d))
                     .transpose()

@@ -59,6 +59,12 @@ fn text(field: &'static str, v: String) -> AppResult<String> {
             format!("body field `{field}`: at most {MAX_TEXT} bytes"),
         ));
     }
+    if v.chars().any(char::is_control) {
+        return Err(ApiError::unprocessable(
+            field,
+            format!("body field `{field}`: must not contain control characters"),
+        ));
+    }
     Ok(v)
 }
 
