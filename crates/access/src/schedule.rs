@@ -46,7 +46,10 @@ fn day_index(s: &str, whole: &str) -> Result<usize, ParseError> {
     let lower = s.to_ascii_lowercase();
     DAY_NAMES
         .iter()
-        .position(|d| lower.len() >= 3 && d.starts_with(&lower[..3]) && is_day_word(&lower))
+        .position(|d| {
+            // `get`: a non-ASCII word has no char boundary at byte 3.
+            lower.get(..3).is_some_and(|p| d.starts_with(p)) && is_day_word(&lower)
+        })
         .ok_or_else(|| {
             ParseError::new(
                 "schedule window",

@@ -94,6 +94,27 @@ fn a_reader_agent_process_gets_its_tap_granted_by_a_remote_hub() {
         s(&d("server")),
     ]);
     assert!(said.contains("server certificate"), "{said}");
+    // A service certificate issued with --name and --ip names both: the
+    // README's `reader connect --server NAME:7443` reaches it by name.
+    ok(&[
+        "pki",
+        "issue-device",
+        "--pki",
+        s(&d("pki")),
+        "--name",
+        "door-service",
+        "--server",
+        "--ip",
+        "127.0.0.1",
+        "--out",
+        s(&d("named")),
+    ]);
+    let pem = std::fs::read(d("named/door-service.pem")).unwrap();
+    let der = pki_issue::pem_decode("CERTIFICATE", &pem).unwrap();
+    let cert = pki::cert::Cert::from_der(der).unwrap();
+    let names = format!("{:?}", cert.subject_alt_names());
+    assert!(names.contains("door-service"), "{names}");
+    assert!(names.contains("127"), "{names}");
     ok(&[
         "pki",
         "issue-device",

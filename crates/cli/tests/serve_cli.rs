@@ -154,6 +154,12 @@ fn health_and_roles(config: &Path) {
     assert_eq!((st, body["status"].as_str()), (200, Some("ok")));
     let (st, body) = call("GET", &url("/readyz"), None, None);
     assert_eq!(st, 200, "{body}");
+    assert!(
+        body.get("startup").is_none(),
+        "no counts without a token: {body}"
+    );
+    let (st, body) = call("GET", &url("/readyz"), Some(&viewer), None);
+    assert_eq!(st, 200, "{body}");
     assert_eq!(body["startup"]["anchors"], 1);
 
     // No token, a malformed header, an unknown token: 401.

@@ -97,3 +97,41 @@ pub fn pem_encode(label: &str, der: &[u8]) -> String {
 pub fn pem_decode(label: &str, text: &[u8]) -> Option<Vec<u8>> {
     pki::pem::decode(label, text).ok()
 }
+
+/// Whether `name` can be a certificate's dNSName (RFC 1123 host name
+/// labels, at most 253 characters): `door-service`, `gate.example.org`;
+/// not `door service`, not an IP address.
+pub fn is_host_name(name: &str) -> bool {
+    name.len() <= 253
+        && name.parse::<std::net::IpAddr>().is_err()
+        && name.split('.').all(|label| {
+            !label.is_empty()
+                && label.len() <= 63
+                && !label.starts_with('-')
+                && !label.ends_with('-')
+                && label
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b == b'-')
+        })
+}
+
+#[cfg(test)]
+mod host_name_tests {
+    #[test]
+    fn host_names_and_not() {
+        for ok in ["door-service", "gate.example.org", "localhost", "a1"] {
+            assert!(super::is_host_name(ok), "{ok}");
+        }
+        for no in [
+            "door service",
+            "127.0.0.1",
+            "::1",
+            "-x",
+            "a..b",
+            "",
+            "ü.org",
+        ] {
+            assert!(!super::is_host_name(no), "{no}");
+        }
+    }
+}

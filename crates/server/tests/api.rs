@@ -1060,3 +1060,47 @@ fn a_stale_change_is_refused_instead_of_undoing_a_newer_one() {
     assert_eq!(st, 200, "{v}");
     assert_eq!(v["status"], "active");
 }
+
+/// Review findings: the bearer scheme in any case, a cardholder created
+/// without a status is active, a schedule window in another script is a
+/// 422 (not a panic), a name with a NUL or another control character is
+/// refused.
+#[test]
+fn small_review_findings() {
+    let api = start(None, None);
+    let (st, _, _) = api.call_with(
+        "GET",
+        "/api/v1/doors",
+        None,
+        None,
+        &[("Authorization", &format!("BEARER {}", api.viewer))],
+    );
+    assert_eq!(st, 200, "the scheme is case-insensitive");
+
+    let c = api.create("/api/v1/cardholders", json!({"name": "Dee"}));
+    assert_eq!(c["status"], "active");
+
+    for window in [
+        "ñññ 08:00-10:00",
+        "mé 09:00-10:00",
+        "月 08:00-09:00",
+        "mon 08:00-1０:00",
+    ] {
+        let (st, v) = api.admin(
+            "POST",
+            "/api/v1/schedules",
+            Some(json!({"name": "odd", "windows": [window], "holiday_windows": []})),
+        );
+        assert_eq!(st, 422, "{window}: {v}");
+    }
+    for name in ["a\u{0}b", "bell\u{7}", "two\nlines"] {
+        let (st, v) = api.admin("POST", "/api/v1/cardholders", Some(json!({"name": name})));
+        assert_eq!(
+            (st, v["field"].as_str()),
+            (422, Some("name")),
+            "{name:?}: {v}"
+        );
+    }
+    let (st, _) = api.call("GET", "/healthz", None, None);
+    assert_eq!(st, 200, "still answering");
+}

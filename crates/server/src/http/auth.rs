@@ -32,8 +32,9 @@ pub async fn require(parts: &Parts, state: &AppState, role: Role) -> Result<ApiT
         .to_str()
         .ok()
         .and_then(|v| {
-            v.strip_prefix("Bearer ")
-                .or_else(|| v.strip_prefix("bearer "))
+            // The scheme is case-insensitive (RFC 9110 §11.1).
+            let (scheme, rest) = v.split_once(' ')?;
+            scheme.eq_ignore_ascii_case("bearer").then_some(rest)
         })
         .map(str::trim)
         .filter(|t| !t.is_empty())

@@ -125,9 +125,10 @@ pub struct Reader {
 }
 
 /// Whether a cardholder may use their credentials.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema, Default)]
 #[serde(rename_all = "kebab-case")]
 pub enum CardholderStatus {
+    #[default]
     Active,
     Suspended,
 }
@@ -145,6 +146,8 @@ pub struct Cardholder {
     #[schema(read_only)]
     pub version: Option<i64>,
     pub name: String,
+    /// `active` when absent.
+    #[serde(default)]
     pub status: CardholderStatus,
     /// Why the cardholder is suspended (required then, absent otherwise).
     #[serde(default)]

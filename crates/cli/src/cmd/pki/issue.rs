@@ -246,11 +246,12 @@ fn stem(name: &str) -> String {
 pub fn issue_device(a: IssueDeviceArgs) -> anyhow::Result<ExitCode> {
     let pki = TestPki::load(&a.pki)
         .with_context(|| format!("loading the test PKI in {}", a.pki.display()))?;
-    let dns = if a.server && a.dns.is_empty() && a.ip.is_empty() {
-        vec![a.name.clone()]
-    } else {
-        a.dns.clone()
-    };
+    // A service certificate names the host it is reached by: --name too,
+    // when it is a host name (`reader connect --server NAME:7443`).
+    let mut dns = a.dns.clone();
+    if a.server && pki_issue::is_host_name(&a.name) && !dns.contains(&a.name) {
+        dns.insert(0, a.name.clone());
+    }
     let cred = pki.issue_device(&DeviceOptions {
         name: a.name.clone(),
         role: if a.server {
