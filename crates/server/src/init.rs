@@ -62,12 +62,13 @@ pub fn init(dir: &Path, time_zone: &str) -> Result<Initialised, InitError> {
         error,
     })?;
     TestPki::init(&pki_dir, TestPkiOptions::default())?;
-    std::fs::write(&config, init_template(DEFAULT_READER, time_zone)).map_err(|error| {
-        InitError::Io {
+    // 0600: a configuration grows secrets (a database password).
+    files::write_atomic(&config, init_template(DEFAULT_READER, time_zone).as_bytes()).map_err(
+        |error| InitError::Io {
             path: config.clone(),
             error,
-        }
-    })?;
+        },
+    )?;
     let c = Config::load(&config)?;
     Ok(Initialised {
         config,

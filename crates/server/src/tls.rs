@@ -49,6 +49,9 @@ pub fn server_config(cert: &Path, key: &Path) -> Result<Arc<ServerConfig>, TlsEr
             "no PEM CERTIFICATE block".into(),
         ));
     }
+    // Like the OSDP and remote-reader keys: the service's user owns it and
+    // nobody else may read it.
+    files::check_secret_file(key).map_err(|e| err("http.tls_key", key, e.to_string()))?;
     let private = PrivateKeyDer::from_pem_file(key).map_err(|e| {
         err(
             "http.tls_key",

@@ -118,6 +118,7 @@ fn tls_files(dir: &std::path::Path) -> (Vec<u8>, std::path::PathBuf, std::path::
     let (c, k) = (dir.join("cert.pem"), dir.join("key.pem"));
     std::fs::write(&c, pem_encode("CERTIFICATE", &cert)).unwrap();
     std::fs::write(&k, pem_encode("PRIVATE KEY", key.pkcs8_der())).unwrap();
+    set_mode(&k, 0o600);
     (ca, c, k)
 }
 
@@ -169,8 +170,42 @@ async fn serves_https_when_a_certificate_is_configured() {
     assert!(!String::from_utf8_lossy(&buf).contains("200"));
     s.shutdown().await.unwrap();
 
+    // A key others can read is refused, like the OSDP and reader keys.
+    set_mode(&key, 0o644);
+    let e = Service::start(c.clone(), None).await.unwrap_err();
+    assert!(e.to_string().starts_with("`http.tls_key`:"), "{e}");
+    assert!(
+        e.to_string().contains("0644") || e.to_string().contains("read"),
+        "{e}"
+    );
+    set_mode(&key, 0o600);
+
     // A key that is not a key is named.
     std::fs::write(&key, "not a key").unwrap();
     let e = Service::start(c, None).await.unwrap_err();
     assert!(e.to_string().starts_with("`http.tls_key`:"), "{e}");
+}
+
+fn set_mode(p: &std::path::Path, mode: u32) {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(p, std::fs::Permissions::from_mode(mode)).unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_data_directory_and_database_are_the_service_users_alone() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("fresh");
+    let store = store::Store::open_data_dir(&data).await.unwrap();
+    let mode = |p: &std::path::Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode(&data), 0o700);
+    assert_eq!(mode(&data.join("pivgate.db")), 0o600);
+    store.close().await;
+
+    let done = server::init::init(&dir.path().join("site"), "UTC").unwrap();
+    assert_eq!(
+        mode(&done.config),
+        0o600,
+        "the configuration may hold secrets"
+    );
 }

@@ -66,6 +66,7 @@ impl Store {
     /// Opens (creating if needed) the SQLite database in `dir`, creating the
     /// directory too, and brings its schema up to date.
     pub async fn open_data_dir(dir: &Path) -> Result<Self, StoreError> {
+        let created = !dir.exists();
         std::fs::create_dir_all(dir).map_err(|source| StoreError::DataDir {
             path: dir.to_path_buf(),
             source,
@@ -74,8 +75,20 @@ impl Store {
             path: dir.to_path_buf(),
             source,
         })?;
+        // The event log names people and doors: a directory made here is the
+        // service user's alone, and the database always is.
+        if created {
+            restrict(&dir, 0o700)?;
+        }
         let path = dir.join(SQLITE_FILE);
-        Self::connect(&format!("sqlite://{}?mode=rwc", path.display())).await
+        let store = Self::connect(&format!("sqlite://{}?mode=rwc", path.display())).await?;
+        for file in [SQLITE_FILE, "pivgate.db-wal", "pivgate.db-shm"] {
+            let p = dir.join(file);
+            if p.exists() {
+                restrict(&p, 0o600)?;
+            }
+        }
+        Ok(store)
     }
 
     /// Connects to `sqlite:…` or `postgres://…` and brings the schema up to
@@ -488,6 +501,18 @@ impl Tx {
     pub async fn commit(self) -> Result<(), StoreError> {
         Ok(self.tx.commit().await?)
     }
+}
+
+/// Takes every permission of group and others away from `path` (a new
+/// data directory, a database file).
+fn restrict(path: &Path, mode: u32) -> Result<(), StoreError> {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).map_err(|source| {
+        StoreError::DataDir {
+            path: path.to_path_buf(),
+            source,
+        }
+    })
 }
 
 impl Store {
