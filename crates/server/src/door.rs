@@ -33,6 +33,7 @@ use auth::{Authenticator, Outcome, PinSource, Stage, StageName, Transaction};
 use host::Transport;
 use store::{EventId, EventLog, NewEvent, StoreError};
 
+use crate::health::TapHealth;
 use crate::keypad::Keypads;
 
 /// Why the lock output could not be driven.
@@ -249,6 +250,8 @@ pub struct Controller {
     observer: Option<Arc<dyn TapObserver>>,
     /// Counts snapshot swaps, for those that follow them (reader threads).
     swaps: tokio::sync::watch::Sender<u64>,
+    /// The taps in progress (the watchdog's evidence).
+    health: Arc<TapHealth>,
 }
 
 impl std::fmt::Debug for Controller {
@@ -291,6 +294,7 @@ impl Controller {
             clock: Arc::new(Timestamp::now),
             observer: None,
             swaps: tokio::sync::watch::Sender::new(0),
+            health: Arc::new(TapHealth::new()),
         }
     }
 
@@ -353,6 +357,11 @@ impl Controller {
         self.unlock
     }
 
+    /// The taps in progress.
+    pub fn health(&self) -> &Arc<TapHealth> {
+        &self.health
+    }
+
     pub fn log(&self) -> &EventLog {
         &self.log
     }
@@ -393,6 +402,7 @@ impl Controller {
         pin: Pin<'_>,
         detect: Option<Duration>,
     ) -> Result<TapResult, TapError> {
+        let _in_progress = self.health.begin(reader);
         let snapshot = self.snapshot.load_full();
         let bound = snapshot
             .reader(reader)

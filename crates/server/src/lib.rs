@@ -63,6 +63,10 @@
 //!   recent `signal` stages, kept in memory for the dashboard's routes.
 //! - [`state`]: what the API reaches of the running service
 //!   ([`state::AppState`], [`state::Loaded`]), filled by [`service`].
+//! - [`notify`]: the systemd notification protocol (`READY=1`, `STATUS=`,
+//!   `STOPPING=1`, `WATCHDOG=1`) over `NOTIFY_SOCKET`; [`health`]: the taps
+//!   in progress; [`watchdog`]: `WATCHDOG=1` only while no tap is stuck
+//!   and the event log's writer runs.
 //! - [`service`]: start-up (linear, trust loading overlapped with the
 //!   database), readiness, reload, graceful shutdown.
 //!
@@ -75,11 +79,13 @@ pub mod config;
 pub mod demo;
 pub mod door;
 pub mod enroll;
+pub mod health;
 pub mod http;
 pub mod init;
 pub mod keypad;
 pub mod live;
 pub mod metrics;
+pub mod notify;
 pub mod osdp;
 pub mod readers;
 pub mod remote;
@@ -92,3 +98,4 @@ pub mod status;
 pub mod tls;
 pub mod token;
 pub mod trust;
+pub mod watchdog;

@@ -46,6 +46,14 @@ pub fn site() -> Site {
 
 /// The same site with `edit` applied to its configuration.
 pub fn site_with(edit: &dyn Fn(&mut Config)) -> Site {
+    site_with_output(edit, None)
+}
+
+/// The same site whose doors are driven by `output`.
+pub fn site_with_output(
+    edit: &dyn Fn(&mut Config),
+    output: Option<std::sync::Arc<dyn server::door::DoorOutput>>,
+) -> Site {
     let dir = tempfile::tempdir().unwrap();
     let pki = TestPki::init(&dir.path().join("pki"), TestPkiOptions::default()).unwrap();
     let card = pki.issue_card(&CardOptions::default()).unwrap();
@@ -71,7 +79,7 @@ pub fn site_with(edit: &dyn Fn(&mut Config)) -> Site {
             .await
             .unwrap();
         store.close().await;
-        let service = Service::start(config, None).await.unwrap();
+        let service = Service::start(config, output).await.unwrap();
         let store = &service.loaded().store;
         let viewer = server::token::create(store, "watcher", Role::Viewer)
             .await
