@@ -5,14 +5,14 @@
 //! `args` holds the arguments several verbs share, `render` the printing
 //! they share. Imports go one way: `main` → `cmd` → `args`, `render`.
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, Parser, Subcommand};
 use std::process::ExitCode;
 
 mod args;
 mod cmd;
 mod render;
 
-use cmd::{auth, card, demo, pki, read, reader, serve};
+use cmd::{auth, card, demo, man, pki, read, reader, serve};
 
 /// PIV / PKI smart-card authentication for physical access control.
 #[derive(Parser)]
@@ -64,6 +64,9 @@ enum Command {
     /// API bearer tokens.
     #[command(subcommand)]
     Token(serve::TokenCommand),
+    /// Write the manual pages (`pivgate.1`, `pivgate-serve.1`, …).
+    #[command(hide = true)]
+    Man(man::ManArgs),
 }
 
 fn main() -> ExitCode {
@@ -94,6 +97,7 @@ fn main() -> ExitCode {
         Command::Token(c) => serve::token(c),
         Command::Enroll(a) => serve::enroll(a),
         Command::Reader(c) => reader::run(c),
+        Command::Man(a) => man::run(a, Cli::command()),
     };
     match result {
         Ok(code) => code,

@@ -574,9 +574,7 @@ pub fn run(config: Option<PathBuf>, on_ready: impl FnOnce(&Service)) -> Result<(
             n.tell(states)
         }
     };
-    tell(&[State::Status(
-        "starting: reading the configuration".into(),
-    )]);
+    tell(&[State::Status("starting: reading the configuration".into())]);
     let config = match resolve_config(config.as_deref()) {
         Ok(c) => c,
         Err(e) => {

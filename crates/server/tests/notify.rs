@@ -47,7 +47,12 @@ fn next(rx: &UnixDatagram, wait: Duration) -> Option<String> {
     let mut buf = [0u8; 4096];
     match rx.recv(&mut buf) {
         Ok(n) => Some(String::from_utf8(buf[..n].to_vec()).unwrap()),
-        Err(e) if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut) => {
+        Err(e)
+            if matches!(
+                e.kind(),
+                std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+            ) =>
+        {
             None
         }
         Err(e) => panic!("{e}"),
@@ -82,13 +87,15 @@ fn watchdog_pings_stop_while_a_tap_is_stuck_and_resume_after() {
     let stuck_after = Duration::from_millis(400);
     let dog = {
         let _g = site.rt.enter();
-        site.service()
-            .start_watchdog(notifier, every, stuck_after)
+        site.service().start_watchdog(notifier, every, stuck_after)
     };
 
     // Healthy: pings.
     for _ in 0..3 {
-        assert_eq!(next(&rx, Duration::from_secs(10)).as_deref(), Some("WATCHDOG=1\n"));
+        assert_eq!(
+            next(&rx, Duration::from_secs(10)).as_deref(),
+            Some("WATCHDOG=1\n")
+        );
     }
 
     // A granted tap whose lock never answers: the tap stays in progress.
@@ -118,7 +125,10 @@ fn watchdog_pings_stop_while_a_tap_is_stuck_and_resume_after() {
     let back = seen.last().unwrap();
     assert!(back.contains("STATUS=ready: serving"), "{back}");
     assert!(back.contains("1 taps since start"), "{back}");
-    assert_eq!(next(&rx, Duration::from_secs(10)).as_deref(), Some("WATCHDOG=1\n"));
+    assert_eq!(
+        next(&rx, Duration::from_secs(10)).as_deref(),
+        Some("WATCHDOG=1\n")
+    );
 
     // It stops with the service.
     let service = {

@@ -5,6 +5,7 @@
 pub mod auth;
 pub mod card;
 pub mod demo;
+pub mod man;
 pub mod pki;
 pub mod read;
 pub mod reader;
