@@ -404,6 +404,11 @@ impl Service {
             credentials,
         };
         metrics.register_service(controller.clone(), times);
+        metrics.register_operations(
+            reader_status.clone(),
+            revocation_work.clone(),
+            controller.health().clone(),
+        );
         Ok(Started {
             loaded: Loaded {
                 store,
