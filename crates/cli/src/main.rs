@@ -18,8 +18,24 @@ use cmd::{auth, card, demo, man, pki, read, reader, serve};
 #[derive(Parser)]
 #[command(name = "pivgate", version, about, long_about = None)]
 struct Cli {
+    /// Log lines on standard error: text, or json (one object a line, for
+    /// journald and log shippers). The level comes from PIVGATE_LOG.
+    #[arg(
+        long,
+        global = true,
+        value_enum,
+        default_value = "text",
+        env = "PIVGATE_LOG_FORMAT"
+    )]
+    log_format: LogFormatArg,
     #[command(subcommand)]
     command: Command,
+}
+
+#[derive(Clone, Copy, clap::ValueEnum)]
+enum LogFormatArg {
+    Text,
+    Json,
 }
 
 #[derive(Subcommand)]
@@ -78,14 +94,15 @@ fn main() -> ExitCode {
     unsafe {
         libc::signal(libc::SIGPIPE, libc::SIG_DFL);
     }
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_env("PIVGATE_LOG")
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
-        )
-        .with_writer(std::io::stderr)
-        .init();
     let cli = Cli::parse();
+    let format = match cli.log_format {
+        LogFormatArg::Text => server::logging::LogFormat::Text,
+        LogFormatArg::Json => server::logging::LogFormat::Json,
+    };
+    if let Err(e) = server::logging::init(format) {
+        eprintln!("error: {e}");
+        return ExitCode::from(2);
+    }
     let result = match cli.command {
         Command::Card(c) => card::run(c),
         Command::Pki(c) => pki::run(c),

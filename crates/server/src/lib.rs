@@ -57,6 +57,8 @@
 //! - [`metrics`]: Prometheus metrics at `/metrics` (viewer token): taps by
 //!   door, mechanism and result, a latency histogram per stage, event-log
 //!   commits, trust store, CRL ages, cache hits, start-up times.
+//! - [`logging`]: log lines as text or JSON (`--log-format json`), the
+//!   level from `PIVGATE_LOG`.
 //! - [`stats`]: tap latency percentiles per stage and time bucket (pure
 //!   functions).
 //! - [`status`]: reader connections, the latest tap of every door and
@@ -84,6 +86,7 @@ pub mod http;
 pub mod init;
 pub mod keypad;
 pub mod live;
+pub mod logging;
 pub mod metrics;
 pub mod notify;
 pub mod osdp;
