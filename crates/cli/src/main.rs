@@ -12,7 +12,7 @@ mod args;
 mod cmd;
 mod render;
 
-use cmd::{auth, card, demo, man, pki, read, reader, serve};
+use cmd::{auth, backup, card, demo, man, pki, read, reader, restore, serve};
 
 /// PIV / PKI smart-card authentication for physical access control.
 #[derive(Parser)]
@@ -80,6 +80,12 @@ enum Command {
     /// API bearer tokens.
     #[command(subcommand)]
     Token(serve::TokenCommand),
+    /// Back up the SQLite database while the service runs (consistent:
+    /// taps go on); PostgreSQL is refused with the pg_dump recipe.
+    Backup(backup::BackupArgs),
+    /// Put a backup in place of the SQLite database (stop the service
+    /// first; the replaced database is kept as pivgate.db.before-restore).
+    Restore(restore::RestoreArgs),
     /// Write the manual pages (`pivgate.1`, `pivgate-serve.1`, …).
     #[command(hide = true)]
     Man(man::ManArgs),
@@ -114,6 +120,8 @@ fn main() -> ExitCode {
         Command::Token(c) => serve::token(c),
         Command::Enroll(a) => serve::enroll(a),
         Command::Reader(c) => reader::run(c),
+        Command::Backup(a) => backup::run(a),
+        Command::Restore(a) => restore::run(a),
         Command::Man(a) => man::run(a, Cli::command()),
     };
     match result {

@@ -65,6 +65,7 @@
 //!   recent `signal` stages, kept in memory for the dashboard's routes.
 //! - [`state`]: what the API reaches of the running service
 //!   ([`state::AppState`], [`state::Loaded`]), filled by [`service`].
+//! - [`backup`]: `pivgate backup` / `pivgate restore` over the configuration.
 //! - [`notify`]: the systemd notification protocol (`READY=1`, `STATUS=`,
 //!   `STOPPING=1`, `WATCHDOG=1`) over `NOTIFY_SOCKET`; [`health`]: the taps
 //!   in progress; [`watchdog`]: `WATCHDOG=1` only while no tap is stuck
@@ -77,6 +78,7 @@
 //! `ARCHITECTURE.md`.
 
 pub mod admin;
+pub mod backup;
 pub mod config;
 pub mod demo;
 pub mod door;

@@ -36,6 +36,8 @@ pub struct Site {
     pub stranger: CardCredentials,
     pub viewer: String,
     pub operator: String,
+    /// The configuration the service started with.
+    pub config: Config,
     _dir: tempfile::TempDir,
 }
 
@@ -64,6 +66,7 @@ pub fn site_with_output(
         })
         .unwrap();
     let config = site_config(dir.path(), edit);
+    let started_with = config.clone();
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -96,6 +99,7 @@ pub fn site_with_output(
         stranger,
         viewer,
         operator,
+        config: started_with,
         _dir: dir,
     }
 }
