@@ -260,7 +260,7 @@ fn serve_as_service_user(work: &Path) {
                     break seen.last().unwrap().contains("READY=1");
                 }
             }
-            Err(e) => break panic!("no READY=1 ({e}); seen {seen:?}"),
+            Err(e) => panic!("no READY=1 ({e}); seen {seen:?}"),
         }
     };
     if !ready {

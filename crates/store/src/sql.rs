@@ -98,12 +98,18 @@ impl Store {
             },
         )
         .await?;
+        refuse_newer_schema(&pool).await?;
         MIGRATOR.run(&pool).await?;
         Ok(Store {
             pool,
             backend,
             url: url.into(),
         })
+    }
+
+    /// The latest schema version this release migrates to.
+    pub fn schema_version() -> i64 {
+        MIGRATOR.iter().map(|m| m.version).max().unwrap_or(0)
     }
 
     /// The same database through a pool of its own of `connections`
@@ -760,4 +766,22 @@ fn token_from_row(r: &AnyRow) -> Result<ApiToken, StoreError> {
         token_hash: r.try_get(2)?,
         created_at: ts_from_db("API token", "created_at", r.try_get(3)?)?,
     })
+}
+
+/// Refuses a database migrated by a newer release (a downgrade), before
+/// the migrator sees it. A new database has no migration table yet.
+async fn refuse_newer_schema(pool: &AnyPool) -> Result<(), StoreError> {
+    let found: Option<i64> =
+        match sqlx::query("SELECT MAX(version) FROM _sqlx_migrations WHERE success")
+            .fetch_one(pool)
+            .await
+        {
+            Ok(row) => row.try_get(0)?,
+            Err(_) => None,
+        };
+    let known = Store::schema_version();
+    match found {
+        Some(found) if found > known => Err(StoreError::NewerSchema { found, known }),
+        _ => Ok(()),
+    }
 }
