@@ -12,7 +12,7 @@ mod args;
 mod cmd;
 mod render;
 
-use cmd::{auth, backup, card, demo, man, pki, read, reader, restore, serve};
+use cmd::{auth, backup, card, demo, man, pki, prune, read, reader, restore, serve};
 
 /// PIV / PKI smart-card authentication for physical access control.
 #[derive(Parser)]
@@ -86,6 +86,10 @@ enum Command {
     /// Put a backup in place of the SQLite database (stop the service
     /// first; the replaced database is kept as pivgate.db.before-restore).
     Restore(restore::RestoreArgs),
+    /// Export the events older than N days to gzip JSON Lines (a file per
+    /// UTC day, with a SHA-256 manifest), then delete them; runs beside the
+    /// service.
+    Prune(prune::PruneArgs),
     /// Write the manual pages (`pivgate.1`, `pivgate-serve.1`, …).
     #[command(hide = true)]
     Man(man::ManArgs),
@@ -122,6 +126,7 @@ fn main() -> ExitCode {
         Command::Reader(c) => reader::run(c),
         Command::Backup(a) => backup::run(a),
         Command::Restore(a) => restore::run(a),
+        Command::Prune(a) => prune::run(a),
         Command::Man(a) => man::run(a, Cli::command()),
     };
     match result {

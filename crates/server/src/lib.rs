@@ -66,6 +66,8 @@
 //! - [`state`]: what the API reaches of the running service
 //!   ([`state::AppState`], [`state::Loaded`]), filled by [`service`].
 //! - [`backup`]: `pivgate backup` / `pivgate restore` over the configuration.
+//! - [`retention`]: old events exported to gzip JSON Lines per UTC day with
+//!   a SHA-256 manifest, then deleted in short transactions.
 //! - [`notify`]: the systemd notification protocol (`READY=1`, `STATUS=`,
 //!   `STOPPING=1`, `WATCHDOG=1`) over `NOTIFY_SOCKET`; [`health`]: the taps
 //!   in progress; [`watchdog`]: `WATCHDOG=1` only while no tap is stuck
@@ -94,6 +96,7 @@ pub mod notify;
 pub mod osdp;
 pub mod readers;
 pub mod remote;
+pub mod retention;
 pub mod revocation;
 pub mod service;
 pub mod source;

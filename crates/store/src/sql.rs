@@ -107,6 +107,34 @@ impl Store {
         })
     }
 
+    /// Deletes the events at or below `up_to` (an id) that happened before
+    /// `before`, at most `batch` a transaction, so that taps' commits wait
+    /// for one short transaction at most. Returns how many were deleted.
+    pub async fn prune_events(
+        &self,
+        before: access::jiff::Timestamp,
+        up_to: EventId,
+        batch: u32,
+    ) -> Result<u64, StoreError> {
+        let cutoff = ts_to_db(before);
+        let mut deleted = 0u64;
+        loop {
+            let r = sqlx::query(
+                "DELETE FROM events WHERE id IN (SELECT id FROM events WHERE time_us < $1 AND id <= $2 ORDER BY id LIMIT $3)",
+            )
+            .bind(cutoff)
+            .bind(up_to.0)
+            .bind(i64::from(batch.max(1)))
+            .execute(&self.pool)
+            .await?;
+            deleted += r.rows_affected();
+            if r.rows_affected() < u64::from(batch.max(1)) {
+                return Ok(deleted);
+            }
+            tokio::task::yield_now().await;
+        }
+    }
+
     /// The latest schema version this release migrates to.
     pub fn schema_version() -> i64 {
         MIGRATOR.iter().map(|m| m.version).max().unwrap_or(0)

@@ -8,6 +8,7 @@ pub mod card;
 pub mod demo;
 pub mod man;
 pub mod pki;
+pub mod prune;
 pub mod read;
 pub mod reader;
 pub mod restore;
