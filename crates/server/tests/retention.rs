@@ -161,3 +161,123 @@ fn old_events_are_exported_per_day_with_a_manifest_then_pruned_while_taps_go_on(
         .unwrap();
     assert_eq!((again.exported, again.deleted), (0, 0));
 }
+
+/// Size on disk per million events, SQLite and PostgreSQL, and of their
+/// gzip JSON Lines export: real tap events (a grant and a refusal, with
+/// their stage tables) repeated. Prints the figures (BENCHMARKS.md):
+/// `cargo test --release -p server --test retention bytes_per_million_events -- --ignored --nocapture`.
+#[test]
+#[ignore]
+fn bytes_per_million_events() {
+    const N: usize = 100_000;
+    let site = common::site();
+    site.tap();
+    assert!(!site.tap_card(&site.stranger).granted());
+    let store = site.service().loaded().store.clone();
+    let templates: Vec<NewEvent> = site
+        .rt
+        .block_on(all_events(&store))
+        .into_iter()
+        .filter(|e| e.event.kind == store::EventKind::Tap)
+        .map(|e| e.event)
+        .collect();
+    assert_eq!(templates.len(), 2);
+    let start = Timestamp::now()
+        .checked_sub(SignedDuration::from_hours(24 * 40))
+        .unwrap();
+    let events: Vec<NewEvent> = (0..N)
+        .map(|i| {
+            let mut e = templates[i % 2].clone();
+            // Spread over about five days.
+            e.time = start
+                .checked_add(SignedDuration::from_secs(4 * i as i64))
+                .unwrap();
+            e
+        })
+        .collect();
+    let per_million = |bytes: u64| bytes as f64 * 1e6 / N as f64;
+
+    let dir = tempfile::tempdir().unwrap();
+    let sqlite_dir = dir.path().join("sqlite");
+    let (sqlite_bytes, export_bytes, files) = site.rt.block_on(async {
+        let s = Store::open_data_dir(&sqlite_dir).await.unwrap();
+        let size = |s: &Store| {
+            let s = s.clone();
+            let dir = sqlite_dir.clone();
+            async move {
+                sqlx::query("PRAGMA wal_checkpoint(TRUNCATE)")
+                    .execute(s.pool())
+                    .await
+                    .unwrap();
+                std::fs::read_dir(&dir)
+                    .unwrap()
+                    .map(|e| e.unwrap().metadata().unwrap().len())
+                    .sum::<u64>()
+            }
+        };
+        let empty = size(&s).await;
+        for chunk in events.chunks(1000) {
+            s.append_events(chunk).await.unwrap();
+        }
+        let full = size(&s).await;
+        let r = server::retention::export_and_prune(
+            &s,
+            &dir.path().join("archive"),
+            30,
+            Timestamp::now(),
+        )
+        .await
+        .unwrap();
+        assert_eq!(r.exported as usize, N);
+        s.close().await;
+        (
+            full - empty,
+            r.days.iter().map(|d| d.bytes).sum::<u64>(),
+            r.days.len(),
+        )
+    });
+    println!(
+        "SQLite: {:.0} bytes per million events ({:.1} MB), {N} events measured",
+        per_million(sqlite_bytes),
+        per_million(sqlite_bytes) / 1e6
+    );
+    println!(
+        "gzip JSON Lines export: {:.0} bytes per million events ({:.1} MB) in {files} daily files",
+        per_million(export_bytes),
+        per_million(export_bytes) / 1e6
+    );
+
+    let Some(pg) = store::testing::postgres_or_skip("bytes_per_million_events") else {
+        return;
+    };
+    let pg_bytes = site.rt.block_on(async {
+        let s = Store::connect(pg.url()).await.unwrap();
+        let size = |s: &Store| {
+            let s = s.clone();
+            async move {
+                sqlx::query("VACUUM ANALYZE events")
+                    .execute(s.pool())
+                    .await
+                    .unwrap();
+                let n: i64 = sqlx::query_scalar("SELECT pg_total_relation_size('events')")
+                    .fetch_one(s.pool())
+                    .await
+                    .unwrap();
+                n as u64
+            }
+        };
+        let empty = size(&s).await;
+        for chunk in events.chunks(1000) {
+            s.append_events(chunk).await.unwrap();
+        }
+        let full = size(&s).await;
+        s.close().await;
+        full - empty
+    });
+    println!(
+        "PostgreSQL {}: {:.0} bytes per million events ({:.1} MB; table, indexes and TOAST)",
+        pg.version(),
+        per_million(pg_bytes),
+        per_million(pg_bytes) / 1e6
+    );
+}
