@@ -3,8 +3,8 @@
 # the PC/SC stack with the vpcd virtual reader, the interop peers (OpenSC,
 # yubico-piv-tool, pyscard, ykman, libosdp) and the benchmark peers (OpenSSL, GnuTLS, nginx, Python
 # cryptography), and what the Debian package, its systemd unit and the
-# monitoring and SIEM tests use (dpkg-dev, systemd-analyze, promtool,
-# rsyslog). Safe to run again; it only installs what is missing.
+# monitoring tests use (dpkg-dev, man-db, systemd-analyze, promtool). Safe
+# to run again; it only installs what is missing.
 set -euo pipefail
 
 PACKAGES=(
@@ -13,7 +13,7 @@ PACKAGES=(
   openssl libssl-dev gnutls-bin libgnutls28-dev python3-cryptography
   build-essential hyperfine postgresql nginx-light
   chromium chromium-driver
-  dpkg-dev fakeroot man-db systemd adduser prometheus rsyslog rsyslog-gnutls
+  dpkg-dev fakeroot man-db systemd adduser prometheus
 )
 
 missing=()
