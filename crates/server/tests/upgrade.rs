@@ -33,6 +33,26 @@ fn copy_of_fixture(dir: &Path) -> PathBuf {
     data
 }
 
+/// The schema history and the event log of the SQLite file `db`, read
+/// without migrating it.
+async fn contents(db: &Path) -> (Vec<i64>, Vec<(i64, i64)>) {
+    let pool = sqlx::sqlite::SqlitePoolOptions::new()
+        .max_connections(1)
+        .connect(&format!("sqlite://{}?mode=ro", db.display()))
+        .await
+        .unwrap();
+    let versions = sqlx::query_scalar("SELECT version FROM _sqlx_migrations ORDER BY version")
+        .fetch_all(&pool)
+        .await
+        .unwrap();
+    let events = sqlx::query_as("SELECT id, time_us FROM events ORDER BY id")
+        .fetch_all(&pool)
+        .await
+        .unwrap();
+    pool.close().await;
+    (versions, events)
+}
+
 #[test]
 fn a_database_from_schema_3_opens_migrated_with_everything_kept() {
     let dir = tempfile::tempdir().unwrap();
@@ -94,7 +114,7 @@ fn a_database_from_a_newer_release_is_refused_and_left_alone() {
         .unwrap();
         s.close().await;
     });
-    let before = std::fs::read(&db).unwrap();
+    let before = rt().block_on(contents(&db));
     let e = rt().block_on(Store::open_data_dir(&data)).unwrap_err();
     assert!(
         matches!(e, StoreError::NewerSchema { found: 9999, .. }),
@@ -102,7 +122,7 @@ fn a_database_from_a_newer_release_is_refused_and_left_alone() {
     );
     assert!(e.to_string().contains("written by a newer pivgate"), "{e}");
     assert_eq!(
-        std::fs::read(&db).unwrap(),
+        rt().block_on(contents(&db)),
         before,
         "a refused database was changed"
     );
