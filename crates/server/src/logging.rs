@@ -30,18 +30,29 @@ fn filter() -> EnvFilter {
     EnvFilter::try_from_env("PIVGATE_LOG").unwrap_or_else(|_| EnvFilter::new("warn"))
 }
 
-/// Sends the log lines to standard error in `format`.
+/// Sends the log lines to standard error in `format`; colours only on a
+/// terminal (not in the journal or a file).
 pub fn init(format: LogFormat) -> Result<(), LoggingError> {
-    init_with(format, std::io::stderr)
+    use std::io::IsTerminal;
+    setup(format, std::io::stderr, std::io::stderr().is_terminal())
 }
 
-/// Sends the log lines to `writer` in `format` (tests capture them).
+/// Sends the log lines to `writer` in `format`, without colours (tests
+/// capture them).
 pub fn init_with<W>(format: LogFormat, writer: W) -> Result<(), LoggingError>
+where
+    W: for<'w> MakeWriter<'w> + Send + Sync + 'static,
+{
+    setup(format, writer, false)
+}
+
+fn setup<W>(format: LogFormat, writer: W, ansi: bool) -> Result<(), LoggingError>
 where
     W: for<'w> MakeWriter<'w> + Send + Sync + 'static,
 {
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter())
+        .with_ansi(ansi)
         .with_writer(writer);
     let result = match format {
         LogFormat::Text => builder.try_init(),
