@@ -2,7 +2,10 @@
 # Installs everything pivgate needs on a fresh Debian machine, idempotently:
 # the PC/SC stack with the vpcd virtual reader, the interop peers (OpenSC,
 # yubico-piv-tool, pyscard, ykman, libosdp) and the benchmark peers (OpenSSL, GnuTLS, nginx, Python
-# cryptography) and axe-core for the dashboard's accessibility checks. Safe to run again; it only installs what is missing.
+# cryptography), axe-core for the dashboard's accessibility checks, and what
+# the Debian package, its systemd unit and the monitoring tests use
+# (dpkg-dev, man-db, systemd-analyze, promtool). Safe to run again; it only
+# installs what is missing.
 set -euo pipefail
 
 PACKAGES=(
@@ -11,6 +14,7 @@ PACKAGES=(
   openssl libssl-dev gnutls-bin libgnutls28-dev python3-cryptography
   build-essential hyperfine postgresql nginx-light
   chromium chromium-driver
+  dpkg-dev fakeroot man-db systemd adduser prometheus
 )
 
 missing=()

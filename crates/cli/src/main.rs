@@ -5,21 +5,37 @@
 //! `args` holds the arguments several verbs share, `render` the printing
 //! they share. Imports go one way: `main` → `cmd` → `args`, `render`.
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, Parser, Subcommand};
 use std::process::ExitCode;
 
 mod args;
 mod cmd;
 mod render;
 
-use cmd::{auth, card, demo, measure, pki, read, reader, serve};
+use cmd::{auth, backup, card, demo, man, measure, pki, prune, read, reader, restore, serve};
 
 /// PIV / PKI smart-card authentication for physical access control.
 #[derive(Parser)]
 #[command(name = "pivgate", version, about, long_about = None)]
 struct Cli {
+    /// Log lines on standard error: text, or json (one object a line, for
+    /// journald and log shippers). The level comes from PIVGATE_LOG.
+    #[arg(
+        long,
+        global = true,
+        value_enum,
+        default_value = "text",
+        env = "PIVGATE_LOG_FORMAT"
+    )]
+    log_format: LogFormatArg,
     #[command(subcommand)]
     command: Command,
+}
+
+#[derive(Clone, Copy, clap::ValueEnum)]
+enum LogFormatArg {
+    Text,
+    Json,
 }
 
 #[derive(Subcommand)]
@@ -70,6 +86,19 @@ enum Command {
     /// API bearer tokens.
     #[command(subcommand)]
     Token(serve::TokenCommand),
+    /// Back up the SQLite database while the service runs (consistent:
+    /// taps go on); PostgreSQL is refused with the pg_dump recipe.
+    Backup(backup::BackupArgs),
+    /// Put a backup in place of the SQLite database (stop the service
+    /// first; the replaced database is kept as pivgate.db.before-restore).
+    Restore(restore::RestoreArgs),
+    /// Export the events older than N days to gzip JSON Lines (a file per
+    /// UTC day, with a SHA-256 manifest), then delete them; runs beside the
+    /// service.
+    Prune(prune::PruneArgs),
+    /// Write the manual pages (`pivgate.1`, `pivgate-serve.1`, …).
+    #[command(hide = true)]
+    Man(man::ManArgs),
 }
 
 fn main() -> ExitCode {
@@ -81,14 +110,15 @@ fn main() -> ExitCode {
     unsafe {
         libc::signal(libc::SIGPIPE, libc::SIG_DFL);
     }
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_env("PIVGATE_LOG")
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
-        )
-        .with_writer(std::io::stderr)
-        .init();
     let cli = Cli::parse();
+    let format = match cli.log_format {
+        LogFormatArg::Text => server::logging::LogFormat::Text,
+        LogFormatArg::Json => server::logging::LogFormat::Json,
+    };
+    if let Err(e) = server::logging::init(format) {
+        eprintln!("error: {e}");
+        return ExitCode::from(2);
+    }
     let result = match cli.command {
         Command::Card(c) => card::run(c),
         Command::Pki(c) => pki::run(c),
@@ -101,6 +131,10 @@ fn main() -> ExitCode {
         Command::Token(c) => serve::token(c),
         Command::Enroll(a) => serve::enroll(a),
         Command::Reader(c) => reader::run(c),
+        Command::Backup(a) => backup::run(a),
+        Command::Restore(a) => restore::run(a),
+        Command::Prune(a) => prune::run(a),
+        Command::Man(a) => man::run(a, Cli::command()),
     };
     match result {
         Ok(code) => code,

@@ -33,6 +33,7 @@ use auth::{Authenticator, Outcome, PinSource, Stage, StageName, Transaction};
 use host::Transport;
 use store::{EventId, EventLog, NewEvent, StoreError};
 
+use crate::health::TapHealth;
 use crate::keypad::Keypads;
 
 /// Why the lock output could not be driven.
@@ -266,6 +267,8 @@ pub struct Controller {
     /// is in force. A tap therefore decides against the state in force
     /// when the door opens, never against one a committed change replaced.
     opening: Arc<tokio::sync::RwLock<()>>,
+    /// The taps in progress (the watchdog's evidence).
+    health: Arc<TapHealth>,
 }
 
 impl std::fmt::Debug for Controller {
@@ -309,6 +312,7 @@ impl Controller {
             observer: None,
             swaps: tokio::sync::watch::Sender::new(0),
             opening: Arc::new(tokio::sync::RwLock::new(())),
+            health: Arc::new(TapHealth::new()),
         }
     }
 
@@ -377,6 +381,11 @@ impl Controller {
         self.unlock
     }
 
+    /// The taps in progress.
+    pub fn health(&self) -> &Arc<TapHealth> {
+        &self.health
+    }
+
     pub fn log(&self) -> &EventLog {
         &self.log
     }
@@ -417,6 +426,7 @@ impl Controller {
         pin: Pin<'_>,
         detect: Option<Duration>,
     ) -> Result<TapResult, TapError> {
+        let _in_progress = self.health.begin(reader);
         let (door_id, mechanism) = {
             let snapshot = self.snapshot.load();
             let bound = snapshot

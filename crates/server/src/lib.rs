@@ -57,12 +57,21 @@
 //! - [`metrics`]: Prometheus metrics at `/metrics` (viewer token): taps by
 //!   door, mechanism and result, a latency histogram per stage, event-log
 //!   commits, trust store, CRL ages, cache hits, start-up times.
+//! - [`logging`]: log lines as text or JSON (`--log-format json`), the
+//!   level from `PIVGATE_LOG`.
 //! - [`stats`]: tap latency percentiles per stage and time bucket (pure
 //!   functions).
 //! - [`status`]: reader connections, the latest tap of every door and
 //!   recent `signal` stages, kept in memory for the dashboard's routes.
 //! - [`state`]: what the API reaches of the running service
 //!   ([`state::AppState`], [`state::Loaded`]), filled by [`service`].
+//! - [`backup`]: `pivgate backup` / `pivgate restore` over the configuration.
+//! - [`retention`]: old events exported to gzip JSON Lines per UTC day with
+//!   a SHA-256 manifest, then deleted in short transactions.
+//! - [`notify`]: the systemd notification protocol (`READY=1`, `STATUS=`,
+//!   `STOPPING=1`, `WATCHDOG=1`) over `NOTIFY_SOCKET`; [`health`]: the taps
+//!   in progress; [`watchdog`]: `WATCHDOG=1` only while no tap is stuck
+//!   and the event log's writer runs.
 //! - [`service`]: start-up (linear, trust loading overlapped with the
 //!   database), readiness, reload, graceful shutdown.
 //!
@@ -71,18 +80,23 @@
 //! `ARCHITECTURE.md`.
 
 pub mod admin;
+pub mod backup;
 pub mod config;
 pub mod demo;
 pub mod door;
 pub mod enroll;
+pub mod health;
 pub mod http;
 pub mod init;
 pub mod keypad;
 pub mod live;
+pub mod logging;
 pub mod metrics;
+pub mod notify;
 pub mod osdp;
 pub mod readers;
 pub mod remote;
+pub mod retention;
 pub mod revocation;
 pub mod service;
 pub mod source;
@@ -92,3 +106,4 @@ pub mod status;
 pub mod tls;
 pub mod token;
 pub mod trust;
+pub mod watchdog;

@@ -42,9 +42,44 @@ use prometheus_client::registry::{Registry, Unit};
 use store::CommitObserver;
 
 use crate::door::{Controller, TapObserver, TapResult};
+use crate::health::TapHealth;
+use crate::revocation::Revocation;
+use crate::status::ReaderStatus;
 
 /// The content type of the exposition.
 pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
+
+/// The content type of the Prometheus text format (0.0.4), served to a
+/// scraper that asks for `text/plain` and not OpenMetrics (promtool, older
+/// scrapers).
+pub const TEXT_CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
+
+/// The OpenMetrics exposition `text` in the Prometheus text format 0.0.4:
+/// a counter family is declared under its sample name (`…_total`), and the
+/// `# UNIT` and `# EOF` lines, which that format lacks, are left out.
+pub fn to_prometheus_text(text: &str) -> String {
+    let counters: HashSet<&str> = text
+        .lines()
+        .filter_map(|l| l.strip_prefix("# TYPE "))
+        .filter_map(|t| t.strip_suffix(" counter"))
+        .collect();
+    let mut out = String::with_capacity(text.len() + 64);
+    for line in text.lines() {
+        if line.starts_with("# UNIT ") || line == "# EOF" {
+            continue;
+        }
+        let renamed = ["# HELP ", "# TYPE "].iter().find_map(|p| {
+            let rest = line.strip_prefix(p)?;
+            let name = rest.split(' ').next()?;
+            counters
+                .contains(name)
+                .then(|| format!("{p}{name}_total{}", &rest[name.len()..]))
+        });
+        out.push_str(renamed.as_deref().unwrap_or(line));
+        out.push('\n');
+    }
+    out
+}
 
 /// Latency buckets from 0.1 ms to 5 s (1-2-5 steps), in seconds.
 pub const LATENCY_BUCKETS: [f64; 15] = [
@@ -239,6 +274,23 @@ impl Metrics {
         self.taps.prepare_doors(snapshot);
     }
 
+    /// Adds what operators alert on besides taps: readers' connections,
+    /// the last re-validation of the credentials and the oldest tap in
+    /// progress (what the systemd watchdog watches).
+    pub fn register_operations(
+        &mut self,
+        readers: Arc<ReaderStatus>,
+        revocation: Arc<Revocation>,
+        health: Arc<TapHealth>,
+    ) {
+        self.registry
+            .register_collector(Box::new(OperationsCollector {
+                readers,
+                revocation,
+                health,
+            }));
+    }
+
     /// The exposition text.
     pub fn encode(&self) -> String {
         let mut out = String::with_capacity(16 * 1024);
@@ -248,6 +300,75 @@ impl Metrics {
             tracing::error!(error = %e, "metrics encoding failed");
         }
         out
+    }
+}
+
+/// Reads the readers' connections, the re-validation report and the taps
+/// in progress when scraped.
+#[derive(Debug)]
+struct OperationsCollector {
+    readers: Arc<ReaderStatus>,
+    revocation: Arc<Revocation>,
+    health: Arc<TapHealth>,
+}
+
+impl Collector for OperationsCollector {
+    fn encode(&self, mut enc: DescriptorEncoder) -> Result<(), std::fmt::Error> {
+        let readers = self.readers.all();
+        let g = ConstGauge::new(0i64);
+        let mut m = enc.encode_descriptor(
+            "reader_connected",
+            "Whether each watched reader (id) is connected (1) or not (0).",
+            None,
+            g.metric_type(),
+        )?;
+        for (reader, c) in &readers {
+            let id = reader.0.to_string();
+            ConstGauge::new(i64::from(c.connected))
+                .encode(m.encode_family(&[("reader", id.as_str())])?)?;
+        }
+
+        let r = self.revocation.report();
+        let g = ConstGauge::new(0i64);
+        let mut m = enc.encode_descriptor(
+            "revalidation_credentials",
+            "Credentials by result of the last re-validation: ok, revoked and expired (suspended by it), invalid (no longer validates for another reason), unknown (revocation data missing or stale).",
+            None,
+            g.metric_type(),
+        )?;
+        for (result, n) in [
+            ("ok", r.ok),
+            ("revoked", r.revoked),
+            ("expired", r.expired),
+            ("invalid", r.invalid),
+            ("unknown", r.unknown),
+        ] {
+            ConstGauge::new(n as i64).encode(m.encode_family(&[("result", result)])?)?;
+        }
+        if let Some(at) = r.last_run {
+            let g = ConstGauge::new(at.as_second());
+            let m = enc.encode_descriptor(
+                "revalidation_last_run_timestamp",
+                "When the credentials were last re-validated (Unix time).",
+                Some(&Unit::Seconds),
+                g.metric_type(),
+            )?;
+            g.encode(m)?;
+        }
+
+        let oldest = self
+            .health
+            .oldest(std::time::Instant::now())
+            .map_or(0.0, |o| o.age.as_secs_f64());
+        let g = ConstGauge::new(oldest);
+        let m = enc.encode_descriptor(
+            "tap_in_progress_oldest",
+            "How long the oldest tap in progress has been running (0 when none is).",
+            Some(&Unit::Seconds),
+            g.metric_type(),
+        )?;
+        g.encode(m)?;
+        Ok(())
     }
 }
 

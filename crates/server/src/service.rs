@@ -34,6 +34,7 @@ use crate::door::{Controller, DoorOutput, SimulatedOutput};
 use crate::http;
 use crate::keypad::Keypads;
 use crate::metrics::Metrics;
+use crate::notify::{Notifier, State};
 use crate::osdp::OsdpSource;
 use crate::readers::PcscReaders;
 use crate::remote::RemoteSource;
@@ -42,6 +43,7 @@ use crate::source::{Sources, TapContext};
 use crate::state::AppState;
 pub use crate::state::{Loaded, StartupTimes};
 use crate::status::{LastTaps, Observers, ReaderStatus, SignalTimes};
+use crate::watchdog::Watchdog;
 
 /// Why the service did not start.
 #[derive(Debug, thiserror::Error)]
@@ -73,6 +75,8 @@ pub enum ServeError {
     Osdp(#[from] crate::osdp::OsdpError),
     #[error(transparent)]
     Remote(#[from] crate::remote::RemoteError),
+    #[error(transparent)]
+    Notify(#[from] crate::notify::NotifyError),
 }
 
 impl From<StoreError> for ServeError {
@@ -400,6 +404,11 @@ impl Service {
             credentials,
         };
         metrics.register_service(controller.clone(), times);
+        metrics.register_operations(
+            reader_status.clone(),
+            revocation_work.clone(),
+            controller.health().clone(),
+        );
         Ok(Started {
             loaded: Loaded {
                 store,
@@ -441,6 +450,42 @@ impl Service {
         self.state.loaded().expect("a started service is loaded")
     }
 
+    /// A one-line account of the running service, for the service
+    /// manager's `STATUS=`.
+    pub fn status_line(&self) -> String {
+        status_line(&self.url(), self.loaded())
+    }
+
+    /// Starts sending `WATCHDOG=1` to `notifier` every `every` while the
+    /// tap path is healthy (no tap in progress for longer than
+    /// `stuck_after`, the event log's writer running); see
+    /// [`crate::watchdog`]. It stops with the service.
+    pub fn start_watchdog(
+        &self,
+        notifier: Arc<Notifier>,
+        every: Duration,
+        stuck_after: Duration,
+    ) -> JoinHandle<()> {
+        let l = self.loaded();
+        let log = l.controller.log().clone();
+        let dog = Watchdog {
+            notifier,
+            health: l.controller.health().clone(),
+            every,
+            stuck_after,
+            ready_status: {
+                let url = self.url();
+                let state = self.state.clone();
+                Box::new(move || match state.loaded() {
+                    Some(l) => status_line(&url, l),
+                    None => "stopping".into(),
+                })
+            },
+            writer_alive: Box::new(move || log.is_running()),
+        };
+        tokio::spawn(dog.run(self.stop.subscribe()))
+    }
+
     /// Reads every entity again and swaps the new snapshot in (taps in
     /// flight finish on the old one); `pivgate serve` does this on SIGHUP.
     pub async fn reload(&self) -> Result<(), ServeError> {
@@ -472,6 +517,15 @@ impl Service {
         }
         Ok(())
     }
+}
+
+fn status_line(url: &str, l: &Loaded) -> String {
+    format!(
+        "ready: serving {url}; {} trust anchors, {} credentials, {} taps since start",
+        l.times.anchors,
+        l.controller.snapshot().credentials().len(),
+        l.controller.health().finished()
+    )
 }
 
 /// The configuration to use: `path` when given, else `pivgate.toml` in the
@@ -512,16 +566,54 @@ pub async fn shutdown_signal() {
 /// until SIGTERM or SIGINT (SIGHUP reloads the access data), then shuts
 /// down gracefully. `on_ready` is told
 /// the address once ready.
+///
+/// Under systemd (`NOTIFY_SOCKET`, see [`crate::notify`]) it reports its
+/// progress in `STATUS=`, sends `READY=1` once ready and `STOPPING=1` when
+/// stopping, and with `WatchdogSec=` sends `WATCHDOG=1` while its tap path
+/// is healthy ([`crate::watchdog`]).
 pub fn run(config: Option<PathBuf>, on_ready: impl FnOnce(&Service)) -> Result<(), ServeError> {
-    let config = resolve_config(config.as_deref())?;
+    let notifier = Notifier::from_env()?.map(Arc::new);
+    let watchdog = crate::notify::watchdog_timeout_from_env()?;
+    let tell = |states: &[State]| {
+        if let Some(n) = &notifier {
+            n.tell(states)
+        }
+    };
+    tell(&[State::Status("starting: reading the configuration".into())]);
+    let config = match resolve_config(config.as_deref()) {
+        Ok(c) => c,
+        Err(e) => {
+            tell(&[State::Status(format!("failed: {e}"))]);
+            return Err(e.into());
+        }
+    };
+    let stuck_after = stuck_after(&config);
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
         .build()
         .map_err(ServeError::Runtime)?;
-    rt.block_on(async move {
-        let service = Service::start(config, None).await?;
+    rt.block_on(async {
+        tell(&[State::Status(
+            "starting: loading the trust configuration and the access data".into(),
+        )]);
+        let service = match Service::start(config, None).await {
+            Ok(s) => s,
+            Err(e) => {
+                tell(&[State::Status(format!("failed: {e}"))]);
+                return Err(e);
+            }
+        };
         on_ready(&service);
+        tell(&[State::Ready, State::Status(service.status_line())]);
+        let dog = match (&notifier, watchdog) {
+            (Some(n), Some(timeout)) => Some(service.start_watchdog(
+                n.clone(),
+                Watchdog::interval(timeout),
+                stuck_after,
+            )),
+            _ => None,
+        };
         let mut hangup = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup())
             .map_err(ServeError::Runtime)?;
         let stop = shutdown_signal();
@@ -530,13 +622,30 @@ pub fn run(config: Option<PathBuf>, on_ready: impl FnOnce(&Service)) -> Result<(
             tokio::select! {
                 _ = &mut stop => break,
                 _ = hangup.recv() => {
+                    tell(&[State::Reloading, State::Status("reloading the access data".into())]);
                     if let Err(e) = service.reload().await {
                         tracing::error!(error = %e, "reload failed; the previous access data stays");
                     }
+                    tell(&[State::Ready, State::Status(service.status_line())]);
                 }
             }
         }
         tracing::info!("shutting down");
-        service.shutdown().await
+        tell(&[
+            State::Stopping,
+            State::Status("stopping: finishing taps and committing events".into()),
+        ]);
+        let result = service.shutdown().await;
+        if let Some(dog) = dog {
+            let _ = dog.await;
+        }
+        result
     })
+}
+
+/// How long a tap may be in progress before the watchdog calls it stuck:
+/// the wait for a PIN at a card + PIN door, and half a minute for the card,
+/// the commit and the lock.
+pub fn stuck_after(config: &Config) -> Duration {
+    Duration::from_millis(config.keypad.timeout_ms) + Duration::from_secs(30)
 }

@@ -114,6 +114,7 @@ impl TapContext {
             .tap_with_keypad(transport, reader, &self.keypads, None);
         match &result {
             Ok(r) => tracing::info!(
+                event = r.event.as_ref().ok().map(|e| e.0),
                 reader = %transport.reader(),
                 id = reader.0,
                 door = r.door.0,

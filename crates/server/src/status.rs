@@ -70,6 +70,19 @@ impl ReaderStatus {
             .remove(&reader);
     }
 
+    /// Every watched reader's connection, by reader id.
+    pub fn all(&self) -> Vec<(ReaderId, Connection)> {
+        let mut v: Vec<_> = self
+            .readers
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .iter()
+            .map(|(r, c)| (*r, *c))
+            .collect();
+        v.sort_by_key(|(r, _)| r.0);
+        v
+    }
+
     /// `None` when no thread watches `reader`.
     pub fn get(&self, reader: ReaderId) -> Option<Connection> {
         self.readers

@@ -155,6 +155,12 @@ impl EventLog {
         self.live.subscribe()
     }
 
+    /// Whether the writer task still takes events (it ends only when every
+    /// handle is gone, or when it failed).
+    pub fn is_running(&self) -> bool {
+        !self.tx.is_closed()
+    }
+
     /// How many live subscribers there are.
     pub fn subscribers(&self) -> usize {
         self.live.receiver_count()

@@ -22,8 +22,12 @@
 //! `testing`, off by default, for the tests and benchmarks of the crates
 //! that use it) starts a throw-away PostgreSQL cluster.
 //!
+//! [`backup`]: online backups of the SQLite database (`VACUUM INTO`) and
+//! their restore; PostgreSQL is refused with the `pg_dump` recipe.
+//!
 //! It knows nothing of HTTP, readers or decisions: it stores and reads.
 
+pub mod backup;
 mod columns;
 mod group;
 mod record;

@@ -18,7 +18,7 @@ use crate::columns::*;
 use crate::record::{Record, RecordId};
 use crate::types::*;
 
-static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations");
+pub(crate) static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations");
 
 /// Which database engine a [`Store`] talks to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -111,12 +111,46 @@ impl Store {
             },
         )
         .await?;
+        refuse_newer_schema(&pool).await?;
         MIGRATOR.run(&pool).await?;
         Ok(Store {
             pool,
             backend,
             url: url.into(),
         })
+    }
+
+    /// Deletes the events at or below `up_to` (an id) that happened before
+    /// `before`, at most `batch` a transaction, so that taps' commits wait
+    /// for one short transaction at most. Returns how many were deleted.
+    pub async fn prune_events(
+        &self,
+        before: access::jiff::Timestamp,
+        up_to: EventId,
+        batch: u32,
+    ) -> Result<u64, StoreError> {
+        let cutoff = ts_to_db(before);
+        let mut deleted = 0u64;
+        loop {
+            let r = sqlx::query(
+                "DELETE FROM events WHERE id IN (SELECT id FROM events WHERE time_us < $1 AND id <= $2 ORDER BY id LIMIT $3)",
+            )
+            .bind(cutoff)
+            .bind(up_to.0)
+            .bind(i64::from(batch.max(1)))
+            .execute(&self.pool)
+            .await?;
+            deleted += r.rows_affected();
+            if r.rows_affected() < u64::from(batch.max(1)) {
+                return Ok(deleted);
+            }
+            tokio::task::yield_now().await;
+        }
+    }
+
+    /// The latest schema version this release migrates to.
+    pub fn schema_version() -> i64 {
+        MIGRATOR.iter().map(|m| m.version).max().unwrap_or(0)
     }
 
     /// The same database through a pool of its own of `connections`
@@ -869,4 +903,22 @@ fn token_from_row(r: &AnyRow) -> Result<ApiToken, StoreError> {
         token_hash: r.try_get(2)?,
         created_at: ts_from_db("API token", "created_at", r.try_get(3)?)?,
     })
+}
+
+/// Refuses a database migrated by a newer release (a downgrade), before
+/// the migrator sees it. A new database has no migration table yet.
+async fn refuse_newer_schema(pool: &AnyPool) -> Result<(), StoreError> {
+    let found: Option<i64> =
+        match sqlx::query("SELECT MAX(version) FROM _sqlx_migrations WHERE success")
+            .fetch_one(pool)
+            .await
+        {
+            Ok(row) => row.try_get(0)?,
+            Err(_) => None,
+        };
+    let known = Store::schema_version();
+    match found {
+        Some(found) if found > known => Err(StoreError::NewerSchema { found, known }),
+        _ => Ok(()),
+    }
 }

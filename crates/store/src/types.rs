@@ -48,6 +48,10 @@ pub enum StoreError {
     },
     #[error("unsupported database URL `{0}`: use sqlite:… or postgres://…")]
     UnsupportedUrl(String),
+    /// The database was migrated by a newer release: this one would not
+    /// know its schema (a downgrade), so it does not touch it.
+    #[error("the database was written by a newer pivgate (schema version {found}; this release knows up to {known}): run that release, or restore a backup taken before the upgrade")]
+    NewerSchema { found: i64, known: i64 },
     /// A group commit failed; every event of the batch gets the same cause.
     #[error("event commit failed: {0}")]
     Commit(Arc<StoreError>),

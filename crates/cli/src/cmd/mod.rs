@@ -3,10 +3,14 @@
 //! another.
 
 pub mod auth;
+pub mod backup;
 pub mod card;
 pub mod demo;
+pub mod man;
 pub mod measure;
 pub mod pki;
+pub mod prune;
 pub mod read;
 pub mod reader;
+pub mod restore;
 pub mod serve;

@@ -1,16 +1,18 @@
 //! `GET /metrics` (viewer): the service's Prometheus metrics
-//! ([`crate::metrics`]) as OpenMetrics text.
+//! ([`crate::metrics`]) as OpenMetrics text, or in the Prometheus text
+//! format 0.0.4 to a scraper whose `Accept` names `text/plain` and not
+//! OpenMetrics.
 
 use std::sync::Arc;
 
 use axum::extract::State;
-use axum::http::header;
+use axum::http::{header, HeaderMap};
 use axum::response::{IntoResponse, Response};
 
 use super::auth::Viewer;
 use super::error::AppResult;
 use super::extract::loaded;
-use crate::metrics::CONTENT_TYPE;
+use crate::metrics::{to_prometheus_text, CONTENT_TYPE, TEXT_CONTENT_TYPE};
 use crate::state::AppState;
 
 /// `GET /metrics` (viewer).
@@ -20,7 +22,23 @@ use crate::state::AppState;
         (status = 200, description = "OpenMetrics text: taps by door, mechanism and result; latency per stage; trust store; CRL ages; cache hits; event-log commits; start-up", content_type = "application/openmetrics-text", body = String),
         (status = 401, description = "No token, or an unknown one", body = super::schema::ErrorBody),
     ))]
-pub async fn scrape(State(state): State<Arc<AppState>>, _: Viewer) -> AppResult<Response> {
+pub async fn scrape(
+    State(state): State<Arc<AppState>>,
+    _: Viewer,
+    headers: HeaderMap,
+) -> AppResult<Response> {
     let l = loaded(&state)?;
-    Ok(([(header::CONTENT_TYPE, CONTENT_TYPE)], l.metrics.encode()).into_response())
+    let accept = headers
+        .get(header::ACCEPT)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("");
+    let text = l.metrics.encode();
+    if accept.contains("text/plain") && !accept.contains("application/openmetrics-text") {
+        return Ok((
+            [(header::CONTENT_TYPE, TEXT_CONTENT_TYPE)],
+            to_prometheus_text(&text),
+        )
+            .into_response());
+    }
+    Ok(([(header::CONTENT_TYPE, CONTENT_TYPE)], text).into_response())
 }

@@ -36,6 +36,8 @@ pub struct Site {
     pub stranger: CardCredentials,
     pub viewer: String,
     pub operator: String,
+    /// The configuration the service started with.
+    pub config: Config,
     _dir: tempfile::TempDir,
 }
 
@@ -46,6 +48,14 @@ pub fn site() -> Site {
 
 /// The same site with `edit` applied to its configuration.
 pub fn site_with(edit: &dyn Fn(&mut Config)) -> Site {
+    site_with_output(edit, None)
+}
+
+/// The same site whose doors are driven by `output`.
+pub fn site_with_output(
+    edit: &dyn Fn(&mut Config),
+    output: Option<std::sync::Arc<dyn server::door::DoorOutput>>,
+) -> Site {
     let dir = tempfile::tempdir().unwrap();
     let pki = TestPki::init(&dir.path().join("pki"), TestPkiOptions::default()).unwrap();
     let card = pki.issue_card(&CardOptions::default()).unwrap();
@@ -56,6 +66,7 @@ pub fn site_with(edit: &dyn Fn(&mut Config)) -> Site {
         })
         .unwrap();
     let config = site_config(dir.path(), edit);
+    let started_with = config.clone();
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -71,7 +82,7 @@ pub fn site_with(edit: &dyn Fn(&mut Config)) -> Site {
             .await
             .unwrap();
         store.close().await;
-        let service = Service::start(config, None).await.unwrap();
+        let service = Service::start(config, output).await.unwrap();
         let store = &service.loaded().store;
         let viewer = server::token::create(store, "watcher", Role::Viewer)
             .await
@@ -88,6 +99,7 @@ pub fn site_with(edit: &dyn Fn(&mut Config)) -> Site {
         stranger,
         viewer,
         operator,
+        config: started_with,
         _dir: dir,
     }
 }
