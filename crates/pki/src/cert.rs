@@ -244,6 +244,24 @@ pub struct Extensions {
     pub authority_info_access: Option<Vec<(ObjectIdentifier, GeneralName)>>,
     /// Critical extensions this crate does not process.
     pub unknown_critical: Vec<ObjectIdentifier>,
+    /// What the profile rules ([`crate::profile`]) need beyond the values: presence and
+    /// criticality.
+    pub marks: Marks,
+}
+
+/// Presence and criticality of the extensions the RFC 5280 profile rules look at.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Marks {
+    pub authority_key_id: bool,
+    pub authority_key_id_critical: bool,
+    pub basic_constraints_critical: bool,
+    pub name_constraints_critical: bool,
+    /// nameConstraints with neither subtree, or an empty one (the empty list is then left
+    /// out of [`Extensions::name_constraints`]).
+    pub name_constraints_empty: bool,
+    pub policy_constraints_critical: bool,
+    pub authority_info_access_critical: bool,
+    pub subject_alt_name_critical: bool,
 }
 
 /// A parsed certificate. Byte fields are ranges into [`Cert::der`].
@@ -782,6 +800,7 @@ fn parse_one_extension(
             };
             r.finish()?;
             ext.basic_constraints = Some((ca, len));
+            ext.marks.basic_constraints_critical = critical;
         }
         oid::KEY_USAGE => {
             let mask = named_bits(asn1::single(v, tag::BIT_STRING)?, "KeyUsage")?;
@@ -858,6 +877,7 @@ fn parse_one_extension(
                 return Err(DerError::BadValue("policyConstraints (empty)"));
             }
             ext.policy_constraints = Some((req, inh));
+            ext.marks.policy_constraints_critical = critical;
         }
         oid::INHIBIT_ANY_POLICY => {
             ext.inhibit_any_policy = Some(asn1::small_uint(asn1::single(v, tag::INTEGER)?)?);
@@ -884,26 +904,31 @@ fn parse_one_extension(
                     }
                     st.finish()?;
                 }
-                if out.is_empty() {
-                    return Err(DerError::BadValue("GeneralSubtrees (empty)"));
-                }
                 Ok(Some(out))
             };
             let permitted = subtrees(tag::context_constructed(0))?;
             let excluded = subtrees(tag::context_constructed(1))?;
             r.finish()?;
-            if permitted.is_none() && excluded.is_none() {
-                return Err(DerError::BadValue(
-                    "NameConstraints (neither permitted nor excluded subtrees)",
-                ));
+            // An empty list, or neither list, breaks the profile (RFC 5280 §4.2.1.10), which
+            // validation reports with its own code; as constraints they constrain nothing.
+            let empty = |l: &Option<Vec<GeneralName>>| l.as_ref().is_some_and(Vec::is_empty);
+            ext.marks.name_constraints_critical = critical;
+            if empty(&permitted) || empty(&excluded) || (permitted.is_none() && excluded.is_none())
+            {
+                ext.marks.name_constraints_empty = true;
             }
-            ext.name_constraints = Some(NameConstraints {
-                permitted,
-                excluded,
-            });
+            let permitted = permitted.filter(|l| !l.is_empty());
+            let excluded = excluded.filter(|l| !l.is_empty());
+            if permitted.is_some() || excluded.is_some() {
+                ext.name_constraints = Some(NameConstraints {
+                    permitted,
+                    excluded,
+                });
+            }
         }
         oid::SAN => {
             ext.subject_alt_names = Some(non_empty_general_names(v)?);
+            ext.marks.subject_alt_name_critical = critical;
         }
         oid::ISSUER_ALT_NAME => {
             ext.issuer_alt_names = Some(non_empty_general_names(v)?);
@@ -912,6 +937,8 @@ fn parse_one_extension(
             ext.subject_key_id = Some(asn1::single(v, tag::OCTET_STRING)?.to_vec());
         }
         oid::AKI => {
+            ext.marks.authority_key_id = true;
+            ext.marks.authority_key_id_critical = critical;
             let mut r = Reader::new(asn1::single(v, tag::SEQUENCE)?);
             ext.authority_key_id = r
                 .optional(tag::context_primitive(0))?
@@ -956,6 +983,7 @@ fn parse_one_extension(
             let access = parse_access_descriptions(v)?;
             if id == oid::AIA {
                 ext.authority_info_access = Some(access);
+                ext.marks.authority_info_access_critical = critical;
             }
         }
         _ => {

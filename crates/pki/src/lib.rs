@@ -23,6 +23,7 @@
 //! | [`rules`] | the §6.1 rules, one function per rule named after its section, the trust anchor constraints of RFC 5937, and signature checks |
 //! | [`revocation`] | §6.3 CRL checking: scope, freshness, CRL signer paths, delta CRLs |
 //! | [`budget`] | every work limit of parsing and validation |
+//! | [`profile`] | the RFC 5280 profile rules (what conforming CAs MUST and MUST NOT issue), each with its code; [`profile::Profile`] strict or lenient |
 //! | [`policy`] | the valid policy tree (§6.1.2 (a), §6.1.3 (d)-(f), §6.1.4 (a)-(b)) |
 //! | [`nc`] | name constraints matching (§4.2.1.10) |
 //! | [`cert`] | the one parse of a certificate into [`cert::Cert`] (extensions, subjectAltName with otherName, CRL distribution points) and the load-time key scan |
@@ -63,6 +64,7 @@ pub mod options;
 pub mod path;
 pub mod pem;
 pub mod policy;
+pub mod profile;
 pub mod reason;
 pub mod revocation;
 pub mod revocation_set;

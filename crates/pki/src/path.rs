@@ -563,7 +563,8 @@ impl<'c, 'a> Search<'c, 'a> {
             | NotACa { subject }
             | KeyUsage { subject, .. }
             | EkuMissing { subject, .. }
-            | UnknownCriticalExtension { subject, .. } => (subject, false),
+            | UnknownCriticalExtension { subject, .. }
+            | Profile { subject, .. } => (subject, false),
             Revoked { subject, .. }
             | RevocationUnavailable { subject, .. }
             | RevocationStale { subject, .. } => (subject, true),

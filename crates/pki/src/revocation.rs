@@ -20,7 +20,7 @@ use crate::crl::{self, Crl, ALL_REASONS};
 use crate::error::{RevocationGap, RevocationProblem, ValidationError};
 use crate::name::NormName;
 use crate::ocsp::{self, CertId, CertIdHash, CertStatus, OcspProblem};
-use crate::options::{RevocationMode, RevocationSource, ValidationOptions};
+use crate::options::{Profile, RevocationMode, RevocationSource, ValidationOptions};
 use crate::reason::Reason;
 use crate::revocation_set::RevocationSet;
 use crate::store::{Entry, TrustStore};
@@ -315,6 +315,12 @@ fn check_crl(
                         crl: crl.issuer_display(),
                     });
                     continue;
+                }
+                if opts.profile == Profile::Strict {
+                    if let Some(why) = crl_profile(crl) {
+                        problems.push(why);
+                        continue;
+                    }
                 }
                 if let Err(why) = check_crl_signer(paths, opts, crl, link) {
                     problems.extend(why);
@@ -663,6 +669,21 @@ fn resolve_dp_name(n: &DistributionPointName, issuer: &NormName) -> Vec<GeneralN
 }
 
 /// RFC 5280 §6.3.3 (a): the CRL is current (thisUpdate passed, nextUpdate plus grace not).
+/// RFC 5280 §5.2.3: every CRL carries a non-critical CRL number.
+fn crl_profile(crl: &Crl) -> Option<RevocationProblem> {
+    if crl.crl_number.is_none() {
+        return Some(RevocationProblem::CrlNumberMissing {
+            crl: crl.issuer_display(),
+        });
+    }
+    if crl.crl_number_critical {
+        return Some(RevocationProblem::CrlNumberCritical {
+            crl: crl.issuer_display(),
+        });
+    }
+    None
+}
+
 fn crl_fresh(crl: &Crl, time: Time, grace: i64) -> Result<(), RevocationProblem> {
     if crl.this_update > time {
         return Err(RevocationProblem::NotYetValid {

@@ -141,8 +141,8 @@ fn extension_values_that_are_not_valid_der_for_their_type_are_refused() {
             ],
             "§4.2.1.4",
         ),
-        // nameConstraints with neither permitted nor excluded subtrees.
-        ("2.5.29.30", &[0x30, 0x00], "§4.2.1.10"),
+        // (nameConstraints with neither subtree is valid DER; it breaks the profile and is
+        // refused with its own code: tests/profile_rules.rs.)
         // nameConstraints with a minimum in the subtree.
         (
             "2.5.29.30",

@@ -1125,6 +1125,10 @@ crls = ["pki/root.crl.pem", "pki/intermediate.crl.pem"]
 # anchor_mode = "constrained"
 # Accept trust anchors outside their validity period.
 # allow_expired_anchors = false
+# "strict" (default): refuse certificates and CRLs that break a MUST of the
+# RFC 5280 profile (each with its own code); "lenient": RFC 5280 path
+# processing only, for a known non-conforming issuer.
+# profile = "strict"
 
 [trust.revocation]
 # require (default): refuse when CRLs are missing or stale; best-effort; off.

@@ -279,7 +279,7 @@ impl Service {
                 t.crls,
                 t.fetch,
                 t.policy_set,
-                (t.anchor_mode, t.allow_expired_anchors),
+                (t.anchor_mode, t.allow_expired_anchors, t.profile),
                 t.ocsp,
             ),
             None => {
@@ -314,6 +314,7 @@ impl Service {
                 policy_set,
                 anchor_mode: anchor_settings.0,
                 allow_expired_anchors: anchor_settings.1,
+                profile: anchor_settings.2,
                 ..Settings::default()
             },
         ));

@@ -170,6 +170,7 @@ pub fn verify(a: VerifyArgs) -> anyhow::Result<ExitCode> {
     };
     if a.trust.json {
         let mut j = path_json(&v);
+        j["skipped"] = json!(inputs.skipped);
         if let Some(c) = &chuid {
             j["chuid"] = json!({
                 "signature": "valid",
