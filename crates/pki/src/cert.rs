@@ -242,6 +242,8 @@ pub struct Extensions {
     /// authorityInfoAccess (RFC 5280 §4.2.2.1): (accessMethod, accessLocation) pairs, e.g.
     /// id-ad-ocsp and id-ad-caIssuers URIs.
     pub authority_info_access: Option<Vec<(ObjectIdentifier, GeneralName)>>,
+    /// subjectInfoAccess (RFC 5280 §4.2.2.2), e.g. id-ad-caRepository URIs.
+    pub subject_info_access: Option<Vec<(ObjectIdentifier, GeneralName)>>,
     /// Critical extensions this crate does not process.
     pub unknown_critical: Vec<ObjectIdentifier>,
     /// What the profile rules ([`crate::profile`]) need beyond the values: presence and
@@ -527,10 +529,34 @@ impl Cert {
                 _ => None,
             })
     }
+    /// The uniformResourceIdentifier locations of `method` in the authorityInfoAccess
+    /// extension (RFC 5280 §4.2.2.1), in the order of the certificate: id-ad-ocsp for OCSP
+    /// responders, id-ad-caIssuers for the certificates issued to the issuer.
+    pub fn aia_uris(&self, method: ObjectIdentifier) -> impl Iterator<Item = &str> {
+        access_uris(self.ext.authority_info_access.as_deref(), method)
+    }
+    /// The same for the subjectInfoAccess extension (RFC 5280 §4.2.2.2): id-ad-caRepository
+    /// for the certificates a CA has issued (a bridge's cross-certificates).
+    pub fn sia_uris(&self, method: ObjectIdentifier) -> impl Iterator<Item = &str> {
+        access_uris(self.ext.subject_info_access.as_deref(), method)
+    }
     /// The subjectAltName entries (empty without the extension).
     pub fn subject_alt_names(&self) -> &[GeneralName] {
         self.ext.subject_alt_names.as_deref().unwrap_or(&[])
     }
+}
+
+fn access_uris(
+    access: Option<&[(ObjectIdentifier, GeneralName)]>,
+    method: ObjectIdentifier,
+) -> impl Iterator<Item = &str> {
+    access
+        .unwrap_or(&[])
+        .iter()
+        .filter_map(move |(m, loc)| match loc {
+            GeneralName::Uri(u) if *m == method => Some(u.as_str()),
+            _ => None,
+        })
 }
 
 fn parse_extensions(list: &[u8]) -> Result<Extensions, CertError> {
@@ -984,6 +1010,8 @@ fn parse_one_extension(
             if id == oid::AIA {
                 ext.authority_info_access = Some(access);
                 ext.marks.authority_info_access_critical = critical;
+            } else {
+                ext.subject_info_access = Some(access);
             }
         }
         _ => {

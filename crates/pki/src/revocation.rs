@@ -441,7 +441,7 @@ fn check_crl_signer(
             Err(why) => problems.push(why),
         }
     }
-    for entry in paths.by_subject(&crl.issuer) {
+    for entry in signer_candidates(paths, crl, opts.time) {
         if seen.iter().any(|s| **s == *entry.der()) {
             continue;
         }
@@ -508,6 +508,35 @@ fn check_crl_signer(
         });
     }
     Err(problems)
+}
+
+/// The certificates named as the CRL's issuer, ordered as the path builder orders issuer
+/// candidates: one whose subject key identifier disagrees with the CRL's authority key
+/// identifier is passed over (it holds another key, as a re-keyed CA's old certificates do),
+/// then matching key identifiers first, then valid at the validation time, then the most
+/// recently issued, then the store's order (anchors first).
+fn signer_candidates<'p>(paths: &'p impl Paths, crl: &Crl, time: Time) -> Vec<&'p Entry> {
+    let aki = crl.authority_key_id.as_deref();
+    let mut out: Vec<(&Entry, bool, bool, Time)> = paths
+        .by_subject(&crl.issuer)
+        .into_iter()
+        .filter_map(|e| {
+            let key_match = match (aki, e.subject_key_id()) {
+                (Some(a), Some(s)) if a != s => return None,
+                (Some(_), Some(_)) => true,
+                _ => false,
+            };
+            let (current, issued) = match e.cert() {
+                Ok(c) => (c.not_before <= time && time <= c.not_after, c.not_before),
+                Err(_) => (false, Time(i64::MIN)),
+            };
+            Some((e, key_match, current, issued))
+        })
+        .collect();
+    out.sort_by_key(|&(_, key_match, current, issued)| {
+        (!key_match, !current, std::cmp::Reverse(issued))
+    });
+    out.into_iter().map(|(e, ..)| e).collect()
 }
 
 /// A usable delta CRL for the complete CRL `base` (RFC 5280 §5.2.4, §6.3.3 (c)).
