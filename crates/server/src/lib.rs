@@ -30,6 +30,8 @@
 //!   taps; the stale-data policy (`[revocation] stale`: refuse or a grace
 //!   period); every enrolled credential re-validated at least daily, and
 //!   suspended with an event when found revoked or expired.
+//! - [`ocsp_disk`]: the OCSP answers [`revocation`] got, kept under
+//!   `<data_dir>/ocsp/` and read back at start-up before the first tap.
 //! - [`keypad`]: PIN entries for card + PIN doors whose reader has no PIN
 //!   pad, sent by a keypad at the door through the API.
 //! - [`source`]: reader sources. PC/SC readers, OSDP ports and remote
@@ -80,6 +82,7 @@ pub mod init;
 pub mod keypad;
 pub mod live;
 pub mod metrics;
+pub mod ocsp_disk;
 pub mod osdp;
 pub mod readers;
 pub mod remote;

@@ -367,6 +367,8 @@ impl Service {
             )
             .with_ocsp(ocsp),
         );
+        // OCSP answers kept from the last run, before the first tap.
+        revocation_work.load_ocsp().await?;
         let keypads = Arc::new(Keypads::new(Duration::from_millis(
             config.keypad.timeout_ms,
         )));
