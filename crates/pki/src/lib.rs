@@ -38,6 +38,7 @@
 //! | [`store`] | [`store::TrustStore`]: loading anchors and intermediates, the subject and key-id index |
 //! | [`cache`] | [`cache::ValidationCache`]: results keyed by leaf digest, store/CRL ids and an options fingerprint |
 //! | [`ocsp`] | RFC 6960 OCSP: requests with nonces, response parsing, responder authorisation and freshness; [`ocsp::client`] fetches over HTTP GET/POST and caches by CertID |
+//! | [`discover`] | path discovery over AIA caIssuers and SIA caRepository (`http://`, limits, a disk cache), when no path is found from what is held |
 //! | [`fetch`] | downloading CRLs from the distribution points over HTTP, only for a path already found to an anchor ([`fetch::fetch_for_path`]) |
 //! | [`trust`] | [`trust::TrustConfig`]: where trust comes from (anchors, untrusted intermediates, CRLs, revocation policy, CRL downloads), for the command line and the service alike, loaded strictly |
 //! | [`input`] | [`input::read_bounded`]: every input file is a regular file read with a cap by kind |
@@ -53,6 +54,7 @@ pub mod budget;
 pub mod cache;
 pub mod cert;
 pub mod crl;
+pub mod discover;
 pub mod error;
 pub mod fetch;
 pub mod fips201;
