@@ -759,12 +759,20 @@ pub mod name_syntax {
         None
     }
 
-    /// A dNSName: a host name, whose first label may be the wildcard `*`.
+    /// A dNSName: a host name, whose first label may be the wildcard `*`. An underscore
+    /// is read where a letter may stand: it is outside the preferred name syntax, but some
+    /// issuers put it in servers' names (a legal DNS label, RFC 2181 §11), so it is the
+    /// profile's rule ([`crate::profile::Rule::DnsNameUnderscore`]), which the lenient
+    /// profile waives, rather than a parse error.
     pub fn dns_problem(name: &str) -> Option<&'static str> {
         if name == " " {
             return Some("is a space, which RFC 5280 forbids");
         }
-        host_problem(name.strip_prefix("*.").unwrap_or(name))
+        let name = name.strip_prefix("*.").unwrap_or(name);
+        if name.contains('_') {
+            return host_problem(&name.replace('_', "u"));
+        }
+        host_problem(name)
     }
 
     /// An rfc822Name: `local-part@domain` with exactly one `@`, a non-empty local part and a
@@ -1334,6 +1342,8 @@ mod tests {
             "x",
             "*.example.com",
             "A1.EXAMPLE",
+            // The profile's rule, not the parser's (crate::profile::Rule::DnsNameUnderscore).
+            "a_b.example",
         ] {
             assert_eq!(dns_problem(good), None, "{good}");
         }
@@ -1343,7 +1353,7 @@ mod tests {
             "example..com",
             "example.com.",
             "-a.example",
-            "a_b.example",
+            "_-.example",
             "*",
             "a.*.example",
             " ",

@@ -88,6 +88,10 @@ pub enum Rule {
     CaEmptySubject,
     /// §4.2.1.6: an IP address MUST be stored in iPAddress, not written as a dNSName.
     IpAddressAsDnsName,
+    /// §4.2.1.6: a dNSName MUST be in the preferred name syntax (RFC 1034 §3.5, RFC 1123
+    /// §2.1), which has no underscore. Some issuers put one in servers' names: refused by the
+    /// strict profile, accepted by the lenient one (a policy choice, documented).
+    DnsNameUnderscore,
     /// §4.1.2.2: the serial number MUST be a positive integer (zero is not).
     SerialNumberZero,
     /// §4.1.2.2: the serial number MUST be a positive integer.
@@ -117,6 +121,7 @@ impl Rule {
             EmptySubjectWithoutCriticalSan => "empty-subject-san-not-critical",
             CaEmptySubject => "ca-empty-subject",
             IpAddressAsDnsName => "ip-address-as-dns-name",
+            DnsNameUnderscore => "dns-name-underscore",
             SerialNumberZero => "serial-number-zero",
             SerialNumberNegative => "serial-number-negative",
             SerialNumberTooLong => "serial-number-too-long",
@@ -137,7 +142,7 @@ impl Rule {
             | DnsConstraintLeadingPeriod => "4.2.1.10",
             PolicyConstraintsNotCritical => "4.2.1.11",
             AuthorityInfoAccessCritical => "4.2.2.1",
-            EmptySubjectWithoutCriticalSan | IpAddressAsDnsName => "4.2.1.6",
+            EmptySubjectWithoutCriticalSan | IpAddressAsDnsName | DnsNameUnderscore => "4.2.1.6",
             CaEmptySubject => "4.1.2.6",
             SerialNumberZero | SerialNumberNegative | SerialNumberTooLong => "4.1.2.2",
         }
@@ -175,6 +180,9 @@ impl Rule {
             }
             CaEmptySubject => "is a CA certificate with an empty subject",
             IpAddressAsDnsName => "writes an IP address as a dNSName instead of an iPAddress",
+            DnsNameUnderscore => {
+                "has a dNSName with an underscore, outside the preferred name syntax"
+            }
             SerialNumberZero => "has serial number zero",
             SerialNumberNegative => "has a negative serial number",
             SerialNumberTooLong => "has a serial number longer than 20 octets",
@@ -314,6 +322,13 @@ fn common(c: &Cert) -> Result<(), Rule> {
         .any(|n| matches!(n, GeneralName::Dns(d) if d.parse::<std::net::Ipv4Addr>().is_ok()));
     if ip_as_dns {
         return Err(Rule::IpAddressAsDnsName);
+    }
+    let underscore = c
+        .subject_alt_names()
+        .iter()
+        .any(|n| matches!(n, GeneralName::Dns(d) if d.contains('_')));
+    if underscore {
+        return Err(Rule::DnsNameUnderscore);
     }
     Ok(())
 }

@@ -358,6 +358,25 @@ fn an_ip_address_written_as_a_dns_name() {
     assert_rule(Rule::IpAddressAsDnsName, &bad, &good, true);
 }
 
+/// A policy choice: an underscore in a server's dNSName (legal in DNS, outside RFC 5280's
+/// preferred name syntax, issued by some CAs) is refused by the strict profile with its own
+/// code and accepted by the lenient one; a name constraint still applies to it.
+#[test]
+fn an_underscore_in_a_dns_name() {
+    let bad = chain(same, same, |b| b.san_dns("door_12.example.com").unwrap());
+    let good = chain(same, same, |b| b.san_dns("door-12.example.com").unwrap());
+    assert_rule(Rule::DnsNameUnderscore, &bad, &good, true);
+    let constrained = chain(
+        same,
+        |b| b.name_constraints(&["dns:example.org"], &[]).unwrap(),
+        |b| b.san_dns("door_12.example.com").unwrap(),
+    );
+    assert_eq!(
+        lenient(&constrained).unwrap_err().code(),
+        "name-constraints-violated"
+    );
+}
+
 #[test]
 fn serial_numbers_zero_negative_or_too_long() {
     let good = chain(same, same, |b| b.serial_raw(&[0x01]));
@@ -450,6 +469,7 @@ fn every_rule_has_its_own_code() {
         EmptySubjectWithoutCriticalSan,
         CaEmptySubject,
         IpAddressAsDnsName,
+        DnsNameUnderscore,
         SerialNumberZero,
         SerialNumberNegative,
         SerialNumberTooLong,

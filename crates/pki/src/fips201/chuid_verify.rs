@@ -217,7 +217,7 @@ impl DigestForms {
 
     /// The form of candidate `i`, and where the card has `EE`, whether the digest covers it.
     fn form(&self, i: usize) -> (ChuidDigestForm, Option<bool>) {
-        let edc = if i % 2 == 0 {
+        let edc = if i.is_multiple_of(2) {
             ChuidDigestForm::WithEdc
         } else {
             ChuidDigestForm::WithoutEdc
