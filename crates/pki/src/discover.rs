@@ -27,12 +27,16 @@ use std::collections::{HashSet, VecDeque};
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-/// Limits of discovery.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// Limits of discovery. Serialised with the durations in milliseconds (`timeout_ms`,
+/// `total_timeout_ms`) and the default lifetime in seconds; every field has a default.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(default, deny_unknown_fields)]
 pub struct DiscoveryConfig {
     /// Connect + read timeout of one request.
+    #[serde(rename = "timeout_ms", with = "crate::fetch::millis")]
     pub timeout: Duration,
     /// Every request of one validation together.
+    #[serde(rename = "total_timeout_ms", with = "crate::fetch::millis")]
     pub total_timeout: Duration,
     /// Largest accepted response in bytes.
     pub max_bytes: usize,
@@ -43,7 +47,21 @@ pub struct DiscoveryConfig {
     /// Same-origin redirects followed per request.
     pub max_redirects: u32,
     /// How long a response without `Cache-Control: max-age` is kept.
+    #[serde(rename = "default_lifetime_secs", with = "secs")]
     pub default_lifetime: Duration,
+}
+
+mod secs {
+    use serde::{Deserialize, Deserializer, Serializer};
+    use std::time::Duration;
+
+    pub fn serialize<S: Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_u64(d.as_secs())
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
+        u64::deserialize(d).map(Duration::from_secs)
+    }
 }
 
 impl Default for DiscoveryConfig {

@@ -110,7 +110,7 @@ impl Default for FetchConfig {
 }
 
 /// Durations as whole milliseconds in configuration files.
-mod millis {
+pub(crate) mod millis {
     use serde::{Deserialize, Deserializer, Serializer};
     use std::time::Duration;
 

@@ -17,6 +17,7 @@
 //! never a silently smaller trust store or CRL set.
 
 use crate::crl::CrlError;
+use crate::discover::DiscoveryConfig;
 use crate::fetch::FetchConfig;
 use crate::fips201::oids::PolicySet;
 use crate::ocsp::client::OcspConfig;
@@ -69,6 +70,11 @@ pub struct TrustConfig {
     /// deployment that must accept a known non-conforming issuer.
     #[serde(default)]
     pub profile: Profile,
+    /// Discover missing intermediates over the certificates' authorityInfoAccess caIssuers
+    /// and the CAs' subjectInfoAccess caRepository URIs ([`crate::discover`]), with these
+    /// limits; absent: never. A service does it at enrollment, never during a tap.
+    #[serde(default)]
+    pub discovery: Option<DiscoveryConfig>,
     /// Ask OCSP responders (the certificates' AIA id-ad-ocsp, or an override) about the
     /// certificates of a validated path, with these settings; absent: no OCSP requests.
     #[serde(default)]
@@ -212,6 +218,8 @@ pub struct Trust {
     pub allow_expired_anchors: bool,
     /// Strict (the RFC 5280 profile) or lenient (path processing only).
     pub profile: Profile,
+    /// Path discovery limits when discovery is enabled.
+    pub discovery: Option<DiscoveryConfig>,
     /// OCSP client settings when OCSP requests are enabled.
     pub ocsp: Option<OcspConfig>,
 }
@@ -280,6 +288,7 @@ impl TrustConfig {
             anchor_mode: self.anchor_mode,
             allow_expired_anchors: self.allow_expired_anchors,
             profile: self.profile,
+            discovery: self.discovery,
             ocsp: self.ocsp.clone(),
         })
     }

@@ -1129,6 +1129,12 @@ crls = ["pki/root.crl.pem", "pki/intermediate.crl.pem"]
 # RFC 5280 profile (each with its own code); "lenient": RFC 5280 path
 # processing only, for a known non-conforming issuer.
 # profile = "strict"
+# Discover missing intermediates at enrollment over the certificates'
+# authorityInfoAccess caIssuers and the CAs' subjectInfoAccess caRepository
+# URIs (plain HTTP; never during a tap). Absent: never.
+# [trust.discovery]
+# timeout_ms = 5000
+# max_fetches = 16
 
 [trust.revocation]
 # require (default): refuse when CRLs are missing or stale; best-effort; off.

@@ -30,6 +30,9 @@
 //!   taps; the stale-data policy (`[revocation] stale`: refuse or a grace
 //!   period); every enrolled credential re-validated at least daily, and
 //!   suspended with an event when found revoked or expired.
+//! - [`discovery`]: intermediates a certificate being enrolled needs,
+//!   found over its AIA/SIA URIs and added to the trust store (never during
+//!   a tap).
 //! - [`ocsp_disk`]: the OCSP answers [`revocation`] got, kept under
 //!   `<data_dir>/ocsp/` and read back at start-up before the first tap.
 //! - [`keypad`]: PIN entries for card + PIN doors whose reader has no PIN
@@ -75,6 +78,7 @@
 pub mod admin;
 pub mod config;
 pub mod demo;
+pub mod discovery;
 pub mod door;
 pub mod enroll;
 pub mod http;

@@ -336,6 +336,7 @@ pub struct Revocation {
     points: Mutex<HashMap<String, Point>>,
     /// The OCSP client, when responders are asked.
     ocsp: Option<Arc<OcspClient>>,
+    discovery: Option<Arc<crate::discovery::PathDiscovery>>,
     /// When the next OCSP refresh is due (seconds since the epoch).
     ocsp_next: Mutex<i64>,
     /// Bumped whenever the OCSP answers held change.
@@ -406,6 +407,7 @@ impl Revocation {
             access,
             points: Mutex::new(HashMap::new()),
             ocsp: None,
+            discovery: None,
             ocsp_next: Mutex::new(0),
             ocsp_generation: Default::default(),
             merged: Mutex::new(None),
@@ -427,6 +429,18 @@ impl Revocation {
     /// Asks OCSP responders with `config` (`[trust.ocsp]`); `None`: never.
     pub fn with_ocsp(mut self, config: Option<OcspConfig>) -> Self {
         self.ocsp = config.map(|c| Arc::new(OcspClient::new(c)));
+        self
+    }
+
+    /// Discovers missing intermediates at enrollment with `discovery`
+    /// (`[trust.discovery]`, kept under `data_dir`); `None`: never.
+    pub fn with_discovery(
+        mut self,
+        discovery: Option<pki::discover::DiscoveryConfig>,
+        data_dir: &Path,
+    ) -> Self {
+        self.discovery =
+            discovery.map(|c| Arc::new(crate::discovery::PathDiscovery::new(c, data_dir)));
         self
     }
 
@@ -990,6 +1004,17 @@ impl Revocation {
     /// With OCSP on, the responders of the certificates on that path are
     /// asked too.
     pub async fn prefetch(&self, leaf: Vec<u8>) {
+        if let Some(d) = self.discovery.clone() {
+            let authenticator = self.controller.authenticator().clone();
+            let opts = pki::validate::ValidationOptions {
+                time: pki::time::Time(unix(Timestamp::now())),
+                revocation: self.policy.clone(),
+                ..Default::default()
+            };
+            let leaf = leaf.clone();
+            let _ =
+                tokio::task::spawn_blocking(move || d.discover(&authenticator, &leaf, &opts)).await;
+        }
         if let Some(fetcher) = self.fetcher.clone() {
             self.prefetch_crls(fetcher, leaf.clone()).await;
         }

@@ -279,7 +279,12 @@ impl Service {
                 t.crls,
                 t.fetch,
                 t.policy_set,
-                (t.anchor_mode, t.allow_expired_anchors, t.profile),
+                (
+                    t.anchor_mode,
+                    t.allow_expired_anchors,
+                    t.profile,
+                    t.discovery,
+                ),
                 t.ocsp,
             ),
             None => {
@@ -365,7 +370,8 @@ impl Service {
                 controller.clone(),
                 access.clone(),
             )
-            .with_ocsp(ocsp),
+            .with_ocsp(ocsp)
+            .with_discovery(anchor_settings.3, &config.data_dir),
         );
         // OCSP answers kept from the last run, before the first tap.
         revocation_work.load_ocsp().await?;

@@ -31,6 +31,7 @@ fn trust(pki: &TestPki) -> Trust {
         anchor_mode: Default::default(),
         allow_expired_anchors: false,
         profile: Default::default(),
+        discovery: None,
         ocsp: None,
     }
 }
