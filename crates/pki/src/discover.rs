@@ -94,6 +94,8 @@ pub struct Discovery {
     agent: ureq::Agent,
     config: DiscoveryConfig,
     cache_dir: Option<PathBuf>,
+    /// Answer from the disk cache only, whatever the age of its copies, and never fetch.
+    offline: bool,
 }
 
 impl std::fmt::Debug for Discovery {
@@ -117,6 +119,19 @@ impl Discovery {
             agent,
             config,
             cache_dir,
+            offline: false,
+        }
+    }
+
+    /// The same discovery answering from its disk cache only, past the responses'
+    /// lifetimes too, and never over the network: for a service starting up, which must
+    /// not wait on a server to rebuild what it discovered before.
+    pub fn offline(&self) -> Discovery {
+        Discovery {
+            agent: self.agent.clone(),
+            config: self.config,
+            cache_dir: self.cache_dir.clone(),
+            offline: true,
         }
     }
 
@@ -234,6 +249,13 @@ impl Discovery {
             return Err("not an http:// URL (only plain HTTP is fetched)".into());
         }
         let now = crate::time::Time::now().0;
+        if self.offline {
+            let body = self
+                .cached(url, i64::MIN)
+                .ok_or("not in the disk cache (offline)")?;
+            found.fetched.push(format!("cache:{url}"));
+            return Ok(body);
+        }
         if let Some(body) = self.cached(url, now) {
             found.fetched.push(format!("cache:{url}"));
             return Ok(body);

@@ -43,15 +43,45 @@ impl PathDiscovery {
         leaf: &[u8],
         opts: &ValidationOptions,
     ) -> usize {
+        self.discover_with(&self.discovery, authenticator, leaf, opts)
+    }
+
+    /// What [`Self::discover`] found for the enrolled certificates before a
+    /// restart, from the copies kept on disk only (never the network): run
+    /// at start-up, before the first tap. Returns how many certificates were
+    /// added.
+    pub fn restore(
+        &self,
+        authenticator: &Arc<Authenticator>,
+        leaves: &[Vec<u8>],
+        opts: &ValidationOptions,
+    ) -> usize {
+        let offline = self.discovery.offline();
+        leaves
+            .iter()
+            .map(|leaf| self.discover_with(&offline, authenticator, leaf, opts))
+            .sum()
+    }
+
+    fn discover_with(
+        &self,
+        discovery: &Discovery,
+        authenticator: &Arc<Authenticator>,
+        leaf: &[u8],
+        opts: &ValidationOptions,
+    ) -> usize {
         let store = authenticator.trust_store();
         let mut o = opts.clone();
         o.revocation.mode = RevocationMode::Off;
         let crls = authenticator.crls();
-        let (result, found) = self.discovery.validate(&store, leaf, &[], &crls, &o);
+        let (result, found) = discovery.validate(&store, leaf, &[], &crls, &o);
+        if found.certificates.is_empty() {
+            return 0;
+        }
         for e in &found.errors {
             tracing::warn!(error = %e, "path discovery");
         }
-        if result.is_err() || found.certificates.is_empty() {
+        if result.is_err() {
             return 0;
         }
         let mut b = TrustStore::builder();

@@ -501,6 +501,34 @@ impl Revocation {
         Ok(held)
     }
 
+    /// Adds back to the trust store the intermediates discovered for the
+    /// enrolled certificates before a restart, from the copies kept on disk
+    /// (never the network); what the service does at start-up, before the
+    /// first tap. Returns how many were added.
+    pub async fn restore_discovered(&self) -> Result<usize, StoreError> {
+        let Some(d) = self.discovery.clone() else {
+            return Ok(0);
+        };
+        let leaves: Vec<Vec<u8>> = self
+            .store
+            .credential_certificates()
+            .await?
+            .into_iter()
+            .map(|c| c.der)
+            .collect();
+        let authenticator = self.controller.authenticator().clone();
+        let opts = pki::validate::ValidationOptions {
+            time: pki::time::Time(unix(Timestamp::now())),
+            revocation: self.policy.clone(),
+            ..Default::default()
+        };
+        Ok(
+            tokio::task::spawn_blocking(move || d.restore(&authenticator, &leaves, &opts))
+                .await
+                .unwrap_or(0),
+        )
+    }
+
     async fn save_ocsp(&self, client: &Arc<OcspClient>) {
         let dir = self.ocsp_dir.clone();
         let responses = client.responses();

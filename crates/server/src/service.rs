@@ -373,7 +373,9 @@ impl Service {
             .with_ocsp(ocsp)
             .with_discovery(anchor_settings.3, &config.data_dir),
         );
-        // OCSP answers kept from the last run, before the first tap.
+        // Intermediates discovered and OCSP answers kept from the last run,
+        // before the first tap.
+        revocation_work.restore_discovered().await?;
         revocation_work.load_ocsp().await?;
         let keypads = Arc::new(Keypads::new(Duration::from_millis(
             config.keypad.timeout_ms,

@@ -123,12 +123,20 @@ async fn an_intermediate_is_discovered_at_enrollment_and_held_for_taps() {
     s.shutdown().await.unwrap();
 
     config.trust.as_mut().unwrap().discovery = Some(DiscoveryConfig::default());
-    let s = Service::start(config, None).await.unwrap();
+    let s = Service::start(config.clone(), None).await.unwrap();
     let (status, body_text) = enroll(&s, h, &cak(&alice)).await;
     assert_eq!(status, 201, "{body_text}");
     assert!(requests.load(Ordering::SeqCst) >= 1);
     let asked = requests.load(Ordering::SeqCst);
     // The tap uses what is held: no request.
+    let (code, reason) = tap(&s, &alice).await;
+    assert_eq!(code, "granted", "{reason:?}");
+    assert_eq!(requests.load(Ordering::SeqCst), asked);
+    s.shutdown().await.unwrap();
+
+    // After a restart the discovered intermediate is restored from the copy kept on disk,
+    // before the first tap, without asking the server.
+    let s = Service::start(config, None).await.unwrap();
     let (code, reason) = tap(&s, &alice).await;
     assert_eq!(code, "granted", "{reason:?}");
     assert_eq!(requests.load(Ordering::SeqCst), asked);
