@@ -4,7 +4,7 @@
 
 use pki::cache::CacheConfig;
 use pki::fips201::oids::PolicySet;
-use pki::options::AnchorConstraints;
+use pki::options::{AnchorConstraints, Profile};
 use pki::time::Time;
 use pki::validate::RevocationPolicy;
 
@@ -28,6 +28,8 @@ pub struct Settings {
     pub anchor_mode: AnchorConstraints,
     /// Accept trust anchors outside their validity period.
     pub allow_expired_anchors: bool,
+    /// The RFC 5280 profile's MUSTs apply (strict, the default) or path processing only.
+    pub profile: Profile,
 }
 
 impl Default for Settings {
@@ -41,6 +43,7 @@ impl Default for Settings {
             policy_set: PolicySet::Production,
             anchor_mode: AnchorConstraints::Enforce,
             allow_expired_anchors: false,
+            profile: Profile::Strict,
         }
     }
 }

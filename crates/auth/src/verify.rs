@@ -148,6 +148,7 @@ pub fn options(now: Time, s: &crate::settings::Settings) -> ValidationOptions {
         policy_set: s.policy_set,
         anchor_constraints: s.anchor_mode,
         allow_expired_anchors: s.allow_expired_anchors,
+        profile: s.profile,
         ..ValidationOptions::default()
     }
 }

@@ -557,15 +557,6 @@ fn malformed_trust_files_are_usage_errors_naming_the_file() {
                 "--anchors".into(),
                 s(&root),
                 "--intermediates".into(),
-                s(&nested_junk),
-            ],
-            "nested.der",
-        ),
-        (
-            vec![
-                "--anchors".into(),
-                s(&root),
-                "--intermediates".into(),
                 s(&crl_pem),
             ],
             "CRL",
@@ -596,6 +587,26 @@ fn malformed_trust_files_are_usage_errors_naming_the_file() {
             assert!(t.contains(expected), "{args:?}: {t:?} lacks {expected:?}");
             assert!(!t.contains("INVALID"), "{args:?}: {t}");
         }
+    }
+    // A damaged intermediate, an untrusted candidate, is skipped with a warning naming its
+    // file, and the validation goes on: without the issuing CA, INVALID (exit 1), not a
+    // usage error.
+    for command in ["verify", "verify-chuid"] {
+        let target = if command == "verify" { &leaf } else { &chuid };
+        let args = [
+            "pki",
+            command,
+            "--anchors",
+            &s(&root),
+            "--intermediates",
+            &s(&nested_junk),
+            &s(target),
+        ];
+        let (o, _) = run_within(&args, std::time::Duration::from_secs(30));
+        assert_eq!(code(&o), 1, "{args:?}: {}", text(&o));
+        let t = text(&o);
+        assert!(t.contains("skipped as a candidate issuer"), "{t}");
+        assert!(t.contains("nested.der"), "{t}");
     }
 }
 

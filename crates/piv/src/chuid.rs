@@ -287,6 +287,23 @@ pub fn signed_content_of(data: &[u8]) -> Result<Vec<u8>, ChuidError> {
     Ok(out)
 }
 
+/// `content` (a run of CHUID TLVs such as [`digest_content_of`] returns)
+/// without the deprecated buffer length element (`EE`): the form of the
+/// signed content issuers that leave the element out of the digest hash,
+/// while the card still carries it.
+pub fn without_buffer_length(content: &[u8]) -> Result<Vec<u8>, ChuidError> {
+    let mut r = Reader::new(content);
+    let mut out = Vec::with_capacity(content.len());
+    while !r.is_empty() {
+        let start = r.offset();
+        let t = r.read()?;
+        if t.tag != TAG_BUFFER_LENGTH {
+            out.extend_from_slice(&content[start..r.offset()]);
+        }
+    }
+    Ok(out)
+}
+
 /// The bytes SP 800-73-4 Part 1 §3.1.2.1 has the issuer signature's message
 /// digest cover, taken from a CHUID as read from the card: every TLV except
 /// the signature (`3E`), exactly as encoded and in card order, so the error

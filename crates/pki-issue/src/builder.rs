@@ -59,6 +59,10 @@ pub fn der_time(secs: i64) -> Result<X509Time, IssueError> {
 }
 
 fn parse_name(s: &str) -> Result<Name, IssueError> {
+    if s.is_empty() {
+        // An empty subject (RFC 5280 §4.1.2.6: the names are then in subjectAltName).
+        return Ok(Name::default());
+    }
     Name::from_str(s).map_err(|e| IssueError::BadName {
         name: s.to_string(),
         reason: e.to_string(),
@@ -93,6 +97,9 @@ pub struct CertificateBuilder {
     policy_mappings: Vec<(ObjectIdentifier, ObjectIdentifier)>,
     inhibit_any_policy: Option<u32>,
     subject_key_id: bool,
+    authority_key_id: bool,
+    criticality: Vec<(ObjectIdentifier, bool)>,
+    raw_serial: Option<Vec<u8>>,
     extra: Vec<Extension>,
 }
 
@@ -127,6 +134,9 @@ impl CertificateBuilder {
             policy_mappings: Vec::new(),
             inhibit_any_policy: None,
             subject_key_id: true,
+            authority_key_id: true,
+            criticality: Vec::new(),
+            raw_serial: None,
             extra: Vec::new(),
         })
     }
@@ -175,6 +185,13 @@ impl CertificateBuilder {
             ca: false,
             path_len_constraint: None,
         });
+        self
+    }
+
+    /// Leaves basicConstraints out (keyUsage stays as set: a CA certificate without it
+    /// breaks RFC 5280 §4.2.1.9, for tests).
+    pub fn no_basic_constraints(mut self) -> Self {
+        self.basic_constraints = None;
         self
     }
 
@@ -354,6 +371,28 @@ impl CertificateBuilder {
         self
     }
 
+    /// Whether to include an authority key identifier (default: yes; RFC 5280 §4.2.1.1
+    /// requires it in every certificate but a self-signed one).
+    pub fn authority_key_id(mut self, include: bool) -> Self {
+        self.authority_key_id = include;
+        self
+    }
+
+    /// Marks the extension `oid` critical or not, whatever its usual marking (certificates
+    /// that break the RFC 5280 profile, for tests).
+    pub fn critical(mut self, oid: ObjectIdentifier, critical: bool) -> Self {
+        self.criticality.push((oid, critical));
+        self
+    }
+
+    /// The serial number's INTEGER contents exactly as given, two's complement: zero,
+    /// negative and over-long serial numbers that [`Self::serial_bytes`] cannot write (for
+    /// tests of certificates that break RFC 5280 §4.1.2.2).
+    pub fn serial_raw(mut self, contents: &[u8]) -> Self {
+        self.raw_serial = Some(contents.to_vec());
+        self
+    }
+
     /// Adds an arbitrary extension (e.g. an unknown critical one for tests).
     pub fn extension(
         mut self,
@@ -506,6 +545,11 @@ impl CertificateBuilder {
             exts.push(InhibitAnyPolicy(skip).to_extension(subject, &exts)?);
         }
         exts.extend(self.extra.iter().cloned());
+        for (oid, critical) in &self.criticality {
+            for e in exts.iter_mut().filter(|e| e.extn_id == *oid) {
+                e.critical = *critical;
+            }
+        }
         Ok(exts)
     }
 
@@ -515,10 +559,19 @@ impl CertificateBuilder {
         akid: Option<Vec<u8>>,
         key: &KeyPair,
     ) -> Result<Vec<u8>, IssueError> {
+        let akid = akid.filter(|_| self.authority_key_id);
         let extensions = self.extensions(&issuer, akid)?;
+        let serial_number = match &self.raw_serial {
+            Some(raw) => {
+                let mut der = vec![0x02, raw.len() as u8];
+                der.extend_from_slice(raw);
+                SerialNumber::from_der(&der)?
+            }
+            None => SerialNumber::new(&self.serial)?,
+        };
         let tbs = TbsCertificate {
             version: Version::V3,
-            serial_number: SerialNumber::new(&self.serial)?,
+            serial_number,
             signature: key.signature_algorithm(),
             issuer,
             validity: Validity {
@@ -607,6 +660,8 @@ pub struct CrlBuilder {
     this_update: i64,
     next_update: Option<i64>,
     crl_number: u64,
+    /// `None`: no cRLNumber extension; `Some(critical)`: one, so marked.
+    crl_number_marking: Option<bool>,
     entries: Vec<RevokedEntry>,
 }
 
@@ -624,6 +679,7 @@ impl CrlBuilder {
             this_update: t - 60,
             next_update: Some(t + 7 * DAY),
             crl_number: 1,
+            crl_number_marking: Some(false),
             entries: Vec::new(),
         }
     }
@@ -637,6 +693,13 @@ impl CrlBuilder {
 
     pub fn crl_number(mut self, n: u64) -> Self {
         self.crl_number = n;
+        self
+    }
+
+    /// Leaves the cRLNumber extension out (`None`) or marks it critical (`Some(true)`):
+    /// CRLs that break RFC 5280 §5.2.3, for tests. Default: present, non-critical.
+    pub fn crl_number_marking(mut self, marking: Option<bool>) -> Self {
+        self.crl_number_marking = marking;
         self
     }
 
@@ -680,8 +743,12 @@ impl CrlBuilder {
             ..Default::default()
         };
         exts.push(aki.to_extension(&issuer_name, &exts)?);
-        let n = CrlNumber(der::asn1::Uint::new(&self.crl_number.to_be_bytes())?);
-        exts.push(n.to_extension(&issuer_name, &exts)?);
+        if let Some(critical) = self.crl_number_marking {
+            let n = CrlNumber(der::asn1::Uint::new(&self.crl_number.to_be_bytes())?);
+            let mut ext = n.to_extension(&issuer_name, &exts)?;
+            ext.critical = critical;
+            exts.push(ext);
+        }
         let tbs = TbsCertList {
             version: Version::V2,
             signature: issuer_key.signature_algorithm(),

@@ -28,6 +28,37 @@ pub fn sign_chuid(
     sign_chuid_as(chuid, signer_cert_der, signer_key, true, SignerDn::Subject)
 }
 
+/// [`sign_chuid_as`] with the deprecated buffer length element (`EE`), which
+/// `chuid` must carry, left out of the message digest, as some issued cards
+/// are signed.
+pub fn sign_chuid_without_buffer_length(
+    chuid: &mut Chuid,
+    signer_cert_der: &[u8],
+    signer_key: &KeyPair,
+    with_edc: bool,
+) -> Result<(), IssueError> {
+    let content = if with_edc {
+        chuid.digest_content()
+    } else {
+        chuid.signed_content()
+    };
+    let content = piv::chuid::without_buffer_length(&content)
+        .map_err(|e| IssueError::Invalid(e.to_string()))?;
+    chuid.signature = Some(sign(
+        SignRequest {
+            econtent_type: OID_PIV_CHUID_SECURITY_OBJECT,
+            content: &content,
+            embed_content: false,
+            include_certificate: true,
+            extra_attributes: Vec::new(),
+            signer_dn: SignerDn::Subject,
+        },
+        signer_cert_der,
+        signer_key,
+    )?);
+    Ok(())
+}
+
 /// [`sign_chuid`] the way other issuers do, for interoperability tests:
 /// `with_edc` false hashes the CHUID without its error detection code, and
 /// `signer_dn` chooses the pivSigner-DN attribute.

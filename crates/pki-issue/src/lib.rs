@@ -47,7 +47,10 @@ mod testpki;
 pub use builder::{
     certs_only_p7c, der_time, now, CertificateBuilder, CrlBuilder, RevokedEntry, DAY, OID_PIV_FASCN,
 };
-pub use chuid_sign::{sign_chuid, sign_chuid_as, SignerDn, OID_PIV_CHUID_SECURITY_OBJECT};
+pub use chuid_sign::{
+    sign_chuid, sign_chuid_as, sign_chuid_without_buffer_length, SignerDn,
+    OID_PIV_CHUID_SECURITY_OBJECT,
+};
 pub use containers::CardContainers;
 pub use keys::{KeyAlgorithm, KeyPair};
 pub use security_object::security_object;

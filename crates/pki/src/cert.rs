@@ -242,8 +242,28 @@ pub struct Extensions {
     /// authorityInfoAccess (RFC 5280 §4.2.2.1): (accessMethod, accessLocation) pairs, e.g.
     /// id-ad-ocsp and id-ad-caIssuers URIs.
     pub authority_info_access: Option<Vec<(ObjectIdentifier, GeneralName)>>,
+    /// subjectInfoAccess (RFC 5280 §4.2.2.2), e.g. id-ad-caRepository URIs.
+    pub subject_info_access: Option<Vec<(ObjectIdentifier, GeneralName)>>,
     /// Critical extensions this crate does not process.
     pub unknown_critical: Vec<ObjectIdentifier>,
+    /// What the profile rules ([`crate::profile`]) need beyond the values: presence and
+    /// criticality.
+    pub marks: Marks,
+}
+
+/// Presence and criticality of the extensions the RFC 5280 profile rules look at.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Marks {
+    pub authority_key_id: bool,
+    pub authority_key_id_critical: bool,
+    pub basic_constraints_critical: bool,
+    pub name_constraints_critical: bool,
+    /// nameConstraints with neither subtree, or an empty one (the empty list is then left
+    /// out of [`Extensions::name_constraints`]).
+    pub name_constraints_empty: bool,
+    pub policy_constraints_critical: bool,
+    pub authority_info_access_critical: bool,
+    pub subject_alt_name_critical: bool,
 }
 
 /// A parsed certificate. Byte fields are ranges into [`Cert::der`].
@@ -509,10 +529,34 @@ impl Cert {
                 _ => None,
             })
     }
+    /// The uniformResourceIdentifier locations of `method` in the authorityInfoAccess
+    /// extension (RFC 5280 §4.2.2.1), in the order of the certificate: id-ad-ocsp for OCSP
+    /// responders, id-ad-caIssuers for the certificates issued to the issuer.
+    pub fn aia_uris(&self, method: ObjectIdentifier) -> impl Iterator<Item = &str> {
+        access_uris(self.ext.authority_info_access.as_deref(), method)
+    }
+    /// The same for the subjectInfoAccess extension (RFC 5280 §4.2.2.2): id-ad-caRepository
+    /// for the certificates a CA has issued (a bridge's cross-certificates).
+    pub fn sia_uris(&self, method: ObjectIdentifier) -> impl Iterator<Item = &str> {
+        access_uris(self.ext.subject_info_access.as_deref(), method)
+    }
     /// The subjectAltName entries (empty without the extension).
     pub fn subject_alt_names(&self) -> &[GeneralName] {
         self.ext.subject_alt_names.as_deref().unwrap_or(&[])
     }
+}
+
+fn access_uris(
+    access: Option<&[(ObjectIdentifier, GeneralName)]>,
+    method: ObjectIdentifier,
+) -> impl Iterator<Item = &str> {
+    access
+        .unwrap_or(&[])
+        .iter()
+        .filter_map(move |(m, loc)| match loc {
+            GeneralName::Uri(u) if *m == method => Some(u.as_str()),
+            _ => None,
+        })
 }
 
 fn parse_extensions(list: &[u8]) -> Result<Extensions, CertError> {
@@ -715,12 +759,20 @@ pub mod name_syntax {
         None
     }
 
-    /// A dNSName: a host name, whose first label may be the wildcard `*`.
+    /// A dNSName: a host name, whose first label may be the wildcard `*`. An underscore
+    /// is read where a letter may stand: it is outside the preferred name syntax, but some
+    /// issuers put it in servers' names (a legal DNS label, RFC 2181 §11), so it is the
+    /// profile's rule ([`crate::profile::Rule::DnsNameUnderscore`]), which the lenient
+    /// profile waives, rather than a parse error.
     pub fn dns_problem(name: &str) -> Option<&'static str> {
         if name == " " {
             return Some("is a space, which RFC 5280 forbids");
         }
-        host_problem(name.strip_prefix("*.").unwrap_or(name))
+        let name = name.strip_prefix("*.").unwrap_or(name);
+        if name.contains('_') {
+            return host_problem(&name.replace('_', "u"));
+        }
+        host_problem(name)
     }
 
     /// An rfc822Name: `local-part@domain` with exactly one `@`, a non-empty local part and a
@@ -782,6 +834,7 @@ fn parse_one_extension(
             };
             r.finish()?;
             ext.basic_constraints = Some((ca, len));
+            ext.marks.basic_constraints_critical = critical;
         }
         oid::KEY_USAGE => {
             let mask = named_bits(asn1::single(v, tag::BIT_STRING)?, "KeyUsage")?;
@@ -858,6 +911,7 @@ fn parse_one_extension(
                 return Err(DerError::BadValue("policyConstraints (empty)"));
             }
             ext.policy_constraints = Some((req, inh));
+            ext.marks.policy_constraints_critical = critical;
         }
         oid::INHIBIT_ANY_POLICY => {
             ext.inhibit_any_policy = Some(asn1::small_uint(asn1::single(v, tag::INTEGER)?)?);
@@ -884,26 +938,31 @@ fn parse_one_extension(
                     }
                     st.finish()?;
                 }
-                if out.is_empty() {
-                    return Err(DerError::BadValue("GeneralSubtrees (empty)"));
-                }
                 Ok(Some(out))
             };
             let permitted = subtrees(tag::context_constructed(0))?;
             let excluded = subtrees(tag::context_constructed(1))?;
             r.finish()?;
-            if permitted.is_none() && excluded.is_none() {
-                return Err(DerError::BadValue(
-                    "NameConstraints (neither permitted nor excluded subtrees)",
-                ));
+            // An empty list, or neither list, breaks the profile (RFC 5280 §4.2.1.10), which
+            // validation reports with its own code; as constraints they constrain nothing.
+            let empty = |l: &Option<Vec<GeneralName>>| l.as_ref().is_some_and(Vec::is_empty);
+            ext.marks.name_constraints_critical = critical;
+            if empty(&permitted) || empty(&excluded) || (permitted.is_none() && excluded.is_none())
+            {
+                ext.marks.name_constraints_empty = true;
             }
-            ext.name_constraints = Some(NameConstraints {
-                permitted,
-                excluded,
-            });
+            let permitted = permitted.filter(|l| !l.is_empty());
+            let excluded = excluded.filter(|l| !l.is_empty());
+            if permitted.is_some() || excluded.is_some() {
+                ext.name_constraints = Some(NameConstraints {
+                    permitted,
+                    excluded,
+                });
+            }
         }
         oid::SAN => {
             ext.subject_alt_names = Some(non_empty_general_names(v)?);
+            ext.marks.subject_alt_name_critical = critical;
         }
         oid::ISSUER_ALT_NAME => {
             ext.issuer_alt_names = Some(non_empty_general_names(v)?);
@@ -912,6 +971,8 @@ fn parse_one_extension(
             ext.subject_key_id = Some(asn1::single(v, tag::OCTET_STRING)?.to_vec());
         }
         oid::AKI => {
+            ext.marks.authority_key_id = true;
+            ext.marks.authority_key_id_critical = critical;
             let mut r = Reader::new(asn1::single(v, tag::SEQUENCE)?);
             ext.authority_key_id = r
                 .optional(tag::context_primitive(0))?
@@ -956,6 +1017,9 @@ fn parse_one_extension(
             let access = parse_access_descriptions(v)?;
             if id == oid::AIA {
                 ext.authority_info_access = Some(access);
+                ext.marks.authority_info_access_critical = critical;
+            } else {
+                ext.subject_info_access = Some(access);
             }
         }
         _ => {
@@ -1278,6 +1342,8 @@ mod tests {
             "x",
             "*.example.com",
             "A1.EXAMPLE",
+            // The profile's rule, not the parser's (crate::profile::Rule::DnsNameUnderscore).
+            "a_b.example",
         ] {
             assert_eq!(dns_problem(good), None, "{good}");
         }
@@ -1287,7 +1353,7 @@ mod tests {
             "example..com",
             "example.com.",
             "-a.example",
-            "a_b.example",
+            "_-.example",
             "*",
             "a.*.example",
             " ",

@@ -97,6 +97,8 @@ pub struct Crl {
     pub next_update: Option<Time>,
     /// CRL number contents (big-endian, leading zeros stripped).
     pub crl_number: Option<Vec<u8>>,
+    /// The cRLNumber extension is marked critical (RFC 5280 §5.2.3 forbids it).
+    pub crl_number_critical: bool,
     /// Base CRL number of a delta CRL (deltaCRLIndicator).
     pub delta_base: Option<Vec<u8>>,
     pub idp: Option<IssuingDistributionPoint>,
@@ -194,6 +196,7 @@ impl Crl {
             this_update,
             next_update,
             crl_number: None,
+            crl_number_critical: false,
             delta_base: None,
             idp: None,
             authority_key_id: None,
@@ -232,6 +235,7 @@ impl Crl {
                 oid::CRL_NUMBER => {
                     let n = field("cRLNumber", asn1::single(v, tag::INTEGER))?;
                     self.crl_number = Some(asn1::strip_leading_zeros(n).to_vec());
+                    self.crl_number_critical = critical;
                 }
                 oid::DELTA_INDICATOR => {
                     let n = field("deltaCRLIndicator", asn1::single(v, tag::INTEGER))?;

@@ -66,6 +66,13 @@ pub enum ValidationError {
     PolicyTreeTooLarge { subject: String },
     #[error("certificate {subject} has a critical extension {oid} that is not understood")]
     UnknownCriticalExtension { subject: String, oid: String },
+    /// A rule of the RFC 5280 profile that conforming CAs follow ([`crate::profile`]); not
+    /// checked with [`crate::profile::Profile::Lenient`].
+    #[error("certificate {subject} breaks RFC 5280 §{}: it {}", .rule.section(), .rule.describe())]
+    Profile {
+        subject: String,
+        rule: crate::profile::Rule,
+    },
     #[error("trust anchor {subject} expired at {not_after} (validation time {time}); an operator can allow expired anchors explicitly")]
     AnchorExpired {
         subject: String,
@@ -178,6 +185,7 @@ impl ValidationError {
             AnyPolicyMapping { .. } => "any-policy-mapping",
             PolicyTreeTooLarge { .. } => "policy-tree-too-large",
             UnknownCriticalExtension { .. } => "unknown-critical-extension",
+            Profile { rule, .. } => rule.code(),
             AnchorExpired { .. } => "anchor-expired",
             AnchorNotYetValid { .. } => "anchor-not-yet-valid",
             AnchorNotCa { .. } => "anchor-not-ca",
@@ -215,6 +223,7 @@ impl ValidationError {
             | AnyPolicyMapping { .. }
             | PolicyTreeTooLarge { .. }
             | UnknownCriticalExtension { .. }
+            | Profile { .. }
             | AnchorExpired { .. }
             | AnchorNotYetValid { .. }
             | AnchorNotCa { .. }
@@ -343,6 +352,12 @@ pub enum RevocationProblem {
     NoSigner { crl: String },
     #[error("no CRL issued by {issuer} was supplied")]
     NoCrl { issuer: String },
+    /// RFC 5280 §5.2.3: CRL issuers MUST include the cRLNumber extension in all CRLs.
+    #[error("the CRL from {crl} has no CRL number, which RFC 5280 §5.2.3 requires")]
+    CrlNumberMissing { crl: String },
+    /// RFC 5280 §5.2.3: ... and MUST mark it non-critical.
+    #[error("the CRL from {crl} marks its CRL number critical, which RFC 5280 §5.2.3 forbids")]
+    CrlNumberCritical { crl: String },
     #[error(transparent)]
     Ocsp(#[from] OcspProblem),
 }
@@ -372,6 +387,8 @@ impl RevocationProblem {
             SignerInvalid { .. } => "crl-signer-invalid",
             NoSigner { .. } => "crl-signer-not-found",
             NoCrl { .. } => "crl-not-supplied",
+            CrlNumberMissing { .. } => "crl-number-missing",
+            CrlNumberCritical { .. } => "crl-number-critical",
             Ocsp(p) => p.code(),
         }
     }

@@ -110,7 +110,7 @@ impl Default for FetchConfig {
 }
 
 /// Durations as whole milliseconds in configuration files.
-mod millis {
+pub(crate) mod millis {
     use serde::{Deserialize, Deserializer, Serializer};
     use std::time::Duration;
 
@@ -527,7 +527,7 @@ impl CrlFetcher {
 
 /// The origin (scheme, lower-case host, port) of an `http://` URL, or `None`
 /// when it is not one or carries user information.
-fn origin(url: &str) -> Option<(String, u16)> {
+pub(crate) fn origin(url: &str) -> Option<(String, u16)> {
     let rest = strip_prefix_ignore_case(url, "http://")?;
     let authority = &rest[..rest.find(['/', '?', '#']).unwrap_or(rest.len())];
     if authority.is_empty() || authority.contains('@') {
@@ -554,7 +554,7 @@ fn strip_prefix_ignore_case<'a>(s: &'a str, prefix: &str) -> Option<&'a str> {
 
 /// The URL a `Location` header sends `from` to: an absolute `http://` URL, or
 /// an absolute path on the same server. Other forms are not followed.
-fn resolve_redirect(from: &str, location: &str) -> Option<String> {
+pub(crate) fn resolve_redirect(from: &str, location: &str) -> Option<String> {
     if origin(location).is_some() {
         return Some(location.to_string());
     }

@@ -23,6 +23,7 @@
 //! | [`rules`] | the §6.1 rules, one function per rule named after its section, the trust anchor constraints of RFC 5937, and signature checks |
 //! | [`revocation`] | §6.3 CRL checking: scope, freshness, CRL signer paths, delta CRLs |
 //! | [`budget`] | every work limit of parsing and validation |
+//! | [`profile`] | the RFC 5280 profile rules (what conforming CAs MUST and MUST NOT issue), each with its code; [`profile::Profile`] strict or lenient |
 //! | [`policy`] | the valid policy tree (§6.1.2 (a), §6.1.3 (d)-(f), §6.1.4 (a)-(b)) |
 //! | [`nc`] | name constraints matching (§4.2.1.10) |
 //! | [`cert`] | the one parse of a certificate into [`cert::Cert`] (extensions, subjectAltName with otherName, CRL distribution points) and the load-time key scan |
@@ -37,6 +38,7 @@
 //! | [`store`] | [`store::TrustStore`]: loading anchors and intermediates, the subject and key-id index |
 //! | [`cache`] | [`cache::ValidationCache`]: results keyed by leaf digest, store/CRL ids and an options fingerprint |
 //! | [`ocsp`] | RFC 6960 OCSP: requests with nonces, response parsing, responder authorisation and freshness; [`ocsp::client`] fetches over HTTP GET/POST and caches by CertID |
+//! | [`discover`] | path discovery over AIA caIssuers and SIA caRepository (`http://`, limits, a disk cache), when no path is found from what is held |
 //! | [`fetch`] | downloading CRLs from the distribution points over HTTP, only for a path already found to an anchor ([`fetch::fetch_for_path`]) |
 //! | [`trust`] | [`trust::TrustConfig`]: where trust comes from (anchors, untrusted intermediates, CRLs, revocation policy, CRL downloads), for the command line and the service alike, loaded strictly |
 //! | [`input`] | [`input::read_bounded`]: every input file is a regular file read with a cap by kind |
@@ -53,6 +55,7 @@ pub mod cache;
 pub mod cert;
 pub mod cert_file;
 pub mod crl;
+pub mod discover;
 pub mod error;
 pub mod fetch;
 pub mod fips201;
@@ -64,6 +67,7 @@ pub mod options;
 pub mod path;
 pub mod pem;
 pub mod policy;
+pub mod profile;
 pub mod reason;
 pub mod revocation;
 pub mod revocation_set;

@@ -8,6 +8,7 @@
 
 pub use crate::fips201::oids::PolicySet;
 use crate::policy::ANY_POLICY;
+pub use crate::profile::Profile;
 pub use crate::sig::AlgorithmPolicy;
 use crate::time::Time;
 use const_oid::ObjectIdentifier;
@@ -98,6 +99,9 @@ pub struct ValidationOptions {
     /// Accept a trust anchor outside its validity period (only matters when anchor
     /// constraints are enforced; bare anchors have no validity).
     pub allow_expired_anchors: bool,
+    /// Whether the RFC 5280 profile rules apply ([`Profile::Strict`], the default) or path
+    /// processing only, for a known non-conforming issuer ([`Profile::Lenient`]).
+    pub profile: Profile,
 }
 
 impl Default for ValidationOptions {
@@ -116,6 +120,7 @@ impl Default for ValidationOptions {
             policy_set: PolicySet::Production,
             anchor_constraints: AnchorConstraints::Enforce,
             allow_expired_anchors: false,
+            profile: Profile::Strict,
         }
     }
 }
@@ -164,6 +169,7 @@ impl Hash for ValidationOptions {
             policy_set,
             anchor_constraints,
             allow_expired_anchors,
+            profile,
         } = self;
         initial_policy_set.hash(state);
         initial_explicit_policy.hash(state);
@@ -177,6 +183,7 @@ impl Hash for ValidationOptions {
         policy_set.hash(state);
         anchor_constraints.hash(state);
         allow_expired_anchors.hash(state);
+        profile.hash(state);
     }
 }
 
@@ -202,6 +209,7 @@ mod tests {
         assert_eq!(o.max_depth, 8);
         assert_eq!(o.anchor_constraints, AnchorConstraints::Enforce);
         assert!(!o.allow_expired_anchors);
+        assert_eq!(o.profile, Profile::Strict);
     }
 
     #[test]
@@ -211,7 +219,7 @@ mod tests {
         later.time = Time(a.time.0 + 1000);
         assert_eq!(fingerprint(&a), fingerprint(&later));
 
-        let changes: [fn(&mut ValidationOptions); 14] = [
+        let changes: [fn(&mut ValidationOptions); 15] = [
             |o| o.initial_policy_set = vec![],
             |o| o.initial_explicit_policy = true,
             |o| o.initial_policy_mapping_inhibit = true,
@@ -226,6 +234,7 @@ mod tests {
             |o| o.policy_set = PolicySet::Test,
             |o| o.anchor_constraints = AnchorConstraints::Ignore,
             |o| o.allow_expired_anchors = true,
+            |o| o.profile = Profile::Lenient,
         ];
         for (i, change) in changes.iter().enumerate() {
             let mut b = a.clone();

@@ -38,7 +38,7 @@ use crate::budget::{Spent, LIMITS};
 use crate::cert::{Cert, CertError};
 use crate::error::{Rank, ValidationError};
 use crate::name::NormName;
-use crate::options::{RevocationMode, ValidationOptions};
+use crate::options::{AnchorConstraints, RevocationMode, ValidationOptions};
 use crate::revocation::{self, Link};
 use crate::revocation_set::RevocationSet;
 use crate::rules;
@@ -185,12 +185,16 @@ impl<'a> Ctx<'a> {
         level: u8,
     ) -> Result<ValidatedPath, ValidationError> {
         let (authorities, user) = rules::check_path(path, anchor, opts)?;
+        // The anchor's validity bounds the result only when it is checked: a bare anchor is
+        // a name and a key, and an allowed expired anchor is accepted whatever its dates.
+        let anchor_checked =
+            opts.anchor_constraints == AnchorConstraints::Enforce && !opts.allow_expired_anchors;
         let mut valid_until = path
             .iter()
             .map(|c| c.not_after)
+            .chain(anchor_checked.then_some(anchor.not_after))
             .min()
-            .unwrap_or(anchor.not_after)
-            .min(anchor.not_after);
+            .unwrap_or(anchor.not_after);
         if opts.revocation.mode != RevocationMode::Off {
             // Top down, so a revoked CA is reported before its subordinates.
             for i in (0..path.len()).rev() {
@@ -563,7 +567,8 @@ impl<'c, 'a> Search<'c, 'a> {
             | NotACa { subject }
             | KeyUsage { subject, .. }
             | EkuMissing { subject, .. }
-            | UnknownCriticalExtension { subject, .. } => (subject, false),
+            | UnknownCriticalExtension { subject, .. }
+            | Profile { subject, .. } => (subject, false),
             Revoked { subject, .. }
             | RevocationUnavailable { subject, .. }
             | RevocationStale { subject, .. } => (subject, true),

@@ -20,7 +20,7 @@ use crate::crl::{self, Crl, ALL_REASONS};
 use crate::error::{RevocationGap, RevocationProblem, ValidationError};
 use crate::name::NormName;
 use crate::ocsp::{self, CertId, CertIdHash, CertStatus, OcspProblem};
-use crate::options::{RevocationMode, RevocationSource, ValidationOptions};
+use crate::options::{Profile, RevocationMode, RevocationSource, ValidationOptions};
 use crate::reason::Reason;
 use crate::revocation_set::RevocationSet;
 use crate::store::{Entry, TrustStore};
@@ -316,6 +316,12 @@ fn check_crl(
                     });
                     continue;
                 }
+                if opts.profile == Profile::Strict {
+                    if let Some(why) = crl_profile(crl) {
+                        problems.push(why);
+                        continue;
+                    }
+                }
                 if let Err(why) = check_crl_signer(paths, opts, crl, link) {
                     problems.extend(why);
                     continue;
@@ -435,7 +441,7 @@ fn check_crl_signer(
             Err(why) => problems.push(why),
         }
     }
-    for entry in paths.by_subject(&crl.issuer) {
+    for entry in signer_candidates(paths, crl, opts.time) {
         if seen.iter().any(|s| **s == *entry.der()) {
             continue;
         }
@@ -502,6 +508,35 @@ fn check_crl_signer(
         });
     }
     Err(problems)
+}
+
+/// The certificates named as the CRL's issuer, ordered as the path builder orders issuer
+/// candidates: one whose subject key identifier disagrees with the CRL's authority key
+/// identifier is passed over (it holds another key, as a re-keyed CA's old certificates do),
+/// then matching key identifiers first, then valid at the validation time, then the most
+/// recently issued, then the store's order (anchors first).
+fn signer_candidates<'p>(paths: &'p impl Paths, crl: &Crl, time: Time) -> Vec<&'p Entry> {
+    let aki = crl.authority_key_id.as_deref();
+    let mut out: Vec<(&Entry, bool, bool, Time)> = paths
+        .by_subject(&crl.issuer)
+        .into_iter()
+        .filter_map(|e| {
+            let key_match = match (aki, e.subject_key_id()) {
+                (Some(a), Some(s)) if a != s => return None,
+                (Some(_), Some(_)) => true,
+                _ => false,
+            };
+            let (current, issued) = match e.cert() {
+                Ok(c) => (c.not_before <= time && time <= c.not_after, c.not_before),
+                Err(_) => (false, Time(i64::MIN)),
+            };
+            Some((e, key_match, current, issued))
+        })
+        .collect();
+    out.sort_by_key(|&(_, key_match, current, issued)| {
+        (!key_match, !current, std::cmp::Reverse(issued))
+    });
+    out.into_iter().map(|(e, ..)| e).collect()
 }
 
 /// A usable delta CRL for the complete CRL `base` (RFC 5280 §5.2.4, §6.3.3 (c)).
@@ -663,6 +698,21 @@ fn resolve_dp_name(n: &DistributionPointName, issuer: &NormName) -> Vec<GeneralN
 }
 
 /// RFC 5280 §6.3.3 (a): the CRL is current (thisUpdate passed, nextUpdate plus grace not).
+/// RFC 5280 §5.2.3: every CRL carries a non-critical CRL number.
+fn crl_profile(crl: &Crl) -> Option<RevocationProblem> {
+    if crl.crl_number.is_none() {
+        return Some(RevocationProblem::CrlNumberMissing {
+            crl: crl.issuer_display(),
+        });
+    }
+    if crl.crl_number_critical {
+        return Some(RevocationProblem::CrlNumberCritical {
+            crl: crl.issuer_display(),
+        });
+    }
+    None
+}
+
 fn crl_fresh(crl: &Crl, time: Time, grace: i64) -> Result<(), RevocationProblem> {
     if crl.this_update > time {
         return Err(RevocationProblem::NotYetValid {

@@ -4,8 +4,9 @@
 
 use crate::cert::{key_usage, Cert, NameConstraints};
 use crate::error::ValidationError;
-use crate::options::{AnchorConstraints, ValidationOptions};
+use crate::options::{AnchorConstraints, Profile, ValidationOptions};
 use crate::policy::{PolicyTree, ANY_POLICY};
+use crate::profile::{self, Role};
 use crate::sig::SignatureError;
 use crate::time::Time;
 use const_oid::ObjectIdentifier;
@@ -50,6 +51,13 @@ impl<'p> State<'p> {
 
 fn subject(c: &Cert) -> String {
     c.subject_display().to_string()
+}
+
+fn broken(c: &Cert, rule: profile::Rule) -> ValidationError {
+    ValidationError::Profile {
+        subject: subject(c),
+        rule,
+    }
 }
 
 /// §6.1.3 (a)(2): the certificate validity period includes the validation time.
@@ -434,9 +442,13 @@ pub(crate) fn check_path(
 ) -> Result<(Vec<ObjectIdentifier>, Vec<ObjectIdentifier>), ValidationError> {
     let n = path.len();
     let mut state = State::new(opts, n);
+    let strict = opts.profile == Profile::Strict;
     let user_policy_set = match opts.anchor_constraints {
         AnchorConstraints::Enforce => {
             check_anchor(anchor)?;
+            if strict {
+                profile::check_anchor(anchor).map_err(|rule| broken(anchor, rule))?;
+            }
             apply_anchor(anchor, opts, &mut state)
         }
         AnchorConstraints::Ignore => Some(Cow::Borrowed(&opts.initial_policy_set[..])),
@@ -444,6 +456,11 @@ pub(crate) fn check_path(
     for (idx, c) in path.iter().rev().enumerate() {
         let i = idx + 1;
         let last = i == n;
+        if strict {
+            let issuer = path.get(n - idx).map_or(anchor, |a| &**a);
+            let role = if last { Role::EndEntity } else { Role::Issuer };
+            profile::check_cert(c, issuer, role).map_err(|rule| broken(c, rule))?;
+        }
         check_validity(c, opts.time)?;
         check_name_constraints(c, &state, last)?;
         process_policies(c, &mut state, i, n)?;

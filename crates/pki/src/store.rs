@@ -118,6 +118,9 @@ pub struct TrustStore {
     hasher: RandomState,
     anchors: usize,
     rejected: usize,
+    /// Intermediates left out of a strict build, each said as "file: certificate N is
+    /// malformed: why".
+    skipped: Vec<String>,
 }
 
 impl Default for TrustStore {
@@ -142,6 +145,12 @@ impl TrustStore {
     /// Number of certificates left out because their encoding could not be read.
     pub fn rejected(&self) -> usize {
         self.rejected
+    }
+    /// The intermediates a strict build ([`TrustStoreBuilder::try_build`]) skipped because
+    /// their encoding could not be read, each with its file, position and reason: an
+    /// untrusted candidate that cannot be parsed is no one's issuer, not a reason to stop.
+    pub fn skipped(&self) -> &[String] {
+        &self.skipped
     }
     pub fn anchor_count(&self) -> usize {
         self.anchors
@@ -343,12 +352,17 @@ impl TrustStoreBuilder {
         });
         let mut entries: Vec<Entry> = Vec::with_capacity(scanned.len());
         let mut first_bad: Option<(usize, Arc<[u8]>, bool, CertError)> = None;
+        let mut skipped = Vec::new();
         for r in scanned {
             match r {
                 Ok(e) => entries.push(e),
                 Err((position, der, anchor, e)) => {
                     if !strict {
                         tracing::warn!("skipping a malformed certificate: {e}");
+                    } else if !anchor {
+                        let why = malformed(&self.origins, position, &der, anchor, e);
+                        tracing::warn!("skipping an intermediate: {why}");
+                        skipped.push((position, why.to_string()));
                     } else if first_bad.as_ref().is_none_or(|b| position < b.0) {
                         first_bad = Some((position, der, anchor, e));
                     }
@@ -378,6 +392,10 @@ impl TrustStoreBuilder {
         Ok(TrustStore {
             id: crate::snapshot::next_id(),
             rejected: candidates - entries.len(),
+            skipped: {
+                skipped.sort();
+                skipped.into_iter().map(|(_, s)| s).collect()
+            },
             entries,
             by_subject,
             by_key_id,

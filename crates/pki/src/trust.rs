@@ -17,11 +17,13 @@
 //! never a silently smaller trust store or CRL set.
 
 use crate::crl::CrlError;
+use crate::discover::DiscoveryConfig;
 use crate::fetch::FetchConfig;
 use crate::fips201::oids::PolicySet;
 use crate::ocsp::client::OcspConfig;
 use crate::ocsp::OcspPolicy;
 use crate::options::{AnchorConstraints, RevocationSource};
+use crate::profile::Profile;
 use crate::revocation_set::RevocationSet;
 use crate::store::{StoreError, TrustStore};
 use crate::validate::{RevocationMode, RevocationPolicy};
@@ -63,6 +65,16 @@ pub struct TrustConfig {
     /// Accept a trust anchor outside its validity period (with `constrained` anchors).
     #[serde(default)]
     pub allow_expired_anchors: bool,
+    /// Which certificates are acceptable: `strict` (the default) applies the MUSTs of the
+    /// RFC 5280 profile ([`crate::profile`]); `lenient` only RFC 5280 §6 path processing, for a
+    /// deployment that must accept a known non-conforming issuer.
+    #[serde(default)]
+    pub profile: Profile,
+    /// Discover missing intermediates over the certificates' authorityInfoAccess caIssuers
+    /// and the CAs' subjectInfoAccess caRepository URIs ([`crate::discover`]), with these
+    /// limits; absent: never. A service does it at enrollment, never during a tap.
+    #[serde(default)]
+    pub discovery: Option<DiscoveryConfig>,
     /// Ask OCSP responders (the certificates' AIA id-ad-ocsp, or an override) about the
     /// certificates of a validated path, with these settings; absent: no OCSP requests.
     #[serde(default)]
@@ -204,6 +216,10 @@ pub struct Trust {
     pub anchor_mode: AnchorConstraints,
     /// Trust anchors outside their validity period are accepted.
     pub allow_expired_anchors: bool,
+    /// Strict (the RFC 5280 profile) or lenient (path processing only).
+    pub profile: Profile,
+    /// Path discovery limits when discovery is enabled.
+    pub discovery: Option<DiscoveryConfig>,
     /// OCSP client settings when OCSP requests are enabled.
     pub ocsp: Option<OcspConfig>,
 }
@@ -213,22 +229,30 @@ impl Trust {
     /// validation), so a certificate whose index keys could be read but whose body is damaged
     /// is reported now, by fingerprint, rather than as a failed path later. For one-shot
     /// commands; a service with many anchors can leave parsing to first use.
-    pub fn check_certificates(&self) -> Result<(), TrustError> {
+    ///
+    /// A trust anchor that cannot be parsed is an error; an intermediate, an untrusted
+    /// candidate, is skipped: it is returned, with those the store left out
+    /// ([`TrustStore::skipped`]), as a sentence each, for the caller to report.
+    pub fn check_certificates(&self) -> Result<Vec<String>, TrustError> {
+        let mut skipped = self.store.skipped().to_vec();
         for e in self.store.entries() {
             if let Err(source) = e.cert() {
                 let digest = aws_lc_rs::digest::digest(&aws_lc_rs::digest::SHA256, e.der());
+                if !e.is_anchor() {
+                    skipped.push(format!(
+                        "intermediate (SHA-256 {}) is malformed: {source}",
+                        hex::encode(digest.as_ref())
+                    ));
+                    continue;
+                }
                 return Err(TrustError::Unparsable {
-                    role: if e.is_anchor() {
-                        "a trust anchor"
-                    } else {
-                        "an intermediate"
-                    },
+                    role: "a trust anchor",
                     sha256: hex::encode(digest.as_ref()),
                     source: source.clone(),
                 });
             }
         }
-        Ok(())
+        Ok(skipped)
     }
 }
 
@@ -263,6 +287,8 @@ impl TrustConfig {
             policy_set: self.policy_set,
             anchor_mode: self.anchor_mode,
             allow_expired_anchors: self.allow_expired_anchors,
+            profile: self.profile,
+            discovery: self.discovery,
             ocsp: self.ocsp.clone(),
         })
     }

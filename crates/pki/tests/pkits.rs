@@ -1,15 +1,24 @@
 //! NIST PKITS 1.0.1: every test case of the manifest, validated at the manifest's time with the
 //! legacy algorithm policy (PKITS uses SHA-1 and RSA-1024) and revocation required.
 //!
+//! PKITS tests RFC 5280 §6 path processing, which is what the lenient profile applies; its
+//! CAs predate some of the profile's MUSTs (28 valid cases pass through a CA whose
+//! policyConstraints is not critical, and 4.6.4 is a non-critical basicConstraints). Under the strict profile
+//! every case keeps its verdict except valid ones refused for such a rule, each with the
+//! rule's own code (`pkits_under_the_strict_profile`).
+//!
 //! The data lives outside the repository (`../shared/pkits` next to the workspace, or the
 //! directory named by `PIVGATE_PKITS_DIR`). A missing directory fails the test.
 
 use const_oid::ObjectIdentifier;
+use pki::options::Profile;
 use pki::revocation_set::RevocationSet;
 use pki::sig::AlgorithmPolicy;
 use pki::store::TrustStore;
 use pki::time::Time;
-use pki::validate::{validate, RevocationMode, RevocationPolicy, ValidationOptions};
+use pki::validate::{
+    validate, RevocationMode, RevocationPolicy, ValidatedPath, ValidationError, ValidationOptions,
+};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 
@@ -35,8 +44,16 @@ fn read(dir: &Path, kind: &str, name: &str, ext: &str) -> Vec<u8> {
     std::fs::read(&p).unwrap_or_else(|e| panic!("cannot read {}: {e}", p.display()))
 }
 
-#[test]
-fn pkits() {
+struct Case {
+    id: String,
+    title: String,
+    expected: bool,
+    expected_policies: Option<Value>,
+    result: Result<ValidatedPath, ValidationError>,
+}
+
+/// Every case of the manifest (DSA cases skipped), validated with `profile`.
+fn run(profile: Profile) -> (Vec<Case>, usize) {
     let dir = pkits_dir();
     let manifest_path = dir.join("pkits.json");
     let manifest = std::fs::read(&manifest_path).unwrap_or_else(|e| {
@@ -56,8 +73,8 @@ fn pkits() {
     let cases = manifest["cases"].as_array().expect("cases array");
     assert!(!cases.is_empty(), "the PKITS manifest lists no cases");
 
-    let (mut passed, mut skipped) = (0, 0);
-    let mut failures: Vec<String> = Vec::new();
+    let mut skipped = 0;
+    let mut out = Vec::new();
     for case in cases {
         let id = case["id"].as_str().unwrap_or("?");
         let title = case["title"].as_str().unwrap_or("?");
@@ -100,6 +117,7 @@ fn pkits() {
                 ..Default::default()
             },
             algorithms: AlgorithmPolicy::legacy(),
+            profile,
             ..ValidationOptions::default()
         };
         let inter: Vec<&[u8]> = certs[1..certs.len() - 1]
@@ -109,15 +127,38 @@ fn pkits() {
         let leaf = certs.last().expect("a case has certificates");
         let expected = case["expected_valid"].as_bool().expect("expected_valid");
         let result = validate(&store, leaf, &inter, &crls, &opts);
+        out.push(Case {
+            id: id.to_string(),
+            title: title.to_string(),
+            expected,
+            expected_policies: case.get("expected_user_constrained_policy_set").cloned(),
+            result,
+        });
+    }
+    (out, skipped)
+}
+
+#[test]
+fn pkits() {
+    let (cases, skipped) = run(Profile::Lenient);
+    let mut passed = 0;
+    let mut failures: Vec<String> = Vec::new();
+    for Case {
+        id,
+        title,
+        expected,
+        expected_policies,
+        result,
+    } in &cases
+    {
+        let expected = *expected;
         let mut failure = match (&result, expected) {
             (Ok(_), true) | (Err(_), false) => None,
             (Ok(_), false) => Some("expected invalid, got valid".to_string()),
             (Err(e), true) => Some(format!("expected valid, got invalid: {e}")),
         };
         if failure.is_none() {
-            if let (Ok(path), Some(exp)) =
-                (&result, case.get("expected_user_constrained_policy_set"))
-            {
+            if let (Ok(path), Some(exp)) = (&result, expected_policies) {
                 let mut want = oids(exp);
                 let mut got = path.user_constrained_policy_set().to_vec();
                 want.sort();
@@ -148,6 +189,66 @@ fn pkits() {
         failures.len()
     );
     assert!(failures.is_empty(), "{} PKITS cases failed", failures.len());
+}
+
+/// The strict profile changes no verdict but refuses, with the rule's own code, the valid
+/// cases whose CAs break a MUST of the RFC 5280 profile; every invalid case stays invalid.
+#[test]
+fn pkits_under_the_strict_profile() {
+    let (lenient, _) = run(Profile::Lenient);
+    let (strict, _) = run(Profile::Strict);
+    assert_eq!(lenient.len(), strict.len());
+    let mut by_code: std::collections::BTreeMap<String, Vec<String>> = Default::default();
+    for (l, s) in lenient.iter().zip(&strict) {
+        assert_eq!(l.id, s.id);
+        match (&l.result, &s.result) {
+            (Ok(_), Ok(_)) | (Err(_), Err(_)) => {}
+            (Err(e), Ok(_)) => panic!(
+                "{} {}: lenient refuses ({e}), strict accepts",
+                l.id, l.title
+            ),
+            (Ok(_), Err(e)) => {
+                let code = match e {
+                    ValidationError::Profile { .. } => e.code().to_string(),
+                    ValidationError::RevocationUnavailable { detail, .. } => {
+                        let codes: Vec<&str> = detail.problems().iter().map(|p| p.code()).collect();
+                        assert!(
+                            codes.iter().any(|c| c.starts_with("crl-number-")),
+                            "{} {}: {e}",
+                            l.id,
+                            l.title
+                        );
+                        codes.join(",")
+                    }
+                    other => panic!(
+                        "{} {}: refused for {other}, not a profile rule",
+                        l.id, l.title
+                    ),
+                };
+                assert!(l.expected, "{} {}", l.id, l.title);
+                by_code.entry(code).or_default().push(l.id.clone());
+            }
+        }
+    }
+    for (code, ids) in &by_code {
+        println!(
+            "strict profile: {code}: {} cases ({})",
+            ids.len(),
+            ids.join(" ")
+        );
+    }
+    // The rules PKITS's CAs are known to break; any other code would be a new refusal.
+    for code in by_code.keys() {
+        assert!(
+            [
+                "policy-constraints-not-critical",
+                "basic-constraints-not-critical",
+            ]
+            .contains(&code.as_str()),
+            "unexpected strict refusal {code}: {:?}",
+            by_code[code]
+        );
+    }
 }
 
 /// The loaders read the whole PKITS directories: every certificate and CRL file is DER.

@@ -1125,6 +1125,16 @@ crls = ["pki/root.crl.pem", "pki/intermediate.crl.pem"]
 # anchor_mode = "constrained"
 # Accept trust anchors outside their validity period.
 # allow_expired_anchors = false
+# "strict" (default): refuse certificates and CRLs that break a MUST of the
+# RFC 5280 profile (each with its own code); "lenient": RFC 5280 path
+# processing only, for a known non-conforming issuer.
+# profile = "strict"
+# Discover missing intermediates at enrollment over the certificates'
+# authorityInfoAccess caIssuers and the CAs' subjectInfoAccess caRepository
+# URIs (plain HTTP; never during a tap). Absent: never.
+# [trust.discovery]
+# timeout_ms = 5000
+# max_fetches = 16
 
 [trust.revocation]
 # require (default): refuse when CRLs are missing or stale; best-effort; off.

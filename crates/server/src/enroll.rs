@@ -91,6 +91,7 @@ pub fn enrollment_authenticator(trust: Trust) -> Authenticator {
             policy_set: trust.policy_set,
             anchor_mode: trust.anchor_mode,
             allow_expired_anchors: trust.allow_expired_anchors,
+            profile: trust.profile,
             ..Settings::default()
         },
     )

@@ -30,6 +30,11 @@
 //!   taps; the stale-data policy (`[revocation] stale`: refuse or a grace
 //!   period); every enrolled credential re-validated at least daily, and
 //!   suspended with an event when found revoked or expired.
+//! - [`discovery`]: intermediates a certificate being enrolled needs,
+//!   found over its AIA/SIA URIs and added to the trust store (never during
+//!   a tap).
+//! - [`ocsp_disk`]: the OCSP answers [`revocation`] got, kept under
+//!   `<data_dir>/ocsp/` and read back at start-up before the first tap.
 //! - [`keypad`]: PIN entries for card + PIN doors whose reader has no PIN
 //!   pad, sent by a keypad at the door through the API.
 //! - [`source`]: reader sources. PC/SC readers, OSDP ports and remote
@@ -83,6 +88,7 @@ pub mod admin;
 pub mod backup;
 pub mod config;
 pub mod demo;
+pub mod discovery;
 pub mod door;
 pub mod enroll;
 pub mod health;
@@ -93,6 +99,7 @@ pub mod live;
 pub mod logging;
 pub mod metrics;
 pub mod notify;
+pub mod ocsp_disk;
 pub mod osdp;
 pub mod readers;
 pub mod remote;

@@ -35,8 +35,9 @@
 //! enrolled. The answers ride in the authenticator's revocation data beside
 //! the CRLs, swapped in like them: a tap never asks a responder, it uses the
 //! answers held (judged for freshness with the stale-data policy's grace).
-//! Answers are kept in memory only: after a restart they are asked for
-//! again at once, and until they arrive `either` falls back to the CRLs.
+//! Answers are kept on disk like the CRLs ([`crate::ocsp_disk`]) and read
+//! back at start-up ([`Revocation::load_ocsp`]), so after a restart the
+//! doors decide from them before any responder is asked again.
 //!
 //! **Re-validation.** Every `revocation.revalidate_hours` (default 24; the
 //! first run after start-up comes once the first CRL refresh is done, or
@@ -324,6 +325,7 @@ pub struct Revocation {
     fetcher: Option<Arc<CrlFetcher>>,
     fetch: FetchConfig,
     cache_dir: PathBuf,
+    ocsp_dir: PathBuf,
     report_file: PathBuf,
     base: Arc<RevocationSet>,
     policy: RevocationPolicy,
@@ -334,6 +336,7 @@ pub struct Revocation {
     points: Mutex<HashMap<String, Point>>,
     /// The OCSP client, when responders are asked.
     ocsp: Option<Arc<OcspClient>>,
+    discovery: Option<Arc<crate::discovery::PathDiscovery>>,
     /// When the next OCSP refresh is due (seconds since the epoch).
     ocsp_next: Mutex<i64>,
     /// Bumped whenever the OCSP answers held change.
@@ -394,6 +397,7 @@ impl Revocation {
             fetcher,
             fetch: fetch.unwrap_or_default(),
             cache_dir: data_dir.join(CRL_DIR),
+            ocsp_dir: data_dir.join(crate::ocsp_disk::OCSP_DIR),
             report_file: data_dir.join(REPORT_FILE),
             base,
             policy,
@@ -403,6 +407,7 @@ impl Revocation {
             access,
             points: Mutex::new(HashMap::new()),
             ocsp: None,
+            discovery: None,
             ocsp_next: Mutex::new(0),
             ocsp_generation: Default::default(),
             merged: Mutex::new(None),
@@ -427,6 +432,18 @@ impl Revocation {
         self
     }
 
+    /// Discovers missing intermediates at enrollment with `discovery`
+    /// (`[trust.discovery]`, kept under `data_dir`); `None`: never.
+    pub fn with_discovery(
+        mut self,
+        discovery: Option<pki::discover::DiscoveryConfig>,
+        data_dir: &Path,
+    ) -> Self {
+        self.discovery =
+            discovery.map(|c| Arc::new(crate::discovery::PathDiscovery::new(c, data_dir)));
+        self
+    }
+
     /// How many OCSP answers are held.
     pub fn ocsp_answers(&self) -> usize {
         self.ocsp.as_ref().map_or(0, |c| c.len())
@@ -438,6 +455,87 @@ impl Revocation {
     /// Returns how many requests failed.
     pub async fn refresh_ocsp(&self) -> Result<usize, StoreError> {
         self.ask_responders(false).await
+    }
+
+    /// Reads back the OCSP answers kept on disk for the enrolled
+    /// certificates and the CA certificates on their paths, and swaps them
+    /// in: what the service does at start-up, before the first tap. Returns
+    /// how many answers are held.
+    pub async fn load_ocsp(&self) -> Result<usize, StoreError> {
+        let Some(client) = self.ocsp.clone() else {
+            return Ok(0);
+        };
+        let certs = self.store.credential_certificates().await?;
+        let trust = self.controller.authenticator().trust_store();
+        let crls = self.controller.authenticator().crls();
+        let mut opts = pki::validate::ValidationOptions {
+            time: pki::time::Time(unix(Timestamp::now())),
+            revocation: self.policy.clone(),
+            ..Default::default()
+        };
+        opts.revocation.mode = pki::validate::RevocationMode::Off;
+        let dir = self.ocsp_dir.clone();
+        let held = tokio::task::spawn_blocking(move || {
+            let mut pairs = Vec::new();
+            let mut seen: std::collections::HashSet<Vec<u8>> = Default::default();
+            for c in &certs {
+                let Ok(path) = pki::validate::validate(&trust, &c.der, &[], &crls, &opts) else {
+                    continue;
+                };
+                for pair in path.chain().windows(2) {
+                    if seen.insert(pair[0].der().to_vec()) {
+                        pairs.push((pair[0].clone(), pair[1].clone()));
+                    }
+                }
+            }
+            crate::ocsp_disk::load(&dir, &client, &pairs, opts.time)
+        })
+        .await
+        .unwrap_or(0);
+        if held > 0 {
+            tracing::info!(held, "OCSP answers read from the data directory");
+            self.ocsp_generation
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            self.swap_in();
+        }
+        Ok(held)
+    }
+
+    /// Adds back to the trust store the intermediates discovered for the
+    /// enrolled certificates before a restart, from the copies kept on disk
+    /// (never the network); what the service does at start-up, before the
+    /// first tap. Returns how many were added.
+    pub async fn restore_discovered(&self) -> Result<usize, StoreError> {
+        let Some(d) = self.discovery.clone() else {
+            return Ok(0);
+        };
+        let leaves: Vec<Vec<u8>> = self
+            .store
+            .credential_certificates()
+            .await?
+            .into_iter()
+            .map(|c| c.der)
+            .collect();
+        let authenticator = self.controller.authenticator().clone();
+        let opts = pki::validate::ValidationOptions {
+            time: pki::time::Time(unix(Timestamp::now())),
+            revocation: self.policy.clone(),
+            ..Default::default()
+        };
+        Ok(
+            tokio::task::spawn_blocking(move || d.restore(&authenticator, &leaves, &opts))
+                .await
+                .unwrap_or(0),
+        )
+    }
+
+    async fn save_ocsp(&self, client: &Arc<OcspClient>) {
+        let dir = self.ocsp_dir.clone();
+        let responses = client.responses();
+        let r = tokio::task::spawn_blocking(move || crate::ocsp_disk::save(&dir, &responses)).await;
+        if let Ok(Err(e)) = r {
+            tracing::warn!(error = %e, "OCSP answers could not be kept on disk");
+        }
     }
 
     /// [`Self::refresh_ocsp`] for every answer, due or not.
@@ -515,6 +613,7 @@ impl Revocation {
             self.ocsp_generation
                 .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             tracing::info!(changed, held = client.len(), "OCSP answers updated");
+            self.save_ocsp(&client).await;
         }
         self.swap_in();
         Ok(failed)
@@ -933,6 +1032,17 @@ impl Revocation {
     /// With OCSP on, the responders of the certificates on that path are
     /// asked too.
     pub async fn prefetch(&self, leaf: Vec<u8>) {
+        if let Some(d) = self.discovery.clone() {
+            let authenticator = self.controller.authenticator().clone();
+            let opts = pki::validate::ValidationOptions {
+                time: pki::time::Time(unix(Timestamp::now())),
+                revocation: self.policy.clone(),
+                ..Default::default()
+            };
+            let leaf = leaf.clone();
+            let _ =
+                tokio::task::spawn_blocking(move || d.discover(&authenticator, &leaf, &opts)).await;
+        }
         if let Some(fetcher) = self.fetcher.clone() {
             self.prefetch_crls(fetcher, leaf.clone()).await;
         }
@@ -957,6 +1067,9 @@ impl Revocation {
             if got > 0 {
                 self.ocsp_generation
                     .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                if let Some(client) = self.ocsp.clone() {
+                    self.save_ocsp(&client).await;
+                }
             }
         }
         self.swap_in();

@@ -283,7 +283,12 @@ impl Service {
                 t.crls,
                 t.fetch,
                 t.policy_set,
-                (t.anchor_mode, t.allow_expired_anchors),
+                (
+                    t.anchor_mode,
+                    t.allow_expired_anchors,
+                    t.profile,
+                    t.discovery,
+                ),
                 t.ocsp,
             ),
             None => {
@@ -318,6 +323,7 @@ impl Service {
                 policy_set,
                 anchor_mode: anchor_settings.0,
                 allow_expired_anchors: anchor_settings.1,
+                profile: anchor_settings.2,
                 ..Settings::default()
             },
         ));
@@ -368,8 +374,13 @@ impl Service {
                 controller.clone(),
                 access.clone(),
             )
-            .with_ocsp(ocsp),
+            .with_ocsp(ocsp)
+            .with_discovery(anchor_settings.3, &config.data_dir),
         );
+        // Intermediates discovered and OCSP answers kept from the last run,
+        // before the first tap.
+        revocation_work.restore_discovered().await?;
+        revocation_work.load_ocsp().await?;
         let keypads = Arc::new(Keypads::new(Duration::from_millis(
             config.keypad.timeout_ms,
         )));

@@ -30,6 +30,8 @@ fn trust(pki: &TestPki) -> Trust {
         policy_set: Default::default(),
         anchor_mode: Default::default(),
         allow_expired_anchors: false,
+        profile: Default::default(),
+        discovery: None,
         ocsp: None,
     }
 }

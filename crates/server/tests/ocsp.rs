@@ -167,3 +167,59 @@ async fn doors_decide_from_ocsp_answers_asked_in_the_background() {
     assert_eq!(code, "granted", "{reason:?}");
     s.shutdown().await.unwrap();
 }
+
+/// The answers the service got are kept on disk: after a restart with the responder gone,
+/// the doors decide from them at once (the issuing CA's CRL is not configured, so without
+/// them every tap would be refused for want of revocation data).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ocsp_answers_survive_a_restart() {
+    if Command::new("openssl").arg("version").output().is_err() {
+        eprintln!("openssl not installed; skipping");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let pki = TestPki::init(&dir.path().join("pki"), TestPkiOptions::default()).unwrap();
+    let alice = card(&pki, "Alice");
+    let mallory = card(&pki, "Mallory");
+    let (responder, url) = responder(dir.path(), &pki, &cak(&alice), &cak(&mallory));
+
+    let text = init_template(READER, "UTC").replace("127.0.0.1:8080", "127.0.0.1:0");
+    let path = dir.path().join("pivgate.toml");
+    std::fs::write(&path, text).unwrap();
+    let mut config = Config::load(&path).unwrap();
+    let t = config.trust.as_mut().unwrap();
+    t.crls.retain(|p| p.ends_with("root.crl.pem"));
+    t.revocation.source = RevocationSourceConfig::Either;
+    t.ocsp = Some(OcspConfig {
+        responder_url: Some(url),
+        ..OcspConfig::default()
+    });
+    config.check(&path).unwrap();
+
+    let s = Service::start(config.clone(), None).await.unwrap();
+    let alice_id = holder(&s, "Alice").await;
+    let (status, body) = enroll(&s, alice_id, &cak(&alice)).await;
+    assert_eq!(status, 201, "{body}");
+    let (code, reason) = tap(&s, &alice).await;
+    assert_eq!(code, "granted", "{reason:?}");
+    s.shutdown().await.unwrap();
+    let kept = std::fs::read_dir(config.data_dir.join("ocsp"))
+        .unwrap()
+        .filter(|e| {
+            e.as_ref()
+                .unwrap()
+                .path()
+                .extension()
+                .is_some_and(|x| x == "der")
+        })
+        .count();
+    assert!(kept >= 1, "no answer kept on disk");
+
+    drop(responder);
+    let s = Service::start(config, None).await.unwrap();
+    let l = s.loaded();
+    assert!(l.revocation.ocsp_answers() >= 1);
+    let (code, reason) = tap(&s, &alice).await;
+    assert_eq!(code, "granted", "{reason:?}");
+    s.shutdown().await.unwrap();
+}

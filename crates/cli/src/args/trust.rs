@@ -47,6 +47,15 @@ impl From<ProfileArg> for CertProfile {
     }
 }
 
+/// Which certificates the RFC 5280 profile accepts.
+#[derive(Clone, Copy, Debug, ValueEnum)]
+pub enum Rfc5280ProfileArg {
+    /// Every MUST of the RFC 5280 profile.
+    Strict,
+    /// RFC 5280 path processing only.
+    Lenient,
+}
+
 /// What a trust anchor certificate contributes to validation.
 #[derive(Clone, Copy, Debug, ValueEnum)]
 pub enum AnchorModeArg {
@@ -163,12 +172,21 @@ impl TrustFiles {
 }
 
 /// Loads a trust configuration; the error names the file and the reason, and
-/// fully parses every certificate so a damaged one is reported here (exit 2),
-/// not as an INVALID path.
+/// fully parses every certificate so a damaged trust anchor is reported here
+/// (exit 2), not as an INVALID path. A damaged intermediate, an untrusted
+/// candidate, is skipped with a warning.
 pub fn load_trust(config: &TrustConfig) -> anyhow::Result<Trust> {
+    Ok(load_trust_reporting(config)?.0)
+}
+
+/// [`load_trust`], also returning the intermediates skipped (one sentence each).
+pub fn load_trust_reporting(config: &TrustConfig) -> anyhow::Result<(Trust, Vec<String>)> {
     let trust = config.load()?;
-    trust.check_certificates()?;
-    Ok(trust)
+    let skipped = trust.check_certificates()?;
+    for s in &skipped {
+        eprintln!("warning: skipped as a candidate issuer: {s}");
+    }
+    Ok((trust, skipped))
 }
 
 #[derive(Args)]
@@ -240,6 +258,12 @@ pub struct TrustArgs {
     /// otherwise an expired anchor makes every path through it INVALID).
     #[arg(long)]
     allow_expired_anchor: bool,
+    /// `strict` refuses certificates and CRLs that break a MUST of the
+    /// RFC 5280 profile, each with its own code; `lenient` applies RFC 5280
+    /// path processing only, for a known non-conforming issuer. (`--profile`
+    /// is the FIPS 201 profile.)
+    #[arg(long, value_enum, default_value = "strict", value_name = "PROFILE")]
+    rfc5280_profile: Rfc5280ProfileArg,
     /// Print the result as JSON.
     #[arg(long)]
     pub(crate) json: bool,
@@ -249,6 +273,8 @@ pub struct TrustArgs {
 pub struct Inputs {
     pub trust: Trust,
     pub opts: ValidationOptions,
+    /// Intermediates that could not be parsed and were left out of path building.
+    pub skipped: Vec<String>,
 }
 
 pub fn load_inputs(t: &TrustArgs) -> anyhow::Result<Inputs> {
@@ -279,6 +305,10 @@ pub fn load_inputs(t: &TrustArgs) -> anyhow::Result<Inputs> {
         config.fetch = Some(FetchConfig::default());
     }
     config.policy_set = t.policy_set;
+    config.profile = match t.rfc5280_profile {
+        Rfc5280ProfileArg::Strict => pki::profile::Profile::Strict,
+        Rfc5280ProfileArg::Lenient => pki::profile::Profile::Lenient,
+    };
     if source != RevocationSourceConfig::Crl || t.ocsp || t.ocsp_url.is_some() {
         if let Some(u) = &t.ocsp_url {
             if !u.to_ascii_lowercase().starts_with("http://") {
@@ -304,8 +334,13 @@ pub fn load_inputs(t: &TrustArgs) -> anyhow::Result<Inputs> {
             ..OcspConfig::default()
         });
     }
-    let trust = load_trust(&config)?;
+    let (trust, skipped) = load_trust_reporting(&config)?;
     opts.revocation = trust.revocation.clone();
     opts.policy_set = trust.policy_set;
-    Ok(Inputs { trust, opts })
+    opts.profile = trust.profile;
+    Ok(Inputs {
+        trust,
+        opts,
+        skipped,
+    })
 }

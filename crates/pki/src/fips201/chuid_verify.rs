@@ -25,7 +25,7 @@ use crate::revocation_set::RevocationSet;
 use crate::sig::SignatureError;
 use crate::store::TrustStore;
 use crate::validate::ValidationOptions;
-use piv::chuid::{digest_content_of, signed_content_of, Chuid, ChuidError};
+use piv::chuid::{digest_content_of, signed_content_of, without_buffer_length, Chuid, ChuidError};
 use serde::Serialize;
 use thiserror::Error;
 
@@ -173,11 +173,57 @@ pub fn chuid_digest_form(chuid_bytes: &[u8]) -> Option<ChuidDigestForm> {
         [si] => si,
         _ => return None,
     };
-    let with_edc = digest_content_of(chuid_bytes).ok()?;
-    let without_edc = signed_content_of(chuid_bytes).ok()?;
-    match cms_check::matching_content(si, &[&with_edc, &without_edc]).ok()? {
-        0 => Some(ChuidDigestForm::WithEdc),
-        _ => Some(ChuidDigestForm::WithoutEdc),
+    let forms = DigestForms::of(&chuid, chuid_bytes).ok()?;
+    let i = cms_check::matching_content(si, &forms.candidates()).ok()?;
+    Some(forms.form(i).0)
+}
+
+/// The contents a CHUID's messageDigest may cover: with and without the error
+/// detection code, and, when the card carries the deprecated buffer length
+/// element (`EE`), each with and without it (both forms exist in issued cards).
+struct DigestForms {
+    with_edc: Vec<u8>,
+    without_edc: Vec<u8>,
+    /// The two without `EE`, when the CHUID has it.
+    without_buffer_length: Option<(Vec<u8>, Vec<u8>)>,
+}
+
+impl DigestForms {
+    fn of(chuid: &Chuid, bytes: &[u8]) -> Result<DigestForms, ChuidError> {
+        let with_edc = digest_content_of(bytes)?;
+        let without_edc = signed_content_of(bytes)?;
+        let without_buffer_length = match chuid.buffer_length {
+            Some(_) => Some((
+                without_buffer_length(&with_edc)?,
+                without_buffer_length(&without_edc)?,
+            )),
+            None => None,
+        };
+        Ok(DigestForms {
+            with_edc,
+            without_edc,
+            without_buffer_length,
+        })
+    }
+
+    fn candidates(&self) -> Vec<&[u8]> {
+        let mut c: Vec<&[u8]> = vec![&self.with_edc, &self.without_edc];
+        if let Some((a, b)) = &self.without_buffer_length {
+            c.push(a);
+            c.push(b);
+        }
+        c
+    }
+
+    /// The form of candidate `i`, and where the card has `EE`, whether the digest covers it.
+    fn form(&self, i: usize) -> (ChuidDigestForm, Option<bool>) {
+        let edc = if i.is_multiple_of(2) {
+            ChuidDigestForm::WithEdc
+        } else {
+            ChuidDigestForm::WithoutEdc
+        };
+        let ee = self.without_buffer_length.as_ref().map(|_| i < 2);
+        (edc, ee)
     }
 }
 
@@ -189,6 +235,10 @@ pub struct VerifiedChuid {
     pub signer: PivValidated,
     /// Which content form the message digest covers.
     pub digest_form: ChuidDigestForm,
+    /// When the card carries the deprecated buffer length element (`EE`): whether the
+    /// message digest covers it (`Some(true)`, SP 800-73-4's form) or leaves it out
+    /// (`Some(false)`, a form other issuers used); `None` without the element.
+    pub buffer_length_in_digest: Option<bool>,
     /// Whether pivSigner-DN named the signer or was absent.
     pub signer_dn: SignerDnCheck,
 }
@@ -212,19 +262,17 @@ pub fn verify_chuid(
         Some(s) if !s.is_empty() => s,
         _ => return Err(ChuidVerifyError::Unsigned),
     };
-    let with_edc = digest_content_of(chuid_bytes)?;
-    let without_edc = signed_content_of(chuid_bytes)?;
+    let forms = DigestForms::of(&chuid, chuid_bytes)?;
     let sd = cms_check::signed_data(sig)?;
     let si = cms_check::single_signer(&sd, super::oids::PIV_CHUID_SECURITY_OBJECT, false)?;
-    let digest_form = match cms_check::matching_content(si, &[&with_edc, &without_edc])? {
-        0 => ChuidDigestForm::WithEdc,
-        _ => ChuidDigestForm::WithoutEdc,
-    };
+    let (digest_form, buffer_length_in_digest) =
+        forms.form(cms_check::matching_content(si, &forms.candidates())?);
     let checked = cms_check::check_signer(store, &sd, si, extra_certs, crls, opts)?;
     Ok(VerifiedChuid {
         chuid,
         signer: checked.signer,
         digest_form,
+        buffer_length_in_digest,
         signer_dn: checked.signer_dn,
     })
 }

@@ -36,6 +36,8 @@ pub const FPKI_COMMON_DEVICES: ObjectIdentifier = oid("2.16.840.1.101.3.2.1.3.8"
 /// `SEQUENCE { interim_indicator BOOLEAN }`, TRUE while the cardholder's
 /// background investigation is not complete.
 pub const PIV_INTERIM: ObjectIdentifier = oid("2.16.840.1.101.3.6.9.1");
+/// id-ad-caRepository (RFC 5280 §4.2.2.2).
+pub const AD_CA_REPOSITORY: ObjectIdentifier = oid("1.3.6.1.5.5.7.48.5");
 /// id-ad-caIssuers (RFC 5280 §4.2.2.1).
 pub const AD_CA_ISSUERS: ObjectIdentifier = oid("1.3.6.1.5.5.7.48.2");
 /// id-ad-ocsp (RFC 5280 §4.2.2.1).

@@ -626,29 +626,11 @@ fn cert_extensions(c: &Cert) -> Vec<RawExtension<'_>> {
 }
 
 /// The OCSP responder URLs (accessMethod id-ad-ocsp, uniformResourceIdentifier) of a
-/// certificate's authorityInfoAccess extension, in order.
+/// certificate's authorityInfoAccess extension, in order, as [`Cert`] parsed it.
 pub fn responder_urls(c: &Cert) -> Vec<String> {
-    let mut out = Vec::new();
-    for (id, _, value) in cert_extensions(c) {
-        if id != oid::AIA {
-            continue;
-        }
-        let _ = (|| -> Result<(), DerError> {
-            let mut list = Reader::new(asn1::single(value, tag::SEQUENCE)?);
-            while !list.is_empty() {
-                let mut ad = Reader::new(list.value(tag::SEQUENCE)?);
-                let method = ad.value(tag::OID)?;
-                let loc = ad.read_any()?;
-                if method == oid::AD_OCSP && loc.tag == tag::context_primitive(6) {
-                    if let Ok(s) = std::str::from_utf8(loc.value) {
-                        out.push(s.to_string());
-                    }
-                }
-            }
-            Ok(())
-        })();
-    }
-    out
+    c.aia_uris(crate::fips201::oids::AD_OCSP)
+        .map(str::to_string)
+        .collect()
 }
 
 /// Whether a responder certificate carries id-pkix-ocsp-nocheck (RFC 6960 §4.2.2.2.1).

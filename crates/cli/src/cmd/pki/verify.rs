@@ -171,6 +171,7 @@ pub fn verify(a: VerifyArgs) -> anyhow::Result<ExitCode> {
     };
     if a.trust.json {
         let mut j = path_json(&v);
+        j["skipped"] = json!(inputs.skipped);
         if let Some(c) = &chuid {
             j["chuid"] = json!({
                 "signature": "valid",
@@ -178,6 +179,7 @@ pub fn verify(a: VerifyArgs) -> anyhow::Result<ExitCode> {
                 "card_uuid": c.chuid.card_uuid_urn(),
                 "expires": c.chuid.expiration.to_string(),
                 "digest_form": c.digest_form.as_str(),
+                "buffer_length_in_digest": c.buffer_length_in_digest,
                 "signer_dn": c.signer_dn.as_str(),
                 "bound": true,
             });
@@ -210,11 +212,19 @@ pub fn verify_chuid_cmd(a: VerifyChuidArgs) -> anyhow::Result<ExitCode> {
                 j["fascn"] = json!(fascn);
                 j["expires"] = json!(v.chuid.expiration.to_string());
                 j["digest_form"] = json!(v.digest_form.as_str());
+                j["buffer_length_in_digest"] = json!(v.buffer_length_in_digest);
                 j["signer_dn"] = json!(v.signer_dn.as_str());
                 println!("{j}");
             } else {
                 println!("VALID CHUID signature");
                 println!("message digest: {}", v.digest_form.describe());
+                match v.buffer_length_in_digest {
+                    Some(true) => println!("buffer length (EE, deprecated): covered by the digest"),
+                    Some(false) => println!(
+                        "buffer length (EE, deprecated): left out of the digest (a form issued cards use; accepted)"
+                    ),
+                    None => {}
+                }
                 println!("pivSigner-DN: {}", signer_dn_text(v.signer_dn));
                 println!("card UUID: {}", v.chuid.card_uuid_urn());
                 if let Some(f) = fascn {
