@@ -478,6 +478,75 @@ pub const REFERENCE_FIVE_CARDS_MS: (f64, f64) = (1291.0, 2504.0);
 /// The reference cards' crypto self-check at power-up (ms, about).
 pub const REFERENCE_SELF_CHECK_MS: f64 = 400.0;
 
+/// `r` for people: what was measured, each operation's median, fastest and
+/// slowest run with its APDUs and bytes, what was not measured, and the
+/// reference door's card sequence beside this card's and `seeds`' (name,
+/// report: the software card's published profiles).
+pub fn report_text(r: &TimingReport, seeds: &[(String, TimingReport)]) -> String {
+    use std::fmt::Write as _;
+    let ms = |us: u64| us as f64 / 1000.0;
+    let mut s = String::new();
+    let _ = writeln!(s, "reader:          {}", r.card.reader);
+    let _ = writeln!(s, "ATR:             {}", r.card.atr);
+    if let Some(id) = &r.card.card_identifier {
+        let _ = writeln!(s, "card identifier: {id}");
+    }
+    for issuer in &r.card.issuers {
+        let _ = writeln!(s, "issuer:          {issuer}");
+    }
+    if let Some(f) = &r.card.fascn {
+        let _ = writeln!(s, "FASC-N:          {f}");
+    }
+    let _ = writeln!(
+        s,
+        "\n{:<48} {:>10} {:>21} {:>5} {:>7} {:>7}",
+        "operation", "median ms", "min – max ms", "APDUs", "out B", "in B"
+    );
+    for o in &r.operations {
+        let _ = writeln!(
+            s,
+            "{:<48} {:>10.1} {:>10.1} – {:>8.1} {:>5} {:>7} {:>7}",
+            o.label,
+            ms(o.median_us),
+            ms(o.min_us),
+            ms(o.max_us),
+            o.apdus,
+            o.bytes_out,
+            o.bytes_in
+        );
+    }
+    for k in &r.skipped {
+        let _ = writeln!(s, "not measured: {}: {}", k.op, k.reason);
+    }
+    let _ = writeln!(s, "\ncard sequence of the reference door (power-up, SELECT, read CHUID, VERIFY PIN, signature):");
+    let _ = match r.reference_sequence_us() {
+        Ok(us) => writeln!(s, "  {:<34} {:>8.0} ms", "this card", ms(us)),
+        Err(missing) => writeln!(
+            s,
+            "  {:<34} not complete: {} not measured",
+            "this card",
+            missing.join(", ")
+        ),
+    };
+    let (fast, slow) = REFERENCE_FIVE_CARDS_MS;
+    let _ = writeln!(
+        s,
+        "  {:<34} {fast:>8.0} – {slow:.0} ms (five RSA-2048 cards, contact; power-up self-check about {REFERENCE_SELF_CHECK_MS:.0} ms)",
+        "reference door"
+    );
+    for (name, seed) in seeds {
+        if let Ok(us) = seed.reference_sequence_us() {
+            let _ = writeln!(
+                s,
+                "  {:<34} {:>8.0} ms",
+                format!("software card, {name}"),
+                ms(us)
+            );
+        }
+    }
+    s
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -3,10 +3,7 @@
 //! and the software card's seed profiles.
 
 use anyhow::{Context, Result};
-use auth::card_timing::{
-    measure_card, MeasureError, MeasureOptions, Progress, REFERENCE_FIVE_CARDS_MS,
-    REFERENCE_SELF_CHECK_MS,
-};
+use auth::card_timing::{measure_card, report_text, MeasureError, MeasureOptions, Progress};
 use auth::PinSource;
 use card::replay::seed_report;
 use card::TimingProfile;
@@ -102,58 +99,10 @@ pub fn run(args: MeasureArgs) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-fn ms(us: u64) -> f64 {
-    us as f64 / 1000.0
-}
-
 fn print_report(r: &TimingReport) {
-    println!("reader:          {}", r.card.reader);
-    println!("ATR:             {}", r.card.atr);
-    if let Some(id) = &r.card.card_identifier {
-        println!("card identifier: {id}");
-    }
-    for issuer in &r.card.issuers {
-        println!("issuer:          {issuer}");
-    }
-    if let Some(f) = &r.card.fascn {
-        println!("FASC-N:          {f}");
-    }
-    println!(
-        "\n{:<48} {:>10} {:>21} {:>5} {:>7} {:>7}",
-        "operation", "median ms", "min – max ms", "APDUs", "out B", "in B"
-    );
-    for o in &r.operations {
-        println!(
-            "{:<48} {:>10.1} {:>10.1} – {:>8.1} {:>5} {:>7} {:>7}",
-            o.label,
-            ms(o.median_us),
-            ms(o.min_us),
-            ms(o.max_us),
-            o.apdus,
-            o.bytes_out,
-            o.bytes_in
-        );
-    }
-    for s in &r.skipped {
-        println!("not measured: {}: {}", s.op, s.reason);
-    }
-    println!("\ncard sequence of the reference door (power-up, SELECT, read CHUID, VERIFY PIN, signature):");
-    match r.reference_sequence_us() {
-        Ok(us) => println!("  {:<34} {:>8.0} ms", "this card", ms(us)),
-        Err(missing) => println!(
-            "  {:<34} not complete: {} not measured",
-            "this card",
-            missing.join(", ")
-        ),
-    }
-    let (fast, slow) = REFERENCE_FIVE_CARDS_MS;
-    println!(
-        "  {:<34} {fast:>8.0} – {slow:.0} ms (five RSA-2048 cards, contact; power-up self-check about {REFERENCE_SELF_CHECK_MS:.0} ms)",
-        "reference door"
-    );
-    for p in TimingProfile::ALL {
-        if let Some(Ok(us)) = seed_report(p).map(|s| s.reference_sequence_us()) {
-            println!("  {:<34} {:>8.0} ms", format!("software card, {p}"), ms(us));
-        }
-    }
+    let seeds: Vec<(String, TimingReport)> = TimingProfile::ALL
+        .into_iter()
+        .filter_map(|p| Some((p.to_string(), seed_report(p)?)))
+        .collect();
+    print!("{}", report_text(r, &seeds));
 }

@@ -19,6 +19,7 @@ mod chuid_verify;
 mod cms_check;
 pub mod lds;
 pub mod oids;
+pub mod report;
 mod security_object_verify;
 
 pub use biometric_verify::{verify_biometric, BiometricError, VerifiedBiometric};
