@@ -164,3 +164,93 @@ impl fmt::Display for PdEvent {
         }
     }
 }
+
+/// How a running reader learns that its card came or went.
+pub enum CardWatch {
+    /// The card is always there (a software card image).
+    Always,
+    /// `SCardGetStatusChange` on this PC/SC reader.
+    Pcsc(host::Watch, String),
+}
+
+/// How [`serve`] ended.
+pub struct Served {
+    /// What the line carried.
+    pub stats: crate::serial::LineStats,
+    /// Stopped by SIGINT/SIGTERM (not by the line or the card watch failing).
+    pub by_signal: bool,
+}
+
+/// Runs the reader `pd` until SIGINT/SIGTERM or until its line fails: the
+/// card watch on its own thread reports each arrival and removal to the
+/// panel, and every event of the device goes to `report` as one line.
+pub fn serve(
+    pd: PdHandle,
+    watch: CardWatch,
+    report: impl Fn(&str) + Send + Sync + Clone + 'static,
+) -> std::io::Result<Served> {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::Arc;
+    let stopping = Arc::new(AtomicBool::new(false));
+    let mut signals = signal_hook::iterator::Signals::new([
+        signal_hook::consts::SIGINT,
+        signal_hook::consts::SIGTERM,
+    ])?;
+    let stopper = pd.remote()?;
+    let cancel = match &watch {
+        CardWatch::Pcsc(w, _) => Some(w.canceller()),
+        CardWatch::Always => None,
+    };
+    {
+        let (stopping, cancel) = (stopping.clone(), cancel.clone());
+        std::thread::spawn(move || {
+            if signals.forever().next().is_some() {
+                stopping.store(true, Ordering::SeqCst);
+                if let Some(c) = &cancel {
+                    c.cancel();
+                }
+                stopper.stop();
+            }
+        });
+    }
+    let watcher = match watch {
+        CardWatch::Pcsc(ctx, name) => {
+            let remote = pd.remote()?;
+            let (stopping, report) = (stopping.clone(), report.clone());
+            Some(std::thread::spawn(move || {
+                let r = ctx.presence(&name, |now| {
+                    let what = if now { "presented to" } else { "removed from" };
+                    report(&format!("card {what} reader {name:?}"));
+                    remote.card_presence(0, now);
+                });
+                if let Err(e) = r {
+                    if !stopping.load(Ordering::SeqCst) {
+                        report(&format!(
+                            "cannot watch reader {name:?} any more: {e}; stopping"
+                        ));
+                        remote.stop();
+                    }
+                }
+            }))
+        }
+        CardWatch::Always => {
+            pd.card_presence(0, true);
+            None
+        }
+    };
+    while let Ok(e) = pd.events().recv() {
+        report(&e.to_string());
+    }
+    let stats = pd.shutdown();
+    let by_signal = stopping.swap(true, Ordering::SeqCst);
+    if let Some(w) = watcher {
+        if let Some(c) = &cancel {
+            c.cancel();
+        }
+        let _ = w.join();
+    }
+    Ok(Served {
+        stats: stats?,
+        by_signal,
+    })
+}

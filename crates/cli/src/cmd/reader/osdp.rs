@@ -3,15 +3,12 @@
 
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
 
 use crate::args::osdp::{load_key, parse_baud, Security};
 use anyhow::{bail, Context, Result};
 use clap::Args;
 use host::{PcscSlot, Readers, Transport, Watch};
-use links::reader::{ReaderNote, ReaderSecurity};
-use links::serial::PdRemote;
+use links::reader::{CardWatch, ReaderNote, ReaderSecurity};
 
 #[derive(Args)]
 pub struct ReaderOsdpArgs {
@@ -41,24 +38,6 @@ fn note(n: ReaderNote) {
     eprintln!("osdp: {n}");
 }
 
-/// Watches one PC/SC reader and reports each arrival and removal to the
-/// panel. Blocks in SCardGetStatusChange until a change or a cancel.
-fn watch_pcsc(watch: Watch, name: String, remote: PdRemote, stopping: Arc<AtomicBool>) {
-    let r = watch.presence(&name, |now| {
-        eprintln!(
-            "osdp: card {} reader {name:?}",
-            if now { "presented to" } else { "removed from" }
-        );
-        remote.card_presence(0, now);
-    });
-    if let Err(e) = r {
-        if !stopping.load(Ordering::SeqCst) {
-            eprintln!("osdp: cannot watch reader {name:?} any more: {e}; stopping");
-            remote.stop();
-        }
-    }
-}
-
 pub fn run(a: ReaderOsdpArgs) -> Result<ExitCode> {
     let s = &a.security;
     if !s.insecure && s.key_file.is_none() && !s.install_mode {
@@ -83,12 +62,14 @@ pub fn run(a: ReaderOsdpArgs) -> Result<ExitCode> {
         }
         None => (None, s.install_mode),
     };
-    let stopping = Arc::new(AtomicBool::new(false));
-    let (slot, watch): (Box<dyn Transport + Send>, Option<(Watch, String)>) = match &a.card_image {
+    let (slot, watch): (Box<dyn Transport + Send>, CardWatch) = match &a.card_image {
         Some(path) => {
             let image = card::image::CardImage::load(path)
                 .with_context(|| format!("loading the card image {}", path.display()))?;
-            (Box::new(host::InProcess::new(card::Card::new(image))), None)
+            (
+                Box::new(host::InProcess::new(card::Card::new(image))),
+                CardWatch::Always,
+            )
         }
         None => {
             let readers = Readers::establish().context("connecting to the PC/SC service")?;
@@ -98,7 +79,7 @@ pub fn run(a: ReaderOsdpArgs) -> Result<ExitCode> {
             let ctx = Watch::establish().context("connecting to the PC/SC service")?;
             (
                 Box::new(PcscSlot::new(readers, name.clone())),
-                Some((ctx, name)),
+                CardWatch::Pcsc(ctx, name),
             )
         }
     };
@@ -111,8 +92,8 @@ pub fn run(a: ReaderOsdpArgs) -> Result<ExitCode> {
     let (pd, link) = links::reader::start(&a.serial, a.address, a.baud, security, slot, note)
         .with_context(|| format!("opening the serial device {}", a.serial.display()))?;
     let source = match &watch {
-        Some((_, name)) => format!("PC/SC reader {name:?}"),
-        None => "a software card".to_string(),
+        CardWatch::Pcsc(_, name) => format!("PC/SC reader {name:?}"),
+        CardWatch::Always => "a software card".to_string(),
     };
     eprintln!(
         "osdp: reader at address {} on {} at {} baud{}, offering {source}; {}",
@@ -129,59 +110,16 @@ pub fn run(a: ReaderOsdpArgs) -> Result<ExitCode> {
         }
     );
 
-    // SIGINT / SIGTERM stop the device (and the card watch).
-    let mut signals = signal_hook::iterator::Signals::new([
-        signal_hook::consts::SIGINT,
-        signal_hook::consts::SIGTERM,
-    ])
-    .context("cannot install signal handlers")?;
-    let stopper = pd.remote().context("starting the OSDP reader")?;
-    let cancel = watch.as_ref().map(|(w, _)| w.canceller());
-    let cancel_at_end = cancel.clone();
-    {
-        let stopping = stopping.clone();
-        std::thread::spawn(move || {
-            if signals.forever().next().is_some() {
-                stopping.store(true, Ordering::SeqCst);
-                if let Some(c) = &cancel {
-                    c.cancel();
-                }
-                stopper.stop();
-            }
-        });
-    }
-    let watcher = match watch {
-        Some((ctx, name)) => {
-            let remote = pd.remote().context("starting the card watch")?;
-            let stopping = stopping.clone();
-            Some(std::thread::spawn(move || {
-                watch_pcsc(ctx, name, remote, stopping)
-            }))
-        }
-        None => {
-            pd.card_presence(0, true);
-            None
-        }
-    };
-    while let Ok(e) = pd.events().recv() {
-        eprintln!("osdp: {e}");
-    }
-    let stats = pd.shutdown();
-    let by_signal = stopping.swap(true, Ordering::SeqCst);
-    if let Some(w) = watcher {
-        if let Some(c) = &cancel_at_end {
-            c.cancel();
-        }
-        let _ = w.join();
-    }
-    let stats = stats.context("the OSDP reader failed")?;
+    let served = links::reader::serve(pd, watch, |line| eprintln!("osdp: {line}"))
+        .context("the OSDP reader failed")?;
+    let stats = served.stats;
     eprintln!(
         "osdp: stopped; {} bytes received, {} sent ({:.1} ms of line time)",
         stats.rx_bytes,
         stats.tx_bytes,
         stats.wire_time().as_secs_f64() * 1e3
     );
-    Ok(if by_signal {
+    Ok(if served.by_signal {
         ExitCode::SUCCESS
     } else {
         ExitCode::from(2)
