@@ -12,7 +12,7 @@ mod args;
 mod cmd;
 mod render;
 
-use cmd::{auth, card, demo, measure, pki, read, reader, serve};
+use cmd::{auth, card, demo, measure, pki, read, reader, serve, token};
 
 /// PIV / PKI smart-card authentication for physical access control.
 #[derive(Parser)]
@@ -69,7 +69,7 @@ enum Command {
     Reader(reader::ReaderCommand),
     /// API bearer tokens.
     #[command(subcommand)]
-    Token(serve::TokenCommand),
+    Token(token::TokenCommand),
 }
 
 fn main() -> ExitCode {
@@ -98,7 +98,7 @@ fn main() -> ExitCode {
         Command::Demo(a) => demo::run(a),
         Command::Init(a) => serve::init(a),
         Command::Serve(a) => serve::serve(a),
-        Command::Token(c) => serve::token(c),
+        Command::Token(c) => token::token(c),
         Command::Enroll(a) => serve::enroll(a),
         Command::Reader(c) => reader::run(c),
     };

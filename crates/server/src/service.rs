@@ -366,9 +366,7 @@ impl Service {
             )
             .with_ocsp(ocsp),
         );
-        let keypads = Arc::new(Keypads::new(Duration::from_millis(
-            config.keypad.timeout_ms,
-        )));
+        let keypads = Arc::new(Keypads::with_settings(config.keypad.settings()));
         let reader_status = Arc::new(ReaderStatus::new());
         let ctx = Arc::new(TapContext::new(
             controller.clone(),

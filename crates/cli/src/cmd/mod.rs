@@ -10,3 +10,4 @@ pub mod pki;
 pub mod read;
 pub mod reader;
 pub mod serve;
+pub mod token;
