@@ -439,7 +439,7 @@ mod tests {
 
     #[test]
     fn an_entry_is_for_its_door_and_reader_only_and_the_latest_wins() {
-        let k = short(50, 50);
+        let k = short(50, 60_000);
         k.enter(D2, pin("11111111")).unwrap();
         assert!(k.take(D1, R1).is_err());
         k.enter(D2, pin("22222222")).unwrap();

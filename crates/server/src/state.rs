@@ -7,7 +7,7 @@
 use std::collections::HashMap;
 use std::sync::{Arc, OnceLock};
 
-use store::Store;
+use store::{EventLog, Store};
 use tokio::sync::watch;
 
 use crate::admin::AccessData;
@@ -106,10 +106,12 @@ impl AppState {
             .map_err(|_| self.max_streams)
     }
 
-    /// Notes that the token `name` was used at `at`: written to the store
-    /// at most once per [`TOKEN_USE_INTERVAL`] per token, by a task of its
-    /// own, so no request waits on the write.
-    pub(crate) fn token_used(&self, store: &Store, name: &str, at: access::jiff::Timestamp) {
+    /// Notes that the token `name` was used at `at`: written at most once
+    /// per [`TOKEN_USE_INTERVAL`] per token, by a task of its own (so no
+    /// request waits on the write) through the event log's writer (the one
+    /// writer of the database, so the write never makes a change's
+    /// transaction fail on SQLite).
+    pub(crate) fn token_used(&self, log: &EventLog, name: &str, at: access::jiff::Timestamp) {
         let now = std::time::Instant::now();
         {
             let mut used = self.used.lock().unwrap_or_else(|p| p.into_inner());
@@ -121,9 +123,18 @@ impl AppState {
             }
             used.insert(name.to_string(), now);
         }
-        let (store, name) = (store.clone(), name.to_string());
+        let (log, name) = (log.clone(), name.to_string());
         tokio::spawn(async move {
-            if let Err(e) = store.token_used(&name, at).await {
+            let who = name.clone();
+            let done = log
+                .change(move |tx| {
+                    Box::pin(async move {
+                        tx.token_used(&who, at).await?;
+                        Ok::<_, store::StoreError>(((), Vec::new()))
+                    })
+                })
+                .await;
+            if let Err(e) = done {
                 tracing::warn!(token = %name, error = %e, "the token's last use could not be noted");
             }
         });

@@ -407,6 +407,21 @@ impl Tx {
         Ok(())
     }
 
+    /// Notes that the token `name` was used at `at` (a token deleted
+    /// meanwhile is no error).
+    pub async fn token_used(
+        &mut self,
+        name: &str,
+        at: access::jiff::Timestamp,
+    ) -> Result<(), StoreError> {
+        sqlx::query("UPDATE api_tokens SET last_used_at = $1 WHERE name = $2")
+            .bind(ts_to_db(at))
+            .bind(name.to_string())
+            .execute(&mut *self.tx)
+            .await?;
+        Ok(())
+    }
+
     /// Deletes the token `name` and returns it, or [`StoreError::NotFound`].
     pub async fn delete_token(&mut self, name: &str) -> Result<ApiToken, StoreError> {
         let row = sqlx::query(&format!(
@@ -649,12 +664,9 @@ impl Store {
         name: &str,
         at: access::jiff::Timestamp,
     ) -> Result<(), StoreError> {
-        sqlx::query("UPDATE api_tokens SET last_used_at = $1 WHERE name = $2")
-            .bind(ts_to_db(at))
-            .bind(name.to_string())
-            .execute(&self.pool)
-            .await?;
-        Ok(())
+        let mut tx = self.begin().await?;
+        tx.token_used(name, at).await?;
+        tx.commit().await
     }
     pub async fn delete_token(&self, name: &str) -> Result<(), StoreError> {
         let mut tx = self.begin().await?;

@@ -57,7 +57,7 @@ pub async fn require(parts: &Parts, state: &AppState, role: Role) -> Result<ApiT
             t.expires_at.unwrap_or(now)
         )));
     }
-    state.token_used(&l.store, &t.name, now);
+    state.token_used(l.controller.log(), &t.name, now);
     if !t.role.includes(role) {
         return Err(ApiError::Forbidden {
             message: format!(
