@@ -12,7 +12,9 @@ mod args;
 mod cmd;
 mod render;
 
-use cmd::{auth, backup, card, demo, man, measure, pki, prune, read, reader, restore, serve};
+use cmd::{
+    auth, backup, card, demo, man, measure, pki, prune, read, reader, restore, serve, token,
+};
 
 /// PIV / PKI smart-card authentication for physical access control.
 #[derive(Parser)]
@@ -85,7 +87,7 @@ enum Command {
     Reader(reader::ReaderCommand),
     /// API bearer tokens.
     #[command(subcommand)]
-    Token(serve::TokenCommand),
+    Token(token::TokenCommand),
     /// Back up the SQLite database while the service runs (consistent:
     /// taps go on); PostgreSQL is refused with the pg_dump recipe.
     Backup(backup::BackupArgs),
@@ -128,7 +130,7 @@ fn main() -> ExitCode {
         Command::Demo(a) => demo::run(a),
         Command::Init(a) => serve::init(a),
         Command::Serve(a) => serve::serve(a),
-        Command::Token(c) => serve::token(c),
+        Command::Token(c) => token::token(c),
         Command::Enroll(a) => serve::enroll(a),
         Command::Reader(c) => reader::run(c),
         Command::Backup(a) => backup::run(a),

@@ -340,9 +340,16 @@ fn health_and_roles(config: &Path) {
         .iter()
         .map(|e| (e["code"].as_str().unwrap(), e["actor"].as_str().unwrap()))
         .collect();
+    // The tokens' creation by `pivgate token` is recorded too.
     assert_eq!(
         actions,
-        [("cardholder.create", "root"), ("cardholder.delete", "root")]
+        [
+            ("token.create", "pivgate token"),
+            ("token.create", "pivgate token"),
+            ("token.create", "pivgate token"),
+            ("cardholder.create", "root"),
+            ("cardholder.delete", "root")
+        ]
     );
 
     // SIGTERM: a clean stop, exit status 0.

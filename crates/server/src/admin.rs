@@ -447,6 +447,114 @@ impl Edit for SetMode {
     }
 }
 
+/// Creates an API token (its hash only: the secret never reaches the log).
+/// A keypad token must be bound to at least one existing door, and its
+/// reader, if any, to one of those doors; other roles are bound to none.
+#[derive(Debug)]
+pub struct CreateToken(pub ApiToken);
+
+impl Edit for CreateToken {
+    /// The token as stored.
+    type Output = ApiToken;
+    type Error = ChangeError;
+    const ACCESS: bool = false;
+
+    fn check(&mut self, entities: Entities) -> Result<(), ChangeError> {
+        let t = &self.0;
+        let invalid = |field, message: String| ChangeError::Invalid {
+            field: Some(field),
+            message,
+        };
+        if t.role != store::Role::Keypad {
+            if !t.doors.is_empty() || t.reader.is_some() {
+                return Err(invalid(
+                    "doors",
+                    format!("only keypad tokens are bound to doors; a {} token reaches every door its role allows", t.role),
+                ));
+            }
+            return Ok(());
+        }
+        if t.doors.is_empty() {
+            return Err(invalid(
+                "doors",
+                "a keypad token is bound to the door(s) of its keypad: name at least one (--door ID)".into(),
+            ));
+        }
+        for d in &t.doors {
+            if !entities.doors.iter().any(|x| x.id == *d) {
+                return Err(ChangeError::NotFound {
+                    kind: "door",
+                    id: d.to_string(),
+                    field: "doors",
+                });
+            }
+        }
+        if let Some(r) = t.reader {
+            match entities.readers.iter().find(|x| x.id == r) {
+                None => {
+                    return Err(ChangeError::NotFound {
+                        kind: "reader",
+                        id: r.to_string(),
+                        field: "reader",
+                    })
+                }
+                Some(x) if !t.doors.contains(&x.door) => {
+                    return Err(invalid(
+                        "reader",
+                        format!(
+                            "reader {r} is at door {}, not at a door of the token",
+                            x.door
+                        ),
+                    ))
+                }
+                Some(_) => {}
+            }
+        }
+        Ok(())
+    }
+
+    fn write(
+        self,
+        tx: &mut Tx,
+        actor: String,
+        now: Timestamp,
+    ) -> ChangeFuture<'_, ApiToken, ChangeError> {
+        Box::pin(async move {
+            let t = self.0;
+            tx.create_token(&t).await?;
+            let doors: Vec<i64> = t.doors.iter().map(|d| d.0).collect();
+            let mut sentence = format!("token `{}` ({}) created by {actor}", t.name, t.role);
+            if !doors.is_empty() {
+                sentence.push_str(&format!(
+                    ", for door(s) {}",
+                    doors
+                        .iter()
+                        .map(i64::to_string)
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ));
+            }
+            if let Some(r) = t.reader {
+                sentence.push_str(&format!(", reader {r}"));
+            }
+            if let Some(e) = t.expires_at {
+                sentence.push_str(&format!(", expires {e}"));
+            }
+            let event = NewEvent::admin(
+                now,
+                &actor,
+                "token.create",
+                sentence,
+                json!({ "after": {
+                    "name": t.name, "role": t.role, "created_at": t.created_at,
+                    "doors": doors, "reader": t.reader.map(|r| r.0), "expires_at": t.expires_at,
+                } }),
+            );
+            Ok((t, vec![event]))
+        })
+    }
+}
+
 /// Deletes an API token: it stops working at once.
 #[derive(Debug)]
 pub struct DeleteToken(pub String);

@@ -206,16 +206,58 @@ pub struct KeypadConfig {
     /// a PIN typed before the card is kept, ms.
     #[serde(default = "default_pin_timeout_ms")]
     pub timeout_ms: u64,
+    /// How long a PIN typed before the card is kept for the next tap at
+    /// that reader (door), ms.
+    #[serde(default = "default_pin_first_ms")]
+    pub pin_first_ms: u64,
+    /// Wrong PINs from one keypad token within `wrong_window_ms` after
+    /// which its entries are refused (429) for `cooldown_ms`.
+    #[serde(default = "default_max_wrong")]
+    pub max_wrong: u32,
+    #[serde(default = "default_wrong_window_ms")]
+    pub wrong_window_ms: u64,
+    #[serde(default = "default_cooldown_ms")]
+    pub cooldown_ms: u64,
 }
 
 fn default_pin_timeout_ms() -> u64 {
     crate::keypad::DEFAULT_TIMEOUT.as_millis() as u64
+}
+fn default_pin_first_ms() -> u64 {
+    crate::keypad::DEFAULT_PIN_FIRST.as_millis() as u64
+}
+fn default_max_wrong() -> u32 {
+    crate::keypad::DEFAULT_MAX_WRONG
+}
+fn default_wrong_window_ms() -> u64 {
+    crate::keypad::DEFAULT_WRONG_WINDOW.as_millis() as u64
+}
+fn default_cooldown_ms() -> u64 {
+    crate::keypad::DEFAULT_COOLDOWN.as_millis() as u64
 }
 
 impl Default for KeypadConfig {
     fn default() -> Self {
         KeypadConfig {
             timeout_ms: default_pin_timeout_ms(),
+            pin_first_ms: default_pin_first_ms(),
+            max_wrong: default_max_wrong(),
+            wrong_window_ms: default_wrong_window_ms(),
+            cooldown_ms: default_cooldown_ms(),
+        }
+    }
+}
+
+impl KeypadConfig {
+    /// The settings of the service's [`crate::keypad::Keypads`].
+    pub fn settings(&self) -> crate::keypad::Settings {
+        let ms = std::time::Duration::from_millis;
+        crate::keypad::Settings {
+            timeout: ms(self.timeout_ms),
+            pin_first: ms(self.pin_first_ms),
+            max_wrong: self.max_wrong,
+            wrong_window: ms(self.wrong_window_ms),
+            cooldown: ms(self.cooldown_ms),
         }
     }
 }
@@ -659,6 +701,22 @@ impl Config {
                     self.keypad.timeout_ms
                 ),
             ));
+        }
+        let k = &self.keypad;
+        for (key, v, lo, hi) in [
+            ("keypad.pin_first_ms", k.pin_first_ms, 100, 60_000),
+            ("keypad.max_wrong", u64::from(k.max_wrong), 1, 100),
+            (
+                "keypad.wrong_window_ms",
+                k.wrong_window_ms,
+                1000,
+                86_400_000,
+            ),
+            ("keypad.cooldown_ms", k.cooldown_ms, 1000, 86_400_000),
+        ] {
+            if !(lo..=hi).contains(&v) {
+                return Err(invalid(key, format!("{v} is out of range ({lo} to {hi})")));
+            }
         }
         self.check_osdp()
             .map_err(|(key, problem)| invalid(&key, problem))?;
@@ -1184,9 +1242,17 @@ unlock_ms = 5000
 [keypad]
 # Card + PIN doors whose reader has no PIN pad take the PIN from a keypad at
 # the door (POST /api/v1/doors/ID/keypad with a token made by
-# `pivgate token create --role keypad`, which can do nothing else): how long
-# a tap waits for the PIN (a PIN typed before the card is kept 10 s at most).
+# `pivgate token create --role keypad --door ID`, which can send PINs to
+# that door only and do nothing else): how long a tap waits for the PIN.
 timeout_ms = 20000
+# A PIN typed before the card goes to the next tap at that reader (door)
+# within this many ms, to no later one.
+pin_first_ms = 5000
+# After max_wrong wrong PINs from one keypad token within wrong_window_ms,
+# its entries are refused (429) for cooldown_ms; each is an event.
+max_wrong = 3
+wrong_window_ms = 300000
+cooldown_ms = 300000
 
 # OSDP v2.2 readers on a serial line (RS-485 bus), this service being the
 # control panel. Bind each to a door like a PC/SC reader, with the

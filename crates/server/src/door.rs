@@ -440,11 +440,16 @@ impl Controller {
         };
         // The PIN is asked for only at card + PIN doors.
         let authn = &self.authenticator;
+        // Whose keypad entry the tap used (an API token), for its event
+        // and the token's wrong-PIN count.
+        let mut pin_by: Option<(String, &Keypads)> = None;
         let mut transaction = match pin {
             Pin::Given(pin) => authn.authenticate(transport, mechanism, pin, detect),
             Pin::Keypad(k) => {
-                let mut keypad = k.source(door_id);
-                authn.authenticate(transport, mechanism, Some(&mut keypad), detect)
+                let mut keypad = k.source(door_id, reader);
+                let t = authn.authenticate(transport, mechanism, Some(&mut keypad), detect);
+                pin_by = keypad.entered_by().map(|by| (by.to_string(), k));
+                t
             }
         };
 
@@ -505,6 +510,11 @@ impl Controller {
                 (Some(decision), event, previous)
             }
         };
+        let mut event = event;
+        if let Some((by, _)) = &pin_by {
+            // The token whose PIN the card was given.
+            event.actor.get_or_insert_with(|| by.clone());
+        }
         let started = Instant::now();
         let committed = self.runtime.block_on(self.log.append(event));
         if let (Err(_), Some((applied, before))) = (&committed, previous) {
@@ -530,6 +540,31 @@ impl Controller {
             committed,
             started,
         );
+        if let Some((by, keypads)) = pin_by {
+            let wrong = matches!(result.code(), "wrong-pin" | "pin-blocked");
+            if let Some(c) = keypads.outcome(&by, wrong) {
+                // Recorded off the tap path: the door has been signalled.
+                let mut e = NewEvent::door_command(
+                    now,
+                    &c.token,
+                    door_id,
+                    "keypad-cooldown",
+                    format!(
+                        "keypad token `{}` sent {} wrong PINs; its PIN entries are refused for {} s",
+                        c.token,
+                        c.wrong,
+                        c.cooldown.as_secs()
+                    ),
+                );
+                e.reader = Some(reader);
+                let log = self.log.clone();
+                self.runtime.spawn(async move {
+                    if let Err(err) = log.append(e).await {
+                        tracing::error!(error = %err, "the keypad cool-down event could not be recorded");
+                    }
+                });
+            }
+        }
         if let Some(o) = &self.observer {
             o.tap(&result);
         }

@@ -820,7 +820,14 @@ fn dispatch(cp: CpHandle, mut readers: Vec<ReaderState>, ctx: &TapContext, devic
                             let pin = std::mem::take(&mut *r.keys);
                             match door {
                                 Some(d) => {
-                                    if let Err(e) = ctx.keypads().enter(d, Zeroizing::new(pin)) {
+                                    let place = crate::keypad::Place {
+                                        door: d,
+                                        reader: reader_id,
+                                        by: None,
+                                    };
+                                    if let Err(e) =
+                                        ctx.keypads().enter_at(place, Zeroizing::new(pin))
+                                    {
                                         tracing::info!(reader = %r.connection, error = %e, "keypad entry not accepted");
                                     }
                                 }

@@ -381,9 +381,7 @@ impl Service {
         // before the first tap.
         revocation_work.restore_discovered().await?;
         revocation_work.load_ocsp().await?;
-        let keypads = Arc::new(Keypads::new(Duration::from_millis(
-            config.keypad.timeout_ms,
-        )));
+        let keypads = Arc::new(Keypads::with_settings(config.keypad.settings()));
         let reader_status = Arc::new(ReaderStatus::new());
         let ctx = Arc::new(TapContext::new(
             controller.clone(),

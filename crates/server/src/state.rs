@@ -4,9 +4,10 @@
 //! It sits below both the service, which builds it, and the HTTP handlers,
 //! which read it, so neither imports the other for it.
 
+use std::collections::HashMap;
 use std::sync::{Arc, OnceLock};
 
-use store::Store;
+use store::{EventLog, Store};
 use tokio::sync::watch;
 
 use crate::admin::AccessData;
@@ -50,7 +51,13 @@ pub struct AppState {
     /// task and, while it catches up, database reads.
     streams: Arc<tokio::sync::Semaphore>,
     max_streams: usize,
+    /// When each token's last use was last written (see
+    /// [`token_used`](Self::token_used)).
+    used: std::sync::Mutex<HashMap<String, std::time::Instant>>,
 }
+
+/// A token's last use is written at most this often.
+pub const TOKEN_USE_INTERVAL: std::time::Duration = std::time::Duration::from_secs(60);
 
 impl AppState {
     /// Nothing loaded yet; `stopping` turns true at shutdown; at most
@@ -62,6 +69,7 @@ impl AppState {
             tokens: watch::Sender::new(0),
             streams: Arc::new(tokio::sync::Semaphore::new(max_streams)),
             max_streams,
+            used: std::sync::Mutex::new(HashMap::new()),
         }
     }
 
@@ -96,6 +104,40 @@ impl AppState {
             .clone()
             .try_acquire_owned()
             .map_err(|_| self.max_streams)
+    }
+
+    /// Notes that the token `name` was used at `at`: written at most once
+    /// per [`TOKEN_USE_INTERVAL`] per token, by a task of its own (so no
+    /// request waits on the write) through the event log's writer (the one
+    /// writer of the database, so the write never makes a change's
+    /// transaction fail on SQLite).
+    pub(crate) fn token_used(&self, log: &EventLog, name: &str, at: access::jiff::Timestamp) {
+        let now = std::time::Instant::now();
+        {
+            let mut used = self.used.lock().unwrap_or_else(|p| p.into_inner());
+            if used
+                .get(name)
+                .is_some_and(|t| now.duration_since(*t) < TOKEN_USE_INTERVAL)
+            {
+                return;
+            }
+            used.insert(name.to_string(), now);
+        }
+        let (log, name) = (log.clone(), name.to_string());
+        tokio::spawn(async move {
+            let who = name.clone();
+            let done = log
+                .change(move |tx| {
+                    Box::pin(async move {
+                        tx.token_used(&who, at).await?;
+                        Ok::<_, store::StoreError>(((), Vec::new()))
+                    })
+                })
+                .await;
+            if let Err(e) = done {
+                tracing::warn!(token = %name, error = %e, "the token's last use could not be noted");
+            }
+        });
     }
 
     pub(crate) fn token_deleted(&self) {

@@ -3,8 +3,11 @@
 //! enough: nothing can be guessed from the stored hash.
 
 use access::jiff::Timestamp;
+use access::{DoorId, ReaderId};
 use base64::Engine;
 use store::{ApiToken, Role, Store, StoreError};
+
+use crate::admin::{AccessData, ChangeError, CreateToken};
 
 /// Every token starts with this, so a leaked one is recognisable.
 pub const PREFIX: &str = "pvg_";
@@ -18,6 +21,10 @@ pub enum TokenError {
     BadName(String),
     #[error("a token named `{0}` already exists")]
     Exists(String),
+    #[error("--expires {0}")]
+    BadExpiry(String),
+    #[error(transparent)]
+    Refused(ChangeError),
     #[error(transparent)]
     Store(StoreError),
 }
@@ -37,29 +44,104 @@ pub fn generate() -> Result<String, TokenError> {
     ))
 }
 
-/// Creates a token named `name` with `role`, stores its hash and returns
-/// the token text (the only time it is available).
-pub async fn create(store: &Store, name: &str, role: Role) -> Result<String, TokenError> {
+/// Whether `name` is a usable token name.
+fn check_name(name: &str) -> Result<(), TokenError> {
     let ok = !name.is_empty()
         && name.len() <= 64
         && name
             .chars()
             .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'));
-    if !ok {
-        return Err(TokenError::BadName(name.to_string()));
+    if ok {
+        Ok(())
+    } else {
+        Err(TokenError::BadName(name.to_string()))
     }
+}
+
+/// Creates a token named `name` with `role`, bound to nothing and never
+/// expiring, stores its hash and returns the token text (the only time it
+/// is available). Records no event: for seeding a fresh database; every
+/// other creation goes through [`issue`].
+pub async fn create(store: &Store, name: &str, role: Role) -> Result<String, TokenError> {
+    check_name(name)?;
     let text = generate()?;
-    let t = ApiToken {
-        name: name.to_string(),
-        role,
-        token_hash: hash(&text),
-        created_at: Timestamp::now(),
-    };
+    let t = ApiToken::new(name, role, hash(&text), Timestamp::now());
     match store.create_token(&t).await {
         Ok(()) => Ok(text),
         Err(StoreError::Conflict { .. }) => Err(TokenError::Exists(name.to_string())),
         Err(e) => Err(TokenError::Store(e)),
     }
+}
+
+/// What a new token is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NewToken {
+    pub name: String,
+    pub role: Role,
+    /// The doors a keypad token may send PINs to (at least one; none for
+    /// other roles).
+    pub doors: Vec<DoorId>,
+    /// The one reader of those doors its PINs are for (keypad only).
+    pub reader: Option<ReaderId>,
+    pub expires_at: Option<Timestamp>,
+}
+
+/// Creates the token `new` through the change path, so its creation is an
+/// admin event naming `actor` (never the secret), and returns the token
+/// text (the only time it is available) with the token as stored.
+pub async fn issue(
+    access: &AccessData,
+    actor: &str,
+    new: NewToken,
+) -> Result<(String, ApiToken), TokenError> {
+    check_name(&new.name)?;
+    let text = generate()?;
+    let t = ApiToken {
+        doors: new.doors,
+        reader: new.reader,
+        expires_at: new.expires_at,
+        ..ApiToken::new(&new.name, new.role, hash(&text), Timestamp::now())
+    };
+    match access.change(actor, CreateToken(t)).await {
+        Ok((t, _)) => Ok((text, t)),
+        Err(ChangeError::Conflict { .. }) => Err(TokenError::Exists(new.name)),
+        Err(e) => Err(TokenError::Refused(e)),
+    }
+}
+
+/// `--expires`: a duration from `now` (`90d`, `12h`, `30m`, `2w`, `45s`)
+/// or an RFC 3339 time; it must be in the future.
+pub fn parse_expiry(text: &str, now: Timestamp) -> Result<Timestamp, TokenError> {
+    let bad = |why: &str| TokenError::BadExpiry(format!("`{text}`: {why}"));
+    let t = text.trim();
+    let at = if let Ok(at) = t.parse::<Timestamp>() {
+        at
+    } else {
+        let split = t
+            .find(|c: char| !c.is_ascii_digit())
+            .ok_or_else(|| bad("a duration needs a unit (s, m, h, d or w)"))?;
+        let (n, unit) = t.split_at(split);
+        let n: i64 = n
+            .parse()
+            .map_err(|_| bad("not a number followed by s, m, h, d or w, nor an RFC 3339 time"))?;
+        let unit_s = match unit {
+            "s" => 1,
+            "m" => 60,
+            "h" => 3600,
+            "d" => 86_400,
+            "w" => 604_800,
+            _ => return Err(bad("the unit is not s, m, h, d or w")),
+        };
+        let secs = n
+            .checked_mul(unit_s)
+            .and_then(|s| s.checked_add(now.as_second()))
+            .ok_or_else(|| bad("too far ahead"))?;
+        Timestamp::from_second(secs).map_err(|_| bad("too far ahead"))?
+    };
+    if at <= now {
+        return Err(bad("that is not in the future"));
+    }
+    Ok(at)
 }
 
 #[cfg(test)]
@@ -75,5 +157,28 @@ mod tests {
         assert_eq!(hash(&a), hash(&a));
         assert_ne!(hash(&a), hash(&b));
         assert_eq!(hash(&a).len(), 64);
+    }
+
+    #[test]
+    fn expiry_is_a_duration_or_a_time_in_the_future() {
+        let now: Timestamp = "2026-11-26T12:00:00Z".parse().unwrap();
+        let at = |t: &str| parse_expiry(t, now).map(|t| t.to_string());
+        assert_eq!(at("90d").unwrap(), "2027-02-24T12:00:00Z");
+        assert_eq!(at("12h").unwrap(), "2026-11-27T00:00:00Z");
+        assert_eq!(at("2w").unwrap(), "2026-12-10T12:00:00Z");
+        assert_eq!(at("2027-01-01T00:00:00Z").unwrap(), "2027-01-01T00:00:00Z");
+        for bad in [
+            "",
+            "90",
+            "d",
+            "90y",
+            "-5d",
+            "2020-01-01T00:00:00Z",
+            "0s",
+            "99999999999999999w",
+        ] {
+            let e = at(bad).unwrap_err();
+            assert!(e.to_string().starts_with("--expires"), "{bad}: {e}");
+        }
     }
 }

@@ -437,23 +437,43 @@ impl Tx {
 
     pub async fn create_token(&mut self, t: &ApiToken) -> Result<(), StoreError> {
         sqlx::query(
-            "INSERT INTO api_tokens (name, role, token_hash, created_at) VALUES ($1, $2, $3, $4)",
+            "INSERT INTO api_tokens (name, role, token_hash, created_at, doors, reader_id, \
+             expires_at, last_used_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
         )
         .bind(t.name.clone())
         .bind(t.role.as_str())
         .bind(t.token_hash.clone())
         .bind(ts_to_db(t.created_at))
+        .bind(doors_to_db(&t.doors))
+        .bind(t.reader.map(|r| r.0))
+        .bind(t.expires_at.map(ts_to_db))
+        .bind(t.last_used_at.map(ts_to_db))
         .execute(&mut *self.tx)
         .await
         .map_err(|err| classify(err, "API token", &t.name))?;
         Ok(())
     }
 
+    /// Notes that the token `name` was used at `at` (a token deleted
+    /// meanwhile is no error).
+    pub async fn token_used(
+        &mut self,
+        name: &str,
+        at: access::jiff::Timestamp,
+    ) -> Result<(), StoreError> {
+        sqlx::query("UPDATE api_tokens SET last_used_at = $1 WHERE name = $2")
+            .bind(ts_to_db(at))
+            .bind(name.to_string())
+            .execute(&mut *self.tx)
+            .await?;
+        Ok(())
+    }
+
     /// Deletes the token `name` and returns it, or [`StoreError::NotFound`].
     pub async fn delete_token(&mut self, name: &str) -> Result<ApiToken, StoreError> {
-        let row = sqlx::query(
-            "SELECT name, role, token_hash, created_at FROM api_tokens WHERE name = $1",
-        )
+        let row = sqlx::query(&format!(
+            "SELECT {TOKEN_COLUMNS} FROM api_tokens WHERE name = $1"
+        ))
         .bind(name.to_string())
         .fetch_optional(&mut *self.tx)
         .await?;
@@ -680,20 +700,32 @@ impl Store {
         tx.commit().await
     }
     pub async fn token_by_hash(&self, hash: &str) -> Result<Option<ApiToken>, StoreError> {
-        let row = sqlx::query(
-            "SELECT name, role, token_hash, created_at FROM api_tokens WHERE token_hash = $1",
-        )
+        let row = sqlx::query(&format!(
+            "SELECT {TOKEN_COLUMNS} FROM api_tokens WHERE token_hash = $1"
+        ))
         .bind(hash.to_string())
         .fetch_optional(&self.pool)
         .await?;
         row.as_ref().map(token_from_row).transpose()
     }
     pub async fn list_tokens(&self) -> Result<Vec<ApiToken>, StoreError> {
-        let rows =
-            sqlx::query("SELECT name, role, token_hash, created_at FROM api_tokens ORDER BY name")
-                .fetch_all(&self.pool)
-                .await?;
+        let rows = sqlx::query(&format!(
+            "SELECT {TOKEN_COLUMNS} FROM api_tokens ORDER BY name"
+        ))
+        .fetch_all(&self.pool)
+        .await?;
         rows.iter().map(token_from_row).collect()
+    }
+    /// Notes that the token `name` was used at `at` (a token deleted
+    /// meanwhile is no error).
+    pub async fn token_used(
+        &self,
+        name: &str,
+        at: access::jiff::Timestamp,
+    ) -> Result<(), StoreError> {
+        let mut tx = self.begin().await?;
+        tx.token_used(name, at).await?;
+        tx.commit().await
     }
     pub async fn delete_token(&self, name: &str) -> Result<(), StoreError> {
         let mut tx = self.begin().await?;
@@ -896,12 +928,39 @@ enum Param {
     Text(String),
 }
 
+const TOKEN_COLUMNS: &str =
+    "name, role, token_hash, created_at, doors, reader_id, expires_at, last_used_at";
+
+/// Door ids as stored: `1,2,3`, or NULL for none.
+fn doors_to_db(doors: &[DoorId]) -> Option<String> {
+    (!doors.is_empty()).then(|| {
+        doors
+            .iter()
+            .map(|d| d.0.to_string())
+            .collect::<Vec<_>>()
+            .join(",")
+    })
+}
+
 fn token_from_row(r: &AnyRow) -> Result<ApiToken, StoreError> {
+    const K: &str = "API token";
+    let doors = match r.try_get::<Option<String>, _>(4)? {
+        None => Vec::new(),
+        Some(text) => text
+            .split(',')
+            .map(|d| d.trim().parse::<i64>().map(DoorId))
+            .collect::<Result<_, _>>()
+            .map_err(|e| invalid(K, "doors", e))?,
+    };
     Ok(ApiToken {
         name: r.try_get(0)?,
-        role: parse_col("API token", "role", r.try_get::<&str, _>(1)?)?,
+        role: parse_col(K, "role", r.try_get::<&str, _>(1)?)?,
         token_hash: r.try_get(2)?,
-        created_at: ts_from_db("API token", "created_at", r.try_get(3)?)?,
+        created_at: ts_from_db(K, "created_at", r.try_get(3)?)?,
+        doors,
+        reader: r.try_get::<Option<i64>, _>(5)?.map(ReaderId),
+        expires_at: opt_ts(K, "expires_at", r.try_get(6)?)?,
+        last_used_at: opt_ts(K, "last_used_at", r.try_get(7)?)?,
     })
 }
 

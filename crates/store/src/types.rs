@@ -368,6 +368,41 @@ pub struct ApiToken {
     /// Hex of a hash of the secret (the service chooses the hash).
     pub token_hash: String,
     pub created_at: Timestamp,
+    /// The doors a keypad token may send PINs to (empty: none; other roles
+    /// are not bound to doors).
+    #[serde(default)]
+    pub doors: Vec<DoorId>,
+    /// The one reader of those doors whose taps its PINs are for, if bound.
+    #[serde(default)]
+    pub reader: Option<ReaderId>,
+    /// After this the token is refused.
+    #[serde(default)]
+    pub expires_at: Option<Timestamp>,
+    /// When it was last used, to about a minute (the service writes it at
+    /// most once a minute per token).
+    #[serde(default)]
+    pub last_used_at: Option<Timestamp>,
+}
+
+impl ApiToken {
+    /// A token bound to nothing that never expires and was never used.
+    pub fn new(name: &str, role: Role, token_hash: String, created_at: Timestamp) -> Self {
+        ApiToken {
+            name: name.to_string(),
+            role,
+            token_hash,
+            created_at,
+            doors: Vec::new(),
+            reader: None,
+            expires_at: None,
+            last_used_at: None,
+        }
+    }
+
+    /// Whether the token has expired at `now`.
+    pub fn expired(&self, now: Timestamp) -> bool {
+        self.expires_at.is_some_and(|e| now >= e)
+    }
 }
 
 #[cfg(test)]

@@ -738,10 +738,15 @@ async fn live_events_follow_commits(store: Store) {
 
 async fn tokens(store: Store) {
     let t = ApiToken {
-        name: "ops".into(),
-        role: Role::Operator,
-        token_hash: "ab".repeat(32),
-        created_at: ts("2026-11-23T09:00:00Z"),
+        doors: vec![DoorId(2), DoorId(7)],
+        reader: Some(ReaderId(3)),
+        expires_at: Some(ts("2027-02-21T09:00:00Z")),
+        ..ApiToken::new(
+            "ops",
+            Role::Operator,
+            "ab".repeat(32),
+            ts("2026-11-23T09:00:00Z"),
+        )
     };
     store.create_token(&t).await.unwrap();
     assert_eq!(
@@ -751,14 +756,24 @@ async fn tokens(store: Store) {
     assert_eq!(store.token_by_hash("00").await.unwrap(), None);
     let err = store.create_token(&t).await.unwrap_err();
     assert!(matches!(err, StoreError::Conflict { .. }), "{err}");
-    let admin = ApiToken {
-        name: "admin".into(),
-        role: Role::Admin,
-        token_hash: "cd".repeat(32),
-        created_at: ts("2026-11-23T09:01:00Z"),
-    };
+    let admin = ApiToken::new(
+        "admin",
+        Role::Admin,
+        "cd".repeat(32),
+        ts("2026-11-23T09:01:00Z"),
+    );
     store.create_token(&admin).await.unwrap();
-    assert_eq!(store.list_tokens().await.unwrap(), vec![admin, t.clone()]);
+    assert_eq!(
+        store.list_tokens().await.unwrap(),
+        vec![admin.clone(), t.clone()]
+    );
+    // Last use is noted; a deleted token's is no error.
+    let used = ts("2026-11-24T10:00:00Z");
+    store.token_used("admin", used).await.unwrap();
+    store.token_used("nobody", used).await.unwrap();
+    let listed = store.list_tokens().await.unwrap();
+    assert_eq!(listed[0].last_used_at, Some(used));
+    assert_eq!(listed[1].last_used_at, None);
     store.delete_token("ops").await.unwrap();
     assert!(matches!(
         store.delete_token("ops").await.unwrap_err(),

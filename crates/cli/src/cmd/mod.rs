@@ -14,3 +14,4 @@ pub mod read;
 pub mod reader;
 pub mod restore;
 pub mod serve;
+pub mod token;

@@ -1,12 +1,11 @@
-//! `pivgate init`, `pivgate serve` and `pivgate token`: argument parsing and
-//! printing over the `server` crate.
+//! `pivgate init`, `pivgate serve` and `pivgate enroll`: argument parsing
+//! and printing over the `server` crate.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::Context;
-use clap::{Args, Subcommand};
-use store::Role;
+use clap::Args;
 
 #[derive(Args)]
 pub struct InitArgs {
@@ -24,33 +23,6 @@ pub struct ServeArgs {
     /// when present, else the embedded defaults.
     #[arg(long, env = "PIVGATE_CONFIG")]
     config: Option<PathBuf>,
-}
-
-#[derive(Subcommand)]
-pub enum TokenCommand {
-    /// Create an API token; it is printed once and stored only as a hash.
-    Create {
-        /// viewer (read), operator (also door commands), admin (everything),
-        /// or keypad (a PIN pad at a card + PIN door: may only send PINs).
-        #[arg(long)]
-        role: Role,
-        /// A name for the token (shown in the event log of its changes).
-        #[arg(long)]
-        name: Option<String>,
-        #[arg(long, env = "PIVGATE_CONFIG")]
-        config: Option<PathBuf>,
-    },
-    /// List tokens (names and roles; the secrets are not stored).
-    List {
-        #[arg(long, env = "PIVGATE_CONFIG")]
-        config: Option<PathBuf>,
-    },
-    /// Delete a token by name.
-    Delete {
-        name: String,
-        #[arg(long, env = "PIVGATE_CONFIG")]
-        config: Option<PathBuf>,
-    },
 }
 
 pub fn init(a: InitArgs) -> anyhow::Result<ExitCode> {
@@ -82,47 +54,6 @@ pub fn serve(a: ServeArgs) -> anyhow::Result<ExitCode> {
         );
     })?;
     Ok(ExitCode::SUCCESS)
-}
-
-pub fn token(c: TokenCommand) -> anyhow::Result<ExitCode> {
-    let config = match &c {
-        TokenCommand::Create { config, .. }
-        | TokenCommand::List { config }
-        | TokenCommand::Delete { config, .. } => config.clone(),
-    };
-    let config = server::service::resolve_config(config.as_deref())?;
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .context("starting the async runtime")?;
-    rt.block_on(async move {
-        let store = server::service::open_store(&config).await?;
-        let result = match c {
-            TokenCommand::Create { role, name, .. } => {
-                let name = match name {
-                    Some(n) => n,
-                    None => format!("{role}-{}", &server::token::generate()?[4..12]),
-                };
-                let text = server::token::create(&store, &name, role).await?;
-                eprintln!("token `{name}` (role {role}); shown once, store it now:");
-                println!("{text}");
-                Ok(ExitCode::SUCCESS)
-            }
-            TokenCommand::List { .. } => {
-                for t in store.list_tokens().await? {
-                    println!("{}\t{}\t{}", t.name, t.role, t.created_at);
-                }
-                Ok(ExitCode::SUCCESS)
-            }
-            TokenCommand::Delete { name, .. } => {
-                store.delete_token(&name).await?;
-                println!("deleted token `{name}`");
-                Ok(ExitCode::SUCCESS)
-            }
-        };
-        store.close().await;
-        result
-    })
 }
 
 #[derive(Args)]

@@ -4,7 +4,7 @@
 //!
 //! `Authorization: Bearer <token>` of a token created with
 //! `pivgate token create`: no header, a header that is not `Bearer …`, or
-//! an unknown token is 401 (with `WWW-Authenticate`); a token whose role
+//! an unknown or expired token is 401 (with `WWW-Authenticate`); a token whose role
 //! does not include the one needed ([`Role::includes`]) is 403. The token
 //! is checked before anything else of the request is read, so a handler
 //! takes its role extractor first.
@@ -49,6 +49,15 @@ pub async fn require(parts: &Parts, state: &AppState, role: Role) -> Result<ApiT
         Ok(None) => return Err(ApiError::unauthorized("unknown token")),
         Err(e) => return Err(ApiError::internal(e)),
     };
+    let now = access::jiff::Timestamp::now();
+    if t.expired(now) {
+        return Err(ApiError::unauthorized(format!(
+            "token expired: `{}` expired at {}",
+            t.name,
+            t.expires_at.unwrap_or(now)
+        )));
+    }
+    state.token_used(l.controller.log(), &t.name, now);
     if !t.role.includes(role) {
         return Err(ApiError::Forbidden {
             message: format!(

@@ -24,7 +24,7 @@ use axum::response::{IntoResponse, Response};
 use axum::Json;
 use serde::Serialize;
 use serde_json::json;
-use store::{Direction, EventKind, EventQuery, Store};
+use store::{Direction, EventKind, EventQuery, Role, Store};
 use utoipa::ToSchema;
 
 use super::auth::{Keypad, Operator, Viewer};
@@ -34,6 +34,7 @@ use super::extract::{door_id, json_body, json_body_required, loaded, FromQuery, 
 use super::schema::{self, ErrorBody};
 use crate::admin::SetMode;
 use crate::door::CommandError;
+use crate::keypad::{EntryError, Place};
 use crate::state::AppState;
 use crate::stats::{self, TapTimes};
 
@@ -139,24 +140,31 @@ pub async fn door_mode(
     ))
 }
 
-/// `POST /api/v1/doors/{id}/keypad` (keypad, operator or admin): a PIN typed on the keypad
-/// of a card + PIN door, for the card tapped there next (or already waiting).
-/// The PIN is never logged or stored.
+/// `POST /api/v1/doors/{id}/keypad` (keypad, operator or admin): a PIN typed
+/// on the keypad of a card + PIN door, for the tap waiting at the door (at
+/// the token's reader, when it is bound to one) or the next tap there
+/// within `keypad.pin_first_ms`; no other tap ever gets it. A keypad token
+/// reaches only the doors it was created for (403 elsewhere). Each entry is
+/// a `keypad-pin` door-command event naming the token (never the digits),
+/// committed before the PIN is handed on; and the tap that used it names
+/// the token too. After `keypad.max_wrong` wrong PINs the token's entries
+/// are refused (429, `Retry-After`) for `keypad.cooldown_ms`.
 #[utoipa::path(post, path = "/api/v1/doors/{id}/keypad", tag = "doors",
     security(("bearer" = [])),
     params(("id" = i64, Path, description = "The door (a pki-auth door)")),
     request_body = schema::KeypadEntry,
     responses(
-        (status = 202, description = "Taken for the tap waiting at the door, or kept for the next card", body = crate::keypad::Entered),
+        (status = 202, description = "Recorded, then handed to the tap waiting at the door, or kept for the next tap there", body = crate::keypad::Entered),
         (status = 400, description = "The body is not JSON, or the id not a number", body = ErrorBody),
-        (status = 401, description = "No token, or an unknown one", body = ErrorBody),
-        (status = 403, description = "The token is a viewer token (keypad, operator or admin needed)", body = ErrorBody),
+        (status = 401, description = "No token, an unknown one, or an expired one", body = ErrorBody),
+        (status = 403, description = "A viewer token, or a keypad token not bound to this door (or reader)", body = ErrorBody),
         (status = 404, description = "No such door", body = ErrorBody),
-        (status = 422, description = "Not 6 to 8 digits, or the door takes no PIN; `field` names it", body = ErrorBody),
+        (status = 422, description = "Not 6 to 8 digits, the door takes no PIN, or the reader is not at the door; `field` names it", body = ErrorBody),
+        (status = 429, description = "Too many of the token's PINs were wrong lately: refused for a while (`Retry-After`)", body = ErrorBody),
     ))]
 pub async fn keypad(
     State(state): State<Arc<AppState>>,
-    _: Keypad,
+    Keypad(token): Keypad,
     Path(id): Path<String>,
     body: Bytes,
 ) -> AppResult<Response> {
@@ -174,6 +182,47 @@ pub async fn keypad(
             format!("door {door} does not exist"),
         ));
     };
+    // A keypad token is bound to the doors (and reader) of its keypad.
+    if token.role == Role::Keypad && !token.doors.contains(&door) {
+        let message = if token.doors.is_empty() {
+            format!(
+                "keypad token `{}` is bound to no door; create keypad tokens with `pivgate token create --role keypad --door ID`",
+                token.name
+            )
+        } else {
+            format!(
+                "keypad token `{}` is bound to door(s) {}, not to door {door}",
+                token.name,
+                token
+                    .doors
+                    .iter()
+                    .map(|d| d.to_string())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )
+        };
+        return Err(ApiError::Forbidden { message });
+    }
+    let asked = body.reader.map(access::ReaderId);
+    let reader = match (token.reader, asked) {
+        (Some(bound), Some(r)) if bound != r => {
+            return Err(ApiError::Forbidden {
+                message: format!(
+                    "keypad token `{}` is bound to reader {bound}, not to reader {r}",
+                    token.name
+                ),
+            })
+        }
+        (bound, r) => bound.or(r),
+    };
+    if let Some(r) = reader {
+        if snapshot.reader(r).is_none_or(|x| x.door != door) {
+            return Err(ApiError::unprocessable(
+                "reader",
+                format!("reader {r} is not a reader of door {door}"),
+            ));
+        }
+    }
     if d.mechanism != access::Mechanism::PkiAuth {
         return Err(ApiError::unprocessable(
             "id",
@@ -183,12 +232,54 @@ pub async fn keypad(
             ),
         ));
     }
-    match l.keypads.enter(door, pin) {
+    // A refused entry as an answer: 422, or 429 with `Retry-After`.
+    let refused = |e: EntryError| -> Response {
+        match e {
+            EntryError::Format => {
+                ApiError::unprocessable("pin", format!("body field `pin`: {e}")).into_response()
+            }
+            EntryError::CoolingDown { retry_after_s, .. } => {
+                let mut r = ApiError::TooManyRequests {
+                    message: e.to_string(),
+                }
+                .into_response();
+                r.headers_mut()
+                    .insert(axum::http::header::RETRY_AFTER, retry_after_s.into());
+                r
+            }
+        }
+    };
+    if !(6..=8).contains(&pin.len()) || !pin.bytes().all(|b| b.is_ascii_digit()) {
+        return Ok(refused(EntryError::Format));
+    }
+    if let Err(e) = l.keypads.check(&token.name) {
+        return Ok(refused(e));
+    }
+    // The entry is on record before any card can be given it.
+    let mut event = store::NewEvent::door_command(
+        Timestamp::now(),
+        &token.name,
+        door,
+        "keypad-pin",
+        format!(
+            "PIN entered at door `{}` by keypad token `{}`",
+            d.name, token.name
+        ),
+    );
+    event.reader = reader;
+    l.controller
+        .log()
+        .append(event)
+        .await
+        .map_err(ApiError::internal)?;
+    let place = Place {
+        door,
+        reader,
+        by: Some(token.name.clone()),
+    };
+    match l.keypads.enter_at(place, pin) {
         Ok(entered) => Ok((StatusCode::ACCEPTED, Json(entered)).into_response()),
-        Err(e) => Err(ApiError::unprocessable(
-            "pin",
-            format!("body field `pin`: {e}"),
-        )),
+        Err(e) => Ok(refused(e)),
     }
 }
 /// Every door.

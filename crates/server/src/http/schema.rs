@@ -331,6 +331,16 @@ pub struct Token {
     pub role: store::Role,
     #[schema(value_type = String, format = DateTime)]
     pub created_at: Timestamp,
+    /// The doors a keypad token may send PINs to.
+    pub doors: Vec<i64>,
+    /// The one reader a keypad token's PINs are for, if bound to one.
+    pub reader: Option<i64>,
+    /// When the token stops working; `null`: never.
+    #[schema(value_type = Option<String>, format = DateTime)]
+    pub expires_at: Option<Timestamp>,
+    /// When it was last used, to about a minute; `null`: never.
+    #[schema(value_type = Option<String>, format = DateTime)]
+    pub last_used_at: Option<Timestamp>,
 }
 
 /// The body of `PUT /api/v1/doors/{id}/mode`.
@@ -374,6 +384,10 @@ pub struct KeypadEntry {
     /// The PIN typed, 6 to 8 digits.
     #[schema(example = "123456")]
     pub pin: Option<String>,
+    /// The reader of the door whose tap the PIN is for (a token bound to a
+    /// reader needs none); absent: any reader of the door.
+    #[serde(default)]
+    pub reader: Option<i64>,
 }
 
 /// The answer to a momentary unlock.

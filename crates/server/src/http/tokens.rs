@@ -19,8 +19,8 @@ use super::schema::{self, ErrorBody};
 use crate::admin::DeleteToken;
 use crate::state::AppState;
 
-/// `GET /api/v1/tokens` (admin): names, roles and creation times; never a
-/// secret or its hash.
+/// `GET /api/v1/tokens` (admin): names, roles, bindings, creation, expiry
+/// and last-use times; never a secret or its hash.
 #[utoipa::path(get, path = "/api/v1/tokens", tag = "tokens",
     security(("bearer" = [])),
     responses(
@@ -40,6 +40,10 @@ pub async fn list_tokens(
             name: t.name,
             role: t.role,
             created_at: t.created_at,
+            doors: t.doors.iter().map(|d| d.0).collect(),
+            reader: t.reader.map(|r| r.0),
+            expires_at: t.expires_at,
+            last_used_at: t.last_used_at,
         })
         .collect();
     Ok(Json(json!({ "items": items })))

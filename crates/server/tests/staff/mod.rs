@@ -81,12 +81,12 @@ pub async fn ensure_token(s: &Service, name: &str, role: Role, secret: &str) {
         return;
     }
     store
-        .create_token(&ApiToken {
-            name: name.into(),
+        .create_token(&ApiToken::new(
+            name,
             role,
-            token_hash: server::token::hash(secret),
-            created_at: Timestamp::now(),
-        })
+            server::token::hash(secret),
+            Timestamp::now(),
+        ))
         .await
         .unwrap();
 }
