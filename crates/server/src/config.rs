@@ -340,6 +340,15 @@ pub struct RemoteConfig {
     /// How long a tap waits for the reader's answer to one request.
     #[serde(default = "default_answer_timeout_ms")]
     pub answer_timeout_ms: u64,
+    /// Refused connections are recorded as one `remote-refused` event per
+    /// source address and reason per window of this length, with their
+    /// count (the metrics count every one).
+    #[serde(default = "default_refusal_window_ms")]
+    pub refusal_window_ms: u64,
+}
+
+fn default_refusal_window_ms() -> u64 {
+    10_000
 }
 
 fn default_challenge_ttl_ms() -> u64 {
@@ -371,6 +380,7 @@ impl Default for RemoteConfig {
             silence_ms: default_silence_ms(),
             handshake_ms: default_handshake_ms(),
             answer_timeout_ms: default_answer_timeout_ms(),
+            refusal_window_ms: default_refusal_window_ms(),
         }
     }
 }
@@ -780,7 +790,7 @@ impl Config {
                 "empty: name the CA certificate(s) reader certificates are issued by".into(),
             ));
         }
-        let ranges: [(&'static str, u64, u64, u64); 5] = [
+        let ranges: [(&'static str, u64, u64, u64); 6] = [
             (
                 "remote.challenge_ttl_ms",
                 r.challenge_ttl_ms,
@@ -795,6 +805,12 @@ impl Config {
                 r.answer_timeout_ms,
                 100,
                 600_000,
+            ),
+            (
+                "remote.refusal_window_ms",
+                r.refusal_window_ms,
+                10,
+                3_600_000,
             ),
         ];
         for (key, v, lo, hi) in ranges {
@@ -1222,6 +1238,7 @@ timeout_ms = 20000
 # silence_ms = 15000               # a silent reader is cut off
 # handshake_ms = 10000
 # answer_timeout_ms = 5000
+# refusal_window_ms = 10000        # refused connections: one event per address and reason per window
 
 # Written to the database on the first start only; afterwards manage
 # sites, doors and readers through the API.

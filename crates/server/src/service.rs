@@ -379,6 +379,7 @@ impl Service {
         let remote = remote_plan.map(|plan| RemoteSource {
             plan,
             crl_updates: revocation_work.crl_updates(),
+            refused: metrics.refusal_counter(),
         });
         // Sources start with blocking work (PC/SC, serial lines, threads):
         // off the runtime's workers. A failure stops those started.
