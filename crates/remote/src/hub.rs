@@ -600,7 +600,7 @@ fn card_present(
     flight: Flight,
 ) -> RemoteTap {
     let mut tap = RemoteTap {
-        _flight: flight,
+        flight: Some(flight),
         reader: reader.to_string(),
         card,
         cmd,
@@ -668,8 +668,10 @@ impl Drop for Flight {
 /// from what the reader already sent when it can, and asks over the link
 /// when it cannot. Use it from a blocking thread (it waits for the link).
 pub struct RemoteTap {
-    /// This reader's place for its one tap in flight.
-    _flight: Flight,
+    /// This reader's place for its one tap in flight, given back when the
+    /// reader is told the outcome (before, so that the reader's next card
+    /// never finds it taken).
+    flight: Option<Flight>,
     reader: String,
     card: u64,
     cmd: mpsc::UnboundedSender<TapCmd>,
@@ -731,6 +733,7 @@ impl RemoteTap {
     fn end(&mut self, granted: bool, text: String) {
         if !self.ended {
             self.ended = true;
+            drop(self.flight.take());
             let _ = self.cmd.send(TapCmd::End {
                 card: self.card,
                 granted,
