@@ -78,6 +78,7 @@ pub mod enroll;
 pub mod http;
 pub mod init;
 pub mod keypad;
+pub mod limits;
 pub mod live;
 pub mod metrics;
 pub mod osdp;

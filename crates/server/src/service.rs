@@ -190,10 +190,12 @@ impl Service {
             error,
         })?;
         let (stop, stopped) = watch::channel(false);
-        let state = Arc::new(AppState::new(stopped.clone(), config.http.max_streams));
+        let limits = config.http.limits();
+        let state = Arc::new(AppState::new(stopped.clone(), limits));
         let http = match tls {
             Some(tls) => {
-                let listener = crate::tls::TlsListener::new(listener, tls).map_err(|error| {
+                let listener = crate::tls::TlsListener::new(listener, tls, limits.descriptors())
+                    .map_err(|error| {
                     ServeError::Bind {
                         addr: config.http.listen,
                         error,
