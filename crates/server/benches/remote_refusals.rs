@@ -111,18 +111,26 @@ async fn taps(
 }
 
 fn main() {
-    let smoke = std::env::args().any(|a| a == "--test")
-        || !std::env::args().any(|a| a == "--bench");
+    let smoke =
+        std::env::args().any(|a| a == "--test") || !std::env::args().any(|a| a == "--bench");
     let n = if smoke { 20 } else { 1000 };
     let dir = tempfile::tempdir().unwrap();
     let pki_dir = dir.path().join("pki");
     let pki = TestPki::init(&pki_dir, TestPkiOptions::default()).unwrap();
-    let card = pki
-        .issue_card(&CardOptions::default())
-        .unwrap();
-    issue(&pki, &pki_dir.join("service"), "127.0.0.1", DeviceRole::Server);
+    let card = pki.issue_card(&CardOptions::default()).unwrap();
+    issue(
+        &pki,
+        &pki_dir.join("service"),
+        "127.0.0.1",
+        DeviceRole::Server,
+    );
     issue(&pki, &pki_dir.join("reader"), "door 1", DeviceRole::Reader);
-    issue(&pki, &pki_dir.join("stray"), "stray reader", DeviceRole::Reader);
+    issue(
+        &pki,
+        &pki_dir.join("stray"),
+        "stray reader",
+        DeviceRole::Reader,
+    );
     let text = init_template("remote:door 1", "UTC").replace("127.0.0.1:8080", "127.0.0.1:0");
     let path = dir.path().join("pivgate.toml");
     std::fs::write(&path, text).unwrap();
@@ -145,9 +153,16 @@ fn main() {
         let authn = server::enroll::enrollment_authenticator(trust);
         let mut t = InProcess::new(Card::new(card.card_image(Some(5)).unwrap()));
         let v = server::enroll::validate_card(&authn, &mut t).unwrap();
-        server::enroll::register(&store, &v, "Alice", Some("staff"), "bench", Timestamp::now())
-            .await
-            .unwrap();
+        server::enroll::register(
+            &store,
+            &v,
+            "Alice",
+            Some("staff"),
+            "bench",
+            Timestamp::now(),
+        )
+        .await
+        .unwrap();
         store.close().await;
         Service::start(config, None).await.unwrap()
     });

@@ -177,7 +177,14 @@ mod tests {
                 None,
             );
         }
-        r.note(t0, ip(1), "handshake", || "other".into(), "10.0.0.1:2", None);
+        r.note(
+            t0,
+            ip(1),
+            "handshake",
+            || "other".into(),
+            "10.0.0.1:2",
+            None,
+        );
         r.note(t0, ip(2), "certificate", || "b".into(), "10.0.0.2:1", None);
         assert_eq!(r.next_due(), Some(t0 + w));
         assert!(r.due(t0 + w - Duration::from_millis(1)).is_empty());
@@ -185,7 +192,13 @@ mod tests {
         assert_eq!(s.len(), 3);
         let cert = s
             .iter()
-            .find(|s| s.key == Key { source: Some(ip(1)), kind: "certificate" })
+            .find(|s| {
+                s.key
+                    == Key {
+                        source: Some(ip(1)),
+                        kind: "certificate",
+                    }
+            })
             .unwrap();
         assert_eq!((cert.count, cert.text.as_str()), (20, "first 0"));
         assert!(r.next_due().is_none());
@@ -200,7 +213,14 @@ mod tests {
         let mut r = Refusals::new(Duration::from_secs(1));
         for n in 0..=255u8 {
             for m in 0..4u8 {
-                r.note(t0, IpAddr::from([10, 1, m, n]), "handshake", || "x".into(), "p", None);
+                r.note(
+                    t0,
+                    IpAddr::from([10, 1, m, n]),
+                    "handshake",
+                    || "x".into(),
+                    "p",
+                    None,
+                );
             }
         }
         let s = r.drain(t0);

@@ -195,12 +195,10 @@ impl Service {
         let http = match tls {
             Some(tls) => {
                 let listener = crate::tls::TlsListener::new(listener, tls, limits.descriptors())
-                    .map_err(|error| {
-                    ServeError::Bind {
+                    .map_err(|error| ServeError::Bind {
                         addr: config.http.listen,
                         error,
-                    }
-                })?;
+                    })?;
                 tokio::spawn(http::serve(listener, state.clone(), stopped))
             }
             None => tokio::spawn(http::serve(listener, state.clone(), stopped)),

@@ -238,7 +238,10 @@ fn an_idle_kept_alive_connection_is_closed_after_the_idle_timeout() {
     let addr = site.service().addr();
     let (mut c, head) = head_of(addr, "GET /healthz HTTP/1.1\r\nHost: pivgate\r\n\r\n");
     assert!(head.starts_with("HTTP/1.1 200"), "{head}");
-    assert!(!head.to_ascii_lowercase().contains("connection: close"), "{head}");
+    assert!(
+        !head.to_ascii_lowercase().contains("connection: close"),
+        "{head}"
+    );
     // Nothing more is asked: the service closes the connection.
     until_closed(&mut c);
 }

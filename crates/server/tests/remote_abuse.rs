@@ -148,9 +148,11 @@ fn twenty_refused_handshakes_make_one_event_with_their_count_and_the_subject_esc
             }
         }
     });
-    let e = site.rt.block_on(next_event(&mut events, "remote-refused", |e| {
-        code(e) == "remote-refused"
-    }));
+    let e = site
+        .rt
+        .block_on(next_event(&mut events, "remote-refused", |e| {
+            code(e) == "remote-refused"
+        }));
     let data = e.event.data.clone().unwrap();
     assert_eq!(data["count"], 20, "{data}");
     assert_eq!(data["refusal"], "not-enrolled", "{data}");
@@ -158,7 +160,11 @@ fn twenty_refused_handshakes_make_one_event_with_their_count_and_the_subject_esc
     assert!(reason.contains("refused 20 times"), "{reason}");
     assert!(reason.contains("evil\\u{a}\\u{1b}[2J"), "{reason}");
     assert!(!reason.chars().any(|c| c.is_control()), "{reason:?}");
-    assert!(reason.chars().count() < 600, "{} characters", reason.chars().count());
+    assert!(
+        reason.chars().count() < 600,
+        "{} characters",
+        reason.chars().count()
+    );
     assert!(reason.contains("more characters)"), "{reason}");
     // Every attempt is counted in the metrics.
     let metrics = l.metrics.encode();
@@ -250,7 +256,10 @@ fn a_reader_flooding_card_presences_has_one_tap_in_flight_and_is_cut_off_with_on
     });
     let offline = offline.unwrap();
     let why = offline.event.reason.clone().unwrap();
-    assert!(why.contains("cut off") && why.contains("card presences"), "{why}");
+    assert!(
+        why.contains("cut off") && why.contains("card presences"),
+        "{why}"
+    );
     assert_eq!(tap.unwrap().event.reader, Some(reader));
     // One tap and one offline in the log for that reader.
     let page = site

@@ -117,7 +117,10 @@ fn reserved_only() -> Response<Body> {
         header::HeaderValue::from_static("application/json"),
     );
     h.insert(header::RETRY_AFTER, header::HeaderValue::from_static("1"));
-    h.insert(header::CONNECTION, header::HeaderValue::from_static("close"));
+    h.insert(
+        header::CONNECTION,
+        header::HeaderValue::from_static("close"),
+    );
     r
 }
 
