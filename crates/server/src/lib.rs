@@ -65,6 +65,12 @@
 //!   ([`state::AppState`], [`state::Loaded`]), filled by [`service`].
 //! - [`service`]: start-up (linear, trust loading overlapped with the
 //!   database), readiness, reload, graceful shutdown.
+//! - [`limits`]: every limit the API puts on its clients (timeouts,
+//!   connection cap and reserve, event streams, shutdown deadline), set in
+//!   `[http]` and enforced by [`http::server`].
+//! - [`refusals`]: refused remote-reader connections counted per address
+//!   and reason over a window (one event each); [`peer_text`]: text a peer
+//!   chose, escaped and capped before it is stored.
 //!
 //! It re-implements none of the crates below it: it wires them. A tap's
 //! path and a change's path, file by file, are in the repository's
