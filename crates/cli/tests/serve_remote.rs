@@ -93,7 +93,7 @@ impl Site {
             "\"remote:door 1\" = \"Front door\"\n\"remote:revoked door\" = \"Front door\"",
         );
         let text = format!(
-            "{text}\n[remote]\nlisten = \"{remote}\"\ncert = \"{}\"\nkey = \"{}\"\ndevice_ca = [\"{}\"]\n",
+            "{text}\n[remote]\nlisten = \"{remote}\"\ncert = \"{}\"\nkey = \"{}\"\ndevice_ca = [\"{}\"]\nrefusal_window_ms = 100\n",
             s(&d("server/127.0.0.1.pem")),
             s(&d("server/127.0.0.1.key.pem")),
             s(&pki.join("root.pem")),

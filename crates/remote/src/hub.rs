@@ -7,7 +7,7 @@ use crate::challenge::{ChallengeError, ChallengeStore};
 use crate::proto::{self, FrameError, Message, Step, StepAnswer, StepStatus, PROTOCOL_VERSION};
 use crate::tls::{cert_refusal, subject_cn, CertRefusal, ReaderVerifier};
 use host::{Channel, Traffic, Transport, TransportError};
-use std::collections::{HashMap, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -42,11 +42,20 @@ pub struct HubConfig {
     /// Whether the full read also reads the CHUID (as the authenticator is
     /// configured to).
     pub read_chuid: bool,
+    /// Messages waiting to be written to one reader, at most: a reader
+    /// that reads nothing (pings whose pongs it never takes) is cut off
+    /// when its queue is full, so a connection's memory stays bounded.
+    pub max_queued: usize,
+    /// Card presences a reader may report while its tap is in flight
+    /// (each is refused with "busy"); one more and it is cut off. A reader
+    /// has one tap in flight at a time, whatever it sends.
+    pub max_busy_presences: u32,
 }
 
 impl HubConfig {
     /// Defaults: 5 s heartbeat, cut off after 15 s of silence, 10 s for the
-    /// handshake, 60 s challenges, 5 s per answer, CHUID read.
+    /// handshake, 60 s challenges, 5 s per answer, CHUID read, 64 messages
+    /// queued per reader, 8 card presences while a tap is in flight.
     pub fn new(
         tls: Arc<ServerConfig>,
         verifier: Arc<ReaderVerifier>,
@@ -62,6 +71,8 @@ impl HubConfig {
             challenge_ttl: Duration::from_secs(60),
             answer_timeout: Duration::from_secs(5),
             read_chuid: true,
+            max_queued: 64,
+            max_busy_presences: 8,
         }
     }
 }
@@ -136,6 +147,9 @@ struct Shared {
     last_card: Mutex<HashMap<String, u64>>,
     /// Connections accepted so far (numbers each connection's challenges).
     connections: std::sync::atomic::AtomicU64,
+    /// Readers with a tap in flight (one at a time per reader, whichever
+    /// of its connections reported the card).
+    in_flight: Arc<Mutex<HashSet<String>>>,
     events: mpsc::UnboundedSender<HubEvent>,
     stop: watch::Receiver<bool>,
 }
@@ -165,6 +179,7 @@ impl RemoteHub {
             challenges: Mutex::new(ChallengeStore::new()),
             last_card: Mutex::new(HashMap::new()),
             connections: std::sync::atomic::AtomicU64::new(0),
+            in_flight: Arc::new(Mutex::new(HashSet::new())),
             events: tx,
             stop: stop_rx,
         });
@@ -460,7 +475,7 @@ async fn session(
             }
         }
     });
-    let (out_tx, mut out_rx) = mpsc::unbounded_channel::<Message>();
+    let (out_tx, mut out_rx) = mpsc::channel::<Message>(s.cfg.max_queued.max(1));
     let writing = tokio::spawn(async move {
         while let Some(m) = out_rx.recv().await {
             if proto::write_message(&mut wr, &m).await.is_err() {
@@ -468,17 +483,33 @@ async fn session(
             }
         }
     });
+    // A message for the reader; `Err` (the reason to cut it off) when its
+    // queue is full: it does not read what it is sent.
+    let max_queued = s.cfg.max_queued.max(1);
+    let send = |m: Message| -> Result<(), String> {
+        match out_tx.try_send(m) {
+            Ok(()) => Ok(()),
+            Err(mpsc::error::TrySendError::Full(_)) => Err(format!(
+                "cut off: the reader does not read what the service sends ({max_queued} messages waiting)"
+            )),
+            Err(mpsc::error::TrySendError::Closed(_)) => {
+                Err("link error: the connection cannot be written".to_string())
+            }
+        }
+    };
     let (cmd_tx, mut cmd_rx) = mpsc::unbounded_channel::<TapCmd>();
     let mut pending: HashMap<u32, std::sync::mpsc::SyncSender<Vec<StepAnswer>>> = HashMap::new();
     let mut seq = 0u32;
+    // Card presences reported while this reader's tap was in flight.
+    let mut busy = 0u32;
     let mut ping = tokio::time::interval(s.cfg.heartbeat);
     ping.tick().await;
     let mut stop = s.stop.clone();
     if let Some(p) = prepare(s, owner) {
-        let _ = out_tx.send(p);
+        let _ = send(p);
     }
     let reason = loop {
-        tokio::select! {
+        let sent: Result<(), String> = tokio::select! {
             m = in_rx.recv() => {
                 let m = match m {
                     Some(Ok(m)) => m,
@@ -488,28 +519,46 @@ async fn session(
                     Some(Err(e)) => break format!("link error: {e}"),
                 };
                 match m {
-                    Message::Ping { nonce } => { let _ = out_tx.send(Message::Pong { nonce }); }
-                    Message::Pong { .. } => {}
+                    Message::Ping { nonce } => send(Message::Pong { nonce }),
+                    Message::Pong { .. } => Ok(()),
                     Message::Ran { seq, answers } => {
                         match pending.remove(&seq) {
-                            Some(reply) => { let _ = reply.try_send(answers); }
+                            Some(reply) => { let _ = reply.try_send(answers); Ok(()) }
                             None => break format!("protocol violation: an answer to request {seq}, which is not pending"),
                         }
                     }
-                    Message::CardRemoved { .. } => emit(s, HubEvent::CardRemoved { reader: reader.to_string() }),
+                    Message::CardRemoved { .. } => { emit(s, HubEvent::CardRemoved { reader: reader.to_string() }); Ok(()) }
                     Message::CardPresent { card, prepared } => {
-                        {
-                            let mut last = lock(&s.last_card);
-                            if last.get(reader) == Some(&card) {
-                                continue;
+                        if lock(&s.last_card).get(reader) == Some(&card) {
+                            continue;
+                        }
+                        match Flight::take(&s.in_flight, reader) {
+                            None => {
+                                // One tap in flight per reader: this card is
+                                // refused (it may be reported again later).
+                                busy += 1;
+                                if busy > s.cfg.max_busy_presences {
+                                    break format!(
+                                        "cut off: {busy} card presences while a tap was in flight (one tap at a time per reader)"
+                                    );
+                                }
+                                send(Message::TapEnd {
+                                    card,
+                                    granted: false,
+                                    text: "a tap is in progress at this reader; present the card again".into(),
+                                })
                             }
-                            last.insert(reader.to_string(), card);
+                            Some(flight) => {
+                                busy = 0;
+                                lock(&s.last_card).insert(reader.to_string(), card);
+                                let tap = card_present(s, reader, owner, card, prepared, cmd_tx.clone(), flight);
+                                emit(s, HubEvent::CardPresent(tap));
+                                match prepare(s, owner) {
+                                    Some(p) => send(p),
+                                    None => Ok(()),
+                                }
+                            }
                         }
-                        let tap = card_present(s, reader, owner, card, prepared, cmd_tx.clone());
-                        if let Some(p) = prepare(s, owner) {
-                            let _ = out_tx.send(p);
-                        }
-                        emit(s, HubEvent::CardPresent(tap));
                     }
                     other => break format!("protocol violation: unexpected message {other:?}"),
                 }
@@ -518,19 +567,22 @@ async fn session(
                 TapCmd::Run { steps, reply } => {
                     seq = seq.wrapping_add(1);
                     pending.insert(seq, reply);
-                    let _ = out_tx.send(Message::Run { seq, steps });
+                    send(Message::Run { seq, steps })
                 }
                 TapCmd::End { card, granted, text } => {
-                    let _ = out_tx.send(Message::TapEnd { card, granted, text });
+                    send(Message::TapEnd { card, granted, text })
                 }
             },
             _ = ping.tick() => {
                 if let Err(r) = s.cfg.verifier.recheck(chain) {
                     break format!("the reader's certificate is no longer accepted: {r}");
                 }
-                let _ = out_tx.send(Message::Ping { nonce: seq });
+                send(Message::Ping { nonce: seq })
             }
             _ = stop.changed() => break "the service is shutting down".to_string(),
+        };
+        if let Err(reason) = sent {
+            break reason;
         }
     };
     reading.abort();
@@ -545,8 +597,10 @@ fn card_present(
     card: u64,
     prepared: Option<(u64, Vec<StepAnswer>)>,
     cmd: mpsc::UnboundedSender<TapCmd>,
+    flight: Flight,
 ) -> RemoteTap {
     let mut tap = RemoteTap {
+        flight: Some(flight),
         reader: reader.to_string(),
         card,
         cmd,
@@ -586,10 +640,38 @@ fn card_present(
 /// (or why there was none).
 type Exchange = (Vec<u8>, Result<Vec<u8>, StepStatus>);
 
+/// A reader's one tap in flight: held by its [`RemoteTap`], given back
+/// when the tap is dropped (finished or not), whatever became of the
+/// connection.
+struct Flight {
+    set: Arc<Mutex<HashSet<String>>>,
+    reader: String,
+}
+
+impl Flight {
+    /// The reader's place for a tap, unless a tap of it is in flight.
+    fn take(set: &Arc<Mutex<HashSet<String>>>, reader: &str) -> Option<Flight> {
+        lock(set).insert(reader.to_string()).then(|| Flight {
+            set: set.clone(),
+            reader: reader.to_string(),
+        })
+    }
+}
+
+impl Drop for Flight {
+    fn drop(&mut self) {
+        lock(&self.set).remove(&self.reader);
+    }
+}
+
 /// A card at a remote reader, for one tap: a [`Transport`] that answers
 /// from what the reader already sent when it can, and asks over the link
 /// when it cannot. Use it from a blocking thread (it waits for the link).
 pub struct RemoteTap {
+    /// This reader's place for its one tap in flight, given back when the
+    /// reader is told the outcome (before, so that the reader's next card
+    /// never finds it taken).
+    flight: Option<Flight>,
     reader: String,
     card: u64,
     cmd: mpsc::UnboundedSender<TapCmd>,
@@ -651,6 +733,7 @@ impl RemoteTap {
     fn end(&mut self, granted: bool, text: String) {
         if !self.ended {
             self.ended = true;
+            drop(self.flight.take());
             let _ = self.cmd.send(TapCmd::End {
                 card: self.card,
                 granted,

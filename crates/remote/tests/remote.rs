@@ -942,3 +942,119 @@ fn a_certificate_without_client_authentication_is_not_a_reader() {
     let client_auth = [der::asn1::ObjectIdentifier::new_unwrap("1.3.6.1.5.5.7.3.2")];
     verifier.check(&issue(Some(&client_auth)), &ims, t).unwrap();
 }
+
+/// A reader with a valid certificate that reports 400 cards without ever
+/// answering: one tap is in flight at a time (the hub hands out one), the
+/// presences past the allowance cut the reader off, and the cut is one
+/// offline with its reason.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_card_present_flood_runs_one_tap_and_cuts_the_reader_off() {
+    let s = site();
+    let cfg = hub_config(&s, &[("flood reader", "flood")]);
+    let allowance = cfg.max_busy_presences;
+    let (hub, mut events) = RemoteHub::bind(loopback(), cfg).await.unwrap();
+    let cred = reader_cert(&s.pki, "flood reader", None);
+    let acfg = agent_config(hub.local_addr(), &s.pki, &cred, s.pki.root_der());
+    let mut raw = Raw::hello(hub.local_addr(), &acfg).await;
+    let flood = tokio::spawn(async move {
+        let mut sent = 0u32;
+        for card in 1..=400u64 {
+            let m = Message::CardPresent {
+                card,
+                prepared: None,
+            };
+            if proto::write_message(&mut raw.tls, &m).await.is_err() {
+                break;
+            }
+            sent += 1;
+        }
+        (raw, sent)
+    });
+    // The taps are held (never finished) until the reader is cut off.
+    let mut taps = Vec::new();
+    let reason = hub_event(&mut events, |e| match e {
+        HubEvent::CardPresent(t) => {
+            taps.push(t);
+            None
+        }
+        HubEvent::Offline { reader, reason } if reader == "flood" => Some(reason),
+        _ => None,
+    })
+    .await;
+    assert_eq!(taps.len(), 1, "taps handed out");
+    assert_eq!(taps[0].card(), 1);
+    assert!(
+        reason.contains("cut off") && reason.contains(&format!("{} card presences", allowance + 1)),
+        "{reason}"
+    );
+    let (_raw, sent) = tokio::time::timeout(GUARD, flood).await.unwrap().unwrap();
+    assert!(sent > allowance + 1, "{sent} presences sent");
+    drop(taps);
+    // The place is given back with the tap: the reader taps again on its
+    // next connection.
+    let mut raw = Raw::hello(hub.local_addr(), &acfg).await;
+    raw.send(&Message::CardPresent {
+        card: 1000,
+        prepared: None,
+    })
+    .await;
+    let tap = next_tap(&mut events).await;
+    assert_eq!((tap.reader_id(), tap.card()), ("flood", 1000));
+    hub.shutdown().await;
+}
+
+/// A reader that sends pings and never reads the pongs: its queue of
+/// messages is bounded, and once full the reader is cut off with one
+/// offline saying why.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reader_that_never_reads_is_cut_off_when_its_queue_is_full() {
+    let s = site();
+    let mut cfg = hub_config(&s, &[("deaf reader", "deaf")]);
+    cfg.max_queued = 16;
+    let (hub, mut events) = RemoteHub::bind(loopback(), cfg).await.unwrap();
+    let cred = reader_cert(&s.pki, "deaf reader", None);
+    let acfg = agent_config(hub.local_addr(), &s.pki, &cred, s.pki.root_der());
+    // A small receive window, so the service's socket fills quickly.
+    let sock = tokio::net::TcpSocket::new_v4().unwrap();
+    sock.set_recv_buffer_size(4096).unwrap();
+    let tcp = sock.connect(hub.local_addr()).await.unwrap();
+    let mut tls_link = tokio_rustls::TlsConnector::from(acfg.tls.clone())
+        .connect(tls::server_name("127.0.0.1").unwrap(), tcp)
+        .await
+        .unwrap();
+    proto::write_message(
+        &mut tls_link,
+        &Message::Hello {
+            min_version: PROTOCOL_VERSION,
+            max_version: PROTOCOL_VERSION,
+            agent: "deaf".into(),
+            reader: "deaf".into(),
+        },
+    )
+    .await
+    .unwrap();
+    let pinging = tokio::spawn(async move {
+        // Bounded only so that a broken hub ends the test.
+        for nonce in 0..5_000_000u32 {
+            if proto::write_message(&mut tls_link, &Message::Ping { nonce })
+                .await
+                .is_err()
+            {
+                return nonce;
+            }
+        }
+        u32::MAX
+    });
+    let reason = hub_event(&mut events, |e| match e {
+        HubEvent::Offline { reader, reason } if reader == "deaf" => Some(reason),
+        _ => None,
+    })
+    .await;
+    assert!(
+        reason.contains("cut off") && reason.contains("16 messages waiting"),
+        "{reason}"
+    );
+    let sent = tokio::time::timeout(GUARD, pinging).await.unwrap().unwrap();
+    assert!(sent < u32::MAX, "the link stayed open");
+    hub.shutdown().await;
+}

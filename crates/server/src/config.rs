@@ -19,10 +19,13 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use access::{Entities, Mechanism, Passback, Window};
 use pki::trust::TrustConfig;
 use serde::{Deserialize, Serialize};
+
+use crate::limits::Limits;
 
 /// The file name `pivgate init` writes and `pivgate serve` looks for.
 pub const CONFIG_FILE: &str = "pivgate.toml";
@@ -84,13 +87,52 @@ pub struct HttpConfig {
     /// PEM private key for TLS (with `tls_cert`).
     #[serde(default)]
     pub tls_key: Option<PathBuf>,
-    /// Event streams (`/api/v1/events/stream`) open at once, at most.
+    /// The limits on the API's clients ([`Limits`], which documents each
+    /// and its default): event streams (`/api/v1/events/stream`) open at
+    /// once, at most.
     #[serde(default = "default_max_streams")]
     pub max_streams: usize,
+    /// Event streams one token may hold open at once.
+    #[serde(default = "default_max_streams_per_token")]
+    pub max_streams_per_token: usize,
+    /// A client must send its request head within this.
+    #[serde(default = "default_header_read_timeout_ms")]
+    pub header_read_timeout_ms: u64,
+    /// A connection with no request in flight is closed after this.
+    #[serde(default = "default_idle_timeout_ms")]
+    pub idle_timeout_ms: u64,
+    /// Connections served at once.
+    #[serde(default = "default_max_connections")]
+    pub max_connections: usize,
+    /// Connections kept for `/healthz` and `/readyz` beyond
+    /// `max_connections`.
+    #[serde(default = "default_reserved_connections")]
+    pub reserved_connections: usize,
+    /// At shutdown, requests in flight get this long to finish.
+    #[serde(default = "default_shutdown_timeout_ms")]
+    pub shutdown_timeout_ms: u64,
 }
 
 fn default_max_streams() -> usize {
-    256
+    Limits::default().max_streams
+}
+fn default_max_streams_per_token() -> usize {
+    Limits::default().max_streams_per_token
+}
+fn default_header_read_timeout_ms() -> u64 {
+    Limits::default().header_read_timeout.as_millis() as u64
+}
+fn default_idle_timeout_ms() -> u64 {
+    Limits::default().idle_timeout.as_millis() as u64
+}
+fn default_max_connections() -> usize {
+    Limits::default().max_connections
+}
+fn default_reserved_connections() -> usize {
+    Limits::default().reserved_connections
+}
+fn default_shutdown_timeout_ms() -> u64 {
+    Limits::default().shutdown_timeout.as_millis() as u64
 }
 
 fn default_listen() -> SocketAddr {
@@ -104,6 +146,12 @@ impl Default for HttpConfig {
             tls_cert: None,
             tls_key: None,
             max_streams: default_max_streams(),
+            max_streams_per_token: default_max_streams_per_token(),
+            header_read_timeout_ms: default_header_read_timeout_ms(),
+            idle_timeout_ms: default_idle_timeout_ms(),
+            max_connections: default_max_connections(),
+            reserved_connections: default_reserved_connections(),
+            shutdown_timeout_ms: default_shutdown_timeout_ms(),
         }
     }
 }
@@ -112,6 +160,19 @@ impl HttpConfig {
     /// Whether TLS is configured.
     pub fn tls(&self) -> bool {
         self.tls_cert.is_some()
+    }
+
+    /// The limits on the API's clients, as configured.
+    pub fn limits(&self) -> Limits {
+        Limits {
+            header_read_timeout: Duration::from_millis(self.header_read_timeout_ms),
+            idle_timeout: Duration::from_millis(self.idle_timeout_ms),
+            max_connections: self.max_connections,
+            reserved_connections: self.reserved_connections,
+            max_streams: self.max_streams,
+            max_streams_per_token: self.max_streams_per_token,
+            shutdown_timeout: Duration::from_millis(self.shutdown_timeout_ms),
+        }
     }
 }
 
@@ -382,6 +443,15 @@ pub struct RemoteConfig {
     /// How long a tap waits for the reader's answer to one request.
     #[serde(default = "default_answer_timeout_ms")]
     pub answer_timeout_ms: u64,
+    /// Refused connections are recorded as one `remote-refused` event per
+    /// source address and reason per window of this length, with their
+    /// count (the metrics count every one).
+    #[serde(default = "default_refusal_window_ms")]
+    pub refusal_window_ms: u64,
+}
+
+fn default_refusal_window_ms() -> u64 {
+    10_000
 }
 
 fn default_challenge_ttl_ms() -> u64 {
@@ -413,6 +483,7 @@ impl Default for RemoteConfig {
             silence_ms: default_silence_ms(),
             handshake_ms: default_handshake_ms(),
             answer_timeout_ms: default_answer_timeout_ms(),
+            refusal_window_ms: default_refusal_window_ms(),
         }
     }
 }
@@ -687,6 +758,40 @@ impl Config {
                 format!("{} is out of range (1 to 3600000)", self.output.unlock_ms),
             ));
         }
+        let h = &self.http;
+        let limits: [(&'static str, u64, u64, u64); 6] = [
+            (
+                "http.max_streams_per_token",
+                h.max_streams_per_token as u64,
+                1,
+                10_000,
+            ),
+            (
+                "http.header_read_timeout_ms",
+                h.header_read_timeout_ms,
+                100,
+                600_000,
+            ),
+            ("http.idle_timeout_ms", h.idle_timeout_ms, 100, 3_600_000),
+            ("http.max_connections", h.max_connections as u64, 1, 100_000),
+            (
+                "http.reserved_connections",
+                h.reserved_connections as u64,
+                1,
+                10_000,
+            ),
+            (
+                "http.shutdown_timeout_ms",
+                h.shutdown_timeout_ms,
+                0,
+                600_000,
+            ),
+        ];
+        for (key, v, lo, hi) in limits {
+            if v < lo || v > hi {
+                return Err(invalid(key, format!("{v} is out of range ({lo} to {hi})")));
+            }
+        }
         if self.http.max_streams == 0 || self.http.max_streams > 10_000 {
             return Err(invalid(
                 "http.max_streams",
@@ -838,7 +943,7 @@ impl Config {
                 "empty: name the CA certificate(s) reader certificates are issued by".into(),
             ));
         }
-        let ranges: [(&'static str, u64, u64, u64); 5] = [
+        let ranges: [(&'static str, u64, u64, u64); 6] = [
             (
                 "remote.challenge_ttl_ms",
                 r.challenge_ttl_ms,
@@ -853,6 +958,12 @@ impl Config {
                 r.answer_timeout_ms,
                 100,
                 600_000,
+            ),
+            (
+                "remote.refusal_window_ms",
+                r.refusal_window_ms,
+                10,
+                3_600_000,
             ),
         ];
         for (key, v, lo, hi) in ranges {
@@ -1164,8 +1275,20 @@ data_dir = "pivgate-data"
 listen = "127.0.0.1:8080"
 # tls_cert = "tls/cert.pem"
 # tls_key = "tls/key.pem"
-# Event streams (the dashboard's live view, /api/v1/events/stream) open at once.
+# Limits on the API's clients (defaults shown):
+# Event streams (the dashboard's live view, /api/v1/events/stream) open at
+# once, in all and per token.
 # max_streams = 256
+# max_streams_per_token = 4
+# A client must send its request head within this, or is disconnected.
+# header_read_timeout_ms = 10000
+# A kept-alive connection with no request in flight is closed after this.
+# idle_timeout_ms = 60000
+# Connections served at once, and kept beyond that for /healthz and /readyz.
+# max_connections = 512
+# reserved_connections = 16
+# At shutdown, requests in flight get this long; then they are cut.
+# shutdown_timeout_ms = 5000
 
 # Trust: the test PKI written next to this file by `pivgate init`.
 # Replace with your PIV issuers' roots (PEM, DER, .p7b or directories).
@@ -1298,6 +1421,7 @@ cooldown_ms = 300000
 # silence_ms = 15000               # a silent reader is cut off
 # handshake_ms = 10000
 # answer_timeout_ms = 5000
+# refusal_window_ms = 10000        # refused connections: one event per address and reason per window
 
 # Written to the database on the first start only; afterwards manage
 # sites, doors and readers through the API.

@@ -79,6 +79,12 @@
 //!   and the event log's writer runs.
 //! - [`service`]: start-up (linear, trust loading overlapped with the
 //!   database), readiness, reload, graceful shutdown.
+//! - [`limits`]: every limit the API puts on its clients (timeouts,
+//!   connection cap and reserve, event streams, shutdown deadline), set in
+//!   `[http]` and enforced by [`http::server`].
+//! - [`refusals`]: refused remote-reader connections counted per address
+//!   and reason over a window (one event each); [`peer_text`]: text a peer
+//!   chose, escaped and capped before it is stored.
 //!
 //! It re-implements none of the crates below it: it wires them. A tap's
 //! path and a change's path, file by file, are in the repository's
@@ -95,13 +101,16 @@ pub mod health;
 pub mod http;
 pub mod init;
 pub mod keypad;
+pub mod limits;
 pub mod live;
 pub mod logging;
 pub mod metrics;
 pub mod notify;
 pub mod ocsp_disk;
 pub mod osdp;
+pub mod peer_text;
 pub mod readers;
+pub mod refusals;
 pub mod remote;
 pub mod retention;
 pub mod revocation;

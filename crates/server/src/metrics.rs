@@ -14,6 +14,7 @@
 //! | `pivgate_eventlog_commit_batch_events` | histogram | |
 //! | `pivgate_events_committed_total`, `pivgate_eventlog_commits_total`, `pivgate_eventlog_failed_commits_total` | counter | |
 //! | `pivgate_live_subscribers` | gauge | |
+//! | `pivgate_remote_refused_total` | counter | `reason`: `certificate`, `not-enrolled`, `version`, `handshake` |
 //! | `pivgate_trust_anchors`, `pivgate_trust_intermediates` | gauge | |
 //! | `pivgate_crl_age_seconds`, `pivgate_crl_next_update_seconds` | gauge | `issuer`, `kind` (`full`/`delta`), `number` |
 //! | `pivgate_validation_cache_hits_total`, `…_misses_total` | counter | `cache`: `certificate` (validated paths), `key` (fast-path keys) |
@@ -196,6 +197,29 @@ pub struct Metrics {
     registry: Registry,
     taps: TapMetrics,
     commits: CommitMetrics,
+    refused: RefusalCounter,
+}
+
+/// The labels of a refused remote-reader connection.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+struct RefusalLabels {
+    reason: &'static str,
+}
+
+/// Counts every refused connection on the remote-reader port, by reason
+/// kind (`certificate`, `not-enrolled`, `version`, `handshake`).
+#[derive(Debug, Clone, Default)]
+pub struct RefusalCounter(Family<RefusalLabels, Counter>);
+
+impl RefusalCounter {
+    pub fn inc(&self, reason: &'static str) {
+        self.0.get_or_create(&RefusalLabels { reason }).inc();
+    }
+
+    /// The count for `reason` so far.
+    pub fn get(&self, reason: &'static str) -> u64 {
+        self.0.get_or_create(&RefusalLabels { reason }).get()
+    }
 }
 
 impl Default for Metrics {
@@ -242,16 +266,28 @@ impl Metrics {
             "Events per event-log transaction",
             commits.batch.clone(),
         );
+        let refused = RefusalCounter::default();
+        registry.register(
+            "remote_refused",
+            "Connections refused on the remote-reader port, by reason (every attempt; the event log has one event per address, reason and window)",
+            refused.0.clone(),
+        );
         Metrics {
             registry,
             taps: TapMetrics { taps, stages },
             commits,
+            refused,
         }
     }
 
     /// What the controller reports taps to.
     pub fn tap_observer(&self) -> TapMetrics {
         self.taps.clone()
+    }
+
+    /// What the remote-reader endpoint counts refusals with.
+    pub fn refusal_counter(&self) -> RefusalCounter {
+        self.refused.clone()
     }
 
     /// What the event log reports commits to.

@@ -7,9 +7,17 @@
 //!   from its next connection). A reader whose name is bound to no reader
 //!   record is refused with a `remote-refused` event ("no reader with
 //!   connection remote:CN"), as is one whose certificate is unknown,
-//!   expired or revoked (the validator's reason). Refusals are recorded
-//!   once per address and reason (until a reader from that address comes
-//!   online), not once per reconnection attempt.
+//!   expired or revoked (the validator's reason).
+//! - **Refusals do not write the log.** Refused connections are counted
+//!   per source address and reason over `remote.refusal_window_ms`
+//!   ([`crate::refusals`]): one `remote-refused` event per window, with
+//!   the count in its detail (`count`) and sentence, written when the
+//!   window closes (or when a reader from that address comes online, or
+//!   at shutdown). `pivgate_remote_refused_total` counts every attempt.
+//! - **Peer text is escaped.** Whatever a peer chose (certificate names,
+//!   its agent string, the messages quoted in a protocol violation) is
+//!   stored with control and invisible formatting characters escaped and
+//!   its length capped ([`crate::peer_text`]).
 //! - **Identity.** Reader certificates are validated by pivgate's own
 //!   validator against `remote.device_ca`, with `remote.crls` and the
 //!   service's own revocation data (`trust.crls`, downloads, OCSP answers):
@@ -27,12 +35,12 @@
 //!   drops during a tap ends it with the link's reason, recorded once.
 
 use std::collections::{HashMap, HashSet};
-use std::net::{IpAddr, SocketAddr};
+use std::net::SocketAddr;
 #[cfg(test)]
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use access::ReaderId;
 use pki::revocation_set::RevocationSet;
@@ -43,14 +51,13 @@ use tokio::sync::{mpsc, watch};
 use tokio::task::{JoinHandle, JoinSet};
 
 use crate::config::RemoteConfig;
+use crate::metrics::RefusalCounter;
+use crate::peer_text::{self, MAX_EVENT_TEXT, MAX_NAME, MAX_SENTENCE};
+use crate::refusals::{Refusals, Summary};
 use crate::source::{reader_event, ReaderSource, Running, TapContext};
 
 /// The prefix of remote readers' connection strings.
 pub const SCHEME: &str = "remote:";
-
-/// How many (address, reason) refusals are remembered so that each is
-/// recorded once; past this they are forgotten (and recorded again).
-const MAX_REFUSALS_HELD: usize = 1024;
 
 /// Why remote readers could not be started.
 #[derive(Debug, thiserror::Error)]
@@ -73,6 +80,8 @@ pub struct RemotePlan {
     verifier: Arc<ReaderVerifier>,
     /// `remote.crls`.
     own_crls: RevocationSet,
+    /// `remote.refusal_window_ms`.
+    refusal_window: Duration,
 }
 
 /// Checks that a private key file is mode 0600 or stricter and owned by the
@@ -140,6 +149,7 @@ pub fn plan(
         hub,
         verifier,
         own_crls,
+        refusal_window: Duration::from_millis(config.refusal_window_ms),
     }))
 }
 
@@ -193,6 +203,8 @@ impl Running for RemoteReaders {
 pub struct RemoteSource {
     pub plan: RemotePlan,
     pub crl_updates: watch::Receiver<u64>,
+    /// Counts every refused connection.
+    pub refused: RefusalCounter,
 }
 
 impl ReaderSource for RemoteSource {
@@ -202,7 +214,12 @@ impl ReaderSource for RemoteSource {
     /// thread).
     fn start(self, ctx: &Arc<TapContext>) -> Result<Box<dyn Running>, RemoteError> {
         let runtime = ctx.runtime().clone();
-        let r = runtime.block_on(start(self.plan, ctx.clone(), self.crl_updates))?;
+        let r = runtime.block_on(start(
+            self.plan,
+            ctx.clone(),
+            self.crl_updates,
+            self.refused,
+        ))?;
         Ok(Box::new(r))
     }
 }
@@ -231,18 +248,69 @@ fn tap(ctx: &TapContext, mut tap: RemoteTap) {
 }
 
 /// Records a `remote-*` event of the reader whose connection is
-/// `connection` (when known).
+/// `connection` (when known); what `reason` quotes of the peer is escaped
+/// already ([`peer_text::escape`]), and the whole is capped.
 async fn record(
     ctx: &TapContext,
     connection: Option<&str>,
     code: &str,
     reason: String,
-    peer: String,
+    detail: serde_json::Value,
 ) {
     let bound = connection.and_then(|c| ctx.bound(c));
-    let detail = serde_json::json!({ "link": "remote", "peer": peer });
+    let reason = peer_text::cap(&reason, MAX_EVENT_TEXT);
     ctx.record_async(reader_event(bound, code, reason, detail))
         .await;
+}
+
+/// The stable code of a refusal's kind (the metric's label, the window's
+/// key).
+fn refusal_kind(r: &Refusal) -> &'static str {
+    match r {
+        Refusal::Certificate(_) => "certificate",
+        Refusal::NotEnrolled(_) => "not-enrolled",
+        Refusal::Version { .. } => "version",
+        Refusal::Handshake(_) => "handshake",
+    }
+}
+
+/// The `remote-refused` event of a closed window.
+async fn record_refusals(ctx: &TapContext, s: Summary) {
+    let source = match s.key.source {
+        Some(ip) => ip.to_string(),
+        None => "many addresses".to_string(),
+    };
+    let reason = if s.count == 1 {
+        format!("remote reader at {} refused: {}", s.peer, s.text)
+    } else {
+        format!(
+            "remote reader at {source} refused {} times in {:.1} s: {}",
+            s.count,
+            s.window.as_secs_f64(),
+            s.text
+        )
+    };
+    tracing::warn!(source = %source, count = s.count, reason = %s.text, "remote reader refused");
+    let detail = serde_json::json!({
+        "link": "remote",
+        "peer": s.peer,
+        "source": source,
+        "refusal": s.key.kind,
+        "count": s.count,
+        "window_ms": s.window.as_millis() as u64,
+    });
+    record(
+        ctx,
+        s.connection.as_deref(),
+        "remote-refused",
+        reason,
+        detail,
+    )
+    .await;
+}
+
+fn peer_detail(peer: String) -> serde_json::Value {
+    serde_json::json!({ "link": "remote", "peer": peer })
 }
 
 /// Binds `plan.listen` and starts serving remote readers; `crl_updates`
@@ -251,12 +319,14 @@ pub async fn start(
     plan: RemotePlan,
     ctx: Arc<TapContext>,
     crl_updates: watch::Receiver<u64>,
+    refused_count: RefusalCounter,
 ) -> Result<RemoteReaders, RemoteError> {
     let RemotePlan {
         listen,
         hub,
         verifier,
         own_crls,
+        refusal_window,
     } = plan;
     verifier.set_crls(merged(&own_crls, &ctx.controller().authenticator().crls()));
     let handshake = hub.handshake;
@@ -274,7 +344,8 @@ pub async fn start(
         own_crls,
         online: HashMap::new(),
         watched: HashSet::new(),
-        refused: HashSet::new(),
+        refused: Refusals::new(refusal_window),
+        refused_count,
         taps: JoinSet::new(),
     };
     let task = tokio::spawn(d.run(hub, events, crl_updates, stopped, handshake));
@@ -287,6 +358,14 @@ pub async fn start(
     })
 }
 
+/// Resolves at `at`, never when `None`.
+async fn sleep_until(at: Option<Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(at.into()).await,
+        None => std::future::pending().await,
+    }
+}
+
 struct Dispatcher {
     ctx: Arc<TapContext>,
     verifier: Arc<ReaderVerifier>,
@@ -295,9 +374,10 @@ struct Dispatcher {
     online: HashMap<String, usize>,
     /// Remote readers whose status this keeps.
     watched: HashSet<ReaderId>,
-    /// The refusals recorded per address (and reason) since a reader from
-    /// that address last came online.
-    refused: HashSet<(IpAddr, String)>,
+    /// Refusals counted in their open windows.
+    refused: Refusals,
+    /// Every refusal, as it happens.
+    refused_count: RefusalCounter,
     taps: JoinSet<()>,
 }
 
@@ -338,6 +418,11 @@ impl Dispatcher {
                     }
                 }
                 Some(_) = self.taps.join_next(), if !self.taps.is_empty() => {}
+                _ = sleep_until(self.refused.next_due()) => {
+                    for s in self.refused.due(Instant::now()) {
+                        record_refusals(&self.ctx, s).await;
+                    }
+                }
                 _ = stop.changed() => break,
             }
         }
@@ -351,6 +436,9 @@ impl Dispatcher {
         };
         let _ = tokio::time::timeout(handshake + Duration::from_secs(5), drain).await;
         while self.taps.join_next().await.is_some() {}
+        for s in self.refused.drain(Instant::now()) {
+            record_refusals(&self.ctx, s).await;
+        }
         for id in self.watched.drain() {
             self.ctx.status().forget(id);
         }
@@ -385,7 +473,10 @@ impl Dispatcher {
                 agent,
                 peer,
             } => {
-                self.refused.retain(|(ip, _)| *ip != peer.ip());
+                for s in self.refused.close_source(peer.ip(), Instant::now()) {
+                    record_refusals(&self.ctx, s).await;
+                }
+                let agent = peer_text::escape(&agent, MAX_NAME);
                 let n = self.online.entry(reader.clone()).or_insert(0);
                 *n += 1;
                 if *n == 1 {
@@ -397,8 +488,8 @@ impl Dispatcher {
                         &self.ctx,
                         Some(&reader),
                         "remote-online",
-                        format!("remote reader {reader} is online (agent {agent:?} at {peer})"),
-                        peer.to_string(),
+                        format!("remote reader {reader} is online (agent \"{agent}\" at {peer})"),
+                        peer_detail(peer.to_string()),
                     )
                     .await;
                 }
@@ -419,43 +510,43 @@ impl Dispatcher {
                     if let Some(b) = self.ctx.bound(&reader) {
                         self.ctx.status().set(b.reader, false);
                     }
+                    let reason = peer_text::escape(&reason, MAX_SENTENCE);
                     tracing::info!(reader = %reader, reason = %reason, "remote reader offline");
                     record(
                         &self.ctx,
                         Some(&reader),
                         "remote-offline",
                         format!("remote reader {reader} is offline: {reason}"),
-                        String::new(),
+                        peer_detail(String::new()),
                     )
                     .await;
                 }
             }
             HubEvent::Refused { peer, reason } => {
-                let text = match &reason {
-                    Refusal::NotEnrolled(cn) => format!(
-                        "reader certificate {cn:?} is valid, but there is no reader with connection {SCHEME}{cn}: bind it to a door"
-                    ),
-                    other => other.to_string(),
-                };
-                if self.refused.len() >= MAX_REFUSALS_HELD {
-                    self.refused.clear();
-                }
-                if !self.refused.insert((peer.ip(), text.clone())) {
-                    return;
-                }
-                tracing::warn!(%peer, reason = %text, "remote reader refused");
+                let kind = refusal_kind(&reason);
+                self.refused_count.inc(kind);
                 let connection = match &reason {
                     Refusal::NotEnrolled(cn) => Some(format!("{SCHEME}{cn}")),
                     _ => None,
                 };
-                record(
-                    &self.ctx,
-                    connection.as_deref(),
-                    "remote-refused",
-                    format!("remote reader at {peer} refused: {text}"),
-                    peer.to_string(),
-                )
-                .await;
+                let text = || match &reason {
+                    Refusal::NotEnrolled(cn) => {
+                        let cn = peer_text::escape(cn, MAX_NAME);
+                        format!(
+                            "reader certificate \"{cn}\" is valid, but there is no reader with connection {SCHEME}{cn}: bind it to a door"
+                        )
+                    }
+                    other => peer_text::escape(&other.to_string(), MAX_SENTENCE),
+                };
+                tracing::debug!(%peer, kind, "remote reader refused");
+                self.refused.note(
+                    Instant::now(),
+                    peer.ip(),
+                    kind,
+                    text,
+                    &peer.to_string(),
+                    connection,
+                );
             }
             HubEvent::CardPresent(tap) => {
                 if serving {

@@ -194,15 +194,15 @@ impl Service {
             error,
         })?;
         let (stop, stopped) = watch::channel(false);
-        let state = Arc::new(AppState::new(stopped.clone(), config.http.max_streams));
+        let limits = config.http.limits();
+        let state = Arc::new(AppState::new(stopped.clone(), limits).with_hsts(https));
         let http = match tls {
             Some(tls) => {
-                let listener = crate::tls::TlsListener::new(listener, tls).map_err(|error| {
-                    ServeError::Bind {
+                let listener = crate::tls::TlsListener::new(listener, tls, limits.descriptors())
+                    .map_err(|error| ServeError::Bind {
                         addr: config.http.listen,
                         error,
-                    }
-                })?;
+                    })?;
                 tokio::spawn(http::serve(listener, state.clone(), stopped))
             }
             None => tokio::spawn(http::serve(listener, state.clone(), stopped)),
@@ -392,6 +392,7 @@ impl Service {
         let remote = remote_plan.map(|plan| RemoteSource {
             plan,
             crl_updates: revocation_work.crl_updates(),
+            refused: metrics.refusal_counter(),
         });
         // Sources start with blocking work (PC/SC, serial lines, threads):
         // off the runtime's workers. A failure stops those started.

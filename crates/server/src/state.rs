@@ -5,7 +5,7 @@
 //! which read it, so neither imports the other for it.
 
 use std::collections::HashMap;
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use store::{EventLog, Store};
 use tokio::sync::watch;
@@ -13,6 +13,7 @@ use tokio::sync::watch;
 use crate::admin::AccessData;
 use crate::door::Controller;
 use crate::keypad::Keypads;
+use crate::limits::Limits;
 use crate::metrics::Metrics;
 use crate::revocation::Revocation;
 use crate::status::{LastTaps, ReaderStatus, SignalTimes};
@@ -50,27 +51,79 @@ pub struct AppState {
     /// One permit per open event stream (`http.max_streams`): each holds a
     /// task and, while it catches up, database reads.
     streams: Arc<tokio::sync::Semaphore>,
-    max_streams: usize,
+    /// Open event streams per token (by name), at most
+    /// `limits.max_streams_per_token` each.
+    per_token: Arc<Mutex<HashMap<String, usize>>>,
+    limits: Limits,
     /// When each token's last use was last written (see
     /// [`token_used`](Self::token_used)).
     used: std::sync::Mutex<HashMap<String, std::time::Instant>>,
+    /// Served over TLS: answers carry `Strict-Transport-Security`.
+    hsts: bool,
+}
+
+/// Why an event stream cannot be opened now.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum StreamRefusal {
+    /// `http.max_streams` are open.
+    All(usize),
+    /// The token holds `http.max_streams_per_token` open.
+    Token(usize),
+}
+
+/// One open event stream's places (in all and for its token), given back
+/// when dropped.
+pub(crate) struct StreamPermit {
+    _all: tokio::sync::OwnedSemaphorePermit,
+    per_token: Arc<Mutex<HashMap<String, usize>>>,
+    token: String,
+}
+
+impl Drop for StreamPermit {
+    fn drop(&mut self) {
+        let mut m = self.per_token.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(n) = m.get_mut(&self.token) {
+            *n -= 1;
+            if *n == 0 {
+                m.remove(&self.token);
+            }
+        }
+    }
 }
 
 /// A token's last use is written at most this often.
 pub const TOKEN_USE_INTERVAL: std::time::Duration = std::time::Duration::from_secs(60);
 
 impl AppState {
-    /// Nothing loaded yet; `stopping` turns true at shutdown; at most
-    /// `max_streams` event streams open at once.
-    pub fn new(stopping: watch::Receiver<bool>, max_streams: usize) -> Self {
+    /// Nothing loaded yet; `stopping` turns true at shutdown; the API's
+    /// clients are held to `limits`.
+    pub fn new(stopping: watch::Receiver<bool>, limits: Limits) -> Self {
         AppState {
             loaded: OnceLock::new(),
             stopping,
             tokens: watch::Sender::new(0),
-            streams: Arc::new(tokio::sync::Semaphore::new(max_streams)),
-            max_streams,
+            streams: Arc::new(tokio::sync::Semaphore::new(limits.max_streams)),
+            per_token: Arc::new(Mutex::new(HashMap::new())),
+            limits,
             used: std::sync::Mutex::new(HashMap::new()),
+            hsts: false,
         }
+    }
+
+    /// Served over TLS: every answer tells browsers to use only HTTPS.
+    pub fn with_hsts(mut self, on: bool) -> Self {
+        self.hsts = on;
+        self
+    }
+
+    /// Whether answers carry `Strict-Transport-Security`.
+    pub fn hsts(&self) -> bool {
+        self.hsts
+    }
+
+    /// The limits the API holds its clients to.
+    pub fn limits(&self) -> Limits {
+        self.limits
     }
 
     /// Start-up has finished: the handlers see `loaded` from now on (only
@@ -97,13 +150,26 @@ impl AppState {
         self.tokens.subscribe()
     }
 
-    /// A place for one more event stream, held while it is open; `Err`
-    /// with the limit when `http.max_streams` are open.
-    pub(crate) fn stream_permit(&self) -> Result<tokio::sync::OwnedSemaphorePermit, usize> {
-        self.streams
+    /// A place for one more event stream of `token` (its name), held
+    /// while it is open; refused when `http.max_streams` are open, or
+    /// `http.max_streams_per_token` of this token.
+    pub(crate) fn stream_permit(&self, token: &str) -> Result<StreamPermit, StreamRefusal> {
+        let mut m = self.per_token.lock().unwrap_or_else(|e| e.into_inner());
+        let n = m.entry(token.to_string()).or_insert(0);
+        if *n >= self.limits.max_streams_per_token {
+            return Err(StreamRefusal::Token(self.limits.max_streams_per_token));
+        }
+        let all = self
+            .streams
             .clone()
             .try_acquire_owned()
-            .map_err(|_| self.max_streams)
+            .map_err(|_| StreamRefusal::All(self.limits.max_streams))?;
+        *n += 1;
+        Ok(StreamPermit {
+            _all: all,
+            per_token: self.per_token.clone(),
+            token: token.to_string(),
+        })
     }
 
     /// Notes that the token `name` was used at `at`: written at most once

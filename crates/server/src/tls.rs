@@ -2,7 +2,10 @@
 //! axum only connections whose handshake finished.
 //!
 //! Handshakes run in their own tasks, each bounded in time, so a client that
-//! stalls its handshake delays nobody else's connection.
+//! stalls its handshake delays nobody else's connection; at most as many
+//! run at once as the API serves connections
+//! ([`crate::limits::Limits::descriptors`]): past that, new connections
+//! are closed at once.
 
 use std::net::SocketAddr;
 use std::path::Path;
@@ -84,10 +87,16 @@ pub struct TlsListener {
 }
 
 impl TlsListener {
-    pub fn new(tcp: TcpListener, config: Arc<ServerConfig>) -> std::io::Result<Self> {
+    /// At most `max_handshakes` handshakes run at once.
+    pub fn new(
+        tcp: TcpListener,
+        config: Arc<ServerConfig>,
+        max_handshakes: usize,
+    ) -> std::io::Result<Self> {
         let addr = tcp.local_addr()?;
         let acceptor = TlsAcceptor::from(config);
         let (tx, rx) = mpsc::channel(64);
+        let handshakes = Arc::new(tokio::sync::Semaphore::new(max_handshakes.max(1)));
         let task = tokio::spawn(async move {
             loop {
                 let (stream, peer) = match tcp.accept().await {
@@ -99,8 +108,13 @@ impl TlsListener {
                         continue;
                     }
                 };
+                let Ok(place) = handshakes.clone().try_acquire_owned() else {
+                    tracing::debug!(%peer, "connection closed at once: too many TLS handshakes in progress");
+                    continue;
+                };
                 let (acceptor, tx) = (acceptor.clone(), tx.clone());
                 tokio::spawn(async move {
+                    let _place = place;
                     match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(stream)).await {
                         Ok(Ok(tls)) => {
                             let _ = tx.send((tls, peer)).await;

@@ -313,6 +313,8 @@ async fn a_downloaded_crl_refuses_a_revoked_reader_from_its_next_connection() {
         cert: Some(dir.join("service/device.pem")),
         key: Some(dir.join("service/device.key.pem")),
         device_ca: vec![dir.join("root.pem")],
+        // Refusals are recorded when their window closes.
+        refusal_window_ms: 100,
         ..RemoteConfig::default()
     };
     c.seed

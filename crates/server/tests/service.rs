@@ -158,6 +158,12 @@ async fn serves_https_when_a_certificate_is_configured() {
     tls.read_to_string(&mut answer).await.unwrap();
     assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
     assert!(answer.contains("\"ready\""), "{answer}");
+    assert!(
+        answer
+            .to_ascii_lowercase()
+            .contains("strict-transport-security: max-age="),
+        "HSTS over TLS: {answer}"
+    );
 
     // Plain HTTP on the TLS port gets no answer.
     let mut plain = tokio::net::TcpStream::connect(s.addr()).await.unwrap();

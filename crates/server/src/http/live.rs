@@ -43,7 +43,7 @@ use super::error::{ApiError, AppResult};
 use super::extract::{loaded, FromQuery, QueryParams};
 use super::schema;
 use crate::live::{follow, Filter, Item};
-use crate::state::AppState;
+use crate::state::{AppState, StreamRefusal};
 
 /// How often an idle stream sends a keep-alive comment.
 pub const KEEP_ALIVE: Duration = Duration::from_secs(15);
@@ -160,7 +160,7 @@ async fn token_revoked(
         (status = 400, description = "A parameter cannot be parsed or is unknown; `field` names it", body = schema::ErrorBody),
         (status = 401, description = "No token, or an unknown one", body = schema::ErrorBody),
         (status = 422, description = "A negative event id; `field` names it", body = schema::ErrorBody),
-        (status = 429, description = "The most event streams this service serves are open", body = schema::ErrorBody),
+        (status = 429, description = "The most event streams this service serves are open, in all or for this token", body = schema::ErrorBody),
     ))]
 pub async fn stream(
     State(state): State<Arc<AppState>>,
@@ -171,11 +171,18 @@ pub async fn stream(
     let StreamQuery { filter } = StreamQuery::from_query(&q)?;
     let since = resume_from(&headers, &q)?;
     let l = loaded(&state)?;
-    let permit = state.stream_permit().map_err(|max| ApiError::TooManyRequests {
-        message: format!(
-            "{max} event streams are open, the most this service serves (`http.max_streams`); close one or try again later"
-        ),
-    })?;
+    let permit = state
+        .stream_permit(&token.name)
+        .map_err(|refusal| ApiError::TooManyRequests {
+            message: match refusal {
+                StreamRefusal::All(max) => format!(
+                    "{max} event streams are open, the most this service serves (`http.max_streams`); close one or try again later"
+                ),
+                StreamRefusal::Token(max) => format!(
+                    "this token holds {max} event streams open, the most one token may (`http.max_streams_per_token`); close one or try again later"
+                ),
+            },
+        })?;
     let items = follow(l.store.clone(), l.controller.log(), filter, since)
         .await
         .map_err(|e| {

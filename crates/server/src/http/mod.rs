@@ -10,6 +10,8 @@
 //!   browser dashboard's page, assets and PKI health; [`health`]:
 //!   `/healthz` and `/readyz`; [`openapi`] and [`schema`]: the OpenAPI
 //!   document generated from the handlers' annotations.
+//! - [`server`]: the connections, under every limit the API puts on its
+//!   clients ([`crate::limits::Limits`], the `[http]` section).
 //! - [`error`]: the one error answer, [`ApiError`], with its one status
 //!   mapping; [`auth`]: bearer-token extractors per role; [`extract`]:
 //!   JSON bodies, path ids and typed query parameters.
@@ -66,6 +68,7 @@ pub mod metrics;
 pub mod openapi;
 pub mod people;
 pub mod schema;
+pub mod server;
 pub mod tokens;
 
 pub use error::{ApiError, AppResult};
@@ -231,25 +234,37 @@ pub fn router(state: Arc<AppState>) -> Router {
         router: Router::new(),
     };
     define(&mut r);
-    r.router.fallback(not_found).with_state(state)
+    let hsts = state.hsts();
+    let router = r.router.fallback(not_found).with_state(state);
+    if hsts {
+        router.layer(axum::middleware::map_response(strict_transport))
+    } else {
+        router
+    }
 }
 
-/// Serves `router(state)` on `listener` until `stop` turns true, then
-/// finishes the requests in flight.
+/// Over TLS: browsers use HTTPS only, for a year.
+async fn strict_transport(mut r: axum::response::Response) -> axum::response::Response {
+    r.headers_mut().insert(
+        axum::http::header::STRICT_TRANSPORT_SECURITY,
+        axum::http::HeaderValue::from_static("max-age=31536000"),
+    );
+    r
+}
+
+/// Serves `router(state)` on `listener` under the state's
+/// [`crate::limits::Limits`] ([`server`]) until `stop` turns true, then
+/// finishes the requests in flight within the shutdown deadline.
 pub async fn serve<L>(
     listener: L,
     state: Arc<AppState>,
-    mut stop: watch::Receiver<bool>,
+    stop: watch::Receiver<bool>,
 ) -> std::io::Result<()>
 where
     L: axum::serve::Listener,
-    L::Addr: std::fmt::Debug,
 {
-    axum::serve(listener, router(state))
-        .with_graceful_shutdown(async move {
-            let _ = stop.wait_for(|s| *s).await;
-        })
-        .await
+    let limits = state.limits();
+    server::serve(listener, router(state), limits, stop).await
 }
 
 async fn not_found() -> ApiError {
@@ -325,7 +340,10 @@ mod tests {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn every_route_with_a_role_asks_for_a_token() {
         let (stop, stopping) = watch::channel(false);
-        let state = Arc::new(AppState::new(stopping.clone(), 1));
+        let state = Arc::new(AppState::new(
+            stopping.clone(),
+            crate::limits::Limits::default(),
+        ));
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let base = format!("http://{}", listener.local_addr().unwrap());
         let server = tokio::spawn(serve(listener, state, stopping));
