@@ -68,6 +68,8 @@ pub struct CredentialView {
     #[serde(flatten)]
     #[schema(value_type = schema::Credential)]
     pub credential: access::Credential,
+    /// The stored credential's version (its ETag, for `If-Match`).
+    pub version: i64,
     /// The FASC-N decoded; `null` without one (or when it cannot be
     /// decoded: `fasc_n_error` says why).
     pub fasc_n_fields: Option<FascnFields>,
@@ -119,17 +121,21 @@ pub async fn cardholder_credentials(
         ));
     }
     let now = Timestamp::now();
-    let mut items: Vec<CredentialView> = snapshot
+    let mut items = Vec::new();
+    // As stored, with the version a change names in If-Match.
+    for c in snapshot
         .credentials()
         .iter()
         .filter(|c| c.cardholder == holder)
-        .map(|c| credential_view(c.clone(), now))
-        .collect();
+    {
+        let (stored, version) = l.store.get_versioned(c.id).await?;
+        items.push(credential_view(stored, version, now));
+    }
     items.sort_by_key(|v| v.credential.id);
     Ok(Json(CredentialViewList { items }))
 }
 
-fn credential_view(c: access::Credential, now: Timestamp) -> CredentialView {
+fn credential_view(c: access::Credential, version: i64, now: Timestamp) -> CredentialView {
     let (fasc_n_fields, fasc_n_error) = match c.fasc_n.map(|f| piv::fascn::Fascn::decode(&f.0)) {
         None => (None, None),
         Some(Ok(f)) => (
@@ -154,6 +160,7 @@ fn credential_view(c: access::Credential, now: Timestamp) -> CredentialView {
         access::Mechanism::Chuid
     };
     CredentialView {
+        version,
         fasc_n_fields,
         fasc_n_error,
         assurance: mechanism.as_str().to_string(),
