@@ -338,6 +338,24 @@ pub struct Schedule {
     pub holiday_windows: WindowSet,
 }
 
+impl Schedule {
+    /// Whether the schedule is open at local wall-clock time `at`, where
+    /// `is_holiday(date)` says whether a date is a holiday at the site: the
+    /// same evaluation a tap's decision makes.
+    pub fn is_open_at(
+        &self,
+        at: jiff::civil::DateTime,
+        is_holiday: impl Fn(jiff::civil::Date) -> bool,
+    ) -> bool {
+        matches!(
+            crate::schedule::check(&self.windows, &self.holiday_windows, at, |d| {
+                is_holiday(d).then_some(())
+            }),
+            crate::schedule::Check::Open
+        )
+    }
+}
+
 /// A day on which schedules use their holiday windows.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Holiday {
@@ -351,6 +369,24 @@ pub struct Holiday {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn schedule_open_at_wall_clock_time_and_holidays() {
+        use jiff::civil::date;
+        let s = Schedule {
+            id: ScheduleId(1),
+            name: "office".into(),
+            windows: vec!["mon-fri 07:00-19:00".parse().unwrap()],
+            holiday_windows: vec!["10:00-12:00".parse().unwrap()],
+        };
+        // 2026-11-26 is a Thursday.
+        let thu = date(2026, 11, 26);
+        assert!(s.is_open_at(thu.at(7, 0, 0, 0), |_| false));
+        assert!(!s.is_open_at(thu.at(19, 0, 0, 0), |_| false));
+        assert!(!s.is_open_at(thu.at(8, 0, 0, 0), |d| d == thu));
+        assert!(s.is_open_at(thu.at(11, 59, 59, 0), |d| d == thu));
+        assert!(!s.is_open_at(date(2026, 11, 28).at(8, 0, 0, 0), |_| false));
+    }
 
     #[test]
     fn digest_serde_round_trip() {

@@ -336,6 +336,28 @@ mod tests {
     use super::*;
 
     #[test]
+    fn query_strings_read_as_requests_carry_them() {
+        let q =
+            QueryParams::from_query_string("door=3&kind=tap&limit=10&direction=backward").unwrap();
+        let e = EventsQuery::from_query(&q).unwrap();
+        assert_eq!(e.filters.door, Some(DoorId(3)));
+        assert_eq!(e.limit, 10);
+        assert_eq!(e.direction, Direction::Backward);
+        let q = QueryParams::from_query_string("limit=5000").unwrap();
+        assert!(matches!(
+            EventsQuery::from_query(&q),
+            Err(ApiError::Unprocessable { .. })
+        ));
+        let q = QueryParams::from_query_string("colour=red").unwrap();
+        assert!(matches!(
+            EventFilters::from_query(&q),
+            Err(ApiError::BadRequest { .. })
+        ));
+        // No request carries a space in its target.
+        assert!(QueryParams::from_query_string("door=1 2").is_none());
+    }
+
+    #[test]
     fn csv_fields_are_quoted_when_needed() {
         let mut s = String::new();
         csv_field(&mut s, "plain");

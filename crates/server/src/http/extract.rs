@@ -36,6 +36,15 @@ impl<S: Send + Sync> FromRequestParts<S> for QueryParams {
 }
 
 impl QueryParams {
+    /// The parameters of `query` (the part of a request target after `?`)
+    /// as a request carrying it gives them to a handler; `None` when no
+    /// request could carry it.
+    pub fn from_query_string(query: &str) -> Option<Self> {
+        let uri = axum::http::Uri::try_from(format!("/?{query}")).ok()?;
+        let Query(q) = Query::<HashMap<String, String>>::try_from_uri(&uri).ok()?;
+        Some(QueryParams(q))
+    }
+
     /// Refuses a parameter not in `known` (400 naming it and the known
     /// ones).
     pub fn only(&self, known: &[&str]) -> AppResult<()> {
