@@ -249,7 +249,9 @@ pub fn issue_device(a: IssueDeviceArgs) -> anyhow::Result<ExitCode> {
     // A service certificate names the host it is reached by: --name too,
     // when it is a host name (`reader connect --server NAME:7443`).
     let mut dns = a.dns.clone();
-    if a.server && pki_issue::is_host_name(&a.name) && !dns.contains(&a.name) {
+    let host = pki::cert::name_syntax::host_problem(&a.name).is_none()
+        && a.name.parse::<std::net::IpAddr>().is_err();
+    if a.server && host && !dns.contains(&a.name) {
         dns.insert(0, a.name.clone());
     }
     let cred = pki.issue_device(&DeviceOptions {
