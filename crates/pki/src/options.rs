@@ -31,6 +31,7 @@ pub enum RevocationMode {
 #[derive(
     Clone, Copy, Debug, PartialEq, Eq, Hash, Default, serde::Serialize, serde::Deserialize,
 )]
+#[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
 pub enum AnchorConstraints {
     /// The anchor certificate constrains the paths below it as RFC 5937 describes (and OpenSSL
     /// does): its validity, its name constraints (the initial permitted and excluded subtrees),
@@ -39,10 +40,28 @@ pub enum AnchorConstraints {
     /// critical extensions (one not understood refuses the anchor).
     #[default]
     #[serde(rename = "constrained")]
+    #[cfg_attr(
+        feature = "clap",
+        value(
+            name = "constrained",
+            help = "The anchor certificate constrains the path (RFC 5937, as OpenSSL): it must be a \
+                    CA certificate within its validity period without unknown critical \
+                    extensions, and its name constraints, path length, policies and policy \
+                    constraints apply below it"
+        )
+    )]
     Enforce,
     /// The anchor is a bare name and key, exactly the trust anchor information of RFC 5280
     /// §6.1.1 (d): everything else in its certificate is ignored.
     #[serde(rename = "bare")]
+    #[cfg_attr(
+        feature = "clap",
+        value(
+            name = "bare",
+            help = "The anchor is a bare name and key (RFC 5280 §6.1 exactly): the rest of its \
+                    certificate is ignored"
+        )
+    )]
     Ignore,
 }
 

@@ -20,11 +20,14 @@ use crate::cert::{key_usage, Cert, GeneralName};
     Clone, Copy, Debug, PartialEq, Eq, Hash, Default, serde::Serialize, serde::Deserialize,
 )]
 #[serde(rename_all = "kebab-case")]
+#[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
 pub enum Profile {
     /// RFC 5280 §6 path processing and every rule of this module.
     #[default]
+    #[cfg_attr(feature = "clap", value(help = "Every MUST of the RFC 5280 profile"))]
     Strict,
     /// RFC 5280 §6 path processing only, for a known non-conforming issuer.
+    #[cfg_attr(feature = "clap", value(help = "RFC 5280 path processing only"))]
     Lenient,
 }
 

@@ -113,11 +113,16 @@ impl Default for RevocationConfig {
 /// Where revocation status comes from (see [`RevocationSource`]).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
+#[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
 pub enum RevocationSourceConfig {
+    /// CRLs only.
     #[default]
     Crl,
+    /// OCSP answers only.
     Ocsp,
+    /// An OCSP answer when a usable one is obtained, else CRLs.
     Either,
+    /// Both a good OCSP answer and CRL coverage.
     Both,
 }
 
@@ -135,12 +140,21 @@ impl From<RevocationSourceConfig> for RevocationSource {
 /// How revocation data is required (see [`RevocationMode`]).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
+#[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
 pub enum RevocationCheck {
     /// Every certificate below the anchor needs current CRL coverage; missing or stale data
     /// fails the validation.
     #[default]
+    #[cfg_attr(
+        feature = "clap",
+        value(help = "Every certificate needs current CRL coverage; missing data is INVALID")
+    )]
     Require,
     /// A revoked certificate fails; missing CRLs do not.
+    #[cfg_attr(
+        feature = "clap",
+        value(help = "Revoked certificates are INVALID; missing CRLs are not")
+    )]
     BestEffort,
     /// No revocation checking.
     Off,

@@ -2,135 +2,16 @@
 //! `auth`): the files, revocation and OCSP options, read into a
 //! [`pki::trust::Trust`] and [`ValidationOptions`].
 
-use clap::{Args, ValueEnum};
+use clap::Args;
 use pki::fetch::FetchConfig;
-use pki::fips201::CertProfile;
 use pki::ocsp::client::{NoncePolicy, OcspConfig, RequestMethod};
 use pki::ocsp::CertIdHash;
 use pki::options::AnchorConstraints;
+use pki::profile::Profile;
 use pki::time::Time;
 use pki::trust::{RevocationCheck, RevocationConfig, RevocationSourceConfig, Trust, TrustConfig};
 use pki::validate::ValidationOptions;
 use std::path::PathBuf;
-
-/// The FIPS 201 profile to check a leaf against.
-#[derive(Clone, Copy, Debug, ValueEnum)]
-pub enum ProfileArg {
-    /// RFC 5280 validation only.
-    None,
-    /// PIV Authentication (9A): id-fpki-common-authentication, FASC-N/UUID in SAN.
-    PivAuth,
-    /// Card Authentication (9E): id-fpki-common-cardAuth, EKU id-PIV-cardAuth.
-    CardAuth,
-    /// CHUID content signer: id-fpki-common-piv-contentSigning, EKU id-PIV-content-signing.
-    ContentSigner,
-}
-
-impl From<RevocationArg> for RevocationCheck {
-    fn from(r: RevocationArg) -> RevocationCheck {
-        match r {
-            RevocationArg::Require => RevocationCheck::Require,
-            RevocationArg::BestEffort => RevocationCheck::BestEffort,
-            RevocationArg::Off => RevocationCheck::Off,
-        }
-    }
-}
-
-impl From<ProfileArg> for CertProfile {
-    fn from(p: ProfileArg) -> CertProfile {
-        match p {
-            ProfileArg::None => CertProfile::None,
-            ProfileArg::PivAuth => CertProfile::PivAuth,
-            ProfileArg::CardAuth => CertProfile::CardAuth,
-            ProfileArg::ContentSigner => CertProfile::ContentSigner,
-        }
-    }
-}
-
-/// Which certificates the RFC 5280 profile accepts.
-#[derive(Clone, Copy, Debug, ValueEnum)]
-pub enum Rfc5280ProfileArg {
-    /// Every MUST of the RFC 5280 profile.
-    Strict,
-    /// RFC 5280 path processing only.
-    Lenient,
-}
-
-/// What a trust anchor certificate contributes to validation.
-#[derive(Clone, Copy, Debug, ValueEnum)]
-pub enum AnchorModeArg {
-    /// The anchor certificate constrains the path (RFC 5937, as OpenSSL): it must be a CA
-    /// certificate within its validity period without unknown critical extensions, and its
-    /// name constraints, path length, policies and policy constraints apply below it.
-    Constrained,
-    /// The anchor is a bare name and key (RFC 5280 §6.1 exactly): the rest of its certificate
-    /// is ignored.
-    Bare,
-}
-
-impl From<AnchorModeArg> for AnchorConstraints {
-    fn from(m: AnchorModeArg) -> AnchorConstraints {
-        match m {
-            AnchorModeArg::Constrained => AnchorConstraints::Enforce,
-            AnchorModeArg::Bare => AnchorConstraints::Ignore,
-        }
-    }
-}
-
-/// Where revocation status comes from.
-#[derive(Clone, Copy, Debug, ValueEnum)]
-pub enum SourceArg {
-    /// CRLs only.
-    Crl,
-    /// OCSP answers only.
-    Ocsp,
-    /// An OCSP answer when a usable one is obtained, else CRLs.
-    Either,
-    /// Both a good OCSP answer and CRL coverage.
-    Both,
-}
-
-impl From<SourceArg> for RevocationSourceConfig {
-    fn from(s: SourceArg) -> RevocationSourceConfig {
-        match s {
-            SourceArg::Crl => RevocationSourceConfig::Crl,
-            SourceArg::Ocsp => RevocationSourceConfig::Ocsp,
-            SourceArg::Either => RevocationSourceConfig::Either,
-            SourceArg::Both => RevocationSourceConfig::Both,
-        }
-    }
-}
-
-#[derive(Clone, Copy, Debug, ValueEnum)]
-pub enum OcspMethodArg {
-    Auto,
-    Get,
-    Post,
-}
-
-#[derive(Clone, Copy, Debug, ValueEnum)]
-pub enum OcspHashArg {
-    Sha1,
-    Sha256,
-}
-
-#[derive(Clone, Copy, Debug, ValueEnum)]
-pub enum OcspNonceArg {
-    Prefer,
-    Require,
-    Off,
-}
-
-/// Revocation checking mode.
-#[derive(Clone, Copy, Debug, ValueEnum)]
-pub enum RevocationArg {
-    /// Every certificate needs current CRL coverage; missing data is INVALID.
-    Require,
-    /// Revoked certificates are INVALID; missing CRLs are not.
-    BestEffort,
-    /// No revocation checking.
-    Off,
-}
 
 /// The trust files of a command (`pki verify`, `pki verify-chuid`, `auth`),
 /// read into a [`TrustConfig`]. Every file must be what its option asks for:
@@ -203,7 +84,7 @@ pub struct TrustArgs {
     /// CRL coverage is INVALID, so give --crl or --fetch-crls, or say
     /// --revocation off for a path without revocation data].
     #[arg(long, value_enum)]
-    revocation: Option<RevocationArg>,
+    revocation: Option<RevocationCheck>,
     /// After a path to a trust anchor is found, ask the OCSP responder of
     /// each of its certificates (authorityInfoAccess id-ad-ocsp, or
     /// --ocsp-url) for its status, with a nonce; 3 s and 64 KiB per answer.
@@ -215,21 +96,21 @@ pub struct TrustArgs {
     /// usable) or both (a good OCSP answer and CRL coverage). Any source
     /// but crl asks the responders, as --ocsp does.
     #[arg(long, value_enum, value_name = "SOURCE")]
-    revocation_source: Option<SourceArg>,
+    revocation_source: Option<RevocationSourceConfig>,
     /// Ask this OCSP responder instead of the one each certificate names.
     #[arg(long, value_name = "URL")]
     ocsp_url: Option<String>,
     /// How OCSP requests are sent: auto (GET when the request fits in the
     /// URL, else POST), get or post.
     #[arg(long, value_enum, default_value = "auto")]
-    ocsp_method: OcspMethodArg,
+    ocsp_method: RequestMethod,
     /// The hash of the CertID in OCSP requests.
     #[arg(long, value_enum, default_value = "sha1")]
-    ocsp_hash: OcspHashArg,
+    ocsp_hash: CertIdHash,
     /// An OCSP answer without our nonce: prefer (accepted: pre-produced
     /// answers), require (refused) or off (no nonce is sent).
     #[arg(long, value_enum, default_value = "prefer")]
-    ocsp_nonce: OcspNonceArg,
+    ocsp_nonce: NoncePolicy,
     /// Accept an OCSP answer without nextUpdate this many seconds after its
     /// thisUpdate.
     #[arg(long, value_name = "SECONDS", default_value_t = 3600)]
@@ -253,7 +134,7 @@ pub struct TrustArgs {
     /// length and policies to the path (RFC 5937); `bare` uses only its name
     /// and key (RFC 5280 §6.1).
     #[arg(long, value_enum, default_value = "constrained")]
-    anchor_mode: AnchorModeArg,
+    anchor_mode: AnchorConstraints,
     /// Accept a trust anchor outside its validity period (constrained mode;
     /// otherwise an expired anchor makes every path through it INVALID).
     #[arg(long)]
@@ -263,7 +144,7 @@ pub struct TrustArgs {
     /// path processing only, for a known non-conforming issuer. (`--profile`
     /// is the FIPS 201 profile.)
     #[arg(long, value_enum, default_value = "strict", value_name = "PROFILE")]
-    rfc5280_profile: Rfc5280ProfileArg,
+    rfc5280_profile: Profile,
     /// Print the result as JSON.
     #[arg(long)]
     pub(crate) json: bool,
@@ -286,16 +167,16 @@ pub fn load_inputs(t: &TrustArgs) -> anyhow::Result<Inputs> {
     if t.legacy_algorithms {
         opts.algorithms = pki::sig::AlgorithmPolicy::legacy();
     }
-    opts.anchor_constraints = t.anchor_mode.into();
+    opts.anchor_constraints = t.anchor_mode;
     opts.allow_expired_anchors = t.allow_expired_anchor;
     // Missing revocation data fails closed unless the user says otherwise.
     let source = match (t.revocation_source, t.ocsp || t.ocsp_url.is_some()) {
-        (Some(s), _) => s.into(),
+        (Some(s), _) => s,
         (None, true) => RevocationSourceConfig::Either,
         (None, false) => RevocationSourceConfig::Crl,
     };
     let mut config = t.files.config(RevocationConfig {
-        mode: t.revocation.map_or(RevocationCheck::Require, Into::into),
+        mode: t.revocation.unwrap_or(RevocationCheck::Require),
         grace_secs: t.crl_grace,
         source,
         ocsp_max_age_secs: t.ocsp_max_age,
@@ -305,10 +186,7 @@ pub fn load_inputs(t: &TrustArgs) -> anyhow::Result<Inputs> {
         config.fetch = Some(FetchConfig::default());
     }
     config.policy_set = t.policy_set;
-    config.profile = match t.rfc5280_profile {
-        Rfc5280ProfileArg::Strict => pki::profile::Profile::Strict,
-        Rfc5280ProfileArg::Lenient => pki::profile::Profile::Lenient,
-    };
+    config.profile = t.rfc5280_profile;
     if source != RevocationSourceConfig::Crl || t.ocsp || t.ocsp_url.is_some() {
         if let Some(u) = &t.ocsp_url {
             if !u.to_ascii_lowercase().starts_with("http://") {
@@ -317,20 +195,9 @@ pub fn load_inputs(t: &TrustArgs) -> anyhow::Result<Inputs> {
         }
         config.ocsp = Some(OcspConfig {
             responder_url: t.ocsp_url.clone(),
-            method: match t.ocsp_method {
-                OcspMethodArg::Auto => RequestMethod::Auto,
-                OcspMethodArg::Get => RequestMethod::Get,
-                OcspMethodArg::Post => RequestMethod::Post,
-            },
-            hash: match t.ocsp_hash {
-                OcspHashArg::Sha1 => CertIdHash::Sha1,
-                OcspHashArg::Sha256 => CertIdHash::Sha256,
-            },
-            nonce: match t.ocsp_nonce {
-                OcspNonceArg::Prefer => NoncePolicy::Prefer,
-                OcspNonceArg::Require => NoncePolicy::Require,
-                OcspNonceArg::Off => NoncePolicy::Off,
-            },
+            method: t.ocsp_method,
+            hash: t.ocsp_hash,
+            nonce: t.ocsp_nonce,
             ..OcspConfig::default()
         });
     }

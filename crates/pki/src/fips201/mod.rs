@@ -51,21 +51,37 @@ use thiserror::Error;
 /// Which FIPS 201 certificate profile a leaf must satisfy.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
+#[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
 pub enum CertProfile {
     /// Generic RFC 5280 validation only.
     #[default]
+    #[cfg_attr(feature = "clap", value(help = "RFC 5280 validation only"))]
     None,
     /// PIV Authentication certificate (slot 9A): policy
     /// id-fpki-common-authentication (or PIV-I hardware), digitalSignature,
     /// FASC-N and/or card UUID in subjectAltName.
+    #[cfg_attr(
+        feature = "clap",
+        value(help = "PIV Authentication (9A): id-fpki-common-authentication, FASC-N/UUID in SAN")
+    )]
     PivAuth,
     /// Card Authentication certificate (slot 9E): policy
     /// id-fpki-common-cardAuth (or PIV-I cardAuth), EKU id-PIV-cardAuth,
     /// digitalSignature, FASC-N and/or card UUID in subjectAltName.
+    #[cfg_attr(
+        feature = "clap",
+        value(help = "Card Authentication (9E): id-fpki-common-cardAuth, EKU id-PIV-cardAuth")
+    )]
     CardAuth,
     /// Content signer (CHUID and biometric signer): policy
     /// id-fpki-common-piv-contentSigning (or PIV-I contentSigning), EKU
     /// id-PIV-content-signing, digitalSignature.
+    #[cfg_attr(
+        feature = "clap",
+        value(
+            help = "CHUID content signer: id-fpki-common-piv-contentSigning, EKU id-PIV-content-signing"
+        )
+    )]
     ContentSigner,
 }
 

@@ -38,9 +38,11 @@ use thiserror::Error;
 /// How requests are sent.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
+#[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
 pub enum RequestMethod {
     /// GET when the encoded request fits in 255 bytes, else POST (RFC 6960 Appendix A.1).
     #[default]
+    #[cfg_attr(feature = "clap", value(help = None))]
     Auto,
     Get,
     Post,
@@ -49,14 +51,18 @@ pub enum RequestMethod {
 /// What a response without a nonce means, when the request had one.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
+#[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
 pub enum NoncePolicy {
-    /// Send a nonce; a response must echo it (pre-produced responses are refused).
-    Require,
     /// Send a nonce; a response with another nonce is refused, one without is accepted
     /// (responders that pre-produce responses, RFC 5019).
     #[default]
+    #[cfg_attr(feature = "clap", value(help = None))]
     Prefer,
+    /// Send a nonce; a response must echo it (pre-produced responses are refused).
+    #[cfg_attr(feature = "clap", value(help = None))]
+    Require,
     /// Send no nonce.
+    #[cfg_attr(feature = "clap", value(help = None))]
     Off,
 }
 

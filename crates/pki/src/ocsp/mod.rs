@@ -55,9 +55,11 @@ pub mod oid {
 /// The hash of a [`CertId`].
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
+#[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
 pub enum CertIdHash {
     /// SHA-1, what RFC 5019 responders (and most deployed ones) expect.
     #[default]
+    #[cfg_attr(feature = "clap", value(help = None))]
     Sha1,
     Sha256,
 }

@@ -1,7 +1,7 @@
 //! `pivgate pki verify` and `verify-chuid`: a certificate path (RFC 5280
 //! with the FIPS 201 profiles) and a CHUID's signature.
 
-use crate::args::trust::{load_inputs, Inputs, ProfileArg, TrustArgs};
+use crate::args::trust::{load_inputs, Inputs, TrustArgs};
 use crate::render::validation::{path_json, print_invalid, print_valid, signer_dn_text};
 use clap::Args;
 use const_oid::ObjectIdentifier;
@@ -37,7 +37,7 @@ pub struct VerifyArgs {
     eku: Option<String>,
     /// FIPS 201 profile the leaf must satisfy.
     #[arg(long, value_enum, default_value = "none")]
-    profile: ProfileArg,
+    profile: pki::fips201::CertProfile,
     /// Also verify this CHUID (binary, as read from the card): its issuer
     /// signature, and that the certificate belongs to the same card (card
     /// UUID / FASC-N) and does not outlive it.
@@ -117,7 +117,7 @@ pub fn verify(a: VerifyArgs) -> anyhow::Result<ExitCode> {
     let answered = with_ocsp(&inputs, &leaf, crls);
     let crls = answered.as_ref().unwrap_or(crls);
     let store = &inputs.trust.store;
-    let result = validate_profile(store, &leaf, &[], crls, &inputs.opts, a.profile.into());
+    let result = validate_profile(store, &leaf, &[], crls, &inputs.opts, a.profile);
     let v = match result {
         Ok(v) => v,
         Err(e) => {
