@@ -29,15 +29,9 @@ struct Cli {
         default_value = "text",
         env = "PIVGATE_LOG_FORMAT"
     )]
-    log_format: LogFormatArg,
+    log_format: server::logging::LogFormat,
     #[command(subcommand)]
     command: Command,
-}
-
-#[derive(Clone, Copy, clap::ValueEnum)]
-enum LogFormatArg {
-    Text,
-    Json,
 }
 
 #[derive(Subcommand)]
@@ -113,11 +107,7 @@ fn main() -> ExitCode {
         libc::signal(libc::SIGPIPE, libc::SIG_DFL);
     }
     let cli = Cli::parse();
-    let format = match cli.log_format {
-        LogFormatArg::Text => server::logging::LogFormat::Text,
-        LogFormatArg::Json => server::logging::LogFormat::Json,
-    };
-    if let Err(e) = server::logging::init(format) {
+    if let Err(e) = server::logging::init(cli.log_format) {
         eprintln!("error: {e}");
         return ExitCode::from(2);
     }

@@ -31,12 +31,16 @@ use store::{EventKind, EventQuery};
 
 /// The card timing of the door scenarios.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
+#[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
 pub enum Timing {
     /// Software speed.
+    #[cfg_attr(feature = "clap", value(help = None))]
     Instant,
     /// Only the 106 kbit/s contactless transfers.
+    #[cfg_attr(feature = "clap", value(help = None))]
     Contactless,
     /// A real card's processing times (the reference door's card figure).
+    #[cfg_attr(feature = "clap", value(help = None))]
     Seed,
 }
 

@@ -10,12 +10,25 @@ use thiserror::Error;
 /// How a card is (or must be) authenticated.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
+#[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
 pub enum Mechanism {
     /// PKI-CAK: card authentication key 9E, no PIN, works contactless.
+    #[cfg_attr(
+        feature = "clap",
+        value(help = "Card authentication key (9E), no PIN; works contactless")
+    )]
     PkiCak,
     /// PKI-AUTH: PIV authentication key 9A after the PIN.
+    #[cfg_attr(
+        feature = "clap",
+        value(help = "PIV authentication key (9A) after the PIN")
+    )]
     PkiAuth,
     /// CHUID: the issuer-signed identifier only (legacy, clonable).
+    #[cfg_attr(
+        feature = "clap",
+        value(help = "Signed CHUID only (legacy, low assurance)")
+    )]
     Chuid,
 }
 

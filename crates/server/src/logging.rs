@@ -10,11 +10,14 @@ use tracing_subscriber::EnvFilter;
 
 /// The look of the log lines.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
 pub enum LogFormat {
     /// `2026-01-01T00:00:00Z  INFO server::source: tap door=1 …`
     #[default]
+    #[cfg_attr(feature = "clap", value(help = None))]
     Text,
     /// `{"timestamp":…,"level":"INFO","fields":{"message":"tap","event":42,…},"target":…}`
+    #[cfg_attr(feature = "clap", value(help = None))]
     Json,
 }
 

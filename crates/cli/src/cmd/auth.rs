@@ -7,22 +7,12 @@ use crate::args::trust::{load_trust, TrustFiles};
 use crate::args::wiegand::{write_frame, WiegandArgs};
 use anyhow::{Context, Result};
 use auth::{Authenticator, Mechanism, Settings, StdinPin};
-use clap::{Args, ValueEnum};
+use clap::Args;
 use host::Transport;
 use pki::time::Time;
 use pki::trust::{RevocationCheck, RevocationConfig};
 use std::process::ExitCode;
 use std::time::Duration;
-
-#[derive(Clone, Copy, ValueEnum)]
-enum MechanismArg {
-    /// Card authentication key (9E), no PIN; works contactless.
-    PkiCak,
-    /// PIV authentication key (9A) after the PIN.
-    PkiAuth,
-    /// Signed CHUID only (legacy, low assurance).
-    Chuid,
-}
 
 #[derive(Args)]
 pub struct AuthArgs {
@@ -31,7 +21,7 @@ pub struct AuthArgs {
     reader: Option<String>,
     /// Authentication mechanism (NIST SP 800-116).
     #[arg(long, value_enum)]
-    mechanism: MechanismArg,
+    mechanism: Mechanism,
     #[command(flatten)]
     trust: TrustFiles,
     /// Do not check revocation (for test set-ups without CRLs: without --crl,
@@ -72,11 +62,7 @@ pub fn run(args: AuthArgs) -> Result<ExitCode> {
         settings.at = Some(Time::from_rfc3339(at).with_context(|| format!("--at {at:?}"))?);
     }
     settings.revocation = trust.revocation.clone();
-    let mechanism = match args.mechanism {
-        MechanismArg::PkiCak => Mechanism::PkiCak,
-        MechanismArg::PkiAuth => Mechanism::PkiAuth,
-        MechanismArg::Chuid => Mechanism::Chuid,
-    };
+    let mechanism = args.mechanism;
     if matches!(mechanism, Mechanism::PkiAuth) && !args.pin_stdin {
         anyhow::bail!("PKI-AUTH needs the PIN: pass --pin-stdin and write it to standard input");
     }

@@ -1,7 +1,9 @@
 //! `pivgate demo`: arguments; the demo itself is the `demo` crate.
 
+use crate::args::card::parse_alg;
 use anyhow::Result;
-use clap::{Args, ValueEnum};
+use clap::builder::{PossibleValuesParser, TypedValueParser};
+use clap::Args;
 use pki_issue::KeyAlgorithm;
 use std::net::SocketAddr;
 use std::process::ExitCode;
@@ -16,11 +18,12 @@ pub struct DemoArgs {
     /// Card timing: `seed` reproduces a real card's processing times (the
     /// reference door's card figure), `contactless` only the 106 kbit/s
     /// transfers, `instant` none (software speed).
-    #[arg(long, value_enum, default_value_t = Profile::Seed)]
-    profile: Profile,
+    #[arg(long, value_enum, default_value_t = demo::Timing::Seed)]
+    profile: demo::Timing,
     /// Key algorithm of the cards and the test PKI.
-    #[arg(long, value_enum, default_value_t = Alg::P256)]
-    alg: Alg,
+    #[arg(long, default_value = "p256",
+          value_parser = PossibleValuesParser::new(["p256", "rsa2048"]).try_map(|s| parse_alg(&s)))]
+    alg: KeyAlgorithm,
     /// Address of the service's HTTP API (loopback only; default: a free
     /// port on 127.0.0.1).
     #[arg(long, value_name = "ADDR")]
@@ -48,19 +51,6 @@ pub struct DemoArgs {
     quick: bool,
 }
 
-#[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
-enum Profile {
-    Instant,
-    Contactless,
-    Seed,
-}
-
-#[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
-enum Alg {
-    P256,
-    Rsa2048,
-}
-
 pub fn run(args: DemoArgs) -> Result<ExitCode> {
     if args.profiles {
         demo::run_profiles(&demo::ProfilesOptions {
@@ -73,15 +63,8 @@ pub fn run(args: DemoArgs) -> Result<ExitCode> {
     }
     let outcome = demo::run(&demo::Options {
         pcsc: args.pcsc,
-        timing: match args.profile {
-            Profile::Instant => demo::Timing::Instant,
-            Profile::Contactless => demo::Timing::Contactless,
-            Profile::Seed => demo::Timing::Seed,
-        },
-        alg: match args.alg {
-            Alg::P256 => KeyAlgorithm::P256,
-            Alg::Rsa2048 => KeyAlgorithm::Rsa2048,
-        },
+        timing: args.profile,
+        alg: args.alg,
         listen: args.listen,
         serve: args.serve,
         json: args.json,
