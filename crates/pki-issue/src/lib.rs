@@ -9,8 +9,9 @@
 //! the DER of the to-be-signed structure with `aws-lc-rs`; [`TestPki`] puts
 //! a CA, cards, device certificates and CRLs on disk, [`mesh`] builds
 //! cross-certified meshes for path-building tests and benchmarks, and
-//! [`ocsp_responder`] answers OCSP requests for a test CA. With the feature
-//! `card`, [`CardCredentials`] become a software card image.
+//! [`ocsp_responder`] answers OCSP requests for a test CA, and [`report`]
+//! says for people what was issued. With the feature `card`,
+//! [`CardCredentials`] become a software card image.
 //!
 //! This is for test and demonstration PKIs (and benchmarks that need CA
 //! bundles, chains and CRLs); it is not a production CA.
@@ -41,6 +42,7 @@ pub mod containers;
 mod keys;
 pub mod mesh;
 pub mod ocsp_responder;
+pub mod report;
 mod security_object;
 mod testpki;
 
@@ -55,9 +57,9 @@ pub use containers::CardContainers;
 pub use keys::{KeyAlgorithm, KeyPair};
 pub use security_object::security_object;
 pub use testpki::{
-    random_uuid, CardCredentials, CardOptions, DeviceCredential, DeviceOptions, DeviceRole,
-    PolicySet, SlotCredential, TestPki, TestPkiOptions, DEFAULT_PUBLICATION_URL, PIV_SLOTS,
-    PUBLISH_DIR,
+    random_uuid, CardCredentials, CardOptions, DeviceCredential, DeviceFiles, DeviceOptions,
+    DeviceRole, PolicySet, SlotCredential, TestPki, TestPkiOptions, DEFAULT_PUBLICATION_URL,
+    PIV_SLOTS, PUBLISH_DIR,
 };
 pub use x509_cert::ext::pkix::{CrlReason, KeyUsages};
 

@@ -953,6 +953,64 @@ impl TestPki {
     }
 }
 
+/// The files [`TestPki::write_device`] wrote.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DeviceFiles {
+    /// The certificate followed by the issuing CA certificate.
+    pub cert: PathBuf,
+    /// The private key (PKCS#8, mode 0600).
+    pub key: PathBuf,
+    /// The root CA certificate, for the other end's trust.
+    pub ca: PathBuf,
+}
+
+/// A file stem from a device name: letters, digits, `-`, `_` and `.`.
+fn device_stem(name: &str) -> String {
+    name.chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || "-_.".contains(c) {
+                c
+            } else {
+                '-'
+            }
+        })
+        .collect()
+}
+
+impl TestPki {
+    /// Issues a device certificate ([`TestPki::issue_device`]) and writes it
+    /// into `out` as `STEM.pem` (with the issuing CA), `STEM.key.pem` and
+    /// `ca.pem` (the root), STEM being the name with other characters than
+    /// letters, digits, `-`, `_` and `.` as `-`. A server certificate also
+    /// names the host it is reached by: its name, when that is a host name
+    /// (not an IP address), is added first to its DNS names.
+    pub fn write_device(
+        &self,
+        mut opts: DeviceOptions,
+        out: &Path,
+    ) -> Result<DeviceFiles, IssueError> {
+        let host = pki::cert::name_syntax::host_problem(&opts.name).is_none()
+            && opts.name.parse::<std::net::IpAddr>().is_err();
+        if opts.role == DeviceRole::Server && host && !opts.dns.contains(&opts.name) {
+            opts.dns.insert(0, opts.name.clone());
+        }
+        let cred = self.issue_device(&opts)?;
+        let stem = device_stem(&opts.name);
+        cred.save(out, &stem, &[self.intermediate_der()])?;
+        let ca = out.join("ca.pem");
+        write_file(
+            &ca,
+            pem_encode("CERTIFICATE", self.root_der()).as_bytes(),
+            false,
+        )?;
+        Ok(DeviceFiles {
+            cert: out.join(format!("{stem}.pem")),
+            key: out.join(format!("{stem}.key.pem")),
+            ca,
+        })
+    }
+}
+
 /// Adds the URLs of a certificate issued by `issuer` (`root` or
 /// `intermediate`): the CRL distribution point `{base}/{issuer}.crl`, and
 /// authorityInfoAccess with id-ad-caIssuers `{base}/{issuer}.p7c` and, when

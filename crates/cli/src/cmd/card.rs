@@ -168,23 +168,11 @@ fn new(a: Box<NewArgs>) -> anyhow::Result<ExitCode> {
         image.install_attestation(Algorithm::EccP256)?;
     }
     let new_management_key = set_credentials(&mut image, &a)?;
-    if creds.is_some() {
+    if let Some(c) = &creds {
         for w in personalise::default_secrets(&image) {
             eprintln!("warning: {w}");
         }
-    }
-    if let Some(c) = &creds {
-        println!(
-            "personalised: FASC-N {}, card UUID {}, expires {}, slots {}",
-            c.fascn,
-            piv::chuid::uuid_urn(&c.uuid),
-            c.expires,
-            c.slots
-                .iter()
-                .map(|s| format!("{:02X} ({})", s.slot, s.algorithm))
-                .collect::<Vec<_>>()
-                .join(", ")
-        );
+        println!("{}", pki_issue::report::personalised_line(c));
     }
     image.create(&a.out, a.force)?;
     println!(

@@ -15,30 +15,6 @@ pub fn container_files() -> impl Iterator<Item = (DataObject, &'static str)> {
     std::iter::once((DataObject::Chuid, "chuid.bin")).chain(pki_issue::containers::CONTAINER_FILES)
 }
 
-/// The containers `pivgate pki issue-card` wrote, one line each.
-pub fn print_issued_containers(card: &pki_issue::CardCredentials) {
-    let Some(c) = &card.containers else {
-        return;
-    };
-    for ((object, content), (_, file)) in c
-        .objects()
-        .iter()
-        .zip(pki_issue::containers::CONTAINER_FILES)
-    {
-        let signed = match object {
-            DataObject::SecurityObject | DataObject::Fingerprints | DataObject::FacialImage => {
-                ", signed"
-            }
-            _ => "",
-        };
-        println!(
-            "  {}: {file} ({} bytes{signed})",
-            object.name(),
-            content.len()
-        );
-    }
-}
-
 /// Writes each container read into `dir` under the names of
 /// [`container_files`] (others as TAG.bin).
 pub fn save_containers(dir: &Path, entries: &[ContainerEntry]) -> anyhow::Result<()> {

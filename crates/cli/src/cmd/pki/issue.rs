@@ -2,10 +2,11 @@
 //! `refresh-crls`: a test PKI and what it issues.
 
 use crate::args::card::{parse_alg, CardSpec};
-use crate::render::containers::print_issued_containers;
 use anyhow::Context;
-use clap::{Args, ValueEnum};
+use clap::builder::{PossibleValuesParser, TypedValueParser};
+use clap::Args;
 use pki::cert_file::read_certificate;
+use pki_issue::report::{crl_reason, CRL_REASONS};
 use pki_issue::{CrlReason, DeviceOptions, DeviceRole, KeyAlgorithm, TestPki, TestPkiOptions};
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -70,37 +71,11 @@ pub struct RevokeArgs {
     #[arg(long)]
     pki: PathBuf,
     /// Revocation reason.
-    #[arg(long, value_enum)]
-    reason: Option<ReasonArg>,
+    #[arg(long, value_parser = PossibleValuesParser::new(CRL_REASONS.map(|r| r.0))
+        .try_map(|n| crl_reason(&n)))]
+    reason: Option<CrlReason>,
     /// The certificate to revoke (PEM or DER).
     cert: PathBuf,
-}
-
-#[derive(Clone, Copy, Debug, ValueEnum)]
-pub enum ReasonArg {
-    Unspecified,
-    KeyCompromise,
-    CaCompromise,
-    AffiliationChanged,
-    Superseded,
-    CessationOfOperation,
-    CertificateHold,
-    PrivilegeWithdrawn,
-}
-
-impl From<ReasonArg> for CrlReason {
-    fn from(r: ReasonArg) -> CrlReason {
-        match r {
-            ReasonArg::Unspecified => CrlReason::Unspecified,
-            ReasonArg::KeyCompromise => CrlReason::KeyCompromise,
-            ReasonArg::CaCompromise => CrlReason::CaCompromise,
-            ReasonArg::AffiliationChanged => CrlReason::AffiliationChanged,
-            ReasonArg::Superseded => CrlReason::Superseded,
-            ReasonArg::CessationOfOperation => CrlReason::CessationOfOperation,
-            ReasonArg::CertificateHold => CrlReason::CertificateHold,
-            ReasonArg::PrivilegeWithdrawn => CrlReason::PrivilegeWithdrawn,
-        }
-    }
 }
 
 pub fn init(a: InitArgs) -> anyhow::Result<ExitCode> {
@@ -123,30 +98,7 @@ pub fn init(a: InitArgs) -> anyhow::Result<ExitCode> {
             ..Default::default()
         },
     )?;
-    let subject = |der: &[u8]| {
-        pki::cert::Cert::from_der(der.to_vec())
-            .map(|c| c.subject_display().to_string())
-            .unwrap_or_default()
-    };
-    println!("test PKI created in {}", a.dir.display());
-    println!("  root CA:        {} (root.pem)", subject(pki.root_der()));
-    println!(
-        "  issuing CA:     {} (intermediate.pem)",
-        subject(pki.intermediate_der())
-    );
-    println!(
-        "  content signer: {} (content-signer.pem)",
-        subject(pki.content_signer_der())
-    );
-    println!("  CRLs:           root.crl.pem, intermediate.crl.pem");
-    println!("  policies:       {}", pki.options().policy_set);
-    if let Some(base) = &pki.options().crl_base_url {
-        println!(
-            "  published:      {}/ (serve it at {base}: root.crl, intermediate.crl, root.p7c, intermediate.p7c)",
-            a.dir.join(pki_issue::PUBLISH_DIR).display()
-        );
-    }
-    println!("  private keys:   *.key.pem (PKCS#8, mode 0600)");
+    print!("{}", pki_issue::report::init_text(&pki, &a.dir));
     Ok(ExitCode::SUCCESS)
 }
 
@@ -155,21 +107,7 @@ pub fn issue_card(a: IssueCardArgs) -> anyhow::Result<ExitCode> {
         .with_context(|| format!("loading the test PKI in {}", a.pki.display()))?;
     let card = pki.issue_card(&a.spec.options()?)?;
     card.save(&a.out)?;
-    println!("card credentials written to {}", a.out.display());
-    println!("  FASC-N:    {}", card.fascn);
-    println!("  card UUID: {}", piv::chuid::uuid_urn(&card.uuid));
-    println!("  expires:   {}", card.expires);
-    for s in &card.slots {
-        println!(
-            "  slot {:02X}:   {} key, slot-{:02x}.pem + slot-{:02x}.key.pem",
-            s.slot, s.algorithm, s.slot, s.slot
-        );
-    }
-    println!(
-        "  CHUID:     chuid.bin ({} bytes, signed)",
-        card.chuid.len()
-    );
-    print_issued_containers(&card);
+    print!("{}", pki_issue::report::card_text(&card, &a.out));
     Ok(ExitCode::SUCCESS)
 }
 
@@ -177,11 +115,8 @@ pub fn revoke(a: RevokeArgs) -> anyhow::Result<ExitCode> {
     let cert = read_certificate(&a.cert)?;
     let mut pki = TestPki::load(&a.pki)
         .with_context(|| format!("loading the test PKI in {}", a.pki.display()))?;
-    pki.revoke(&cert, a.reason.map(Into::into))?;
-    let subject = pki::cert::Cert::from_der(cert)
-        .map(|c| c.subject_display().to_string())
-        .unwrap_or_default();
-    println!("revoked {subject}; CRLs in {} re-signed", a.pki.display());
+    pki.revoke(&cert, a.reason)?;
+    println!("{}", pki_issue::report::revoked_line(&cert, &a.pki));
     Ok(ExitCode::SUCCESS)
 }
 
@@ -189,19 +124,7 @@ pub fn refresh_crls(a: RefreshArgs) -> anyhow::Result<ExitCode> {
     let mut pki = TestPki::load(&a.pki)
         .with_context(|| format!("loading the test PKI in {}", a.pki.display()))?;
     pki.refresh_crls()?;
-    let next = |der: &[u8]| {
-        pki::crl::Crl::from_der(der.to_vec())
-            .ok()
-            .and_then(|c| c.next_update)
-            .map(|t| t.to_string())
-            .unwrap_or_else(|| "(none)".into())
-    };
-    println!(
-        "CRLs in {} re-issued; next update {} (root), {} (issuing CA)",
-        a.pki.display(),
-        next(pki.root_crl_der()),
-        next(pki.intermediate_crl_der())
-    );
+    println!("{}", pki_issue::report::refreshed_line(&pki, &a.pki));
     Ok(ExitCode::SUCCESS)
 }
 
@@ -230,55 +153,28 @@ pub struct IssueDeviceArgs {
     ip: Vec<std::net::IpAddr>,
 }
 
-/// A file stem from a device name: letters, digits, `-`, `_` and `.`.
-fn stem(name: &str) -> String {
-    name.chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || "-_.".contains(c) {
-                c
-            } else {
-                '-'
-            }
-        })
-        .collect()
-}
-
 pub fn issue_device(a: IssueDeviceArgs) -> anyhow::Result<ExitCode> {
     let pki = TestPki::load(&a.pki)
         .with_context(|| format!("loading the test PKI in {}", a.pki.display()))?;
-    // A service certificate names the host it is reached by: --name too,
-    // when it is a host name (`reader connect --server NAME:7443`).
-    let mut dns = a.dns.clone();
-    let host = pki::cert::name_syntax::host_problem(&a.name).is_none()
-        && a.name.parse::<std::net::IpAddr>().is_err();
-    if a.server && host && !dns.contains(&a.name) {
-        dns.insert(0, a.name.clone());
-    }
-    let cred = pki.issue_device(&DeviceOptions {
+    let opts = DeviceOptions {
         name: a.name.clone(),
         role: if a.server {
             DeviceRole::Server
         } else {
             DeviceRole::Reader
         },
-        dns,
-        ips: a.ip.clone(),
+        dns: a.dns,
+        ips: a.ip,
         validity: None,
-    })?;
-    let stem = stem(&a.name);
-    cred.save(&a.out, &stem, &[pki.intermediate_der()])?;
-    std::fs::write(
-        a.out.join("ca.pem"),
-        pki_issue::pem_encode("CERTIFICATE", pki.root_der()),
-    )
-    .with_context(|| format!("writing {}", a.out.join("ca.pem").display()))?;
+    };
+    let files = pki.write_device(opts, &a.out)?;
     println!(
         "issued {} certificate {:?}: {}, {}, CA {}",
         if a.server { "server" } else { "reader" },
         a.name,
-        a.out.join(format!("{stem}.pem")).display(),
-        a.out.join(format!("{stem}.key.pem")).display(),
-        a.out.join("ca.pem").display()
+        files.cert.display(),
+        files.key.display(),
+        files.ca.display()
     );
     Ok(ExitCode::SUCCESS)
 }

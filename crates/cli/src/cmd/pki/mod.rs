@@ -8,7 +8,6 @@ mod objects;
 mod verify;
 
 use clap::{Args, Subcommand};
-use pki::time::Time;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -84,14 +83,7 @@ pub fn run(cmd: PkiCommand) -> anyhow::Result<ExitCode> {
             };
             let mesh = Mesh::generate(&opts)?;
             mesh.write(&a.out)?;
-            println!(
-                "wrote {} CA certificates, {} CRLs and {} end entities to {} (validation time {})",
-                mesh.cas().len(),
-                mesh.crls().len(),
-                mesh.leaves().len(),
-                a.out.display(),
-                Time(mesh.time())
-            );
+            println!("{}", pki_issue::report::mesh_line(&mesh, &a.out));
             Ok(ExitCode::SUCCESS)
         }
     }
