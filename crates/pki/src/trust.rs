@@ -270,6 +270,45 @@ impl Trust {
     }
 }
 
+impl Trust {
+    /// The revocation data to validate `leaf` with when CRLs are downloaded ([`Trust::fetch`])
+    /// or OCSP responders asked ([`Trust::ocsp`]): the loaded CRLs, plus the CRLs of the
+    /// certificates of `leaf`'s path to a trust anchor, plus their responders' answers (asked
+    /// after the downloads). `None` when neither is on: the loaded CRLs serve as they are.
+    /// Each failed download or request is passed to `warn` as a sentence; the validation that
+    /// follows decides what the missing data means (in require mode it fails closed).
+    pub fn path_revocation(
+        &self,
+        leaf: &[u8],
+        opts: &crate::validate::ValidationOptions,
+        mut warn: impl FnMut(String),
+    ) -> Option<RevocationSet> {
+        use crate::fetch::{fetch_for_path, CrlFetcher};
+        use crate::ocsp::client::OcspClient;
+        let fetched = self.fetch.map(|f| {
+            let got = fetch_for_path(
+                &CrlFetcher::new(f),
+                &self.store,
+                leaf,
+                &[],
+                &self.crls,
+                opts,
+            );
+            got.errors.iter().for_each(|e| warn(e.to_string()));
+            got.crls
+        });
+        let crls = fetched.as_ref().unwrap_or(&self.crls);
+        let answered = self.ocsp.clone().map(|c| {
+            let client = OcspClient::new(c);
+            let got =
+                crate::ocsp::client::fetch_for_path(&client, &self.store, leaf, &[], crls, opts);
+            got.errors.iter().for_each(|e| warn(e.to_string()));
+            got.crls
+        });
+        answered.or(fetched)
+    }
+}
+
 impl TrustConfig {
     /// Reads every file (bounded: see [`crate::input`]) and builds the trust store and the
     /// CRL set.

@@ -4,12 +4,6 @@
 use serde_json::json;
 use std::process::ExitCode;
 
-pub use pki::fips201::report::{path_json, signer_dn_text};
-
-pub fn print_valid(v: &pki::fips201::PivValidated) {
-    print!("{}", pki::fips201::report::path_text(v));
-}
-
 pub fn print_invalid(json: bool, kind: &str, code: &str, reason: &str) -> ExitCode {
     if json {
         println!(

@@ -1,9 +1,14 @@
 //! A validated PIV path for people (`VALID`, the path leaf first, the
 //! policy sets with the Federal PKI's policy names, the card's identifiers)
-//! and as JSON, as `pivgate pki verify*` print them.
+//! and as JSON, as `pivgate pki verify*` print them; and the same for a
+//! verified CHUID, Security Object and biometric container, each with its
+//! signer's path.
 
-use super::PivValidated;
+use super::{
+    DataGroupStatus, PivValidated, VerifiedBiometric, VerifiedChuid, VerifiedSecurityObject,
+};
 use const_oid::ObjectIdentifier;
+use piv::chuid::Chuid;
 use serde_json::json;
 use std::fmt::Write as _;
 
@@ -101,4 +106,166 @@ pub fn signer_dn_text(c: super::SignerDnCheck) -> &'static str {
             "absent (SP 800-73-4 requires it; accepted, the signer is identified by its certificate)"
         }
     }
+}
+
+/// A CHUID verified beside the certificate it is bound to (`pki verify
+/// --chuid`), as the `chuid` member of the path's JSON.
+pub fn bound_chuid_json(c: &VerifiedChuid) -> serde_json::Value {
+    json!({
+        "signature": "valid",
+        "signer": c.signer.path.leaf().subject_display(),
+        "card_uuid": c.chuid.card_uuid_urn(),
+        "expires": c.chuid.expiration.to_string(),
+        "digest_form": c.digest_form.as_str(),
+        "buffer_length_in_digest": c.buffer_length_in_digest,
+        "signer_dn": c.signer_dn.as_str(),
+        "bound": true,
+    })
+}
+
+/// [`bound_chuid_json`] for people, one line.
+pub fn bound_chuid_line(c: &VerifiedChuid) -> String {
+    format!(
+        "CHUID: signature valid (signer {}); certificate bound to card {} (expires {})",
+        c.signer.path.leaf().subject_display(),
+        c.chuid.card_uuid_urn(),
+        c.chuid.expiration
+    )
+}
+
+/// A verified CHUID (`pki verify-chuid`) as JSON: its signer's path, the
+/// card's identifiers and expiry, and how the digest was formed.
+pub fn chuid_json(v: &VerifiedChuid) -> serde_json::Value {
+    let mut j = path_json(&v.signer);
+    j["card_uuid"] = json!(v.chuid.card_uuid_urn());
+    j["fascn"] = json!(v.chuid.fascn().map(|f| f.to_string()).ok());
+    j["expires"] = json!(v.chuid.expiration.to_string());
+    j["digest_form"] = json!(v.digest_form.as_str());
+    j["buffer_length_in_digest"] = json!(v.buffer_length_in_digest);
+    j["signer_dn"] = json!(v.signer_dn.as_str());
+    j
+}
+
+/// [`chuid_json`] for people: `VALID CHUID signature`, then the signer's path.
+pub fn chuid_text(v: &VerifiedChuid) -> String {
+    let mut s = String::new();
+    let _ = writeln!(s, "VALID CHUID signature");
+    let _ = writeln!(s, "message digest: {}", v.digest_form.describe());
+    match v.buffer_length_in_digest {
+        Some(true) => {
+            let _ = writeln!(s, "buffer length (EE, deprecated): covered by the digest");
+        }
+        Some(false) => {
+            let _ = writeln!(
+                s,
+                "buffer length (EE, deprecated): left out of the digest (a form issued cards use; accepted)"
+            );
+        }
+        None => {}
+    }
+    let _ = writeln!(s, "pivSigner-DN: {}", signer_dn_text(v.signer_dn));
+    let _ = writeln!(s, "card UUID: {}", v.chuid.card_uuid_urn());
+    if let Ok(f) = v.chuid.fascn() {
+        let _ = writeln!(s, "FASC-N: {f}");
+    }
+    let _ = writeln!(s, "card expires: {}", v.chuid.expiration);
+    let _ = writeln!(s, "signer:");
+    s.push_str(&path_text(&v.signer));
+    s
+}
+
+/// The data groups of a verified Security Object whose container was not
+/// given, as `NUMBER (CONTAINER)`.
+pub fn unread_groups(v: &VerifiedSecurityObject) -> Vec<String> {
+    v.groups
+        .iter()
+        .filter(|g| g.status == DataGroupStatus::NotRead)
+        .map(|g| format!("{} ({})", g.number, g.container))
+        .collect()
+}
+
+/// A verified Security Object (`pki verify-security-object`) as JSON, with
+/// the containers given that it does not cover.
+pub fn security_object_json(
+    v: &VerifiedSecurityObject,
+    not_covered: &[String],
+) -> serde_json::Value {
+    let mut j = path_json(&v.signer);
+    j["hash"] = json!(v.hash);
+    j["signer_dn"] = json!(v.signer_dn.as_str());
+    j["data_groups"] = json!(v.groups);
+    j["not_covered"] = json!(not_covered);
+    j
+}
+
+/// [`security_object_json`] for people: each data group, then the signer's path.
+pub fn security_object_text(v: &VerifiedSecurityObject, not_covered: &[String]) -> String {
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "VALID Security Object signature ({} data group hashes)",
+        v.hash
+    );
+    for g in &v.groups {
+        let status = match g.status {
+            DataGroupStatus::Matches => "hash matches",
+            DataGroupStatus::NotRead => "not given",
+        };
+        let _ = writeln!(
+            s,
+            "  data group {}: {} (ContainerID {}): {status}",
+            g.number, g.container, g.container_id
+        );
+    }
+    for c in not_covered {
+        let _ = writeln!(s, "  {c}: not covered by the Security Object (not checked)");
+    }
+    let _ = writeln!(s, "pivSigner-DN: {}", signer_dn_text(v.signer_dn));
+    let _ = writeln!(s, "signer:");
+    s.push_str(&path_text(&v.signer));
+    s
+}
+
+/// What a biometric container holds, by its CBEFF biometric type.
+fn biometric_kind(v: &VerifiedBiometric) -> &'static str {
+    match v.header.biometric_type {
+        piv::cbeff::TYPE_FINGERPRINT => "fingerprints",
+        piv::cbeff::TYPE_FACE => "facial image",
+        _ => "biometric",
+    }
+}
+
+/// A verified biometric container (`pki verify-biometric`) as JSON: its
+/// CBEFF header, the data block's size, and the signer's path.
+pub fn biometric_json(v: &VerifiedBiometric) -> serde_json::Value {
+    let mut j = path_json(&v.signer);
+    j["biometric"] = json!(biometric_kind(v));
+    j["header"] = json!(v.header);
+    j["data_block_bytes"] = json!(v.bdb_len);
+    j["card_uuid"] = json!(v.uuid.map(|u| piv::chuid::uuid_urn(&u)));
+    j["signer_dn"] = json!(v.signer_dn.as_str());
+    j
+}
+
+/// [`biometric_json`] for people; `chuid` is the card's CHUID the record
+/// was checked against.
+pub fn biometric_text(v: &VerifiedBiometric, chuid: &Chuid) -> String {
+    let h = &v.header;
+    let mut s = String::new();
+    let _ = writeln!(s, "VALID {} signature", biometric_kind(v));
+    let _ = writeln!(
+        s,
+        "CBEFF: format {:04X}/{:04X}, type {:06X}, quality {}, created {}, valid {} to {}, creator {:?}",
+        h.format_owner, h.format_type, h.biometric_type, h.quality, h.created, h.not_before, h.not_after, h.creator
+    );
+    let _ = writeln!(s, "data block: {} bytes", v.bdb_len);
+    let _ = writeln!(
+        s,
+        "FASC-N and card UUID: those of the CHUID ({})",
+        chuid.card_uuid_urn()
+    );
+    let _ = writeln!(s, "pivSigner-DN: {}", signer_dn_text(v.signer_dn));
+    let _ = writeln!(s, "signer:");
+    s.push_str(&path_text(&v.signer));
+    s
 }

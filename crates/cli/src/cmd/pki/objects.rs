@@ -6,14 +6,14 @@
 
 use crate::args::trust::{load_inputs, TrustArgs};
 use crate::render::containers::container_files;
-use crate::render::validation::{path_json, print_invalid, print_valid, signer_dn_text};
+use crate::render::validation::print_invalid;
 use anyhow::Context;
 use clap::Args;
 use piv::chuid::Chuid;
 use piv::DataObject;
+use pki::fips201::report;
 use pki::fips201::{chuid_signer_certificates, verify_biometric, verify_security_object};
 use pki::input::{read_bounded, InputKind};
-use serde_json::json;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
@@ -121,12 +121,7 @@ pub fn verify_security_object_cmd(a: VerifySecurityObjectArgs) -> anyhow::Result
             return Ok(print_invalid(a.trust.json, e.code(), e.code(), &reason));
         }
     };
-    let unread: Vec<String> = v
-        .groups
-        .iter()
-        .filter(|g| g.status == pki::fips201::DataGroupStatus::NotRead)
-        .map(|g| format!("{} ({})", g.number, g.container))
-        .collect();
+    let unread = report::unread_groups(&v);
     if !unread.is_empty() && !a.allow_unread {
         return Ok(print_invalid(
             a.trust.json,
@@ -139,33 +134,9 @@ pub fn verify_security_object_cmd(a: VerifySecurityObjectArgs) -> anyhow::Result
         ));
     }
     if a.trust.json {
-        let mut j = path_json(&v.signer);
-        j["hash"] = json!(v.hash);
-        j["signer_dn"] = json!(v.signer_dn.as_str());
-        j["data_groups"] = json!(v.groups);
-        j["not_covered"] = json!(not_covered);
-        println!("{j}");
+        println!("{}", report::security_object_json(&v, &not_covered));
     } else {
-        println!(
-            "VALID Security Object signature ({} data group hashes)",
-            v.hash
-        );
-        for g in &v.groups {
-            let status = match g.status {
-                pki::fips201::DataGroupStatus::Matches => "hash matches",
-                pki::fips201::DataGroupStatus::NotRead => "not given",
-            };
-            println!(
-                "  data group {}: {} (ContainerID {}): {status}",
-                g.number, g.container, g.container_id
-            );
-        }
-        for c in &not_covered {
-            println!("  {c}: not covered by the Security Object (not checked)");
-        }
-        println!("pivSigner-DN: {}", signer_dn_text(v.signer_dn));
-        println!("signer:");
-        print_valid(&v.signer);
+        print!("{}", report::security_object_text(&v, &not_covered));
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -197,34 +168,10 @@ pub fn verify_biometric_cmd(a: VerifyBiometricArgs) -> anyhow::Result<ExitCode> 
             ))
         }
     };
-    let h = &v.header;
-    let kind = match h.biometric_type {
-        piv::cbeff::TYPE_FINGERPRINT => "fingerprints",
-        piv::cbeff::TYPE_FACE => "facial image",
-        _ => "biometric",
-    };
     if a.trust.json {
-        let mut j = path_json(&v.signer);
-        j["biometric"] = json!(kind);
-        j["header"] = json!(h);
-        j["data_block_bytes"] = json!(v.bdb_len);
-        j["card_uuid"] = json!(v.uuid.map(|u| piv::chuid::uuid_urn(&u)));
-        j["signer_dn"] = json!(v.signer_dn.as_str());
-        println!("{j}");
+        println!("{}", report::biometric_json(&v));
     } else {
-        println!("VALID {kind} signature");
-        println!(
-            "CBEFF: format {:04X}/{:04X}, type {:06X}, quality {}, created {}, valid {} to {}, creator {:?}",
-            h.format_owner, h.format_type, h.biometric_type, h.quality, h.created, h.not_before, h.not_after, h.creator
-        );
-        println!("data block: {} bytes", v.bdb_len);
-        println!(
-            "FASC-N and card UUID: those of the CHUID ({})",
-            chuid.card_uuid_urn()
-        );
-        println!("pivSigner-DN: {}", signer_dn_text(v.signer_dn));
-        println!("signer:");
-        print_valid(&v.signer);
+        print!("{}", report::biometric_text(&v, &chuid));
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -1,16 +1,14 @@
 //! `pivgate pki verify` and `verify-chuid`: a certificate path (RFC 5280
 //! with the FIPS 201 profiles) and a CHUID's signature.
 
-use crate::args::trust::{load_inputs, Inputs, TrustArgs};
-use crate::render::validation::{path_json, print_invalid, print_valid, signer_dn_text};
+use crate::args::trust::{load_inputs, TrustArgs};
+use crate::render::validation::print_invalid;
 use clap::Args;
 use const_oid::ObjectIdentifier;
 use pki::cert_file::read_x509;
-use pki::fetch::{fetch_for_path, CrlFetcher};
+use pki::fips201::report;
 use pki::fips201::{check_bindings, validate_profile, verify_chuid, Fips201Error};
 use pki::input::{read_bounded, InputKind};
-use pki::ocsp::client::OcspClient;
-use pki::revocation_set::RevocationSet;
 use serde_json::json;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -59,32 +57,6 @@ fn parse_oid(s: &str) -> anyhow::Result<ObjectIdentifier> {
     ObjectIdentifier::new(s).map_err(|e| anyhow::anyhow!("{s:?} is not an object identifier: {e}"))
 }
 
-/// With --fetch-crls, the CRLs given plus those downloaded for the
-/// certificates of `leaf`'s path to a trust anchor. Download failures are
-/// reported on stderr (the validation then fails closed in require mode).
-fn fetched_crls(inputs: &Inputs, leaf: &[u8]) -> Option<RevocationSet> {
-    let t = &inputs.trust;
-    let fetcher = CrlFetcher::new(t.fetch?);
-    let fetched = fetch_for_path(&fetcher, &t.store, leaf, &[], &t.crls, &inputs.opts);
-    for e in &fetched.errors {
-        eprintln!("warning: {e}");
-    }
-    Some(fetched.crls)
-}
-
-/// With OCSP on, `crls` plus the answers of the responders of the
-/// certificates of `leaf`'s path to a trust anchor. Failed requests are
-/// reported on stderr (the validation then decides what they mean).
-fn with_ocsp(inputs: &Inputs, leaf: &[u8], crls: &RevocationSet) -> Option<RevocationSet> {
-    let t = &inputs.trust;
-    let client = OcspClient::new(t.ocsp.clone()?);
-    let got = pki::ocsp::client::fetch_for_path(&client, &t.store, leaf, &[], crls, &inputs.opts);
-    for e in &got.errors {
-        eprintln!("warning: {e}");
-    }
-    Some(got.crls)
-}
-
 fn error_kind(e: &Fips201Error) -> &'static str {
     match e {
         Fips201Error::Path(_) => "path",
@@ -112,10 +84,9 @@ pub fn verify(a: VerifyArgs) -> anyhow::Result<ExitCode> {
     if let Some(e) = &a.eku {
         inputs.opts.required_eku = Some(parse_oid(e)?);
     }
-    let fetched = fetched_crls(&inputs, &leaf);
-    let crls = fetched.as_ref().unwrap_or(&inputs.trust.crls);
-    let answered = with_ocsp(&inputs, &leaf, crls);
-    let crls = answered.as_ref().unwrap_or(crls);
+    let warn = |w| eprintln!("warning: {w}");
+    let answered = inputs.trust.path_revocation(&leaf, &inputs.opts, warn);
+    let crls = answered.as_ref().unwrap_or(&inputs.trust.crls);
     let store = &inputs.trust.store;
     let result = validate_profile(store, &leaf, &[], crls, &inputs.opts, a.profile);
     let v = match result {
@@ -170,30 +141,16 @@ pub fn verify(a: VerifyArgs) -> anyhow::Result<ExitCode> {
         None => None,
     };
     if a.trust.json {
-        let mut j = path_json(&v);
+        let mut j = report::path_json(&v);
         j["skipped"] = json!(inputs.skipped);
         if let Some(c) = &chuid {
-            j["chuid"] = json!({
-                "signature": "valid",
-                "signer": c.signer.path.leaf().subject_display(),
-                "card_uuid": c.chuid.card_uuid_urn(),
-                "expires": c.chuid.expiration.to_string(),
-                "digest_form": c.digest_form.as_str(),
-                "buffer_length_in_digest": c.buffer_length_in_digest,
-                "signer_dn": c.signer_dn.as_str(),
-                "bound": true,
-            });
+            j["chuid"] = report::bound_chuid_json(c);
         }
         println!("{j}");
     } else {
-        print_valid(&v);
+        print!("{}", report::path_text(&v));
         if let Some(c) = &chuid {
-            println!(
-                "CHUID: signature valid (signer {}); certificate bound to card {} (expires {})",
-                c.signer.path.leaf().subject_display(),
-                c.chuid.card_uuid_urn(),
-                c.chuid.expiration
-            );
+            println!("{}", report::bound_chuid_line(c));
         }
     }
     Ok(ExitCode::SUCCESS)
@@ -204,36 +161,12 @@ pub fn verify_chuid_cmd(a: VerifyChuidArgs) -> anyhow::Result<ExitCode> {
     let inputs = load_inputs(&a.trust)?;
     let t = &inputs.trust;
     match verify_chuid(&t.store, &chuid, &[], &t.crls, &inputs.opts) {
+        Ok(v) if a.trust.json => {
+            println!("{}", report::chuid_json(&v));
+            Ok(ExitCode::SUCCESS)
+        }
         Ok(v) => {
-            let fascn = v.chuid.fascn().map(|f| f.to_string()).ok();
-            if a.trust.json {
-                let mut j = path_json(&v.signer);
-                j["card_uuid"] = json!(v.chuid.card_uuid_urn());
-                j["fascn"] = json!(fascn);
-                j["expires"] = json!(v.chuid.expiration.to_string());
-                j["digest_form"] = json!(v.digest_form.as_str());
-                j["buffer_length_in_digest"] = json!(v.buffer_length_in_digest);
-                j["signer_dn"] = json!(v.signer_dn.as_str());
-                println!("{j}");
-            } else {
-                println!("VALID CHUID signature");
-                println!("message digest: {}", v.digest_form.describe());
-                match v.buffer_length_in_digest {
-                    Some(true) => println!("buffer length (EE, deprecated): covered by the digest"),
-                    Some(false) => println!(
-                        "buffer length (EE, deprecated): left out of the digest (a form issued cards use; accepted)"
-                    ),
-                    None => {}
-                }
-                println!("pivSigner-DN: {}", signer_dn_text(v.signer_dn));
-                println!("card UUID: {}", v.chuid.card_uuid_urn());
-                if let Some(f) = fascn {
-                    println!("FASC-N: {f}");
-                }
-                println!("card expires: {}", v.chuid.expiration);
-                println!("signer:");
-                print_valid(&v.signer);
-            }
+            print!("{}", report::chuid_text(&v));
             Ok(ExitCode::SUCCESS)
         }
         Err(e) => Ok(print_invalid(
