@@ -223,6 +223,35 @@ pub struct Enrolled {
     pub group: Option<AccessGroup>,
 }
 
+impl Enrolled {
+    /// What was enrolled, for people: the credential, the cardholder, the
+    /// group, the card's identifiers, and when a running service applies it.
+    pub fn text(&self) -> String {
+        let mut s = format!(
+            "enrolled credential {} for `{}`{}{}\n",
+            self.credential.id,
+            self.cardholder.name,
+            if self.new_cardholder {
+                " (new cardholder)"
+            } else {
+                ""
+            },
+            self.group
+                .as_ref()
+                .map(|g| format!(", group `{}`", g.name))
+                .unwrap_or_default()
+        );
+        if let Some(u) = &self.credential.card_uuid {
+            s.push_str(&format!("  card UUID {u}\n"));
+        }
+        if let Some(h) = &self.credential.cert_sha256 {
+            s.push_str(&format!("  card authentication certificate SHA-256 {h}\n"));
+        }
+        s.push_str("a running `pivgate serve` applies it on SIGHUP or at its next start\n");
+        s
+    }
+}
+
 /// Registers the card `validated` proved for `cardholder` (created when no
 /// cardholder has that name), optionally adding them to `group`; `actor`
 /// is recorded as who enrolled it. For tools that work with no service

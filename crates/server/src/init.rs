@@ -41,6 +41,25 @@ pub struct Initialised {
     pub data_dir: PathBuf,
 }
 
+impl Initialised {
+    /// What was written and what to run next, for people.
+    pub fn next_steps(&self) -> String {
+        let config = self.config.display();
+        format!(
+            "wrote {config}\n\
+             wrote a test PKI in {}\n\
+             data will be kept in {}\n\
+             \n\
+             next:\n  \
+             pivgate serve --config {config}\n  \
+             pivgate token create --role admin --config {config}\n  \
+             then open the dashboard at http://127.0.0.1:8080/ and sign in with that token\n",
+            self.pki_dir.display(),
+            self.data_dir.display(),
+        )
+    }
+}
+
 /// Writes `DIR/pivgate.toml` and a test PKI in `DIR/pki/`. Refuses to
 /// overwrite an existing configuration or PKI.
 pub fn init(dir: &Path, time_zone: &str) -> Result<Initialised, InitError> {

@@ -54,6 +54,28 @@ pub struct RetentionReport {
     pub deleted: u64,
 }
 
+impl RetentionReport {
+    /// A line for each day's file (path, events, bytes, SHA-256), then the
+    /// totals.
+    pub fn text(&self) -> String {
+        let mut s = String::new();
+        for d in &self.days {
+            s.push_str(&format!(
+                "{}\t{} events\t{} bytes\tsha256 {}\n",
+                d.file.display(),
+                d.events,
+                d.bytes,
+                d.sha256
+            ));
+        }
+        s.push_str(&format!(
+            "exported {} and deleted {} events before {}\n",
+            self.exported, self.deleted, self.cutoff
+        ));
+        s
+    }
+}
+
 fn io(path: &Path) -> impl FnOnce(std::io::Error) -> RetentionError + '_ {
     move |source| RetentionError::Io {
         path: path.to_path_buf(),

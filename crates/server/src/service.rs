@@ -113,6 +113,30 @@ impl ServeError {
     }
 }
 
+/// Runs `f` to its end on a runtime of this thread: for a command that
+/// works beside the service (`pivgate token`, `enroll`, `backup`, …).
+pub fn block_on<F: std::future::Future>(f: F) -> Result<F::Output, ServeError> {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(ServeError::Runtime)?;
+    Ok(rt.block_on(f))
+}
+
+/// Runs `f` with the database of `config` ([`open_store`]) on a runtime of
+/// this thread ([`block_on`]), and closes the database after it.
+pub fn with_store<T, E: From<ServeError>>(
+    config: &Config,
+    f: impl AsyncFnOnce(&Store) -> Result<T, E>,
+) -> Result<T, E> {
+    block_on(async {
+        let store = open_store(config).await?;
+        let result = f(&store).await;
+        store.close().await;
+        result
+    })?
+}
+
 /// Opens the database the configuration names (PostgreSQL when
 /// `database_url` is set, else SQLite in the data directory), and writes
 /// the configuration's seed into it when it holds no site yet.

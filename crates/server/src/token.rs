@@ -109,6 +109,62 @@ pub async fn issue(
     }
 }
 
+/// A name for a token created without one: its role and 8 random characters.
+pub fn default_name(role: Role) -> Result<String, TokenError> {
+    Ok(format!("{role}-{}", &generate()?[4..12]))
+}
+
+/// A token's doors for people: `1,2`, or `1 (reader 3)` when bound to one
+/// reader; `None` when bound to no door.
+pub fn doors_text(doors: &[DoorId], reader: Option<ReaderId>) -> Option<String> {
+    if doors.is_empty() {
+        return None;
+    }
+    let list = doors
+        .iter()
+        .map(|d| d.to_string())
+        .collect::<Vec<_>>()
+        .join(",");
+    Some(match reader {
+        Some(r) => format!("{list} (reader {r})"),
+        None => list,
+    })
+}
+
+/// What is said of a token just created, before its text is shown.
+pub fn created_line(t: &ApiToken) -> String {
+    format!(
+        "token `{}` (role {}{}{}); shown once, store it now:",
+        t.name,
+        t.role,
+        doors_text(&t.doors, t.reader)
+            .map(|d| format!(", doors {d}"))
+            .unwrap_or_default(),
+        t.expires_at
+            .map(|e| format!(", expires {e}"))
+            .unwrap_or_default()
+    )
+}
+
+/// The tokens for people: a header line, then one tab-separated line each
+/// (name, role, doors, created, expires, last used).
+pub fn list_text(tokens: &[ApiToken]) -> String {
+    let opt = |t: Option<Timestamp>| t.map_or_else(|| "never".to_string(), |t| t.to_string());
+    let mut s = String::from("name\trole\tdoors\tcreated\texpires\tlast used\n");
+    for t in tokens {
+        s.push_str(&format!(
+            "{}\t{}\t{}\t{}\t{}\t{}\n",
+            t.name,
+            t.role,
+            doors_text(&t.doors, t.reader).unwrap_or_else(|| "-".into()),
+            t.created_at,
+            opt(t.expires_at),
+            opt(t.last_used_at),
+        ));
+    }
+    s
+}
+
 /// `--expires`: a duration from `now` (`90d`, `12h`, `30m`, `2w`, `45s`)
 /// or an RFC 3339 time; it must be in the future.
 pub fn parse_expiry(text: &str, now: Timestamp) -> Result<Timestamp, TokenError> {

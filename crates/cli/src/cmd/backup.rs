@@ -3,7 +3,6 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use anyhow::Context;
 use clap::Args;
 
 #[derive(Args)]
@@ -17,11 +16,7 @@ pub struct BackupArgs {
 
 pub fn run(a: BackupArgs) -> anyhow::Result<ExitCode> {
     let config = server::service::resolve_config(a.config.as_deref())?;
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .context("starting the async runtime")?;
-    let s = rt.block_on(server::backup::backup(&config, &a.to))?;
+    let s = server::service::block_on(server::backup::backup(&config, &a.to))??;
     println!(
         "backed up {} events (last event {}, schema {}) to {} ({} bytes)",
         s.events,

@@ -5,8 +5,8 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use anyhow::Context;
 use clap::Args;
+use server::retention::export_and_prune;
 
 #[derive(Args)]
 pub struct PruneArgs {
@@ -22,34 +22,10 @@ pub struct PruneArgs {
 
 pub fn run(a: PruneArgs) -> anyhow::Result<ExitCode> {
     let config = server::service::resolve_config(a.config.as_deref())?;
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .context("starting the async runtime")?;
-    let r = rt.block_on(async {
-        let store = server::service::open_store(&config).await?;
-        let r = server::retention::export_and_prune(
-            &store,
-            &a.export_dir,
-            a.older_than_days,
-            access::jiff::Timestamp::now(),
-        )
-        .await;
-        store.close().await;
-        anyhow::Ok(r?)
+    let r = server::service::with_store(&config, async |store| {
+        let now = access::jiff::Timestamp::now();
+        anyhow::Ok(export_and_prune(store, &a.export_dir, a.older_than_days, now).await?)
     })?;
-    for d in &r.days {
-        println!(
-            "{}\t{} events\t{} bytes\tsha256 {}",
-            d.file.display(),
-            d.events,
-            d.bytes,
-            d.sha256
-        );
-    }
-    println!(
-        "exported {} and deleted {} events before {}",
-        r.exported, r.deleted, r.cutoff
-    );
+    print!("{}", r.text());
     Ok(ExitCode::SUCCESS)
 }

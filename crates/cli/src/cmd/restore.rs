@@ -4,7 +4,6 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use anyhow::Context;
 use clap::Args;
 
 #[derive(Args)]
@@ -18,11 +17,7 @@ pub struct RestoreArgs {
 
 pub fn run(a: RestoreArgs) -> anyhow::Result<ExitCode> {
     let config = server::service::resolve_config(a.config.as_deref())?;
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .context("starting the async runtime")?;
-    let s = rt.block_on(server::backup::restore(&config, &a.from))?;
+    let s = server::service::block_on(server::backup::restore(&config, &a.from))??;
     println!(
         "restored {} events (last event {}) from {} into {}",
         s.events,

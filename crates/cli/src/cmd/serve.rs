@@ -27,17 +27,7 @@ pub struct ServeArgs {
 
 pub fn init(a: InitArgs) -> anyhow::Result<ExitCode> {
     let done = server::init::init(&a.dir, &a.time_zone)?;
-    println!("wrote {}", done.config.display());
-    println!("wrote a test PKI in {}", done.pki_dir.display());
-    println!("data will be kept in {}", done.data_dir.display());
-    println!();
-    println!("next:");
-    println!("  pivgate serve --config {}", done.config.display());
-    println!(
-        "  pivgate token create --role admin --config {}",
-        done.config.display()
-    );
-    println!("  then open the dashboard at http://127.0.0.1:8080/ and sign in with that token");
+    print!("{}", done.next_steps());
     Ok(ExitCode::SUCCESS)
 }
 
@@ -98,51 +88,20 @@ pub fn enroll(a: EnrollArgs) -> anyhow::Result<ExitCode> {
         }
         Err(e) => return Err(e.into()),
     };
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .context("starting the async runtime")?;
-    rt.block_on(async move {
-        let store = server::service::open_store(&config).await?;
-        let result = register(
-            &store,
-            &validated,
-            &a.cardholder,
-            a.group.as_deref(),
-            "pivgate enroll",
-            access::jiff::Timestamp::now(),
-        )
-        .await;
-        store.close().await;
-        match result {
-            Ok(e) => {
-                println!(
-                    "enrolled credential {} for `{}`{}{}",
-                    e.credential.id,
-                    e.cardholder.name,
-                    if e.new_cardholder {
-                        " (new cardholder)"
-                    } else {
-                        ""
-                    },
-                    e.group
-                        .map(|g| format!(", group `{}`", g.name))
-                        .unwrap_or_default()
-                );
-                if let Some(u) = e.credential.card_uuid {
-                    println!("  card UUID {u}");
-                }
-                if let Some(h) = e.credential.cert_sha256 {
-                    println!("  card authentication certificate SHA-256 {h}");
-                }
-                println!("a running `pivgate serve` applies it on SIGHUP or at its next start");
-                Ok(ExitCode::SUCCESS)
-            }
-            Err(e @ (EnrollError::AlreadyEnrolled { .. } | EnrollError::NoIdentifier)) => {
-                eprintln!("not enrolled: {e}");
-                Ok(ExitCode::from(1))
-            }
-            Err(e) => Err(e.into()),
+    let result = server::service::with_store(&config, async |store| {
+        let now = access::jiff::Timestamp::now();
+        let (holder, group) = (&a.cardholder, a.group.as_deref());
+        anyhow::Ok(register(store, &validated, holder, group, "pivgate enroll", now).await)
+    })?;
+    match result {
+        Ok(e) => {
+            print!("{}", e.text());
+            Ok(ExitCode::SUCCESS)
         }
-    })
+        Err(e @ (EnrollError::AlreadyEnrolled { .. } | EnrollError::NoIdentifier)) => {
+            eprintln!("not enrolled: {e}");
+            Ok(ExitCode::from(1))
+        }
+        Err(e) => Err(e.into()),
+    }
 }

@@ -7,10 +7,9 @@ use std::process::ExitCode;
 
 use access::jiff::Timestamp;
 use access::{DoorId, ReaderId};
-use anyhow::Context;
 use clap::Subcommand;
 use server::admin::{AccessData, DeleteToken};
-use server::token::{issue, parse_expiry, NewToken};
+use server::token::{issue, list_text, parse_expiry, NewToken};
 use store::Role;
 
 /// Who the events of these commands name.
@@ -61,16 +60,8 @@ pub fn token(c: TokenCommand) -> anyhow::Result<ExitCode> {
         | TokenCommand::Delete { config, .. } => config.clone(),
     };
     let config = server::service::resolve_config(config.as_deref())?;
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .context("starting the async runtime")?;
-    rt.block_on(async move {
-        let store = server::service::open_store(&config).await?;
-        let access = AccessData::offline(store.clone());
-        let result = run(c, &access).await;
-        store.close().await;
-        result
+    server::service::with_store(&config, async |store| {
+        run(c, &AccessData::offline(store.clone())).await
     })
 }
 
@@ -84,48 +75,23 @@ async fn run(c: TokenCommand, access: &AccessData) -> anyhow::Result<ExitCode> {
             expires,
             ..
         } => {
-            let name = match name {
-                Some(n) => n,
-                None => format!("{role}-{}", &server::token::generate()?[4..12]),
-            };
+            let name = name.map_or_else(|| server::token::default_name(role), Ok)?;
             let expires_at = expires
                 .map(|e| parse_expiry(&e, Timestamp::now()))
                 .transpose()?;
             let new = NewToken {
-                name: name.clone(),
+                name,
                 role,
                 doors: doors.into_iter().map(DoorId).collect(),
                 reader: reader.map(ReaderId),
                 expires_at,
             };
             let (text, t) = issue(access, ACTOR, new).await?;
-            eprintln!(
-                "token `{name}` (role {role}{}{}); shown once, store it now:",
-                doors_text(&t.doors, t.reader)
-                    .map(|d| format!(", doors {d}"))
-                    .unwrap_or_default(),
-                t.expires_at
-                    .map(|e| format!(", expires {e}"))
-                    .unwrap_or_default()
-            );
+            eprintln!("{}", server::token::created_line(&t));
             println!("{text}");
         }
         TokenCommand::List { .. } => {
-            let opt = |t: Option<Timestamp>, none: &str| {
-                t.map_or_else(|| none.to_string(), |t| t.to_string())
-            };
-            println!("name\trole\tdoors\tcreated\texpires\tlast used");
-            for t in access.store().list_tokens().await? {
-                println!(
-                    "{}\t{}\t{}\t{}\t{}\t{}",
-                    t.name,
-                    t.role,
-                    doors_text(&t.doors, t.reader).unwrap_or_else(|| "-".into()),
-                    t.created_at,
-                    opt(t.expires_at, "never"),
-                    opt(t.last_used_at, "never"),
-                );
-            }
+            print!("{}", list_text(&access.store().list_tokens().await?));
         }
         TokenCommand::Delete { name, .. } => {
             access.change(ACTOR, DeleteToken(name.clone())).await?;
@@ -133,20 +99,4 @@ async fn run(c: TokenCommand, access: &AccessData) -> anyhow::Result<ExitCode> {
         }
     }
     Ok(ExitCode::SUCCESS)
-}
-
-/// `1,2` or `1 (reader 3)`; `None` when bound to no door.
-fn doors_text(doors: &[DoorId], reader: Option<ReaderId>) -> Option<String> {
-    if doors.is_empty() {
-        return None;
-    }
-    let list = doors
-        .iter()
-        .map(|d| d.to_string())
-        .collect::<Vec<_>>()
-        .join(",");
-    Some(match reader {
-        Some(r) => format!("{list} (reader {r})"),
-        None => list,
-    })
 }
