@@ -155,6 +155,15 @@ const SEED_OBJECTS: [(u32, &str); 8] = [
     (0x5FC106, "Security object"),
 ];
 
+/// Every profile that is a card's processing times, by name, as a timing
+/// report ([`seed_report`]): the cards a measured one is shown beside.
+pub fn seed_reports() -> Vec<(String, TimingReport)> {
+    TimingProfile::ALL
+        .into_iter()
+        .filter_map(|p| Some((p.to_string(), seed_report(p)?)))
+        .collect()
+}
+
 /// A seed profile as a timing report: its per-command times, for every
 /// object and key the seed card holds. `None` for profiles that are not
 /// a card's processing times (`instant`, `contactless`).

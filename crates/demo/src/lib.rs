@@ -7,6 +7,9 @@
 //! `--profiles`, an RSA-2048 and a P-256 card under each timing profile,
 //! per-stage medians beside the reference door.
 //!
+//! With the feature `clap`, [`Timing`] derives `clap::ValueEnum` (`pivgate
+//! demo --profile`).
+//!
 //! Owns: the demo's script and its tables (narrated on standard output,
 //! progress on standard error). Must not: be linked into the service
 //! (`server`), or hold anything the service needs — the demo site itself

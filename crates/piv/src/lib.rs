@@ -8,6 +8,9 @@
 //! Every encoder here has a matching decoder, and decoders go through the
 //! bounds-checked [`iso7816::tlv::Reader`] so a malicious card or host gets a
 //! [`PivError`], never a panic.
+//!
+//! With the feature `clap`, [`mechanism::Mechanism`] derives `clap::ValueEnum`
+//! (`pivgate auth --mechanism`).
 
 pub mod aid;
 pub mod auth;

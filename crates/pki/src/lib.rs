@@ -44,6 +44,12 @@
 //! | [`input`] | [`input::read_bounded`]: every input file is a regular file read with a cap by kind |
 //! | [`fips201`] | FIPS 201 certificate profiles ([`fips201::CertProfile`]), card identifiers ([`fips201::CertCardIds`]), CHUID, Security Object and biometric signatures, card/certificate bindings |
 //!
+//! With the feature `clap`, the option enums a command line offers derive `clap::ValueEnum`
+//! ([`fips201::CertProfile`], [`trust::RevocationCheck`], [`trust::RevocationSourceConfig`],
+//! [`options::AnchorConstraints`], [`profile::Profile`], the OCSP request settings), with the
+//! help text `pivgate --help` shows; [`fips201::report`] says the results for people and as
+//! JSON, so the command line only prints them.
+//!
 //! Dependencies point one way: `validate` → `path` → (`rules`, `revocation`) → (`options`,
 //! `error`, `budget`, `cert`, `revocation_set`, …); `revocation_set` → (`crl`, `ocsp`) →
 //! `error` → `reason`; `revocation` reaches path building only through a small trait for

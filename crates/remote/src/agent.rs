@@ -37,6 +37,16 @@ pub struct AgentConfig {
 }
 
 impl AgentConfig {
+    /// The agent's name when none is given: this host's name
+    /// (`/etc/hostname`), or `pivgate reader`.
+    pub fn host_name() -> String {
+        std::fs::read_to_string("/etc/hostname")
+            .ok()
+            .map(|s| s.trim().to_string())
+            .filter(|s| !s.is_empty())
+            .unwrap_or_else(|| "pivgate reader".into())
+    }
+
     pub fn new(
         server: String,
         tls: Arc<ClientConfig>,

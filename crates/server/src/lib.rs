@@ -62,7 +62,8 @@
 //! - [`metrics`]: Prometheus metrics at `/metrics` (viewer token): taps by
 //!   door, mechanism and result, a latency histogram per stage, event-log
 //!   commits, trust store, CRL ages, cache hits, start-up times.
-//! - [`logging`]: log lines as text or JSON (`--log-format json`), the
+//! - [`logging`]: log lines as text or JSON (`--log-format json`; with the
+//!   feature `clap`, [`logging::LogFormat`] derives `clap::ValueEnum`), the
 //!   level from `PIVGATE_LOG`.
 //! - [`stats`]: tap latency percentiles per stage and time bucket (pure
 //!   functions).
@@ -78,7 +79,11 @@
 //!   in progress; [`watchdog`]: `WATCHDOG=1` only while no tap is stuck
 //!   and the event log's writer runs.
 //! - [`service`]: start-up (linear, trust loading overlapped with the
-//!   database), readiness, reload, graceful shutdown.
+//!   database), readiness, reload, graceful shutdown; [`service::with_store`]
+//!   runs the database work of a command beside the service (`pivgate
+//!   token`, `enroll`, `prune`), whose reports the modules say for people
+//!   ([`init::Initialised::next_steps`], [`enroll::Enrolled::text`],
+//!   [`token::list_text`], [`retention::RetentionReport::text`]).
 //! - [`limits`]: every limit the API puts on its clients (timeouts,
 //!   connection cap and reserve, event streams, shutdown deadline), set in
 //!   `[http]` and enforced by [`http::server`].

@@ -5,11 +5,9 @@
 use anyhow::{Context, Result};
 use auth::card_timing::{measure_card, report_text, MeasureError, MeasureOptions, Progress};
 use auth::PinSource;
-use card::replay::seed_report;
-use card::TimingProfile;
+use card::replay::seed_reports;
 use clap::Args;
 use indicatif::{ProgressBar, ProgressStyle};
-use piv::timing::TimingReport;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::atomic::AtomicBool;
@@ -90,19 +88,11 @@ pub fn run(args: MeasureArgs) -> Result<ExitCode> {
         }
         Err(e) => return Err(e.into()),
     };
-    print_report(&report);
+    print!("{}", report_text(&report, &seed_reports()));
     if let Some(path) = &args.json {
         let json = serde_json::to_string_pretty(&report)? + "\n";
         std::fs::write(path, json).with_context(|| format!("writing {}", path.display()))?;
         println!("report written to {}", path.display());
     }
     Ok(ExitCode::SUCCESS)
-}
-
-fn print_report(r: &TimingReport) {
-    let seeds: Vec<(String, TimingReport)> = TimingProfile::ALL
-        .into_iter()
-        .filter_map(|p| Some((p.to_string(), seed_report(p)?)))
-        .collect();
-    print!("{}", report_text(r, &seeds));
 }

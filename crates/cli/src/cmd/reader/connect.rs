@@ -59,16 +59,6 @@ pub struct ReaderConnectArgs {
     name: Option<String>,
 }
 
-/// A number for each card arrival, different across restarts of the agent
-/// (the service reports a presence once, by its number).
-fn host_name() -> String {
-    std::fs::read_to_string("/etc/hostname")
-        .ok()
-        .map(|s| s.trim().to_string())
-        .filter(|s| !s.is_empty())
-        .unwrap_or_else(|| "pivgate reader".into())
-}
-
 pub fn run(a: ReaderConnectArgs) -> Result<ExitCode> {
     if !a.server.contains(':') {
         bail!("--server needs HOST:PORT, got {:?}", a.server);
@@ -130,7 +120,7 @@ pub fn run(a: ReaderConnectArgs) -> Result<ExitCode> {
             }
         }
     };
-    let name = a.name.clone().unwrap_or_else(host_name);
+    let name = a.name.clone().unwrap_or_else(AgentConfig::host_name);
     let cfg = AgentConfig::new(a.server.clone(), tls, name, offer.source.clone());
     eprintln!("remote: offering {} to {}", offer.source, a.server);
     remote::offer::run(offer, cfg, |line| eprintln!("remote: {line}"))?;
