@@ -101,6 +101,22 @@ mod tests {
     use super::*;
 
     #[test]
+    fn next_steps_name_the_files_and_the_commands_to_run() {
+        let done = Initialised {
+            config: "s/pivgate.toml".into(),
+            pki_dir: "s/pki".into(),
+            data_dir: "s/data".into(),
+        };
+        assert_eq!(
+            done.next_steps(),
+            "wrote s/pivgate.toml\nwrote a test PKI in s/pki\ndata will be kept in s/data\n\n\
+             next:\n  pivgate serve --config s/pivgate.toml\n  \
+             pivgate token create --role admin --config s/pivgate.toml\n  \
+             then open the dashboard at http://127.0.0.1:8080/ and sign in with that token\n"
+        );
+    }
+
+    #[test]
     fn init_writes_a_site_whose_trust_loads() {
         let dir = tempfile::tempdir().unwrap();
         let site = dir.path().join("site");

@@ -227,3 +227,28 @@ fn write_manifest(dir: &Path, days: &[ExportedDay]) -> Result<(), RetentionError
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_report_has_a_line_per_day_then_the_totals() {
+        let r = RetentionReport {
+            cutoff: "2030-01-02T00:00:00Z".parse().unwrap(),
+            days: vec![ExportedDay {
+                file: "x/2030-01-01.jsonl.gz".into(),
+                events: 3,
+                bytes: 120,
+                sha256: "ab".into(),
+            }],
+            exported: 3,
+            deleted: 3,
+        };
+        assert_eq!(
+            r.text(),
+            "x/2030-01-01.jsonl.gz\t3 events\t120 bytes\tsha256 ab\n\
+             exported 3 and deleted 3 events before 2030-01-02T00:00:00Z\n"
+        );
+    }
+}

@@ -205,6 +205,36 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_listing_names_the_doors_and_reader_of_each_token() {
+        assert_eq!(doors_text(&[], Some(ReaderId(3))), None);
+        assert_eq!(doors_text(&[DoorId(1), DoorId(2)], None).unwrap(), "1,2");
+        assert_eq!(
+            doors_text(&[DoorId(1)], Some(ReaderId(3))).unwrap(),
+            "1 (reader 3)"
+        );
+        let at: Timestamp = "2030-01-02T03:04:05Z".parse().unwrap();
+        let keypad = ApiToken {
+            doors: vec![DoorId(1)],
+            reader: Some(ReaderId(3)),
+            expires_at: Some(at),
+            ..ApiToken::new("pad", Role::Keypad, "h".into(), at)
+        };
+        let admin = ApiToken::new("adm", Role::Admin, "h".into(), at);
+        assert_eq!(
+            list_text(&[admin, keypad.clone()]),
+            "name\trole\tdoors\tcreated\texpires\tlast used\n\
+             adm\tadmin\t-\t2030-01-02T03:04:05Z\tnever\tnever\n\
+             pad\tkeypad\t1 (reader 3)\t2030-01-02T03:04:05Z\t2030-01-02T03:04:05Z\tnever\n"
+        );
+        assert_eq!(
+            created_line(&keypad),
+            "token `pad` (role keypad, doors 1 (reader 3), expires 2030-01-02T03:04:05Z); \
+             shown once, store it now:"
+        );
+        assert!(default_name(Role::Viewer).unwrap().starts_with("viewer-"));
+    }
+
+    #[test]
     fn tokens_are_random_and_hash_stably() {
         let a = generate().unwrap();
         let b = generate().unwrap();
