@@ -11,6 +11,14 @@
 //! smoke pass. Each reader thread keeps its card in the field and taps it
 //! again and again: after the first (full) read every tap takes the fast
 //! path, as a returning cardholder's does.
+//!
+//! Throughput depends on the machine as much as on the program, so each
+//! run also prints the host CPU per decision (this process's user + system
+//! time over the measured window, divided by the decisions: the card's own
+//! signing is in it, PostgreSQL's server processes are not) and a
+//! calibration figure measured in the same run: how many P-256 ECDSA
+//! sign + verify pairs one core does per second. A slower machine lowers
+//! both; a slower program raises the CPU per decision.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Barrier};
@@ -110,6 +118,46 @@ fn entities(cards: &[CardCredentials], per_door: i64) -> Entities {
     }
 }
 
+/// This process's user + system CPU time so far (`/proc/self/stat`,
+/// clock ticks of 1/100 s on Linux).
+fn process_cpu() -> Duration {
+    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
+    // The fields after the command name (which is in parentheses).
+    let rest = stat.rsplit_once(") ").map(|(_, r)| r).unwrap_or("");
+    let field = |i: usize| -> u64 {
+        rest.split_whitespace()
+            .nth(i)
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0)
+    };
+    // utime is field 14 and stime 15 of the whole line: 11 and 12 after ") ".
+    Duration::from_millis((field(11) + field(12)) * 10)
+}
+
+/// P-256 ECDSA sign + verify pairs per second on one core, for `period`.
+fn calibration(period: Duration) -> f64 {
+    use aws_lc_rs::rand::SystemRandom;
+    use aws_lc_rs::signature::{
+        EcdsaKeyPair, KeyPair, UnparsedPublicKey, ECDSA_P256_SHA256_ASN1,
+        ECDSA_P256_SHA256_ASN1_SIGNING,
+    };
+    let rng = SystemRandom::new();
+    let pkcs8 = EcdsaKeyPair::generate_pkcs8(&ECDSA_P256_SHA256_ASN1_SIGNING, &rng).expect("key");
+    let key =
+        EcdsaKeyPair::from_pkcs8(&ECDSA_P256_SHA256_ASN1_SIGNING, pkcs8.as_ref()).expect("key");
+    let public =
+        UnparsedPublicKey::new(&ECDSA_P256_SHA256_ASN1, key.public_key().as_ref().to_vec());
+    let message = [0x5a_u8; 32];
+    let t = Instant::now();
+    let mut pairs = 0u64;
+    while t.elapsed() < period {
+        let sig = key.sign(&rng, &message).expect("sign");
+        public.verify(&message, sig.as_ref()).expect("verify");
+        pairs += 1;
+    }
+    pairs as f64 / t.elapsed().as_secs_f64()
+}
+
 struct Run {
     decisions: usize,
     elapsed: Duration,
@@ -117,6 +165,8 @@ struct Run {
     commits: u64,
     events: u64,
     largest_batch: u64,
+    /// This process's CPU time over the measured window.
+    cpu: Duration,
 }
 
 /// Taps every reader's card in a loop on its own thread for `duration`.
@@ -183,6 +233,7 @@ fn run(
         .collect();
     start.wait();
     let before = controller.log().stats();
+    let cpu_before = process_cpu();
     let t = Instant::now();
     std::thread::sleep(duration);
     stop.store(true, Ordering::Relaxed);
@@ -191,6 +242,7 @@ fn run(
         .flat_map(|h| h.join().expect("reader thread"))
         .collect();
     let elapsed = t.elapsed();
+    let cpu = process_cpu().saturating_sub(cpu_before);
     let after = controller.log().stats();
     drop(controller);
     rt.block_on(writer).expect("writer");
@@ -202,6 +254,7 @@ fn run(
         commits: after.commits - before.commits,
         events: after.events - before.events,
         largest_batch: after.largest_batch,
+        cpu,
     }
 }
 
@@ -216,13 +269,14 @@ fn percentile(sorted: &[u64], p: f64) -> f64 {
 fn report(backend: &str, per_door: i64, r: &Run, full: bool) -> f64 {
     let rate = r.decisions as f64 / r.elapsed.as_secs_f64();
     println!(
-        "{backend:<10} {:>3} in flight  {:>8.0} decisions/s  p50 {:>6.2} ms  p99 {:>6.2} ms  {:>5.1} events/commit (largest {})",
+        "{backend:<10} {:>3} in flight  {:>8.0} decisions/s  p50 {:>6.2} ms  p99 {:>6.2} ms  {:>5.1} events/commit (largest {})  {:>5.0} µs CPU/decision",
         DOORS * per_door,
         rate,
         percentile(&r.latencies_us, 0.50),
         percentile(&r.latencies_us, 0.99),
         r.events as f64 / r.commits.max(1) as f64,
         r.largest_batch,
+        r.cpu.as_secs_f64() * 1e6 / r.decisions.max(1) as f64,
     );
     if full {
         let verdict = if rate >= GOAL_PER_SEC {
@@ -258,6 +312,15 @@ fn main() {
     println!(
         "8 doors, PKI-CAK, P-256 in-process cards, repeat taps (fast path), {} s per run",
         duration.as_secs_f64()
+    );
+    let calibration_period = if full {
+        Duration::from_secs(1)
+    } else {
+        Duration::from_millis(50)
+    };
+    println!(
+        "calibration: {:.0} P-256 ECDSA sign + verify pairs/s on one core (same run)",
+        calibration(calibration_period)
     );
     let per_doors: &[i64] = if full { &[1, 4] } else { &[4] };
     for &per_door in per_doors {
