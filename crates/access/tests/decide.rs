@@ -34,6 +34,8 @@ fn door(id: i64, name: &str, mechanism: Mechanism) -> Door {
         allow_low_assurance: false,
         passback: Passback::None,
         mode: DoorMode::Normal,
+        unlock_schedule: None,
+        first_card_unlock: false,
     }
 }
 
@@ -137,11 +139,13 @@ fn entities() -> Entities {
                 id: SiteId(1),
                 name: "HQ".into(),
                 time_zone: NY.into(),
+                lockdown: false,
             },
             Site {
                 id: SiteId(2),
                 name: "Annex".into(),
                 time_zone: "Europe/Paris".into(),
+                lockdown: false,
             },
         ],
         doors,
@@ -836,6 +840,7 @@ fn arb_entities() -> impl Strategy<Value = Entities> {
                             id: SiteId(id % 3),
                             name: format!("site {id}"),
                             time_zone: if id == 5 { "Nowhere/City" } else { NY }.into(),
+                            lockdown: false,
                         })
                         .collect(),
                     doors: doors

@@ -1084,6 +1084,7 @@ impl Seed {
             id: SiteId(1),
             name: self.site.name.clone(),
             time_zone: self.site.time_zone.clone(),
+            lockdown: false,
         };
         let mut doors = Vec::new();
         for (i, d) in self.doors.iter().enumerate() {
@@ -1113,6 +1114,8 @@ impl Seed {
                 allow_low_assurance: d.allow_low_assurance,
                 passback: d.passback,
                 mode: Default::default(),
+                unlock_schedule: None,
+                first_card_unlock: false,
             });
         }
         let mut readers = Vec::new();
