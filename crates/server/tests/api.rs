@@ -1149,6 +1149,12 @@ fn door_schedules_and_site_lockdown_through_the_api() {
     }
     let (_, site) = api.call("GET", "/api/v1/sites/1", Some(&api.viewer), None);
     assert_eq!(site["lockdown"], true);
+    let (st, status) = api.call("GET", "/api/v1/doors/status", Some(&api.viewer), None);
+    assert_eq!(st, 200, "{status}");
+    for d in status["items"].as_array().unwrap() {
+        assert_eq!(d["mode"], "normal", "{d}");
+        assert_eq!(d["driven_mode"], "locked", "{d}");
+    }
     let events = api.admin_events();
     let (_, actor, e) = events
         .iter()

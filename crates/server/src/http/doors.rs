@@ -374,8 +374,11 @@ pub struct DoorStatus {
     pub name: String,
     /// The site (by id).
     pub site: i64,
-    /// `normal`, `unlocked` or `locked`.
+    /// `normal`, `unlocked` or `locked`: the door's own mode.
     pub mode: String,
+    /// The mode the door is driven in now: its own mode, `locked` while its
+    /// site is locked down, or `unlocked` by its unlock schedule.
+    pub driven_mode: String,
     /// `pki-cak`, `pki-auth` or `chuid`.
     pub mechanism: String,
     /// The latest tap, granted or refused; `null` before the first.
@@ -469,6 +472,7 @@ pub async fn doors_status(
                 name: d.name.clone(),
                 site: d.site.0,
                 mode: d.mode.as_str().to_string(),
+                driven_mode: l.controller.door_mode(d.id).as_str().to_string(),
                 mechanism: d.mechanism.as_str().to_string(),
                 last_tap,
                 readers,
