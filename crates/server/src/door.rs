@@ -465,10 +465,12 @@ impl Controller {
                 return;
             }
             self.apply_schedules().await;
+            // In microseconds: a timer that fired a fraction of a millisecond
+            // early would find nothing to change and spin until the boundary.
             let wait = self.next_schedule_change().map(|t| {
                 let now = (self.clock)();
-                Duration::from_millis(
-                    u64::try_from(t.as_millisecond().saturating_sub(now.as_millisecond()))
+                Duration::from_micros(
+                    u64::try_from(t.as_microsecond().saturating_sub(now.as_microsecond()))
                         .unwrap_or(0),
                 )
             });

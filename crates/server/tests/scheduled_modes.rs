@@ -37,14 +37,15 @@ struct Site_ {
     controller: Arc<Controller>,
     access: AccessData,
     output: Arc<SimulatedOutput>,
-    now: Arc<Mutex<Timestamp>>,
+    /// The test's time: this instant plus the real time since `at` set it.
+    now: Arc<Mutex<(Timestamp, Instant)>>,
     alice: CardCredentials,
     _cluster: Option<TempCluster>,
 }
 
 impl Site_ {
     fn at(&self, t: &str) {
-        *self.now.lock().unwrap() = t.parse().unwrap();
+        *self.now.lock().unwrap() = (t.parse().unwrap(), Instant::now());
     }
 
     fn apply(&self) -> Vec<ModeChange> {
@@ -203,7 +204,10 @@ fn site(first_card: bool, cluster: Option<TempCluster>) -> Site_ {
         Settings::default(),
     ));
     let output = Arc::new(SimulatedOutput::new());
-    let now = Arc::new(Mutex::new(BEFORE_OPENING.parse().unwrap()));
+    let now = Arc::new(Mutex::new((
+        BEFORE_OPENING.parse().unwrap(),
+        Instant::now(),
+    )));
     let clock = now.clone();
     let controller = Arc::new(
         Controller::new(
@@ -214,7 +218,10 @@ fn site(first_card: bool, cluster: Option<TempCluster>) -> Site_ {
             rt.handle().clone(),
             Duration::from_millis(3000),
         )
-        .with_clock(Arc::new(move || *clock.lock().unwrap())),
+        .with_clock(Arc::new(move || {
+            let (t, since) = *clock.lock().unwrap();
+            t + since.elapsed()
+        })),
     );
     let access = AccessData::new(store.clone(), controller.clone());
     Site_ {
@@ -290,6 +297,33 @@ fn the_lobby_unlocks_and_locks_at_its_window_boundaries_in_the_site_time_zone() 
         modes.contains(&"unlocked") && modes.contains(&"normal"),
         "{modes:?}"
     );
+}
+
+#[test]
+fn the_service_timer_fires_at_the_boundary_not_before() {
+    let s = site(false, None);
+    // 300 ms before 08:00 New York time.
+    s.at("2026-11-23T12:59:59.700Z");
+    let (stop, stopped) = tokio::sync::watch::channel(false);
+    let armed = Instant::now();
+    let task = s.rt.spawn(s.controller.clone().run_schedules(stopped));
+    let deadline = armed + Duration::from_secs(10);
+    while s.output.mode(LOBBY) != DoorMode::Unlocked {
+        assert!(Instant::now() < deadline, "the window never opened");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let took = armed.elapsed();
+    assert!(
+        took >= Duration::from_millis(290),
+        "unlocked {took:?} after arming, before the boundary"
+    );
+    assert_eq!(
+        s.controller.next_schedule_change(),
+        Some(CLOSING.parse().unwrap())
+    );
+    let _ = stop.send(true);
+    s.rt.block_on(task).unwrap();
+    assert_eq!(s.commands("scheduled-mode", 1).len(), 1);
 }
 
 #[test]
