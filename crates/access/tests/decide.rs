@@ -368,6 +368,36 @@ fn cardholder_rules() {
 }
 
 #[test]
+fn a_locked_down_site_grants_no_tap_and_names_the_site() {
+    let at = monday_10();
+    assert_eq!(
+        code_at(&snap(), &req(1, 1, Mechanism::PkiCak), at),
+        "granted"
+    );
+    let mut e = entities();
+    e.sites[0].lockdown = true;
+    let s = AccessSnapshot::build(e).unwrap();
+    let d = s.decide(&req(1, 1, Mechanism::PkiCak), &PassbackState::new(), at);
+    assert_eq!(d.code(), "site-lockdown");
+    assert_eq!(d.refusal().unwrap().to_string(), "site `HQ` is locked down");
+    assert!(Refusal::CODES.contains(&"site-lockdown"));
+    // Identity still comes first: a revoked card is reported as revoked.
+    assert_eq!(
+        code_at(&s, &req(1, 5, Mechanism::PkiCak), at),
+        "credential-revoked"
+    );
+    // A door's unlock schedule must exist.
+    let mut e = entities();
+    e.doors[0].unlock_schedule = Some(ScheduleId(99));
+    let err = AccessSnapshot::build(e).err().unwrap();
+    assert!(
+        err.to_string()
+            .contains("unlock_schedule refers to schedule 99"),
+        "{err}"
+    );
+}
+
+#[test]
 fn door_and_mechanism_rules() {
     let s = snap();
     let at = monday_10();
