@@ -306,7 +306,7 @@ fn the_service_timer_fires_at_the_boundary_not_before() {
     s.at("2026-11-23T12:59:59.700Z");
     let (stop, stopped) = tokio::sync::watch::channel(false);
     let armed = Instant::now();
-    let task = s.rt.spawn(s.controller.clone().run_schedules(stopped));
+    let timer = s.rt.spawn(s.controller.clone().run_schedules(stopped));
     let deadline = armed + Duration::from_secs(10);
     while s.output.mode(LOBBY) != DoorMode::Unlocked {
         assert!(Instant::now() < deadline, "the window never opened");
@@ -322,7 +322,7 @@ fn the_service_timer_fires_at_the_boundary_not_before() {
         Some(CLOSING.parse().unwrap())
     );
     let _ = stop.send(true);
-    s.rt.block_on(task).unwrap();
+    s.rt.block_on(timer).unwrap();
     assert_eq!(s.commands("scheduled-mode", 1).len(), 1);
 }
 
