@@ -125,6 +125,9 @@ pub enum Refusal {
     DoorLocked {
         door: String,
     },
+    SiteLockdown {
+        site: String,
+    },
     MechanismTooWeak {
         door: String,
         used: Mechanism,
@@ -165,6 +168,7 @@ impl Refusal {
             Refusal::CardholderNotYetValid { .. } => "cardholder-not-yet-valid",
             Refusal::CardholderExpired { .. } => "cardholder-expired",
             Refusal::DoorLocked { .. } => "door-locked",
+            Refusal::SiteLockdown { .. } => "site-lockdown",
             Refusal::MechanismTooWeak { .. } => "mechanism-too-weak",
             Refusal::LowAssurance { .. } => "low-assurance",
             Refusal::NoGroupForDoor { .. } => "no-group-for-door",
@@ -175,7 +179,7 @@ impl Refusal {
     }
 
     /// Every code, in rule order (for documentation and metrics labels).
-    pub const CODES: [&'static str; 17] = [
+    pub const CODES: [&'static str; 18] = [
         "unknown-door",
         "no-identifier",
         "not-enrolled",
@@ -187,6 +191,7 @@ impl Refusal {
         "cardholder-not-yet-valid",
         "cardholder-expired",
         "door-locked",
+        "site-lockdown",
         "mechanism-too-weak",
         "low-assurance",
         "no-group-for-door",
@@ -231,6 +236,7 @@ impl fmt::Display for Refusal {
                 write!(f, "cardholder `{name}` expired at {until}")
             }
             Refusal::DoorLocked { door } => write!(f, "door `{door}` is locked"),
+            Refusal::SiteLockdown { site } => write!(f, "site `{site}` is locked down"),
             Refusal::MechanismTooWeak {
                 door,
                 used,
@@ -523,6 +529,11 @@ impl AccessSnapshot {
             }
         }
 
+        if site.site.lockdown {
+            return p.refuse(Refusal::SiteLockdown {
+                site: site.site.name.clone(),
+            });
+        }
         if door.mode == DoorMode::Locked {
             return p.refuse(Refusal::DoorLocked {
                 door: door.name.clone(),

@@ -10,6 +10,12 @@
 //! clock, a file, a database or a socket: the time is an argument, and the
 //! anti-passback state is passed in and the change to it handed back.
 //!
+//! A door may carry an unlock schedule (held unlocked inside its windows,
+//! optionally only after the first granted tap of a window) and a site may
+//! be locked down; [`AccessSnapshot::effective_mode`] says which mode a door
+//! is in at an instant and [`AccessSnapshot::unlock_window`] when its
+//! schedule next changes, so the service arms one timer per boundary.
+//!
 //! Time zones come from [`jiff`], with the IANA time-zone database compiled
 //! into the binary (`tzdb-bundle-always`, no system zoneinfo): a site's
 //! schedule means the same on every machine, and resolving a zone reads no
@@ -21,6 +27,7 @@ pub mod decide;
 pub mod model;
 pub mod parse_error;
 pub mod schedule;
+pub mod scheduled;
 pub mod snapshot;
 pub mod synthetic;
 
@@ -29,6 +36,7 @@ pub use decide::{
 };
 pub use model::*;
 pub use schedule::{Days, TimeRange, Window, WindowSet};
+pub use scheduled::UnlockWindow;
 pub use snapshot::{time_zone, AccessSnapshot, BuildError, Entities};
 
 /// Re-exported so callers name the same time types.

@@ -217,6 +217,10 @@ pub struct Site {
     pub name: String,
     /// IANA time zone name, e.g. `America/New_York`.
     pub time_zone: String,
+    /// Locked down: no tap is granted at any of its doors and scheduled
+    /// unlocks do not apply; only an explicit override opens a door.
+    #[serde(default)]
+    pub lockdown: bool,
 }
 
 /// A door and the policy attached to it.
@@ -235,6 +239,14 @@ pub struct Door {
     pub passback: Passback,
     #[serde(default)]
     pub mode: DoorMode,
+    /// A schedule whose windows (in the site's time zone) hold a door in
+    /// `normal` mode unlocked.
+    #[serde(default)]
+    pub unlock_schedule: Option<ScheduleId>,
+    /// With an unlock schedule: unlock only once a tap is granted inside
+    /// the window ("first card unlock"), not at its start.
+    #[serde(default)]
+    pub first_card_unlock: bool,
 }
 
 /// A card reader bound to a door.

@@ -185,6 +185,15 @@ impl AccessSnapshot {
                 target_kind: "site",
                 target: door.site.0,
             })?;
+            if let Some(s) = door.unlock_schedule {
+                resolve(&schedule_ix, &s, || BuildError::Dangling {
+                    kind: "door",
+                    id: door.id.0,
+                    field: "unlock_schedule",
+                    target_kind: "schedule",
+                    target: s.0,
+                })?;
+            }
             if door.mechanism == Mechanism::Chuid && !door.allow_low_assurance {
                 return Err(BuildError::ChuidNotAllowed {
                     door: door.id,

@@ -37,6 +37,7 @@ pub fn site(credentials: usize, doors: i64) -> Entities {
             id: SiteId(1),
             name: "HQ".into(),
             time_zone: "America/New_York".into(),
+            lockdown: false,
         }],
         ..Entities::default()
     };
@@ -49,6 +50,8 @@ pub fn site(credentials: usize, doors: i64) -> Entities {
             allow_low_assurance: false,
             passback: if d == 1 { Passback::In } else { Passback::None },
             mode: DoorMode::Normal,
+            unlock_schedule: None,
+            first_card_unlock: false,
         });
     }
     let window = |w: &str| w.parse().expect("constant window");

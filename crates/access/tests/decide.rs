@@ -34,6 +34,8 @@ fn door(id: i64, name: &str, mechanism: Mechanism) -> Door {
         allow_low_assurance: false,
         passback: Passback::None,
         mode: DoorMode::Normal,
+        unlock_schedule: None,
+        first_card_unlock: false,
     }
 }
 
@@ -137,11 +139,13 @@ fn entities() -> Entities {
                 id: SiteId(1),
                 name: "HQ".into(),
                 time_zone: NY.into(),
+                lockdown: false,
             },
             Site {
                 id: SiteId(2),
                 name: "Annex".into(),
                 time_zone: "Europe/Paris".into(),
+                lockdown: false,
             },
         ],
         doors,
@@ -360,6 +364,36 @@ fn cardholder_rules() {
     assert_eq!(
         code_at(&s, &r, ny(2026, 11, 23, 11, 0)),
         "cardholder-expired"
+    );
+}
+
+#[test]
+fn a_locked_down_site_grants_no_tap_and_names_the_site() {
+    let at = monday_10();
+    assert_eq!(
+        code_at(&snap(), &req(1, 1, Mechanism::PkiCak), at),
+        "granted"
+    );
+    let mut e = entities();
+    e.sites[0].lockdown = true;
+    let s = AccessSnapshot::build(e).unwrap();
+    let d = s.decide(&req(1, 1, Mechanism::PkiCak), &PassbackState::new(), at);
+    assert_eq!(d.code(), "site-lockdown");
+    assert_eq!(d.refusal().unwrap().to_string(), "site `HQ` is locked down");
+    assert!(Refusal::CODES.contains(&"site-lockdown"));
+    // Identity still comes first: a revoked card is reported as revoked.
+    assert_eq!(
+        code_at(&s, &req(1, 5, Mechanism::PkiCak), at),
+        "credential-revoked"
+    );
+    // A door's unlock schedule must exist.
+    let mut e = entities();
+    e.doors[0].unlock_schedule = Some(ScheduleId(99));
+    let err = AccessSnapshot::build(e).err().unwrap();
+    assert!(
+        err.to_string()
+            .contains("unlock_schedule refers to schedule 99"),
+        "{err}"
     );
 }
 
@@ -836,6 +870,7 @@ fn arb_entities() -> impl Strategy<Value = Entities> {
                             id: SiteId(id % 3),
                             name: format!("site {id}"),
                             time_zone: if id == 5 { "Nowhere/City" } else { NY }.into(),
+                            lockdown: false,
                         })
                         .collect(),
                     doors: doors

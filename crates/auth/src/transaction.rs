@@ -281,6 +281,20 @@ pub struct CardIdentity {
     pub key_algorithm: Option<String>,
 }
 
+impl CardIdentity {
+    /// The UTC calendar date of [`CardIdentity::expires`]: the CHUID's
+    /// expiration date when the CHUID was read, else the certificate's
+    /// notAfter date (what a 75-bit PIV Wiegand frame carries).
+    pub fn expiration_date(&self) -> Option<piv::chuid::ChuidDate> {
+        let (year, month, day, ..) = self.expires?.to_parts();
+        Some(piv::chuid::ChuidDate {
+            year: u16::try_from(year).ok()?,
+            month: month as u8,
+            day: day as u8,
+        })
+    }
+}
+
 /// Identifies one tap in logs, events and across links: 128 random bits,
 /// written as 32 lowercase hex digits. Two taps never share one, so a
 /// record of the same tap made twice can be recognised.

@@ -205,6 +205,50 @@ fn pki_cak_through_a_pivgate_reader(baud: &str) {
                 card: 12345
             }
         );
+        // The other formats, each decoded back from the bits shown.
+        for (format, name) in [
+            ("piv75", "75-bit PIV, 75 bits"),
+            ("corporate1000", "Corporate 1000 48-bit, 48 bits"),
+            ("uuid128", "card UUID, 128 bits"),
+        ] {
+            let out = auth_osdp(
+                &site,
+                &wire.b.slave_path,
+                baud,
+                &[
+                    "--key-file",
+                    s(&key),
+                    "--wiegand-format",
+                    format,
+                    "--wiegand-facility",
+                    "12",
+                    "--wiegand-out",
+                    "-",
+                ],
+            );
+            assert_eq!(code(&out), 0, "{}", text(&out));
+            let shown = String::from_utf8_lossy(&out.stdout).to_string();
+            assert!(shown.contains(&format!("(Wiegand {name})")), "{shown}");
+            let bits = shown
+                .lines()
+                .find_map(|l| l.strip_prefix("# bits "))
+                .expect("the frame's bits");
+            let bits = links::wiegand::Bits(bits.chars().map(|c| c == '1').collect());
+            match format {
+                "piv75" => {
+                    let p = links::wiegand::Piv75::decode(&bits).unwrap();
+                    assert_eq!(p.credential, 12345, "{shown}");
+                }
+                "corporate1000" => assert_eq!(
+                    links::wiegand::Corporate1000::decode(&bits).unwrap(),
+                    links::wiegand::Corporate1000 {
+                        company: 12,
+                        card: 12345
+                    }
+                ),
+                _ => assert_eq!(links::wiegand::decode_uuid(&bits).unwrap().len(), 16),
+            }
+        }
         // H10301 needs a facility code: the transaction is still printed.
         let out = auth_osdp(
             &site,
@@ -230,8 +274,9 @@ fn pki_cak_through_a_pivgate_reader(baud: &str) {
 
     let (status, log) = stop_reader(reader);
     assert_eq!(status, 0, "{log}");
-    // Up for each panel with the right key only.
-    let panels = if baud == "115200" { 4 } else { 2 };
+    // Up for each panel with the right key only (at 115200 baud: the text and
+    // JSON runs, H10301, the three other formats and the refused H10301).
+    let panels = if baud == "115200" { 7 } else { 2 };
     assert_eq!(log.matches("secure channel up").count(), panels, "{log}");
     assert!(log.contains("stopped;"), "{log}");
 }

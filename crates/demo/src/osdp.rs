@@ -127,5 +127,19 @@ pub fn render(taps: &[OsdpTap], profile: &str) -> String {
         "  A separate module would then send a 200-bit FASC-N Wiegand frame to its controller: {} ms at 2 ms per bit (reference door: {wiegand_ref:.0} ms); pivgate decides in the controller, so there is no such link.",
         ms(frame)
     );
+    let others: Vec<String> = [
+        ("128-bit card UUID", 128),
+        ("75-bit PIV", 75),
+        ("48-bit Corporate 1000", 48),
+        ("26-bit H10301", 26),
+    ]
+    .iter()
+    .map(|(name, bits)| format!("{name} {} ms", ms(Timing::default().frame_time(*bits))))
+    .collect();
+    let _ = writeln!(
+        s,
+        "  The shorter formats a legacy panel may expect (--wiegand-format): {}.",
+        others.join(", ")
+    );
     s
 }

@@ -33,7 +33,8 @@
 //!   reader on a serial device online as its control panel and waits for a
 //!   card (`pivgate auth --osdp`, `pivgate reader connect --osdp`);
 //!   [`reader`] is the other side, this host's card offered to a panel.
-//! * [`wiegand`] encodes and decodes 26-bit H10301 and the 200-bit FASC-N frame,
+//! * [`wiegand`] encodes and decodes 26-bit H10301, 48-bit Corporate 1000,
+//!   75-bit PIV, the 128-bit card UUID and the 200-bit FASC-N frame,
 //!   computes a frame's time on the wire, records frames sent to a line and
 //!   reassembles frames from timed pulses.
 //!

@@ -55,6 +55,7 @@ fn entities(cards: &[CardCredentials], per_door: i64) -> Entities {
             id: SiteId(1),
             name: "Bench site".into(),
             time_zone: "UTC".into(),
+            lockdown: false,
         }],
         doors: (1..=DOORS)
             .map(|d| Door {
@@ -65,6 +66,8 @@ fn entities(cards: &[CardCredentials], per_door: i64) -> Entities {
                 allow_low_assurance: false,
                 passback: Default::default(),
                 mode: Default::default(),
+                unlock_schedule: None,
+                first_card_unlock: false,
             })
             .collect(),
         readers: (1..=readers)

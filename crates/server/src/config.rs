@@ -542,6 +542,13 @@ pub struct SeedDoor {
     pub allow_low_assurance: bool,
     #[serde(default)]
     pub passback: Passback,
+    /// A seed schedule (by name) whose windows hold the door unlocked.
+    #[serde(default)]
+    pub unlock_schedule: Option<String>,
+    /// With `unlock_schedule`: unlock only at the first granted tap of
+    /// each window.
+    #[serde(default)]
+    pub first_card_unlock: bool,
 }
 
 fn default_mechanism() -> Mechanism {
@@ -1084,6 +1091,7 @@ impl Seed {
             id: SiteId(1),
             name: self.site.name.clone(),
             time_zone: self.site.time_zone.clone(),
+            lockdown: false,
         };
         let mut doors = Vec::new();
         for (i, d) in self.doors.iter().enumerate() {
@@ -1113,6 +1121,8 @@ impl Seed {
                 allow_low_assurance: d.allow_low_assurance,
                 passback: d.passback,
                 mode: Default::default(),
+                unlock_schedule: None,
+                first_card_unlock: false,
             });
         }
         let mut readers = Vec::new();
@@ -1148,6 +1158,31 @@ impl Seed {
                 windows,
                 holiday_windows: Vec::new(),
             });
+        }
+        for (i, d) in self.doors.iter().enumerate() {
+            let key = |field: &str| format!("seed.doors[{i}].{field}");
+            match &d.unlock_schedule {
+                Some(name) => {
+                    let Some(s) = schedules.iter().find(|s| &s.name == name) else {
+                        return Err((
+                            key("unlock_schedule"),
+                            format!(
+                                "schedule `{name}` is not among seed.schedules ({})",
+                                names(self.schedules.iter().map(|s| s.name.as_str()))
+                            ),
+                        ));
+                    };
+                    doors[i].unlock_schedule = Some(s.id);
+                    doors[i].first_card_unlock = d.first_card_unlock;
+                }
+                None if d.first_card_unlock => {
+                    return Err((
+                        key("first_card_unlock"),
+                        "first-card unlock needs an unlock_schedule".into(),
+                    ))
+                }
+                None => {}
+            }
         }
         let mut groups = Vec::new();
         for (i, g) in self.groups.iter().enumerate() {
@@ -1571,6 +1606,26 @@ mod tests {
         ))
         .unwrap_err();
         assert_eq!(e.key(), Some("seed.doors[1].name"), "{e}");
+        let lobby =
+            "[[seed.schedules]]\nname = \"lobby hours\"\nwindows = [\"mon-fri 08:00-18:00\"]\n";
+        let c = parse(&format!(
+            "{site}{lobby}[[seed.doors]]\nname = \"Lobby\"\nunlock_schedule = \"lobby hours\"\nfirst_card_unlock = true\n"
+        ))
+        .unwrap();
+        let e = c.seed.as_ref().unwrap().entities().unwrap();
+        assert_eq!(e.doors[0].unlock_schedule, Some(e.schedules[0].id));
+        assert!(e.doors[0].first_card_unlock);
+        let e = parse(&format!(
+            "{site}{lobby}[[seed.doors]]\nname = \"Lobby\"\nunlock_schedule = \"night\"\n"
+        ))
+        .unwrap_err();
+        assert_eq!(e.key(), Some("seed.doors[0].unlock_schedule"), "{e}");
+        assert!(e.to_string().contains("lobby hours"), "{e}");
+        let e = parse(&format!(
+            "{site}[[seed.doors]]\nname = \"Lobby\"\nfirst_card_unlock = true\n"
+        ))
+        .unwrap_err();
+        assert_eq!(e.key(), Some("seed.doors[0].first_card_unlock"), "{e}");
         let e = parse(&format!(
             "{site}[[seed.groups]]\nname = \"g\"\nschedule = \"never\"\ndoors = []\n"
         ))

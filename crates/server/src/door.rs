@@ -269,6 +269,28 @@ pub struct Controller {
     opening: Arc<tokio::sync::RwLock<()>>,
     /// The taps in progress (the watchdog's evidence).
     health: Arc<TapHealth>,
+    /// The mode each door was last driven in and its first-card unlocks.
+    driven: Mutex<Driven>,
+}
+
+/// What the controller last drove each door to: its effective mode (the
+/// stored mode, the site's lockdown and the unlock schedule together, see
+/// [`AccessSnapshot::effective_mode`]) and, for first-card-unlock doors,
+/// until when the window whose first granted tap was seen lasts.
+#[derive(Debug, Default)]
+struct Driven {
+    /// Absent: `normal`.
+    modes: std::collections::HashMap<DoorId, DoorMode>,
+    first_card: std::collections::HashMap<DoorId, Timestamp>,
+}
+
+/// A door's mode changed by its unlock schedule (a window opened or closed,
+/// or the first granted tap of a window unlocked it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ModeChange {
+    pub door: DoorId,
+    pub mode: DoorMode,
+    pub previous: DoorMode,
 }
 
 impl std::fmt::Debug for Controller {
@@ -294,13 +316,7 @@ impl Controller {
     ) -> Self {
         let snapshot = Arc::new(snapshot);
         output.follow(&snapshot);
-        // Doors stored in a mode other than normal are put in it now.
-        for d in snapshot.doors() {
-            if d.mode != DoorMode::Normal {
-                drive_mode(&*output, d.id, d.mode);
-            }
-        }
-        Controller {
+        let controller = Controller {
             authenticator,
             snapshot: ArcSwap::new(snapshot),
             log,
@@ -313,7 +329,12 @@ impl Controller {
             swaps: tokio::sync::watch::Sender::new(0),
             opening: Arc::new(tokio::sync::RwLock::new(())),
             health: Arc::new(TapHealth::new()),
-        }
+            driven: Mutex::new(Driven::default()),
+        };
+        // Doors whose mode (stored, locked down or scheduled) is other than
+        // normal are put in it now.
+        controller.drive_all(&controller.snapshot.load(), Timestamp::now());
+        controller
     }
 
     /// The lock a change to access data holds (write) from its commit until
@@ -335,9 +356,11 @@ impl Controller {
         self
     }
 
-    /// Decides at the times `clock` gives instead of the system clock.
+    /// Decides at the times `clock` gives instead of the system clock (and
+    /// drives the doors' scheduled modes for its time at once).
     pub fn with_clock(mut self, clock: Clock) -> Self {
         self.clock = clock;
+        self.drive_all(&self.snapshot.load(), (self.clock)());
         self
     }
 
@@ -353,21 +376,202 @@ impl Controller {
     /// Swaps in a new snapshot; taps in flight finish on the old one. Doors
     /// whose mode changed are put in their new mode.
     pub fn set_snapshot(&self, snapshot: AccessSnapshot) {
-        let changed: Vec<(DoorId, DoorMode)> = {
-            let old = self.snapshot.load();
-            snapshot
-                .doors()
-                .filter(|d| old.door(d.id).map_or(DoorMode::Normal, |o| o.mode) != d.mode)
-                .map(|d| (d.id, d.mode))
-                .collect()
-        };
         let snapshot = Arc::new(snapshot);
         self.output.follow(&snapshot);
-        self.snapshot.store(snapshot);
-        for (door, mode) in changed {
-            drive_mode(&*self.output, door, mode);
-        }
+        self.snapshot.store(snapshot.clone());
+        // Recorded by the change that caused them (a mode set, a lockdown).
+        self.drive_all(&snapshot, (self.clock)());
         self.swaps.send_modify(|n| *n = n.wrapping_add(1));
+    }
+
+    /// The mode `door` is in at `now` as [`Driven`] sees it.
+    fn effective(
+        snapshot: &AccessSnapshot,
+        driven: &Driven,
+        door: DoorId,
+        now: Timestamp,
+    ) -> DoorMode {
+        let seen = driven
+            .first_card
+            .get(&door)
+            .is_some_and(|&until| now < until);
+        // A door removed meanwhile stays shut.
+        snapshot
+            .effective_mode(door, now, seen)
+            .unwrap_or(DoorMode::Locked)
+    }
+
+    /// Drives every door whose effective mode at `now` differs from the one
+    /// it was last driven in; returns the changes.
+    fn drive_all(&self, snapshot: &AccessSnapshot, now: Timestamp) -> Vec<ModeChange> {
+        let mut driven = self.driven.lock().unwrap_or_else(|p| p.into_inner());
+        driven.first_card.retain(|_, until| now < *until);
+        driven.modes.retain(|id, _| snapshot.door(*id).is_some());
+        let mut changes = Vec::new();
+        for door in snapshot.doors() {
+            let mode = Self::effective(snapshot, &driven, door.id, now);
+            let previous = driven
+                .modes
+                .get(&door.id)
+                .copied()
+                .unwrap_or(DoorMode::Normal);
+            if mode != previous {
+                drive_mode(&*self.output, door.id, mode);
+                driven.modes.insert(door.id, mode);
+                changes.push(ModeChange {
+                    door: door.id,
+                    mode,
+                    previous,
+                });
+            }
+        }
+        changes
+    }
+
+    /// Puts every door in the mode its unlock schedule gives it now (at the
+    /// controller's clock) and records each automatic change as a
+    /// `scheduled-mode` door-command event. [`run_schedules`](Self::run_schedules)
+    /// calls it at each boundary; returns the changes.
+    pub async fn apply_schedules(&self) -> Vec<ModeChange> {
+        let _opening = self.opening.read().await;
+        let now = (self.clock)();
+        let snapshot = self.snapshot.load_full();
+        let changes = self.drive_all(&snapshot, now);
+        for c in &changes {
+            self.record_mode_change(&snapshot, now, c, "window");
+        }
+        changes
+    }
+
+    /// The next instant a door's unlock schedule changes, after the
+    /// controller's present time.
+    pub fn next_schedule_change(&self) -> Option<Timestamp> {
+        let now = (self.clock)();
+        let snapshot = self.snapshot.load();
+        snapshot
+            .doors()
+            .filter_map(|d| snapshot.unlock_window(d.id, now))
+            .map(|w| w.next_change)
+            .min()
+    }
+
+    /// Drives scheduled door modes until `stop`: one timer to the next
+    /// window boundary of any door (re-armed when the access data
+    /// changes), no polling.
+    pub async fn run_schedules(self: Arc<Self>, mut stop: tokio::sync::watch::Receiver<bool>) {
+        let mut swaps = self.snapshot_changes();
+        loop {
+            if *stop.borrow() {
+                return;
+            }
+            self.apply_schedules().await;
+            // In microseconds: a timer that fired a fraction of a millisecond
+            // early would find nothing to change and spin until the boundary.
+            let wait = self.next_schedule_change().map(|t| {
+                let now = (self.clock)();
+                Duration::from_micros(
+                    u64::try_from(t.as_microsecond().saturating_sub(now.as_microsecond()))
+                        .unwrap_or(0),
+                )
+            });
+            tokio::select! {
+                _ = async {
+                    match wait {
+                        Some(d) => tokio::time::sleep(d).await,
+                        None => std::future::pending().await,
+                    }
+                } => {}
+                r = swaps.changed() => if r.is_err() { return },
+                _ = stop.changed() => {}
+            }
+        }
+    }
+
+    /// Records `change` (caused by `cause`: `window` or `first-card`) off
+    /// the tap path.
+    fn record_mode_change(
+        &self,
+        snapshot: &AccessSnapshot,
+        now: Timestamp,
+        change: &ModeChange,
+        cause: &str,
+    ) {
+        let name = snapshot
+            .door(change.door)
+            .map_or_else(String::new, |d| d.name.clone());
+        let why = match (cause, change.mode) {
+            ("first-card", _) => "the first granted tap of its unlock window",
+            (_, DoorMode::Unlocked) => "its unlock window opened",
+            _ => "its unlock window closed",
+        };
+        let mut e = NewEvent::door_command(
+            now,
+            "schedule",
+            change.door,
+            "scheduled-mode",
+            format!(
+                "door {} (`{name}`) set to mode {} (was {}): {why}",
+                change.door, change.mode, change.previous
+            ),
+        );
+        e.data = Some(serde_json::json!({
+            "mode": change.mode,
+            "previous": change.previous,
+            "cause": cause,
+        }));
+        let log = self.log.clone();
+        self.runtime.spawn(async move {
+            if let Err(err) = log.append(e).await {
+                tracing::error!(error = %err, "a scheduled door mode change could not be recorded");
+            }
+        });
+    }
+
+    /// After a granted tap that opened `door` at `now`: a first-card-unlock
+    /// door inside its unlock window, not unlocked yet, is unlocked until
+    /// the window ends.
+    fn first_card(&self, snapshot: &AccessSnapshot, door: DoorId, now: Timestamp) {
+        if !snapshot.door(door).is_some_and(|d| d.first_card_unlock) {
+            return;
+        }
+        let Some(window) = snapshot.unlock_window(door, now).filter(|w| w.open) else {
+            return;
+        };
+        let change = {
+            let mut driven = self.driven.lock().unwrap_or_else(|p| p.into_inner());
+            if driven
+                .first_card
+                .get(&door)
+                .is_some_and(|&until| now < until)
+            {
+                return;
+            }
+            driven.first_card.insert(door, window.next_change);
+            let mode = Self::effective(snapshot, &driven, door, now);
+            let previous = driven.modes.get(&door).copied().unwrap_or(DoorMode::Normal);
+            if mode == previous {
+                return;
+            }
+            drive_mode(&*self.output, door, mode);
+            driven.modes.insert(door, mode);
+            ModeChange {
+                door,
+                mode,
+                previous,
+            }
+        };
+        self.record_mode_change(snapshot, now, &change, "first-card");
+    }
+
+    /// The mode `door` was last driven in.
+    pub fn door_mode(&self, door: DoorId) -> DoorMode {
+        self.driven
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .modes
+            .get(&door)
+            .copied()
+            .unwrap_or(DoorMode::Normal)
     }
 
     /// Changes each time [`set_snapshot`](Self::set_snapshot) swaps in a
@@ -459,8 +663,12 @@ impl Controller {
         let _opening = self.opening.blocking_read();
         let snapshot = self.snapshot.load_full();
         let now = (self.clock)();
-        // A door removed meanwhile stays shut; one locked meanwhile too.
-        let mode = snapshot.door(door_id).map_or(DoorMode::Locked, |d| d.mode);
+        // A door removed meanwhile stays shut; one locked meanwhile (or
+        // locked down) too; one held unlocked by its schedule is not pulsed.
+        let mode = {
+            let driven = self.driven.lock().unwrap_or_else(|p| p.into_inner());
+            Self::effective(&snapshot, &driven, door_id, now)
+        };
 
         let (decision, event, previous) = match &transaction.outcome {
             Outcome::Refused(r) => {
@@ -565,6 +773,9 @@ impl Controller {
                 });
             }
         }
+        if result.opened {
+            self.first_card(&snapshot, door_id, now);
+        }
         if let Some(o) = &self.observer {
             o.tap(&result);
         }
@@ -637,7 +848,12 @@ impl Controller {
         let _opening = self.opening.read().await;
         let snapshot = self.snapshot.load_full();
         let d = snapshot.door(door).ok_or(CommandError::UnknownDoor(door))?;
-        let overriding = d.mode == DoorMode::Locked;
+        let now = (self.clock)();
+        let mode = {
+            let driven = self.driven.lock().unwrap_or_else(|p| p.into_inner());
+            Self::effective(&snapshot, &driven, door, now)
+        };
+        let overriding = mode == DoorMode::Locked;
         if overriding && !override_locked {
             return Err(CommandError::Locked(door));
         }
@@ -647,7 +863,11 @@ impl Controller {
             self.unlock.as_millis()
         );
         if overriding {
-            text.push_str(", overriding its locked mode");
+            text.push_str(if d.mode == DoorMode::Locked {
+                ", overriding its locked mode"
+            } else {
+                ", overriding its site's lockdown"
+            });
         }
         if let Some(w) = why {
             text.push_str(": ");
@@ -658,11 +878,11 @@ impl Controller {
         } else {
             "unlock"
         };
-        let event = NewEvent::door_command((self.clock)(), actor, door, command, text);
+        let event = NewEvent::door_command(now, actor, door, command, text);
         let id = self.log.append(event).await?;
         if overriding {
             self.output.momentary_unlock_overriding(door, self.unlock)?;
-        } else if d.mode != DoorMode::Unlocked {
+        } else if mode != DoorMode::Unlocked {
             self.output.momentary_unlock(door, self.unlock)?;
         }
         Ok(id)

@@ -15,7 +15,10 @@
 //!   [`access::AccessSnapshot`], commits the event through the group-commit
 //!   [`store::EventLog`] and only then signals the [`door::DoorOutput`]
 //!   (simulated, or an OSDP reader's output: [`osdp::OsdpOutput`]). Sans-network: it takes any [`host::Transport`], so
-//!   tests drive it with in-process software cards.
+//!   tests drive it with in-process software cards. It drives each door in
+//!   its effective mode (stored mode, site lockdown, unlock schedule and
+//!   first-card unlock: [`access::AccessSnapshot::effective_mode`]), with one
+//!   timer to the next window boundary ([`door::Controller::run_schedules`]).
 //! - [`admin`]: the one change path for access data. Every change (the
 //!   API's entities, door modes, token deletion, enrollment, re-validation)
 //!   is an [`admin::Edit`] given to [`admin::AccessData::change`]: checked

@@ -171,6 +171,8 @@ pub struct Service {
     http: JoinHandle<std::io::Result<()>>,
     writer: JoinHandle<()>,
     revocation: JoinHandle<()>,
+    /// Drives the doors' scheduled modes at each window boundary.
+    schedules: JoinHandle<()>,
     /// The reader sources, in start order.
     sources: Sources,
     sql: Store,
@@ -240,6 +242,8 @@ impl Service {
                 writer_sql,
             }) => {
                 let revocation = tokio::spawn(loaded.revocation.clone().run(stop.subscribe()));
+                let schedules =
+                    tokio::spawn(loaded.controller.clone().run_schedules(stop.subscribe()));
                 tracing::info!(
                     %addr,
                     ready_ms = loaded.times.ready_us as f64 / 1000.0,
@@ -256,6 +260,7 @@ impl Service {
                     http,
                     writer,
                     revocation,
+                    schedules,
                     sources,
                     sql,
                     writer_sql,
@@ -537,6 +542,7 @@ impl Service {
         let _ = self.stop.send(true);
         let http = self.http.await?;
         self.revocation.await?;
+        self.schedules.await?;
         // Each source finishes its tap (committing its event) and stops.
         let mut sources = self.sources;
         tokio::task::spawn_blocking(move || sources.stop()).await?;

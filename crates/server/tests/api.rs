@@ -1104,3 +1104,87 @@ fn small_review_findings() {
     let (st, _) = api.call("GET", "/healthz", None, None);
     assert_eq!(st, 200, "still answering");
 }
+
+/// A door's unlock schedule and first-card flag round-trip with their
+/// version; a site's lockdown is an admin command (403 for an operator)
+/// that locks every door of the site in one recorded change, and is lifted
+/// the same way.
+#[test]
+fn door_schedules_and_site_lockdown_through_the_api() {
+    let api = start(None, None);
+    // Unlocked by the `always` schedule at once.
+    let door = api.replace("/api/v1/doors/2", |d| d["unlock_schedule"] = json!(1));
+    assert_eq!(door["unlock_schedule"], 1);
+    assert_eq!(door["first_card_unlock"], false);
+    assert_eq!(api.output.mode(DoorId(2)), DoorMode::Unlocked);
+    // First-card unlock: normal until a tap is granted there.
+    let door = api.replace("/api/v1/doors/2", |d| d["first_card_unlock"] = json!(true));
+    assert_eq!(door["first_card_unlock"], true);
+    assert_eq!(api.output.mode(DoorId(2)), DoorMode::Normal);
+    // A schedule that does not exist is refused, naming the field.
+    let (st, mut d) = api.admin("GET", "/api/v1/doors/2", None);
+    assert_eq!(st, 200);
+    d["unlock_schedule"] = json!(99);
+    let (st, v) = api.admin("PUT", "/api/v1/doors/2", Some(d));
+    assert_eq!(st, 422, "{v}");
+    assert_eq!(v["field"], "unlock_schedule", "{v}");
+
+    let (st, v) = api.call(
+        "POST",
+        "/api/v1/sites/1/lockdown",
+        Some(&api.operator),
+        None,
+    );
+    assert_eq!(st, 403, "{v}");
+    let (st, v) = api.admin(
+        "POST",
+        "/api/v1/sites/1/lockdown",
+        Some(json!({"reason": "drill"})),
+    );
+    assert_eq!(st, 200, "{v}");
+    assert_eq!(v["lockdown"], true);
+    assert!(v["event"].as_i64().unwrap() > 0, "{v}");
+    for door in [DoorId(1), DoorId(2)] {
+        assert_eq!(api.output.mode(door), DoorMode::Locked);
+    }
+    let (_, site) = api.call("GET", "/api/v1/sites/1", Some(&api.viewer), None);
+    assert_eq!(site["lockdown"], true);
+    let (st, status) = api.call("GET", "/api/v1/doors/status", Some(&api.viewer), None);
+    assert_eq!(st, 200, "{status}");
+    for d in status["items"].as_array().unwrap() {
+        assert_eq!(d["mode"], "normal", "{d}");
+        assert_eq!(d["driven_mode"], "locked", "{d}");
+    }
+    let events = api.admin_events();
+    let (_, actor, e) = events
+        .iter()
+        .find(|(code, _, _)| code == "site.lockdown")
+        .expect("the lockdown event");
+    assert_eq!(actor, "root");
+    assert!(e["reason"].as_str().unwrap().ends_with(": drill"), "{e}");
+    // An override unlock still opens a door.
+    let (st, v) = api.call(
+        "POST",
+        "/api/v1/doors/1/unlock",
+        Some(&api.operator),
+        Some(r#"{"override": true}"#),
+    );
+    assert_eq!(st, 200, "{v}");
+
+    let (st, v) = api.admin("DELETE", "/api/v1/sites/1/lockdown", None);
+    assert_eq!(st, 200, "{v}");
+    assert_eq!(v["lockdown"], false);
+    assert_eq!(api.output.mode(DoorId(1)), DoorMode::Normal);
+    assert_eq!(api.output.mode(DoorId(2)), DoorMode::Normal);
+    assert!(api
+        .admin_events()
+        .iter()
+        .any(|(code, _, _)| code == "site.lockdown-lifted"));
+    let (st, v) = api.admin("POST", "/api/v1/sites/99/lockdown", None);
+    assert_eq!(st, 404, "{v}");
+
+    let (st, doc) = api.call("GET", "/api/v1/openapi.json", None, None);
+    assert_eq!(st, 200);
+    let lockdown = &doc["paths"]["/api/v1/sites/{id}/lockdown"];
+    assert!(lockdown["post"].is_object() && lockdown["delete"].is_object());
+}

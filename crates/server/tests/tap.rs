@@ -94,12 +94,15 @@ fn site_on(cluster: Option<TempCluster>) -> Site_ {
         allow_low_assurance: false,
         passback: Default::default(),
         mode: Default::default(),
+        unlock_schedule: None,
+        first_card_unlock: false,
     };
     let e = Entities {
         sites: vec![Site {
             id: SiteId(1),
             name: "HQ".into(),
             time_zone: "UTC".into(),
+            lockdown: false,
         }],
         doors: vec![
             door(1, "Front door", Mechanism::PkiCak),

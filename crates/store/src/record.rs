@@ -128,7 +128,7 @@ impl Record for Site {
     const ACTION: &'static str = "site";
     const KIND: &'static str = "site";
     const TABLE: &'static str = "sites";
-    const COLUMNS: &'static [&'static str] = &["name", "time_zone"];
+    const COLUMNS: &'static [&'static str] = &["name", "time_zone", "lockdown"];
     fn id(&self) -> i64 {
         self.id.0
     }
@@ -150,13 +150,16 @@ impl Record for Site {
             .map_err(|e| invalid("site", "time_zone", format!("`{}`: {e}", self.time_zone)))
     }
     fn bind<'q>(&self, q: AnyQuery<'q>) -> AnyQuery<'q> {
-        q.bind(self.name.clone()).bind(self.time_zone.clone())
+        q.bind(self.name.clone())
+            .bind(self.time_zone.clone())
+            .bind(self.lockdown as i64)
     }
     fn from_row(r: &AnyRow) -> Result<Self, StoreError> {
         Ok(Site {
             id: SiteId(r.try_get(0)?),
             name: r.try_get(1)?,
             time_zone: r.try_get(2)?,
+            lockdown: r.try_get::<i64, _>(3)? != 0,
         })
     }
 }
@@ -174,6 +177,8 @@ impl Record for Door {
         "allow_low_assurance",
         "passback",
         "mode",
+        "unlock_schedule_id",
+        "first_card_unlock",
     ];
     fn id(&self) -> i64 {
         self.id.0
@@ -215,6 +220,8 @@ impl Record for Door {
             .bind(self.allow_low_assurance as i64)
             .bind(self.passback.as_str())
             .bind(self.mode.as_str())
+            .bind(self.unlock_schedule.map(|s| s.0))
+            .bind(self.first_card_unlock as i64)
     }
     fn from_row(r: &AnyRow) -> Result<Self, StoreError> {
         Ok(Door {
@@ -225,6 +232,8 @@ impl Record for Door {
             allow_low_assurance: r.try_get::<i64, _>(4)? != 0,
             passback: parse_col("door", "passback", r.try_get::<&str, _>(5)?)?,
             mode: parse_col("door", "mode", r.try_get::<&str, _>(6)?)?,
+            unlock_schedule: r.try_get::<Option<i64>, _>(7)?.map(ScheduleId),
+            first_card_unlock: r.try_get::<i64, _>(8)? != 0,
         })
     }
 }

@@ -61,6 +61,7 @@ fn site(name: &str, tz: &str) -> Site {
         id: SiteId(0),
         name: name.into(),
         time_zone: tz.into(),
+        lockdown: false,
     }
 }
 
@@ -73,6 +74,8 @@ fn door(site: SiteId, name: &str) -> Door {
         allow_low_assurance: false,
         passback: Passback::None,
         mode: DoorMode::Normal,
+        unlock_schedule: None,
+        first_card_unlock: false,
     }
 }
 
@@ -955,6 +958,7 @@ async fn changes_commit_with_their_events(store: Store) {
         id: SiteId(0),
         name: name.into(),
         time_zone: "UTC".into(),
+        lockdown: false,
     };
     // Directly.
     let (created, ids) = store

@@ -91,7 +91,7 @@ pub fn run(args: AuthArgs) -> Result<ExitCode> {
     let tx = authn.authenticate(t.as_mut(), mechanism, pin_src, Some(detect));
     // Printed with the transaction, whatever happens to the frame.
     let (frame, frame_error) = match &args.wiegand.wiegand_out {
-        Some(_) if tx.outcome.granted() => match args.wiegand.frame(tx.card.fascn.as_ref()) {
+        Some(_) if tx.outcome.granted() => match args.wiegand.frame(&tx.card) {
             Ok(f) => (Some(f), None),
             Err(e) => (None, Some(e)),
         },

@@ -3,6 +3,8 @@
 //!
 //! - `POST /api/v1/doors/{id}/unlock`, `PUT /api/v1/doors/{id}/mode`
 //!   (operator) and `POST /api/v1/doors/{id}/keypad` (keypad);
+//! - `POST` / `DELETE /api/v1/sites/{id}/lockdown` (admin): every door of
+//!   the site `locked` in one change, and lifted again;
 //! - `GET /api/v1/doors/status` (viewer): every door with its mode, its
 //!   latest tap and whether its readers are connected, all from memory
 //!   ([`crate::status`]);
@@ -27,12 +29,12 @@ use serde_json::json;
 use store::{Direction, EventKind, EventQuery, Role, Store};
 use utoipa::ToSchema;
 
-use super::auth::{Keypad, Operator, Viewer};
+use super::auth::{Admin, Keypad, Operator, Viewer};
 use super::entities::{path_id, reason_text};
 use super::error::{ApiError, AppResult};
 use super::extract::{door_id, json_body, json_body_required, loaded, FromQuery, QueryParams};
 use super::schema::{self, ErrorBody};
-use crate::admin::SetMode;
+use crate::admin::{SetLockdown, SetMode};
 use crate::door::CommandError;
 use crate::keypad::{EntryError, Place};
 use crate::state::AppState;
@@ -138,6 +140,83 @@ pub async fn door_mode(
     Ok(Json(
         json!({ "door": after.id, "mode": after.mode, "event": events.first() }),
     ))
+}
+
+/// `POST /api/v1/sites/{id}/lockdown` (admin): locks the site down in one
+/// change (an admin event naming the token): every door of it is driven
+/// `locked`, no tap is granted there and scheduled unlocks do not apply; an
+/// operator's `{"override": true}` unlock still opens a door.
+#[utoipa::path(post, path = "/api/v1/sites/{id}/lockdown", tag = "sites",
+    security(("bearer" = [])),
+    params(("id" = i64, Path, description = "The site")),
+    request_body(content = Option<schema::LockdownCommand>, description = "Optional: why, for the log"),
+    responses(
+        (status = 200, description = "Stored, recorded and applied to every door of the site", body = schema::LockdownAnswer),
+        (status = 400, description = "The body is not JSON, or the id not a number", body = ErrorBody),
+        (status = 401, description = "No token, or an unknown one", body = ErrorBody),
+        (status = 403, description = "The token is not an admin token", body = ErrorBody),
+        (status = 404, description = "No such site", body = ErrorBody),
+        (status = 422, description = "A field is wrong or unknown; `field` names it", body = ErrorBody),
+    ))]
+pub async fn lockdown(
+    State(state): State<Arc<AppState>>,
+    Admin(token): Admin,
+    Path(id): Path<String>,
+    body: Bytes,
+) -> AppResult<Json<schema::LockdownAnswer>> {
+    set_lockdown(&state, &token.name, &id, &body, true).await
+}
+
+/// `DELETE /api/v1/sites/{id}/lockdown` (admin): lifts the site's lockdown;
+/// its doors go back to their own modes and schedules.
+#[utoipa::path(delete, path = "/api/v1/sites/{id}/lockdown", tag = "sites",
+    security(("bearer" = [])),
+    params(("id" = i64, Path, description = "The site")),
+    request_body(content = Option<schema::LockdownCommand>, description = "Optional: why, for the log"),
+    responses(
+        (status = 200, description = "Stored, recorded and applied", body = schema::LockdownAnswer),
+        (status = 400, description = "The body is not JSON, or the id not a number", body = ErrorBody),
+        (status = 401, description = "No token, or an unknown one", body = ErrorBody),
+        (status = 403, description = "The token is not an admin token", body = ErrorBody),
+        (status = 404, description = "No such site", body = ErrorBody),
+        (status = 422, description = "A field is wrong or unknown; `field` names it", body = ErrorBody),
+    ))]
+pub async fn lift_lockdown(
+    State(state): State<Arc<AppState>>,
+    Admin(token): Admin,
+    Path(id): Path<String>,
+    body: Bytes,
+) -> AppResult<Json<schema::LockdownAnswer>> {
+    set_lockdown(&state, &token.name, &id, &body, false).await
+}
+
+async fn set_lockdown(
+    state: &AppState,
+    actor: &str,
+    id: &str,
+    body: &Bytes,
+    lockdown: bool,
+) -> AppResult<Json<schema::LockdownAnswer>> {
+    let id = path_id("site", id)?;
+    let body: schema::LockdownCommand = json_body(body)?;
+    let reason = reason_text(body.reason)?;
+    let l = loaded(state)?;
+    let ((_, after), events) = l
+        .access
+        .change(
+            actor,
+            SetLockdown {
+                site: access::SiteId(id),
+                lockdown,
+                reason,
+            },
+        )
+        .await?;
+    Ok(Json(schema::LockdownAnswer {
+        site: after.id.0,
+        lockdown: after.lockdown,
+        event: events.first().map(|e| e.0),
+    }))
 }
 
 /// `POST /api/v1/doors/{id}/keypad` (keypad, operator or admin): a PIN typed
@@ -295,8 +374,11 @@ pub struct DoorStatus {
     pub name: String,
     /// The site (by id).
     pub site: i64,
-    /// `normal`, `unlocked` or `locked`.
+    /// `normal`, `unlocked` or `locked`: the door's own mode.
     pub mode: String,
+    /// The mode the door is driven in now: its own mode, `locked` while its
+    /// site is locked down, or `unlocked` by its unlock schedule.
+    pub driven_mode: String,
     /// `pki-cak`, `pki-auth` or `chuid`.
     pub mechanism: String,
     /// The latest tap, granted or refused; `null` before the first.
@@ -390,6 +472,7 @@ pub async fn doors_status(
                 name: d.name.clone(),
                 site: d.site.0,
                 mode: d.mode.as_str().to_string(),
+                driven_mode: l.controller.door_mode(d.id).as_str().to_string(),
                 mechanism: d.mechanism.as_str().to_string(),
                 last_tap,
                 readers,

@@ -124,6 +124,7 @@ impl ApiEntity for access::Site {
             id: access::SiteId(id),
             name: text("name", b.name)?,
             time_zone: b.time_zone,
+            lockdown: b.lockdown,
         })
     }
 }
@@ -149,6 +150,8 @@ impl ApiEntity for access::Door {
             allow_low_assurance: b.allow_low_assurance,
             passback: b.passback,
             mode: b.mode,
+            unlock_schedule: b.unlock_schedule.map(access::ScheduleId),
+            first_card_unlock: b.first_card_unlock,
         })
     }
 }

@@ -177,6 +177,13 @@ fn define(r: &mut impl Routes) {
 
     r.add(Post, "/api/v1/doors/{id}/unlock", operator, doors::unlock);
     r.add(Put, "/api/v1/doors/{id}/mode", operator, doors::door_mode);
+    r.add(Post, "/api/v1/sites/{id}/lockdown", admin, doors::lockdown);
+    r.add(
+        Delete,
+        "/api/v1/sites/{id}/lockdown",
+        admin,
+        doors::lift_lockdown,
+    );
     r.add(Post, "/api/v1/doors/{id}/keypad", keypad, doors::keypad);
     r.add(Post, "/api/v1/credentials/enroll", admin, people::enroll);
 

@@ -65,6 +65,8 @@ impl Modify for BearerScheme {
         holidays::list, holidays::get, holidays::create, holidays::replace, holidays::patch, holidays::delete,
         super::doors::unlock,
         super::doors::door_mode,
+        super::doors::lockdown,
+        super::doors::lift_lockdown,
         super::doors::keypad,
         super::people::enroll,
         super::tokens::list_tokens,
@@ -139,6 +141,7 @@ mod tests {
             "EventPage",
             "ErrorBody",
             "ModeCommand",
+            "LockdownAnswer",
             "TokenList",
         ] {
             assert!(schemas[name].is_object(), "no schema {name}");

@@ -39,6 +39,10 @@ pub struct Site {
     /// IANA time zone name.
     #[schema(example = "Europe/Paris")]
     pub time_zone: String,
+    /// Locked down: no tap is granted at the site's doors and scheduled
+    /// unlocks do not apply; only an override unlock opens a door.
+    #[serde(default)]
+    pub lockdown: bool,
 }
 
 /// How a card is (or must be) authenticated: `pki-cak` (card
@@ -102,6 +106,14 @@ pub struct Door {
     #[serde(default)]
     #[schema(value_type = DoorMode)]
     pub mode: access::DoorMode,
+    /// A schedule (by id) whose windows, in the site's time zone, hold the
+    /// door unlocked while its mode is `normal`.
+    #[serde(default)]
+    pub unlock_schedule: Option<i64>,
+    /// With an unlock schedule: unlock at the first granted tap inside a
+    /// window rather than at its start.
+    #[serde(default)]
+    pub first_card_unlock: bool,
 }
 
 /// A card reader bound to a door.
@@ -362,6 +374,25 @@ pub struct ModeAnswer {
     pub mode: access::DoorMode,
     /// The door-command event.
     pub event: i64,
+}
+
+/// The body of `POST` and `DELETE /api/v1/sites/{id}/lockdown` (optional).
+#[derive(Debug, Default, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct LockdownCommand {
+    /// Why, for the log (at most 1000 bytes).
+    #[serde(default)]
+    pub reason: Option<String>,
+}
+
+/// The answer to a lockdown command.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct LockdownAnswer {
+    pub site: i64,
+    /// Whether the site is locked down now.
+    pub lockdown: bool,
+    /// The admin event.
+    pub event: Option<i64>,
 }
 
 /// The body of `POST /api/v1/doors/{id}/unlock` (optional).
