@@ -65,9 +65,75 @@ pub struct Config {
     /// Remote readers over mutual TLS (see [`crate::remote`]).
     #[serde(default, skip_serializing_if = "RemoteConfig::is_off")]
     pub remote: RemoteConfig,
+    /// Exporting and pruning old events while serving (see
+    /// [`crate::retention`]); off when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retention: Option<RetentionConfig>,
     /// Written to an empty database on the first start.
     #[serde(default)]
     pub seed: Option<Seed>,
+}
+
+/// `[retention]`: events older than `days` are exported to `export_dir`
+/// (one gzip JSON Lines file per UTC day, with `MANIFEST.sha256`) and then
+/// deleted, once a day at `at` (local time) or every `interval_secs`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RetentionConfig {
+    /// Keep this many days of events in the database (1 to 36500).
+    pub days: u32,
+    /// Where the daily files and the manifest go; `archive` in the data
+    /// directory when absent.
+    #[serde(default)]
+    pub export_dir: Option<PathBuf>,
+    /// The local time of day of the daily run, `HH:MM` (03:00 when neither
+    /// this nor `interval_secs` is set).
+    #[serde(default)]
+    pub at: Option<String>,
+    /// Run every this many seconds instead of daily.
+    #[serde(default)]
+    pub interval_secs: Option<u64>,
+}
+
+impl RetentionConfig {
+    /// When runs happen; the problem names the key.
+    pub fn schedule(&self) -> Result<crate::retention::Schedule, (&'static str, String)> {
+        use crate::retention::Schedule;
+        match (&self.at, self.interval_secs) {
+            (Some(_), Some(_)) => Err((
+                "retention.interval_secs",
+                "set either `at` (a daily run) or `interval_secs`, not both".into(),
+            )),
+            (_, Some(secs)) => {
+                if (1..=31_536_000).contains(&secs) {
+                    Ok(Schedule::Every(Duration::from_secs(secs)))
+                } else {
+                    Err((
+                        "retention.interval_secs",
+                        format!("{secs} is out of range (1 to 31536000)"),
+                    ))
+                }
+            }
+            (at, None) => {
+                let at = at.as_deref().unwrap_or("03:00");
+                let t = parse_time_of_day(at).ok_or((
+                    "retention.at",
+                    format!("`{at}` is not a time of day `HH:MM` (00:00 to 23:59)"),
+                ))?;
+                Ok(Schedule::Daily(t))
+            }
+        }
+    }
+}
+
+/// `HH:MM`, 00:00 to 23:59.
+fn parse_time_of_day(s: &str) -> Option<access::jiff::civil::Time> {
+    let (h, m) = s.split_once(':')?;
+    if h.len() != 2 || m.len() != 2 {
+        return None;
+    }
+    let (h, m): (i8, i8) = (h.parse().ok()?, m.parse().ok()?);
+    access::jiff::civil::Time::new(h, m, 0, 0).ok()
 }
 
 fn default_data_dir() -> PathBuf {
@@ -568,6 +634,7 @@ impl Default for Config {
             keypad: KeypadConfig::default(),
             osdp: OsdpConfig::default(),
             remote: RemoteConfig::default(),
+            retention: None,
             seed: None,
         }
     }
@@ -660,6 +727,17 @@ impl Config {
         })
     }
 
+    /// Where retention exports go: `retention.export_dir`, else `archive`
+    /// in the data directory.
+    pub fn retention_export_dir(&self) -> Option<PathBuf> {
+        let r = self.retention.as_ref()?;
+        Some(
+            r.export_dir
+                .clone()
+                .unwrap_or_else(|| self.data_dir.join("archive")),
+        )
+    }
+
     /// The embedded defaults, checked.
     pub fn defaults() -> Config {
         Config::default()
@@ -690,6 +768,9 @@ impl Config {
             fix(p);
         }
         self.remote.device_ca.iter_mut().for_each(fix);
+        if let Some(p) = self.retention.as_mut().and_then(|r| r.export_dir.as_mut()) {
+            fix(p);
+        }
         self.remote.crls.iter_mut().for_each(fix);
         for p in &mut self.osdp.ports {
             for r in &mut p.readers {
@@ -825,6 +906,15 @@ impl Config {
         }
         self.check_osdp()
             .map_err(|(key, problem)| invalid(&key, problem))?;
+        if let Some(r) = &self.retention {
+            if !(1..=36_500).contains(&r.days) {
+                return Err(invalid(
+                    "retention.days",
+                    format!("{} is out of range (1 to 36500)", r.days),
+                ));
+            }
+            r.schedule().map_err(|(key, problem)| invalid(key, problem))?;
+        }
         self.check_remote()
             .map_err(|(key, problem)| invalid(key, problem))?;
         if let Some(seed) = &self.seed {

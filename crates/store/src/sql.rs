@@ -148,6 +148,19 @@ impl Store {
         }
     }
 
+    /// The time of the oldest event before `before`, if there is one (the
+    /// `events_time` index): where a retention run starts.
+    pub async fn oldest_event_before(
+        &self,
+        before: access::jiff::Timestamp,
+    ) -> Result<Option<access::jiff::Timestamp>, StoreError> {
+        let v: Option<i64> = sqlx::query_scalar("SELECT MIN(time_us) FROM events WHERE time_us < $1")
+            .bind(ts_to_db(before))
+            .fetch_one(&self.pool)
+            .await?;
+        v.map(|v| ts_from_db("event", "time", v)).transpose()
+    }
+
     /// The latest schema version this release migrates to.
     pub fn schema_version() -> i64 {
         MIGRATOR.iter().map(|m| m.version).max().unwrap_or(0)
