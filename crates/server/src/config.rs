@@ -913,7 +913,8 @@ impl Config {
                     format!("{} is out of range (1 to 36500)", r.days),
                 ));
             }
-            r.schedule().map_err(|(key, problem)| invalid(key, problem))?;
+            r.schedule()
+                .map_err(|(key, problem)| invalid(key, problem))?;
         }
         self.check_remote()
             .map_err(|(key, problem)| invalid(key, problem))?;
@@ -1513,6 +1514,16 @@ cooldown_ms = 300000
 # answer_timeout_ms = 5000
 # refusal_window_ms = 10000        # refused connections: one event per address and reason per window
 
+# Events older than `days` are exported to gzip JSON Lines (one file per
+# UTC day, with MANIFEST.sha256 for `sha256sum -c`) and then deleted, by the
+# running service, a few hundred a transaction so taps never wait long.
+# Off when absent (`pivgate prune` does the same by hand).
+# [retention]
+# days = 365
+# export_dir = "pivgate-data/archive"   # the default
+# at = "03:00"                          # local time, daily (the default)
+# interval_secs = 3600                  # or: every this many seconds
+
 # Written to the database on the first start only; afterwards manage
 # sites, doors and readers through the API.
 [seed.site]
@@ -1797,5 +1808,45 @@ mod tests {
             t.anchors,
             [dir.path().join("pki/root.pem"), PathBuf::from("/abs.pem")]
         );
+    }
+
+    #[test]
+    fn retention_is_off_by_default_and_checked_when_on() {
+        assert_eq!(Config::defaults().retention, None);
+        let parse = |extra: &str| {
+            let text = format!("{}\n{extra}", init_template("sim:front", "UTC"));
+            let c = Config::parse(&text, Path::new("t.toml")).unwrap();
+            c.check(Path::new("t.toml")).map(|_| c)
+        };
+        let c = parse("[retention]\ndays = 365\n").unwrap();
+        let r = c.retention.as_ref().unwrap();
+        assert_eq!(
+            r.schedule().unwrap(),
+            crate::retention::Schedule::Daily(access::jiff::civil::time(3, 0, 0, 0))
+        );
+        assert_eq!(c.retention_export_dir(), Some(c.data_dir.join("archive")));
+        let c = parse("[retention]\ndays = 30\ninterval_secs = 600\n").unwrap();
+        assert_eq!(
+            c.retention.unwrap().schedule().unwrap(),
+            crate::retention::Schedule::Every(Duration::from_secs(600))
+        );
+        for (extra, key) in [
+            ("[retention]\ndays = 0\n", "retention.days"),
+            ("[retention]\ndays = 30\nat = \"25:00\"\n", "retention.at"),
+            ("[retention]\ndays = 30\nat = \"3:00\"\n", "retention.at"),
+            (
+                "[retention]\ndays = 30\nat = \"03:00\"\ninterval_secs = 60\n",
+                "retention.interval_secs",
+            ),
+            (
+                "[retention]\ndays = 30\ninterval_secs = 0\n",
+                "retention.interval_secs",
+            ),
+        ] {
+            let e = parse(extra).unwrap_err();
+            assert_eq!(e.key(), Some(key), "{extra}: {e}");
+        }
+        let e = Config::parse("[retention]\ndayz = 3\n", Path::new("t.toml")).unwrap_err();
+        assert!(e.to_string().contains("dayz"), "{e}");
     }
 }

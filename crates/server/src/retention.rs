@@ -60,7 +60,11 @@ pub enum RetentionError {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ExportedDay {
     pub file: PathBuf,
+    /// Lines in the file.
     pub events: u64,
+    /// Of those, lines kept from an earlier export of the day (events
+    /// deleted then).
+    pub carried: u64,
     pub bytes: u64,
     pub sha256: String,
 }
@@ -98,6 +102,7 @@ struct DayFile {
     file: PathBuf,
     gz: GzEncoder<std::fs::File>,
     events: u64,
+    carried: u64,
 }
 
 impl DayFile {
@@ -113,6 +118,7 @@ impl DayFile {
             file,
             gz: GzEncoder::new(f, Compression::default()),
             events: 0,
+            carried: 0,
         };
         match std::fs::File::open(&out.file) {
             Ok(earlier) => {
@@ -137,6 +143,7 @@ impl DayFile {
                             .and_then(|_| out.gz.write_all(b"\n"))
                             .map_err(io(&out.partial))?;
                         out.events += 1;
+                        out.carried += 1;
                     }
                 }
             }
@@ -156,6 +163,7 @@ impl DayFile {
         Ok(ExportedDay {
             file: self.file,
             events: self.events,
+            carried: self.carried,
             bytes: bytes.len() as u64,
             sha256: hex::encode(digest.as_ref()),
         })
@@ -209,7 +217,7 @@ pub async fn export_and_prune_while(
         else {
             break;
         };
-        report.exported += exported.events;
+        report.exported += exported.events - exported.carried;
         let (d, e) = (dir.to_path_buf(), exported.clone());
         blocking(move || write_manifest(&d, &[e])).await?;
         report.days.push(exported);
@@ -334,12 +342,19 @@ impl Schedule {
             Schedule::Every(d) => d,
             Schedule::Daily(at) => {
                 let next = (0..3).find_map(|ahead| {
-                    let day = now.date().checked_add(access::jiff::Span::new().days(ahead)).ok()?;
-                    let z = day.at(at.hour(), at.minute(), 0, 0).to_zoned(now.time_zone().clone()).ok()?;
+                    let day = now
+                        .date()
+                        .checked_add(access::jiff::Span::new().days(ahead))
+                        .ok()?;
+                    let z = day
+                        .at(at.hour(), at.minute(), 0, 0)
+                        .to_zoned(now.time_zone().clone())
+                        .ok()?;
                     (z.timestamp() > now.timestamp()).then_some(z)
                 });
                 next.and_then(|z| {
-                    std::time::Duration::try_from(now.timestamp().duration_until(z.timestamp())).ok()
+                    std::time::Duration::try_from(now.timestamp().duration_until(z.timestamp()))
+                        .ok()
                 })
                 .unwrap_or(std::time::Duration::from_secs(24 * 3600))
             }
@@ -473,10 +488,8 @@ impl Retention {
     ) -> Result<RetentionReport, RetentionError> {
         let started = std::time::Instant::now();
         let now = Timestamp::now();
-        let r = export_and_prune_while(&self.store, &self.dir, self.days, now, || {
-            !*stop.borrow()
-        })
-        .await;
+        let r = export_and_prune_while(&self.store, &self.dir, self.days, now, || !*stop.borrow())
+            .await;
         let event = {
             let mut s = self.status.lock().unwrap_or_else(|e| e.into_inner());
             s.runs += 1;
@@ -554,5 +567,40 @@ impl Retention {
             }
         }
         r
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use access::jiff::civil::time;
+    use access::jiff::Zoned;
+    use std::time::Duration;
+
+    fn at(s: &str, tz: &str) -> Zoned {
+        s.parse::<access::jiff::civil::DateTime>()
+            .unwrap()
+            .in_tz(tz)
+            .unwrap()
+    }
+
+    #[test]
+    fn a_daily_run_is_due_at_the_next_local_time() {
+        let daily = Schedule::Daily(time(3, 0, 0, 0));
+        let h = |n: u64| Duration::from_secs(n * 3600);
+        assert_eq!(daily.until_next(&at("2026-11-26T01:00", "UTC")), h(2));
+        assert_eq!(daily.until_next(&at("2026-11-26T03:00", "UTC")), h(24));
+        assert_eq!(daily.until_next(&at("2026-11-26T04:00", "UTC")), h(23));
+        // Local time: across the night the clocks go back, 04:00 to the next
+        // 03:00 is 24 hours, not 23.
+        assert_eq!(
+            daily.until_next(&at("2026-10-24T04:00", "Europe/Berlin")),
+            h(24)
+        );
+        let every = Schedule::Every(Duration::from_secs(90));
+        assert_eq!(
+            every.until_next(&at("2026-11-26T01:00", "UTC")),
+            Duration::from_secs(90)
+        );
     }
 }

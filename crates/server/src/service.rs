@@ -430,11 +430,13 @@ impl Service {
         );
         let retention = match (&config.retention, config.retention_export_dir()) {
             (Some(r), Some(dir)) => {
-                let schedule = r.schedule().map_err(|(key, problem)| ConfigError::Invalid {
-                    path: PathBuf::from("(configuration)"),
-                    key: key.to_string(),
-                    problem,
-                })?;
+                let schedule = r
+                    .schedule()
+                    .map_err(|(key, problem)| ConfigError::Invalid {
+                        path: PathBuf::from("(configuration)"),
+                        key: key.to_string(),
+                        problem,
+                    })?;
                 let retention = Arc::new(Retention::new(
                     store.clone(),
                     controller.log().clone(),

@@ -154,10 +154,11 @@ impl Store {
         &self,
         before: access::jiff::Timestamp,
     ) -> Result<Option<access::jiff::Timestamp>, StoreError> {
-        let v: Option<i64> = sqlx::query_scalar("SELECT MIN(time_us) FROM events WHERE time_us < $1")
-            .bind(ts_to_db(before))
-            .fetch_one(&self.pool)
-            .await?;
+        let v: Option<i64> =
+            sqlx::query_scalar("SELECT MIN(time_us) FROM events WHERE time_us < $1")
+                .bind(ts_to_db(before))
+                .fetch_one(&self.pool)
+                .await?;
         v.map(|v| ts_from_db("event", "time", v)).transpose()
     }
 
