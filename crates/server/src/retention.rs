@@ -2,8 +2,11 @@
 //! compressed JSON Lines, one file per UTC day (`events-YYYY-MM-DD.jsonl.gz`,
 //! each line one stored event with its id), listed with their SHA-256 in
 //! `MANIFEST.sha256` (the `sha256sum -c` format), and only then deleted
-//! from the database, a few hundred a transaction so that taps' commits
-//! never wait long.
+//! from the database, [`PRUNE_BATCH`] a transaction so that taps' commits
+//! never wait long: in the service each batch is a transaction of the
+//! event log's writer, queued behind the taps' events submitted before it
+//! (no lock to wait for); `pivgate prune`, a process of its own, deletes
+//! through its own connection.
 //!
 //! A run goes day by day, oldest first: the day's events are read (the
 //! `events_time` index) and compressed off the async workers, the file is
@@ -170,21 +173,27 @@ impl DayFile {
     }
 }
 
+/// How many events one deletion transaction removes.
+pub const PRUNE_BATCH: u32 = 500;
+
 /// Exports every event before [`cutoff`]`(now, keep_days)` to `dir`, then
-/// deletes them from `store`.
+/// deletes them from `store` (from outside the service: `pivgate prune`).
 pub async fn export_and_prune(
     store: &Store,
     dir: &Path,
     keep_days: u32,
     now: Timestamp,
 ) -> Result<RetentionReport, RetentionError> {
-    export_and_prune_while(store, dir, keep_days, now, || true).await
+    export_and_prune_while(store, None, dir, keep_days, now, || true).await
 }
 
-/// [`export_and_prune`], stopping between two days once `go_on` is false
-/// (whatever was exported is then deleted, and nothing else).
+/// [`export_and_prune`], deleting through `writer` when given (the running
+/// service's event log: each batch a transaction of its writer, between
+/// taps' group commits), and stopping between two days once `go_on` is
+/// false (whatever was exported is then deleted, and nothing else).
 pub async fn export_and_prune_while(
     store: &Store,
+    writer: Option<&store::EventLog>,
     dir: &Path,
     keep_days: u32,
     now: Timestamp,
@@ -221,9 +230,36 @@ pub async fn export_and_prune_while(
         let (d, e) = (dir.to_path_buf(), exported.clone());
         blocking(move || write_manifest(&d, &[e])).await?;
         report.days.push(exported);
-        report.deleted += store.prune_events(end, last, 500).await?;
+        report.deleted += match writer {
+            Some(log) => prune_on_writer(log, end, last).await?,
+            None => store.prune_events(end, last, PRUNE_BATCH).await?,
+        };
     }
     Ok(report)
+}
+
+/// Deletes, a batch a transaction on the event log's writer, the events
+/// at or below `up_to` before `before`.
+async fn prune_on_writer(
+    log: &store::EventLog,
+    before: Timestamp,
+    up_to: EventId,
+) -> Result<u64, RetentionError> {
+    let mut deleted = 0;
+    loop {
+        let (n, _) = log
+            .change(move |tx| {
+                Box::pin(async move {
+                    let n = tx.prune_events(before, up_to, PRUNE_BATCH).await?;
+                    Ok::<_, StoreError>((n, Vec::new()))
+                })
+            })
+            .await?;
+        deleted += n;
+        if n < u64::from(PRUNE_BATCH) {
+            return Ok(deleted);
+        }
+    }
 }
 
 /// Runs `f` on the blocking pool.
@@ -488,8 +524,15 @@ impl Retention {
     ) -> Result<RetentionReport, RetentionError> {
         let started = std::time::Instant::now();
         let now = Timestamp::now();
-        let r = export_and_prune_while(&self.store, &self.dir, self.days, now, || !*stop.borrow())
-            .await;
+        let r = export_and_prune_while(
+            &self.store,
+            Some(&self.log),
+            &self.dir,
+            self.days,
+            now,
+            || !*stop.borrow(),
+        )
+        .await;
         let event = {
             let mut s = self.status.lock().unwrap_or_else(|e| e.into_inner());
             s.runs += 1;

@@ -262,7 +262,7 @@ fn a_late_event_joins_its_days_file_and_a_stopped_run_leaves_whole_days() {
             .unwrap();
         // Stopped after the oldest day.
         let asked = AtomicU64::new(0);
-        let first = server::retention::export_and_prune_while(&store, &out, 10, now, || {
+        let first = server::retention::export_and_prune_while(&store, None, &out, 10, now, || {
             asked.fetch_add(1, Ordering::SeqCst) == 0
         })
         .await
@@ -543,5 +543,113 @@ fn bytes_per_million_events() {
         pg.version(),
         per_million(pg_bytes),
         per_million(pg_bytes) / 1e6
+    );
+}
+
+/// Nearest-rank percentile of sorted µs, in ms.
+fn pct(sorted: &[u64], p: f64) -> f64 {
+    let rank = ((p * sorted.len() as f64).ceil() as usize).clamp(1, sorted.len());
+    sorted[rank - 1] as f64 / 1000.0
+}
+
+/// How long taps wait while the service prunes: 200,000 old tap events
+/// (real grants and refusals with their stage tables), then taps of the
+/// enrolled card with no run, and taps while the service's own run exports
+/// and prunes them all. Prints p50/p99/max of the whole tap and of its
+/// `signal` stage (the durable commit of the event, then the lock), with
+/// the run's time (BENCHMARKS.md):
+/// `cargo test --release -p server --test retention tap_latency_during_a_prune -- --ignored --nocapture`.
+#[test]
+#[ignore]
+fn tap_latency_during_a_prune() {
+    const OLD: usize = 200_000;
+    const QUIET_TAPS: usize = 1000;
+    let site = common::site_with(&|c| c.retention = Some(retention(30, None)));
+    site.tap();
+    assert!(!site.tap_card(&site.stranger).granted());
+    let loaded = site.service().loaded();
+    let store = loaded.store.clone();
+    let handle = loaded.retention.clone().unwrap();
+    let templates: Vec<NewEvent> = site
+        .rt
+        .block_on(all_events(&store))
+        .into_iter()
+        .filter(|e| e.event.kind == store::EventKind::Tap)
+        .map(|e| e.event)
+        .collect();
+    assert_eq!(templates.len(), 2);
+    let cutoff = server::retention::cutoff(Timestamp::now(), 30).unwrap();
+    let start = cutoff
+        .checked_sub(SignedDuration::from_hours(24 * 10))
+        .unwrap();
+    let old: Vec<NewEvent> = (0..OLD)
+        .map(|i| {
+            let mut e = templates[i % 2].clone();
+            // Spread over ten days before the cut.
+            e.time = start
+                .checked_add(SignedDuration::from_secs(4 * i as i64))
+                .unwrap();
+            e
+        })
+        .collect();
+    site.rt.block_on(async {
+        for chunk in old.chunks(1000) {
+            store.append_events(chunk).await.unwrap();
+        }
+    });
+    let controller = loaded.controller.clone();
+    let image = site.card.card_image(Some(5)).unwrap();
+    let tap = move || {
+        let mut t = host::InProcess::new(card::Card::new(image.clone()));
+        let began = std::time::Instant::now();
+        let r = controller.tap(&mut t, common::FRONT, None, None).unwrap();
+        let wall = began.elapsed().as_micros() as u64;
+        assert!(r.granted() && r.event.is_ok());
+        let signal = r
+            .transaction
+            .stage(auth::StageName::Signal)
+            .map_or(0, |s| s.wall_us);
+        (wall, signal)
+    };
+    for _ in 0..20 {
+        tap();
+    }
+    let summary = |name: &str, mut v: Vec<(u64, u64)>| {
+        let mut walls: Vec<u64> = v.iter().map(|x| x.0).collect();
+        v.sort_by_key(|x| x.1);
+        let signals: Vec<u64> = v.iter().map(|x| x.1).collect();
+        walls.sort();
+        println!(
+            "{name}: {} taps; tap p50 {:.2} ms, p99 {:.2} ms, max {:.2} ms; signal (commit + lock) p50 {:.2} ms, p99 {:.2} ms, max {:.2} ms",
+            walls.len(),
+            pct(&walls, 0.5),
+            pct(&walls, 0.99),
+            pct(&walls, 1.0),
+            pct(&signals, 0.5),
+            pct(&signals, 0.99),
+            pct(&signals, 1.0),
+        );
+    };
+    let quiet: Vec<(u64, u64)> = (0..QUIET_TAPS).map(|_| tap()).collect();
+    summary("no run", quiet);
+
+    let began = std::time::Instant::now();
+    let run = {
+        let handle = handle.clone();
+        site.rt.spawn(async move { handle.run_now().await })
+    };
+    let mut during = Vec::new();
+    while !run.is_finished() {
+        during.push(tap());
+    }
+    let report = site.rt.block_on(run).unwrap().unwrap();
+    let took = began.elapsed();
+    assert_eq!(report.deleted as usize, OLD);
+    summary("during the run", during);
+    println!(
+        "the run: {} events in {} daily files exported and deleted in {:.1} s",
+        report.deleted,
+        report.days.len(),
+        took.as_secs_f64()
     );
 }
