@@ -174,7 +174,7 @@ impl DayFile {
 }
 
 /// How many events one deletion transaction removes.
-pub const PRUNE_BATCH: u32 = 500;
+pub const PRUNE_BATCH: u32 = 100;
 
 /// Exports every event before [`cutoff`]`(now, keep_days)` to `dir`, then
 /// deletes them from `store` (from outside the service: `pivgate prune`).
