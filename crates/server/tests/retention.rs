@@ -281,7 +281,10 @@ fn a_late_event_joins_its_days_file_and_a_stopped_run_leaves_whole_days() {
         let middle = &full.days[0];
         let mut before = read_day(&middle.file);
         let late = old_events(cutoff, 2, 1).pop().unwrap();
-        let id = store.append_events(&[late.clone()]).await.unwrap()[0];
+        let id = store
+            .append_events(std::slice::from_ref(&late))
+            .await
+            .unwrap()[0];
         let again = server::retention::export_and_prune(&store, &out, 10, now)
             .await
             .unwrap();
