@@ -65,9 +65,75 @@ pub struct Config {
     /// Remote readers over mutual TLS (see [`crate::remote`]).
     #[serde(default, skip_serializing_if = "RemoteConfig::is_off")]
     pub remote: RemoteConfig,
+    /// Exporting and pruning old events while serving (see
+    /// [`crate::retention`]); off when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retention: Option<RetentionConfig>,
     /// Written to an empty database on the first start.
     #[serde(default)]
     pub seed: Option<Seed>,
+}
+
+/// `[retention]`: events older than `days` are exported to `export_dir`
+/// (one gzip JSON Lines file per UTC day, with `MANIFEST.sha256`) and then
+/// deleted, once a day at `at` (local time) or every `interval_secs`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RetentionConfig {
+    /// Keep this many days of events in the database (1 to 36500).
+    pub days: u32,
+    /// Where the daily files and the manifest go; `archive` in the data
+    /// directory when absent.
+    #[serde(default)]
+    pub export_dir: Option<PathBuf>,
+    /// The local time of day of the daily run, `HH:MM` (03:00 when neither
+    /// this nor `interval_secs` is set).
+    #[serde(default)]
+    pub at: Option<String>,
+    /// Run every this many seconds instead of daily.
+    #[serde(default)]
+    pub interval_secs: Option<u64>,
+}
+
+impl RetentionConfig {
+    /// When runs happen; the problem names the key.
+    pub fn schedule(&self) -> Result<crate::retention::Schedule, (&'static str, String)> {
+        use crate::retention::Schedule;
+        match (&self.at, self.interval_secs) {
+            (Some(_), Some(_)) => Err((
+                "retention.interval_secs",
+                "set either `at` (a daily run) or `interval_secs`, not both".into(),
+            )),
+            (_, Some(secs)) => {
+                if (1..=31_536_000).contains(&secs) {
+                    Ok(Schedule::Every(Duration::from_secs(secs)))
+                } else {
+                    Err((
+                        "retention.interval_secs",
+                        format!("{secs} is out of range (1 to 31536000)"),
+                    ))
+                }
+            }
+            (at, None) => {
+                let at = at.as_deref().unwrap_or("03:00");
+                let t = parse_time_of_day(at).ok_or((
+                    "retention.at",
+                    format!("`{at}` is not a time of day `HH:MM` (00:00 to 23:59)"),
+                ))?;
+                Ok(Schedule::Daily(t))
+            }
+        }
+    }
+}
+
+/// `HH:MM`, 00:00 to 23:59.
+fn parse_time_of_day(s: &str) -> Option<access::jiff::civil::Time> {
+    let (h, m) = s.split_once(':')?;
+    if h.len() != 2 || m.len() != 2 {
+        return None;
+    }
+    let (h, m): (i8, i8) = (h.parse().ok()?, m.parse().ok()?);
+    access::jiff::civil::Time::new(h, m, 0, 0).ok()
 }
 
 fn default_data_dir() -> PathBuf {
@@ -575,6 +641,7 @@ impl Default for Config {
             keypad: KeypadConfig::default(),
             osdp: OsdpConfig::default(),
             remote: RemoteConfig::default(),
+            retention: None,
             seed: None,
         }
     }
@@ -667,6 +734,17 @@ impl Config {
         })
     }
 
+    /// Where retention exports go: `retention.export_dir`, else `archive`
+    /// in the data directory.
+    pub fn retention_export_dir(&self) -> Option<PathBuf> {
+        let r = self.retention.as_ref()?;
+        Some(
+            r.export_dir
+                .clone()
+                .unwrap_or_else(|| self.data_dir.join("archive")),
+        )
+    }
+
     /// The embedded defaults, checked.
     pub fn defaults() -> Config {
         Config::default()
@@ -697,6 +775,9 @@ impl Config {
             fix(p);
         }
         self.remote.device_ca.iter_mut().for_each(fix);
+        if let Some(p) = self.retention.as_mut().and_then(|r| r.export_dir.as_mut()) {
+            fix(p);
+        }
         self.remote.crls.iter_mut().for_each(fix);
         for p in &mut self.osdp.ports {
             for r in &mut p.readers {
@@ -832,6 +913,16 @@ impl Config {
         }
         self.check_osdp()
             .map_err(|(key, problem)| invalid(&key, problem))?;
+        if let Some(r) = &self.retention {
+            if !(1..=36_500).contains(&r.days) {
+                return Err(invalid(
+                    "retention.days",
+                    format!("{} is out of range (1 to 36500)", r.days),
+                ));
+            }
+            r.schedule()
+                .map_err(|(key, problem)| invalid(key, problem))?;
+        }
         self.check_remote()
             .map_err(|(key, problem)| invalid(key, problem))?;
         if let Some(seed) = &self.seed {
@@ -1458,6 +1549,16 @@ cooldown_ms = 300000
 # answer_timeout_ms = 5000
 # refusal_window_ms = 10000        # refused connections: one event per address and reason per window
 
+# Events older than `days` are exported to gzip JSON Lines (one file per
+# UTC day, with MANIFEST.sha256 for `sha256sum -c`) and then deleted, by the
+# running service, a few hundred a transaction so taps never wait long.
+# Off when absent (`pivgate prune` does the same by hand).
+# [retention]
+# days = 365
+# export_dir = "pivgate-data/archive"   # the default
+# at = "03:00"                          # local time, daily (the default)
+# interval_secs = 3600                  # or: every this many seconds
+
 # Written to the database on the first start only; afterwards manage
 # sites, doors and readers through the API.
 [seed.site]
@@ -1762,5 +1863,45 @@ mod tests {
             t.anchors,
             [dir.path().join("pki/root.pem"), PathBuf::from("/abs.pem")]
         );
+    }
+
+    #[test]
+    fn retention_is_off_by_default_and_checked_when_on() {
+        assert_eq!(Config::defaults().retention, None);
+        let parse = |extra: &str| {
+            let text = format!("{}\n{extra}", init_template("sim:front", "UTC"));
+            let c = Config::parse(&text, Path::new("t.toml")).unwrap();
+            c.check(Path::new("t.toml")).map(|_| c)
+        };
+        let c = parse("[retention]\ndays = 365\n").unwrap();
+        let r = c.retention.as_ref().unwrap();
+        assert_eq!(
+            r.schedule().unwrap(),
+            crate::retention::Schedule::Daily(access::jiff::civil::time(3, 0, 0, 0))
+        );
+        assert_eq!(c.retention_export_dir(), Some(c.data_dir.join("archive")));
+        let c = parse("[retention]\ndays = 30\ninterval_secs = 600\n").unwrap();
+        assert_eq!(
+            c.retention.unwrap().schedule().unwrap(),
+            crate::retention::Schedule::Every(Duration::from_secs(600))
+        );
+        for (extra, key) in [
+            ("[retention]\ndays = 0\n", "retention.days"),
+            ("[retention]\ndays = 30\nat = \"25:00\"\n", "retention.at"),
+            ("[retention]\ndays = 30\nat = \"3:00\"\n", "retention.at"),
+            (
+                "[retention]\ndays = 30\nat = \"03:00\"\ninterval_secs = 60\n",
+                "retention.interval_secs",
+            ),
+            (
+                "[retention]\ndays = 30\ninterval_secs = 0\n",
+                "retention.interval_secs",
+            ),
+        ] {
+            let e = parse(extra).unwrap_err();
+            assert_eq!(e.key(), Some(key), "{extra}: {e}");
+        }
+        let e = Config::parse("[retention]\ndayz = 3\n", Path::new("t.toml")).unwrap_err();
+        assert!(e.to_string().contains("dayz"), "{e}");
     }
 }

@@ -76,7 +76,10 @@
 //!   ([`state::AppState`], [`state::Loaded`]), filled by [`service`].
 //! - [`backup`]: `pivgate backup` / `pivgate restore` over the configuration.
 //! - [`retention`]: old events exported to gzip JSON Lines per UTC day with
-//!   a SHA-256 manifest, then deleted in short transactions.
+//!   a SHA-256 manifest, then deleted in short transactions; in the
+//!   service (`[retention]`) a background task at a time of day or an
+//!   interval, its deletions on the event log's writer between taps'
+//!   commits.
 //! - [`notify`]: the systemd notification protocol (`READY=1`, `STATUS=`,
 //!   `STOPPING=1`, `WATCHDOG=1`) over `NOTIFY_SOCKET`; [`health`]: the taps
 //!   in progress; [`watchdog`]: `WATCHDOG=1` only while no tap is stuck

@@ -20,6 +20,8 @@
 //! | `pivgate_validation_cache_hits_total`, `…_misses_total` | counter | `cache`: `certificate` (validated paths), `key` (fast-path keys) |
 //! | `pivgate_credentials` | gauge | |
 //! | `pivgate_startup_seconds` | gauge | `phase`: `trust`, `database`, `ready` |
+//! | `pivgate_retention_last_run_timestamp_seconds`, `pivgate_retention_last_run_success` | gauge | (with `[retention]`) |
+//! | `pivgate_retention_events_pruned_total`, `…_days_exported_total`, `…_failures_total` | counter | (with `[retention]`) |
 //!
 //! Recording a tap costs one label lookup in a read-locked map (no
 //! allocation once the door's label set exists; every door's are created
@@ -44,6 +46,7 @@ use store::CommitObserver;
 
 use crate::door::{Controller, TapObserver, TapResult};
 use crate::health::TapHealth;
+use crate::retention::Retention;
 use crate::revocation::Revocation;
 use crate::status::ReaderStatus;
 
@@ -327,6 +330,12 @@ impl Metrics {
             }));
     }
 
+    /// Adds retention's runs (`[retention]`).
+    pub fn register_retention(&mut self, retention: Arc<Retention>) {
+        self.registry
+            .register_collector(Box::new(RetentionCollector(retention)));
+    }
+
     /// The exposition text.
     pub fn encode(&self) -> String {
         let mut out = String::with_capacity(16 * 1024);
@@ -336,6 +345,56 @@ impl Metrics {
             tracing::error!(error = %e, "metrics encoding failed");
         }
         out
+    }
+}
+
+/// Reads retention's status when scraped.
+#[derive(Debug)]
+struct RetentionCollector(Arc<Retention>);
+
+impl Collector for RetentionCollector {
+    fn encode(&self, mut enc: DescriptorEncoder) -> Result<(), std::fmt::Error> {
+        let s = self.0.status();
+        if let Some(at) = s.last_run {
+            let g = ConstGauge::new(at.as_second());
+            let m = enc.encode_descriptor(
+                "retention_last_run_timestamp",
+                "When the last retention run (export and prune of old events) finished (Unix time).",
+                Some(&Unit::Seconds),
+                g.metric_type(),
+            )?;
+            g.encode(m)?;
+            let g = ConstGauge::new(i64::from(s.last_ok));
+            let m = enc.encode_descriptor(
+                "retention_last_run_success",
+                "Whether the last retention run succeeded (1) or failed (0).",
+                None,
+                g.metric_type(),
+            )?;
+            g.encode(m)?;
+        }
+        for (name, help, v) in [
+            (
+                "retention_events_pruned",
+                "Events deleted from the database by retention, after their export.",
+                s.events_deleted,
+            ),
+            (
+                "retention_days_exported",
+                "Daily files written by retention.",
+                s.days_exported,
+            ),
+            (
+                "retention_failures",
+                "Retention runs that failed.",
+                s.failures,
+            ),
+        ] {
+            let c = ConstCounter::new(v);
+            let m = enc.encode_descriptor(name, help, None, c.metric_type())?;
+            c.encode(m)?;
+        }
+        Ok(())
     }
 }
 

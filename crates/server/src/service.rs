@@ -12,7 +12,8 @@
 //! from then on. CRLs kept on disk from an earlier
 //! run are read with the trust configuration, so the first tap has them;
 //! downloads and re-validation run in the background from then on
-//! ([`crate::revocation`]).
+//! ([`crate::revocation`]), and so does retention when `[retention]` is
+//! configured ([`crate::retention`]); they stop in reverse order.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -38,6 +39,7 @@ use crate::notify::{Notifier, State};
 use crate::osdp::OsdpSource;
 use crate::readers::PcscReaders;
 use crate::remote::RemoteSource;
+use crate::retention::Retention;
 use crate::revocation::Revocation;
 use crate::source::{Sources, TapContext};
 use crate::state::AppState;
@@ -173,6 +175,8 @@ pub struct Service {
     revocation: JoinHandle<()>,
     /// Drives the doors' scheduled modes at each window boundary.
     schedules: JoinHandle<()>,
+    /// Retention's task, when `[retention]` is configured.
+    retention: Option<JoinHandle<()>>,
     /// The reader sources, in start order.
     sources: Sources,
     sql: Store,
@@ -244,6 +248,10 @@ impl Service {
                 let revocation = tokio::spawn(loaded.revocation.clone().run(stop.subscribe()));
                 let schedules =
                     tokio::spawn(loaded.controller.clone().run_schedules(stop.subscribe()));
+                let retention = loaded
+                    .retention
+                    .clone()
+                    .map(|r| tokio::spawn(r.run(stop.subscribe())));
                 tracing::info!(
                     %addr,
                     ready_ms = loaded.times.ready_us as f64 / 1000.0,
@@ -261,6 +269,7 @@ impl Service {
                     writer,
                     revocation,
                     schedules,
+                    retention,
                     sources,
                     sql,
                     writer_sql,
@@ -448,6 +457,27 @@ impl Service {
             revocation_work.clone(),
             controller.health().clone(),
         );
+        let retention = match (&config.retention, config.retention_export_dir()) {
+            (Some(r), Some(dir)) => {
+                let schedule = r
+                    .schedule()
+                    .map_err(|(key, problem)| ConfigError::Invalid {
+                        path: PathBuf::from("(configuration)"),
+                        key: key.to_string(),
+                        problem,
+                    })?;
+                let retention = Arc::new(Retention::new(
+                    store.clone(),
+                    controller.log().clone(),
+                    dir,
+                    r.days,
+                    schedule,
+                ));
+                metrics.register_retention(retention.clone());
+                Some(retention)
+            }
+            _ => None,
+        };
         Ok(Started {
             loaded: Loaded {
                 store,
@@ -461,6 +491,7 @@ impl Service {
                 reader_status,
                 last_taps,
                 signals,
+                retention,
             },
             writer,
             sources,
@@ -541,6 +572,10 @@ impl Service {
     pub async fn shutdown(self) -> Result<(), ServeError> {
         let _ = self.stop.send(true);
         let http = self.http.await?;
+        // Background work, the last started first.
+        if let Some(retention) = self.retention {
+            retention.await?;
+        }
         self.revocation.await?;
         self.schedules.await?;
         // Each source finishes its tap (committing its event) and stops.

@@ -40,6 +40,8 @@ pub struct Loaded {
     pub last_taps: Arc<LastTaps>,
     /// The `signal` stage of the last day's taps.
     pub signals: Arc<SignalTimes>,
+    /// Exporting and pruning old events, when configured.
+    pub retention: Option<Arc<crate::retention::Retention>>,
 }
 
 /// State shared with the HTTP handlers.

@@ -1,17 +1,23 @@
 //! Upgrades from a database written by an earlier release, and downgrades
-//! refused.
+//! refused, on SQLite and PostgreSQL.
 //!
 //! `fixtures/pivgate-schema3.db` was written by pivgate 0.1.0 (schema
 //! version 3) through `make_fixture` below: the test site, one granted
 //! tap of Alice's card, one refused tap of a stranger's, the viewer and
-//! operator tokens. It is checked in and never regenerated: a later release
-//! must open it, migrate it and keep every entity and event. A database
-//! from a newer release is refused with a clear message and left as it was.
+//! operator tokens. `fixtures/pivgate-schema3.pg.sql` is the same database
+//! on PostgreSQL at schema 3, a plain-SQL `pg_dump` written by
+//! `make_pg_fixture` (how, in `fixtures/README.md`); each test restores it
+//! with `psql` into a fresh cluster. Both are checked in and never
+//! regenerated: a later release must open them, migrate them and keep every
+//! entity and event. A database from a newer release is refused with a
+//! clear message and left as it was.
 
 mod common;
 
 use std::path::{Path, PathBuf};
+use std::process::Command;
 
+use store::testing::TempCluster;
 use store::{Direction, EventQuery, Store, StoreError};
 
 fn fixture() -> PathBuf {
@@ -59,6 +65,14 @@ fn a_database_from_schema_3_opens_migrated_with_everything_kept() {
     let data = copy_of_fixture(dir.path());
     rt().block_on(async {
         let s = Store::open_data_dir(&data).await.unwrap();
+        check_upgraded(&s).await;
+        s.close().await;
+    });
+}
+
+/// What the fixture holds, read through today's code.
+async fn check_upgraded(s: &Store) {
+    {
         let version: i64 = sqlx::query_scalar("SELECT MAX(version) FROM _sqlx_migrations")
             .fetch_one(s.pool())
             .await
@@ -93,8 +107,7 @@ fn a_database_from_schema_3_opens_migrated_with_everything_kept() {
         assert_eq!(codes.len(), 2, "{codes:?}");
         assert_eq!(codes[0], "granted");
         assert_ne!(codes[1], "granted");
-        s.close().await;
-    });
+    }
 }
 
 #[test]
@@ -155,4 +168,328 @@ fn make_fixture() {
         s.backup_to(&out).await.unwrap();
         s.close().await;
     });
+}
+
+fn pg_fixture() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/pivgate-schema3.pg.sql")
+}
+
+/// The tables of schema 3, parents first.
+const TABLES: [&str; 13] = [
+    "id_sequences",
+    "sites",
+    "doors",
+    "readers",
+    "cardholders",
+    "credentials",
+    "schedules",
+    "access_groups",
+    "access_group_doors",
+    "access_group_members",
+    "holidays",
+    "api_tokens",
+    "events",
+];
+
+/// A PostgreSQL client program of the cluster's release.
+fn pg_tool(program: &str) -> Command {
+    let bin = store::testing::find_binaries().expect("PostgreSQL's binaries (scripts/setup.sh)");
+    Command::new(bin.join(program))
+}
+
+fn run(cmd: &mut Command) {
+    let out = cmd.output().unwrap_or_else(|e| panic!("{cmd:?}: {e}"));
+    assert!(
+        out.status.success(),
+        "{cmd:?}: {}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// The PostgreSQL fixture restored into `pg`'s (empty) database.
+fn restore_pg_fixture(pg: &TempCluster) {
+    run(pg_tool("psql")
+        .args(["-X", "-q", "-v", "ON_ERROR_STOP=1", "-d", pg.url(), "-f"])
+        .arg(pg_fixture()));
+}
+
+/// The schema history, and every row of schema 3's tables as text (sorted)
+/// with the columns read, from PostgreSQL without migrating: all columns,
+/// or those of `columns` (those read before an upgrade, so that the columns
+/// later schemas add do not count).
+async fn pg_contents(url: &str, columns: Option<&[Vec<String>]>) -> PgContents {
+    let pool = sqlx::postgres::PgPoolOptions::new()
+        .max_connections(1)
+        .connect(url)
+        .await
+        .unwrap();
+    let versions = sqlx::query_scalar("SELECT version FROM _sqlx_migrations ORDER BY version")
+        .fetch_all(&pool)
+        .await
+        .unwrap();
+    let mut rows = Vec::new();
+    let mut read = Vec::new();
+    for (i, t) in TABLES.iter().enumerate() {
+        let all: Vec<String> = sqlx::query_scalar(
+            "SELECT column_name::text FROM information_schema.columns \
+             WHERE table_name = $1 ORDER BY ordinal_position",
+        )
+        .bind(t)
+        .fetch_all(&pool)
+        .await
+        .unwrap();
+        let cols = match columns {
+            Some(c) => c[i].clone(),
+            None => all,
+        };
+        let list = cols
+            .iter()
+            .map(|c| format!("COALESCE({c}::text, 'NULL')"))
+            .collect::<Vec<_>>()
+            .join(" || '|' || ");
+        let sql = format!("SELECT '{t}|' || {list} FROM {t} ORDER BY 1");
+        let r: Vec<String> = sqlx::query_scalar(&sql).fetch_all(&pool).await.unwrap();
+        rows.push(r);
+        read.push(cols);
+    }
+    pool.close().await;
+    PgContents {
+        versions,
+        rows,
+        columns: read,
+    }
+}
+
+#[derive(Debug, PartialEq)]
+struct PgContents {
+    versions: Vec<i64>,
+    rows: Vec<Vec<String>>,
+    columns: Vec<Vec<String>>,
+}
+
+/// The same rows read from the SQLite fixture.
+async fn sqlite_contents(db: &Path) -> Vec<Vec<String>> {
+    let pool = sqlx::sqlite::SqlitePoolOptions::new()
+        .max_connections(1)
+        .connect(&format!("sqlite://{}?mode=ro", db.display()))
+        .await
+        .unwrap();
+    let mut rows = Vec::new();
+    for t in TABLES {
+        let cols: Vec<String> = sqlx::query_scalar(&format!(
+            "SELECT name FROM pragma_table_info('{t}') ORDER BY cid"
+        ))
+        .fetch_all(&pool)
+        .await
+        .unwrap();
+        let list = cols
+            .iter()
+            .map(|c| format!("COALESCE(CAST({c} AS TEXT), 'NULL')"))
+            .collect::<Vec<_>>()
+            .join(" || '|' || ");
+        let sql = format!("SELECT '{t}|' || {list} FROM {t}");
+        let mut r: Vec<String> = sqlx::query_scalar(&sql).fetch_all(&pool).await.unwrap();
+        // PostgreSQL's collation order of the same strings (C: bytes).
+        r.sort();
+        rows.push(r);
+    }
+    pool.close().await;
+    rows
+}
+
+#[test]
+fn a_postgresql_database_from_schema_3_opens_migrated_with_everything_kept() {
+    let Some(pg) = store::testing::postgres_or_skip("upgrade from schema 3 on PostgreSQL") else {
+        return;
+    };
+    restore_pg_fixture(&pg);
+    rt().block_on(async {
+        let PgContents {
+            versions,
+            rows: before,
+            columns,
+        } = pg_contents(pg.url(), None).await;
+        assert_eq!(versions, [1, 2, 3]);
+        // The same entities and events as the SQLite fixture.
+        assert_eq!(before, sqlite_contents(&fixture()).await);
+        assert_eq!(
+            before[TABLES.len() - 1].len(),
+            5,
+            "events: {:?}",
+            before.last()
+        );
+
+        let s = Store::connect(pg.url()).await.unwrap();
+        check_upgraded(&s).await;
+        // New ids continue after the release's.
+        let id = s
+            .append_events(&[store::NewEvent::admin(
+                access::jiff::Timestamp::now(),
+                "test",
+                "test.after-upgrade",
+                "written by this release".into(),
+                serde_json::Value::Null,
+            )])
+            .await
+            .unwrap()[0];
+        s.close().await;
+
+        let PgContents {
+            versions,
+            rows: after,
+            ..
+        } = pg_contents(pg.url(), Some(&columns)).await;
+        assert_eq!(*versions.last().unwrap(), Store::schema_version());
+        for (i, t) in TABLES.iter().enumerate() {
+            match *t {
+                "id_sequences" => {}
+                "events" => {
+                    assert_eq!(after[i][..before[i].len()], before[i][..]);
+                    assert_eq!(after[i].len(), before[i].len() + 1);
+                }
+                _ => assert_eq!(after[i], before[i], "{t} changed in the upgrade"),
+            }
+        }
+        let max_old: i64 = before[TABLES.len() - 1]
+            .iter()
+            .map(|r| r.split('|').nth(1).unwrap().parse::<i64>().unwrap())
+            .max()
+            .unwrap();
+        assert!(id.0 > max_old, "{id:?} after {max_old}");
+    });
+}
+
+#[test]
+fn a_postgresql_database_from_a_newer_release_is_refused_and_left_alone() {
+    let Some(pg) = store::testing::postgres_or_skip("downgrade refused on PostgreSQL") else {
+        return;
+    };
+    restore_pg_fixture(&pg);
+    rt().block_on(async {
+        // What a later release's migration leaves behind.
+        let s = Store::connect(pg.url()).await.unwrap();
+        sqlx::query(
+            "INSERT INTO _sqlx_migrations (version, description, success, checksum, execution_time) \
+             VALUES (9999, 'from the future', TRUE, decode('00', 'hex'), 0)",
+        )
+        .execute(s.pool())
+        .await
+        .unwrap();
+        s.close().await;
+    });
+    let before = rt().block_on(pg_contents(pg.url(), None));
+    let e = rt().block_on(Store::connect(pg.url())).unwrap_err();
+    assert!(
+        matches!(e, StoreError::NewerSchema { found: 9999, .. }),
+        "{e}"
+    );
+    assert!(e.to_string().contains("written by a newer pivgate"), "{e}");
+    assert_eq!(
+        rt().block_on(pg_contents(pg.url(), None)),
+        before,
+        "a refused database was changed"
+    );
+    // The service names it at start-up too.
+    let dir = tempfile::tempdir().unwrap();
+    let mut c = server::config::Config::defaults();
+    c.data_dir = dir.path().join("data");
+    c.database_url = Some(pg.url().to_string());
+    c.http.listen = "127.0.0.1:0".parse().unwrap();
+    let e = rt()
+        .block_on(server::service::Service::start(c, None))
+        .unwrap_err();
+    assert!(e.to_string().contains("written by a newer pivgate"), "{e}");
+    assert_eq!(rt().block_on(pg_contents(pg.url(), None)), before);
+}
+
+/// Writes the PostgreSQL fixture (see `fixtures/README.md`): a database
+/// migrated to schema 3 with the release's migrations, holding the SQLite
+/// fixture's rows, dumped as plain SQL:
+/// `cargo test -p server --test upgrade make_pg_fixture -- --ignored`.
+#[test]
+#[ignore]
+fn make_pg_fixture() {
+    let pg = TempCluster::start(false).unwrap();
+    rt().block_on(async {
+        let pool = sqlx::postgres::PgPoolOptions::new()
+            .max_connections(1)
+            .connect(pg.url())
+            .await
+            .unwrap();
+        let lite = sqlx::sqlite::SqlitePoolOptions::new()
+            .max_connections(1)
+            .connect(&format!("sqlite://{}?mode=ro", fixture().display()))
+            .await
+            .unwrap();
+        // Schema 3: migrations 1 to 3, checked to be the ones the release
+        // applied (their checksums in the SQLite fixture).
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../store/migrations");
+        let mut m = sqlx::migrate::Migrator::new(dir).await.unwrap();
+        let release: Vec<(i64, Vec<u8>)> =
+            sqlx::query_as("SELECT version, checksum FROM _sqlx_migrations ORDER BY version")
+                .fetch_all(&lite)
+                .await
+                .unwrap();
+        let upto3: Vec<_> = m
+            .migrations
+            .iter()
+            .filter(|x| x.version <= 3)
+            .cloned()
+            .collect();
+        assert_eq!(
+            upto3
+                .iter()
+                .map(|x| (x.version, x.checksum.to_vec()))
+                .collect::<Vec<_>>(),
+            release,
+            "migrations 1 to 3 differ from the release's"
+        );
+        m.migrations = upto3.into();
+        m.run(&pool).await.unwrap();
+        // The release's rows, column by column (schema 3 has only BIGINT
+        // and TEXT columns).
+        sqlx::query("DELETE FROM id_sequences")
+            .execute(&pool)
+            .await
+            .unwrap();
+        for t in TABLES {
+            let cols: Vec<(String, String)> = sqlx::query_as(
+                "SELECT column_name::text, data_type::text FROM information_schema.columns \
+                 WHERE table_name = $1 ORDER BY ordinal_position",
+            )
+            .bind(t)
+            .fetch_all(&pool)
+            .await
+            .unwrap();
+            let names: Vec<&str> = cols.iter().map(|(c, _)| c.as_str()).collect();
+            let select = format!("SELECT {} FROM {t}", names.join(", "));
+            let insert = format!(
+                "INSERT INTO {t} ({}) VALUES ({})",
+                names.join(", "),
+                (1..=names.len())
+                    .map(|i| format!("${i}"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            );
+            for row in sqlx::query(&select).fetch_all(&lite).await.unwrap() {
+                use sqlx::Row;
+                let mut q = sqlx::query(&insert);
+                for (i, (c, ty)) in cols.iter().enumerate() {
+                    q = match ty.as_str() {
+                        "bigint" => q.bind(row.try_get::<Option<i64>, _>(i).unwrap()),
+                        "text" => q.bind(row.try_get::<Option<String>, _>(i).unwrap()),
+                        other => panic!("{t}.{c}: a {other} column in schema 3"),
+                    };
+                }
+                q.execute(&pool).await.unwrap();
+            }
+        }
+        pool.close().await;
+        lite.close().await;
+    });
+    run(pg_tool("pg_dump")
+        .args(["--no-owner", "--no-privileges", "--file"])
+        .arg(pg_fixture())
+        .args(["--dbname", pg.url()]));
 }

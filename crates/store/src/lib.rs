@@ -17,7 +17,9 @@
 //! reported to an optional [`CommitObserver`] (for metrics).
 //! [`EventLog::change`] runs such a change on the writer, in order with the
 //! taps' events, and publishes its events to live subscribers like any
-//! other. [`Store::load_snapshot`] reads every entity into an
+//! other; retention deletes old events that way too, a batch a
+//! transaction ([`Tx::prune_events`]), so a tap's commit waits for one
+//! batch at most. [`Store::load_snapshot`] reads every entity into an
 //! [`access::AccessSnapshot`] for the decision. `testing` (feature
 //! `testing`, off by default, for the tests and benchmarks of the crates
 //! that use it) starts a throw-away PostgreSQL cluster.

@@ -56,6 +56,10 @@ impl fmt::Debug for Store {
     }
 }
 
+/// One batch of a prune: the lowest ids first.
+const PRUNE_BATCH: &str = "DELETE FROM events WHERE id IN \
+     (SELECT id FROM events WHERE time_us < $1 AND id <= $2 ORDER BY id LIMIT $3)";
+
 /// SQLite settings for every connection: WAL journal, a commit is durable
 /// when it returns (`synchronous=FULL`), foreign keys enforced, and writers
 /// wait for each other instead of failing.
@@ -132,20 +136,32 @@ impl Store {
         let cutoff = ts_to_db(before);
         let mut deleted = 0u64;
         loop {
-            let r = sqlx::query(
-                "DELETE FROM events WHERE id IN (SELECT id FROM events WHERE time_us < $1 AND id <= $2 ORDER BY id LIMIT $3)",
-            )
-            .bind(cutoff)
-            .bind(up_to.0)
-            .bind(i64::from(batch.max(1)))
-            .execute(&self.pool)
-            .await?;
+            let r = sqlx::query(PRUNE_BATCH)
+                .bind(cutoff)
+                .bind(up_to.0)
+                .bind(i64::from(batch.max(1)))
+                .execute(&self.pool)
+                .await?;
             deleted += r.rows_affected();
             if r.rows_affected() < u64::from(batch.max(1)) {
                 return Ok(deleted);
             }
             tokio::task::yield_now().await;
         }
+    }
+
+    /// The time of the oldest event before `before`, if there is one (the
+    /// `events_time` index): where a retention run starts.
+    pub async fn oldest_event_before(
+        &self,
+        before: access::jiff::Timestamp,
+    ) -> Result<Option<access::jiff::Timestamp>, StoreError> {
+        let v: Option<i64> =
+            sqlx::query_scalar("SELECT MIN(time_us) FROM events WHERE time_us < $1")
+                .bind(ts_to_db(before))
+                .fetch_one(&self.pool)
+                .await?;
+        v.map(|v| ts_from_db("event", "time", v)).transpose()
     }
 
     /// The latest schema version this release migrates to.
@@ -452,6 +468,26 @@ impl Tx {
         .await
         .map_err(|err| classify(err, "API token", &t.name))?;
         Ok(())
+    }
+
+    /// Deletes at most `batch` of the events at or below `up_to` (an id)
+    /// that happened before `before`, the lowest ids first; how many. Run
+    /// on the event log's writer ([`crate::EventLog::change`]), each batch
+    /// is one transaction between two group commits, so a tap's commit
+    /// waits for one batch at most and never for a database lock.
+    pub async fn prune_events(
+        &mut self,
+        before: access::jiff::Timestamp,
+        up_to: EventId,
+        batch: u32,
+    ) -> Result<u64, StoreError> {
+        let r = sqlx::query(PRUNE_BATCH)
+            .bind(ts_to_db(before))
+            .bind(up_to.0)
+            .bind(i64::from(batch.max(1)))
+            .execute(&mut *self.tx)
+            .await?;
+        Ok(r.rows_affected())
     }
 
     /// Notes that the token `name` was used at `at` (a token deleted
