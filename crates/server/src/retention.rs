@@ -676,6 +676,7 @@ mod tests {
             days: vec![ExportedDay {
                 file: "x/2030-01-01.jsonl.gz".into(),
                 events: 3,
+                carried: 0,
                 bytes: 120,
                 sha256: "ab".into(),
             }],
