@@ -395,6 +395,166 @@ pub struct OsdpReader {
     /// `output.unlock_ms`); sent in 100 ms units.
     #[serde(default)]
     pub unlock_ms: Option<u64>,
+    /// The inputs of the reader's door wired to this reader
+    /// (`[osdp.ports.readers.door]`): position switch, request-to-exit,
+    /// tamper, reported with `osdp_ISTATR`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub door: Option<DoorInputs>,
+}
+
+/// `[osdp.ports.readers.door]`: the inputs of the door the reader is bound
+/// to, by input number on the reader, and the door's alarm times. See
+/// [`crate::alarm`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DoorInputs {
+    /// The door position switch (normally closed unless said).
+    #[serde(default)]
+    pub contact: Option<InputWiring>,
+    /// The request-to-exit button or sensor (normally open unless said).
+    #[serde(default)]
+    pub request_to_exit: Option<InputWiring>,
+    /// The tamper switch (normally open unless said).
+    #[serde(default)]
+    pub tamper: Option<InputWiring>,
+    /// What a request-to-exit does: `release` the lock, or `shunt` (only
+    /// allow the opening, for a door with a mechanical exit).
+    #[serde(default = "default_exit")]
+    pub exit: String,
+    /// How long the door may stay open after an allowed opening before
+    /// the held-open alarm, ms.
+    #[serde(default = "default_held_open_ms")]
+    pub held_open_ms: u64,
+    /// How long before the held-open alarm the reader beeps and flashes
+    /// (`osdp_BUZ`, `osdp_LED`), ms; 0 for none.
+    #[serde(default = "default_prealarm_ms")]
+    pub prealarm_ms: u64,
+}
+
+fn default_exit() -> String {
+    "release".into()
+}
+
+fn default_held_open_ms() -> u64 {
+    30_000
+}
+
+fn default_prealarm_ms() -> u64 {
+    5_000
+}
+
+/// One input: its number on the reader, its wiring and its debounce.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct InputWiring {
+    pub input: u8,
+    /// `closed` or `open`: the contact's state when the door is closed,
+    /// the button released, the enclosure shut.
+    #[serde(default)]
+    pub normally: Option<String>,
+    /// A change counts once it has held this long, ms.
+    #[serde(default)]
+    pub debounce_ms: u64,
+}
+
+fn check_door_inputs(d: &DoorInputs) -> Result<(), (String, String)> {
+    let wired = [
+        ("contact", &d.contact),
+        ("request_to_exit", &d.request_to_exit),
+        ("tamper", &d.tamper),
+    ];
+    for (i, (name, w)) in wired.iter().enumerate() {
+        let Some(w) = w else { continue };
+        if let Some(n) = &w.normally {
+            if n != "closed" && n != "open" {
+                return Err((
+                    format!("{name}.normally"),
+                    format!("`{n}` is not a wiring (expected `closed` or `open`)"),
+                ));
+            }
+        }
+        if w.debounce_ms > 10_000 {
+            return Err((
+                format!("{name}.debounce_ms"),
+                format!("{} is out of range (0 to 10000)", w.debounce_ms),
+            ));
+        }
+        if let Some((other, _)) = wired[..i]
+            .iter()
+            .find(|(_, o)| o.as_ref().is_some_and(|o| o.input == w.input))
+        {
+            return Err((
+                format!("{name}.input"),
+                format!("input {} is also the {other} input", w.input),
+            ));
+        }
+    }
+    if d.exit != "release" && d.exit != "shunt" {
+        return Err((
+            "exit".into(),
+            format!(
+                "`{}` is not an exit mode (expected `release` or `shunt`)",
+                d.exit
+            ),
+        ));
+    }
+    if d.held_open_ms == 0 {
+        return Err((
+            "held_open_ms".into(),
+            "0: the door could never be opened without an alarm".into(),
+        ));
+    }
+    if d.prealarm_ms >= d.held_open_ms {
+        return Err((
+            "prealarm_ms".into(),
+            format!(
+                "{} is not shorter than held_open_ms ({})",
+                d.prealarm_ms, d.held_open_ms
+            ),
+        ));
+    }
+    Ok(())
+}
+
+impl DoorInputs {
+    /// The door's setup for [`crate::alarm`]; `release_window` is how long
+    /// a request-to-exit allows the opening.
+    pub fn setup(&self, release_window: std::time::Duration) -> crate::alarm::DoorSetup {
+        use crate::alarm::{ExitMode, Wiring};
+        use std::time::Duration;
+        let wiring = |w: &Option<InputWiring>, closed: bool| {
+            w.as_ref().map(|w| Wiring {
+                normally_closed: w.normally.as_deref().map_or(closed, |n| n == "closed"),
+                debounce: Duration::from_millis(w.debounce_ms),
+            })
+        };
+        crate::alarm::DoorSetup {
+            contact: wiring(&self.contact, true),
+            request_to_exit: wiring(&self.request_to_exit, false),
+            tamper: wiring(&self.tamper, false),
+            exit: if self.exit == "shunt" {
+                ExitMode::Shunt
+            } else {
+                ExitMode::Release
+            },
+            release_window,
+            held_open: Duration::from_millis(self.held_open_ms),
+            prealarm: Duration::from_millis(self.prealarm_ms),
+        }
+    }
+
+    /// The input numbers: contact, request-to-exit, tamper.
+    pub fn inputs(&self) -> Vec<(crate::alarm::InputRole, u8)> {
+        use crate::alarm::InputRole;
+        [
+            (InputRole::Contact, &self.contact),
+            (InputRole::RequestToExit, &self.request_to_exit),
+            (InputRole::Tamper, &self.tamper),
+        ]
+        .into_iter()
+        .filter_map(|(r, w)| w.as_ref().map(|w| (r, w.input)))
+        .collect()
+    }
 }
 
 fn default_true() -> bool {
@@ -891,6 +1051,9 @@ impl Config {
                         return Err((key("secure"), "false, but a key or install mode is configured: remove `secure = false` or the key settings".into()))
                     }
                     _ => {}
+                }
+                if let Some(d) = &r.door {
+                    check_door_inputs(d).map_err(|(k, e)| (key(&format!("door.{k}")), e))?;
                 }
                 if let Some(ms) = r.unlock_ms {
                     if ms < 100 || ms > u64::from(u16::MAX) * 100 {

@@ -40,6 +40,8 @@ pub struct Loaded {
     pub last_taps: Arc<LastTaps>,
     /// The `signal` stage of the last day's taps.
     pub signals: Arc<SignalTimes>,
+    /// Door positions and alarms, when a reader reports door inputs.
+    pub doors: Option<Arc<crate::doorwatch::DoorWatch>>,
 }
 
 /// State shared with the HTTP handlers.
