@@ -469,7 +469,10 @@ impl Doors {
         };
         let open = d.phase.open_since();
         if unlocked {
-            if matches!(d.phase, Phase::PreAlarm { .. }) {
+            let warning = !d.setup.prealarm.is_zero();
+            if matches!(d.phase, Phase::PreAlarm { .. })
+                || (warning && matches!(d.phase, Phase::HeldOpen { .. }))
+            {
                 out.push(Action::PreAlarm { door, on: false });
             }
             d.phase = Phase::Unlocked { open };
@@ -754,14 +757,19 @@ impl Doors {
             Phase::Released { until, relock } if first => Phase::Released { until, relock },
             _ => Phase::Secure,
         };
+        // The reader's warning goes on through the held-open alarm until
+        // the door closes.
+        let warning = !d.setup.prealarm.is_zero();
         match phase {
-            Phase::OpenAllowed { relock, .. } | Phase::HeldOpen { relock, .. } => {
+            Phase::OpenAllowed { relock, .. } => {
                 if relock {
                     out.push(Action::Relock { door });
                 }
             }
-            Phase::PreAlarm { relock, .. } => {
-                out.push(Action::PreAlarm { door, on: false });
+            Phase::PreAlarm { relock, .. } | Phase::HeldOpen { relock, .. } => {
+                if warning || matches!(phase, Phase::PreAlarm { .. }) {
+                    out.push(Action::PreAlarm { door, on: false });
+                }
                 if relock {
                     out.push(Action::Relock { door });
                 }
@@ -964,7 +972,10 @@ mod tests {
         d.set_id(D, AlarmKind::HeldOpen, 9);
         d.acknowledge(9, "op", "propped for a delivery").unwrap();
         let a = d.input(D, InputRole::Contact, Line::Closed, t + ms(400));
-        assert_eq!(codes(&a), ["door-closed", "relock", "cleared"]);
+        assert_eq!(
+            codes(&a),
+            ["door-closed", "prealarm-off", "relock", "cleared"]
+        );
     }
 
     #[test]

@@ -1,0 +1,377 @@
+//! Doors that report back, against libosdp (PyPI, installed by
+//! scripts/setup.sh) as the door's reader and I/O module: the test sets
+//! its input status (position switch, request-to-exit, tamper), which it
+//! reports unsolicited in answer to the service's polls (`osdp_ISTATR`),
+//! and reads back every command the service sent it (`osdp_OUT`,
+//! `osdp_LED`, `osdp_BUZ`). Every wait is for an event with a deadline.
+
+use std::io::{Read, Write};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use access::DoorId;
+use links::serial::Pty;
+use pki_issue::{TestPki, TestPkiOptions};
+use serde_json::Value;
+use server::config::Config;
+use server::service::Service;
+use store::{Event, EventKind};
+use testbed::libosdp::Peer;
+
+const ADDRESS: u8 = 1;
+/// A bound on every wait, not a timing assertion.
+const PATIENCE: Duration = Duration::from_secs(30);
+
+/// Copies bytes from one pseudo-terminal's controlling side to another's.
+fn relay(mut from: std::fs::File, mut to: std::fs::File) {
+    std::thread::spawn(move || {
+        let mut b = [0u8; 512];
+        while let Ok(n) = from.read(&mut b) {
+            if n == 0 || to.write_all(&b[..n]).is_err() {
+                break;
+            }
+        }
+    });
+}
+
+/// A door whose libosdp reader has the position switch on input 0 (normally
+/// closed), request-to-exit on 1 and tamper on 2.
+struct Door {
+    rt: tokio::runtime::Runtime,
+    _dir: tempfile::TempDir,
+    service: Option<Service>,
+    events: tokio::sync::broadcast::Receiver<Arc<Event>>,
+    peer: Peer,
+    door: DoorId,
+    /// Contact closed (door shut), exit, tamper.
+    inputs: [u8; 3],
+    _line: (Pty, Pty),
+}
+
+impl Door {
+    /// `door` holds the `[osdp.ports.readers.door]` lines after the inputs.
+    fn start(door: &str) -> Door {
+        let dir = tempfile::tempdir().unwrap();
+        TestPki::init(&dir.path().join("pki"), TestPkiOptions::default()).unwrap();
+        let near = Pty::open().unwrap();
+        let far = Pty::open().unwrap();
+        relay(
+            near.master.try_clone().unwrap(),
+            far.master.try_clone().unwrap(),
+        );
+        relay(
+            far.master.try_clone().unwrap(),
+            near.master.try_clone().unwrap(),
+        );
+        let device = near.slave_path.display().to_string();
+        std::fs::write(
+            dir.path().join("pivgate.toml"),
+            format!(
+                r#"
+data_dir = "data"
+[http]
+listen = "127.0.0.1:0"
+[trust]
+anchors = ["pki/root.pem"]
+intermediates = ["pki/intermediate.pem"]
+crls = ["pki/root.crl.pem", "pki/intermediate.crl.pem"]
+[[osdp.ports]]
+device = "{device}"
+baud = 115200
+[[osdp.ports.readers]]
+address = {ADDRESS}
+secure = false
+lock_output = 0
+unlock_ms = 1000
+[osdp.ports.readers.door]
+contact = {{ input = 0 }}
+request_to_exit = {{ input = 1 }}
+tamper = {{ input = 2 }}
+{door}
+[seed.site]
+name = "HQ"
+time_zone = "UTC"
+[[seed.doors]]
+name = "Front"
+mechanism = "pki-cak"
+[seed.readers]
+"osdp:{device}#{ADDRESS}" = "Front"
+"#
+            ),
+        )
+        .unwrap();
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .unwrap();
+        let c = Config::load(&dir.path().join("pivgate.toml")).unwrap();
+        let service = rt.block_on(Service::start(c, None)).unwrap();
+        let mut events = service.loaded().controller.log().subscribe();
+        let door = service
+            .loaded()
+            .controller
+            .snapshot()
+            .doors()
+            .find(|d| d.name == "Front")
+            .unwrap()
+            .id;
+        let peer = Peer::start(
+            "libosdp_pd.py",
+            &[
+                "--device".into(),
+                far.slave_path.display().to_string(),
+                "--address".into(),
+                ADDRESS.to_string(),
+                "--inputs".into(),
+                "3".into(),
+            ],
+            PATIENCE,
+        );
+        peer.expect("ready", |v| v["ready"] == true);
+        wait(&rt, &mut events, "online", |e| {
+            e.event.kind == EventKind::Reader && e.event.code.as_deref() == Some("osdp-online")
+        });
+        let mut d = Door {
+            rt,
+            _dir: dir,
+            service: Some(service),
+            events,
+            peer,
+            door,
+            inputs: [1, 0, 0],
+            _line: (near, far),
+        };
+        // The door is shut: its first report.
+        d.report();
+        d.door_event("door-closed");
+        d
+    }
+
+    fn report(&mut self) {
+        let bits = self.inputs.to_vec();
+        self.peer.send(serde_json::json!({ "inputs": bits }));
+        self.peer
+            .expect("inputs queued", |v| v.get("inputs_sent").is_some());
+    }
+
+    fn set(&mut self, input: usize, v: u8) {
+        self.inputs[input] = v;
+        self.report();
+    }
+
+    fn door_event(&mut self, code: &str) -> Event {
+        let door = self.door;
+        wait(&self.rt, &mut self.events, code, |e| {
+            e.event.kind == EventKind::Door
+                && e.event.door == Some(door)
+                && e.event.code.as_deref() == Some(code)
+        })
+    }
+
+    fn alarm_event(&mut self, code: &str, state: &str) -> Event {
+        let door = self.door;
+        wait(
+            &self.rt,
+            &mut self.events,
+            &format!("{code} {state}"),
+            |e| {
+                e.event.kind == EventKind::Alarm
+                    && e.event.door == Some(door)
+                    && e.event.code.as_deref() == Some(code)
+                    && e.event.data.as_ref().is_some_and(|d| d["state"] == state)
+            },
+        )
+    }
+
+    /// The next command libosdp received that `pred` accepts.
+    fn told(&self, what: &str, pred: impl Fn(&Value) -> bool) -> Value {
+        self.peer
+            .expect(what, |v| v.get("command").is_some_and(&pred))["command"]
+            .clone()
+    }
+
+    fn unlock(&self) {
+        let l = self.service.as_ref().unwrap().loaded();
+        self.rt
+            .block_on(l.controller.unlock(self.door, "test-operator", None, false))
+            .unwrap();
+    }
+
+    fn watch(&self) -> &server::doorwatch::DoorWatch {
+        self.service
+            .as_ref()
+            .unwrap()
+            .loaded()
+            .doors
+            .as_deref()
+            .unwrap()
+    }
+}
+
+impl Drop for Door {
+    fn drop(&mut self) {
+        if let Some(s) = self.service.take() {
+            let _ = self.rt.block_on(s.shutdown());
+        }
+    }
+}
+
+fn wait(
+    rt: &tokio::runtime::Runtime,
+    rx: &mut tokio::sync::broadcast::Receiver<Arc<Event>>,
+    what: &str,
+    pred: impl Fn(&Event) -> bool,
+) -> Event {
+    rt.block_on(async {
+        tokio::time::timeout(PATIENCE, async {
+            loop {
+                match rx.recv().await {
+                    Ok(e) if pred(&e) => return (*e).clone(),
+                    Ok(_) | Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {}
+                    Err(e) => panic!("event feed ended: {e}"),
+                }
+            }
+        })
+        .await
+        .unwrap_or_else(|_| panic!("no {what} event"))
+    })
+}
+
+/// An `osdp_OUT` with this control code (4 temporary on, 1 permanent off).
+fn output(code: i64) -> impl Fn(&Value) -> bool {
+    move |c| c.get("output_no").is_some() && c["control_code"] == code
+}
+
+/// Every alarm event committed so far that `rx` has not read.
+fn alarms_pending(rx: &mut tokio::sync::broadcast::Receiver<Arc<Event>>) -> Vec<Arc<Event>> {
+    let mut out = Vec::new();
+    while let Ok(e) = rx.try_recv() {
+        if e.event.kind == EventKind::Alarm {
+            out.push(e);
+        }
+    }
+    out
+}
+
+#[test]
+fn released_opened_closed_relocks_without_alarm() {
+    let mut d = Door::start("held_open_ms = 5000\nprealarm_ms = 1000");
+    let mut all = d
+        .service
+        .as_ref()
+        .unwrap()
+        .loaded()
+        .controller
+        .log()
+        .subscribe();
+    d.unlock();
+    d.told("the lock released", output(4));
+    d.set(0, 0);
+    d.door_event("door-opened");
+    assert_eq!(
+        d.watch().position(d.door).unwrap().open,
+        Some(true),
+        "the door reads open"
+    );
+    d.set(0, 1);
+    let closed = d.door_event("door-closed");
+    assert!(closed.event.data.unwrap()["open_ms"].as_u64().is_some());
+    // Relocked as soon as it closed, before the 1 s pulse ends.
+    d.told("the lock relocked", output(1));
+    assert_eq!(d.watch().position(d.door).unwrap().open, Some(false));
+    assert!(
+        alarms_pending(&mut all).is_empty(),
+        "no alarm for an allowed opening"
+    );
+    assert!(d.watch().active().is_empty());
+}
+
+#[test]
+fn opening_without_a_grant_is_forced_then_acknowledged_and_cleared() {
+    let mut d = Door::start("held_open_ms = 5000\nprealarm_ms = 1000");
+    d.set(0, 0);
+    d.door_event("door-opened");
+    let raised = d.alarm_event("door-forced", "active");
+    let id = raised.id.0;
+    // The alarm's id is its raising event's, once committed.
+    let end = Instant::now() + PATIENCE;
+    while d.watch().active().iter().all(|a| a.id != id) {
+        assert!(Instant::now() < end, "the alarm never took its id");
+        std::thread::yield_now();
+    }
+    d.watch()
+        .acknowledge(id, "guard", "checked on camera")
+        .unwrap();
+    let ack = d.alarm_event("door-forced", "acknowledged");
+    assert_eq!(ack.event.actor.as_deref(), Some("guard"));
+    let data = ack.event.data.unwrap();
+    assert_eq!(data["note"], "checked on camera");
+    assert_eq!(data["alarm"], id);
+    d.set(0, 1);
+    d.door_event("door-closed");
+    let cleared = d.alarm_event("door-forced", "cleared");
+    assert_eq!(cleared.event.data.unwrap()["alarm"], id);
+    assert!(d.watch().active().is_empty());
+}
+
+#[test]
+fn held_open_warns_at_the_reader_then_raises() {
+    let mut d = Door::start("held_open_ms = 300\nprealarm_ms = 150");
+    d.unlock();
+    d.set(0, 0);
+    d.door_event("door-opened");
+    // The pre-alarm: the LED flashing amber and the buzzer sounding
+    // (tone 2, repeated), in the order the service sends them.
+    d.told("the pre-alarm LED", |c| {
+        c.get("led_number").is_some() && c["on_color"] == 3
+    });
+    d.told("the pre-alarm buzzer", |c| {
+        c.get("rep_count").is_some() && c["control_code"] == 2
+    });
+    d.alarm_event("door-held-open", "active");
+    d.set(0, 1);
+    d.door_event("door-closed");
+    d.told("the buzzer stopped", |c| {
+        c.get("rep_count").is_some() && c["control_code"] == 1
+    });
+    d.alarm_event("door-held-open", "returned");
+}
+
+#[test]
+fn request_to_exit_releases_and_the_opening_is_no_alarm() {
+    let mut d = Door::start("exit = \"release\"\nheld_open_ms = 5000\nprealarm_ms = 1000");
+    let mut all = d
+        .service
+        .as_ref()
+        .unwrap()
+        .loaded()
+        .controller
+        .log()
+        .subscribe();
+    d.set(1, 1);
+    d.door_event("request-to-exit");
+    d.told("the lock released", output(4));
+    d.set(1, 0);
+    d.set(0, 0);
+    d.door_event("door-opened");
+    d.set(0, 1);
+    d.door_event("door-closed");
+    d.told("the lock relocked", output(1));
+    assert!(alarms_pending(&mut all).is_empty());
+}
+
+#[test]
+fn tamper_raises_and_returns() {
+    let mut d = Door::start("held_open_ms = 5000\nprealarm_ms = 1000");
+    d.set(2, 1);
+    d.door_event("tamper");
+    d.alarm_event("tamper", "active");
+    d.set(2, 0);
+    d.door_event("tamper-restored");
+    d.alarm_event("tamper", "returned");
+    assert_eq!(
+        d.watch().active()[0].state,
+        server::alarm::AlarmState::Returned
+    );
+}
