@@ -375,3 +375,97 @@ fn tamper_raises_and_returns() {
         server::alarm::AlarmState::Returned
     );
 }
+
+#[test]
+fn the_api_lists_alarms_takes_acknowledgements_and_shows_the_position() {
+    let mut d = Door::start("held_open_ms = 5000\nprealarm_ms = 1000");
+    let (base, store) = {
+        let s = d.service.as_ref().unwrap();
+        (s.url(), s.loaded().store.clone())
+    };
+    let token = |name: &str, role| {
+        d.rt.block_on(server::token::create(&store, name, role))
+            .unwrap()
+    };
+    let viewer = token("watcher", store::Role::Viewer);
+    let operator = token("guard", store::Role::Operator);
+    let get = |path: &str| -> Value {
+        ureq::get(&format!("{base}{path}"))
+            .set("Authorization", &format!("Bearer {viewer}"))
+            .call()
+            .unwrap()
+            .into_string()
+            .map(|t| serde_json::from_str(&t).unwrap())
+            .unwrap()
+    };
+    let ack = |id: i64, who: &str, body: &str| -> u16 {
+        match ureq::post(&format!("{base}/api/v1/alarms/{id}/ack"))
+            .set("Authorization", &format!("Bearer {who}"))
+            .set("Content-Type", "application/json")
+            .send_string(body)
+        {
+            Ok(r) => r.status(),
+            Err(ureq::Error::Status(s, _)) => s,
+            Err(e) => panic!("{e}"),
+        }
+    };
+    let position = |v: &Value| v["items"][0]["position"].clone();
+    assert_eq!(position(&get("/api/v1/doors/status"))["open"], false);
+
+    d.set(0, 0);
+    let raised = d.alarm_event("door-forced", "active");
+    let id = raised.id.0;
+    let status = get("/api/v1/doors/status");
+    assert_eq!(position(&status)["open"], true);
+    assert_eq!(position(&status)["state"], "forced");
+    assert!(position(&status)["last_change"].is_string());
+    // Listed once its event is committed (its id is that event's).
+    let end = Instant::now() + PATIENCE;
+    let active = loop {
+        let list = get("/api/v1/alarms");
+        if list["active"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|a| a["id"] == id)
+        {
+            break list["active"][0].clone();
+        }
+        assert!(Instant::now() < end, "alarm {id} never listed");
+    };
+    assert_eq!(active["kind"], "door-forced");
+    assert_eq!(active["state"], "active");
+
+    assert_eq!(ack(id, &viewer, r#"{"note": "x"}"#), 403);
+    assert_eq!(ack(id, &operator, r#"{"note": "  "}"#), 422);
+    assert_eq!(ack(id + 1000, &operator, r#"{"note": "x"}"#), 404);
+    assert_eq!(ack(id, &operator, r#"{"note": "guard sent"}"#), 202);
+    let e = d.alarm_event("door-forced", "acknowledged");
+    assert_eq!(e.event.actor.as_deref(), Some("guard"));
+    assert_eq!(ack(id, &operator, r#"{"note": "again"}"#), 409);
+    assert_eq!(get("/api/v1/alarms")["active"][0]["state"], "acknowledged");
+
+    d.set(0, 1);
+    d.alarm_event("door-forced", "cleared");
+    let list = get("/api/v1/alarms");
+    assert!(list["active"].as_array().unwrap().is_empty());
+    let states: Vec<&str> = list["history"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["data"]["state"].as_str().unwrap())
+        .collect();
+    assert_eq!(states, ["cleared", "acknowledged", "active"]);
+    let metrics = d.service.as_ref().unwrap().loaded().metrics.encode();
+    assert!(
+        metrics.contains(&format!(
+            "pivgate_alarms_total{{door=\"{}\",kind=\"door-forced\"}} 1",
+            d.door.0
+        )),
+        "{metrics}"
+    );
+    assert!(
+        metrics.contains("pivgate_door_open_seconds_count 1"),
+        "{metrics}"
+    );
+}
