@@ -761,11 +761,7 @@ impl Doors {
         // the door closes.
         let warning = !d.setup.prealarm.is_zero();
         match phase {
-            Phase::OpenAllowed { relock, .. } => {
-                if relock {
-                    out.push(Action::Relock { door });
-                }
-            }
+            Phase::OpenAllowed { relock: true, .. } => out.push(Action::Relock { door }),
             Phase::PreAlarm { relock, .. } | Phase::HeldOpen { relock, .. } => {
                 if warning || matches!(phase, Phase::PreAlarm { .. }) {
                     out.push(Action::PreAlarm { door, on: false });

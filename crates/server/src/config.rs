@@ -1564,6 +1564,19 @@ cooldown_ms = 300000
 # # The reader output wired to the lock relay (osdp_OUT), and its pulse.
 # lock_output = 0
 # unlock_ms = 5000
+# # The door's inputs wired to this reader (osdp_ISTATR): position switch,
+# # request-to-exit and tamper by input number; `normally` is the contact's
+# # state with the door shut (contact: closed, others: open by default).
+# # Opening without a grant, unlock or exit request is a forced alarm;
+# # open past held_open_ms a held-open alarm, the reader beeping from
+# # prealarm_ms before; closing after a grant relocks at once.
+# [osdp.ports.readers.door]
+# contact = {{ input = 0, normally = "closed", debounce_ms = 50 }}
+# request_to_exit = {{ input = 1 }}
+# tamper = {{ input = 2 }}
+# exit = "release"          # or "shunt": exit allowed, lock not released
+# held_open_ms = 30000
+# prealarm_ms = 5000
 
 # Remote readers (`pivgate reader connect` at the door) over TLS 1.3 with
 # client certificates. Bind each to a door with the connection "remote:CN",
@@ -1780,6 +1793,66 @@ mod tests {
         assert!(e.to_string().contains("remote"), "{e}");
         let e = parse("[remote]\nport = 1\n").unwrap_err();
         assert!(e.to_string().contains("unknown field `port`"), "{e}");
+    }
+
+    #[test]
+    fn door_inputs_are_read_and_checked() {
+        let port = "[[osdp.ports]]\ndevice = \"/dev/ttyS0\"\n[[osdp.ports.readers]]\naddress = 1\nsecure = false\n[osdp.ports.readers.door]\n";
+        let c = parse(&format!(
+            "{port}contact = {{ input = 3, normally = \"open\", debounce_ms = 40 }}\nrequest_to_exit = {{ input = 1 }}\nexit = \"shunt\"\nheld_open_ms = 300\nprealarm_ms = 100\n"
+        ))
+        .unwrap();
+        let d = c.osdp.ports[0].readers[0].door.as_ref().unwrap();
+        let setup = d.setup(std::time::Duration::from_secs(2));
+        let contact = setup.contact.unwrap();
+        assert!(!contact.normally_closed);
+        assert_eq!(contact.debounce, std::time::Duration::from_millis(40));
+        assert!(!setup.request_to_exit.unwrap().normally_closed);
+        assert_eq!(setup.exit, crate::alarm::ExitMode::Shunt);
+        assert_eq!(
+            d.inputs(),
+            [
+                (crate::alarm::InputRole::Contact, 3),
+                (crate::alarm::InputRole::RequestToExit, 1)
+            ]
+        );
+        // Defaults: 30 s held open, 5 s pre-alarm, release on exit.
+        let c = parse(&format!("{port}contact = {{ input = 0 }}\n")).unwrap();
+        let d = c.osdp.ports[0].readers[0].door.as_ref().unwrap();
+        assert!(
+            d.setup(std::time::Duration::ZERO)
+                .contact
+                .unwrap()
+                .normally_closed
+        );
+        assert_eq!(
+            (d.held_open_ms, d.prealarm_ms, d.exit.as_str()),
+            (30_000, 5_000, "release")
+        );
+        for (text, key, what) in [
+            (
+                "contact = { input = 0 }\ntamper = { input = 0 }\n",
+                "door.tamper.input",
+                "also the contact",
+            ),
+            (
+                "contact = { input = 0, normally = \"shut\" }\n",
+                "door.contact.normally",
+                "not a wiring",
+            ),
+            ("exit = \"door\"\n", "door.exit", "not an exit mode"),
+            (
+                "held_open_ms = 100\nprealarm_ms = 100\n",
+                "door.prealarm_ms",
+                "not shorter",
+            ),
+        ] {
+            let e = parse(&format!("{port}{text}")).unwrap_err().to_string();
+            assert!(
+                e.contains(&format!("osdp.ports[0].readers[0].{key}")) && e.contains(what),
+                "{text}: {e}"
+            );
+        }
     }
 
     #[test]

@@ -469,3 +469,37 @@ fn the_api_lists_alarms_takes_acknowledgements_and_shows_the_position() {
         "{metrics}"
     );
 }
+
+/// How long an input change takes from libosdp's reader to the committed
+/// event on the live feed: from the moment libosdp has queued the status
+/// report (its answer to the next poll) to the `door` event arriving from
+/// the event log's live feed. The tamper input goes on and off: each change
+/// is an event. Run by hand (BENCHMARKS.md):
+/// `cargo test --release -p server --test door_alarms -- --ignored --nocapture input_to_event_latency`
+#[test]
+#[ignore = "a measurement, run by hand"]
+fn input_to_event_latency() {
+    let mut d = Door::start("held_open_ms = 5000\nprealarm_ms = 1000");
+    let mut times = Vec::new();
+    for i in 0..60 {
+        let on = i % 2 == 0;
+        d.inputs[2] = u8::from(on);
+        let bits = d.inputs.to_vec();
+        d.peer.send(serde_json::json!({ "inputs": bits }));
+        d.peer
+            .expect("inputs queued", |v| v.get("inputs_sent").is_some());
+        let queued = Instant::now();
+        d.door_event(if on { "tamper" } else { "tamper-restored" });
+        times.push(queued.elapsed());
+    }
+    times.sort();
+    let ms = |d: Duration| d.as_secs_f64() * 1000.0;
+    let n = times.len();
+    println!(
+        "input change to committed event on the live feed, {n} changes, poll interval 50 ms: min {:.1} ms, p50 {:.1} ms, p90 {:.1} ms, max {:.1} ms",
+        ms(times[0]),
+        ms(times[n / 2]),
+        ms(times[n * 9 / 10]),
+        ms(times[n - 1])
+    );
+}
