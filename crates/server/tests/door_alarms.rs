@@ -6,12 +6,18 @@
 //! `osdp_LED`, `osdp_BUZ`). Every wait is for an event with a deadline.
 
 use std::io::{Read, Write};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use access::jiff::Timestamp;
 use access::DoorId;
-use links::serial::Pty;
-use pki_issue::{TestPki, TestPkiOptions};
+use card::Card;
+use host::InProcess;
+use links::osdp::msg::{PdId, RawCard, XrdReply, XwrRequest};
+use links::osdp::pd::{PdApp, PdConfig, PeripheralDevice};
+use links::serial::{Link, PdHandle, Pty};
+use links::transparent::CardBridge;
+use pki_issue::{CardCredentials, CardOptions, TestPki, TestPkiOptions};
 use serde_json::Value;
 use server::config::Config;
 use server::service::Service;
@@ -22,16 +28,40 @@ const ADDRESS: u8 = 1;
 /// A bound on every wait, not a timing assertion.
 const PATIENCE: Duration = Duration::from_secs(30);
 
-/// Copies bytes from one pseudo-terminal's controlling side to another's.
-fn relay(mut from: std::fs::File, mut to: std::fs::File) {
+/// Copies bytes from one pseudo-terminal's controlling side to each of
+/// `to` (a multidrop bus: every device hears the panel, the panel hears
+/// every device).
+fn relay(mut from: std::fs::File, mut to: Vec<std::fs::File>) {
     std::thread::spawn(move || {
         let mut b = [0u8; 512];
         while let Ok(n) = from.read(&mut b) {
-            if n == 0 || to.write_all(&b[..n]).is_err() {
+            if n == 0 {
                 break;
+            }
+            for t in &mut to {
+                let _ = t.write_all(&b[..n]);
             }
         }
     });
+}
+
+/// A card reader with transparent mode (pivgate's own peripheral device)
+/// relaying the controller's APDUs to the card on it.
+struct CardReader(Arc<Mutex<Option<CardBridge>>>);
+
+impl PdApp for CardReader {
+    fn transparent(&mut self, r: &XwrRequest) -> Option<XrdReply> {
+        self.0.lock().unwrap().as_mut()?.transparent(r)
+    }
+}
+
+/// The second reader of the door, at address 2 on the same bus, and the
+/// enrolled card it reads.
+struct Tapping {
+    pd: PdHandle,
+    card: Arc<Mutex<Option<CardBridge>>>,
+    alice: CardCredentials,
+    _line: Pty,
 }
 
 /// A door whose libosdp reader has the position switch on input 0 (normally
@@ -45,25 +75,42 @@ struct Door {
     door: DoorId,
     /// Contact closed (door shut), exit, tamper.
     inputs: [u8; 3],
+    tapping: Option<Tapping>,
     _line: (Pty, Pty),
 }
 
 impl Door {
     /// `door` holds the `[osdp.ports.readers.door]` lines after the inputs.
     fn start(door: &str) -> Door {
+        Door::start_with(door, false)
+    }
+
+    /// `tapping`: a second reader of the door, with a card, on the bus.
+    fn start_with(door: &str, tapping: bool) -> Door {
         let dir = tempfile::tempdir().unwrap();
-        TestPki::init(&dir.path().join("pki"), TestPkiOptions::default()).unwrap();
+        let pki = TestPki::init(&dir.path().join("pki"), TestPkiOptions::default()).unwrap();
         let near = Pty::open().unwrap();
         let far = Pty::open().unwrap();
+        let second = tapping.then(|| Pty::open().unwrap());
+        let mut to = vec![far.master.try_clone().unwrap()];
+        to.extend(second.iter().map(|p| p.master.try_clone().unwrap()));
+        relay(near.master.try_clone().unwrap(), to);
         relay(
-            near.master.try_clone().unwrap(),
             far.master.try_clone().unwrap(),
+            vec![near.master.try_clone().unwrap()],
         );
-        relay(
-            far.master.try_clone().unwrap(),
-            near.master.try_clone().unwrap(),
-        );
+        if let Some(p) = &second {
+            relay(
+                p.master.try_clone().unwrap(),
+                vec![near.master.try_clone().unwrap()],
+            );
+        }
         let device = near.slave_path.display().to_string();
+        let card_reader = if tapping {
+            "[[osdp.ports.readers]]\naddress = 2\nsecure = false\n"
+        } else {
+            ""
+        };
         std::fs::write(
             dir.path().join("pivgate.toml"),
             format!(
@@ -88,14 +135,23 @@ contact = {{ input = 0 }}
 request_to_exit = {{ input = 1 }}
 tamper = {{ input = 2 }}
 {door}
+{card_reader}
 [seed.site]
 name = "HQ"
 time_zone = "UTC"
 [[seed.doors]]
 name = "Front"
 mechanism = "pki-cak"
+[[seed.schedules]]
+name = "always"
+windows = ["mon-sun 00:00-24:00"]
+[[seed.groups]]
+name = "staff"
+schedule = "always"
+doors = ["Front"]
 [seed.readers]
 "osdp:{device}#{ADDRESS}" = "Front"
+"osdp:{device}#2" = "Front"
 "#
             ),
         )
@@ -129,9 +185,55 @@ mechanism = "pki-cak"
             PATIENCE,
         );
         peer.expect("ready", |v| v["ready"] == true);
-        wait(&rt, &mut events, "online", |e| {
-            e.event.kind == EventKind::Reader && e.event.code.as_deref() == Some("osdp-online")
+        let tapping = second.map(|line| {
+            let alice = pki
+                .issue_card(&CardOptions {
+                    cardholder: "Alice".into(),
+                    ..CardOptions::default()
+                })
+                .unwrap();
+            let l = service.loaded();
+            let mut t = InProcess::new(Card::new(alice.card_image(Some(3)).unwrap()));
+            let validated =
+                server::enroll::validate_card(l.controller.authenticator(), &mut t).unwrap();
+            rt.block_on(server::enroll::register(
+                &l.store,
+                &validated,
+                "Alice",
+                Some("staff"),
+                "test",
+                Timestamp::now(),
+            ))
+            .unwrap();
+            rt.block_on(service.reload()).unwrap();
+            let card = Arc::new(Mutex::new(None));
+            let pd = PdHandle::spawn(
+                line.slave.try_clone().unwrap(),
+                PeripheralDevice::new(PdConfig::reader(
+                    2,
+                    PdId {
+                        serial: 2,
+                        ..PdId::default()
+                    },
+                )),
+                Box::new(CardReader(card.clone())),
+                Link::paced(115200),
+            )
+            .unwrap();
+            Tapping {
+                pd,
+                card,
+                alice,
+                _line: line,
+            }
         });
+        // Every reader of the bus online.
+        let readers = 1 + usize::from(tapping.is_some());
+        for _ in 0..readers {
+            wait(&rt, &mut events, "online", |e| {
+                e.event.kind == EventKind::Reader && e.event.code.as_deref() == Some("osdp-online")
+            });
+        }
         let mut d = Door {
             rt,
             _dir: dir,
@@ -140,6 +242,7 @@ mechanism = "pki-cak"
             peer,
             door,
             inputs: [1, 0, 0],
+            tapping,
             _line: (near, far),
         };
         // The door is shut: its first report.
@@ -189,6 +292,32 @@ mechanism = "pki-cak"
         self.peer
             .expect(what, |v| v.get("command").is_some_and(&pred))["command"]
             .clone()
+    }
+
+    /// Alice's card at the second reader; waits for the granted tap.
+    fn tap(&mut self) {
+        let t = self.tapping.as_ref().unwrap();
+        *t.card.lock().unwrap() = Some(CardBridge::new(
+            Box::new(InProcess::new(Card::new(
+                t.alice.card_image(Some(3)).unwrap(),
+            ))),
+            0,
+        ));
+        t.pd.card_read(RawCard {
+            reader: 0,
+            format: 0,
+            bits: 8,
+            data: vec![0x5A],
+        });
+        let tap = wait(&self.rt, &mut self.events, "tap", |e| {
+            e.event.kind == EventKind::Tap
+        });
+        assert_eq!(
+            tap.event.result,
+            Some(store::EventResult::Granted),
+            "{:?}",
+            tap.event.reason
+        );
     }
 
     fn unlock(&self) {
@@ -285,6 +414,31 @@ fn released_opened_closed_relocks_without_alarm() {
         "no alarm for an allowed opening"
     );
     assert!(d.watch().active().is_empty());
+}
+
+#[test]
+fn a_granted_tap_opened_and_closed_relocks_at_the_lock_reader() {
+    let mut d = Door::start_with("held_open_ms = 5000\nprealarm_ms = 1000", true);
+    let mut all = d
+        .service
+        .as_ref()
+        .unwrap()
+        .loaded()
+        .controller
+        .log()
+        .subscribe();
+    d.tap();
+    // The lock relay on libosdp's output 0 released for the grant.
+    d.told("the lock released", output(4));
+    d.set(0, 0);
+    d.door_event("door-opened");
+    d.set(0, 1);
+    d.door_event("door-closed");
+    d.told("the lock relocked", output(1));
+    assert!(
+        alarms_pending(&mut all).is_empty(),
+        "no alarm for a granted opening"
+    );
 }
 
 #[test]
