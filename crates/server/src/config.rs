@@ -354,6 +354,46 @@ pub struct OsdpPort {
     pub baud: u32,
     #[serde(default)]
     pub readers: Vec<OsdpReader>,
+    /// I/O modules: devices on the bus that read a door's inputs and
+    /// read no cards.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub io: Vec<OsdpIo>,
+}
+
+/// `[[osdp.ports.io]]`: an I/O module (PD) on the bus wired to a door's
+/// position switch, request-to-exit and tamper (`[osdp.ports.io.inputs]`,
+/// as a reader's `[osdp.ports.readers.door]`). The lock stays with the
+/// door's reader (`lock_output`) or the service's door output.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct OsdpIo {
+    /// The module's address on the bus, 0 to 126.
+    pub address: u8,
+    #[serde(default)]
+    pub key_file: Option<PathBuf>,
+    #[serde(default)]
+    pub install_mode: bool,
+    #[serde(default = "default_true")]
+    pub secure: bool,
+    /// The door (by name) whose inputs these are.
+    pub door: String,
+    pub inputs: DoorInputs,
+}
+
+impl OsdpIo {
+    /// The module as a device on the bus: a reader without a lock output
+    /// whose inputs are `inputs`.
+    pub fn device(&self) -> OsdpReader {
+        OsdpReader {
+            address: self.address,
+            key_file: self.key_file.clone(),
+            install_mode: self.install_mode,
+            secure: self.secure,
+            lock_output: None,
+            unlock_ms: None,
+            door: Some(self.inputs.clone()),
+        }
+    }
 }
 
 fn default_osdp_baud() -> u32 {
@@ -857,6 +897,11 @@ impl Config {
                     fix(k);
                 }
             }
+            for r in &mut p.io {
+                if let Some(k) = &mut r.key_file {
+                    fix(k);
+                }
+            }
         }
     }
 
@@ -1016,7 +1061,7 @@ impl Config {
             if let Err(e) = links::osdp::check_baud(p.baud) {
                 return Err((key("baud"), e));
             }
-            if p.readers.is_empty() {
+            if p.readers.is_empty() && p.io.is_empty() {
                 return Err((key("readers"), "empty: add the readers on this bus ([[osdp.ports.readers]] with their address)".into()));
             }
             for (j, r) in p.readers.iter().enumerate() {
@@ -1070,6 +1115,43 @@ impl Config {
                             .into(),
                     ));
                 }
+            }
+            for (j, m) in p.io.iter().enumerate() {
+                let key = |k: &str| format!("osdp.ports[{i}].io[{j}].{k}");
+                if m.address > 126 {
+                    return Err((
+                        key("address"),
+                        format!("{} is out of range (0 to 126)", m.address),
+                    ));
+                }
+                let taken = p.readers.iter().any(|o| o.address == m.address)
+                    || p.io[..j].iter().any(|o| o.address == m.address);
+                if taken {
+                    return Err((
+                        key("address"),
+                        format!(
+                            "address {} is used twice on {}",
+                            m.address,
+                            p.device.display()
+                        ),
+                    ));
+                }
+                match (m.secure, &m.key_file, m.install_mode) {
+                    (true, None, _) => {
+                        return Err((key("key_file"), "missing: a secure module needs its secure channel base key, or `install_mode = true`, or `secure = false`".into()))
+                    }
+                    (false, Some(_), _) | (false, _, true) => {
+                        return Err((key("secure"), "false, but a key or install mode is configured".into()))
+                    }
+                    _ => {}
+                }
+                if m.door.trim().is_empty() {
+                    return Err((
+                        key("door"),
+                        "empty: name the door whose inputs these are".into(),
+                    ));
+                }
+                check_door_inputs(&m.inputs).map_err(|(k, e)| (key(&format!("inputs.{k}")), e))?;
             }
         }
         Ok(())
@@ -1577,6 +1659,14 @@ cooldown_ms = 300000
 # exit = "release"          # or "shunt": exit allowed, lock not released
 # held_open_ms = 30000
 # prealarm_ms = 5000
+# # An I/O module on the same bus reading another door's inputs (no cards):
+# [[osdp.ports.io]]
+# address = 5
+# key_file = "osdp/io5.key"
+# door = "Back"
+# [osdp.ports.io.inputs]
+# contact = {{ input = 0 }}
+# request_to_exit = {{ input = 1 }}
 
 # Remote readers (`pivgate reader connect` at the door) over TLS 1.3 with
 # client certificates. Bind each to a door with the connection "remote:CN",
@@ -1853,6 +1943,42 @@ mod tests {
                 "{text}: {e}"
             );
         }
+    }
+
+    #[test]
+    fn io_modules_name_their_door_and_are_checked() {
+        let port = "[[osdp.ports]]\ndevice = \"/dev/ttyS0\"\n";
+        let io = "[[osdp.ports.io]]\naddress = 4\nsecure = false\ndoor = \"Front\"\n[osdp.ports.io.inputs]\ncontact = { input = 0 }\n";
+        let c = parse(&format!("{port}{io}")).unwrap();
+        let m = &c.osdp.ports[0].io[0];
+        assert_eq!(m.door, "Front");
+        let dev = m.device();
+        assert_eq!((dev.address, dev.lock_output), (4, None));
+        assert!(dev.door.is_some());
+        let bad = |text: &str, key: &str, what: &str| {
+            let e = parse(&format!("{port}{text}")).unwrap_err().to_string();
+            assert!(e.contains(key) && e.contains(what), "{text}: {e}");
+        };
+        bad(
+            &format!("[[osdp.ports.readers]]\naddress = 4\nsecure = false\n{io}"),
+            "osdp.ports[0].io[0].address",
+            "used twice",
+        );
+        bad(
+            &io.replace("secure = false\n", ""),
+            "osdp.ports[0].io[0].key_file",
+            "missing",
+        );
+        bad(
+            &io.replace("\"Front\"", "\" \""),
+            "osdp.ports[0].io[0].door",
+            "empty",
+        );
+        bad(
+            &format!("{io}prealarm_ms = 40000\n"),
+            "osdp.ports[0].io[0].inputs.prealarm_ms",
+            "not shorter",
+        );
     }
 
     #[test]

@@ -130,6 +130,9 @@ struct ReaderPlan {
     /// The door's inputs on this reader: the machine's setup and the
     /// input number of each.
     door_io: Option<DoorIo>,
+    /// An I/O module's door, by name (a reader's door is its reader
+    /// record's).
+    door_name: Option<String>,
 }
 
 /// How long a request-to-exit allows the opening when the reader has no
@@ -159,7 +162,12 @@ pub fn plan(config: &OsdpConfig) -> Result<Vec<PortPlan>, OsdpError> {
     for (i, p) in config.ports.iter().enumerate() {
         let mut readers = Vec::new();
         for (j, r) in p.readers.iter().enumerate() {
-            readers.push(plan_reader(i, j, p, r)?);
+            readers.push(plan_reader(&format!("osdp.ports[{i}].readers[{j}]"), p, r)?);
+        }
+        for (j, m) in p.io.iter().enumerate() {
+            let mut plan = plan_reader(&format!("osdp.ports[{i}].io[{j}]"), p, &m.device())?;
+            plan.door_name = Some(m.door.clone());
+            readers.push(plan);
         }
         plans.push(PortPlan {
             index: i,
@@ -171,8 +179,9 @@ pub fn plan(config: &OsdpConfig) -> Result<Vec<PortPlan>, OsdpError> {
     Ok(plans)
 }
 
-fn plan_reader(i: usize, j: usize, p: &OsdpPort, r: &OsdpReader) -> Result<ReaderPlan, OsdpError> {
-    let key = format!("osdp.ports[{i}].readers[{j}].key_file");
+/// `section` names the entry in errors, e.g. `osdp.ports[0].readers[1]`.
+fn plan_reader(section: &str, p: &OsdpPort, r: &OsdpReader) -> Result<ReaderPlan, OsdpError> {
+    let key = format!("{section}.key_file");
     let connection = p.connection(r.address);
     let (setup, install) = match (&r.key_file, r.secure, r.install_mode) {
         (_, false, _) => {
@@ -228,6 +237,7 @@ fn plan_reader(i: usize, j: usize, p: &OsdpPort, r: &OsdpReader) -> Result<Reade
         install,
         lock_output: r.lock_output,
         unlock: r.unlock_ms.map(Duration::from_millis),
+        door_name: None,
         door_io: r.door.as_ref().map(|d| DoorIo {
             setup: d.setup(r.unlock_ms.map_or(EXIT_WINDOW, Duration::from_millis)),
             inputs: d.inputs(),
@@ -503,6 +513,7 @@ struct ReaderState {
     install: Option<PathBuf>,
     lock_output: Option<u8>,
     door_io: Option<DoorIo>,
+    door_name: Option<String>,
     keys: Zeroizing<String>,
     /// The tap thread's work, and its share of the bus events.
     jobs: mpsc::Sender<Job>,
@@ -624,7 +635,7 @@ impl OsdpSource {
         config
             .ports
             .iter()
-            .any(|p| p.readers.iter().any(|r| r.door.is_some()))
+            .any(|p| !p.io.is_empty() || p.readers.iter().any(|r| r.door.is_some()))
     }
 }
 
@@ -734,6 +745,7 @@ pub fn start(
                 install: r.install,
                 lock_output: r.lock_output,
                 door_io: r.door_io,
+                door_name: r.door_name,
                 keys: Zeroizing::new(String::new()),
                 jobs,
                 bus,
@@ -989,10 +1001,18 @@ fn dispatch(
             | CpEvent::Completed {
                 reply: links::osdp::msg::Reply::InputStatus(inputs),
                 ..
-            } => match (watch, &r.door_io, door) {
+            } => match (
+                watch,
+                &r.door_io,
+                // An I/O module's door is named in its configuration.
+                match &r.door_name {
+                    Some(name) => snapshot.doors().find(|d| d.name == *name).map(|d| d.id),
+                    None => door,
+                },
+            ) {
                 (Some(w), Some(io), Some(d)) => door_inputs(w, io, d, &inputs, &snapshot),
                 (_, Some(_), None) => {
-                    tracing::warn!(reader = %r.connection, "door inputs reported by an OSDP reader bound to no door")
+                    tracing::warn!(reader = %r.connection, door = r.door_name.as_deref(), "door inputs reported by an OSDP device bound to no door (or naming no door that exists)")
                 }
                 _ => {}
             },
@@ -1258,9 +1278,10 @@ mod tests {
             device: "/dev/null".into(),
             baud: 9600,
             readers: vec![reader.clone()],
+            io: vec![],
         };
-        let first = plan_reader(0, 0, &port, &reader).unwrap();
-        let second = plan_reader(0, 0, &port, &reader).unwrap();
+        let first = plan_reader("r", &port, &reader).unwrap();
+        let second = plan_reader("r", &port, &reader).unwrap();
         assert!(first.setup.install_mode && second.setup.install_mode);
         assert!(first.setup.scbk.is_some());
         assert_eq!(first.setup.scbk, second.setup.scbk);

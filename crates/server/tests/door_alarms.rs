@@ -82,11 +82,13 @@ struct Door {
 impl Door {
     /// `door` holds the `[osdp.ports.readers.door]` lines after the inputs.
     fn start(door: &str) -> Door {
-        Door::start_with(door, false)
+        Door::start_with(door, false, false)
     }
 
-    /// `tapping`: a second reader of the door, with a card, on the bus.
-    fn start_with(door: &str, tapping: bool) -> Door {
+    /// `tapping`: a second reader of the door, with a card, on the bus;
+    /// `io`: libosdp is an I/O module (`[[osdp.ports.io]]`) naming the
+    /// door, not one of its readers.
+    fn start_with(door: &str, tapping: bool, io: bool) -> Door {
         let dir = tempfile::tempdir().unwrap();
         let pki = TestPki::init(&dir.path().join("pki"), TestPkiOptions::default()).unwrap();
         let near = Pty::open().unwrap();
@@ -106,6 +108,17 @@ impl Door {
             );
         }
         let device = near.slave_path.display().to_string();
+        let (device_table, bound) = if io {
+            (
+                format!("[[osdp.ports.io]]\naddress = {ADDRESS}\nsecure = false\ndoor = \"Front\"\n[osdp.ports.io.inputs]"),
+                String::new(),
+            )
+        } else {
+            (
+                format!("[[osdp.ports.readers]]\naddress = {ADDRESS}\nsecure = false\nlock_output = 0\nunlock_ms = 1000\n[osdp.ports.readers.door]"),
+                format!("\"osdp:{device}#{ADDRESS}\" = \"Front\""),
+            )
+        };
         let card_reader = if tapping {
             "[[osdp.ports.readers]]\naddress = 2\nsecure = false\n"
         } else {
@@ -125,12 +138,7 @@ crls = ["pki/root.crl.pem", "pki/intermediate.crl.pem"]
 [[osdp.ports]]
 device = "{device}"
 baud = 115200
-[[osdp.ports.readers]]
-address = {ADDRESS}
-secure = false
-lock_output = 0
-unlock_ms = 1000
-[osdp.ports.readers.door]
+{device_table}
 contact = {{ input = 0 }}
 request_to_exit = {{ input = 1 }}
 tamper = {{ input = 2 }}
@@ -150,7 +158,7 @@ name = "staff"
 schedule = "always"
 doors = ["Front"]
 [seed.readers]
-"osdp:{device}#{ADDRESS}" = "Front"
+{bound}
 "osdp:{device}#2" = "Front"
 "#
             ),
@@ -418,7 +426,7 @@ fn released_opened_closed_relocks_without_alarm() {
 
 #[test]
 fn a_granted_tap_opened_and_closed_relocks_at_the_lock_reader() {
-    let mut d = Door::start_with("held_open_ms = 5000\nprealarm_ms = 1000", true);
+    let mut d = Door::start_with("held_open_ms = 5000\nprealarm_ms = 1000", true, false);
     let mut all = d
         .service
         .as_ref()
@@ -656,4 +664,18 @@ fn input_to_event_latency() {
         ms(times[n * 9 / 10]),
         ms(times[n - 1])
     );
+}
+
+#[test]
+fn an_io_module_naming_the_door_reports_its_inputs() {
+    let mut d = Door::start_with("held_open_ms = 5000\nprealarm_ms = 1000", false, true);
+    d.unlock();
+    d.set(0, 0);
+    d.door_event("door-opened");
+    d.set(0, 1);
+    d.door_event("door-closed");
+    // Without a grant: forced.
+    d.set(0, 0);
+    d.alarm_event("door-forced", "active");
+    assert_eq!(d.watch().position(d.door).unwrap().open, Some(true));
 }
