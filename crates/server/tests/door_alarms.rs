@@ -679,3 +679,19 @@ fn an_io_module_naming_the_door_reports_its_inputs() {
     d.alarm_event("door-forced", "active");
     assert_eq!(d.watch().position(d.door).unwrap().open, Some(true));
 }
+
+#[test]
+fn a_cut_contact_line_is_an_input_fault_until_restored() {
+    let mut d = Door::start("held_open_ms = 5000\nprealarm_ms = 1000");
+    // A supervised input reports its line: 2 cut, 3 shorted.
+    d.set(0, 2);
+    let cut = d.alarm_event("input-cut", "active");
+    assert_eq!(cut.event.data.unwrap()["input"], "contact");
+    d.set(0, 3);
+    d.alarm_event("input-cut", "returned");
+    d.alarm_event("input-shorted", "active");
+    d.set(0, 1);
+    d.alarm_event("input-shorted", "returned");
+    // Closed before the fault and closed after: no opening was recorded.
+    assert_eq!(d.watch().position(d.door).unwrap().open, Some(false));
+}
