@@ -962,7 +962,7 @@ async fn browse(site: &Site, driver_url: &str, profile: &Path, tap: bool) {
 }
 
 /// The pages of the demo's site, and what shows each is drawn.
-const DEMO_PAGES: [(&str, &str); 8] = [
+const DEMO_PAGES: [(&str, &str); 9] = [
     ("live", "tr.event"),
     ("doors", "section.door"),
     ("doors/1", "section.door"),
@@ -970,6 +970,7 @@ const DEMO_PAGES: [(&str, &str); 8] = [
     ("cardholders/1", "tr[data-credential]"),
     ("access", ".week"),
     ("pki", "section.card, .unavailable"),
+    ("alarms", "table.alarm-history, .no-alarms"),
     ("events", "tr[data-id]"),
 ];
 

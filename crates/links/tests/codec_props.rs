@@ -215,6 +215,7 @@ proptest! {
                             | CpEvent::CardText { .. }
                             | CpEvent::Keypad { .. }
                             | CpEvent::LocalStatus { .. }
+                        | CpEvent::InputStatus { .. }
                             | CpEvent::CardPresence { .. }
                             | CpEvent::Completed { .. }
                     ),

@@ -221,6 +221,7 @@ fn cp_refuses_a_reply_without_mac_behind_any_handshake_block_in_a_session() {
                     CpEvent::Card { .. }
                         | CpEvent::Keypad { .. }
                         | CpEvent::LocalStatus { .. }
+                        | CpEvent::InputStatus { .. }
                         | CpEvent::CardPresence { .. }
                 )),
                 "block {kind:#x} reply {code:#x}: forged data accepted: {evs:?}"

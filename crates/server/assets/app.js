@@ -9,6 +9,7 @@ import { cardholdersPage, cardholderPage } from './people.js';
 import { accessPage } from './access.js';
 import { pkiPage } from './pki.js';
 import { eventsPage } from './events.js';
+import { alarmsPage } from './alarms.js';
 
 const pages = {
   live: livePage,
@@ -18,6 +19,7 @@ const pages = {
   access: accessPage,
   pki: pkiPage,
   events: eventsPage,
+  alarms: alarmsPage,
 };
 
 let stream = null;

@@ -44,7 +44,7 @@ export async function eventsPage(root) {
   const filters = form([
     { name: 'door', label: 'Door', options: doors },
     { name: 'cardholder', label: 'Cardholder', options: holders },
-    { name: 'kind', label: 'Kind', options: [['', 'any'], ['tap', 'tap'], ['admin', 'change'], ['door-command', 'door command'], ['reader', 'reader']] },
+    { name: 'kind', label: 'Kind', options: [['', 'any'], ['tap', 'tap'], ['admin', 'change'], ['door-command', 'door command'], ['reader', 'reader'], ['door', 'door input'], ['alarm', 'alarm']] },
     { name: 'result', label: 'Result', options: [['', 'any'], ['granted', 'granted'], ['refused', 'refused']] },
     { name: 'since', label: 'Since (your clock)', type: 'datetime-local' },
     { name: 'until', label: 'Until (your clock)', type: 'datetime-local' },

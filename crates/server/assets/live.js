@@ -40,7 +40,7 @@ function spoken(e) {
   const where = e.door != null ? ` at ${doorName(e.door)}` : '';
   const who = e.cardholder != null ? `, ${holderName(e.cardholder)}` : '';
   if (e.kind === 'tap') return `Tap${where}: ${e.result || ''}${who}${e.result === 'refused' && (e.reason || e.code) ? `, ${e.reason || e.code}` : ''}`;
-  return `${e.kind === 'admin' ? 'Change' : e.kind === 'door-command' ? 'Door command' : e.kind}${where}: ${e.code || ''}${e.reason ? `, ${e.reason}` : ''}`;
+  return `${e.kind === 'admin' ? 'Change' : e.kind === 'door-command' ? 'Door command' : e.kind === 'door' ? 'Door' : e.kind === 'alarm' ? `Alarm ${(e.data && e.data.state) || ''}` : e.kind}${where}: ${e.code || ''}${e.reason ? `, ${e.reason}` : ''}`;
 }
 
 export function livePage(root) {

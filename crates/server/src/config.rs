@@ -420,6 +420,46 @@ pub struct OsdpPort {
     pub baud: u32,
     #[serde(default)]
     pub readers: Vec<OsdpReader>,
+    /// I/O modules: devices on the bus that read a door's inputs and
+    /// read no cards.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub io: Vec<OsdpIo>,
+}
+
+/// `[[osdp.ports.io]]`: an I/O module (PD) on the bus wired to a door's
+/// position switch, request-to-exit and tamper (`[osdp.ports.io.inputs]`,
+/// as a reader's `[osdp.ports.readers.door]`). The lock stays with the
+/// door's reader (`lock_output`) or the service's door output.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct OsdpIo {
+    /// The module's address on the bus, 0 to 126.
+    pub address: u8,
+    #[serde(default)]
+    pub key_file: Option<PathBuf>,
+    #[serde(default)]
+    pub install_mode: bool,
+    #[serde(default = "default_true")]
+    pub secure: bool,
+    /// The door (by name) whose inputs these are.
+    pub door: String,
+    pub inputs: DoorInputs,
+}
+
+impl OsdpIo {
+    /// The module as a device on the bus: a reader without a lock output
+    /// whose inputs are `inputs`.
+    pub fn device(&self) -> OsdpReader {
+        OsdpReader {
+            address: self.address,
+            key_file: self.key_file.clone(),
+            install_mode: self.install_mode,
+            secure: self.secure,
+            lock_output: None,
+            unlock_ms: None,
+            door: Some(self.inputs.clone()),
+        }
+    }
 }
 
 fn default_osdp_baud() -> u32 {
@@ -461,6 +501,166 @@ pub struct OsdpReader {
     /// `output.unlock_ms`); sent in 100 ms units.
     #[serde(default)]
     pub unlock_ms: Option<u64>,
+    /// The inputs of the reader's door wired to this reader
+    /// (`[osdp.ports.readers.door]`): position switch, request-to-exit,
+    /// tamper, reported with `osdp_ISTATR`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub door: Option<DoorInputs>,
+}
+
+/// `[osdp.ports.readers.door]`: the inputs of the door the reader is bound
+/// to, by input number on the reader, and the door's alarm times. See
+/// [`crate::alarm`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DoorInputs {
+    /// The door position switch (normally closed unless said).
+    #[serde(default)]
+    pub contact: Option<InputWiring>,
+    /// The request-to-exit button or sensor (normally open unless said).
+    #[serde(default)]
+    pub request_to_exit: Option<InputWiring>,
+    /// The tamper switch (normally open unless said).
+    #[serde(default)]
+    pub tamper: Option<InputWiring>,
+    /// What a request-to-exit does: `release` the lock, or `shunt` (only
+    /// allow the opening, for a door with a mechanical exit).
+    #[serde(default = "default_exit")]
+    pub exit: String,
+    /// How long the door may stay open after an allowed opening before
+    /// the held-open alarm, ms.
+    #[serde(default = "default_held_open_ms")]
+    pub held_open_ms: u64,
+    /// How long before the held-open alarm the reader beeps and flashes
+    /// (`osdp_BUZ`, `osdp_LED`), ms; 0 for none.
+    #[serde(default = "default_prealarm_ms")]
+    pub prealarm_ms: u64,
+}
+
+fn default_exit() -> String {
+    "release".into()
+}
+
+fn default_held_open_ms() -> u64 {
+    30_000
+}
+
+fn default_prealarm_ms() -> u64 {
+    5_000
+}
+
+/// One input: its number on the reader, its wiring and its debounce.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct InputWiring {
+    pub input: u8,
+    /// `closed` or `open`: the contact's state when the door is closed,
+    /// the button released, the enclosure shut.
+    #[serde(default)]
+    pub normally: Option<String>,
+    /// A change counts once it has held this long, ms.
+    #[serde(default)]
+    pub debounce_ms: u64,
+}
+
+fn check_door_inputs(d: &DoorInputs) -> Result<(), (String, String)> {
+    let wired = [
+        ("contact", &d.contact),
+        ("request_to_exit", &d.request_to_exit),
+        ("tamper", &d.tamper),
+    ];
+    for (i, (name, w)) in wired.iter().enumerate() {
+        let Some(w) = w else { continue };
+        if let Some(n) = &w.normally {
+            if n != "closed" && n != "open" {
+                return Err((
+                    format!("{name}.normally"),
+                    format!("`{n}` is not a wiring (expected `closed` or `open`)"),
+                ));
+            }
+        }
+        if w.debounce_ms > 10_000 {
+            return Err((
+                format!("{name}.debounce_ms"),
+                format!("{} is out of range (0 to 10000)", w.debounce_ms),
+            ));
+        }
+        if let Some((other, _)) = wired[..i]
+            .iter()
+            .find(|(_, o)| o.as_ref().is_some_and(|o| o.input == w.input))
+        {
+            return Err((
+                format!("{name}.input"),
+                format!("input {} is also the {other} input", w.input),
+            ));
+        }
+    }
+    if d.exit != "release" && d.exit != "shunt" {
+        return Err((
+            "exit".into(),
+            format!(
+                "`{}` is not an exit mode (expected `release` or `shunt`)",
+                d.exit
+            ),
+        ));
+    }
+    if d.held_open_ms == 0 {
+        return Err((
+            "held_open_ms".into(),
+            "0: the door could never be opened without an alarm".into(),
+        ));
+    }
+    if d.prealarm_ms >= d.held_open_ms {
+        return Err((
+            "prealarm_ms".into(),
+            format!(
+                "{} is not shorter than held_open_ms ({})",
+                d.prealarm_ms, d.held_open_ms
+            ),
+        ));
+    }
+    Ok(())
+}
+
+impl DoorInputs {
+    /// The door's setup for [`crate::alarm`]; `release_window` is how long
+    /// a request-to-exit allows the opening.
+    pub fn setup(&self, release_window: std::time::Duration) -> crate::alarm::DoorSetup {
+        use crate::alarm::{ExitMode, Wiring};
+        use std::time::Duration;
+        let wiring = |w: &Option<InputWiring>, closed: bool| {
+            w.as_ref().map(|w| Wiring {
+                normally_closed: w.normally.as_deref().map_or(closed, |n| n == "closed"),
+                debounce: Duration::from_millis(w.debounce_ms),
+            })
+        };
+        crate::alarm::DoorSetup {
+            contact: wiring(&self.contact, true),
+            request_to_exit: wiring(&self.request_to_exit, false),
+            tamper: wiring(&self.tamper, false),
+            exit: if self.exit == "shunt" {
+                ExitMode::Shunt
+            } else {
+                ExitMode::Release
+            },
+            release_window,
+            held_open: Duration::from_millis(self.held_open_ms),
+            prealarm: Duration::from_millis(self.prealarm_ms),
+        }
+    }
+
+    /// The input numbers: contact, request-to-exit, tamper.
+    pub fn inputs(&self) -> Vec<(crate::alarm::InputRole, u8)> {
+        use crate::alarm::InputRole;
+        [
+            (InputRole::Contact, &self.contact),
+            (InputRole::RequestToExit, &self.request_to_exit),
+            (InputRole::Tamper, &self.tamper),
+        ]
+        .into_iter()
+        .filter_map(|(r, w)| w.as_ref().map(|w| (r, w.input)))
+        .collect()
+    }
 }
 
 fn default_true() -> bool {
@@ -785,6 +985,11 @@ impl Config {
                     fix(k);
                 }
             }
+            for r in &mut p.io {
+                if let Some(k) = &mut r.key_file {
+                    fix(k);
+                }
+            }
         }
     }
 
@@ -954,7 +1159,7 @@ impl Config {
             if let Err(e) = links::osdp::check_baud(p.baud) {
                 return Err((key("baud"), e));
             }
-            if p.readers.is_empty() {
+            if p.readers.is_empty() && p.io.is_empty() {
                 return Err((key("readers"), "empty: add the readers on this bus ([[osdp.ports.readers]] with their address)".into()));
             }
             for (j, r) in p.readers.iter().enumerate() {
@@ -990,6 +1195,9 @@ impl Config {
                     }
                     _ => {}
                 }
+                if let Some(d) = &r.door {
+                    check_door_inputs(d).map_err(|(k, e)| (key(&format!("door.{k}")), e))?;
+                }
                 if let Some(ms) = r.unlock_ms {
                     if ms < 100 || ms > u64::from(u16::MAX) * 100 {
                         return Err((
@@ -1005,6 +1213,43 @@ impl Config {
                             .into(),
                     ));
                 }
+            }
+            for (j, m) in p.io.iter().enumerate() {
+                let key = |k: &str| format!("osdp.ports[{i}].io[{j}].{k}");
+                if m.address > 126 {
+                    return Err((
+                        key("address"),
+                        format!("{} is out of range (0 to 126)", m.address),
+                    ));
+                }
+                let taken = p.readers.iter().any(|o| o.address == m.address)
+                    || p.io[..j].iter().any(|o| o.address == m.address);
+                if taken {
+                    return Err((
+                        key("address"),
+                        format!(
+                            "address {} is used twice on {}",
+                            m.address,
+                            p.device.display()
+                        ),
+                    ));
+                }
+                match (m.secure, &m.key_file, m.install_mode) {
+                    (true, None, _) => {
+                        return Err((key("key_file"), "missing: a secure module needs its secure channel base key, or `install_mode = true`, or `secure = false`".into()))
+                    }
+                    (false, Some(_), _) | (false, _, true) => {
+                        return Err((key("secure"), "false, but a key or install mode is configured".into()))
+                    }
+                    _ => {}
+                }
+                if m.door.trim().is_empty() {
+                    return Err((
+                        key("door"),
+                        "empty: name the door whose inputs these are".into(),
+                    ));
+                }
+                check_door_inputs(&m.inputs).map_err(|(k, e)| (key(&format!("inputs.{k}")), e))?;
             }
         }
         Ok(())
@@ -1527,6 +1772,27 @@ cooldown_ms = 300000
 # # The reader output wired to the lock relay (osdp_OUT), and its pulse.
 # lock_output = 0
 # unlock_ms = 5000
+# # The door's inputs wired to this reader (osdp_ISTATR): position switch,
+# # request-to-exit and tamper by input number; `normally` is the contact's
+# # state with the door shut (contact: closed, others: open by default).
+# # Opening without a grant, unlock or exit request is a forced alarm;
+# # open past held_open_ms a held-open alarm, the reader beeping from
+# # prealarm_ms before; closing after a grant relocks at once.
+# [osdp.ports.readers.door]
+# contact = {{ input = 0, normally = "closed", debounce_ms = 50 }}
+# request_to_exit = {{ input = 1 }}
+# tamper = {{ input = 2 }}
+# exit = "release"          # or "shunt": exit allowed, lock not released
+# held_open_ms = 30000
+# prealarm_ms = 5000
+# # An I/O module on the same bus reading another door's inputs (no cards):
+# [[osdp.ports.io]]
+# address = 5
+# key_file = "osdp/io5.key"
+# door = "Back"
+# [osdp.ports.io.inputs]
+# contact = {{ input = 0 }}
+# request_to_exit = {{ input = 1 }}
 
 # Remote readers (`pivgate reader connect` at the door) over TLS 1.3 with
 # client certificates. Bind each to a door with the connection "remote:CN",
@@ -1773,6 +2039,102 @@ mod tests {
         assert!(e.to_string().contains("remote"), "{e}");
         let e = parse("[remote]\nport = 1\n").unwrap_err();
         assert!(e.to_string().contains("unknown field `port`"), "{e}");
+    }
+
+    #[test]
+    fn door_inputs_are_read_and_checked() {
+        let port = "[[osdp.ports]]\ndevice = \"/dev/ttyS0\"\n[[osdp.ports.readers]]\naddress = 1\nsecure = false\n[osdp.ports.readers.door]\n";
+        let c = parse(&format!(
+            "{port}contact = {{ input = 3, normally = \"open\", debounce_ms = 40 }}\nrequest_to_exit = {{ input = 1 }}\nexit = \"shunt\"\nheld_open_ms = 300\nprealarm_ms = 100\n"
+        ))
+        .unwrap();
+        let d = c.osdp.ports[0].readers[0].door.as_ref().unwrap();
+        let setup = d.setup(std::time::Duration::from_secs(2));
+        let contact = setup.contact.unwrap();
+        assert!(!contact.normally_closed);
+        assert_eq!(contact.debounce, std::time::Duration::from_millis(40));
+        assert!(!setup.request_to_exit.unwrap().normally_closed);
+        assert_eq!(setup.exit, crate::alarm::ExitMode::Shunt);
+        assert_eq!(
+            d.inputs(),
+            [
+                (crate::alarm::InputRole::Contact, 3),
+                (crate::alarm::InputRole::RequestToExit, 1)
+            ]
+        );
+        // Defaults: 30 s held open, 5 s pre-alarm, release on exit.
+        let c = parse(&format!("{port}contact = {{ input = 0 }}\n")).unwrap();
+        let d = c.osdp.ports[0].readers[0].door.as_ref().unwrap();
+        assert!(
+            d.setup(std::time::Duration::ZERO)
+                .contact
+                .unwrap()
+                .normally_closed
+        );
+        assert_eq!(
+            (d.held_open_ms, d.prealarm_ms, d.exit.as_str()),
+            (30_000, 5_000, "release")
+        );
+        for (text, key, what) in [
+            (
+                "contact = { input = 0 }\ntamper = { input = 0 }\n",
+                "door.tamper.input",
+                "also the contact",
+            ),
+            (
+                "contact = { input = 0, normally = \"shut\" }\n",
+                "door.contact.normally",
+                "not a wiring",
+            ),
+            ("exit = \"door\"\n", "door.exit", "not an exit mode"),
+            (
+                "held_open_ms = 100\nprealarm_ms = 100\n",
+                "door.prealarm_ms",
+                "not shorter",
+            ),
+        ] {
+            let e = parse(&format!("{port}{text}")).unwrap_err().to_string();
+            assert!(
+                e.contains(&format!("osdp.ports[0].readers[0].{key}")) && e.contains(what),
+                "{text}: {e}"
+            );
+        }
+    }
+
+    #[test]
+    fn io_modules_name_their_door_and_are_checked() {
+        let port = "[[osdp.ports]]\ndevice = \"/dev/ttyS0\"\n";
+        let io = "[[osdp.ports.io]]\naddress = 4\nsecure = false\ndoor = \"Front\"\n[osdp.ports.io.inputs]\ncontact = { input = 0 }\n";
+        let c = parse(&format!("{port}{io}")).unwrap();
+        let m = &c.osdp.ports[0].io[0];
+        assert_eq!(m.door, "Front");
+        let dev = m.device();
+        assert_eq!((dev.address, dev.lock_output), (4, None));
+        assert!(dev.door.is_some());
+        let bad = |text: &str, key: &str, what: &str| {
+            let e = parse(&format!("{port}{text}")).unwrap_err().to_string();
+            assert!(e.contains(key) && e.contains(what), "{text}: {e}");
+        };
+        bad(
+            &format!("[[osdp.ports.readers]]\naddress = 4\nsecure = false\n{io}"),
+            "osdp.ports[0].io[0].address",
+            "used twice",
+        );
+        bad(
+            &io.replace("secure = false\n", ""),
+            "osdp.ports[0].io[0].key_file",
+            "missing",
+        );
+        bad(
+            &io.replace("\"Front\"", "\" \""),
+            "osdp.ports[0].io[0].door",
+            "empty",
+        );
+        bad(
+            &format!("{io}prealarm_ms = 40000\n"),
+            "osdp.ports[0].io[0].inputs.prealarm_ms",
+            "not shorter",
+        );
     }
 
     #[test]

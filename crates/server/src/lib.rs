@@ -53,6 +53,12 @@
 //!   cards authenticated by the controller through the reader's transparent
 //!   mode (card data alone refused), keypad PINs, LED and buzzer feedback,
 //!   and the lock relay on the reader's output.
+//! - [`alarm`]: door inputs (position switch, request-to-exit, tamper,
+//!   supervised lines) and alarms (forced, held open with a pre-alarm,
+//!   tamper, line faults; active → acknowledged → cleared), one pure state
+//!   machine with time passed in; [`doorwatch`] runs it: inputs from the
+//!   OSDP readers (`osdp_ISTATR`), events to the log, relock on close,
+//!   a timer to the next deadline.
 //! - [`http`]: the axum API, one module per resource, with bearer-token
 //!   role extractors and one error type; it reads the service through
 //!   [`state`] and nothing outside it but [`service`] imports it; [`token`]: token
@@ -102,11 +108,13 @@
 //! `ARCHITECTURE.md`.
 
 pub mod admin;
+pub mod alarm;
 pub mod backup;
 pub mod config;
 pub mod demo;
 pub mod discovery;
 pub mod door;
+pub mod doorwatch;
 pub mod enroll;
 pub mod health;
 pub mod http;

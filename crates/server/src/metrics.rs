@@ -22,6 +22,8 @@
 //! | `pivgate_startup_seconds` | gauge | `phase`: `trust`, `database`, `ready` |
 //! | `pivgate_retention_last_run_timestamp_seconds`, `pivgate_retention_last_run_success` | gauge | (with `[retention]`) |
 //! | `pivgate_retention_events_pruned_total`, `…_days_exported_total`, `…_failures_total` | counter | (with `[retention]`) |
+//! | `pivgate_alarms_total` | counter | `door` (id), `kind`: `door-forced`, `door-held-open`, `tamper`, `input-cut`, `input-shorted` |
+//! | `pivgate_door_open_seconds` | histogram | how long each opening of a watched door lasted |
 //!
 //! Recording a tap costs one label lookup in a read-locked map (no
 //! allocation once the door's label set exists; every door's are created
@@ -201,6 +203,40 @@ pub struct Metrics {
     taps: TapMetrics,
     commits: CommitMetrics,
     refused: RefusalCounter,
+    doors: DoorMetrics,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, EncodeLabelSet)]
+struct AlarmLabels {
+    door: i64,
+    kind: &'static str,
+}
+
+/// Counts alarms by door and kind and times door openings
+/// ([`crate::doorwatch`]).
+#[derive(Debug, Clone)]
+pub struct DoorMetrics {
+    alarms: Family<AlarmLabels, Counter>,
+    open: Histogram,
+}
+
+impl DoorMetrics {
+    pub fn alarm(&self, door: access::DoorId, kind: &'static str) {
+        self.alarms
+            .get_or_create(&AlarmLabels { door: door.0, kind })
+            .inc();
+    }
+
+    /// The alarms of `kind` at `door` so far.
+    pub fn alarms(&self, door: access::DoorId, kind: &'static str) -> u64 {
+        self.alarms
+            .get_or_create(&AlarmLabels { door: door.0, kind })
+            .get()
+    }
+
+    pub fn opened_for(&self, d: Duration) {
+        self.open.observe(d.as_secs_f64());
+    }
 }
 
 /// The labels of a refused remote-reader connection.
@@ -275,17 +311,38 @@ impl Metrics {
             "Connections refused on the remote-reader port, by reason (every attempt; the event log has one event per address, reason and window)",
             refused.0.clone(),
         );
+        let doors = DoorMetrics {
+            alarms: Family::default(),
+            open: Histogram::new([1.0, 2.0, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 900.0, 3600.0]),
+        };
+        registry.register(
+            "alarms",
+            "Door alarms raised, by door (id) and kind",
+            doors.alarms.clone(),
+        );
+        registry.register_with_unit(
+            "door_open",
+            "How long each opening of a door with a position switch lasted",
+            Unit::Seconds,
+            doors.open.clone(),
+        );
         Metrics {
             registry,
             taps: TapMetrics { taps, stages },
             commits,
             refused,
+            doors,
         }
     }
 
     /// What the controller reports taps to.
     pub fn tap_observer(&self) -> TapMetrics {
         self.taps.clone()
+    }
+
+    /// What the door watch counts alarms and openings with.
+    pub fn door_metrics(&self) -> DoorMetrics {
+        self.doors.clone()
     }
 
     /// What the remote-reader endpoint counts refusals with.

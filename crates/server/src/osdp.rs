@@ -65,8 +65,10 @@ use links::transparent::{OsdpTransport, SharedBus};
 use store::NewEvent;
 use zeroize::Zeroizing;
 
+use crate::alarm::{DoorSetup, InputRole, Line};
 use crate::config::{OsdpConfig, OsdpPort, OsdpReader};
 use crate::door::{DoorOutput, OutputError};
+use crate::doorwatch::{DoorSignals, DoorWatch};
 use crate::source::{reader_event, Binding, Bound, ReaderSource, Running, TapContext};
 
 /// The refusal code of card data from a reader without transparent mode.
@@ -125,6 +127,23 @@ struct ReaderPlan {
     install: Option<PathBuf>,
     lock_output: Option<u8>,
     unlock: Option<Duration>,
+    /// The door's inputs on this reader: the machine's setup and the
+    /// input number of each.
+    door_io: Option<DoorIo>,
+    /// An I/O module's door, by name (a reader's door is its reader
+    /// record's).
+    door_name: Option<String>,
+}
+
+/// How long a request-to-exit allows the opening when the reader has no
+/// `unlock_ms`.
+const EXIT_WINDOW: Duration = Duration::from_secs(5);
+
+/// The inputs of the door a reader is bound to.
+#[derive(Clone)]
+struct DoorIo {
+    setup: DoorSetup,
+    inputs: Vec<(InputRole, u8)>,
 }
 
 /// A port whose keys are read, ready to open.
@@ -143,7 +162,12 @@ pub fn plan(config: &OsdpConfig) -> Result<Vec<PortPlan>, OsdpError> {
     for (i, p) in config.ports.iter().enumerate() {
         let mut readers = Vec::new();
         for (j, r) in p.readers.iter().enumerate() {
-            readers.push(plan_reader(i, j, p, r)?);
+            readers.push(plan_reader(&format!("osdp.ports[{i}].readers[{j}]"), p, r)?);
+        }
+        for (j, m) in p.io.iter().enumerate() {
+            let mut plan = plan_reader(&format!("osdp.ports[{i}].io[{j}]"), p, &m.device())?;
+            plan.door_name = Some(m.door.clone());
+            readers.push(plan);
         }
         plans.push(PortPlan {
             index: i,
@@ -155,8 +179,9 @@ pub fn plan(config: &OsdpConfig) -> Result<Vec<PortPlan>, OsdpError> {
     Ok(plans)
 }
 
-fn plan_reader(i: usize, j: usize, p: &OsdpPort, r: &OsdpReader) -> Result<ReaderPlan, OsdpError> {
-    let key = format!("osdp.ports[{i}].readers[{j}].key_file");
+/// `section` names the entry in errors, e.g. `osdp.ports[0].readers[1]`.
+fn plan_reader(section: &str, p: &OsdpPort, r: &OsdpReader) -> Result<ReaderPlan, OsdpError> {
+    let key = format!("{section}.key_file");
     let connection = p.connection(r.address);
     let (setup, install) = match (&r.key_file, r.secure, r.install_mode) {
         (_, false, _) => {
@@ -212,6 +237,11 @@ fn plan_reader(i: usize, j: usize, p: &OsdpPort, r: &OsdpReader) -> Result<Reade
         install,
         lock_output: r.lock_output,
         unlock: r.unlock_ms.map(Duration::from_millis),
+        door_name: None,
+        door_io: r.door.as_ref().map(|d| DoorIo {
+            setup: d.setup(r.unlock_ms.map_or(EXIT_WINDOW, Duration::from_millis)),
+            inputs: d.inputs(),
+        }),
     })
 }
 
@@ -238,15 +268,21 @@ pub struct OsdpOutput {
     fallback: Arc<dyn DoorOutput>,
     /// Per reader connection, set once the ports run.
     routes: OnceLock<HashMap<String, Route>>,
+    /// Every reader's panel and address, per connection (pre-alarms).
+    panels: OnceLock<HashMap<String, (CpCommander, u8)>>,
+    /// Told of releases and mode changes.
+    watch: Option<Arc<DoorWatch>>,
     /// The access data the doors are driven from (which readers a door has).
     snapshot: ArcSwapOption<AccessSnapshot>,
 }
 
 impl OsdpOutput {
-    pub fn new(fallback: Arc<dyn DoorOutput>) -> Self {
+    pub fn new(fallback: Arc<dyn DoorOutput>, watch: Option<Arc<DoorWatch>>) -> Self {
         OsdpOutput {
             fallback,
             routes: OnceLock::new(),
+            panels: OnceLock::new(),
+            watch,
             snapshot: ArcSwapOption::empty(),
         }
     }
@@ -308,6 +344,108 @@ impl OsdpOutput {
             None => self.fallback.momentary_unlock(door, duration),
         }
     }
+
+    /// Tells the door watch the lock is released for `duration`.
+    fn released(
+        &self,
+        door: DoorId,
+        duration: Duration,
+        r: Result<(), OutputError>,
+    ) -> Result<(), OutputError> {
+        if let (Ok(()), Some(w)) = (&r, &self.watch) {
+            w.released(door, duration);
+        }
+        r
+    }
+}
+
+impl DoorSignals for OsdpOutput {
+    fn relock(&self, door: DoorId) {
+        let r = match self.drive(door, |r| OutputControl {
+            output: r.output,
+            // Permanent off: ends the temporary release now.
+            control_code: 1,
+            timer: 0,
+        }) {
+            Some(r) => r,
+            None => {
+                let mode = self
+                    .snapshot
+                    .load()
+                    .as_ref()
+                    .and_then(|s| s.door(door).map(|d| d.mode))
+                    .unwrap_or_default();
+                self.fallback.set_mode(door, mode)
+            }
+        };
+        match r {
+            Ok(()) => tracing::info!(door = door.0, "door closed: lock relocked"),
+            Err(e) => {
+                tracing::warn!(door = door.0, error = %e, "door closed but the lock could not be relocked")
+            }
+        }
+    }
+
+    fn release(&self, door: DoorId, window: Duration) {
+        if let Err(e) = self.momentary_unlock(door, window) {
+            tracing::info!(door = door.0, error = %e, "request to exit: lock not released");
+        }
+    }
+
+    fn prealarm(&self, door: DoorId, on: bool) {
+        let (Some(panels), Some(snapshot)) = (self.panels.get(), self.snapshot.load_full()) else {
+            return;
+        };
+        for reader in snapshot.readers().iter().filter(|r| r.door == door) {
+            let Some((commander, address)) = panels.get(&reader.connection) else {
+                continue;
+            };
+            let (led, buzzer) = if on {
+                (
+                    LedState {
+                        control_code: 2,
+                        on_time: 2,
+                        off_time: 2,
+                        on_color: color::AMBER,
+                        off_color: color::BLACK,
+                    },
+                    BuzzerControl {
+                        reader: 0,
+                        tone: 2,
+                        on_time: 2,
+                        off_time: 2,
+                        count: 0,
+                    },
+                )
+            } else {
+                (
+                    // Cancel the temporary state: back to the permanent one.
+                    LedState {
+                        control_code: 1,
+                        ..LedState::default()
+                    },
+                    BuzzerControl {
+                        reader: 0,
+                        tone: 1,
+                        on_time: 0,
+                        off_time: 0,
+                        count: 0,
+                    },
+                )
+            };
+            commander.send(
+                *address,
+                Command::Led(vec![LedControl {
+                    reader: 0,
+                    led: 0,
+                    temporary: led,
+                    timer: if on { 6000 } else { 0 },
+                    permanent: LedState::default(),
+                }]),
+            );
+            commander.send(*address, Command::Buzzer(buzzer));
+        }
+    }
 }
 
 impl DoorOutput for OsdpOutput {
@@ -326,7 +464,8 @@ impl DoorOutput for OsdpOutput {
                 problem: "the door is in locked mode; the lock stays shut".into(),
             });
         }
-        self.release(door, duration)
+        let r = self.release(door, duration);
+        self.released(door, duration, r)
     }
 
     fn momentary_unlock_overriding(
@@ -334,19 +473,24 @@ impl DoorOutput for OsdpOutput {
         door: DoorId,
         duration: Duration,
     ) -> Result<(), OutputError> {
-        self.release(door, duration)
+        let r = self.release(door, duration);
+        self.released(door, duration, r)
     }
 
     fn set_mode(&self, door: DoorId, mode: DoorMode) -> Result<(), OutputError> {
         let code = if mode == DoorMode::Unlocked { 2 } else { 1 };
-        match self.drive(door, |r| OutputControl {
+        let r = match self.drive(door, |r| OutputControl {
             output: r.output,
             control_code: code,
             timer: 0,
         }) {
             Some(r) => r,
             None => self.fallback.set_mode(door, mode),
+        };
+        if let (Ok(()), Some(w)) = (&r, &self.watch) {
+            w.unlocked(door, mode == DoorMode::Unlocked);
         }
+        r
     }
 
     fn follow(&self, snapshot: &Arc<AccessSnapshot>) {
@@ -368,6 +512,8 @@ struct ReaderState {
     power: bool,
     install: Option<PathBuf>,
     lock_output: Option<u8>,
+    door_io: Option<DoorIo>,
+    door_name: Option<String>,
     keys: Zeroizing<String>,
     /// The tap thread's work, and its share of the bus events.
     jobs: mpsc::Sender<Job>,
@@ -389,6 +535,7 @@ enum Job {
 /// The running OSDP ports.
 pub struct OsdpPorts {
     ports: Vec<RunningPort>,
+    watch: Option<Arc<DoorWatch>>,
 }
 
 struct RunningPort {
@@ -401,7 +548,10 @@ struct RunningPort {
 impl OsdpPorts {
     /// No ports.
     pub fn none() -> Self {
-        OsdpPorts { ports: Vec::new() }
+        OsdpPorts {
+            ports: Vec::new(),
+            watch: None,
+        }
     }
 
     pub fn len(&self) -> usize {
@@ -415,6 +565,9 @@ impl OsdpPorts {
     /// Stops every panel (a tap in progress ends with a link error, recorded
     /// as a refusal) and waits for the threads.
     pub fn stop(self) {
+        if let Some(w) = &self.watch {
+            w.stop();
+        }
         for p in &self.ports {
             p.commander.shutdown();
         }
@@ -439,6 +592,7 @@ impl Running for OsdpPorts {
 pub struct OsdpSource {
     plans: Vec<PortPlan>,
     output: Option<Arc<OsdpOutput>>,
+    watch: Option<Arc<DoorWatch>>,
 }
 
 impl OsdpSource {
@@ -449,19 +603,39 @@ impl OsdpSource {
         Ok(OsdpSource {
             plans: plan(config)?,
             output: None,
+            watch: None,
         })
     }
 
     /// The door output for the controller: with ports configured, an
     /// [`OsdpOutput`] driving the lock relays of readers with
     /// `lock_output` and `fallback` for every other door; else `fallback`.
-    pub fn output(&mut self, fallback: Arc<dyn DoorOutput>) -> Arc<dyn DoorOutput> {
+    /// `watch` follows the doors whose inputs a reader reports
+    /// (`[osdp.ports.readers.door]`).
+    pub fn output(
+        &mut self,
+        fallback: Arc<dyn DoorOutput>,
+        watch: Option<Arc<DoorWatch>>,
+    ) -> Arc<dyn DoorOutput> {
         if self.plans.is_empty() {
             return fallback;
         }
-        let o = Arc::new(OsdpOutput::new(fallback));
+        let o = Arc::new(OsdpOutput::new(fallback, watch.clone()));
+        if let Some(w) = &watch {
+            let signals: Arc<dyn DoorSignals> = o.clone();
+            w.drive(Arc::downgrade(&signals));
+        }
+        self.watch = watch;
         self.output = Some(o.clone());
         o
+    }
+
+    /// Whether any reader reports door inputs.
+    pub fn has_door_inputs(config: &OsdpConfig) -> bool {
+        config
+            .ports
+            .iter()
+            .any(|p| !p.io.is_empty() || p.readers.iter().any(|r| r.door.is_some()))
     }
 }
 
@@ -469,7 +643,12 @@ impl ReaderSource for OsdpSource {
     type Error = OsdpError;
 
     fn start(self, ctx: &Arc<TapContext>) -> Result<Box<dyn Running>, OsdpError> {
-        Ok(Box::new(start(self.plans, ctx, self.output.as_deref())?))
+        Ok(Box::new(start(
+            self.plans,
+            ctx,
+            self.output.as_deref(),
+            self.watch,
+        )?))
     }
 }
 
@@ -479,9 +658,14 @@ pub fn start(
     plans: Vec<PortPlan>,
     ctx: &Arc<TapContext>,
     output: Option<&OsdpOutput>,
+    watch: Option<Arc<DoorWatch>>,
 ) -> Result<OsdpPorts, OsdpError> {
-    let mut running = OsdpPorts { ports: Vec::new() };
+    let mut running = OsdpPorts {
+        ports: Vec::new(),
+        watch: watch.clone(),
+    };
     let mut routes = HashMap::new();
+    let mut panels = HashMap::new();
     let configured: Vec<String> = plans
         .iter()
         .flat_map(|p| p.readers.iter().map(|r| r.connection.clone()))
@@ -520,6 +704,7 @@ pub fn start(
             let transparent = Arc::new(AtomicBool::new(false));
             let (jobs, jobs_rx) = mpsc::channel();
             let (bus, bus_rx) = mpsc::channel();
+            panels.insert(r.connection.clone(), (commander.clone(), r.address));
             if let Some(output) = r.lock_output {
                 routes.insert(
                     r.connection.clone(),
@@ -559,6 +744,8 @@ pub fn start(
                 power: false,
                 install: r.install,
                 lock_output: r.lock_output,
+                door_io: r.door_io,
+                door_name: r.door_name,
                 keys: Zeroizing::new(String::new()),
                 jobs,
                 bus,
@@ -566,9 +753,10 @@ pub fn start(
         }
         let device = plan.device.clone();
         let sh = ctx.clone();
+        let w = watch.clone();
         let dispatcher = std::thread::Builder::new()
             .name(format!("osdp-port-{}", plan.index))
-            .spawn(move || dispatch(cp, states, &sh, &device));
+            .spawn(move || dispatch(cp, states, &sh, &device, w.as_deref()));
         let dispatcher = match dispatcher {
             Ok(d) => d,
             Err(error) => {
@@ -591,6 +779,7 @@ pub fn start(
     }
     if let Some(o) = output {
         let _ = o.routes.set(routes);
+        let _ = o.panels.set(panels);
     }
     let snapshot = ctx.snapshot();
     for r in snapshot.readers() {
@@ -606,7 +795,13 @@ fn detail(device: &Path, address: u8) -> serde_json::Value {
 }
 
 /// Reads the panel's events until its thread ends.
-fn dispatch(cp: CpHandle, mut readers: Vec<ReaderState>, ctx: &TapContext, device: &Path) {
+fn dispatch(
+    cp: CpHandle,
+    mut readers: Vec<ReaderState>,
+    ctx: &TapContext,
+    device: &Path,
+    watch: Option<&DoorWatch>,
+) {
     let mut bindings: Vec<Binding> = readers.iter().map(|_| Binding::new()).collect();
     while let Ok(event) = cp.events().recv() {
         let address = match &event {
@@ -619,6 +814,7 @@ fn dispatch(cp: CpHandle, mut readers: Vec<ReaderState>, ctx: &TapContext, devic
             | CpEvent::CardText { address, .. }
             | CpEvent::Keypad { address, .. }
             | CpEvent::LocalStatus { address, .. }
+            | CpEvent::InputStatus { address, .. }
             | CpEvent::Completed { address, .. }
             | CpEvent::Abandoned { address, .. }
             | CpEvent::BadReply { address, .. } => *address,
@@ -666,6 +862,11 @@ fn dispatch(cp: CpHandle, mut readers: Vec<ReaderState>, ctx: &TapContext, devic
                 // The lock relay takes the door's mode again (the reader
                 // may have restarted): held open for an unlocked door,
                 // locked otherwise.
+                // The door's inputs as they are now; changes come
+                // unsolicited in answer to polls.
+                if r.door_io.is_some() {
+                    let _ = cp.submit(address, Command::InputStatus);
+                }
                 if let Some(output) = r.lock_output {
                     let mode = door.and_then(|d| snapshot.door(d)).map(|d| d.mode);
                     let control_code = if mode == Some(DoorMode::Unlocked) {
@@ -796,6 +997,25 @@ fn dispatch(cp: CpHandle, mut readers: Vec<ReaderState>, ctx: &TapContext, devic
                     }
                 }
             }
+            CpEvent::InputStatus { inputs, .. }
+            | CpEvent::Completed {
+                reply: links::osdp::msg::Reply::InputStatus(inputs),
+                ..
+            } => match (
+                watch,
+                &r.door_io,
+                // An I/O module's door is named in its configuration.
+                match &r.door_name {
+                    Some(name) => snapshot.doors().find(|d| d.name == *name).map(|d| d.id),
+                    None => door,
+                },
+            ) {
+                (Some(w), Some(io), Some(d)) => door_inputs(w, io, d, &inputs, &snapshot),
+                (_, Some(_), None) => {
+                    tracing::warn!(reader = %r.connection, door = r.door_name.as_deref(), "door inputs reported by an OSDP device bound to no door (or naming no door that exists)")
+                }
+                _ => {}
+            },
             CpEvent::Card { card, .. } => {
                 let _ = r.jobs.send(Job::Card(card));
             }
@@ -869,6 +1089,31 @@ fn dispatch(cp: CpHandle, mut readers: Vec<ReaderState>, ctx: &TapContext, devic
     // The panel's thread ended: stopped, or its serial line failed.
     if let Err(e) = cp.shutdown() {
         tracing::error!(device = %device.display(), error = %e, "OSDP port failed; its readers are no longer served until a restart");
+    }
+}
+
+/// Hands the door's inputs in an `osdp_ISTATR` report to the door watch.
+fn door_inputs(w: &DoorWatch, io: &DoorIo, door: DoorId, report: &[u8], snapshot: &AccessSnapshot) {
+    if !w.is_watched(door) {
+        w.watch(door, io.setup.clone());
+        // A door found in unlocked mode opens freely from the start.
+        if snapshot
+            .door(door)
+            .is_some_and(|d| d.mode == DoorMode::Unlocked)
+        {
+            w.unlocked(door, true);
+        }
+    }
+    for (role, n) in &io.inputs {
+        match report.get(usize::from(*n)) {
+            Some(v) => w.input(door, *role, Line::from_report(*v)),
+            None => tracing::warn!(
+                door = door.0,
+                input = n,
+                reported = report.len(),
+                "a configured door input is beyond those the reader reports"
+            ),
+        }
     }
 }
 
@@ -1027,14 +1272,16 @@ mod tests {
             secure: true,
             lock_output: None,
             unlock_ms: None,
+            door: None,
         };
         let port = OsdpPort {
             device: "/dev/null".into(),
             baud: 9600,
             readers: vec![reader.clone()],
+            io: vec![],
         };
-        let first = plan_reader(0, 0, &port, &reader).unwrap();
-        let second = plan_reader(0, 0, &port, &reader).unwrap();
+        let first = plan_reader("r", &port, &reader).unwrap();
+        let second = plan_reader("r", &port, &reader).unwrap();
         assert!(first.setup.install_mode && second.setup.install_mode);
         assert!(first.setup.scbk.is_some());
         assert_eq!(first.setup.scbk, second.setup.scbk);

@@ -379,7 +379,15 @@ impl Service {
         let output = output.unwrap_or_else(|| Arc::new(SimulatedOutput::new()));
         // Doors whose OSDP reader drives the lock relay use it; the others
         // keep `output`.
-        let output = osdp.output(output);
+        // Doors whose readers report their inputs are watched for alarms.
+        let doors = OsdpSource::has_door_inputs(&config.osdp).then(|| {
+            crate::doorwatch::DoorWatch::start(
+                log.clone(),
+                &tokio::runtime::Handle::current(),
+                metrics.door_metrics(),
+            )
+        });
+        let output = osdp.output(output, doors.clone());
         let credentials = snapshot.credentials().len();
         let signals = Arc::new(SignalTimes::new());
         let last_taps = Arc::new(LastTaps::new());
@@ -492,6 +500,7 @@ impl Service {
                 last_taps,
                 signals,
                 retention,
+                doors,
             },
             writer,
             sources,

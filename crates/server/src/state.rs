@@ -42,6 +42,8 @@ pub struct Loaded {
     pub signals: Arc<SignalTimes>,
     /// Exporting and pruning old events, when configured.
     pub retention: Option<Arc<crate::retention::Retention>>,
+    /// Door positions and alarms, when a reader reports door inputs.
+    pub doors: Option<Arc<crate::doorwatch::DoorWatch>>,
 }
 
 /// State shared with the HTTP handlers.

@@ -106,9 +106,13 @@ macro_rules! text_enum {
 }
 
 text_enum!(
-    /// What an event records.
+    /// What an event records: a tap, an administrative change, a command
+    /// to a door, a reader link's report, a door input's change (`door`:
+    /// opened, closed, request-to-exit, tamper) or an alarm's raising,
+    /// acknowledgement or clearing (`alarm`).
     EventKind, "an event kind",
-    "tap" => Tap, "admin" => Admin, "door-command" => DoorCommand, "reader" => Reader
+    "tap" => Tap, "admin" => Admin, "door-command" => DoorCommand, "reader" => Reader,
+    "door" => Door, "alarm" => Alarm
 );
 text_enum!(
     /// The result of a tap.

@@ -170,6 +170,14 @@ pub enum CpEvent {
         tamper: bool,
         power: bool,
     },
+    /// The device's input status (`osdp_ISTATR`, one byte per input: 0
+    /// inactive, 1 active; supervised inputs may report line faults with
+    /// other values), unsolicited in answer to a poll or to the panel's
+    /// own `osdp_ISTAT`.
+    InputStatus {
+        address: u8,
+        inputs: Vec<u8>,
+    },
     /// The reply to a command submitted with [`ControlPanel::submit`]
     /// (`ticket` is what `submit` returned).
     Completed {
@@ -914,6 +922,9 @@ impl ControlPanel {
                 tamper,
                 power,
             }),
+            Reply::InputStatus(inputs) if owner.is_none() => {
+                Some(CpEvent::InputStatus { address, inputs })
+            }
             reply => owner.map(|ticket| CpEvent::Completed {
                 address,
                 command,

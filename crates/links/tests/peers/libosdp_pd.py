@@ -2,7 +2,9 @@
 
 stdout: {"ready": true}, then one line per command the panel sent.
 stdin:  {"card": HEX, "bits": N, "format": "wiegand"|"raw"}, {"keypad": HEX},
-        {"query": "sc"}, {"quit": true}.
+        {"inputs": [0|1, ...]} (the input status, reported unsolicited in the
+        answer to the next poll as osdp_ISTATR; the line {"inputs_sent": [...]}
+        follows once libosdp has queued it), {"query": "sc"}, {"quit": true}.
 """
 import argparse
 import json
@@ -10,7 +12,7 @@ import sys
 import threading
 
 from osdp import (PeripheralDevice, PDInfo, PDCapabilities, PdId, Capability,
-                  LibFlag, LogLevel, Event, CardFormat)
+                  LibFlag, LogLevel, Event, CardFormat, StatusReportType)
 from common import TtyChannel, emit
 
 ap = argparse.ArgumentParser()
@@ -19,6 +21,8 @@ ap.add_argument("--address", type=int, required=True)
 ap.add_argument("--scbk")
 ap.add_argument("--install-mode", action="store_true")
 ap.add_argument("--enforce-secure", action="store_true")
+ap.add_argument("--inputs", type=int, default=0,
+                help="contact inputs offered (osdp_PDCAP function 1)")
 args = ap.parse_args()
 
 flags = []
@@ -36,7 +40,9 @@ caps = PDCapabilities([
     (Capability.AudibleControl, 1, 1),
     (Capability.CommunicationSecurity, 1, 1),
     (Capability.CheckCharacter, 1, 0),
-])
+] + ([(Capability.ContactStatusMonitoring, 1, args.inputs)] if args.inputs else []))
+# libosdp's reader answers osdp_ISTAT with a NAK: its input status goes
+# out only as events, unsolicited in the answer to the next poll.
 pd = PeripheralDevice(info, caps, log_level=LogLevel.Warning)
 pd.start()
 emit({"ready": True})
@@ -62,6 +68,11 @@ for line in sys.stdin:
     elif "keypad" in req:
         pd.submit_event({"event": Event.KeyPress, "reader_no": 0,
                          "data": bytes.fromhex(req["keypad"])})
+    elif "inputs" in req:
+        bits = req["inputs"]
+        pd.submit_event({"event": Event.Status, "type": StatusReportType.Input,
+                         "report": bytes(bits)})
+        emit({"inputs_sent": bits})
     elif req.get("query") == "sc":
         emit({"sc_active": bool(pd.is_sc_active())})
     elif "quit" in req:

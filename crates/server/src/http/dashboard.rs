@@ -61,6 +61,7 @@ const ASSETS: &[Asset] = assets!(
     "access.js" => "text/javascript; charset=utf-8",
     "pki.js" => "text/javascript; charset=utf-8",
     "events.js" => "text/javascript; charset=utf-8",
+    "alarms.js" => "text/javascript; charset=utf-8",
     "style.css" => "text/css; charset=utf-8",
     "icon.svg" => "image/svg+xml",
 );

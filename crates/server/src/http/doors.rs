@@ -6,7 +6,8 @@
 //! - `POST` / `DELETE /api/v1/sites/{id}/lockdown` (admin): every door of
 //!   the site `locked` in one change, and lifted again;
 //! - `GET /api/v1/doors/status` (viewer): every door with its mode, its
-//!   latest tap and whether its readers are connected, all from memory
+//!   latest tap, whether its readers are connected and its position
+//!   (open or closed, from its position switch), all from memory
 //!   ([`crate::status`]);
 //! - `GET /api/v1/doors/{id}/latency?window=1h|1d` (viewer): percentiles
 //!   of the door's taps in the window, per stage and per time bucket
@@ -384,6 +385,22 @@ pub struct DoorStatus {
     /// The latest tap, granted or refused; `null` before the first.
     pub last_tap: Option<LastTap>,
     pub readers: Vec<ReaderState>,
+    /// The door's position, when a reader reports its position switch
+    /// (`[osdp.ports.readers.door]`); `null` otherwise.
+    pub position: Option<DoorPositionState>,
+}
+
+/// A door's position from its position switch.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct DoorPositionState {
+    /// `true` open, `false` closed, `null` before the first report.
+    pub open: Option<bool>,
+    /// `unknown`, `secure`, `released`, `open`, `pre-alarm`, `held-open`,
+    /// `forced` or `unlocked`.
+    pub state: String,
+    /// The last change of any of the door's inputs.
+    #[schema(value_type = Option<String>, format = DateTime)]
+    pub last_change: Option<Timestamp>,
 }
 
 /// A door's latest tap.
@@ -476,6 +493,13 @@ pub async fn doors_status(
                 mechanism: d.mechanism.as_str().to_string(),
                 last_tap,
                 readers,
+                position: l.doors.as_ref().and_then(|w| w.position(d.id)).map(|p| {
+                    DoorPositionState {
+                        open: p.open,
+                        state: p.phase.to_string(),
+                        last_change: p.last_change,
+                    }
+                }),
             }
         })
         .collect();

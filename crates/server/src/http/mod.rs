@@ -7,7 +7,8 @@
 //!   every access entity; [`events`]: the event log, paged and as CSV;
 //!   [`live`]: the same events live (Server-Sent Events); [`tokens`]: API
 //!   tokens and `whoami`; [`metrics`]: `GET /metrics`; [`dashboard`]: the
-//!   browser dashboard's page, assets and PKI health; [`health`]:
+//!   browser dashboard's page, assets and PKI health; [`alarms`]: door
+//!   alarms and their acknowledgement; [`health`]:
 //!   `/healthz` and `/readyz`; [`openapi`] and [`schema`]: the OpenAPI
 //!   document generated from the handlers' annotations.
 //! - [`server`]: the connections, under every limit the API puts on its
@@ -55,6 +56,7 @@ use tokio::sync::watch;
 
 use crate::state::AppState;
 
+pub mod alarms;
 pub mod auth;
 pub mod dashboard;
 pub mod doors;
@@ -186,6 +188,13 @@ fn define(r: &mut impl Routes) {
     );
     r.add(Post, "/api/v1/doors/{id}/keypad", keypad, doors::keypad);
     r.add(Post, "/api/v1/credentials/enroll", admin, people::enroll);
+    r.add(Get, "/api/v1/alarms", viewer, alarms::alarms);
+    r.add(
+        Post,
+        "/api/v1/alarms/{id}/ack",
+        operator,
+        alarms::acknowledge,
+    );
 
     r.add(Get, "/api/v1/tokens", admin, tokens::list_tokens);
     r.add(Delete, "/api/v1/tokens/{name}", admin, tokens::delete_token);

@@ -69,6 +69,8 @@ impl Modify for BearerScheme {
         super::doors::lift_lockdown,
         super::doors::keypad,
         super::people::enroll,
+        super::alarms::alarms,
+        super::alarms::acknowledge,
         super::tokens::list_tokens,
         super::tokens::delete_token,
         super::tokens::whoami,
@@ -83,6 +85,7 @@ impl Modify for BearerScheme {
         (name = "readers"), (name = "cardholders"), (name = "credentials"),
         (name = "groups"), (name = "schedules"), (name = "holidays"),
         (name = "dashboard", description = "Read-only views for the dashboard: door status, latency, PKI health, exports"),
+        (name = "alarms", description = "Door alarms (forced, held open, tamper, line faults) and their acknowledgement"),
         (name = "tokens", description = "API tokens (created on the machine with `pivgate token create`)"),
         (name = "dashboard", description = "The browser dashboard's page and assets (no token: all data comes from the API)"),
     )
@@ -142,6 +145,8 @@ mod tests {
             "ErrorBody",
             "ModeCommand",
             "LockdownAnswer",
+            "AlarmList",
+            "AckBody",
             "TokenList",
         ] {
             assert!(schemas[name].is_object(), "no schema {name}");
