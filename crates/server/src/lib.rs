@@ -71,6 +71,11 @@
 //! - [`state`]: what the API reaches of the running service
 //!   ([`state::AppState`], [`state::Loaded`]), filled by [`service`].
 //! - [`backup`]: `pivgate backup` / `pivgate restore` over the configuration.
+//! - [`export`]: events sent to SIEMs, each sink a task reading the event
+//!   log after its durable cursor: syslog over TCP or TLS (RFC 5424 with
+//!   the event's fields as structured data, or CEF; octet-counting
+//!   framing) and webhooks (JSON, HMAC-SHA256 signed); at least once, in
+//!   order, retried with backoff, woken by the live broadcast.
 //! - [`retention`]: old events exported to gzip JSON Lines per UTC day with
 //!   a SHA-256 manifest, then deleted in short transactions.
 //! - [`notify`]: the systemd notification protocol (`READY=1`, `STATUS=`,
@@ -97,6 +102,7 @@ pub mod demo;
 pub mod discovery;
 pub mod door;
 pub mod enroll;
+pub mod export;
 pub mod health;
 pub mod http;
 pub mod init;

@@ -20,6 +20,8 @@
 //! | `pivgate_validation_cache_hits_total`, `…_misses_total` | counter | `cache`: `certificate` (validated paths), `key` (fast-path keys) |
 //! | `pivgate_credentials` | gauge | |
 //! | `pivgate_startup_seconds` | gauge | `phase`: `trust`, `database`, `ready` |
+//! | `pivgate_export_events_total`, `pivgate_export_failures_total` | counter | `sink` (e.g. `syslog[0]:rfc5424:host:6514`, `webhook[0]:https://host`) |
+//! | `pivgate_export_backlog_events` | gauge | `sink` |
 //!
 //! Recording a tap costs one label lookup in a read-locked map (no
 //! allocation once the door's label set exists; every door's are created
@@ -43,6 +45,7 @@ use prometheus_client::registry::{Registry, Unit};
 use store::CommitObserver;
 
 use crate::door::{Controller, TapObserver, TapResult};
+use crate::export::{ExportStatus, SinkStatus};
 use crate::health::TapHealth;
 use crate::revocation::Revocation;
 use crate::status::ReaderStatus;
@@ -327,6 +330,14 @@ impl Metrics {
             }));
     }
 
+    /// Adds the export sinks' counters and backlogs ([`crate::export`]).
+    pub fn register_export(&mut self, status: Arc<ExportStatus>) {
+        if !status.sinks().is_empty() {
+            self.registry
+                .register_collector(Box::new(ExportCollector(status)));
+        }
+    }
+
     /// The exposition text.
     pub fn encode(&self) -> String {
         let mut out = String::with_capacity(16 * 1024);
@@ -404,6 +415,48 @@ impl Collector for OperationsCollector {
             g.metric_type(),
         )?;
         g.encode(m)?;
+        Ok(())
+    }
+}
+
+/// Reads the export sinks' counters when scraped.
+#[derive(Debug)]
+struct ExportCollector(Arc<ExportStatus>);
+
+impl Collector for ExportCollector {
+    fn encode(&self, mut enc: DescriptorEncoder) -> Result<(), std::fmt::Error> {
+        type Read = fn(&SinkStatus) -> u64;
+        let counters: [(&str, &str, Read); 2] = [
+            (
+                "export_events",
+                "Events each export sink's receiver accepted since start.",
+                SinkStatus::exported,
+            ),
+            (
+                "export_failures",
+                "Failed delivery attempts of each export sink since start (each retried).",
+                SinkStatus::failures,
+            ),
+        ];
+        for (name, help, read) in counters {
+            let c = ConstCounter::new(0u64);
+            let mut m = enc.encode_descriptor(name, help, None, c.metric_type())?;
+            for s in self.0.sinks() {
+                ConstCounter::new(read(s))
+                    .encode(m.encode_family(&[("sink", s.name.as_str())])?)?;
+            }
+        }
+        let g = ConstGauge::new(0i64);
+        let mut m = enc.encode_descriptor(
+            "export_backlog_events",
+            "Event ids logged but not yet accepted by each export sink's receiver.",
+            None,
+            g.metric_type(),
+        )?;
+        for s in self.0.sinks() {
+            ConstGauge::new(s.backlog() as i64)
+                .encode(m.encode_family(&[("sink", s.name.as_str())])?)?;
+        }
         Ok(())
     }
 }

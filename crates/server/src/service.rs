@@ -77,6 +77,8 @@ pub enum ServeError {
     Remote(#[from] crate::remote::RemoteError),
     #[error(transparent)]
     Notify(#[from] crate::notify::NotifyError),
+    #[error(transparent)]
+    Export(#[from] crate::export::ExportError),
 }
 
 impl From<StoreError> for ServeError {
@@ -147,6 +149,8 @@ pub struct Service {
     http: JoinHandle<std::io::Result<()>>,
     writer: JoinHandle<()>,
     revocation: JoinHandle<()>,
+    /// The export sinks ([`crate::export`]).
+    exports: Vec<JoinHandle<()>>,
     /// The reader sources, in start order.
     sources: Sources,
     sql: Store,
@@ -159,6 +163,7 @@ struct Started {
     loaded: Loaded,
     /// The event log's writer.
     writer: JoinHandle<()>,
+    exports: Vec<JoinHandle<()>>,
     sources: Sources,
     sql: Store,
     writer_sql: Store,
@@ -207,10 +212,11 @@ impl Service {
             }
             None => tokio::spawn(http::serve(listener, state.clone(), stopped)),
         };
-        match Self::load(&config, output, started).await {
+        match Self::load(&config, output, started, stop.subscribe()).await {
             Ok(Started {
                 loaded,
                 writer,
+                exports,
                 sources,
                 sql,
                 writer_sql,
@@ -232,6 +238,7 @@ impl Service {
                     http,
                     writer,
                     revocation,
+                    exports,
                     sources,
                     sql,
                     writer_sql,
@@ -249,9 +256,11 @@ impl Service {
         config: &Config,
         output: Option<Arc<dyn DoorOutput>>,
         started: Instant,
+        stop: watch::Receiver<bool>,
     ) -> Result<Started, ServeError> {
         // Key files are checked before anything else is opened.
         let mut osdp = OsdpSource::plan(&config.osdp)?;
+        let exports = crate::export::plan(&config.export, &config.data_dir)?;
         let remote_plan = crate::remote::plan(&config.remote, config.revocation_policy())?;
         let trust_config = config.trust.clone();
         let data_dir = config.data_dir.clone();
@@ -419,6 +428,9 @@ impl Service {
             revocation_work.clone(),
             controller.health().clone(),
         );
+        metrics.register_export(exports.status());
+        // Last: nothing that could still fail leaves a sink running.
+        let exports = exports.start(&store, controller.log(), &stop);
         Ok(Started {
             loaded: Loaded {
                 store,
@@ -434,6 +446,7 @@ impl Service {
                 signals,
             },
             writer,
+            exports,
             sources,
             sql,
             writer_sql,
@@ -513,6 +526,10 @@ impl Service {
         let _ = self.stop.send(true);
         let http = self.http.await?;
         self.revocation.await?;
+        // Sinks stop at once; what they did not send goes at the next start.
+        for sink in self.exports {
+            sink.await?;
+        }
         // Each source finishes its tap (committing its event) and stops.
         let mut sources = self.sources;
         tokio::task::spawn_blocking(move || sources.stop()).await?;
