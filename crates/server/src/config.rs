@@ -1100,18 +1100,19 @@ impl Config {
                 .url
                 .parse()
                 .map_err(|e| (key("url"), format!("`{}` is not a URL: {e}", w.url)))?;
-            let https =
-                match uri.scheme_str() {
-                    Some("https") => true,
-                    Some("http") => false,
-                    _ => return Err((
+            let https = match uri.scheme_str() {
+                Some("https") => true,
+                Some("http") => false,
+                _ => {
+                    return Err((
                         key("url"),
                         format!(
                             "`{}`: only https:// (or http:// to a loopback address) is supported",
                             w.url
                         ),
-                    )),
-                };
+                    ))
+                }
+            };
             let Some(authority) = uri.authority() else {
                 return Err((key("url"), format!("`{}` names no host", w.url)));
             };
@@ -1837,6 +1838,82 @@ mod tests {
         .unwrap_err();
         assert_eq!(e.key(), Some("seed.groups[0].doors[0]"), "{e}");
         assert!(e.to_string().contains("door `Back`"), "{e}");
+    }
+
+    #[test]
+    fn export_sinks_are_checked_with_secure_defaults() {
+        let c = parse("").unwrap();
+        assert!(c.export.is_empty());
+        let c =
+            parse("[[export.syslog]]\naddress = \"siem:6514\"\nca_file = \"ca.pem\"\n").unwrap();
+        let s = &c.export.syslog[0];
+        assert_eq!(
+            (s.transport, s.format),
+            (SyslogTransport::Tls, SyslogFormat::Rfc5424)
+        );
+        let tcp =
+            "[[export.syslog]]\naddress = \"[::1]:514\"\ntransport = \"tcp\"\nformat = \"cef\"\n";
+        assert_eq!(
+            parse(tcp).unwrap().export.syslog[0].format,
+            SyslogFormat::Cef
+        );
+        let hook = "[[export.webhook]]\nsecret_file = \"k\"\n";
+        for (text, key, says) in [
+            (
+                "[[export.syslog]]\naddress = \"siem:6514\"\n",
+                "export.syslog[0].ca_file",
+                "missing",
+            ),
+            (
+                "[[export.syslog]]\naddress = \"siem\"\ntransport = \"tcp\"\n",
+                "export.syslog[0].address",
+                "HOST:PORT",
+            ),
+            (
+                "[[export.syslog]]\naddress = \"siem:0\"\ntransport = \"tcp\"\n",
+                "export.syslog[0].address",
+                "HOST:PORT",
+            ),
+            (
+                "[[export.syslog]]\naddress = \"s:1\"\ntransport = \"tcp\"\nca_file = \"c\"\n",
+                "export.syslog[0].ca_file",
+                "only with",
+            ),
+            (&format!("{tcp}{tcp}"), "export.syslog[1].address", "twice"),
+            (
+                &format!("{hook}url = \"http://siem.example.net/h\"\n"),
+                "export.webhook[0].url",
+                "https://",
+            ),
+            (
+                &format!("{hook}url = \"https://u:p@siem/h\"\nca_file = \"c\"\n"),
+                "export.webhook[0].url",
+                "credentials",
+            ),
+            (
+                &format!("{hook}url = \"https://siem/h\"\n"),
+                "export.webhook[0].ca_file",
+                "missing",
+            ),
+            (
+                &format!("{hook}url = \"ftp://siem/h\"\n"),
+                "export.webhook[0].url",
+                "only https",
+            ),
+            (
+                &format!("{hook}url = \"http://127.0.0.1:9/h\"\ntimeout_ms = 1\n"),
+                "export.webhook[0].timeout_ms",
+                "out of range",
+            ),
+        ] {
+            let e = parse(text).unwrap_err();
+            assert_eq!(e.key(), Some(key), "{text}: {e}");
+            assert!(e.to_string().contains(says), "{e}");
+        }
+        let c = parse(&format!("{hook}url = \"http://localhost:9000/h\"\n")).unwrap();
+        assert_eq!(c.export.webhook[0].timeout_ms, 10_000);
+        let e = parse("[[export.syslog]]\naddress = \"s:1\"\nport = 2\n").unwrap_err();
+        assert!(e.to_string().contains("unknown field `port`"), "{e}");
     }
 
     #[test]

@@ -521,6 +521,30 @@ mod tests {
     }
 
     #[test]
+    fn a_short_webhook_secret_is_refused() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let secret = dir.path().join("k");
+        std::fs::write(&secret, "short\n").unwrap();
+        std::fs::set_permissions(&secret, std::fs::Permissions::from_mode(0o600)).unwrap();
+        let config = ExportConfig {
+            syslog: Vec::new(),
+            webhook: vec![crate::config::WebhookExport {
+                url: "http://127.0.0.1:9/h".into(),
+                secret_file: secret,
+                ca_file: None,
+                timeout_ms: 1000,
+            }],
+        };
+        let e = plan(&config, dir.path()).err().unwrap();
+        assert_eq!(e.code(), "export.secret-short", "{e}");
+        assert!(
+            e.to_string().contains("export.webhook[0].secret_file"),
+            "{e}"
+        );
+    }
+
+    #[test]
     fn cursor_files_follow_the_sink_not_its_position() {
         let d = Path::new("/d");
         let a = cursor_path(d, "syslog", "h:1\0rfc5424");
