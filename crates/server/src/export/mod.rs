@@ -15,6 +15,9 @@
 //!   restart resumes where the receiver stopped. A sink seen for the first
 //!   time starts after the newest event already logged; a cursor beyond the
 //!   newest event (another database) starts there too, with a warning.
+//! - **Retention.** Events deleted by [`crate::retention`] before a sink
+//!   reached them are not sent (the sink continues with the next one kept);
+//!   watch the backlog.
 //! - **At least once.** A failure (connect, TLS, write, timeout, non-2xx)
 //!   is retried with exponential backoff from 250 ms to 30 s, the same
 //!   events again; a receiver can therefore see an event twice (after a
@@ -177,7 +180,7 @@ impl ExportStatus {
 
 enum Transport {
     Syslog(syslog::SyslogSink),
-    Webhook(webhook::WebhookSink),
+    Webhook(Box<webhook::WebhookSink>),
 }
 
 impl Transport {
@@ -267,7 +270,7 @@ pub fn plan(config: &ExportConfig, data_dir: &Path) -> Result<Plan, ExportError>
         sinks.push(Sink {
             status: Arc::new(SinkStatus::new(format!("webhook[{i}]:{}", hook.target()))),
             cursor: cursor_path(data_dir, "webhook", &w.url),
-            transport: Transport::Webhook(hook),
+            transport: Transport::Webhook(Box::new(hook)),
         });
     }
     let status = Arc::new(ExportStatus {
