@@ -747,3 +747,87 @@ fn a_webhook_secret_readable_by_others_stops_the_start() {
     assert!(text.contains("export.webhook[0].secret_file"), "{text}");
     assert!(text.contains("chmod 600"), "{text}");
 }
+
+/// Appends `n` admin events in batches of 1000; their ids.
+fn append_many(site: &Site, n: usize) -> Vec<EventId> {
+    let log = site.service().loaded().controller.log().clone();
+    site.rt.block_on(async {
+        let mut ids = Vec::with_capacity(n);
+        for chunk in 0..n.div_ceil(1000) {
+            let count = (n - chunk * 1000).min(1000);
+            let batch = (0..count)
+                .map(|i| {
+                    NewEvent::admin(
+                        Timestamp::now(),
+                        "bench",
+                        "bench.event",
+                        format!("event {i} of batch {chunk}"),
+                        serde_json::Value::Null,
+                    )
+                })
+                .collect();
+            ids.extend(log.append_all(batch).await.unwrap());
+        }
+        ids
+    })
+}
+
+/// Throughput of a syslog sink (TCP, RFC 5424) into rsyslogd and of a
+/// webhook sink into the local receiver: events logged in a burst, time
+/// until the receiver has them all. BENCHMARKS.md has the figures.
+#[test]
+#[ignore = "a measurement: cargo test -p server --release --test siem -- --ignored --nocapture"]
+fn export_throughput() {
+    if !rsyslogd_or_skip("export_throughput") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let rsyslog = Rsyslog::start(dir.path(), None);
+    let address = rsyslog.address();
+    let key = b"0123456789abcdef-webhook-secret";
+    let secret = dir.path().join("webhook.key");
+    std::fs::write(&secret, key).unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&secret, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let (port, hooks) = webhook_receiver(key, 0);
+    let url = format!("http://127.0.0.1:{port}/hook");
+    let site = common::site_with(&|c| {
+        c.export.syslog = vec![syslog_sink(&address, SyslogFormat::Rfc5424)];
+        c.export.webhook = vec![WebhookExport {
+            url: url.clone(),
+            secret_file: secret.clone(),
+            ca_file: None,
+            timeout_ms: 5_000,
+        }];
+    });
+    let n = 20_000;
+    let t = Instant::now();
+    let ids = append_many(&site, n);
+    let logged = t.elapsed();
+    let last = ids.last().unwrap().0;
+    let mut syslog_done = None;
+    let mut hook_done = None;
+    let end = Instant::now() + Duration::from_secs(600);
+    while syslog_done.is_none() || hook_done.is_none() {
+        assert!(Instant::now() < end, "not every event arrived");
+        if syslog_done.is_none() && ids_by_format(&rsyslog).0.contains(&last) {
+            syslog_done = Some(t.elapsed());
+        }
+        if hook_done.is_none() && hooks.lock().unwrap().accepted.last() == Some(&last) {
+            hook_done = Some(t.elapsed());
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let (sd, _, _) = ids_by_format(&rsyslog);
+    assert!(ids.iter().all(|i| sd.contains(&i.0)));
+    let per_s = |d: Duration| n as f64 / d.as_secs_f64();
+    let (s, h) = (syslog_done.unwrap(), hook_done.unwrap());
+    println!(
+        "{n} events logged in {:.2} s; all at rsyslogd after {:.2} s ({:.0}/s), at the webhook after {:.2} s ({:.0}/s)",
+        logged.as_secs_f64(),
+        s.as_secs_f64(),
+        per_s(s),
+        h.as_secs_f64(),
+        per_s(h)
+    );
+}

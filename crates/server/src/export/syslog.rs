@@ -160,17 +160,18 @@ impl SyslogSink {
     }
 }
 
-/// Whether the receiver has closed `c` (or it failed): one read that
-/// does not wait. A receiver sends nothing, so anything read is dropped;
-/// over TLS the read goes through the TLS layer (session tickets, a
-/// close_notify).
+/// Whether the receiver has closed `c` (or it failed): reads that do not
+/// wait. A receiver sends nothing, so anything read is dropped (a bounded
+/// amount, so that a chatty receiver cannot hold the sink); over TLS the
+/// reads go through the TLS layer (session tickets, a close_notify).
 fn closed_by_peer(c: &mut dyn Connection) -> bool {
     let mut buf = [0u8; 512];
-    loop {
+    for _ in 0..16 {
         match c.read(&mut buf).now_or_never() {
             None => return false,
             Some(Ok(0)) | Some(Err(_)) => return true,
             Some(Ok(_)) => continue,
         }
     }
+    false
 }
