@@ -4,7 +4,8 @@
 # yubico-piv-tool, pyscard, ykman, libosdp) and the benchmark peers (OpenSSL, GnuTLS, nginx, Python
 # cryptography), axe-core for the dashboard's accessibility checks, and what
 # the Debian package, its systemd unit and the monitoring tests use
-# (dpkg-dev, man-db, systemd-analyze, promtool). Safe to run again; it only
+# (dpkg-dev, man-db, systemd-analyze, promtool), and rsyslog with its GnuTLS
+# driver, the syslog receiver of the SIEM export tests. Safe to run again; it only
 # installs what is missing.
 set -euo pipefail
 
@@ -15,6 +16,7 @@ PACKAGES=(
   build-essential hyperfine postgresql nginx-light
   chromium chromium-driver
   dpkg-dev fakeroot man-db systemd adduser prometheus
+  rsyslog rsyslog-gnutls
 )
 
 missing=()

@@ -69,6 +69,10 @@ pub struct Config {
     /// [`crate::retention`]); off when absent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub retention: Option<RetentionConfig>,
+    /// Events sent to SIEMs over syslog and to webhooks (see
+    /// [`crate::export`]).
+    #[serde(default, skip_serializing_if = "ExportConfig::is_empty")]
+    pub export: ExportConfig,
     /// Written to an empty database on the first start.
     #[serde(default)]
     pub seed: Option<Seed>,
@@ -761,6 +765,104 @@ impl RemoteConfig {
     }
 }
 
+/// `[export]`: where events are sent besides the database, each sink
+/// delivering every event at least once, in id order (see
+/// [`crate::export`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ExportConfig {
+    #[serde(default)]
+    pub syslog: Vec<SyslogExport>,
+    #[serde(default)]
+    pub webhook: Vec<WebhookExport>,
+}
+
+impl ExportConfig {
+    /// No sink configured.
+    pub fn is_empty(&self) -> bool {
+        self.syslog.is_empty() && self.webhook.is_empty()
+    }
+}
+
+/// How a syslog sink reaches its receiver.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SyslogTransport {
+    /// Plaintext TCP (RFC 6587 octet counting): loopback or a trusted
+    /// network only.
+    Tcp,
+    /// TLS (RFC 5425), the receiver's certificate checked against
+    /// `ca_file`.
+    #[default]
+    Tls,
+}
+
+/// What a syslog message carries.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SyslogFormat {
+    /// RFC 5424 with the event's fields as structured data.
+    #[default]
+    Rfc5424,
+    /// An ArcSight Common Event Format record as the RFC 5424 message.
+    Cef,
+}
+
+impl SyslogFormat {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SyslogFormat::Rfc5424 => "rfc5424",
+            SyslogFormat::Cef => "cef",
+        }
+    }
+}
+
+/// `[[export.syslog]]`: one syslog receiver.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SyslogExport {
+    /// The receiver, `HOST:PORT` (an IPv6 address in brackets).
+    pub address: String,
+    /// `tls` (the default) or `tcp`.
+    #[serde(default)]
+    pub transport: SyslogTransport,
+    /// `rfc5424` (the default) or `cef`.
+    #[serde(default)]
+    pub format: SyslogFormat,
+    /// The CA certificate(s) (PEM) the receiver's certificate chains to;
+    /// required with `transport = "tls"`.
+    #[serde(default)]
+    pub ca_file: Option<PathBuf>,
+    /// The name the receiver's certificate must carry (default: the host
+    /// of `address`).
+    #[serde(default)]
+    pub server_name: Option<String>,
+}
+
+/// `[[export.webhook]]`: one HTTP endpoint receiving each event as JSON.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WebhookExport {
+    /// `https://…`, or `http://…` to a loopback address.
+    pub url: String,
+    /// The HMAC-SHA256 key signing each body (at least 16 bytes; a
+    /// trailing newline is not part of it), in a file of mode 0600 or
+    /// stricter owned by the service's user.
+    pub secret_file: PathBuf,
+    /// The CA certificate(s) (PEM) an `https://` receiver's certificate
+    /// chains to; required with `https://`.
+    #[serde(default)]
+    pub ca_file: Option<PathBuf>,
+    /// One delivery attempt (connecting, sending, the answer) must finish
+    /// within this.
+    #[serde(default = "default_webhook_timeout_ms")]
+    pub timeout_ms: u64,
+}
+
+fn default_webhook_timeout_ms() -> u64 {
+    10_000
+}
+
 /// A site, its doors, reader bindings and schedules for an empty database.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -842,6 +944,7 @@ impl Default for Config {
             osdp: OsdpConfig::default(),
             remote: RemoteConfig::default(),
             retention: None,
+            export: ExportConfig::default(),
             seed: None,
         }
     }
@@ -979,6 +1082,17 @@ impl Config {
             fix(p);
         }
         self.remote.crls.iter_mut().for_each(fix);
+        for s in &mut self.export.syslog {
+            if let Some(p) = &mut s.ca_file {
+                fix(p);
+            }
+        }
+        for w in &mut self.export.webhook {
+            fix(&mut w.secret_file);
+            if let Some(p) = &mut w.ca_file {
+                fix(p);
+            }
+        }
         for p in &mut self.osdp.ports {
             for r in &mut p.readers {
                 if let Some(k) = &mut r.key_file {
@@ -1130,6 +1244,8 @@ impl Config {
         }
         self.check_remote()
             .map_err(|(key, problem)| invalid(key, problem))?;
+        self.check_export()
+            .map_err(|(key, problem)| invalid(&key, problem))?;
         if let Some(seed) = &self.seed {
             seed.entities()
                 .map_err(|(key, problem)| invalid(&key, problem))?;
@@ -1256,7 +1372,130 @@ impl Config {
     }
 }
 
+/// A syslog receiver's `HOST:PORT`, split.
+pub fn split_host_port(address: &str) -> Option<(&str, u16)> {
+    let (host, port) = address.rsplit_once(':')?;
+    let port: u16 = port.parse().ok().filter(|p| *p != 0)?;
+    let bare = host.strip_prefix('[').and_then(|h| h.strip_suffix(']'));
+    match bare {
+        Some(v6) if v6.parse::<std::net::Ipv6Addr>().is_ok() => Some((host, port)),
+        Some(_) => None,
+        None if host.is_empty() || host.contains([':', '/', '@', ' ']) => None,
+        None => Some((host, port)),
+    }
+}
+
+/// Whether `host` (a URL's host, IPv6 in brackets) is this machine.
+fn is_loopback_host(host: &str) -> bool {
+    let bare = host.trim_start_matches('[').trim_end_matches(']');
+    bare.eq_ignore_ascii_case("localhost")
+        || bare
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback())
+}
+
 impl Config {
+    fn check_export(&self) -> Result<(), (String, String)> {
+        for (i, s) in self.export.syslog.iter().enumerate() {
+            let key = |k: &str| format!("export.syslog[{i}].{k}");
+            if split_host_port(&s.address).is_none() {
+                return Err((
+                    key("address"),
+                    format!(
+                        "`{}` is not HOST:PORT (e.g. \"siem.example.net:6514\", an IPv6 address in brackets)",
+                        s.address
+                    ),
+                ));
+            }
+            if self.export.syslog[..i]
+                .iter()
+                .any(|o| o.address == s.address && o.format == s.format)
+            {
+                return Err((
+                    key("address"),
+                    format!(
+                        "`{}` is configured twice with format `{}`",
+                        s.address,
+                        s.format.as_str()
+                    ),
+                ));
+            }
+            match s.transport {
+                SyslogTransport::Tls if s.ca_file.is_none() => {
+                    return Err((
+                        key("ca_file"),
+                        "missing: TLS (the default transport) needs the CA certificate the receiver's certificate chains to, or `transport = \"tcp\"` for plaintext".into(),
+                    ))
+                }
+                SyslogTransport::Tcp if s.ca_file.is_some() || s.server_name.is_some() => {
+                    let k = if s.ca_file.is_some() { "ca_file" } else { "server_name" };
+                    return Err((
+                        key(k),
+                        "applies only with `transport = \"tls\"`".into(),
+                    ));
+                }
+                _ => {}
+            }
+        }
+        for (i, w) in self.export.webhook.iter().enumerate() {
+            let key = |k: &str| format!("export.webhook[{i}].{k}");
+            let uri: hyper::Uri = w
+                .url
+                .parse()
+                .map_err(|e| (key("url"), format!("`{}` is not a URL: {e}", w.url)))?;
+            let https = match uri.scheme_str() {
+                Some("https") => true,
+                Some("http") => false,
+                _ => {
+                    return Err((
+                        key("url"),
+                        format!(
+                            "`{}`: only https:// (or http:// to a loopback address) is supported",
+                            w.url
+                        ),
+                    ))
+                }
+            };
+            let Some(authority) = uri.authority() else {
+                return Err((key("url"), format!("`{}` names no host", w.url)));
+            };
+            if authority.as_str().contains('@') {
+                return Err((
+                    key("url"),
+                    "credentials in the URL are refused: the body is signed with `secret_file` instead".into(),
+                ));
+            }
+            if !https && !is_loopback_host(authority.host()) {
+                return Err((
+                    key("url"),
+                    format!("`{}` is plaintext HTTP to another machine: use https:// (events name people and doors)", w.url),
+                ));
+            }
+            match (https, &w.ca_file) {
+                (true, None) => {
+                    return Err((
+                        key("ca_file"),
+                        "missing: https:// needs the CA certificate the receiver's certificate chains to".into(),
+                    ))
+                }
+                (false, Some(_)) => {
+                    return Err((key("ca_file"), "applies only to an https:// URL".into()))
+                }
+                _ => {}
+            }
+            if self.export.webhook[..i].iter().any(|o| o.url == w.url) {
+                return Err((key("url"), format!("`{}` is configured twice", w.url)));
+            }
+            if !(100..=600_000).contains(&w.timeout_ms) {
+                return Err((
+                    key("timeout_ms"),
+                    format!("{} is out of range (100 to 600000)", w.timeout_ms),
+                ));
+            }
+        }
+        Ok(())
+    }
+
     fn check_remote(&self) -> Result<(), (&'static str, String)> {
         let r = &self.remote;
         if r.listen.is_none() {
@@ -1824,6 +2063,22 @@ cooldown_ms = 300000
 # export_dir = "pivgate-data/archive"   # the default
 # at = "03:00"                          # local time, daily (the default)
 # interval_secs = 3600                  # or: every this many seconds
+# Events sent to SIEMs, each at least once and in order, resuming after a
+# restart or an outage where the receiver stopped (see the README, "Send
+# events to a SIEM"). Syslog: RFC 5424 with the event's fields as
+# structured data, or CEF; TLS unless `transport = "tcp"`.
+# [[export.syslog]]
+# address = "siem.example.net:6514"
+# transport = "tls"                # or "tcp" (plaintext)
+# format = "rfc5424"               # or "cef"
+# ca_file = "siem-ca.pem"          # the receiver's CA (TLS only)
+# Webhooks: each event POSTed as JSON, signed with HMAC-SHA256
+# (`X-Pivgate-Signature: sha256=<hex>`), `X-Pivgate-Event-Id` to drop duplicates.
+# [[export.webhook]]
+# url = "https://hooks.example.net/pivgate"
+# secret_file = "webhook.key"      # mode 0600, at least 16 bytes
+# ca_file = "hooks-ca.pem"         # the receiver's CA (https only)
+# timeout_ms = 10000
 
 # Written to the database on the first start only; afterwards manage
 # sites, doors and readers through the API.
@@ -2004,6 +2259,82 @@ mod tests {
         .unwrap_err();
         assert_eq!(e.key(), Some("seed.groups[0].doors[0]"), "{e}");
         assert!(e.to_string().contains("door `Back`"), "{e}");
+    }
+
+    #[test]
+    fn export_sinks_are_checked_with_secure_defaults() {
+        let c = parse("").unwrap();
+        assert!(c.export.is_empty());
+        let c =
+            parse("[[export.syslog]]\naddress = \"siem:6514\"\nca_file = \"ca.pem\"\n").unwrap();
+        let s = &c.export.syslog[0];
+        assert_eq!(
+            (s.transport, s.format),
+            (SyslogTransport::Tls, SyslogFormat::Rfc5424)
+        );
+        let tcp =
+            "[[export.syslog]]\naddress = \"[::1]:514\"\ntransport = \"tcp\"\nformat = \"cef\"\n";
+        assert_eq!(
+            parse(tcp).unwrap().export.syslog[0].format,
+            SyslogFormat::Cef
+        );
+        let hook = "[[export.webhook]]\nsecret_file = \"k\"\n";
+        for (text, key, says) in [
+            (
+                "[[export.syslog]]\naddress = \"siem:6514\"\n",
+                "export.syslog[0].ca_file",
+                "missing",
+            ),
+            (
+                "[[export.syslog]]\naddress = \"siem\"\ntransport = \"tcp\"\n",
+                "export.syslog[0].address",
+                "HOST:PORT",
+            ),
+            (
+                "[[export.syslog]]\naddress = \"siem:0\"\ntransport = \"tcp\"\n",
+                "export.syslog[0].address",
+                "HOST:PORT",
+            ),
+            (
+                "[[export.syslog]]\naddress = \"s:1\"\ntransport = \"tcp\"\nca_file = \"c\"\n",
+                "export.syslog[0].ca_file",
+                "only with",
+            ),
+            (&format!("{tcp}{tcp}"), "export.syslog[1].address", "twice"),
+            (
+                &format!("{hook}url = \"http://siem.example.net/h\"\n"),
+                "export.webhook[0].url",
+                "https://",
+            ),
+            (
+                &format!("{hook}url = \"https://u:p@siem/h\"\nca_file = \"c\"\n"),
+                "export.webhook[0].url",
+                "credentials",
+            ),
+            (
+                &format!("{hook}url = \"https://siem/h\"\n"),
+                "export.webhook[0].ca_file",
+                "missing",
+            ),
+            (
+                &format!("{hook}url = \"ftp://siem/h\"\n"),
+                "export.webhook[0].url",
+                "only https",
+            ),
+            (
+                &format!("{hook}url = \"http://127.0.0.1:9/h\"\ntimeout_ms = 1\n"),
+                "export.webhook[0].timeout_ms",
+                "out of range",
+            ),
+        ] {
+            let e = parse(text).unwrap_err();
+            assert_eq!(e.key(), Some(key), "{text}: {e}");
+            assert!(e.to_string().contains(says), "{e}");
+        }
+        let c = parse(&format!("{hook}url = \"http://localhost:9000/h\"\n")).unwrap();
+        assert_eq!(c.export.webhook[0].timeout_ms, 10_000);
+        let e = parse("[[export.syslog]]\naddress = \"s:1\"\nport = 2\n").unwrap_err();
+        assert!(e.to_string().contains("unknown field `port`"), "{e}");
     }
 
     #[test]

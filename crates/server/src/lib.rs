@@ -81,6 +81,11 @@
 //! - [`state`]: what the API reaches of the running service
 //!   ([`state::AppState`], [`state::Loaded`]), filled by [`service`].
 //! - [`backup`]: `pivgate backup` / `pivgate restore` over the configuration.
+//! - [`export`]: events sent to SIEMs, each sink a task reading the event
+//!   log after its durable cursor: syslog over TCP or TLS (RFC 5424 with
+//!   the event's fields as structured data, or CEF; octet-counting
+//!   framing) and webhooks (JSON, HMAC-SHA256 signed); at least once, in
+//!   order, retried with backoff, woken by the live broadcast.
 //! - [`retention`]: old events exported to gzip JSON Lines per UTC day with
 //!   a SHA-256 manifest, then deleted in short transactions; in the
 //!   service (`[retention]`) a background task at a time of day or an
@@ -116,6 +121,7 @@ pub mod discovery;
 pub mod door;
 pub mod doorwatch;
 pub mod enroll;
+pub mod export;
 pub mod health;
 pub mod http;
 pub mod init;

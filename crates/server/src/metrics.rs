@@ -24,6 +24,8 @@
 //! | `pivgate_retention_events_pruned_total`, `…_days_exported_total`, `…_failures_total` | counter | (with `[retention]`) |
 //! | `pivgate_alarms_total` | counter | `door` (id), `kind`: `door-forced`, `door-held-open`, `tamper`, `input-cut`, `input-shorted` |
 //! | `pivgate_door_open_seconds` | histogram | how long each opening of a watched door lasted |
+//! | `pivgate_export_events_total`, `pivgate_export_failures_total` | counter | `sink` (e.g. `syslog[0]:rfc5424:host:6514`, `webhook[0]:https://host`) |
+//! | `pivgate_export_backlog_events` | gauge | `sink` |
 //!
 //! Recording a tap costs one label lookup in a read-locked map (no
 //! allocation once the door's label set exists; every door's are created
@@ -47,6 +49,7 @@ use prometheus_client::registry::{Registry, Unit};
 use store::CommitObserver;
 
 use crate::door::{Controller, TapObserver, TapResult};
+use crate::export::{ExportStatus, SinkStatus};
 use crate::health::TapHealth;
 use crate::retention::Retention;
 use crate::revocation::Revocation;
@@ -393,6 +396,14 @@ impl Metrics {
             .register_collector(Box::new(RetentionCollector(retention)));
     }
 
+    /// Adds the export sinks' counters and backlogs ([`crate::export`]).
+    pub fn register_export(&mut self, status: Arc<ExportStatus>) {
+        if !status.sinks().is_empty() {
+            self.registry
+                .register_collector(Box::new(ExportCollector(status)));
+        }
+    }
+
     /// The exposition text.
     pub fn encode(&self) -> String {
         let mut out = String::with_capacity(16 * 1024);
@@ -520,6 +531,48 @@ impl Collector for OperationsCollector {
             g.metric_type(),
         )?;
         g.encode(m)?;
+        Ok(())
+    }
+}
+
+/// Reads the export sinks' counters when scraped.
+#[derive(Debug)]
+struct ExportCollector(Arc<ExportStatus>);
+
+impl Collector for ExportCollector {
+    fn encode(&self, mut enc: DescriptorEncoder) -> Result<(), std::fmt::Error> {
+        type Read = fn(&SinkStatus) -> u64;
+        let counters: [(&str, &str, Read); 2] = [
+            (
+                "export_events",
+                "Events each export sink's receiver accepted since start.",
+                SinkStatus::exported,
+            ),
+            (
+                "export_failures",
+                "Failed delivery attempts of each export sink since start (each retried).",
+                SinkStatus::failures,
+            ),
+        ];
+        for (name, help, read) in counters {
+            let c = ConstCounter::new(0u64);
+            let mut m = enc.encode_descriptor(name, help, None, c.metric_type())?;
+            for s in self.0.sinks() {
+                ConstCounter::new(read(s))
+                    .encode(m.encode_family(&[("sink", s.name.as_str())])?)?;
+            }
+        }
+        let g = ConstGauge::new(0i64);
+        let mut m = enc.encode_descriptor(
+            "export_backlog_events",
+            "Event ids logged but not yet accepted by each export sink's receiver.",
+            None,
+            g.metric_type(),
+        )?;
+        for s in self.0.sinks() {
+            ConstGauge::new(s.backlog() as i64)
+                .encode(m.encode_family(&[("sink", s.name.as_str())])?)?;
+        }
         Ok(())
     }
 }

@@ -79,6 +79,8 @@ pub enum ServeError {
     Remote(#[from] crate::remote::RemoteError),
     #[error(transparent)]
     Notify(#[from] crate::notify::NotifyError),
+    #[error(transparent)]
+    Export(#[from] crate::export::ExportError),
 }
 
 impl From<StoreError> for ServeError {
@@ -177,6 +179,8 @@ pub struct Service {
     schedules: JoinHandle<()>,
     /// Retention's task, when `[retention]` is configured.
     retention: Option<JoinHandle<()>>,
+    /// The export sinks ([`crate::export`]).
+    exports: Vec<JoinHandle<()>>,
     /// The reader sources, in start order.
     sources: Sources,
     sql: Store,
@@ -189,6 +193,7 @@ struct Started {
     loaded: Loaded,
     /// The event log's writer.
     writer: JoinHandle<()>,
+    exports: Vec<JoinHandle<()>>,
     sources: Sources,
     sql: Store,
     writer_sql: Store,
@@ -237,10 +242,11 @@ impl Service {
             }
             None => tokio::spawn(http::serve(listener, state.clone(), stopped)),
         };
-        match Self::load(&config, output, started).await {
+        match Self::load(&config, output, started, stop.subscribe()).await {
             Ok(Started {
                 loaded,
                 writer,
+                exports,
                 sources,
                 sql,
                 writer_sql,
@@ -270,6 +276,7 @@ impl Service {
                     revocation,
                     schedules,
                     retention,
+                    exports,
                     sources,
                     sql,
                     writer_sql,
@@ -287,9 +294,11 @@ impl Service {
         config: &Config,
         output: Option<Arc<dyn DoorOutput>>,
         started: Instant,
+        stop: watch::Receiver<bool>,
     ) -> Result<Started, ServeError> {
         // Key files are checked before anything else is opened.
         let mut osdp = OsdpSource::plan(&config.osdp)?;
+        let exports = crate::export::plan(&config.export, &config.data_dir)?;
         let remote_plan = crate::remote::plan(&config.remote, config.revocation_policy())?;
         let trust_config = config.trust.clone();
         let data_dir = config.data_dir.clone();
@@ -486,6 +495,9 @@ impl Service {
             }
             _ => None,
         };
+        metrics.register_export(exports.status());
+        // Last: nothing that could still fail leaves a sink running.
+        let exports = exports.start(&store, controller.log(), &stop);
         Ok(Started {
             loaded: Loaded {
                 store,
@@ -503,6 +515,7 @@ impl Service {
                 doors,
             },
             writer,
+            exports,
             sources,
             sql,
             writer_sql,
@@ -587,6 +600,10 @@ impl Service {
         }
         self.revocation.await?;
         self.schedules.await?;
+        // Sinks stop at once; what they did not send goes at the next start.
+        for sink in self.exports {
+            sink.await?;
+        }
         // Each source finishes its tap (committing its event) and stops.
         let mut sources = self.sources;
         tokio::task::spawn_blocking(move || sources.stop()).await?;
