@@ -186,6 +186,8 @@ pub enum TrustError {
     NoCertificates { path: PathBuf, role: &'static str },
     #[error("CRLs: {0}")]
     Crls(CrlError),
+    #[error("trust.discovery: {0}")]
+    HttpsRoots(crate::https::HttpsRootsError),
     #[error("{role} with SHA-256 fingerprint {sha256} cannot be parsed: {source}")]
     Unparsable {
         role: &'static str,
@@ -275,6 +277,15 @@ impl TrustConfig {
             none_is_an_error(n, p, "intermediates")?;
         }
         let store = b.try_build().map_err(TrustError::Certificates)?;
+        // A roots file that cannot be read is a configuration error now, not a refused
+        // https:// server later.
+        if let Some(p) = self
+            .discovery
+            .as_ref()
+            .and_then(|d| d.https_roots.as_deref())
+        {
+            crate::https::roots(Some(p)).map_err(TrustError::HttpsRoots)?;
+        }
         let mut c = RevocationSet::builder();
         for p in &self.crls {
             c.add_path(p).map_err(TrustError::Crls)?;
@@ -288,7 +299,7 @@ impl TrustConfig {
             anchor_mode: self.anchor_mode,
             allow_expired_anchors: self.allow_expired_anchors,
             profile: self.profile,
-            discovery: self.discovery,
+            discovery: self.discovery.clone(),
             ocsp: self.ocsp.clone(),
         })
     }

@@ -252,7 +252,7 @@ fn a_redirect_to_another_host_is_not_followed() {
     assert_eq!(result.unwrap_err().code(), "no-path-to-anchor");
     assert_eq!(other.count(), 0);
     assert!(
-        found.errors.iter().any(|e| e.contains("another origin")),
+        found.errors.iter().any(|e| e.contains("another host")),
         "{found:?}"
     );
 }
