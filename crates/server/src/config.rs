@@ -682,6 +682,9 @@ impl Config {
             t.anchors.iter_mut().for_each(fix);
             t.intermediates.iter_mut().for_each(fix);
             t.crls.iter_mut().for_each(fix);
+            if let Some(p) = t.discovery.as_mut().and_then(|d| d.https_roots.as_mut()) {
+                fix(p);
+            }
         }
         if let Some(p) = &mut self.remote.cert {
             fix(p);
@@ -1027,6 +1030,15 @@ impl Config {
                 ));
             }
         }
+        if let Some(d) = self.trust.as_ref().and_then(|t| t.discovery.as_ref()) {
+            let secs = d.refresh.as_secs();
+            if !(60..=7 * 86_400).contains(&secs) {
+                return Err((
+                    "trust.discovery.refresh",
+                    format!("{secs} s is out of range (1m to 7d)"),
+                ));
+            }
+        }
         if !(0.1..=0.95).contains(&r.refresh_at) {
             return Err((
                 "revocation.refresh_at",
@@ -1310,12 +1322,18 @@ crls = ["pki/root.crl.pem", "pki/intermediate.crl.pem"]
 # RFC 5280 profile (each with its own code); "lenient": RFC 5280 path
 # processing only, for a known non-conforming issuer.
 # profile = "strict"
-# Discover missing intermediates at enrollment over the certificates'
-# authorityInfoAccess caIssuers and the CAs' subjectInfoAccess caRepository
-# URIs (plain HTTP; never during a tap). Absent: never.
+# Discover missing intermediates at enrollment and in the background over the
+# certificates' authorityInfoAccess caIssuers and the CAs' subjectInfoAccess
+# caRepository URIs (http:// or https://; never during a tap). Absent: never.
 # [trust.discovery]
 # timeout_ms = 5000
 # max_fetches = 16
+# How often enrolled cards with no path, or with discovered certificates
+# about to reach the end of their cached lifetime, are discovered again.
+# refresh = "6h"
+# Roots an https:// server's certificate must chain to (default: the
+# system's, /etc/ssl/certs).
+# https_roots = "https-roots.pem"
 
 [trust.revocation]
 # require (default): refuse when CRLs are missing or stale; best-effort; off.
