@@ -86,11 +86,11 @@ pub mod span {
 
     pub fn serialize<S: Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
         let secs = d.as_secs();
-        let text = if secs % 86_400 == 0 && secs > 0 {
+        let text = if secs > 0 && secs.is_multiple_of(86_400) {
             format!("{}d", secs / 86_400)
-        } else if secs % 3_600 == 0 && secs > 0 {
+        } else if secs > 0 && secs.is_multiple_of(3_600) {
             format!("{}h", secs / 3_600)
-        } else if secs % 60 == 0 && secs > 0 {
+        } else if secs > 0 && secs.is_multiple_of(60) {
             format!("{}m", secs / 60)
         } else {
             format!("{secs}s")
