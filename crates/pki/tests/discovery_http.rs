@@ -433,3 +433,49 @@ fn an_idn_dns_name_in_its_xn_form_passes_the_strict_profile() {
     let e = check(&leaf("door.xn--caf-dma.example")).unwrap_err();
     assert_eq!(e.code(), "name-constraints-violated", "{e}");
 }
+
+/// A background pass renews what ends before the next one: `cache_ends_within` sees the
+/// responses kept for 60 s as ending within the hour, `renewing` fetches them again although
+/// they still live, and, when the server no longer answers, keeps using the copy held.
+#[test]
+fn responses_ending_before_the_next_pass_are_fetched_again_or_kept() {
+    let server = Server::start("127.0.0.1");
+    let m = bridged(&server, "max-age=60");
+    let dir = tempfile::tempdir().unwrap();
+    let d = Discovery::new(DiscoveryConfig::default(), Some(dir.path().to_path_buf()));
+    let store = store(&m.bridge);
+    let (result, _) = d.validate(&store, &m.leaf, &[], &RevocationSet::empty(), &opts());
+    result.unwrap();
+    let asked = server.count();
+    assert_eq!(asked, 2);
+    let hour = std::time::Duration::from_secs(3600);
+    assert!(!d.cache_ends_within(std::time::Duration::from_secs(1)));
+    assert!(d.cache_ends_within(hour));
+    // Fresh for another minute: a plain discovery answers from the disk.
+    let (result, found) = d.validate(&store, &m.leaf, &[], &RevocationSet::empty(), &opts());
+    result.unwrap();
+    assert_eq!(server.count(), asked, "{found:?}");
+    // Renewing an hour ahead: fetched again.
+    let renewing = d.renewing(hour);
+    let (result, found) =
+        renewing.validate(&store, &m.leaf, &[], &RevocationSet::empty(), &opts());
+    result.unwrap();
+    assert_eq!(server.count(), asked + 2, "{found:?}");
+    assert!(
+        found.fetched.iter().all(|u| u.starts_with("http://")),
+        "{found:?}"
+    );
+    // The server is gone: the copies held still complete the path, with the failures said.
+    server.routes.lock().unwrap().clear();
+    let (result, found) =
+        renewing.validate(&store, &m.leaf, &[], &RevocationSet::empty(), &opts());
+    result.unwrap_or_else(|e| panic!("{e}: {found:?}"));
+    assert_eq!(server.count(), asked + 4, "{found:?}");
+    assert!(
+        found
+            .errors
+            .iter()
+            .any(|e| e.contains("HTTP 404") && e.contains("the copy held is used")),
+        "{found:?}"
+    );
+}
