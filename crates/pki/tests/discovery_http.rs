@@ -457,8 +457,7 @@ fn responses_ending_before_the_next_pass_are_fetched_again_or_kept() {
     assert_eq!(server.count(), asked, "{found:?}");
     // Renewing an hour ahead: fetched again.
     let renewing = d.renewing(hour);
-    let (result, found) =
-        renewing.validate(&store, &m.leaf, &[], &RevocationSet::empty(), &opts());
+    let (result, found) = renewing.validate(&store, &m.leaf, &[], &RevocationSet::empty(), &opts());
     result.unwrap();
     assert_eq!(server.count(), asked + 2, "{found:?}");
     assert!(
@@ -467,8 +466,7 @@ fn responses_ending_before_the_next_pass_are_fetched_again_or_kept() {
     );
     // The server is gone: the copies held still complete the path, with the failures said.
     server.routes.lock().unwrap().clear();
-    let (result, found) =
-        renewing.validate(&store, &m.leaf, &[], &RevocationSet::empty(), &opts());
+    let (result, found) = renewing.validate(&store, &m.leaf, &[], &RevocationSet::empty(), &opts());
     result.unwrap_or_else(|e| panic!("{e}: {found:?}"));
     assert_eq!(server.count(), asked + 4, "{found:?}");
     assert!(

@@ -1517,6 +1517,35 @@ mod tests {
     }
 
     #[test]
+    fn discovery_refresh_and_https_roots() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("pivgate.toml");
+        let trust = "[trust]\nanchors = [\"root.pem\"]\n[trust.discovery]\n";
+        std::fs::write(
+            &path,
+            format!("{trust}refresh = \"30m\"\nhttps_roots = \"https-roots.pem\"\n"),
+        )
+        .unwrap();
+        let c = Config::load(&path).unwrap();
+        let d = c.trust.unwrap().discovery.unwrap();
+        assert_eq!(d.refresh, std::time::Duration::from_secs(1800));
+        assert_eq!(d.https_roots, Some(dir.path().join("https-roots.pem")));
+        let d = parse(&format!("{trust}max_fetches = 4\n"))
+            .unwrap()
+            .trust
+            .unwrap()
+            .discovery
+            .unwrap();
+        assert_eq!(d.refresh, std::time::Duration::from_secs(6 * 3600));
+        assert_eq!(d.https_roots, None);
+        let e = parse(&format!("{trust}refresh = \"10s\"\n")).unwrap_err();
+        assert_eq!(e.key(), Some("trust.discovery.refresh"), "{e}");
+        let e = parse(&format!("{trust}refresh = \"6 hours\"\n")).unwrap_err();
+        assert_eq!(e.key(), Some("trust.discovery.refresh"), "{e}");
+        assert!(e.to_string().contains("not a duration"), "{e}");
+    }
+
+    #[test]
     fn unknown_key_is_named_with_its_line() {
         let e =
             parse("data_dir = \"d\"\n[http]\nlisten = \"127.0.0.1:1\"\nport = 8080\n").unwrap_err();
