@@ -171,16 +171,13 @@ impl std::fmt::Debug for Discovery {
 impl Discovery {
     /// `cache_dir`: where responses are kept for their lifetime (`None`: not kept).
     pub fn new(config: DiscoveryConfig, cache_dir: Option<PathBuf>) -> Discovery {
-        let tls =
-            crate::https::roots(config.https_roots.as_deref()).map(crate::https::client_config);
-        if let Err(e) = &tls {
-            tracing::error!(error = %e, "https:// discovery refuses every server");
-        }
         let agent = ureq::AgentBuilder::new()
             .timeout_connect(config.timeout)
             .timeout(config.timeout)
             .redirects(0)
-            .tls_connector(Arc::new(crate::https::Connector(tls)))
+            .tls_connector(Arc::new(crate::https::Connector::new(
+                config.https_roots.clone(),
+            )))
             .build();
         Discovery {
             agent,

@@ -90,9 +90,32 @@ pub fn client_config(roots: RootCertStore) -> Arc<ClientConfig> {
     Arc::new(config)
 }
 
-/// [`ureq::TlsConnector`] over `rustls`; when the roots could not be read, every
-/// `https://` request fails with that reason.
-pub(crate) struct Connector(pub(crate) Result<Arc<ClientConfig>, HttpsRootsError>);
+/// [`ureq::TlsConnector`] over `rustls`. The roots are read at the first `https://`
+/// request (a service that never meets one never reads the system store, and starts
+/// without that cost); when they cannot be read, every `https://` request fails with why.
+pub(crate) struct Connector {
+    roots_file: Option<std::path::PathBuf>,
+    config: std::sync::OnceLock<Result<Arc<ClientConfig>, HttpsRootsError>>,
+}
+
+impl Connector {
+    pub(crate) fn new(roots_file: Option<std::path::PathBuf>) -> Connector {
+        Connector {
+            roots_file,
+            config: std::sync::OnceLock::new(),
+        }
+    }
+
+    fn config(&self) -> &Result<Arc<ClientConfig>, HttpsRootsError> {
+        self.config.get_or_init(|| {
+            let r = roots(self.roots_file.as_deref()).map(client_config);
+            if let Err(e) = &r {
+                tracing::error!(error = %e, "https:// discovery refuses every server");
+            }
+            r
+        })
+    }
+}
 
 impl ureq::TlsConnector for Connector {
     fn connect(
@@ -102,7 +125,7 @@ impl ureq::TlsConnector for Connector {
     ) -> Result<Box<dyn ureq::ReadWrite>, ureq::Error> {
         let fail = |reason: String| ureq::Error::from(io::Error::other(reason));
         let config = self
-            .0
+            .config()
             .as_ref()
             .map_err(|e| fail(format!("no TLS roots ({e})")))?;
         let host = dns_name

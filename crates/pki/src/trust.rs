@@ -72,7 +72,8 @@ pub struct TrustConfig {
     pub profile: Profile,
     /// Discover missing intermediates over the certificates' authorityInfoAccess caIssuers
     /// and the CAs' subjectInfoAccess caRepository URIs ([`crate::discover`]), with these
-    /// limits; absent: never. A service does it at enrollment, never during a tap.
+    /// limits; absent: never. A service does it at enrollment and in the background, never
+    /// during a tap.
     #[serde(default)]
     pub discovery: Option<DiscoveryConfig>,
     /// Ask OCSP responders (the certificates' AIA id-ad-ocsp, or an override) about the
