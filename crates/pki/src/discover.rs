@@ -157,6 +157,9 @@ pub struct Discovery {
     offline: bool,
     /// A cached copy is used only while it has at least this much of its lifetime left.
     min_life: Duration,
+    /// What this (renewing) discovery fetched or tried already, by URL: each URI is asked
+    /// once per pass, however many certificates name it.
+    renewed: std::sync::Mutex<std::collections::HashMap<String, Result<Vec<u8>, String>>>,
 }
 
 impl std::fmt::Debug for Discovery {
@@ -185,6 +188,7 @@ impl Discovery {
             cache_dir,
             offline: false,
             min_life: Duration::ZERO,
+            renewed: Default::default(),
         }
     }
 
@@ -198,6 +202,7 @@ impl Discovery {
             cache_dir: self.cache_dir.clone(),
             offline: true,
             min_life: Duration::ZERO,
+            renewed: Default::default(),
         }
     }
 
@@ -211,6 +216,7 @@ impl Discovery {
             cache_dir: self.cache_dir.clone(),
             offline: false,
             min_life: ahead,
+            renewed: Default::default(),
         }
     }
 
@@ -365,6 +371,31 @@ impl Discovery {
             found.fetched.push(format!("cache:{url}"));
             return Ok(body);
         }
+        if self.min_life.is_zero() {
+            return self.fetch(url, now, deadline, found);
+        }
+        let renewed = self.renewed.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(r) = renewed.get(url) {
+            found.fetched.push(format!("cache:{url}"));
+            return r.clone();
+        }
+        drop(renewed);
+        let r = self.fetch(url, now, deadline, found);
+        self.renewed
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(url.to_string(), r.clone());
+        r
+    }
+
+    /// Downloads `url` and keeps the response for its lifetime.
+    fn fetch(
+        &self,
+        url: &str,
+        now: i64,
+        deadline: Instant,
+        found: &mut Discovered,
+    ) -> Result<Vec<u8>, String> {
         let (body, lifetime) = match self.download(url, deadline) {
             Ok(v) => v,
             // Renewing ahead of the end: the copy held still serves until then.
