@@ -5,19 +5,22 @@
 //! it holds, trust anchors included (where a bridge publishes its cross-certificates), fetches
 //! the certs-only `.p7c`, DER or PEM files they name, and builds the path again with them.
 //!
-//! Only URIs the certificates name are fetched, over plain `http://` (as the Federal PKI
-//! publishes them), each with a timeout and a size limit, at most
-//! [`DiscoveryConfig::max_fetches`] per validation within one time budget, redirects followed
-//! only within the same origin (never to another host). What was fetched is kept in a
-//! directory for the response's lifetime (`Cache-Control: max-age`, else
+//! Only URIs the certificates name are fetched, over `http://` (as the Federal PKI publishes
+//! them) or `https://` (TLS through [`crate::https`]: the server must prove the URI's host
+//! name against [`DiscoveryConfig::https_roots`] or the system's roots), each with a timeout
+//! and a size limit, at most [`DiscoveryConfig::max_fetches`] per validation within one time
+//! budget. Redirects are followed only to the same host: to the same origin (scheme, host,
+//! port), or from `http://` up to `https://` on that host; never to another host, and never
+//! from `https://` down to `http://`. What was fetched is kept in a directory for the
+//! response's lifetime (`Cache-Control: max-age`, else
 //! [`DiscoveryConfig::default_lifetime`]), so a restart or the next card needs no network.
 //!
 //! Fetched certificates are untrusted candidates like any offered intermediate: a path through
 //! them must reach a trust anchor and pass every rule. A service runs discovery at enrollment
-//! and in the background, never during a tap.
+//! and in the background (every [`DiscoveryConfig::refresh`]), never during a tap.
 
 use crate::cert::Cert;
-use crate::fetch::{origin, read_capped, resolve_redirect, CappedRead};
+use crate::fetch::{read_capped, CappedRead};
 use crate::fips201::oids::{AD_CA_ISSUERS, AD_CA_REPOSITORY};
 use crate::path::ValidatedPath;
 use crate::revocation_set::RevocationSet;
@@ -25,11 +28,12 @@ use crate::store::{certificates_from_bytes, TrustStore};
 use crate::validate::{validate, ValidationError, ValidationOptions};
 use std::collections::{HashSet, VecDeque};
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// Limits of discovery. Serialised with the durations in milliseconds (`timeout_ms`,
 /// `total_timeout_ms`) and the default lifetime in seconds; every field has a default.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct DiscoveryConfig {
     /// Connect + read timeout of one request.
@@ -49,6 +53,59 @@ pub struct DiscoveryConfig {
     /// How long a response without `Cache-Control: max-age` is kept.
     #[serde(rename = "default_lifetime_secs", with = "secs")]
     pub default_lifetime: Duration,
+    /// PEM file of the roots an `https://` server's certificate must chain to; absent: the
+    /// system's roots ([`crate::https`]).
+    pub https_roots: Option<PathBuf>,
+    /// How often a service discovers again, in the background, for the enrolled
+    /// certificates with no path from what is held or whose discovered certificates reach
+    /// the end of their cached lifetime before the next pass (`"6h"`, `"30m"`, `"90s"`,
+    /// `"1d"`).
+    #[serde(with = "span")]
+    pub refresh: Duration,
+}
+
+/// Durations as a number and a unit (`s`, `m`, `h`, `d`) in configuration files.
+pub mod span {
+    use serde::{Deserialize, Deserializer, Serializer};
+    use std::time::Duration;
+
+    /// `"6h"` → 6 hours; `None` for anything else than digits and one unit letter.
+    pub fn parse(s: &str) -> Option<Duration> {
+        let s = s.trim();
+        let unit = s.chars().last()?;
+        let n: u64 = s[..s.len() - unit.len_utf8()].trim().parse().ok()?;
+        let secs = match unit {
+            's' => n,
+            'm' => n.checked_mul(60)?,
+            'h' => n.checked_mul(3_600)?,
+            'd' => n.checked_mul(86_400)?,
+            _ => return None,
+        };
+        Some(Duration::from_secs(secs))
+    }
+
+    pub fn serialize<S: Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
+        let secs = d.as_secs();
+        let text = if secs > 0 && secs.is_multiple_of(86_400) {
+            format!("{}d", secs / 86_400)
+        } else if secs > 0 && secs.is_multiple_of(3_600) {
+            format!("{}h", secs / 3_600)
+        } else if secs > 0 && secs.is_multiple_of(60) {
+            format!("{}m", secs / 60)
+        } else {
+            format!("{secs}s")
+        };
+        s.serialize_str(&text)
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
+        let s = String::deserialize(d)?;
+        parse(&s).ok_or_else(|| {
+            serde::de::Error::custom(format!(
+                "{s:?} is not a duration (a number and s, m, h or d: \"6h\")"
+            ))
+        })
+    }
 }
 
 mod secs {
@@ -74,6 +131,8 @@ impl Default for DiscoveryConfig {
             max_certificates: 256,
             max_redirects: 3,
             default_lifetime: Duration::from_secs(24 * 3600),
+            https_roots: None,
+            refresh: Duration::from_secs(6 * 3600),
         }
     }
 }
@@ -96,6 +155,11 @@ pub struct Discovery {
     cache_dir: Option<PathBuf>,
     /// Answer from the disk cache only, whatever the age of its copies, and never fetch.
     offline: bool,
+    /// A cached copy is used only while it has at least this much of its lifetime left.
+    min_life: Duration,
+    /// What this (renewing) discovery fetched or tried already, by URL: each URI is asked
+    /// once per pass, however many certificates name it.
+    renewed: std::sync::Mutex<std::collections::HashMap<String, Result<Vec<u8>, String>>>,
 }
 
 impl std::fmt::Debug for Discovery {
@@ -114,12 +178,17 @@ impl Discovery {
             .timeout_connect(config.timeout)
             .timeout(config.timeout)
             .redirects(0)
+            .tls_connector(Arc::new(crate::https::Connector::new(
+                config.https_roots.clone(),
+            )))
             .build();
         Discovery {
             agent,
             config,
             cache_dir,
             offline: false,
+            min_life: Duration::ZERO,
+            renewed: Default::default(),
         }
     }
 
@@ -129,10 +198,52 @@ impl Discovery {
     pub fn offline(&self) -> Discovery {
         Discovery {
             agent: self.agent.clone(),
-            config: self.config,
+            config: self.config.clone(),
             cache_dir: self.cache_dir.clone(),
             offline: true,
+            min_life: Duration::ZERO,
+            renewed: Default::default(),
         }
+    }
+
+    /// The same discovery fetching again every cached response whose lifetime ends within
+    /// `ahead`: for a background pass, so what a CA republishes (a re-key, a new
+    /// cross-certificate) replaces the copy held before that copy runs out.
+    pub fn renewing(&self, ahead: Duration) -> Discovery {
+        Discovery {
+            agent: self.agent.clone(),
+            config: self.config.clone(),
+            cache_dir: self.cache_dir.clone(),
+            offline: false,
+            min_life: ahead,
+            renewed: Default::default(),
+        }
+    }
+
+    /// The limits this discovery runs with.
+    pub fn config(&self) -> &DiscoveryConfig {
+        &self.config
+    }
+
+    /// Whether any response kept on disk reaches the end of its lifetime within `ahead`
+    /// (an unreadable entry counts as ending).
+    pub fn cache_ends_within(&self, ahead: Duration) -> bool {
+        let Some(dir) = &self.cache_dir else {
+            return false;
+        };
+        let Ok(entries) = std::fs::read_dir(dir) else {
+            return false;
+        };
+        let by = crate::time::Time::now().0 + ahead.as_secs() as i64;
+        entries
+            .flatten()
+            .filter(|e| e.path().extension().is_some_and(|x| x == "meta"))
+            .any(|e| {
+                std::fs::read_to_string(e.path())
+                    .ok()
+                    .and_then(|m| m.lines().nth(1)?.parse::<i64>().ok())
+                    .is_none_or(|until| until <= by)
+            })
     }
 
     /// Validates `leaf` with `pool` offered; when no path to an anchor is found, discovers
@@ -245,8 +356,8 @@ impl Discovery {
 
     /// One response body, from the disk cache while it lives, else over HTTP.
     fn get(&self, url: &str, deadline: Instant, found: &mut Discovered) -> Result<Vec<u8>, String> {
-        if origin(url).is_none() {
-            return Err("not an http:// URL (only plain HTTP is fetched)".into());
+        if web_origin(url).is_none() {
+            return Err("not an http:// or https:// URL".into());
         }
         let now = crate::time::Time::now().0;
         if self.offline {
@@ -256,11 +367,49 @@ impl Discovery {
             found.fetched.push(format!("cache:{url}"));
             return Ok(body);
         }
-        if let Some(body) = self.cached(url, now) {
+        if let Some(body) = self.cached(url, now + self.min_life.as_secs() as i64) {
             found.fetched.push(format!("cache:{url}"));
             return Ok(body);
         }
-        let (body, lifetime) = self.download(url, deadline)?;
+        if self.min_life.is_zero() {
+            return self.fetch(url, now, deadline, found);
+        }
+        let renewed = self.renewed.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(r) = renewed.get(url) {
+            found.fetched.push(format!("cache:{url}"));
+            return r.clone();
+        }
+        drop(renewed);
+        let r = self.fetch(url, now, deadline, found);
+        self.renewed
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(url.to_string(), r.clone());
+        r
+    }
+
+    /// Downloads `url` and keeps the response for its lifetime.
+    fn fetch(
+        &self,
+        url: &str,
+        now: i64,
+        deadline: Instant,
+        found: &mut Discovered,
+    ) -> Result<Vec<u8>, String> {
+        let (body, lifetime) = match self.download(url, deadline) {
+            Ok(v) => v,
+            // Renewing ahead of the end: the copy held still serves until then.
+            Err(why) => match self.cached(url, now).filter(|_| !self.min_life.is_zero()) {
+                Some(body) => {
+                    found
+                        .errors
+                        .push(format!("{url}: {why} (the copy held is used)"));
+                    found.fetched.push(format!("cache:{url}"));
+                    return Ok(body);
+                }
+                None => return Err(why),
+            },
+        };
         found.fetched.push(url.to_string());
         self.keep(url, &body, now + lifetime.as_secs() as i64);
         Ok(body)
@@ -336,11 +485,11 @@ impl Discovery {
             if hops >= self.config.max_redirects {
                 return Err(format!("redirected to {location}: too many redirects"));
             }
-            let next = resolve_redirect(&current, &location)
-                .filter(|n| origin(n).is_some() && origin(n) == origin(&current))
-                .ok_or_else(|| {
-                    format!("redirected to {location}, another origin, which is not followed")
-                })?;
+            let next = resolve_web_redirect(&current, &location).ok_or_else(|| {
+                format!("redirected to {location}: not an http(s):// URL or absolute path")
+            })?;
+            redirect_allowed(&current, &next)
+                .map_err(|why| format!("redirected to {location}, {why}, which is not followed"))?;
             current = next;
             hops += 1;
         };
@@ -356,6 +505,83 @@ impl Discovery {
             CappedRead::Transport(reason) => reason,
         })?;
         Ok((body, lifetime))
+    }
+}
+
+/// The scheme of a URL discovery fetches.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Scheme {
+    Http,
+    Https,
+}
+
+/// The origin (scheme, lower-case host, port) of an `http://` or `https://` URL, or `None`
+/// when it is neither or carries user information.
+fn web_origin(url: &str) -> Option<(Scheme, String, u16)> {
+    let (scheme, rest, default_port) = if let Some(r) = strip_prefix_ignore_case(url, "http://") {
+        (Scheme::Http, r, 80)
+    } else {
+        (
+            Scheme::Https,
+            strip_prefix_ignore_case(url, "https://")?,
+            443,
+        )
+    };
+    let authority = &rest[..rest.find(['/', '?', '#']).unwrap_or(rest.len())];
+    if authority.is_empty() || authority.contains('@') {
+        return None;
+    }
+    // A bracketed IPv6 literal keeps its colons.
+    let (host, port) = match authority.rfind(':') {
+        Some(i) if !authority[i..].contains(']') => (&authority[..i], &authority[i + 1..]),
+        _ => (authority, ""),
+    };
+    if host.is_empty() {
+        return None;
+    }
+    let port = if port.is_empty() {
+        default_port
+    } else {
+        port.parse().ok()?
+    };
+    Some((scheme, host.to_ascii_lowercase(), port))
+}
+
+fn strip_prefix_ignore_case<'a>(s: &'a str, prefix: &str) -> Option<&'a str> {
+    let head = s.get(..prefix.len())?;
+    head.eq_ignore_ascii_case(prefix)
+        .then(|| &s[prefix.len()..])
+}
+
+/// The URL a `Location` header sends `from` to: an absolute `http(s)://` URL, or an absolute
+/// path on the same server. Other forms are not followed.
+fn resolve_web_redirect(from: &str, location: &str) -> Option<String> {
+    if web_origin(location).is_some() {
+        return Some(location.to_string());
+    }
+    if location.starts_with('/') && !location.starts_with("//") {
+        let scheme_end = from.find("://")? + 3;
+        let rest = &from[scheme_end..];
+        let authority = &rest[..rest.find(['/', '?', '#']).unwrap_or(rest.len())];
+        return Some(format!("{}{authority}{location}", &from[..scheme_end]));
+    }
+    None
+}
+
+/// Whether a redirect from `from` to `to` is followed: to the same origin, or from `http://`
+/// up to `https://` on the same host; never to another host, never down from `https://`.
+fn redirect_allowed(from: &str, to: &str) -> Result<(), &'static str> {
+    let (Some(a), Some(b)) = (web_origin(from), web_origin(to)) else {
+        return Err("not an http(s):// URL");
+    };
+    if a.1 != b.1 {
+        return Err("another host");
+    }
+    match (a.0, b.0) {
+        (Scheme::Https, Scheme::Http) => Err("a downgrade from https:// to http://"),
+        (Scheme::Http, Scheme::Https) => Ok(()),
+        _ if a.2 != b.2 => Err("another origin (another port)"),
+        _ => Ok(()),
     }
 }
 
@@ -390,6 +616,61 @@ fn no_path(e: &ValidationError) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn redirects_stay_on_the_host_and_never_downgrade() {
+        let ok = |a, b| redirect_allowed(a, b);
+        assert_eq!(
+            ok("http://ca.example/a.p7c", "http://CA.example/b.p7c"),
+            Ok(())
+        );
+        assert_eq!(
+            ok("https://ca.example/a", "https://ca.example:443/b"),
+            Ok(())
+        );
+        assert_eq!(ok("http://ca.example/a", "https://ca.example/a"), Ok(()));
+        assert_eq!(
+            ok("https://ca.example/a", "http://ca.example/a"),
+            Err("a downgrade from https:// to http://")
+        );
+        assert_eq!(
+            ok("https://ca.example/a", "https://evil.example/a"),
+            Err("another host")
+        );
+        assert_eq!(
+            ok("http://ca.example/a", "https://evil.example/a"),
+            Err("another host")
+        );
+        assert_eq!(
+            ok("http://ca.example/a", "http://ca.example:8080/a"),
+            Err("another origin (another port)")
+        );
+        assert_eq!(
+            resolve_web_redirect("https://ca.example:8443/x/a.p7c", "/y/b.p7c").as_deref(),
+            Some("https://ca.example:8443/y/b.p7c")
+        );
+        assert_eq!(
+            resolve_web_redirect("https://ca.example/a", "//evil/b"),
+            None
+        );
+        assert_eq!(web_origin("ldap://ca.example/cn=x"), None);
+        assert_eq!(web_origin("https://user@ca.example/a"), None);
+        assert_eq!(
+            web_origin("https://[::1]/a"),
+            Some((Scheme::Https, "[::1]".into(), 443))
+        );
+    }
+
+    #[test]
+    fn refresh_intervals_read_a_number_and_a_unit() {
+        assert_eq!(span::parse("6h"), Some(Duration::from_secs(6 * 3600)));
+        assert_eq!(span::parse("30m"), Some(Duration::from_secs(1800)));
+        assert_eq!(span::parse("90s"), Some(Duration::from_secs(90)));
+        assert_eq!(span::parse("1d"), Some(Duration::from_secs(86_400)));
+        assert_eq!(span::parse("6"), None);
+        assert_eq!(span::parse("h"), None);
+        assert_eq!(span::parse("-1h"), None);
+    }
 
     #[test]
     fn cache_lifetimes_come_from_max_age() {

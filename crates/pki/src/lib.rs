@@ -38,7 +38,8 @@
 //! | [`store`] | [`store::TrustStore`]: loading anchors and intermediates, the subject and key-id index |
 //! | [`cache`] | [`cache::ValidationCache`]: results keyed by leaf digest, store/CRL ids and an options fingerprint |
 //! | [`ocsp`] | RFC 6960 OCSP: requests with nonces, response parsing, responder authorisation and freshness; [`ocsp::client`] fetches over HTTP GET/POST and caches by CertID |
-//! | [`discover`] | path discovery over AIA caIssuers and SIA caRepository (`http://`, limits, a disk cache), when no path is found from what is held |
+//! | [`discover`] | path discovery over AIA caIssuers and SIA caRepository (`http://` and `https://`, limits, a disk cache), when no path is found from what is held |
+//! | [`https`] | TLS for discovery's `https://` (rustls, aws-lc-rs; configured or system roots) |
 //! | [`fetch`] | downloading CRLs from the distribution points over HTTP, only for a path already found to an anchor ([`fetch::fetch_for_path`]) |
 //! | [`trust`] | [`trust::TrustConfig`]: where trust comes from (anchors, untrusted intermediates, CRLs, revocation policy, CRL downloads), for the command line and the service alike, loaded strictly |
 //! | [`input`] | [`input::read_bounded`]: every input file is a regular file read with a cap by kind |
@@ -65,6 +66,7 @@ pub mod discover;
 pub mod error;
 pub mod fetch;
 pub mod fips201;
+pub mod https;
 pub mod input;
 pub mod name;
 pub mod nc;

@@ -72,7 +72,8 @@ pub struct TrustConfig {
     pub profile: Profile,
     /// Discover missing intermediates over the certificates' authorityInfoAccess caIssuers
     /// and the CAs' subjectInfoAccess caRepository URIs ([`crate::discover`]), with these
-    /// limits; absent: never. A service does it at enrollment, never during a tap.
+    /// limits; absent: never. A service does it at enrollment and in the background, never
+    /// during a tap.
     #[serde(default)]
     pub discovery: Option<DiscoveryConfig>,
     /// Ask OCSP responders (the certificates' AIA id-ad-ocsp, or an override) about the
@@ -200,6 +201,8 @@ pub enum TrustError {
     NoCertificates { path: PathBuf, role: &'static str },
     #[error("CRLs: {0}")]
     Crls(CrlError),
+    #[error("trust.discovery: {0}")]
+    HttpsRoots(crate::https::HttpsRootsError),
     #[error("{role} with SHA-256 fingerprint {sha256} cannot be parsed: {source}")]
     Unparsable {
         role: &'static str,
@@ -328,6 +331,15 @@ impl TrustConfig {
             none_is_an_error(n, p, "intermediates")?;
         }
         let store = b.try_build().map_err(TrustError::Certificates)?;
+        // A roots file that cannot be read is a configuration error now, not a refused
+        // https:// server later.
+        if let Some(p) = self
+            .discovery
+            .as_ref()
+            .and_then(|d| d.https_roots.as_deref())
+        {
+            crate::https::roots(Some(p)).map_err(TrustError::HttpsRoots)?;
+        }
         let mut c = RevocationSet::builder();
         for p in &self.crls {
             c.add_path(p).map_err(TrustError::Crls)?;
@@ -341,7 +353,7 @@ impl TrustConfig {
             anchor_mode: self.anchor_mode,
             allow_expired_anchors: self.allow_expired_anchors,
             profile: self.profile,
-            discovery: self.discovery,
+            discovery: self.discovery.clone(),
             ocsp: self.ocsp.clone(),
         })
     }

@@ -252,7 +252,7 @@ fn a_redirect_to_another_host_is_not_followed() {
     assert_eq!(result.unwrap_err().code(), "no-path-to-anchor");
     assert_eq!(other.count(), 0);
     assert!(
-        found.errors.iter().any(|e| e.contains("another origin")),
+        found.errors.iter().any(|e| e.contains("another host")),
         "{found:?}"
     );
 }
@@ -297,6 +297,190 @@ fn the_request_count_and_size_limits_hold() {
     assert!(found.certificates.is_empty());
     assert!(
         found.errors.iter().any(|e| e.contains("64-byte limit")),
+        "{found:?}"
+    );
+}
+
+/// A re-keyed root as the Federal PKI publishes one: the same name under an old and a new
+/// key, the old-with-new link certificate (old key, signed with the new) and the
+/// new-with-old one (new key, signed with the old), all four in one `.p7c` bundle the
+/// issuing CAs' caIssuers name. From the new root a card under the old key is reached
+/// through old-with-new, and from the old root a card under the new key through
+/// new-with-old; the strict profile accepts every certificate of both paths.
+#[test]
+fn a_re_keyed_root_s_link_certificates_come_from_one_p7c_bundle() {
+    let server = Server::start("127.0.0.1");
+    let base = server.base.clone();
+    let key = || KeyPair::generate(KeyAlgorithm::P256).unwrap();
+    let (old_k, new_k) = (key(), key());
+    const ROOT: &str = "CN=Agency Root,O=pivgate,C=US";
+    let root = |k: &KeyPair| {
+        CertificateBuilder::new(ROOT, k.spki_der())
+            .unwrap()
+            .ca(None)
+    };
+    let root_old = root(&old_k).self_signed(&old_k).unwrap();
+    let root_new = root(&new_k).self_signed(&new_k).unwrap();
+    let old_with_new = root(&old_k).sign(&root_new, &new_k).unwrap();
+    let new_with_old = root(&new_k).sign(&root_old, &old_k).unwrap();
+    server.route(
+        "/agency-root.p7c",
+        Answer::Body(
+            certs_only_p7c(&[&root_old, &root_new, &old_with_new, &new_with_old]).unwrap(),
+            "max-age=60",
+        ),
+    );
+    // An issuing CA and a card under each key.
+    let card = |ca_name: &str, file: &str, issuer: &[u8], issuer_key: &KeyPair| {
+        let (ck, lk) = (key(), key());
+        let ca = CertificateBuilder::new(ca_name, ck.spki_der())
+            .unwrap()
+            .ca(None)
+            .ca_issuers(&format!("{base}/agency-root.p7c"))
+            .sign(issuer, issuer_key)
+            .unwrap();
+        server.route(
+            &format!("/{file}"),
+            Answer::Body(certs_only_p7c(&[&ca]).unwrap(), "max-age=60"),
+        );
+        CertificateBuilder::new("CN=Agency Employee,O=pivgate,C=US", lk.spki_der())
+            .unwrap()
+            .end_entity()
+            .ca_issuers(&format!("{base}/{file}"))
+            .sign(&ca, &ck)
+            .unwrap()
+    };
+    let card_old = card(
+        "CN=Agency CA 1,O=pivgate,C=US",
+        "ca-1.p7c",
+        &root_old,
+        &old_k,
+    );
+    let card_new = card(
+        "CN=Agency CA 2,O=pivgate,C=US",
+        "ca-2.p7c",
+        &root_new,
+        &new_k,
+    );
+    let o = opts();
+    assert_eq!(o.profile, pki::options::Profile::Strict);
+    let path_of = |anchor: &[u8], leaf: &[u8]| {
+        let d = Discovery::new(DiscoveryConfig::default(), None);
+        let (r, found) = d.validate(&store(anchor), leaf, &[], &RevocationSet::empty(), &o);
+        let path = r.unwrap_or_else(|e| panic!("{e}: {found:?}"));
+        path.chain()
+            .iter()
+            .map(|c| c.der().to_vec())
+            .collect::<Vec<_>>()
+    };
+    let chain = path_of(&root_new, &card_old);
+    assert_eq!(chain.len(), 4);
+    assert_eq!(chain[2], old_with_new);
+    assert_eq!(chain[3], root_new);
+    let chain = path_of(&root_old, &card_new);
+    assert_eq!(chain.len(), 4);
+    assert_eq!(chain[2], new_with_old);
+    assert_eq!(chain[3], root_old);
+    // Under its own key's root, no link certificate is needed.
+    let chain = path_of(&root_new, &card_new);
+    assert_eq!(chain.len(), 3);
+    assert_eq!(chain[2], root_new);
+}
+
+/// An internationalised host name in its ASCII (xn--) form is an ordinary dNSName: a
+/// certificate carrying one, under a CA whose name constraints permit it, is found over
+/// discovery and accepted by the strict profile; one outside the permitted subtree is not.
+#[test]
+fn an_idn_dns_name_in_its_xn_form_passes_the_strict_profile() {
+    let server = Server::start("127.0.0.1");
+    let base = server.base.clone();
+    let key = || KeyPair::generate(KeyAlgorithm::P256).unwrap();
+    let (rk, ck) = (key(), key());
+    let root = CertificateBuilder::new("CN=IDN Root,O=pivgate,C=US", rk.spki_der())
+        .unwrap()
+        .ca(None)
+        .self_signed(&rk)
+        .unwrap();
+    let ca = CertificateBuilder::new("CN=IDN CA,O=pivgate,C=US", ck.spki_der())
+        .unwrap()
+        .ca(None)
+        .name_constraints(&["dns:xn--bcher-kva.example"], &[])
+        .unwrap()
+        .sign(&root, &rk)
+        .unwrap();
+    server.route(
+        "/idn-ca.p7c",
+        Answer::Body(certs_only_p7c(&[&ca]).unwrap(), "max-age=60"),
+    );
+    let leaf = |dns: &str| {
+        let lk = key();
+        CertificateBuilder::new("CN=Door Controller,O=pivgate,C=US", lk.spki_der())
+            .unwrap()
+            .end_entity()
+            .san_dns(dns)
+            .unwrap()
+            .ca_issuers(&format!("{base}/idn-ca.p7c"))
+            .sign(&ca, &ck)
+            .unwrap()
+    };
+    let d = Discovery::new(DiscoveryConfig::default(), None);
+    let check = |leaf: &[u8]| {
+        d.validate(&store(&root), leaf, &[], &RevocationSet::empty(), &opts())
+            .0
+    };
+    let path = check(&leaf("door.xn--bcher-kva.example")).unwrap();
+    assert_eq!(path.chain().len(), 3);
+    let e = check(&leaf("door.xn--caf-dma.example")).unwrap_err();
+    assert_eq!(e.code(), "name-constraints-violated", "{e}");
+}
+
+/// A background pass renews what ends before the next one: `cache_ends_within` sees the
+/// responses kept for 60 s as ending within the hour, `renewing` fetches them again although
+/// they still live, and, when the server no longer answers, keeps using the copy held.
+#[test]
+fn responses_ending_before_the_next_pass_are_fetched_again_or_kept() {
+    let server = Server::start("127.0.0.1");
+    let m = bridged(&server, "max-age=60");
+    let dir = tempfile::tempdir().unwrap();
+    let d = Discovery::new(DiscoveryConfig::default(), Some(dir.path().to_path_buf()));
+    let store = store(&m.bridge);
+    let (result, _) = d.validate(&store, &m.leaf, &[], &RevocationSet::empty(), &opts());
+    result.unwrap();
+    let asked = server.count();
+    assert_eq!(asked, 2);
+    let hour = std::time::Duration::from_secs(3600);
+    assert!(!d.cache_ends_within(std::time::Duration::from_secs(1)));
+    assert!(d.cache_ends_within(hour));
+    // Fresh for another minute: a plain discovery answers from the disk.
+    let (result, found) = d.validate(&store, &m.leaf, &[], &RevocationSet::empty(), &opts());
+    result.unwrap();
+    assert_eq!(server.count(), asked, "{found:?}");
+    // Renewing an hour ahead: fetched again.
+    let renewing = d.renewing(hour);
+    let (result, found) = renewing.validate(&store, &m.leaf, &[], &RevocationSet::empty(), &opts());
+    result.unwrap();
+    assert_eq!(server.count(), asked + 2, "{found:?}");
+    assert!(
+        found.fetched.iter().all(|u| u.starts_with("http://")),
+        "{found:?}"
+    );
+    // One pass asks each URI once, however many certificates lead to it.
+    let (result, found) = renewing.validate(&store, &m.leaf, &[], &RevocationSet::empty(), &opts());
+    result.unwrap();
+    assert_eq!(server.count(), asked + 2, "{found:?}");
+    // The server is gone: at the next pass the copies held still complete the path, with
+    // the failures said.
+    server.routes.lock().unwrap().clear();
+    let next_pass = d.renewing(hour);
+    let (result, found) =
+        next_pass.validate(&store, &m.leaf, &[], &RevocationSet::empty(), &opts());
+    result.unwrap_or_else(|e| panic!("{e}: {found:?}"));
+    assert_eq!(server.count(), asked + 4, "{found:?}");
+    assert!(
+        found
+            .errors
+            .iter()
+            .any(|e| e.contains("HTTP 404") && e.contains("the copy held is used")),
         "{found:?}"
     );
 }

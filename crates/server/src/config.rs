@@ -1070,6 +1070,9 @@ impl Config {
             t.anchors.iter_mut().for_each(fix);
             t.intermediates.iter_mut().for_each(fix);
             t.crls.iter_mut().for_each(fix);
+            if let Some(p) = t.discovery.as_mut().and_then(|d| d.https_roots.as_mut()) {
+                fix(p);
+            }
         }
         if let Some(p) = &mut self.remote.cert {
             fix(p);
@@ -1609,6 +1612,15 @@ impl Config {
                 ));
             }
         }
+        if let Some(d) = self.trust.as_ref().and_then(|t| t.discovery.as_ref()) {
+            let secs = d.refresh.as_secs();
+            if !(60..=7 * 86_400).contains(&secs) {
+                return Err((
+                    "trust.discovery.refresh",
+                    format!("{secs} s is out of range (1m to 7d)"),
+                ));
+            }
+        }
         if !(0.1..=0.95).contains(&r.refresh_at) {
             return Err((
                 "revocation.refresh_at",
@@ -1920,12 +1932,18 @@ crls = ["pki/root.crl.pem", "pki/intermediate.crl.pem"]
 # RFC 5280 profile (each with its own code); "lenient": RFC 5280 path
 # processing only, for a known non-conforming issuer.
 # profile = "strict"
-# Discover missing intermediates at enrollment over the certificates'
-# authorityInfoAccess caIssuers and the CAs' subjectInfoAccess caRepository
-# URIs (plain HTTP; never during a tap). Absent: never.
+# Discover missing intermediates at enrollment and in the background over the
+# certificates' authorityInfoAccess caIssuers and the CAs' subjectInfoAccess
+# caRepository URIs (http:// or https://; never during a tap). Absent: never.
 # [trust.discovery]
 # timeout_ms = 5000
 # max_fetches = 16
+# How often enrolled cards with no path, or with discovered certificates
+# about to reach the end of their cached lifetime, are discovered again.
+# refresh = "6h"
+# Roots an https:// server's certificate must chain to (default: the
+# system's, /etc/ssl/certs).
+# https_roots = "https-roots.pem"
 
 [trust.revocation]
 # require (default): refuse when CRLs are missing or stale; best-effort; off.
@@ -2153,6 +2171,35 @@ mod tests {
         assert_eq!(e.groups.len(), 2);
         assert_eq!(e.groups[0].doors, [e.doors[0].id, e.doors[1].id]);
         assert_eq!(e.groups[1].schedule, e.schedules[1].id);
+    }
+
+    #[test]
+    fn discovery_refresh_and_https_roots() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("pivgate.toml");
+        let trust = "[trust]\nanchors = [\"root.pem\"]\n[trust.discovery]\n";
+        std::fs::write(
+            &path,
+            format!("{trust}refresh = \"30m\"\nhttps_roots = \"https-roots.pem\"\n"),
+        )
+        .unwrap();
+        let c = Config::load(&path).unwrap();
+        let d = c.trust.unwrap().discovery.unwrap();
+        assert_eq!(d.refresh, std::time::Duration::from_secs(1800));
+        assert_eq!(d.https_roots, Some(dir.path().join("https-roots.pem")));
+        let d = parse(&format!("{trust}max_fetches = 4\n"))
+            .unwrap()
+            .trust
+            .unwrap()
+            .discovery
+            .unwrap();
+        assert_eq!(d.refresh, std::time::Duration::from_secs(6 * 3600));
+        assert_eq!(d.https_roots, None);
+        let e = parse(&format!("{trust}refresh = \"10s\"\n")).unwrap_err();
+        assert_eq!(e.key(), Some("trust.discovery.refresh"), "{e}");
+        let e = parse(&format!("{trust}refresh = \"6 hours\"\n")).unwrap_err();
+        assert_eq!(e.key(), Some("trust.discovery.refresh"), "{e}");
+        assert!(e.to_string().contains("not a duration"), "{e}");
     }
 
     #[test]

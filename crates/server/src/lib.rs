@@ -34,8 +34,11 @@
 //!   period); every enrolled credential re-validated at least daily, and
 //!   suspended with an event when found revoked or expired.
 //! - [`discovery`]: intermediates a certificate being enrolled needs,
-//!   found over its AIA/SIA URIs and added to the trust store (never during
-//!   a tap).
+//!   found over its AIA/SIA URIs (`http://`, `https://`) and added to the
+//!   trust store; found again in the background pass [`revocation`] runs
+//!   every `[trust.discovery] refresh` for enrolled certificates with no
+//!   path or with discovered certificates about to run out (never during a
+//!   tap).
 //! - [`ocsp_disk`]: the OCSP answers [`revocation`] got, kept under
 //!   `<data_dir>/ocsp/` and read back at start-up before the first tap.
 //! - [`keypad`]: PIN entries for card + PIN doors whose reader has no PIN

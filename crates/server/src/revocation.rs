@@ -353,6 +353,8 @@ pub struct Revocation {
     clock: Clock,
     /// Bumped each time new revocation data is swapped in.
     swapped: watch::Sender<u64>,
+    /// The last background discovery pass (bumped after each).
+    discovery_passes: watch::Sender<(u64, crate::discovery::PassReport)>,
 }
 
 impl std::fmt::Debug for Revocation {
@@ -417,6 +419,7 @@ impl Revocation {
             wake: Notify::new(),
             clock: Arc::new(Timestamp::now),
             swapped: watch::Sender::new(0),
+            discovery_passes: watch::Sender::new((0, Default::default())),
         }
     }
 
@@ -432,8 +435,9 @@ impl Revocation {
         self
     }
 
-    /// Discovers missing intermediates at enrollment with `discovery`
-    /// (`[trust.discovery]`, kept under `data_dir`); `None`: never.
+    /// Discovers missing intermediates at enrollment and in the background
+    /// (every `refresh`) with `discovery` (`[trust.discovery]`, kept under
+    /// `data_dir`); `None`: never.
     pub fn with_discovery(
         mut self,
         discovery: Option<pki::discover::DiscoveryConfig>,
@@ -527,6 +531,50 @@ impl Revocation {
                 .await
                 .unwrap_or(0),
         )
+    }
+
+    /// One background discovery pass ([`crate::discovery::PathDiscovery::pass`])
+    /// over the enrolled certificates: what [`Self::run`] does every
+    /// `[trust.discovery] refresh`, off the tap path. `None` without
+    /// discovery.
+    pub async fn rediscover(&self) -> Result<Option<crate::discovery::PassReport>, StoreError> {
+        let Some(d) = self.discovery.clone() else {
+            return Ok(None);
+        };
+        let leaves: Vec<Vec<u8>> = self
+            .store
+            .credential_certificates()
+            .await?
+            .into_iter()
+            .map(|c| c.der)
+            .collect();
+        let authenticator = self.controller.authenticator().clone();
+        let opts = pki::validate::ValidationOptions {
+            time: pki::time::Time(unix(Timestamp::now())),
+            revocation: self.policy.clone(),
+            ..Default::default()
+        };
+        let report = tokio::task::spawn_blocking(move || d.pass(&authenticator, &leaves, &opts))
+            .await
+            .unwrap_or_default();
+        if report.discovered > 0 {
+            tracing::info!(
+                checked = report.checked,
+                discovered = report.discovered,
+                added = report.added,
+                without_path = report.without_path,
+                "background path discovery"
+            );
+        }
+        self.discovery_passes
+            .send_modify(|(n, r)| (*n, *r) = (*n + 1, report));
+        Ok(Some(report))
+    }
+
+    /// The number of background discovery passes finished and the last
+    /// one's report; changes after each.
+    pub fn discovery_passes(&self) -> watch::Receiver<(u64, crate::discovery::PassReport)> {
+        self.discovery_passes.subscribe()
     }
 
     async fn save_ocsp(&self, client: &Arc<OcspClient>) {
@@ -1149,6 +1197,9 @@ impl Revocation {
             None => tokio::time::Instant::now(),
         };
         let mut discovered: Option<tokio::time::Instant> = None;
+        // Path discovery: once at start (after the start-up restored what
+        // the disk holds), then every `refresh`.
+        let mut next_path_discovery = self.discovery.as_ref().map(|_| tokio::time::Instant::now());
         loop {
             if *stop.borrow() {
                 return;
@@ -1189,6 +1240,15 @@ impl Revocation {
                         unix(Timestamp::now()) + 60;
                 }
             }
+            if let (Some(at), Some(d)) = (next_path_discovery, &self.discovery) {
+                if tokio::time::Instant::now() >= at {
+                    let refresh = d.refresh();
+                    if let Err(e) = self.rediscover().await {
+                        tracing::error!(error = %e, "cannot read the enrolled certificates for path discovery");
+                    }
+                    next_path_discovery = Some(tokio::time::Instant::now() + refresh);
+                }
+            }
             if tokio::time::Instant::now() >= next_revalidation {
                 if let Err(e) = self.revalidate().await {
                     tracing::error!(error = %e, "re-validation failed; tried again in an hour");
@@ -1216,6 +1276,9 @@ impl Revocation {
                 let t = *self.ocsp_next.lock().unwrap_or_else(|e| e.into_inner());
                 let secs = (t - unix(Timestamp::now())).max(1) as u64;
                 wake_at = wake_at.min(tokio::time::Instant::now() + Duration::from_secs(secs));
+            }
+            if let Some(t) = next_path_discovery {
+                wake_at = wake_at.min(t);
             }
             if let (Some(t), true) = (discovered, self.fetcher.is_some()) {
                 wake_at = wake_at.min(t + DISCOVERY_INTERVAL);

@@ -111,6 +111,7 @@ impl ServeError {
             }
             TrustError::NoCertificates { .. } => "trust.anchors",
             TrustError::Crls(_) => "trust.crls",
+            TrustError::HttpsRoots(_) => "trust.discovery.https_roots",
             TrustError::Certificates(_) | TrustError::Unparsable { .. } => "trust",
         };
         ServeError::Trust { key, error: source }
