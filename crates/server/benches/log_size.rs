@@ -14,6 +14,7 @@
 //! warm-up), and the CSV export of the whole log (rows written as read; its
 //! time is proportional to what it exports). `cargo bench -p server --bench
 //! log_size` runs 0, 100,000 and 1,000,000 events; with
+//! `PIVGATE_BENCH_LOG_SIZES=0,100000` other sizes; with
 //! `PIVGATE_BENCH_LOG_10M=1` also 10,000,000 (about 14 GB on SQLite: it
 //! refuses to start with less than 40 GB free in the temporary directory).
 //! `cargo test --benches` runs a small smoke pass.
@@ -70,7 +71,7 @@ fn transaction(i: u64, granted: bool) -> serde_json::Value {
             "card_auth_key": "ECC P-256",
         },
         "validation": {"path_len": 3, "revocation": "crl", "crl_number": 4711,
-            "crl_next_update": "2026-12-01T00:00:00Z", "cache": if i % 3 == 0 { "miss" } else { "hit" },
+            "crl_next_update": "2026-12-01T00:00:00Z", "cache": if i.is_multiple_of(3) { "miss" } else { "hit" },
             "policies": ["2.16.840.1.101.3.2.1.3.13", "2.16.840.1.101.3.2.1.3.17"]},
         "outcome": if granted { serde_json::json!({"code": "granted"}) }
             else { serde_json::json!({"code": "not-enrolled", "reason": "no credential is enrolled with this card"}) },
@@ -229,15 +230,7 @@ fn measure(rt: &tokio::runtime::Runtime, config_path: &Path, full: bool, rows: u
 }
 
 fn report(backend: &str, n: u64, m: &Measured, full: bool) {
-    let verdict = |ok: bool| {
-        if !full {
-            ""
-        } else if ok {
-            ""
-        } else {
-            "  MISSED"
-        }
-    };
+    let verdict = |ok: bool| if full && !ok { "  MISSED" } else { "" };
     println!(
         "{backend:<10} {n:>10} events  start to ready {:>8.1} ms{}",
         ms(m.ready),
@@ -338,10 +331,18 @@ fn run_backend(backend: &str, database_url: Option<&str>, sizes: &[u64], full: b
 
 fn main() {
     let full = std::env::args().any(|a| a == "--bench");
-    let mut sizes: Vec<u64> = if full {
-        vec![0, 100_000, 1_000_000]
-    } else {
+    let mut sizes: Vec<u64> = if !full {
         vec![0, 2_000]
+    } else if let Ok(list) = std::env::var("PIVGATE_BENCH_LOG_SIZES") {
+        list.split(',')
+            .map(|n| {
+                n.trim()
+                    .parse()
+                    .expect("PIVGATE_BENCH_LOG_SIZES: event counts, comma-separated")
+            })
+            .collect()
+    } else {
+        vec![0, 100_000, 1_000_000]
     };
     if full && std::env::var("PIVGATE_BENCH_LOG_10M").is_ok_and(|v| v == "1") {
         let free = free_bytes(&std::env::temp_dir()).unwrap_or(0);
