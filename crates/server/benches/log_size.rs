@@ -14,7 +14,8 @@
 //! warm-up), and the CSV export of the whole log (rows written as read; its
 //! time is proportional to what it exports). `cargo bench -p server --bench
 //! log_size` runs 0, 100,000 and 1,000,000 events; with
-//! `PIVGATE_BENCH_LOG_SIZES=0,100000` other sizes; with
+//! `PIVGATE_BENCH_LOG_SIZES=0,100000` other sizes,
+//! `PIVGATE_BENCH_LOG_BACKENDS=sqlite` (or `postgresql`) one backend; with
 //! `PIVGATE_BENCH_LOG_10M=1` also 10,000,000 (about 14 GB on SQLite: it
 //! refuses to start with less than 40 GB free in the temporary directory).
 //! `cargo test --benches` runs a small smoke pass.
@@ -359,7 +360,14 @@ fn main() {
         "event log size against start to ready (goal <= {READY_GOAL_MS} ms) and dashboard reads \
          (goal <= {ENDPOINT_GOAL_MS} ms each), {CREDENTIALS} credentials, {DOORS} doors"
     );
-    run_backend("SQLite", None, &sizes, full);
+    // `PIVGATE_BENCH_LOG_BACKENDS=sqlite` (or `postgresql`): one only.
+    let only = std::env::var("PIVGATE_BENCH_LOG_BACKENDS").unwrap_or_default();
+    if only != "postgresql" {
+        run_backend("SQLite", None, &sizes, full);
+    }
+    if only == "sqlite" {
+        return;
+    }
     match TempCluster::start(true) {
         Ok(cluster) => run_backend("PostgreSQL", Some(cluster.url()), &sizes, full),
         Err(e) if !in_ci() => println!("PostgreSQL: not measured ({e})"),
