@@ -401,7 +401,8 @@ impl Service {
         let credentials = snapshot.credentials().len();
         let signals = Arc::new(SignalTimes::new());
         let last_taps = Arc::new(LastTaps::new());
-        last_taps.seed(&store).await?;
+        let doors: Vec<access::DoorId> = snapshot.doors().map(|d| d.id).collect();
+        last_taps.seed(&store, &doors).await?;
         let controller = Arc::new(
             Controller::new(
                 authenticator,

@@ -52,6 +52,19 @@ pub fn stages_of(e: &Event) -> Vec<(StageName, u64)> {
         .unwrap_or_default()
 }
 
+#[derive(Deserialize)]
+struct StoredTransaction {
+    stages: Vec<StoredStage>,
+}
+
+/// [`stages_of`] for a stored transaction as its JSON text, reading the
+/// stage table alone (nothing else of it is built in memory).
+pub fn stages_of_json(data: &str) -> Vec<(StageName, u64)> {
+    serde_json::from_str::<StoredTransaction>(data)
+        .map(|t| t.stages.into_iter().map(|s| (s.name, s.wall_us)).collect())
+        .unwrap_or_default()
+}
+
 fn stage_index(s: StageName) -> usize {
     StageName::ALL.iter().position(|n| *n == s).unwrap_or(0)
 }

@@ -5,7 +5,8 @@
 //!   when, written by the reader sources ([`crate::source`]: PC/SC threads
 //!   as PC/SC reports changes, no polling; OSDP ports; remote readers);
 //! - [`LastTaps`]: the latest tap of every door, read from the store once
-//!   at start-up ([`store::Store::last_taps`]) and then told each
+//!   at start-up for the doors of the snapshot ([`store::Store::last_taps`],
+//!   a look-up per door, not a scan of the log) and then told each
 //!   committed tap by the controller (a [`TapObserver`]);
 //! - [`SignalTimes`]: the `signal` stage of recent taps (the commit and the
 //!   lock), which the stored event cannot hold (its own commit is not
@@ -141,9 +142,10 @@ impl LastTaps {
         Self::default()
     }
 
-    /// Reads the latest tap of every door from `store` (one query).
-    pub async fn seed(&self, store: &Store) -> Result<(), StoreError> {
-        for e in store.last_taps().await? {
+    /// Reads the latest tap of each door of `doors` from `store` (one
+    /// indexed look-up per door, whatever the log's size).
+    pub async fn seed(&self, store: &Store, doors: &[DoorId]) -> Result<(), StoreError> {
+        for e in store.last_taps(doors).await? {
             if let Some((door, tap)) = LastTap::of_event(&e) {
                 self.offer(door, tap);
             }

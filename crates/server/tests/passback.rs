@@ -12,6 +12,7 @@ use server::config::Config;
 use server::door::TapResult;
 use server::service::Service;
 use store::testing::{postgres_or_skip, TempCluster};
+use store::{EventKind, EventResult, NewEvent};
 
 /// A site with an entry (`in`) and an exit (`out`) door, open at all times
 /// to the `staff` group.
@@ -149,6 +150,109 @@ fn inside_is_remembered_across_a_restart(site: &Site_) {
     assert_eq!(site.tap(&s, "sim:exit").code(), "anti-passback");
     assert!(site.tap(&s, "sim:entry").granted());
     site.rt.block_on(s.shutdown()).unwrap();
+}
+
+/// Thousands of later events (other cardholders in and out, refusals of
+/// Alice's card, admin changes) and a retention run that prunes every
+/// event, her entry included: after a restart she is still inside, and
+/// the others are where their last granted tap put them.
+fn presence_outlives_a_long_log_and_its_pruning(site: &Site_) {
+    let s = site.start();
+    site.enroll(&s);
+    assert!(site.tap(&s, "sim:entry").granted());
+    let entry = Site_::reader(&s, "sim:entry");
+    let exit = Site_::reader(&s, "sim:exit");
+    let snapshot = s.loaded().controller.snapshot();
+    let door_of = |r| snapshot.reader(r).unwrap().door;
+    let (entry_door, exit_door) = (door_of(entry), door_of(exit));
+    let alice = snapshot.cardholders()[0].id;
+    let tap = |door, reader, holder: i64, granted: bool| {
+        let mut e = NewEvent::door_command(Timestamp::now(), "x", door, "x", "x".into());
+        e.kind = EventKind::Tap;
+        e.reader = Some(reader);
+        e.cardholder = Some(access::CardholderId(holder));
+        e.result = Some(if granted {
+            EventResult::Granted
+        } else {
+            EventResult::Refused
+        });
+        e.actor = None;
+        e
+    };
+    let mut events = Vec::new();
+    for i in 0..5_000i64 {
+        let holder = 1_000 + i % 50;
+        // Holders 1000..1024 end inside, 1025..1049 outside.
+        let inside_last = holder < 1_025;
+        let (door, reader) = if (i / 50 % 2 == 0) == inside_last {
+            (exit_door, exit)
+        } else {
+            (entry_door, entry)
+        };
+        events.push(tap(door, reader, holder, true));
+        if i % 10 == 0 {
+            events.push(tap(exit_door, exit, alice.0, false));
+        }
+        if i % 1_000 == 0 {
+            events.push(NewEvent::admin(
+                Timestamp::now(),
+                "test",
+                "door.update",
+                "changed".into(),
+                serde_json::Value::Null,
+            ));
+        }
+    }
+    let store = &s.loaded().store;
+    let ids = site.rt.block_on(store.append_events(&events)).unwrap();
+    let pruned = site
+        .rt
+        .block_on(store.prune_events(
+            Timestamp::now() + std::time::Duration::from_secs(1),
+            *ids.last().unwrap(),
+            1_000,
+        ))
+        .unwrap();
+    assert!(pruned > 5_000, "{pruned}");
+    site.rt.block_on(s.shutdown()).unwrap();
+
+    let s = site.start();
+    let r = site.tap(&s, "sim:entry");
+    assert_eq!(r.code(), "anti-passback", "{:?}", r.reason());
+    let l = s.loaded();
+    let snapshot = l.controller.snapshot();
+    let state = site
+        .rt
+        .block_on(server::door::load_passback(&l.store, &snapshot))
+        .unwrap();
+    let site_id = snapshot.doors().next().unwrap().site;
+    for holder in 1_000..1_050 {
+        let want = if holder < 1_025 {
+            access::Presence::Inside
+        } else {
+            access::Presence::Outside
+        };
+        assert_eq!(
+            state.get(site_id, access::CardholderId(holder)),
+            Some(want),
+            "cardholder {holder}"
+        );
+    }
+    assert!(site.tap(&s, "sim:exit").granted());
+    site.rt.block_on(s.shutdown()).unwrap();
+}
+
+#[test]
+fn presence_outlives_a_long_log_on_sqlite() {
+    presence_outlives_a_long_log_and_its_pruning(&Site_::new(None));
+}
+
+#[test]
+fn presence_outlives_a_long_log_on_postgresql() {
+    let Some(cluster) = postgres_or_skip("presence_outlives_a_long_log_on_postgresql") else {
+        return;
+    };
+    presence_outlives_a_long_log_and_its_pruning(&Site_::new(Some(cluster)));
 }
 
 #[test]

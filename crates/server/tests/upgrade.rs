@@ -107,6 +107,33 @@ async fn check_upgraded(s: &Store) {
         assert_eq!(codes.len(), 2, "{codes:?}");
         assert_eq!(codes[0], "granted");
         assert_ne!(codes[1], "granted");
+        // The anti-passback state's table was filled from the log: Alice's
+        // granted tap, not the stranger's refusal.
+        let granted = page
+            .events
+            .iter()
+            .find(|e| e.event.code.as_deref() == Some("granted"))
+            .unwrap();
+        let doors: Vec<_> = snap.doors().map(|d| d.id).collect();
+        let last = s.last_granted_taps(&doors).await.unwrap();
+        assert_eq!(
+            last,
+            [store::LastGrant {
+                cardholder: granted.event.cardholder.unwrap(),
+                door: granted.event.door.unwrap(),
+                event: granted.id,
+            }]
+        );
+        // And the doors' latest taps are read as before.
+        let mut latest: Vec<_> = s
+            .last_taps(&doors)
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|e| e.id)
+            .collect();
+        latest.sort();
+        assert!(!latest.is_empty());
     }
 }
 

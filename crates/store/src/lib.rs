@@ -24,6 +24,14 @@
 //! `testing`, off by default, for the tests and benchmarks of the crates
 //! that use it) starts a throw-away PostgreSQL cluster.
 //!
+//! Reads stay independent of the event log's size: the anti-passback
+//! rebuild reads `last_grants` (the last granted tap per door and
+//! cardholder, upserted in the transaction that appends the tap:
+//! [`Store::last_granted_taps`]); a door's latest tap
+//! ([`Store::last_taps`]) and its taps in a window ([`Store::door_taps`])
+//! are partial indexes on taps; an export ([`Store::send_events`]) is one
+//! statement read as a stream. Migration 6 describes each index.
+//!
 //! [`backup`]: online backups of the SQLite database (`VACUUM INTO`) and
 //! their restore; PostgreSQL is refused with the `pg_dump` recipe.
 //!

@@ -296,6 +296,15 @@ impl NewEvent {
     }
 }
 
+/// A stored event as an export reads it: every column but `data` parsed
+/// (`event.event.data` is `None`), and `data` as the JSON text stored, for
+/// the reader to parse only what it needs of it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct EventText {
+    pub event: Event,
+    pub data: Option<String>,
+}
+
 /// A stored event.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Event {

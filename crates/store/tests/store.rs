@@ -53,6 +53,7 @@ on_both!(tokens);
 on_both!(enrollment_certificates);
 on_both!(last_granted_taps);
 on_both!(last_taps);
+on_both!(door_taps);
 on_both!(changes_commit_with_their_events);
 on_both!(any_text_is_stored_losslessly);
 
@@ -896,11 +897,99 @@ async fn last_granted_taps(store: Store) {
     let third = store.last_granted_taps(&[DoorId(3)]).await.unwrap();
     assert_eq!(third.len(), 1);
     assert_eq!(third[0].event, ids[6]);
+
+    // A later transaction moves the entry on; a refusal or another door
+    // leaves it; so does pruning the events it names.
+    let later = store
+        .append_events(&[
+            tap("2026-11-23T09:00:00Z", 2, Some(1), true),
+            tap("2026-11-23T09:01:00Z", 1, Some(1), false),
+        ])
+        .await
+        .unwrap();
+    let (log, writer) = store::EventLog::start(store.clone(), 16);
+    let through_log = log
+        .append(tap("2026-11-23T09:02:00Z", 3, Some(3), true))
+        .await
+        .unwrap();
+    drop(log);
+    writer.await.unwrap();
+    store
+        .prune_events(ts("2026-11-23T08:30:00Z"), later[0], 100)
+        .await
+        .unwrap();
+    let mut got = store
+        .last_granted_taps(&[DoorId(1), DoorId(2), DoorId(3)])
+        .await
+        .unwrap();
+    got.sort_by_key(|g| (g.cardholder, g.door));
+    let got: Vec<_> = got
+        .iter()
+        .map(|g| (g.cardholder.0, g.door.0, g.event))
+        .collect();
+    assert_eq!(got, [(1, 1, ids[2]), (1, 2, later[0]), (3, 3, through_log)]);
+}
+
+/// A door's taps in a window, newest first, at most as many as asked:
+/// other doors, other kinds and taps outside the window are left out.
+async fn door_taps(store: Store) {
+    let mut events: Vec<NewEvent> = (0..20)
+        .map(|i| tap(&format!("2026-11-23T08:{i:02}:00Z"), 1, Some(1), i % 3 != 0))
+        .collect();
+    events.push(tap("2026-11-23T08:05:30Z", 2, Some(1), true));
+    events.push(tap("2026-11-23T07:59:59Z", 1, Some(1), true));
+    events.push(tap("2026-11-23T08:20:00Z", 1, Some(1), true));
+    events.push(NewEvent::door_command(
+        ts("2026-11-23T08:06:00Z"),
+        "guard",
+        DoorId(1),
+        "unlock",
+        "unlock".into(),
+    ));
+    let ids = store.append_events(&events).await.unwrap();
+    let read = |limit| {
+        let store = store.clone();
+        async move {
+            let mut got = Vec::new();
+            let n = store
+                .door_taps(
+                    DoorId(1),
+                    ts("2026-11-23T08:00:00Z"),
+                    ts("2026-11-23T08:20:00Z"),
+                    limit,
+                    |id, time, data| {
+                        assert!(data.unwrap().contains("\"stages\""));
+                        got.push((id, time));
+                        Ok(())
+                    },
+                )
+                .await
+                .unwrap();
+            assert_eq!(n, got.len() as u64);
+            got
+        }
+    };
+    let all = read(100).await;
+    let want: Vec<_> = (0..20).rev().map(|i| (ids[i], events[i].time)).collect();
+    assert_eq!(all, want);
+    assert_eq!(read(5).await, want[..5]);
+    let none = store
+        .door_taps(
+            DoorId(4),
+            ts("2026-11-23T08:00:00Z"),
+            ts("2026-11-23T09:00:00Z"),
+            10,
+            |_, _, _| panic!("door 4 has no taps"),
+        )
+        .await
+        .unwrap();
+    assert_eq!(none, 0);
 }
 
 /// The latest tap per door, granted or refused; other kinds left out.
 async fn last_taps(store: Store) {
-    assert!(store.last_taps().await.unwrap().is_empty());
+    let doors = [DoorId(1), DoorId(2), DoorId(3)];
+    assert!(store.last_taps(&doors).await.unwrap().is_empty());
     let ids = store
         .append_events(&[
             tap("2026-11-23T08:00:00Z", 1, Some(1), true),
@@ -924,7 +1013,7 @@ async fn last_taps(store: Store) {
         ])
         .await
         .unwrap();
-    let mut got = store.last_taps().await.unwrap();
+    let mut got = store.last_taps(&doors).await.unwrap();
     got.sort_by_key(|e| e.event.door);
     let got: Vec<(Option<DoorId>, EventId, Option<EventResult>)> = got
         .iter()

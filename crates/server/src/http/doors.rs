@@ -27,7 +27,7 @@ use axum::response::{IntoResponse, Response};
 use axum::Json;
 use serde::Serialize;
 use serde_json::json;
-use store::{Direction, EventKind, EventQuery, Role, Store};
+use store::{Role, Store};
 use utoipa::ToSchema;
 
 use super::auth::{Admin, Keypad, Operator, Viewer};
@@ -691,7 +691,9 @@ pub async fn door_latency(
 }
 
 /// The tap events of `door` in `[since, until)`, newest first, at most
-/// `cap`; whether more were there.
+/// `cap`; whether more were there. One indexed range read
+/// ([`Store::door_taps`]), each tap's stage table parsed as it comes: the
+/// cost follows the window's taps (at most `cap`), not the log's size.
 async fn read_taps(
     store: &Store,
     door: DoorId,
@@ -699,38 +701,27 @@ async fn read_taps(
     until: Timestamp,
     cap: usize,
 ) -> AppResult<(Vec<TapTimes>, bool)> {
-    let mut q = EventQuery {
-        door: Some(door),
-        kind: Some(EventKind::Tap),
-        since: Some(since),
-        until: Some(until),
-        direction: Direction::Backward,
-        limit: EventQuery::MAX_LIMIT.min(cap.max(1) as u32),
-        ..EventQuery::default()
-    };
     let mut out = Vec::new();
-    loop {
-        let page = store.query_events(&q).await.map_err(ApiError::internal)?;
-        out.extend(page.events.iter().map(|e| TapTimes {
-            id: e.id,
-            time: e.event.time,
-            stages: stats::stages_of(e),
-        }));
-        if out.len() >= cap {
-            let more = out.len() > cap || page.next.is_some();
-            out.truncate(cap);
-            return Ok((out, more));
-        }
-        match page.next {
-            Some(n) => q.cursor = Some(n),
-            None => return Ok((out, false)),
-        }
-    }
+    store
+        .door_taps(door, since, until, cap as u64 + 1, |id, time, data| {
+            out.push(TapTimes {
+                id,
+                time,
+                stages: data.map(stats::stages_of_json).unwrap_or_default(),
+            });
+            Ok(())
+        })
+        .await
+        .map_err(ApiError::internal)?;
+    let more = out.len() > cap;
+    out.truncate(cap);
+    Ok((out, more))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use store::EventKind;
 
     /// At most `cap` taps are read, the newest; `truncated` says when more
     /// were in the window. Other doors, other kinds and taps outside the

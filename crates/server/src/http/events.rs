@@ -1,6 +1,9 @@
 //! The event log: `GET /api/v1/events` (filters and cursor paging) and
-//! `GET /api/v1/events.csv` (the same filters, every page as CSV, streamed
-//! page by page, at most [`CSV_MAX_ROWS`] rows), both viewer. The live
+//! `GET /api/v1/events.csv` (the same filters, oldest first, at most
+//! [`CSV_MAX_ROWS`] rows), both viewer. The export is one statement read
+//! as a stream ([`store::Store::send_events`]): rows are written as the
+//! database returns them, in constant memory, and only each tap's stage
+//! table is parsed out of its stored transaction. The live
 //! stream of the same events is [`super::live`].
 
 use std::sync::Arc;
@@ -13,7 +16,7 @@ use axum::http::header;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use futures_util::stream;
-use store::{Direction, Event, EventId, EventKind, EventQuery, EventResult, Store};
+use store::{Direction, Event, EventId, EventKind, EventQuery, EventResult, EventText};
 
 use super::auth::Viewer;
 use super::error::{ApiError, AppResult};
@@ -190,19 +193,31 @@ fn csv_field(out: &mut String, field: &str) {
 
 /// One event as a CSV row (with its line end).
 pub fn csv_row(out: &mut String, e: &Event) {
+    let stages = match e.event.kind {
+        EventKind::Tap => stats::stages_of(e),
+        _ => Vec::new(),
+    };
+    csv_fields(out, e, &stages);
+}
+
+/// [`csv_row`] for an event read with its `data` as text: only the stage
+/// table is parsed out of it.
+pub fn csv_row_text(out: &mut String, e: &EventText) {
+    let stages = match (e.event.event.kind, &e.data) {
+        (EventKind::Tap, Some(data)) => stats::stages_of_json(data),
+        _ => Vec::new(),
+    };
+    csv_fields(out, &e.event, &stages);
+}
+
+fn csv_fields(out: &mut String, e: &Event, stages: &[(auth::StageName, u64)]) {
     let n = &e.event;
     let int = |v: Option<i64>| v.map(|v| v.to_string()).unwrap_or_default();
-    let total_ms = match n.kind {
-        EventKind::Tap => {
-            let stages = stats::stages_of(e);
-            if stages.is_empty() {
-                String::new()
-            } else {
-                let us: u64 = stages.iter().map(|(_, us)| us).sum();
-                format!("{:.3}", us as f64 / 1000.0)
-            }
-        }
-        _ => String::new(),
+    let total_ms = if stages.is_empty() {
+        String::new()
+    } else {
+        let us: u64 = stages.iter().map(|(_, us)| us).sum();
+        format!("{:.3}", us as f64 / 1000.0)
     };
     let fields: [String; 12] = [
         e.id.0.to_string(),
@@ -234,16 +249,11 @@ pub fn csv_row(out: &mut String, e: &Event) {
     out.push_str("\r\n");
 }
 
-/// Where a CSV export is.
-struct CsvState {
-    store: Store,
-    query: EventQuery,
-    /// The page read before the answer started (errors then are answered
-    /// with a status); later pages are read as the client takes the body.
-    first: Option<store::EventPage>,
-    rows: u64,
-    done: bool,
-}
+/// Rows queued between the database read and the answer's body: the
+/// read waits when the client does (constant memory).
+const CSV_QUEUE: usize = 2_048;
+/// The most rows one body chunk carries.
+const CSV_CHUNK_ROWS: usize = 512;
 
 /// `GET /api/v1/events.csv` (viewer).
 #[utoipa::path(get, path = "/api/v1/events.csv", tag = "dashboard",
@@ -268,55 +278,56 @@ pub async fn events_csv(
 ) -> AppResult<Response> {
     let query = EventQuery {
         direction: Direction::Forward,
-        limit: EventQuery::MAX_LIMIT,
         ..EventFilters::from_query(&q)?.query()
     };
     let l = loaded(&state)?;
     let store = l.store.clone();
-    let first = store
-        .query_events(&query)
-        .await
-        .map_err(ApiError::internal)?;
-    let st = CsvState {
-        store,
-        query,
-        first: Some(first),
-        rows: 0,
-        done: false,
+    // One statement, streamed: rows are written as the database returns
+    // them, the read waiting on the client through a bounded queue.
+    let (tx, mut rx) = tokio::sync::mpsc::channel(CSV_QUEUE);
+    tokio::spawn(async move { store.send_events(&query, CSV_MAX_ROWS, tx).await });
+    // The first row (or the end) before the answer starts: a failure then
+    // is answered with a status.
+    let first = match rx.recv().await {
+        Some(Err(e)) => return Err(ApiError::internal(e)),
+        first => first,
     };
-    let body = stream::unfold(st, |mut st| async move {
-        if st.done {
-            return None;
-        }
+    let mut pending: Vec<Result<store::EventText, store::StoreError>> = first.into_iter().collect();
+    let mut ended = pending.is_empty();
+    let mut header = true;
+    let mut rows = 0u64;
+    let body = stream::poll_fn(move |cx| {
+        use std::task::Poll;
         let mut out = String::new();
-        let page = match st.first.take() {
-            Some(p) => {
-                out.push_str(CSV_HEADER);
-                p
+        if std::mem::take(&mut header) {
+            out.push_str(CSV_HEADER);
+        }
+        if !ended && pending.is_empty() {
+            match rx.poll_recv_many(cx, &mut pending, CSV_CHUNK_ROWS) {
+                Poll::Pending if out.is_empty() => return Poll::Pending,
+                Poll::Pending => {}
+                Poll::Ready(0) => ended = true,
+                Poll::Ready(_) => {}
             }
-            None => match st.store.query_events(&st.query).await {
-                Ok(p) => p,
+        }
+        for item in pending.drain(..) {
+            match item {
+                Ok(e) => {
+                    csv_row_text(&mut out, &e);
+                    rows += 1;
+                }
                 Err(e) => {
                     // The status is sent: the body is cut short, which the
                     // client sees as an incomplete download.
-                    tracing::error!(error = %e, rows = st.rows, "CSV export failed");
-                    st.done = true;
-                    return Some((Err(std::io::Error::other(e.to_string())), st));
+                    tracing::error!(error = %e, rows, "CSV export failed");
+                    return Poll::Ready(Some(Err(std::io::Error::other(e.to_string()))));
                 }
-            },
-        };
-        for e in &page.events {
-            if st.rows >= CSV_MAX_ROWS {
-                break;
             }
-            csv_row(&mut out, e);
-            st.rows += 1;
         }
-        match page.next {
-            Some(next) if st.rows < CSV_MAX_ROWS => st.query.cursor = Some(next),
-            _ => st.done = true,
+        if out.is_empty() {
+            return Poll::Ready(None);
         }
-        Some((Ok::<_, std::io::Error>(Bytes::from(out)), st))
+        Poll::Ready(Some(Ok::<_, std::io::Error>(Bytes::from(out))))
     });
     Ok((
         [
