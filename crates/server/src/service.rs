@@ -401,8 +401,8 @@ impl Service {
         let credentials = snapshot.credentials().len();
         let signals = Arc::new(SignalTimes::new());
         let last_taps = Arc::new(LastTaps::new());
-        let doors: Vec<access::DoorId> = snapshot.doors().map(|d| d.id).collect();
-        last_taps.seed(&store, &doors).await?;
+        let door_ids: Vec<access::DoorId> = snapshot.doors().map(|d| d.id).collect();
+        last_taps.seed(&store, &door_ids).await?;
         let controller = Arc::new(
             Controller::new(
                 authenticator,
