@@ -421,7 +421,7 @@ impl Schedule {
 }
 
 /// The actor of the events retention records.
-pub const ACTOR: &str = crate::revocation::ACTOR;
+pub const ACTOR: &str = "pivgate";
 
 /// What the service's retention runs have done since it started, for the
 /// metrics.
