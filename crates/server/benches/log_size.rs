@@ -114,6 +114,7 @@ fn event(i: u64, total: u64, end: i64) -> NewEvent {
         reason: (!granted).then(|| "no credential is enrolled with this card".into()),
         actor: None,
         data: Some(transaction(i, granted)),
+        passback: false,
     }
 }
 

@@ -891,8 +891,9 @@ impl Controller {
 
 /// Where each cardholder was last recorded at the sites of `snapshot`,
 /// rebuilt from the durable event log: the last granted tap per cardholder
-/// at the site's anti-passback doors (`in` → inside, `out` → outside). A
-/// restart therefore forgets nobody, and a tap needs no write besides its
+/// at the site's anti-passback doors (`in` → inside, `out` → outside),
+/// kept by the store beside each such tap's event. A restart therefore
+/// forgets nobody, and a tap at any other door needs no write besides its
 /// event.
 pub async fn load_passback(
     store: &store::Store,

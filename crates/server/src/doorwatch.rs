@@ -364,6 +364,7 @@ fn event(
         reason: Some(reason),
         actor,
         data: Some(data),
+        passback: false,
     }
 }
 

@@ -302,6 +302,7 @@ mod tests {
                 reason: None,
                 actor: None,
                 data: None,
+                passback: false,
             },
         }
     }

@@ -130,6 +130,7 @@ fn last_taps_are_read_back_at_start_up() {
             reason: (!granted).then(|| "not enrolled".into()),
             actor: None,
             data: None,
+            passback: false,
         };
         let events = [tap(1, true), tap(2, true), tap(1, false)];
         let ids = sql.append_events(&events).await.unwrap();
@@ -242,6 +243,7 @@ fn latency_percentiles_per_stage_and_bucket() {
         reason: None,
         actor: None,
         data: Some(data),
+        passback: false,
     };
     s.rt.block_on(s.service().loaded().store.append_events(&[
         tap(t0, stages(&[("select", 1000), ("decide", 1000)])),

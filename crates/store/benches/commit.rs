@@ -53,6 +53,7 @@ fn tap(i: usize) -> NewEvent {
             "outcome": {"result": "granted"},
             "host_compute_us": 620
         })),
+        passback: false,
     }
 }
 

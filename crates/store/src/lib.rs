@@ -25,12 +25,13 @@
 //! that use it) starts a throw-away PostgreSQL cluster.
 //!
 //! Reads stay independent of the event log's size: the anti-passback
-//! rebuild reads `last_grants` (the last granted tap per door and
-//! cardholder, upserted in the transaction that appends the tap:
-//! [`Store::last_granted_taps`]); a door's latest tap
+//! rebuild reads `last_grants` (the last granted tap per anti-passback door
+//! and cardholder, upserted in the transaction that appends the tap, and
+//! only for such taps, so other doors' commits carry no second statement:
+//! [`Store::last_granted_taps`], [`NewEvent::passback`]); a door's latest tap
 //! ([`Store::last_taps`]) and its taps in a window ([`Store::door_taps`])
 //! are partial indexes on taps; an export ([`Store::send_events`]) is one
-//! statement read as a stream. Migration 6 describes each index.
+//! statement read as a stream. Migration 7 describes each index.
 //!
 //! [`backup`]: online backups of the SQLite database (`VACUUM INTO`) and
 //! their restore; PostgreSQL is refused with the `pg_dump` recipe.

@@ -589,8 +589,10 @@ impl Tx {
     }
 
     /// Records in `last_grants` the granted taps of `events` (the first
-    /// with id `first`), in the same transaction: the latest per door and
-    /// cardholder, never moving an entry back to an earlier event.
+    /// with id `first`) that moved a cardholder at an anti-passback door
+    /// ([`NewEvent::passback`]), in the same transaction: the latest per
+    /// door and cardholder, never moving an entry back to an earlier event.
+    /// Taps at other doors add no statement to their commit.
     async fn note_last_grants(
         &mut self,
         events: &[NewEvent],
@@ -598,8 +600,8 @@ impl Tx {
     ) -> Result<(), StoreError> {
         let mut latest = std::collections::BTreeMap::new();
         for (i, e) in events.iter().enumerate() {
-            if let (EventKind::Tap, Some(EventResult::Granted), Some(door), Some(holder)) =
-                (e.kind, e.result, e.door, e.cardholder)
+            if let (true, EventKind::Tap, Some(EventResult::Granted), Some(door), Some(holder)) =
+                (e.passback, e.kind, e.result, e.door, e.cardholder)
             {
                 // Later events of the batch have greater ids.
                 latest.insert((door.0, holder.0), first + i as i64);
@@ -1001,9 +1003,10 @@ impl Store {
         Ok(out)
     }
 
-    /// The latest tap event (granted or refused) of each door of `doors`
-    /// that has one, in no particular order: one descent of the
-    /// `events_door_taps` index per door, whatever the log's size.
+    /// The latest tap event (granted or refused, by time, then id) of each
+    /// door of `doors` that has one, in no particular order: one descent
+    /// of the `events_door_tap_times` index per door, whatever the log's
+    /// size.
     pub async fn last_taps(&self, doors: &[DoorId]) -> Result<Vec<Event>, StoreError> {
         let mut out = Vec::new();
         for chunk in doors.chunks(500) {
@@ -1012,7 +1015,8 @@ impl Store {
                 .iter()
                 .map(|d| {
                     format!(
-                        "(SELECT MAX(id) FROM events WHERE door_id = {} AND kind = 'tap')",
+                        "(SELECT id FROM events WHERE door_id = {} AND kind = 'tap' \
+                         ORDER BY time_us DESC, id DESC LIMIT 1)",
                         d.0
                     )
                 })
@@ -1098,6 +1102,7 @@ impl Store {
                 reason: r.try_get::<Option<String>, _>(9)?.map(text_from_db),
                 actor: r.try_get::<Option<String>, _>(10)?.map(text_from_db),
                 data: None,
+                passback: false,
             },
         })
     }

@@ -165,6 +165,13 @@ pub struct NewEvent {
     pub actor: Option<String>,
     /// The whole transaction of a tap, or the change of an admin event.
     pub data: Option<serde_json::Value>,
+    /// A granted tap that moved its cardholder in or out at an
+    /// anti-passback door: recorded, in the same transaction, as the
+    /// cardholder's last grant at the door, from which the presence is
+    /// rebuilt at start-up. Taps at other doors write nothing besides
+    /// their event. Not stored as such (false when read back).
+    #[serde(skip)]
+    pub passback: bool,
 }
 
 impl NewEvent {
@@ -192,6 +199,7 @@ impl NewEvent {
             reason,
             actor: None,
             data: Some(transaction),
+            passback: decision.is_granted() && decision.passback.is_some(),
         }
     }
 
@@ -217,6 +225,7 @@ impl NewEvent {
             reason: Some(reason),
             actor: None,
             data: Some(transaction),
+            passback: false,
         }
     }
 
@@ -241,6 +250,7 @@ impl NewEvent {
             reason: Some(reason),
             actor: Some(actor.to_string()),
             data: Some(change),
+            passback: false,
         }
     }
 
@@ -264,6 +274,7 @@ impl NewEvent {
             reason: Some(reason),
             actor: Some(actor.to_string()),
             data: None,
+            passback: false,
         }
     }
 }
@@ -292,6 +303,7 @@ impl NewEvent {
             reason: Some(reason),
             actor: None,
             data: Some(detail),
+            passback: false,
         }
     }
 }

@@ -407,6 +407,14 @@ async fn crud_and_snapshot(store: Store) {
     assert_eq!(next.id, SiteId(51));
 }
 
+/// A tap at an anti-passback door (a grant moves the cardholder).
+fn apb(time: &str, door: i64, holder: Option<i64>, granted: bool) -> NewEvent {
+    NewEvent {
+        passback: granted,
+        ..tap(time, door, holder, granted)
+    }
+}
+
 fn tap(time: &str, door: i64, holder: Option<i64>, granted: bool) -> NewEvent {
     NewEvent {
         time: ts(time),
@@ -424,6 +432,7 @@ fn tap(time: &str, door: i64, holder: Option<i64>, granted: bool) -> NewEvent {
         reason: (!granted).then(|| "not enrolled: no credential has card UUID …".into()),
         actor: None,
         data: Some(json!({"mechanism": "pki-cak", "stages": [{"name": "select", "wall_us": 130}]})),
+        passback: false,
     }
 }
 
@@ -856,13 +865,15 @@ async fn last_granted_taps(store: Store) {
         .is_empty());
     let ids = store
         .append_events(&[
-            tap("2026-11-23T08:00:00Z", 1, Some(1), true),
-            tap("2026-11-23T08:01:00Z", 2, Some(1), true),
-            tap("2026-11-23T08:02:00Z", 1, Some(1), true),
-            tap("2026-11-23T08:03:00Z", 1, Some(1), false),
-            tap("2026-11-23T08:04:00Z", 1, Some(2), false),
-            tap("2026-11-23T08:05:00Z", 1, None, false),
-            tap("2026-11-23T08:06:00Z", 3, Some(3), true),
+            apb("2026-11-23T08:00:00Z", 1, Some(1), true),
+            apb("2026-11-23T08:01:00Z", 2, Some(1), true),
+            apb("2026-11-23T08:02:00Z", 1, Some(1), true),
+            apb("2026-11-23T08:03:00Z", 1, Some(1), false),
+            apb("2026-11-23T08:04:00Z", 1, Some(2), false),
+            apb("2026-11-23T08:05:00Z", 1, None, false),
+            apb("2026-11-23T08:06:00Z", 3, Some(3), true),
+            // Granted at a door without anti-passback: no entry.
+            tap("2026-11-23T08:06:30Z", 4, Some(4), true),
             NewEvent::admin(
                 ts("2026-11-23T08:07:00Z"),
                 "root",
@@ -897,19 +908,24 @@ async fn last_granted_taps(store: Store) {
     let third = store.last_granted_taps(&[DoorId(3)]).await.unwrap();
     assert_eq!(third.len(), 1);
     assert_eq!(third[0].event, ids[6]);
+    assert!(store
+        .last_granted_taps(&[DoorId(4)])
+        .await
+        .unwrap()
+        .is_empty());
 
     // A later transaction moves the entry on; a refusal or another door
     // leaves it; so does pruning the events it names.
     let later = store
         .append_events(&[
-            tap("2026-11-23T09:00:00Z", 2, Some(1), true),
-            tap("2026-11-23T09:01:00Z", 1, Some(1), false),
+            apb("2026-11-23T09:00:00Z", 2, Some(1), true),
+            apb("2026-11-23T09:01:00Z", 1, Some(1), false),
         ])
         .await
         .unwrap();
     let (log, writer) = store::EventLog::start(store.clone(), 16);
     let through_log = log
-        .append(tap("2026-11-23T09:02:00Z", 3, Some(3), true))
+        .append(apb("2026-11-23T09:02:00Z", 3, Some(3), true))
         .await
         .unwrap();
     drop(log);

@@ -282,6 +282,7 @@ mod tests {
                 reason: Some(reason.into()),
                 actor: None,
                 data: None,
+                passback: false,
             },
         }
     }

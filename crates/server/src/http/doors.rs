@@ -744,6 +744,7 @@ mod tests {
             reason: None,
             actor: None,
             data: None,
+            passback: false,
         };
         let mut events: Vec<_> = (0..25).map(|i| tap(i, 1)).collect();
         events.push(tap(3, 2));

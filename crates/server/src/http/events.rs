@@ -421,6 +421,7 @@ mod tests {
                     {"name": "select", "wall_us": 1500, "apdus": 1},
                     {"name": "decide", "wall_us": 250}
                 ]})),
+                passback: false,
             },
         };
         let mut s = String::new();
