@@ -73,6 +73,10 @@ pub struct Config {
     /// [`crate::export`]).
     #[serde(default, skip_serializing_if = "ExportConfig::is_empty")]
     pub export: ExportConfig,
+    /// Interlock groups (mantraps): doors of a group open one at a time
+    /// (see [`crate::interlock`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub interlocks: Vec<InterlockConfig>,
     /// Written to an empty database on the first start.
     #[serde(default)]
     pub seed: Option<Seed>,
@@ -863,6 +867,56 @@ fn default_webhook_timeout_ms() -> u64 {
     10_000
 }
 
+/// `[[interlocks]]`: doors (by name) of which only one may be open or
+/// released at a time, e.g. the two doors of a vestibule.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct InterlockConfig {
+    pub name: String,
+    /// Names of doors (at least two).
+    pub doors: Vec<String>,
+}
+
+impl Config {
+    /// Each group has a name of its own and at least two distinct doors.
+    /// Door names are resolved against the access data when a door
+    /// releases (doors are managed through the API): one that names no
+    /// door is reported at start-up and leaves the rest of its group in
+    /// force.
+    fn check_interlocks(&self) -> Result<(), (String, String)> {
+        for (i, g) in self.interlocks.iter().enumerate() {
+            let key = |k: &str| format!("interlocks[{i}].{k}");
+            if g.name.trim().is_empty() {
+                return Err((key("name"), "empty: name the interlock group".into()));
+            }
+            if self.interlocks[..i].iter().any(|o| o.name == g.name) {
+                return Err((
+                    key("name"),
+                    format!("`{}` names another interlock group too", g.name),
+                ));
+            }
+            for (j, d) in g.doors.iter().enumerate() {
+                if d.trim().is_empty() {
+                    return Err((key(&format!("doors[{j}]")), "empty: name a door".into()));
+                }
+                if g.doors[..j].contains(d) {
+                    return Err((
+                        key(&format!("doors[{j}]")),
+                        format!("door `{d}` is listed twice"),
+                    ));
+                }
+            }
+            if g.doors.len() < 2 {
+                return Err((
+                    key("doors"),
+                    "an interlock group needs at least two doors".into(),
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
 /// A site, its doors, reader bindings and schedules for an empty database.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -945,6 +999,7 @@ impl Default for Config {
             remote: RemoteConfig::default(),
             retention: None,
             export: ExportConfig::default(),
+            interlocks: Vec::new(),
             seed: None,
         }
     }
@@ -1248,6 +1303,8 @@ impl Config {
         self.check_remote()
             .map_err(|(key, problem)| invalid(key, problem))?;
         self.check_export()
+            .map_err(|(key, problem)| invalid(&key, problem))?;
+        self.check_interlocks()
             .map_err(|(key, problem)| invalid(&key, problem))?;
         if let Some(seed) = &self.seed {
             seed.entities()
