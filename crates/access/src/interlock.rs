@@ -229,7 +229,8 @@ mod tests {
         )
         .unwrap_err();
         assert!(
-            r.to_string().contains("door 3` is open (interlock group `airlock`)"),
+            r.to_string()
+                .contains("door 3` is open (interlock group `airlock`)"),
             "{r}"
         );
         // The outer door shares no group with the lobby.

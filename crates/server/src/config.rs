@@ -2537,6 +2537,51 @@ mod tests {
     }
 
     #[test]
+    fn interlock_groups_are_read_and_checked() {
+        let c = parse(
+            "[[interlocks]]\nname = \"vestibule\"\ndoors = [\"vestibule-outer\", \"vestibule-inner\"]\n",
+        )
+        .unwrap();
+        assert_eq!(c.interlocks[0].name, "vestibule");
+        assert_eq!(
+            c.interlocks[0].doors,
+            ["vestibule-outer", "vestibule-inner"]
+        );
+        for (text, key, what) in [
+            (
+                "name = \"\"\ndoors = [\"a\", \"b\"]",
+                "interlocks[0].name",
+                "empty",
+            ),
+            (
+                "name = \"v\"\ndoors = [\"a\"]",
+                "interlocks[0].doors",
+                "at least two",
+            ),
+            (
+                "name = \"v\"\ndoors = [\"a\", \"a\"]",
+                "interlocks[0].doors[1]",
+                "listed twice",
+            ),
+            (
+                "name = \"v\"\ndoors = [\"a\", \" \"]",
+                "interlocks[0].doors[1]",
+                "empty",
+            ),
+        ] {
+            let e = parse(&format!("[[interlocks]]\n{text}\n"))
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains(key) && e.contains(what), "{text}: {e}");
+        }
+        let twice = "[[interlocks]]\nname = \"v\"\ndoors = [\"a\", \"b\"]\n";
+        let e = parse(&format!("{twice}{twice}")).unwrap_err().to_string();
+        assert!(e.contains("interlocks[1].name"), "{e}");
+        // Unknown fields are refused like everywhere else.
+        assert!(parse("[[interlocks]]\nname = \"v\"\ndoors = [\"a\", \"b\"]\nmode = 1\n").is_err());
+    }
+
+    #[test]
     fn io_modules_name_their_door_and_are_checked() {
         let port = "[[osdp.ports]]\ndevice = \"/dev/ttyS0\"\n";
         let io = "[[osdp.ports.io]]\naddress = 4\nsecure = false\ndoor = \"Front\"\n[osdp.ports.io.inputs]\ncontact = { input = 0 }\n";

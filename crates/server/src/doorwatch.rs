@@ -354,6 +354,11 @@ impl DoorWatch {
                     }
                 }
                 Action::Release { door, window } => {
+                    // What led to it is recorded first: a release refused
+                    // (an interlock) records its refusal after the request.
+                    if !batch.is_empty() && self.events.send(std::mem::take(&mut batch)).is_err() {
+                        tracing::error!("door events not recorded: the recorder has stopped");
+                    }
                     if let Some(s) = &signals {
                         s.release(door, window);
                     }

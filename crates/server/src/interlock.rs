@@ -145,7 +145,11 @@ impl Interlocks {
             &groups,
             door,
             |d| self.state(&locks, d, now),
-            |d| snapshot.door(d).map_or_else(|| d.to_string(), |d| d.name.clone()),
+            |d| {
+                snapshot
+                    .door(d)
+                    .map_or_else(|| d.to_string(), |d| d.name.clone())
+            },
         )?;
         let until = now + hold;
         let lock = locks.entry(door).or_default();
@@ -245,7 +249,10 @@ mod tests {
         // The same door again is not blocked by itself.
         assert!(i.claim(&s, DoorId(1), SECOND, t).is_ok());
         // Once the pulse is over, the other door may release.
-        assert!(i.claim(&s, DoorId(2), SECOND, t + SECOND).unwrap().is_some());
+        assert!(i
+            .claim(&s, DoorId(2), SECOND, t + SECOND)
+            .unwrap()
+            .is_some());
         // A door in no group records nothing and is never blocked.
         assert!(i.claim(&s, DoorId(3), SECOND, t).unwrap().is_none());
     }

@@ -419,7 +419,12 @@ impl DoorSignals for OsdpOutput {
         // An interlock group's other doors, as for a tap.
         let claim = match (self.interlocks.get(), self.snapshot.load_full()) {
             (Some(i), Some(s)) => {
-                match i.claim(&s, door, self.pulse(door, window), std::time::Instant::now()) {
+                match i.claim(
+                    &s,
+                    door,
+                    self.pulse(door, window),
+                    std::time::Instant::now(),
+                ) {
                     Ok(c) => c.map(|c| (i, c)),
                     Err(refusal) => {
                         tracing::info!(door = door.0, %refusal, "request to exit: lock not released");
