@@ -16,6 +16,10 @@
 //! is in at an instant and [`AccessSnapshot::unlock_window`] when its
 //! schedule next changes, so the service arms one timer per boundary.
 //!
+//! Doors may be held in interlock groups (mantraps): [`interlock::check`]
+//! is the rule the controller applies at the moment of opening, with what
+//! it knows of the other doors passed in.
+//!
 //! Time zones come from [`jiff`], with the IANA time-zone database compiled
 //! into the binary (`tzdb-bundle-always`, no system zoneinfo): a site's
 //! schedule means the same on every machine, and resolving a zone reads no

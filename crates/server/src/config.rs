@@ -2108,6 +2108,15 @@ cooldown_ms = 300000
 # contact = {{ input = 0 }}
 # request_to_exit = {{ input = 1 }}
 
+# Interlock groups (mantraps): doors, by name, that open one at a time. A
+# door of a group is not released (tap, request-to-exit) while another is
+# open (its position switch) or released (a pulse, or held unlocked); a door
+# with no position switch counts as closed unless released. A refused tap is
+# recorded with code `interlock`, naming the other door.
+# [[interlocks]]
+# name = "vestibule"
+# doors = ["Vestibule outer", "Vestibule inner"]
+
 # Remote readers (`pivgate reader connect` at the door) over TLS 1.3 with
 # client certificates. Bind each to a door with the connection "remote:CN",
 # CN being its certificate's subject common name (below in [seed.readers],

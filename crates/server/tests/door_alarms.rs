@@ -88,8 +88,10 @@ struct Door {
 type Seen = std::cell::RefCell<std::collections::VecDeque<Value>>;
 
 /// The inner door of a vestibule, "Inner": a second libosdp reader at
-/// address 3 on the same bus, its lock relay on output 0, its position
-/// switch on input 0 and request-to-exit on 1.
+/// address 3 on the same bus, its lock relay on output 0 (10 s pulses, so
+/// an opening the test makes after a release is within it whatever the
+/// machine's load), its position switch on input 0 and request-to-exit
+/// on 1.
 struct Inner {
     peer: Peer,
     door: DoorId,
@@ -195,7 +197,7 @@ impl Door {
         let (tapped_at, inner_reader, inner_door, inner_bound) = if vestibule {
             (
                 "Inner",
-                "[[osdp.ports.readers]]\naddress = 3\nsecure = false\nlock_output = 0\nunlock_ms = 1000\n[osdp.ports.readers.door]\ncontact = { input = 0 }\nrequest_to_exit = { input = 1 }\nheld_open_ms = 5000\nprealarm_ms = 1000\n",
+                "[[osdp.ports.readers]]\naddress = 3\nsecure = false\nlock_output = 0\nunlock_ms = 10000\n[osdp.ports.readers.door]\ncontact = { input = 0 }\nrequest_to_exit = { input = 1 }\nheld_open_ms = 5000\nprealarm_ms = 1000\n",
                 "[[seed.doors]]\nname = \"Inner\"\nmechanism = \"pki-cak\"\n",
                 format!("\"osdp:{device}#3\" = \"Inner\""),
             )
