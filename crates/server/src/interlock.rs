@@ -21,7 +21,7 @@
 //! it is recorded as a release (it blocks the other doors) but not refused.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
 
 use access::interlock::{check, DoorState, InterlockGroup};
@@ -54,7 +54,13 @@ pub struct Interlocks {
     groups: Vec<InterlockConfig>,
     watch: Option<Arc<DoorWatch>>,
     locks: Mutex<HashMap<DoorId, Lock>>,
+    /// The groups resolved in the last snapshot a release was checked
+    /// against (names are looked up once per snapshot, not per tap).
+    resolved: Mutex<Option<Resolved>>,
 }
+
+/// Groups resolved in a snapshot, and which one.
+type Resolved = (Weak<AccessSnapshot>, Arc<[InterlockGroup]>);
 
 impl std::fmt::Debug for Interlocks {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -73,6 +79,7 @@ impl Interlocks {
                 groups: groups.to_vec(),
                 watch,
                 locks: Mutex::new(HashMap::new()),
+                resolved: Mutex::new(None),
             })
         })
     }
@@ -95,6 +102,19 @@ impl Interlocks {
                     .collect(),
             })
             .collect()
+    }
+
+    /// [`groups`](Self::groups) in `snapshot`, resolved once per snapshot.
+    fn resolved(&self, snapshot: &Arc<AccessSnapshot>) -> Arc<[InterlockGroup]> {
+        let mut r = self.resolved.lock().unwrap_or_else(|p| p.into_inner());
+        match &*r {
+            Some((s, g)) if Weak::ptr_eq(s, &Arc::downgrade(snapshot)) => g.clone(),
+            _ => {
+                let g: Arc<[InterlockGroup]> = self.groups(snapshot).into();
+                *r = Some((Arc::downgrade(snapshot), g.clone()));
+                g
+            }
+        }
     }
 
     /// `(group, door name)` of every door name that names no door of
@@ -131,12 +151,12 @@ impl Interlocks {
     /// lock is not released after all.
     pub fn claim(
         &self,
-        snapshot: &AccessSnapshot,
+        snapshot: &Arc<AccessSnapshot>,
         door: DoorId,
         hold: Duration,
         now: Instant,
     ) -> Result<Option<Claim>, Refusal> {
-        let groups = self.groups(snapshot);
+        let groups = self.resolved(snapshot);
         if !groups.iter().any(|g| g.doors.contains(&door)) {
             return Ok(None);
         }
@@ -201,7 +221,12 @@ mod tests {
     use super::*;
     use access::{Door, Entities, Site, SiteId};
 
-    fn snapshot() -> AccessSnapshot {
+    fn snapshot() -> Arc<AccessSnapshot> {
+        snapshot_with("inner")
+    }
+
+    /// Doors 1 "outer", 2 `inner`, 3 "lobby".
+    fn snapshot_with(inner: &str) -> Arc<AccessSnapshot> {
         let door = |id: i64, name: &str| Door {
             id: DoorId(id),
             site: SiteId(1),
@@ -213,17 +238,19 @@ mod tests {
             unlock_schedule: None,
             first_card_unlock: false,
         };
-        AccessSnapshot::build(Entities {
-            sites: vec![Site {
-                id: SiteId(1),
-                name: "HQ".into(),
-                time_zone: "UTC".into(),
-                lockdown: false,
-            }],
-            doors: vec![door(1, "outer"), door(2, "inner"), door(3, "lobby")],
-            ..Entities::default()
-        })
-        .unwrap()
+        Arc::new(
+            AccessSnapshot::build(Entities {
+                sites: vec![Site {
+                    id: SiteId(1),
+                    name: "HQ".into(),
+                    time_zone: "UTC".into(),
+                    lockdown: false,
+                }],
+                doors: vec![door(1, "outer"), door(2, inner), door(3, "lobby")],
+                ..Entities::default()
+            })
+            .unwrap(),
+        )
     }
 
     fn interlocks() -> Arc<Interlocks> {
@@ -277,6 +304,17 @@ mod tests {
         i.released(DoorId(2), SECOND, t);
         assert!(i.claim(&s, DoorId(1), SECOND, t).is_err());
         assert!(i.claim(&s, DoorId(1), SECOND, t + SECOND).is_ok());
+    }
+
+    #[test]
+    fn a_new_snapshot_resolves_the_names_again() {
+        let (s, i, t) = (snapshot(), interlocks(), Instant::now());
+        i.released(DoorId(2), SECOND, t);
+        assert!(i.claim(&s, DoorId(1), SECOND, t).is_err());
+        // Door 2 renamed: no longer in the group.
+        let renamed = snapshot_with("storeroom");
+        assert!(i.claim(&renamed, DoorId(1), SECOND, t).unwrap().is_some());
+        assert!(i.claim(&renamed, DoorId(2), SECOND, t).unwrap().is_none());
     }
 
     #[test]
