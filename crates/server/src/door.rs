@@ -14,7 +14,9 @@
 //! step timed into the [`Transaction`]: the reader's door and its mechanism
 //! from the current snapshot (the PIN, at card + PIN doors, from the
 //! caller or from the door's [`Keypads`] entry) →
-//! `detect … verify` (the authenticator) → `decide` (the access decision) →
+//! `detect … verify` (the authenticator) → `decide` (the access decision,
+//! then, for a grant that would pulse the lock, the door's interlock
+//! groups: [`crate::interlock`]) →
 //! `signal` (the event appended and durably committed, then the lock
 //! released for a grant). An access event is committed before the door is
 //! signalled: a door never opens for a tap the log does not hold. The event
