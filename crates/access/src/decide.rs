@@ -151,6 +151,15 @@ pub enum Refusal {
         site: String,
         presence: Presence,
     },
+    /// Another door of an interlock group (mantrap) is open or released
+    /// (see [`crate::interlock`]); checked by the controller at the moment
+    /// of opening, not by [`AccessSnapshot::decide`].
+    Interlock {
+        group: String,
+        /// The door that blocks the release.
+        door: String,
+        blocking: crate::interlock::Blocking,
+    },
 }
 
 impl Refusal {
@@ -175,11 +184,12 @@ impl Refusal {
             Refusal::OutsideSchedule { .. } => "outside-schedule",
             Refusal::Holiday { .. } => "holiday",
             Refusal::AntiPassback { .. } => "anti-passback",
+            Refusal::Interlock { .. } => "interlock",
         }
     }
 
     /// Every code, in rule order (for documentation and metrics labels).
-    pub const CODES: [&'static str; 18] = [
+    pub const CODES: [&'static str; 19] = [
         "unknown-door",
         "no-identifier",
         "not-enrolled",
@@ -198,6 +208,7 @@ impl Refusal {
         "outside-schedule",
         "holiday",
         "anti-passback",
+        "interlock",
     ];
 }
 
@@ -284,6 +295,15 @@ impl fmt::Display for Refusal {
             } => write!(
                 f,
                 "anti-passback: not recorded inside site `{site}`; enter through an entry door first"
+            ),
+            Refusal::Interlock {
+                group,
+                door,
+                blocking,
+            } => write!(
+                f,
+                "interlock: door `{door}` is {} (interlock group `{group}`)",
+                blocking.as_str()
             ),
         }
     }

@@ -62,6 +62,9 @@
 //!   machine with time passed in; [`doorwatch`] runs it: inputs from the
 //!   OSDP readers (`osdp_ISTATR`), events to the log, relock on close,
 //!   a timer to the next deadline.
+//! - [`interlock`]: interlock groups (mantraps, `[[interlocks]]`): a door
+//!   of a group does not release while another is open or released,
+//!   checked at the moment of opening (refusal code `interlock`).
 //! - [`http`]: the axum API, one module per resource, with bearer-token
 //!   role extractors and one error type; it reads the service through
 //!   [`state`] and nothing outside it but [`service`] imports it; [`token`]: token
@@ -128,6 +131,7 @@ pub mod export;
 pub mod health;
 pub mod http;
 pub mod init;
+pub mod interlock;
 pub mod keypad;
 pub mod limits;
 pub mod live;
