@@ -1199,6 +1199,39 @@ fn dashboard_over_the_demo_shows_every_page_populated() {
         assert_eq!(ack["data"]["note"], note, "{ack}");
         assert_eq!(ack["kind"], "alarm", "{ack}");
 
+        // The site locked down with `pivgate lockdown`: the open Doors page
+        // shows each door driven locked by the lockdown beside its own
+        // mode, live, and drops it when the lockdown is lifted.
+        b.page("doors").await;
+        b.wait_for("[data-page=doors] section.door[data-door='1']")
+            .await;
+        assert!(b.text_content("[data-page=doors] .driven").await.is_empty());
+        let lockdown = |verb: &str| {
+            let o = Command::new(BIN)
+                .args(["lockdown", verb, "--site", "Demo site", "--url", api])
+                .env("PIVGATE_TOKEN", &admin)
+                .output()
+                .unwrap();
+            assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        };
+        lockdown("on");
+        let driven = b
+            .wait_for("[data-page=doors] section.door[data-door='1'] .driven[data-driven=locked][data-by=lockdown]")
+            .await;
+        let text = driven.text().await.unwrap();
+        assert!(text.contains("driven locked (site lockdown)"), "{text}");
+        let own = b
+            .text("[data-page=doors] section.door[data-door='1'] .badge.mode-normal")
+            .await;
+        assert_eq!(own, "mode normal");
+        b.check("demo-doors-lockdown").await;
+        lockdown("off");
+        b.wait_true(
+            "return document.querySelector('[data-page=doors] section.door[data-door=\"1\"]') !== null && document.querySelector('[data-page=doors] .driven') === null;",
+            "the driven mode gone once the lockdown is lifted",
+        )
+        .await;
+
         b.client.clone().close().await.unwrap();
         b.assert_accessible();
 
