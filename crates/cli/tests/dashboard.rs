@@ -1141,7 +1141,13 @@ fn dashboard_over_the_demo_shows_every_page_populated() {
                 && cue[2].as_str().unwrap().contains("door held open at Lab"),
             "{cue}"
         );
-        let id = first.attr("data-alarm").await.unwrap().unwrap();
+        let id: i64 = first
+            .attr("data-alarm")
+            .await
+            .unwrap()
+            .unwrap()
+            .parse()
+            .unwrap();
         b.check("demo-alarms-active").await;
         let note = "propped open for a delivery; closed by the lab crew";
         first
@@ -1185,7 +1191,7 @@ fn dashboard_over_the_demo_shows_every_page_populated() {
             .as_array()
             .unwrap()
             .iter()
-            .find(|a| a["id"].to_string() == id)
+            .find(|a| a["id"] == id)
             .unwrap_or_else(|| panic!("alarm {id} not open: {alarms}"));
         assert_eq!(open["state"], "acknowledged", "{alarms}");
         assert_eq!(open["kind"], "door-held-open", "{alarms}");
@@ -1193,7 +1199,7 @@ fn dashboard_over_the_demo_shows_every_page_populated() {
             .as_array()
             .unwrap()
             .iter()
-            .find(|e| e["data"]["alarm"].to_string() == id && e["data"]["state"] == "acknowledged")
+            .find(|e| e["data"]["alarm"] == id && e["data"]["state"] == "acknowledged")
             .unwrap_or_else(|| panic!("no acknowledgement of {id}: {alarms}"));
         assert_eq!(ack["actor"], "demo-admin", "{ack}");
         assert_eq!(ack["data"]["note"], note, "{ack}");
