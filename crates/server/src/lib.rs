@@ -69,7 +69,9 @@
 //!   role extractors and one error type; it reads the service through
 //!   [`state`] and nothing outside it but [`service`] imports it; [`token`]: token
 //!   generation and hashing; [`tls`]: rustls when a certificate is
-//!   configured (without one the API listens on loopback only).
+//!   configured (without one the API listens on loopback only);
+//!   [`api_client`]: the API's client for the command line (`pivgate
+//!   lockdown`).
 //! - [`live`]: following the event log live (served as Server-Sent Events
 //!   by the API): every event as it is committed, resumable without gaps
 //!   or duplicates; a follower that falls behind catches up from the store
@@ -120,6 +122,7 @@
 
 pub mod admin;
 pub mod alarm;
+pub mod api_client;
 pub mod backup;
 pub mod config;
 pub mod demo;
