@@ -138,17 +138,21 @@ impl Latencies {
 /// Log-spaced bucket upper bounds, `per_decade` to a decade, covering
 /// `lo..=hi` (both > 0).
 pub fn log_buckets(lo: f64, hi: f64, per_decade: u32) -> Vec<f64> {
-    let step = 10f64.powf(1.0 / f64::from(per_decade));
-    let mut edge = 10f64.powf((lo.log10() * f64::from(per_decade)).floor() / f64::from(per_decade));
+    let pd = f64::from(per_decade);
+    // Each edge is 10^(k / per_decade), computed afresh (not by repeated
+    // multiplication), so that decades are exact; the first is at or below
+    // `lo`.
+    let first = (lo.log10() * pd).floor() as i32;
     let mut edges = Vec::new();
-    // The first edge is at or below `lo`; values equal to it land there.
-    loop {
+    // At most 40 decades, whatever `hi` is.
+    for k in first..first + 40 * per_decade as i32 {
+        let edge = 10f64.powf(f64::from(k) / pd);
         edges.push(edge);
         if edge >= hi {
-            return edges;
+            break;
         }
-        edge *= step;
     }
+    edges
 }
 
 /// (bucket upper bound, count) for each bucket: a value counts in the first
@@ -170,6 +174,9 @@ pub fn histogram(values: &Latencies, edges: &[f64]) -> Vec<(f64, f64)> {
 struct Measured {
     pivgate: Latencies,
     raw: Latencies,
+    /// The raw cycles' SCardBeginTransaction, SCardTransmit and
+    /// SCardEndTransaction, each timed alone.
+    raw_phases: [Latencies; 3],
     pyscard: Latencies,
     /// Wall time of whole `opensc-tool` processes sending one APDU each.
     opensc_process: Latencies,
@@ -179,6 +186,8 @@ struct Measured {
     pyscard_cmd: String,
     opensc_cmd: String,
     opensc_many_cmd: String,
+    /// The load average before and after.
+    load: [String; 2],
 }
 
 pub fn measure(ctx: &Ctx, sizes: Sizes) -> Result<Section> {
@@ -197,6 +206,7 @@ pub fn measure(ctx: &Ctx, sizes: Sizes) -> Result<Section> {
 }
 
 fn measure_clients(ctx: &Ctx, sizes: Sizes, t: &mut dyn Transport) -> Result<Measured> {
+    let load_before = load_average();
     let pcsc_ctx = pcsc::Context::establish(pcsc::Scope::User)?;
     let name = CString::new(VPCD_READER)?;
     let mut raw_card = pcsc_ctx.connect(&name, pcsc::ShareMode::Shared, pcsc::Protocols::ANY)?;
@@ -210,14 +220,22 @@ fn measure_clients(ctx: &Ctx, sizes: Sizes, t: &mut dyn Transport) -> Result<Mea
         })?;
         answer.map_err(|e| anyhow!("pivgate SELECT PIV: {e}"))
     };
-    let mut raw_cycle = || -> Result<()> {
+    // The raw cycle times its three calls apart: a sleep in
+    // SCardEndTransaction would show in the third alone, while the
+    // scheduler of a busy machine delays any of them.
+    let mut raw_cycle = || -> Result<[f64; 3]> {
+        let t0 = Instant::now();
         let tx = raw_card.transaction()?;
+        let t1 = Instant::now();
         let r = tx.transmit(&SELECT, &mut buf)?;
         if !r.ends_with(&[0x90, 0x00]) {
             bail!("raw SELECT PIV answered {r:02X?}");
         }
+        let t2 = Instant::now();
         tx.end(pcsc::Disposition::LeaveCard).map_err(|(_, e)| e)?;
-        Ok(())
+        let t3 = Instant::now();
+        let us = |a: Instant, b: Instant| (b - a).as_secs_f64() * 1e6;
+        Ok([us(t0, t1), us(t1, t2), us(t2, t3)])
     };
     // pivgate and the raw crate in alternating chunks, so that drift in
     // the machine's load hits both alike.
@@ -231,6 +249,7 @@ fn measure_clients(ctx: &Ctx, sizes: Sizes, t: &mut dyn Transport) -> Result<Mea
         Vec::with_capacity(sizes.cycles),
         Vec::with_capacity(sizes.cycles),
     );
+    let mut phases: [Vec<f64>; 3] = Default::default();
     while piv_us.len() < sizes.cycles {
         let n = chunk.min(sizes.cycles - piv_us.len());
         for _ in 0..n {
@@ -240,8 +259,11 @@ fn measure_clients(ctx: &Ctx, sizes: Sizes, t: &mut dyn Transport) -> Result<Mea
         }
         for _ in 0..n {
             let t0 = Instant::now();
-            raw_cycle()?;
+            let p = raw_cycle()?;
             raw_us.push(t0.elapsed().as_secs_f64() * 1e6);
+            for (v, us) in phases.iter_mut().zip(p) {
+                v.push(us);
+            }
         }
     }
 
@@ -315,13 +337,22 @@ fn measure_clients(ctx: &Ctx, sizes: Sizes, t: &mut dyn Transport) -> Result<Mea
     Ok(Measured {
         pivgate: Latencies::new(piv_us),
         raw: Latencies::new(raw_us),
+        raw_phases: phases.map(Latencies::new),
         pyscard: Latencies::new(pyscard),
         opensc_process,
         opensc_per_apdu,
         pyscard_cmd,
         opensc_cmd,
         opensc_many_cmd,
+        load: [load_before, load_average()],
     })
+}
+
+/// The 1, 5 and 15 minute load averages.
+pub fn load_average() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .map(|s| s.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
+        .unwrap_or_else(|_| "unknown".into())
 }
 
 fn version_of(cmd: &str, args: &[&str], pick: impl Fn(&str) -> Option<String>) -> String {
@@ -453,6 +484,25 @@ fn write_up(sizes: Sizes, m: Measured) -> Section {
             }
         }
     }
+    // The End call on its own, beside the Transmit call of the same cycles.
+    for (stat, p) in [("p50", 50.0), ("p99", 99.0), ("max", 100.0)] {
+        let (end, transmit) = (&m.raw_phases[2], &m.raw_phases[1]);
+        let v = end.percentile(p);
+        let pv = transmit.percentile(p);
+        s.figures.push(Figure {
+            name: format!("raw pcsc crate: SCardEndTransaction alone, {stat}"),
+            value: v,
+            unit: "µs".into(),
+            peer: Some(PeerFigure {
+                name: "SCardTransmit alone, same cycles".into(),
+                value: pv,
+                ratio: ratio(v, pv),
+            }),
+            lower_is_better: true,
+            goal: None,
+            command: REPRODUCE.into(),
+        });
+    }
     let opensc_cmd = format!("{REPRODUCE}  # the peer alone: {}", m.opensc_many_cmd);
     s.figures.push(Figure {
         name: format!(
@@ -536,33 +586,65 @@ fn write_up(sizes: Sizes, m: Measured) -> Section {
         goal: None,
     });
 
-    // Does a sleep show?
+    // Does a sleep show? The pcsc-lite sleep was in every End: it would
+    // put every client's median at 1 ms or more. A sleep now and then
+    // would show in the End call's own tail, beyond the Begin and
+    // Transmit calls' tails (which only the scheduler makes).
     let mut lines = Vec::new();
-    let mut slept = false;
+    let mut every = false;
     for (name, l) in cycle_clients {
         let (p50, p99, max) = (l.percentile(50.0), l.percentile(99.0), l.max());
         let slow = l.at_least(SLOW_US);
-        // A sleep in every End would put the median above 1 ms; one now and
-        // then would leave a tail of such cycles above 1 % of them.
-        slept |= p50 >= SLOW_US || slow * 100 > l.len();
+        every |= p50 >= SLOW_US;
         lines.push(format!(
-            "{name}: p50 {p50:.1} µs, p99 {p99:.1} µs ({:.1}× p50), max {max:.0} µs ({:.0}× p50), {slow} of {} cycles at or above 1 ms",
+            "{name}: p50 {p50:.1} µs, p99 {p99:.1} µs ({:.1}× p50), max {max:.0} µs ({:.0}× p50), \
+             {slow} of {} cycles at or above 1 ms",
             p99 / p50,
             max / p50,
             l.len()
         ));
     }
-    s.notes.push(if slept {
+    let [begin, transmit, end] = &m.raw_phases;
+    let slow = [begin, transmit, end].map(|l| l.at_least(SLOW_US));
+    let end_stands_out =
+        slow[2] > 3 * slow[0].max(slow[1]).max(1) && slow[2] * 200 > end.len().max(1);
+    let phases = format!(
+        "the raw cycles' calls timed apart, p50 / p99 / max and how many at or above 1 ms: \
+         SCardBeginTransaction {:.1} / {:.1} / {:.0} µs, {}; SCardTransmit {:.1} / {:.1} / {:.0} µs, {}; \
+         SCardEndTransaction {:.1} / {:.1} / {:.0} µs, {}",
+        begin.percentile(50.0),
+        begin.percentile(99.0),
+        begin.max(),
+        slow[0],
+        transmit.percentile(50.0),
+        transmit.percentile(99.0),
+        transmit.max(),
+        slow[1],
+        end.percentile(50.0),
+        end.percentile(99.0),
+        end.max(),
+        slow[2]
+    );
+    s.notes.push(if every {
         format!(
-            "A sleep shows: the median or more than 1 % of the cycles reach 1 ms, as the pcsc-lite \
-             sleep in SCardEndTransaction would. {}.",
+            "A sleep shows in every cycle: a median reaches 1 ms, as the pcsc-lite sleep in \
+             SCardEndTransaction made it. {}; {phases}.",
+            lines.join("; ")
+        )
+    } else if end_stands_out {
+        format!(
+            "A sleep shows now and then in SCardEndTransaction: its calls reach 1 ms far more \
+             often than Begin's or Transmit's. {}; {phases}.",
             lines.join("; ")
         )
     } else {
         format!(
-            "No sleep shows: every client's median cycle is far below 1 ms and fewer than 1 % of \
-             cycles reach 1 ms (a 1–10 ms sleep in SCardEndTransaction would put every cycle \
-             there); the rare slow cycles are the scheduler on a shared machine. {}.",
+            "No sleep shows: every median is far below 1 ms (the pcsc-lite sleep put every cycle \
+             at 1–10 ms), and the slow cycles of the tail are not End's: {phases}. They fall on \
+             any call alike, which is the scheduler of a shared machine (load average {} before, \
+             {} after). {}.",
+            m.load[0],
+            m.load[1],
             lines.join("; ")
         )
     });
@@ -606,6 +688,8 @@ mod tests {
         // 10 is in the first bucket (upper bound 10), 11 in the second.
         assert_eq!(h[0].1, 1.0);
         assert_eq!(h[1].1, 1.0);
-        assert_eq!(h.iter().find(|p| p.0 >= 1000.0 - 1e-6).unwrap().1, 1.0);
+        let thousand = h.iter().position(|p| p.0 == 1000.0).unwrap();
+        assert_eq!(h[thousand].1, 1.0);
+        assert_eq!(h[thousand - 1].1, 0.0);
     }
 }

@@ -43,7 +43,7 @@ use tokio_rustls::rustls::{ClientConfig, ServerConfig};
 
 use crate::ctx::{shell_words, Ctx};
 use crate::model::{Bar, Chart, ChartKind, Figure, Peer, PeerFigure, Section};
-use crate::sections::pcsc::dpkg_version;
+use crate::sections::pcsc::{dpkg_version, load_average};
 
 const REPRODUCE: &str = "cargo run --release -p bench -- --only tls-teardown";
 /// The hub's one worker thread (and the bare TCP server's).
@@ -626,6 +626,9 @@ pub fn measure(ctx: &Ctx, sizes: Sizes) -> Result<Section> {
         });
         addr
     };
+    // A task run on the worker to its end: the worker has started and
+    // named itself.
+    hub_rt.block_on(hub_rt.spawn(async {}))?;
     let me = std::process::id();
     let hub_threads = move || tasks_of(me, |n| n.starts_with(HUB_THREAD));
     if hub_threads().is_empty() {
@@ -695,6 +698,7 @@ pub fn measure(ctx: &Ctx, sizes: Sizes) -> Result<Section> {
     })?;
     servers[0].idle_cpu()?;
 
+    let load_before = load_average();
     let mut rounds: Vec<Vec<Round>> = vec![Vec::new(); servers.len()];
     for r in 0..sizes.rounds {
         for (s, out) in servers.iter().zip(rounds.iter_mut()) {
@@ -722,7 +726,10 @@ pub fn measure(ctx: &Ctx, sizes: Sizes) -> Result<Section> {
     let _ = drain.join();
 
     let costs: Vec<Costs> = rounds.iter().map(|r| Costs::of(r)).collect();
-    Ok(write_up(sizes, &servers, &costs, refs_idle, refs_held))
+    let load = [load_before, load_average()];
+    Ok(write_up(
+        sizes, &servers, &costs, refs_idle, refs_held, load,
+    ))
 }
 
 fn version_line(cmd: &str, args: &[&str]) -> String {
@@ -751,6 +758,7 @@ fn write_up(
     costs: &[Costs],
     refs_idle: usize,
     (held, refs_held): (usize, usize),
+    load: [String; 2],
 ) -> Section {
     let mut s = Section {
         id: "tls-teardown".into(),
@@ -950,8 +958,8 @@ fn write_up(
          the listen queue), so its (b) is taken one connection at a time, idle before and after \
          each step. The bare TCP server (accept, read to the end, close(2)) runs on the hub's \
          thread: the kernel's part of a close that every server pays; on loopback the closing \
-         side is also charged the peer's FIN.",
-        sizes.connections
+         side is also charged the peer's FIN. Load average {} before, {} after.",
+        sizes.connections, load[0], load[1]
     ));
     s.notes.push(format!(
         "The hub's configuration is shared, not copied: its Arc<ServerConfig> had {refs_idle} \
