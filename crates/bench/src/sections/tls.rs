@@ -454,9 +454,15 @@ async fn open(addr: SocketAddr, cfg: &Arc<ClientConfig>, kind: Kind) -> Result<C
 struct Round {
     /// (a) connect + handshake + round trip + close, one after another.
     cycle: f64,
-    /// (b) connect + handshake + round trip, the connections kept open.
+    /// (b) connect + handshake + round trip, the connections kept open
+    /// (NaN for a server that cannot hold them).
+    held_open: f64,
+    /// (b) then closing them all, one after another without waiting.
+    held_close: f64,
+    /// (c) one connection at a time, the server idle before and after each
+    /// step: opening it.
     open: f64,
-    /// (b) then closing them.
+    /// (c) closing it: each close with the wake-up it costs alone.
     close: f64,
 }
 
@@ -468,6 +474,7 @@ struct Client {
 
 impl Client {
     fn measure(&self, s: &Server, n: usize) -> Result<Round> {
+        let per = |ns: u64| ns as f64 / n as f64;
         // (a)
         let c0 = s.idle_cpu()?;
         self.rt.block_on(async {
@@ -477,9 +484,9 @@ impl Client {
             Ok::<_, anyhow::Error>(())
         })?;
         let c1 = s.idle_cpu()?;
-        let cycle = (c1 - c0) as f64 / n as f64;
+        let cycle = per(c1 - c0);
         // (b)
-        let (mut opened, mut closed) = (0u64, 0u64);
+        let (mut held_open, mut held_close) = (f64::NAN, f64::NAN);
         if s.holds {
             let c0 = s.idle_cpu()?;
             let held = self.rt.block_on(async {
@@ -496,25 +503,26 @@ impl Client {
                 }
             });
             let c2 = s.idle_cpu()?;
+            held_open = per(c1 - c0);
+            held_close = per(c2 - c1);
+        }
+        // (c)
+        let (mut opened, mut closed) = (0u64, 0u64);
+        for _ in 0..n {
+            let c0 = s.idle_cpu()?;
+            let c = self.rt.block_on(open(s.addr, &self.cfg, s.kind))?;
+            let c1 = s.idle_cpu()?;
+            self.rt.block_on(c.close());
+            let c2 = s.idle_cpu()?;
             opened += c1 - c0;
             closed += c2 - c1;
-        } else {
-            // One connection at a time, the server idle before and after
-            // each step.
-            for _ in 0..n {
-                let c0 = s.idle_cpu()?;
-                let c = self.rt.block_on(open(s.addr, &self.cfg, s.kind))?;
-                let c1 = s.idle_cpu()?;
-                self.rt.block_on(c.close());
-                let c2 = s.idle_cpu()?;
-                opened += c1 - c0;
-                closed += c2 - c1;
-            }
         }
         Ok(Round {
             cycle,
-            open: opened as f64 / n as f64,
-            close: closed as f64 / n as f64,
+            held_open,
+            held_close,
+            open: per(opened),
+            close: per(closed),
         })
     }
 }
@@ -528,6 +536,8 @@ fn median(mut v: Vec<f64>) -> f64 {
 #[derive(Debug, Clone, Copy)]
 struct Costs {
     cycle: f64,
+    held_open: f64,
+    held_close: f64,
     open: f64,
     close: f64,
 }
@@ -537,18 +547,29 @@ impl Costs {
         let m = |f: fn(&Round) -> f64| median(rounds.iter().map(f).collect()) / 1e3;
         Costs {
             cycle: m(|r| r.cycle),
+            held_open: m(|r| r.held_open),
+            held_close: m(|r| r.held_close),
             open: m(|r| r.open),
             close: m(|r| r.close),
         }
     }
-    /// The close, measured on its own, as a share of opening (%).
+    /// (c): a close on its own as a share of an opening on its own (%).
     fn close_share(&self) -> f64 {
         self.close / self.open * 100.0
     }
+    /// (b): closing all held connections, as a share of opening them (%).
+    fn held_share(&self) -> f64 {
+        self.held_close / self.held_open * 100.0
+    }
     /// (a) − (b): what a connection costs beyond opening it, as a share
-    /// of opening (%).
+    /// of opening (%); (c)'s opening where (b) could not be taken.
     fn difference_share(&self) -> f64 {
-        (self.cycle - self.open) / self.open * 100.0
+        let open = if self.held_open.is_nan() {
+            self.open
+        } else {
+            self.held_open
+        };
+        (self.cycle - open) / open * 100.0
     }
 }
 
@@ -814,6 +835,9 @@ fn write_up(
                     by_name(n)
                 }?;
                 let pv = v(&c);
+                if pv.is_nan() {
+                    return None;
+                }
                 Some(PeerFigure {
                     name: (*n).into(),
                     value: pv,
@@ -828,7 +852,7 @@ fn write_up(
         } else {
             format!("{REPRODUCE}  # the server alone: {}", srv.command)
         };
-        let figures: [FigureSpec; 5] = [
+        let mut figures: Vec<FigureSpec> = vec![
             (
                 format!("{}: close CPU as % of a full handshake's", srv.name),
                 c.close_share(),
@@ -871,6 +895,18 @@ fn write_up(
                 Some(GOAL_PERCENT),
             ),
         ];
+        if !c.held_open.is_nan() {
+            figures.push((
+                format!(
+                    "{}: (b) all held, then closed together: closing as % of opening",
+                    srv.name
+                ),
+                c.held_share(),
+                "%",
+                Costs::held_share,
+                Some(GOAL_PERCENT),
+            ));
+        }
         for (name, value, unit, v, goal) in figures {
             // The beyond-TCP share is compared by its absolute closes.
             let peers = if name.contains("beyond a bare TCP") {
@@ -951,12 +987,14 @@ fn write_up(
         goal: None,
     });
     s.notes.push(format!(
-        "Method: per server, {} connections (a) opened and closed one after another and (b) \
-         opened and kept, then all closed; the server's CPU over each phase, read once it has \
-         fallen idle. The close is (b)'s closing phase; (a) − (b)'s opening is the same cost by \
-         difference, noisier. openssl s_server serves one connection at a time (the next waits in \
-         the listen queue), so its (b) is taken one connection at a time, idle before and after \
-         each step. The bare TCP server (accept, read to the end, close(2)) runs on the hub's \
+        "Method: per server, {} connections (a) opened and closed one after another; (b) \
+         opened and kept, then all closed one after another; (c) one at a time, the server idle \
+         before and after each step. Server CPU is read once the server has fallen idle. The \
+         figures without a letter are (c): every server is measured the same way (openssl \
+         s_server serves one connection at a time, so it cannot take (b)), and each close pays \
+         its own wake-up, as when readers leave one by one. (b)'s closes come in a burst and \
+         share wake-ups, so they cost less; (a) − (b) is the same cost by difference, and the \
+         noisiest. The bare TCP server (accept, read to the end, close(2)) runs on the hub's \
          thread: the kernel's part of a close that every server pays; on loopback the closing \
          side is also charged the peer's FIN. Load average {} before, {} after.",
         sizes.connections, load[0], load[1]
