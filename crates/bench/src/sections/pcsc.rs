@@ -652,7 +652,7 @@ fn write_up(sizes: Sizes, m: Measured) -> Section {
     } else {
         format!(
             "No sleep shows: every median is far below 1 ms (the pcsc-lite sleep put every cycle \
-             at 1–10 ms), and the slow cycles of the tail are not End's: {phases}. They fall on \
+             at 1–10 ms), and the slow cycles of the tail are not gathered in End: {phases}. They fall on \
              any call alike, which is the scheduler of a shared machine (load average {} before, \
              {} after). {}.",
             m.load[0],
