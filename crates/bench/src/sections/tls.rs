@@ -72,7 +72,7 @@ impl Sizes {
     pub fn for_run(quick: bool) -> Sizes {
         if quick {
             Sizes {
-                connections: 200,
+                connections: 100,
                 rounds: 3,
             }
         } else {
