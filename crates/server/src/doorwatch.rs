@@ -171,7 +171,9 @@ impl DoorWatch {
 
     /// A request-to-exit at `door` did not release the lock: `refusal` (an
     /// interlock group's other door is open or released). Recorded as a
-    /// `door` event with the refusal's code.
+    /// `door` event with the refusal's code. The door stays secure: the
+    /// machine allows the exit's opening only once the release is carried
+    /// out ([`DoorWatch::released`]), so an opening now is forced.
     pub fn exit_refused(&self, door: DoorId, refusal: &access::Refusal) {
         let mut data = serde_json::json!({ "input": InputRole::RequestToExit.as_str() });
         if let access::Refusal::Interlock {
