@@ -472,6 +472,11 @@ fn run_cp(
             // Only the addressed device answers on the bus.
             count(cp.awaiting(), 0, n);
             cp.receive(&buf[..n], Instant::now());
+            // What the reply reported goes out before the next packet is
+            // written (a paced write holds this thread for its line time).
+            while let Some(e) = cp.poll_event() {
+                let _ = events.send(e);
+            }
         }
         if rang {
             drain_waker(&waker);

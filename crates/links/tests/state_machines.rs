@@ -677,3 +677,81 @@ fn pd_answers_a_checksum_command_with_a_checksum() {
     .unwrap();
     assert!(r.crc);
 }
+
+/// Reports a device queued together (a card read twice, a contact's
+/// bounce) come in back-to-back polls, not one poll interval apart; a
+/// device that reports on every poll gets its follow-ups, then the poll
+/// interval again.
+#[test]
+fn queued_reports_are_polled_for_at_once_then_the_interval_resumes() {
+    let cfg = CpConfig::default();
+    let mut bus = Bus::new(
+        cfg,
+        vec![PdSetup::plain(1)],
+        vec![PdConfig::reader(1, id(11))],
+    );
+    bus.run(Duration::from_millis(100));
+    assert!(bus.cp.is_online(1));
+    bus.take();
+    let n = links::osdp::cp::FOLLOW_UPS as usize + 3;
+    for k in 0..n {
+        bus.pds[0].0.card_read(RawCard {
+            reader: 0,
+            format: 1,
+            bits: 8,
+            data: vec![k as u8],
+        });
+    }
+    // Simulated time in 1 ms steps: the step each card arrived at.
+    let start = bus.now;
+    let mut at = Vec::new();
+    while at.len() < n {
+        assert!(bus.now < start + Duration::from_secs(2), "cards lost");
+        bus.run(Duration::from_millis(1));
+        for e in bus.take() {
+            if let CpEvent::Card { card, .. } = e {
+                assert_eq!(card.data, [at.len() as u8], "in order");
+                at.push(bus.now - start);
+            }
+        }
+    }
+    let follow = links::osdp::cp::FOLLOW_UPS as usize;
+    // The first at the next poll, the follow-ups each one step later.
+    assert!(
+        at[0] <= cfg.poll_interval + Duration::from_millis(1),
+        "{at:?}"
+    );
+    for k in 1..=follow {
+        assert_eq!(at[k] - at[k - 1], Duration::from_millis(1), "{at:?}");
+    }
+    // Then the device keeps the poll interval until it answers with ACK.
+    for k in follow + 1..n {
+        assert!(at[k] - at[k - 1] >= cfg.poll_interval, "{at:?}");
+    }
+}
+
+/// The poll interval counts from the previous poll going out, not from
+/// its reply: a device slow to answer is polled as often as any other.
+#[test]
+fn a_slow_reply_does_not_stretch_the_poll_interval() {
+    let cfg = CpConfig::default();
+    let mut bus = Bus::new(
+        cfg,
+        vec![PdSetup::plain(1)],
+        vec![PdConfig::reader(1, id(11))],
+    );
+    bus.run(Duration::from_millis(100));
+    assert!(bus.cp.is_online(1));
+    let t0 = bus.cp.next_deadline(bus.now).max(bus.now);
+    let poll = bus.cp.poll_transmit(t0).expect("a poll is due");
+    bus.cp.transmitted(t0);
+    let (pd, app, _) = &mut bus.pds[0];
+    let reply = pd.receive(&poll, app);
+    assert!(!reply.is_empty());
+    // The device answers 20 ms after the poll.
+    let answered = t0 + Duration::from_millis(20);
+    bus.cp.receive(&reply, answered);
+    assert_eq!(bus.cp.next_deadline(answered), t0 + cfg.poll_interval);
+    assert!(bus.cp.poll_transmit(answered).is_none());
+    assert!(bus.cp.poll_transmit(t0 + cfg.poll_interval).is_some());
+}

@@ -11,7 +11,7 @@
 //! Per door, the opening goes through named [`Phase`]s:
 //!
 //! ```text
-//!            grant / momentary unlock / REX           door opens
+//!   grant / unlock / REX release done / REX shunt      door opens
 //!  Secure ────────────────────────────────► Released ───────────► OpenAllowed
 //!    │  ▲            window ends (no opening)   │                    │  at held_open − prealarm
 //!    │  └───────────────────────────────────────┘                    ▼
@@ -117,9 +117,14 @@ impl Wiring {
 /// What a request-to-exit does.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ExitMode {
-    /// It releases the lock (as a grant would) and allows the opening.
+    /// It asks for the lock to be released ([`Action::Release`]); the
+    /// opening is allowed once the release is carried out
+    /// ([`Doors::released`]). A release that is refused (an interlock, a
+    /// door in locked mode, a reader offline) leaves the door secure: an
+    /// opening is forced.
     Release,
     /// It only allows the opening (a mechanical exit): no forced alarm.
+    /// Nothing is released, so nothing (an interlock included) refuses it.
     Shunt,
 }
 
@@ -694,19 +699,33 @@ impl Doors {
         let Some(d) = self.doors.get_mut(&door) else {
             return;
         };
-        let until = now + d.setup.release_window;
-        let release = d.setup.exit == ExitMode::Release;
-        if let Phase::Secure | Phase::Released { .. } | Phase::Unknown = d.phase {
-            d.phase = Phase::Released {
-                until,
-                relock: release,
-            };
-        }
-        if release {
-            out.push(Action::Release {
+        match d.setup.exit {
+            // The opening is allowed once the lock is released: the door
+            // output tells [`Doors::released`] when it has done it, and a
+            // refused release leaves the door as it was.
+            ExitMode::Release => out.push(Action::Release {
                 door,
                 window: d.setup.release_window,
-            });
+            }),
+            ExitMode::Shunt => {
+                let until = now + d.setup.release_window;
+                match d.phase {
+                    Phase::Secure | Phase::Unknown => {
+                        d.phase = Phase::Released {
+                            until,
+                            relock: false,
+                        }
+                    }
+                    // A release already running keeps its relock.
+                    Phase::Released { until: u, relock } => {
+                        d.phase = Phase::Released {
+                            until: u.max(until),
+                            relock,
+                        }
+                    }
+                    _ => {}
+                }
+            }
         }
     }
 
@@ -1041,6 +1060,56 @@ mod tests {
         assert_eq!(codes(&a), ["door-closed"]);
         d.unlocked(D, false, t + ms(5001));
         assert_eq!(d.view(D).unwrap().phase, Phase::Secure);
+    }
+
+    #[test]
+    fn a_refused_exit_release_leaves_the_door_secure_and_an_opening_forced() {
+        let t = Instant::now();
+        let mut d = closed_door(t);
+        let mut s = setup();
+        s.exit = ExitMode::Release;
+        d.watch(D, s);
+        let a = d.input(D, InputRole::RequestToExit, Line::Closed, t);
+        assert_eq!(codes(&a), ["request-to-exit", "release"]);
+        // The door output refused the release (an interlock): nothing
+        // told the machine the lock was released.
+        assert_eq!(d.view(D).unwrap().phase, Phase::Secure);
+        let a = d.input(D, InputRole::Contact, Line::Open, t + ms(100));
+        assert_eq!(codes(&a), ["door-opened", "door-forced"]);
+        let a = d.input(D, InputRole::Contact, Line::Closed, t + ms(200));
+        assert_eq!(codes(&a), ["door-closed", "returned"]);
+
+        // The next request's release is carried out: the opening in its
+        // window is allowed, and the lock relocks when the door closes.
+        d.input(D, InputRole::RequestToExit, Line::Open, t + ms(300));
+        let a = d.input(D, InputRole::RequestToExit, Line::Closed, t + ms(400));
+        assert_eq!(codes(&a), ["request-to-exit", "release"]);
+        assert!(d.released(D, t + ms(1400), t + ms(400)).is_empty());
+        let a = d.input(D, InputRole::Contact, Line::Open, t + ms(500));
+        assert_eq!(codes(&a), ["door-opened"]);
+        let a = d.input(D, InputRole::Contact, Line::Closed, t + ms(600));
+        assert_eq!(codes(&a), ["door-closed", "relock"]);
+    }
+
+    #[test]
+    fn a_shunting_exit_allows_the_opening_and_keeps_a_grants_relock() {
+        let t = Instant::now();
+        let mut d = closed_door(t);
+        // Shunt: the opening is allowed without any release.
+        d.input(D, InputRole::RequestToExit, Line::Closed, t);
+        assert!(matches!(
+            d.view(D).unwrap().phase,
+            Phase::Released { relock: false, .. }
+        ));
+        d.input(D, InputRole::RequestToExit, Line::Open, t + ms(10));
+        d.tick(t + ms(1010));
+        // During a grant's release, the exit does not lose its relock.
+        d.released(D, t + ms(2000), t + ms(1100));
+        d.input(D, InputRole::RequestToExit, Line::Closed, t + ms(1200));
+        let a = d.input(D, InputRole::Contact, Line::Open, t + ms(1300));
+        assert_eq!(codes(&a), ["door-opened"]);
+        let a = d.input(D, InputRole::Contact, Line::Closed, t + ms(1400));
+        assert_eq!(codes(&a), ["door-closed", "relock"]);
     }
 
     #[test]

@@ -375,6 +375,11 @@ impl Controller {
         self
     }
 
+    /// The interlock groups the doors are held to, if any.
+    pub fn interlocks(&self) -> Option<&Arc<Interlocks>> {
+        self.interlocks.as_ref()
+    }
+
     /// Decides at the times `clock` gives instead of the system clock (and
     /// drives the doors' scheduled modes for its time at once).
     pub fn with_clock(mut self, clock: Clock) -> Self {

@@ -7,7 +7,9 @@
 //! set through the API), acknowledgements from the API. Each call runs the
 //! machine with the current time and carries out what it returns: events
 //! go, in order, to one recorder task that appends them to the durable
-//! log (a raised alarm takes the id of its event); relocks, releases and
+//! log (a raised alarm takes the id of its event; what comes while a
+//! commit is in flight goes in the next one, in order, with no waiting
+//! window); relocks, releases and
 //! the reader's pre-alarm (`osdp_BUZ`, `osdp_LED`) go to the
 //! [`DoorSignals`]. One timer thread sleeps until the machine's next
 //! deadline (a debounce, the end of a release window, a pre-alarm, a
@@ -100,7 +102,12 @@ impl DoorWatch {
         });
         let weak = Arc::downgrade(&watch);
         runtime.spawn(async move {
-            while let Some(batch) = rx.recv().await {
+            while let Some(mut batch) = rx.recv().await {
+                // What came while the last commit was in flight goes in
+                // one commit, in order, rather than one commit each.
+                while let Ok(more) = rx.try_recv() {
+                    batch.extend(more);
+                }
                 let raises: Vec<_> = batch.iter().map(|r| r.raise).collect();
                 let events = batch.into_iter().map(|r| r.event).collect();
                 match log.append_all(events).await {
@@ -152,7 +159,20 @@ impl DoorWatch {
 
     /// A reading of one of `door`'s inputs.
     pub fn input(&self, door: DoorId, role: InputRole, line: Line) {
-        let actions = self.lock().input(door, role, line, Instant::now());
+        self.inputs(door, &[(role, line)]);
+    }
+
+    /// The readings of `door`'s inputs in one report, in order: what they
+    /// change is recorded in one batch.
+    pub fn inputs(&self, door: DoorId, readings: &[(InputRole, Line)]) {
+        let now = Instant::now();
+        let actions = {
+            let mut doors = self.lock();
+            readings
+                .iter()
+                .flat_map(|&(role, line)| doors.input(door, role, line, now))
+                .collect()
+        };
         self.perform(actions);
     }
 
@@ -171,7 +191,9 @@ impl DoorWatch {
 
     /// A request-to-exit at `door` did not release the lock: `refusal` (an
     /// interlock group's other door is open or released). Recorded as a
-    /// `door` event with the refusal's code.
+    /// `door` event with the refusal's code. The door stays secure: the
+    /// machine allows the exit's opening only once the release is carried
+    /// out ([`DoorWatch::released`]), so an opening now is forced.
     pub fn exit_refused(&self, door: DoorId, refusal: &access::Refusal) {
         let mut data = serde_json::json!({ "input": InputRole::RequestToExit.as_str() });
         if let access::Refusal::Interlock {

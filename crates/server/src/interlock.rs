@@ -24,7 +24,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
 
-use access::interlock::{check, DoorState, InterlockGroup};
+use access::interlock::{check, Blocking, DoorState, InterlockGroup};
 use access::{AccessSnapshot, DoorId, Refusal};
 
 use crate::config::InterlockConfig;
@@ -115,6 +115,32 @@ impl Interlocks {
                 g
             }
         }
+    }
+
+    /// Each group `door` is in (in configuration order), with the first
+    /// other door of the group that keeps it from releasing at `now` and
+    /// why (`None`: it may release). The same rule as [`claim`](Self::claim),
+    /// without recording anything.
+    pub fn blocked(
+        &self,
+        snapshot: &Arc<AccessSnapshot>,
+        door: DoorId,
+        now: Instant,
+    ) -> Vec<(String, Option<(DoorId, Blocking)>)> {
+        let groups = self.resolved(snapshot);
+        let locks = self.locks();
+        groups
+            .iter()
+            .filter(|g| g.doors.contains(&door))
+            .map(|g| {
+                let by = g
+                    .doors
+                    .iter()
+                    .filter(|&&d| d != door)
+                    .find_map(|&d| self.state(&locks, d, now).blocking().map(|b| (d, b)));
+                (g.name.clone(), by)
+            })
+            .collect()
     }
 
     /// `(group, door name)` of every door name that names no door of
@@ -282,6 +308,26 @@ mod tests {
             .is_some());
         // A door in no group records nothing and is never blocked.
         assert!(i.claim(&s, DoorId(3), SECOND, t).unwrap().is_none());
+    }
+
+    #[test]
+    fn blocked_names_the_group_and_the_door_that_blocks() {
+        let (s, i, t) = (snapshot(), interlocks(), Instant::now());
+        assert_eq!(i.blocked(&s, DoorId(2), t), [("vestibule".into(), None)]);
+        let _claim = i.claim(&s, DoorId(1), SECOND, t).unwrap().unwrap();
+        assert_eq!(
+            i.blocked(&s, DoorId(2), t),
+            [("vestibule".into(), Some((DoorId(1), Blocking::Released)))]
+        );
+        // The released door itself is not blocked; a door in no group has
+        // no group.
+        assert_eq!(i.blocked(&s, DoorId(1), t), [("vestibule".into(), None)]);
+        assert!(i.blocked(&s, DoorId(3), t).is_empty());
+        i.set_unlocked(DoorId(1), true);
+        assert_eq!(
+            i.blocked(&s, DoorId(2), t + SECOND),
+            [("vestibule".into(), Some((DoorId(1), Blocking::Unlocked)))]
+        );
     }
 
     #[test]

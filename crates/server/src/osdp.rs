@@ -1166,9 +1166,10 @@ fn door_inputs(w: &DoorWatch, io: &DoorIo, door: DoorId, report: &[u8], snapshot
             w.unlocked(door, true);
         }
     }
+    let mut readings = Vec::with_capacity(io.inputs.len());
     for (role, n) in &io.inputs {
         match report.get(usize::from(*n)) {
-            Some(v) => w.input(door, *role, Line::from_report(*v)),
+            Some(v) => readings.push((*role, Line::from_report(*v))),
             None => tracing::warn!(
                 door = door.0,
                 input = n,
@@ -1177,6 +1178,7 @@ fn door_inputs(w: &DoorWatch, io: &DoorIo, door: DoorId, report: &[u8], snapshot
             ),
         }
     }
+    w.inputs(door, &readings);
 }
 
 /// The FASC-N a 200-bit card-data frame carries (SP 800-73-4's 200-bit

@@ -2,8 +2,14 @@
 //!
 //! One command is in flight at a time (the bus is half duplex). Devices take
 //! turns: a device with a queued command goes next in round-robin order, an
-//! idle online device is polled every [`CpConfig::poll_interval`], an offline
-//! one is retried every [`CpConfig::offline_retry`]. A reply that does not
+//! idle online device is polled every [`CpConfig::poll_interval`] (counted
+//! from when the previous command to it went out, so a device slow to
+//! answer is not polled less often), an offline one is retried every
+//! [`CpConfig::offline_retry`]. A device that answers a poll with a report
+//! (input status, card data, keys, ...) may hold more: it is polled again
+//! at once, up to [`FOLLOW_UPS`] times in a row, so reports it queued
+//! together arrive together (a contact's bounce is not spread over poll
+//! intervals). A reply that does not
 //! come within [`CpConfig::reply_timeout`] (the standard's 200 ms) is asked for
 //! again with the same sequence number up to [`CpConfig::retries`] times; then
 //! the device is offline. Connecting is `osdp_ID` (sequence 0), `osdp_CAP`,
@@ -31,6 +37,10 @@ use super::msg::{
 use super::sc::{self, Key, Session, SessionKeys};
 use super::{next_sqn, open, random, seal, LinkError};
 
+/// How many times in a row a device that answers polls with reports is
+/// polled again at once before it waits for the poll interval.
+pub const FOLLOW_UPS: u32 = 4;
+
 /// Bus timing.
 #[derive(Debug, Clone, Copy)]
 pub struct CpConfig {
@@ -38,7 +48,8 @@ pub struct CpConfig {
     pub reply_timeout: Duration,
     /// Retransmissions before a device is declared offline.
     pub retries: u32,
-    /// How often an idle online device is polled.
+    /// How often an idle online device is polled, from one command sent
+    /// to it to the next.
     pub poll_interval: Duration,
     /// How often an offline device is tried again.
     pub offline_retry: Duration,
@@ -251,6 +262,8 @@ struct Pd {
     try_default: bool,
     /// A command the device answered with `osdp_BUSY`, sent again at `due`.
     busy: Option<InFlight>,
+    /// Polls in a row answered with a report (see [`FOLLOW_UPS`]).
+    reports: u32,
 }
 
 struct InFlight {
@@ -262,6 +275,8 @@ struct InFlight {
     owner: Option<Ticket>,
     bytes: Vec<u8>,
     sqn: u8,
+    /// When it (or its last retransmission) went out.
+    sent: Instant,
     deadline: Instant,
     attempts: u32,
     /// Bytes heard while the deadline was being pushed back for a reply
@@ -303,6 +318,7 @@ impl ControlPanel {
                 due: None,
                 try_default: false,
                 busy: None,
+                reports: 0,
             })
             .collect();
         ControlPanel {
@@ -419,6 +435,7 @@ impl ControlPanel {
             if let Some(mut f) = pd.busy.take() {
                 self.next = (i + 1) % n;
                 f.attempts = 0;
+                f.sent = now;
                 f.deadline = now + f.timeout;
                 let bytes = f.bytes.clone();
                 self.in_flight = Some(f);
@@ -497,6 +514,7 @@ impl ControlPanel {
                     owner,
                     bytes: bytes.clone(),
                     sqn,
+                    sent: now,
                     deadline: now + timeout,
                     attempts: 0,
                     extended: 0,
@@ -528,6 +546,7 @@ impl ControlPanel {
         self.decoder.clear();
         if f.attempts < self.cfg.retries {
             f.attempts += 1;
+            f.sent = now;
             f.deadline = now + f.timeout;
             return Some(f.bytes.clone());
         }
@@ -577,6 +596,7 @@ impl ControlPanel {
     /// [`ControlPanel::poll_transmit`] handed it out.
     pub fn transmitted(&mut self, now: Instant) {
         if let Some(f) = self.in_flight.as_mut() {
+            f.sent = now;
             f.deadline = now + f.timeout;
         }
     }
@@ -678,7 +698,7 @@ impl ControlPanel {
                 if connecting {
                     return self.connect_failed(i, &f, frame.code, now);
                 }
-                self.advance(i, now);
+                self.advance(i, &f, now);
                 return;
             }
         };
@@ -698,7 +718,10 @@ impl ControlPanel {
             self.pds[i].due = Some(now);
             return;
         }
-        self.advance(i, now);
+        self.advance(i, &f, now);
+        if matches!(f.command, Command::Poll) {
+            self.follow_up(i, &reply, now);
+        }
         self.on_reply(i, f, reply, &frame, now);
     }
 
@@ -710,10 +733,28 @@ impl ControlPanel {
         self.go_offline(i, reason, now, Some(f));
     }
 
-    fn advance(&mut self, i: usize, now: Instant) {
+    /// The device answered `f`: the next sequence number, and the next
+    /// poll one poll interval after `f` went out (at once if that is past).
+    fn advance(&mut self, i: usize, f: &InFlight, now: Instant) {
         let pd = &mut self.pds[i];
         pd.sqn = next_sqn(pd.sqn);
-        pd.due = Some(now + self.cfg.poll_interval);
+        pd.due = Some((f.sent + self.cfg.poll_interval).max(now));
+    }
+
+    /// A poll answered with `reply`: a report (anything but `osdp_ACK` or
+    /// a NAK) may be followed by more the device holds, so the device is
+    /// polled again at once, [`FOLLOW_UPS`] times in a row at most; after
+    /// that it keeps the poll interval until it answers a poll with
+    /// `osdp_ACK` again (a device that reports on every poll does not take
+    /// the bus).
+    fn follow_up(&mut self, i: usize, reply: &Reply, now: Instant) {
+        let pd = &mut self.pds[i];
+        if matches!(reply, Reply::Ack | Reply::Nak(_)) || pd.phase != Phase::Online {
+            pd.reports = 0;
+        } else if pd.reports < FOLLOW_UPS {
+            pd.reports += 1;
+            pd.due = Some(now);
+        }
     }
 
     fn start_handshake(&mut self, i: usize) -> Result<(), Refusal> {

@@ -396,6 +396,31 @@ pub struct DoorStatus {
     /// The door's position, when a reader reports its position switch
     /// (`[osdp.ports.readers.door]`); `null` otherwise.
     pub position: Option<DoorPositionState>,
+    /// The interlock groups (`[[interlocks]]`) the door is in, and whether
+    /// another door of each keeps it from releasing now; empty when it is
+    /// in none.
+    pub interlocks: Vec<InterlockState>,
+}
+
+/// A door's interlock group, now.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct InterlockState {
+    /// The group's name.
+    pub group: String,
+    /// The other door of the group that keeps this one from releasing
+    /// now (a tap would be refused with code `interlock`, a
+    /// request-to-exit not released); `null` when it may release.
+    pub blocked_by: Option<InterlockBlock>,
+}
+
+/// The door that blocks a release, and why.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct InterlockBlock {
+    pub door: i64,
+    pub name: String,
+    /// `open` (its position switch), `released` (a grant's, an unlock's or
+    /// an exit's pulse not over) or `held-unlocked` (its mode).
+    pub because: String,
 }
 
 /// A door's position from its position switch.
@@ -459,6 +484,7 @@ pub async fn doors_status(
     let l = loaded(&state)?;
     let snapshot = l.controller.snapshot();
     let now = Timestamp::now();
+    let instant = std::time::Instant::now();
     let mut items: Vec<DoorStatus> = snapshot
         .doors()
         .map(|d| {
@@ -513,6 +539,7 @@ pub async fn doors_status(
                         last_change: p.last_change,
                     }
                 }),
+                interlocks: interlock_states(l.controller.interlocks(), &snapshot, d.id, instant),
             }
         })
         .collect();
@@ -546,6 +573,36 @@ fn driven_by(
         ),
         _ => (None, None),
     }
+}
+
+/// `door`'s interlock groups and what blocks it in each, at `now`.
+fn interlock_states(
+    interlocks: Option<&Arc<crate::interlock::Interlocks>>,
+    snapshot: &Arc<access::AccessSnapshot>,
+    door: DoorId,
+    now: std::time::Instant,
+) -> Vec<InterlockState> {
+    let Some(i) = interlocks else {
+        return Vec::new();
+    };
+    i.blocked(snapshot, door, now)
+        .into_iter()
+        .map(|(group, by)| InterlockState {
+            group,
+            blocked_by: by.map(|(d, b)| InterlockBlock {
+                door: d.0,
+                name: snapshot
+                    .door(d)
+                    .map_or_else(|| d.to_string(), |d| d.name.clone()),
+                because: match b {
+                    access::interlock::Blocking::Open => "open",
+                    access::interlock::Blocking::Released => "released",
+                    access::interlock::Blocking::Unlocked => "held-unlocked",
+                }
+                .to_string(),
+            }),
+        })
+        .collect()
 }
 
 /// One stage of the taps of a window.

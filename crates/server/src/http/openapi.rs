@@ -155,6 +155,14 @@ mod tests {
             schemas["DoorMode"]["enum"],
             serde_json::json!(["normal", "unlocked", "locked"])
         );
+        // A door's interlock groups in the status, and what blocks it.
+        let status = &schemas["DoorStatus"]["properties"]["interlocks"];
+        assert_eq!(
+            status["items"]["$ref"],
+            "#/components/schemas/InterlockState"
+        );
+        assert!(schemas["InterlockState"]["properties"]["blocked_by"].is_object());
+        assert!(schemas["InterlockBlock"]["properties"]["because"].is_object());
         let put = &doc["paths"]["/api/v1/doors/{id}"]["put"];
         assert_eq!(
             put["requestBody"]["content"]["application/json"]["schema"]["$ref"],
