@@ -2534,6 +2534,31 @@ mod tests {
         assert!(e.to_string().contains("out of range"), "{e}");
         let e = parse(&format!("{ok}heartbeat_ms = 20000\n")).unwrap_err();
         assert_eq!(e.key(), Some("remote.silence_ms"), "{e}");
+        assert_eq!(c.remote.limits(), crate::limits::RemoteLimits::default());
+        let c = parse(&format!(
+            "{ok}max_connections = 100\nmax_connections_per_address = 5\nhandshake_ms = 2000\n"
+        ))
+        .unwrap();
+        let l = c.remote.limits();
+        assert_eq!(
+            (
+                l.max_connections,
+                l.max_connections_per_address,
+                l.handshake
+            ),
+            (100, 5, Duration::from_secs(2))
+        );
+        for key in ["max_connections", "max_connections_per_address"] {
+            let e = parse(&format!("{ok}{key} = 0\n")).unwrap_err();
+            assert_eq!(e.key(), Some(format!("remote.{key}").as_str()), "{e}");
+        }
+        let c = parse("").unwrap();
+        assert_eq!(
+            c.http.limits().body_read_timeout,
+            crate::limits::Limits::default().body_read_timeout
+        );
+        let e = parse("[http]\nbody_read_timeout_ms = 10\n").unwrap_err();
+        assert_eq!(e.key(), Some("http.body_read_timeout_ms"), "{e}");
         let e = parse(&format!("{ok}listen = \"nowhere\"\n")).unwrap_err();
         assert!(e.to_string().contains("remote"), "{e}");
         let e = parse("[remote]\nport = 1\n").unwrap_err();

@@ -263,7 +263,10 @@ fn a_request_body_that_stalls_or_trickles_is_answered_408_and_closed() {
     // The head and 9 bytes of a 100-byte body, then nothing.
     let (mut c, head) = head_of(addr, &unlock(100));
     assert!(head.starts_with("HTTP/1.1 408"), "{head}");
-    assert!(head.to_ascii_lowercase().contains("connection: close"), "{head}");
+    assert!(
+        head.to_ascii_lowercase().contains("connection: close"),
+        "{head}"
+    );
     let body = until_closed(&mut c);
     assert!(body.contains("body_read_timeout_ms"), "{body}");
 

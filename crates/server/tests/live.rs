@@ -26,8 +26,11 @@ fn open(s: &Site, query: &str, last: Option<EventId>) -> SseReader {
 /// [`open`] with `token`.
 fn open_as(s: &Site, token: &str, query: &str, last: Option<EventId>) -> SseReader {
     let agent = ureq::AgentBuilder::new()
-        // A bound so a broken stream fails the test instead of hanging it.
+        // Bounds so a broken stream fails the test instead of hanging it:
+        // one read, and the whole stream (keep-alive comments would
+        // otherwise keep a stream that never ends going).
         .timeout_read(Duration::from_secs(60))
+        .timeout(Duration::from_secs(120))
         .build();
     let mut req = agent
         .get(&s.url(&format!("/api/v1/events/stream{query}")))
@@ -251,7 +254,10 @@ fn the_stream_ends_when_its_token_is_deleted() {
     let (after, why) = until_end(&mut stream);
     assert!(after.len() <= 1, "{after:?}");
     assert_eq!(why["reason"], "token-deleted", "{why}");
-    assert!(why["message"].as_str().unwrap().contains("`watcher`"), "{why}");
+    assert!(
+        why["message"].as_str().unwrap().contains("`watcher`"),
+        "{why}"
+    );
     // And it cannot be opened again.
     let again = ureq::get(&s.url("/api/v1/events/stream"))
         .set("Authorization", &format!("Bearer {}", s.viewer))

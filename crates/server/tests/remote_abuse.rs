@@ -301,9 +301,7 @@ fn a_reader_flooding_card_presences_has_one_tap_in_flight_and_is_cut_off_with_on
 /// 127.x.y.z is this host), sending nothing.
 async fn idle_from(from: [u8; 4], addr: std::net::SocketAddr) -> tokio::net::TcpStream {
     let socket = tokio::net::TcpSocket::new_v4().unwrap();
-    socket
-        .bind(std::net::SocketAddr::from((from, 0)))
-        .unwrap();
+    socket.bind(std::net::SocketAddr::from((from, 0))).unwrap();
     socket.connect(addr).await.unwrap()
 }
 
@@ -386,7 +384,10 @@ fn a_flood_of_idle_connections_is_held_to_the_caps_and_a_reader_online_still_tap
                 if n < keep {
                     held.push(c);
                 } else {
-                    assert!(closed(&mut c).await, "connection {n} from {from:?} left open");
+                    assert!(
+                        closed(&mut c).await,
+                        "connection {n} from {from:?} left open"
+                    );
                     shut += 1;
                 }
             }

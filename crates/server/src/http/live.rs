@@ -172,9 +172,9 @@ impl End {
 
     fn event(&self) -> Result<SseEvent, axum::Error> {
         let message = match self {
-            End::Expired { token, at } => format!(
-                "token `{token}` expired at {at}: open the stream again with a valid token"
-            ),
+            End::Expired { token, at } => {
+                format!("token `{token}` expired at {at}: open the stream again with a valid token")
+            }
             End::Deleted { token } => {
                 format!("token `{token}` was deleted: open the stream again with another token")
             }
@@ -268,9 +268,10 @@ pub async fn stream(
             let _ = ended.send(end);
         })
         // The last event says why the stream ended.
-        .chain(futures_util::stream::once(why).filter_map(|end| async move {
-            end.ok().map(|e| e.event())
-        }));
+        .chain(
+            futures_util::stream::once(why)
+                .filter_map(|end| async move { end.ok().map(|e| e.event()) }),
+        );
     let mut r = Sse::new(events)
         .keep_alive(KeepAlive::new().interval(KEEP_ALIVE).text("keep-alive"))
         .into_response();

@@ -26,8 +26,8 @@
 //!   request never holds shutdown.
 
 use std::convert::Infallible;
-use std::pin::Pin;
 use std::future::Future;
+use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
