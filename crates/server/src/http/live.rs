@@ -191,10 +191,18 @@ async fn expiry(at: Option<Timestamp>) {
     let Some(at) = at else {
         return std::future::pending().await;
     };
-    let left = at.duration_since(Timestamp::now());
-    // A negative span (expired already) sleeps not at all.
-    let left = Duration::try_from(left).unwrap_or(Duration::ZERO);
-    tokio::time::sleep(left).await;
+    // Asked again after each sleep: the timer caps long sleeps (about two
+    // years), and the wall clock may have been set meanwhile.
+    loop {
+        // A negative span (expired already) is not a duration.
+        let Ok(left) = Duration::try_from(at.duration_since(Timestamp::now())) else {
+            return;
+        };
+        if left.is_zero() {
+            return;
+        }
+        tokio::time::sleep(left).await;
+    }
 }
 
 /// `GET /api/v1/events/stream` (viewer).
