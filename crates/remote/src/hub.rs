@@ -39,7 +39,8 @@ pub struct HubConfig {
     /// Connections open at once, in any state; more are closed as soon as
     /// they are accepted ([`Refusal::TooMany`]).
     pub max_connections: usize,
-    /// Connections open at once from one IP address.
+    /// Connections open at once from one IP address (one IPv6 /64: a
+    /// host is commonly given a whole one).
     pub max_connections_per_address: usize,
     /// How long a pre-issued challenge stays valid.
     pub challenge_ttl: Duration,
@@ -197,9 +198,22 @@ struct Place {
     ip: IpAddr,
 }
 
+/// The source a connection from `ip` counts against: the IPv4 address (an
+/// IPv4-mapped IPv6 address is one), or the IPv6 address's /64.
+fn source(ip: IpAddr) -> IpAddr {
+    match ip {
+        IpAddr::V4(_) => ip,
+        IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
+            Some(v4) => IpAddr::V4(v4),
+            None => IpAddr::V6((u128::from(v6) & !u128::from(u64::MAX)).into()),
+        },
+    }
+}
+
 impl Place {
     /// A place for a connection from `ip`, or the cap that refuses it.
     fn take(shared: &Arc<Shared>, ip: IpAddr) -> Result<Place, Cap> {
+        let ip = source(ip);
         let mut open = lock(&shared.open);
         if open.all >= shared.cfg.max_connections {
             return Err(Cap::All(shared.cfg.max_connections));
@@ -1022,5 +1036,26 @@ impl Transport for RemoteTap {
 impl Drop for RemoteTap {
     fn drop(&mut self) {
         self.end(false, "the tap ended without a decision".into());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_source_is_an_ipv4_address_or_an_ipv6_64() {
+        let ip = |s: &str| s.parse::<IpAddr>().unwrap();
+        assert_eq!(source(ip("192.0.2.7")), ip("192.0.2.7"));
+        assert_eq!(source(ip("::ffff:192.0.2.7")), ip("192.0.2.7"));
+        assert_eq!(
+            source(ip("2001:db8:1:2:aaaa:bbbb:cccc:dddd")),
+            ip("2001:db8:1:2::")
+        );
+        assert_eq!(
+            source(ip("2001:db8:1:2::1")),
+            source(ip("2001:db8:1:2:ffff::9"))
+        );
+        assert_ne!(source(ip("2001:db8:1:2::1")), source(ip("2001:db8:1:3::1")));
     }
 }

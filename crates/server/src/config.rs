@@ -734,7 +734,7 @@ pub struct RemoteConfig {
     /// ([`RemoteLimits`]); more are closed at once.
     #[serde(default = "default_remote_max_connections")]
     pub max_connections: usize,
-    /// Connections open at once from one IP address.
+    /// Connections open at once from one IP address (one /64 for IPv6).
     #[serde(default = "default_remote_max_connections_per_address")]
     pub max_connections_per_address: usize,
 }
@@ -2191,7 +2191,7 @@ cooldown_ms = 300000
 # answer_timeout_ms = 5000
 # refusal_window_ms = 10000        # refused connections: one event per address and reason per window
 # max_connections = 512            # open at once (handshaking or online); more are closed at once
-# max_connections_per_address = 64 # open at once from one IP address
+# max_connections_per_address = 64 # open at once from one IP address (IPv6: one /64)
 
 # Events older than `days` are exported to gzip JSON Lines (one file per
 # UTC day, with MANIFEST.sha256 for `sha256sum -c`) and then deleted, by the

@@ -80,8 +80,8 @@ pub struct RemoteLimits {
     /// Connections open at once, whatever their state (in the TLS
     /// handshake, waiting for the hello, or a reader online). Default 512.
     pub max_connections: usize,
-    /// Connections open at once from one IP address. Default 64 (readers
-    /// behind one NAT share an address).
+    /// Connections open at once from one IP address (one /64 for IPv6).
+    /// Default 64 (readers behind one NAT share an address).
     pub max_connections_per_address: usize,
     /// The TLS handshake and the reader's hello must both be done within
     /// this of the connection's arrival. Default 10 s.
