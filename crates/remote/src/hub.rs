@@ -8,7 +8,7 @@ use crate::proto::{self, FrameError, Message, Step, StepAnswer, StepStatus, PROT
 use crate::tls::{cert_refusal, subject_cn, CertRefusal, ReaderVerifier};
 use host::{Channel, Traffic, Transport, TransportError};
 use std::collections::{HashMap, HashSet, VecDeque};
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tokio::net::{TcpListener, TcpStream};
@@ -33,8 +33,15 @@ pub struct HubConfig {
     pub heartbeat: Duration,
     /// A peer silent this long (no frame at all) is cut off.
     pub silence: Duration,
-    /// The TLS handshake and the hello must finish within this.
+    /// The TLS handshake and the hello must both be done within this of
+    /// the connection's arrival.
     pub handshake: Duration,
+    /// Connections open at once, in any state; more are closed as soon as
+    /// they are accepted ([`Refusal::TooMany`]).
+    pub max_connections: usize,
+    /// Connections open at once from one IP address (one IPv6 /64: a
+    /// host is commonly given a whole one).
+    pub max_connections_per_address: usize,
     /// How long a pre-issued challenge stays valid.
     pub challenge_ttl: Duration,
     /// How long a tap waits for the reader's answer to one request.
@@ -54,8 +61,9 @@ pub struct HubConfig {
 
 impl HubConfig {
     /// Defaults: 5 s heartbeat, cut off after 15 s of silence, 10 s for the
-    /// handshake, 60 s challenges, 5 s per answer, CHUID read, 64 messages
-    /// queued per reader, 8 card presences while a tap is in flight.
+    /// handshake, 512 connections (64 per address), 60 s challenges, 5 s
+    /// per answer, CHUID read, 64 messages queued per reader, 8 card
+    /// presences while a tap is in flight.
     pub fn new(
         tls: Arc<ServerConfig>,
         verifier: Arc<ReaderVerifier>,
@@ -68,6 +76,8 @@ impl HubConfig {
             heartbeat: Duration::from_secs(5),
             silence: Duration::from_secs(15),
             handshake: Duration::from_secs(10),
+            max_connections: 512,
+            max_connections_per_address: 64,
             challenge_ttl: Duration::from_secs(60),
             answer_timeout: Duration::from_secs(5),
             read_chuid: true,
@@ -88,6 +98,17 @@ pub enum Refusal {
     Version { min: u16, max: u16 },
     /// The handshake failed otherwise (not TLS, timed out, closed).
     Handshake(String),
+    /// Closed on arrival: a connection cap was reached.
+    TooMany(Cap),
+}
+
+/// Which connection cap closed a connection on arrival.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Cap {
+    /// [`HubConfig::max_connections`], its value.
+    All(usize),
+    /// [`HubConfig::max_connections_per_address`], its value.
+    Address(usize),
 }
 
 impl std::fmt::Display for Refusal {
@@ -103,6 +124,14 @@ impl std::fmt::Display for Refusal {
                 "the reader speaks protocol versions {min}–{max}; this service speaks {PROTOCOL_VERSION}"
             ),
             Refusal::Handshake(s) => write!(f, "handshake failed: {s}"),
+            Refusal::TooMany(Cap::All(n)) => write!(
+                f,
+                "closed on arrival: {n} connections are open, the most this service keeps"
+            ),
+            Refusal::TooMany(Cap::Address(n)) => write!(
+                f,
+                "closed on arrival: {n} connections are open from this address, the most one address may hold"
+            ),
         }
     }
 }
@@ -152,7 +181,74 @@ struct Shared {
     in_flight: Arc<Mutex<HashSet<String>>>,
     events: mpsc::UnboundedSender<HubEvent>,
     stop: watch::Receiver<bool>,
+    /// Connections open now, in all and per address.
+    open: Mutex<Open>,
 }
+
+/// Connections open now.
+#[derive(Default)]
+struct Open {
+    all: usize,
+    per_address: HashMap<IpAddr, usize>,
+}
+
+/// One open connection's place under the caps, given back when dropped.
+struct Place {
+    shared: Arc<Shared>,
+    ip: IpAddr,
+}
+
+/// The source a connection from `ip` counts against: the IPv4 address (an
+/// IPv4-mapped IPv6 address is one), or the IPv6 address's /64.
+fn source(ip: IpAddr) -> IpAddr {
+    match ip {
+        IpAddr::V4(_) => ip,
+        IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
+            Some(v4) => IpAddr::V4(v4),
+            None => IpAddr::V6((u128::from(v6) & !u128::from(u64::MAX)).into()),
+        },
+    }
+}
+
+impl Place {
+    /// A place for a connection from `ip`, or the cap that refuses it.
+    fn take(shared: &Arc<Shared>, ip: IpAddr) -> Result<Place, Cap> {
+        let ip = source(ip);
+        let mut open = lock(&shared.open);
+        if open.all >= shared.cfg.max_connections {
+            return Err(Cap::All(shared.cfg.max_connections));
+        }
+        let from = open.per_address.get(&ip).copied().unwrap_or(0);
+        if from >= shared.cfg.max_connections_per_address {
+            return Err(Cap::Address(shared.cfg.max_connections_per_address));
+        }
+        open.all += 1;
+        open.per_address.insert(ip, from + 1);
+        Ok(Place {
+            shared: shared.clone(),
+            ip,
+        })
+    }
+}
+
+impl Drop for Place {
+    fn drop(&mut self) {
+        let mut open = lock(&self.shared.open);
+        open.all = open.all.saturating_sub(1);
+        if let std::collections::hash_map::Entry::Occupied(mut e) = open.per_address.entry(self.ip)
+        {
+            if *e.get() <= 1 {
+                e.remove();
+            } else {
+                *e.get_mut() -= 1;
+            }
+        }
+    }
+}
+
+/// How long the accept loop waits after the listener fails (out of file
+/// descriptors, mostly) before it accepts again, so it does not spin.
+const ACCEPT_BACKOFF: Duration = Duration::from_millis(100);
 
 /// The remote-reader endpoint of the service.
 pub struct RemoteHub {
@@ -182,16 +278,36 @@ impl RemoteHub {
             in_flight: Arc::new(Mutex::new(HashSet::new())),
             events: tx,
             stop: stop_rx,
+            open: Mutex::new(Open::default()),
         });
         let s = shared.clone();
         let accept = tokio::spawn(async move {
             let acceptor = TlsAcceptor::from(s.cfg.tls.clone());
             loop {
-                let Ok((tcp, peer)) = listener.accept().await else {
-                    continue;
+                let (tcp, peer) = match listener.accept().await {
+                    Ok(a) => a,
+                    Err(e) => {
+                        tracing::warn!(error = %e, "remote readers: cannot accept a connection");
+                        tokio::time::sleep(ACCEPT_BACKOFF).await;
+                        continue;
+                    }
                 };
-                let _ = tcp.set_nodelay(true);
-                tokio::spawn(connection(s.clone(), acceptor.clone(), tcp, peer));
+                match Place::take(&s, peer.ip()) {
+                    Ok(place) => {
+                        let _ = tcp.set_nodelay(true);
+                        tokio::spawn(connection(s.clone(), acceptor.clone(), tcp, peer, place));
+                    }
+                    Err(cap) => {
+                        drop(tcp);
+                        emit(
+                            &s,
+                            HubEvent::Refused {
+                                peer,
+                                reason: Refusal::TooMany(cap),
+                            },
+                        );
+                    }
+                }
             }
         });
         Ok((
@@ -265,9 +381,17 @@ fn emit(s: &Shared, e: HubEvent) {
     let _ = s.events.send(e);
 }
 
-async fn connection(s: Arc<Shared>, acceptor: TlsAcceptor, tcp: TcpStream, peer: SocketAddr) {
+async fn connection(
+    s: Arc<Shared>,
+    acceptor: TlsAcceptor,
+    tcp: TcpStream,
+    peer: SocketAddr,
+    _place: Place,
+) {
     let refused = |reason| emit(&s, HubEvent::Refused { peer, reason });
-    let mut tls = match tokio::time::timeout(s.cfg.handshake, acceptor.accept(tcp)).await {
+    // One deadline for the TLS handshake and the hello together.
+    let deadline = tokio::time::Instant::now() + s.cfg.handshake;
+    let mut tls = match tokio::time::timeout_at(deadline, acceptor.accept(tcp)).await {
         Err(_) => return refused(Refusal::Handshake("timed out".into())),
         Ok(Err(e)) => {
             return refused(match cert_refusal(&e) {
@@ -316,7 +440,10 @@ async fn connection(s: Arc<Shared>, acceptor: TlsAcceptor, tcp: TcpStream, peer:
         .await;
         return refused(r);
     };
-    let hello = proto::read_message_within(&mut tls, s.cfg.handshake).await;
+    let hello = match tokio::time::timeout_at(deadline, proto::read_message(&mut tls)).await {
+        Ok(m) => m,
+        Err(_) => Err(FrameError::Silent(s.cfg.handshake)),
+    };
     let agent = match hello {
         Ok(Message::Hello {
             min_version,
@@ -909,5 +1036,26 @@ impl Transport for RemoteTap {
 impl Drop for RemoteTap {
     fn drop(&mut self) {
         self.end(false, "the tap ended without a decision".into());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_source_is_an_ipv4_address_or_an_ipv6_64() {
+        let ip = |s: &str| s.parse::<IpAddr>().unwrap();
+        assert_eq!(source(ip("192.0.2.7")), ip("192.0.2.7"));
+        assert_eq!(source(ip("::ffff:192.0.2.7")), ip("192.0.2.7"));
+        assert_eq!(
+            source(ip("2001:db8:1:2:aaaa:bbbb:cccc:dddd")),
+            ip("2001:db8:1:2::")
+        );
+        assert_eq!(
+            source(ip("2001:db8:1:2::1")),
+            source(ip("2001:db8:1:2:ffff::9"))
+        );
+        assert_ne!(source(ip("2001:db8:1:2::1")), source(ip("2001:db8:1:3::1")));
     }
 }

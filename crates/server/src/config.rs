@@ -25,7 +25,7 @@ use access::{Entities, Mechanism, Passback, Window};
 use pki::trust::TrustConfig;
 use serde::{Deserialize, Serialize};
 
-use crate::limits::Limits;
+use crate::limits::{Limits, RemoteLimits};
 
 /// The file name `pivgate init` writes and `pivgate serve` looks for.
 pub const CONFIG_FILE: &str = "pivgate.toml";
@@ -172,6 +172,9 @@ pub struct HttpConfig {
     /// A client must send its request head within this.
     #[serde(default = "default_header_read_timeout_ms")]
     pub header_read_timeout_ms: u64,
+    /// Once its head is in, a request's body must arrive within this.
+    #[serde(default = "default_body_read_timeout_ms")]
+    pub body_read_timeout_ms: u64,
     /// A connection with no request in flight is closed after this.
     #[serde(default = "default_idle_timeout_ms")]
     pub idle_timeout_ms: u64,
@@ -195,6 +198,9 @@ fn default_max_streams_per_token() -> usize {
 }
 fn default_header_read_timeout_ms() -> u64 {
     Limits::default().header_read_timeout.as_millis() as u64
+}
+fn default_body_read_timeout_ms() -> u64 {
+    Limits::default().body_read_timeout.as_millis() as u64
 }
 fn default_idle_timeout_ms() -> u64 {
     Limits::default().idle_timeout.as_millis() as u64
@@ -222,6 +228,7 @@ impl Default for HttpConfig {
             max_streams: default_max_streams(),
             max_streams_per_token: default_max_streams_per_token(),
             header_read_timeout_ms: default_header_read_timeout_ms(),
+            body_read_timeout_ms: default_body_read_timeout_ms(),
             idle_timeout_ms: default_idle_timeout_ms(),
             max_connections: default_max_connections(),
             reserved_connections: default_reserved_connections(),
@@ -240,6 +247,7 @@ impl HttpConfig {
     pub fn limits(&self) -> Limits {
         Limits {
             header_read_timeout: Duration::from_millis(self.header_read_timeout_ms),
+            body_read_timeout: Duration::from_millis(self.body_read_timeout_ms),
             idle_timeout: Duration::from_millis(self.idle_timeout_ms),
             max_connections: self.max_connections,
             reserved_connections: self.reserved_connections,
@@ -722,6 +730,20 @@ pub struct RemoteConfig {
     /// count (the metrics count every one).
     #[serde(default = "default_refusal_window_ms")]
     pub refusal_window_ms: u64,
+    /// Connections open at once on the remote-reader port
+    /// ([`RemoteLimits`]); more are closed at once.
+    #[serde(default = "default_remote_max_connections")]
+    pub max_connections: usize,
+    /// Connections open at once from one IP address (one /64 for IPv6).
+    #[serde(default = "default_remote_max_connections_per_address")]
+    pub max_connections_per_address: usize,
+}
+
+fn default_remote_max_connections() -> usize {
+    RemoteLimits::default().max_connections
+}
+fn default_remote_max_connections_per_address() -> usize {
+    RemoteLimits::default().max_connections_per_address
 }
 
 fn default_refusal_window_ms() -> u64 {
@@ -738,7 +760,7 @@ fn default_silence_ms() -> u64 {
     15_000
 }
 fn default_handshake_ms() -> u64 {
-    10_000
+    RemoteLimits::default().handshake.as_millis() as u64
 }
 fn default_answer_timeout_ms() -> u64 {
     5_000
@@ -758,6 +780,8 @@ impl Default for RemoteConfig {
             handshake_ms: default_handshake_ms(),
             answer_timeout_ms: default_answer_timeout_ms(),
             refusal_window_ms: default_refusal_window_ms(),
+            max_connections: default_remote_max_connections(),
+            max_connections_per_address: default_remote_max_connections_per_address(),
         }
     }
 }
@@ -766,6 +790,15 @@ impl RemoteConfig {
     /// The default: no remote readers.
     pub fn is_off(&self) -> bool {
         *self == RemoteConfig::default()
+    }
+
+    /// The remote-reader port's limits on its peers, as configured.
+    pub fn limits(&self) -> RemoteLimits {
+        RemoteLimits {
+            max_connections: self.max_connections,
+            max_connections_per_address: self.max_connections_per_address,
+            handshake: Duration::from_millis(self.handshake_ms),
+        }
     }
 }
 
@@ -1224,7 +1257,7 @@ impl Config {
             ));
         }
         let h = &self.http;
-        let limits: [(&'static str, u64, u64, u64); 6] = [
+        let limits: [(&'static str, u64, u64, u64); 7] = [
             (
                 "http.max_streams_per_token",
                 h.max_streams_per_token as u64,
@@ -1234,6 +1267,12 @@ impl Config {
             (
                 "http.header_read_timeout_ms",
                 h.header_read_timeout_ms,
+                100,
+                600_000,
+            ),
+            (
+                "http.body_read_timeout_ms",
+                h.body_read_timeout_ms,
                 100,
                 600_000,
             ),
@@ -1585,7 +1624,19 @@ impl Config {
                 "empty: name the CA certificate(s) reader certificates are issued by".into(),
             ));
         }
-        let ranges: [(&'static str, u64, u64, u64); 6] = [
+        let ranges: [(&'static str, u64, u64, u64); 8] = [
+            (
+                "remote.max_connections",
+                r.max_connections as u64,
+                1,
+                100_000,
+            ),
+            (
+                "remote.max_connections_per_address",
+                r.max_connections_per_address as u64,
+                1,
+                100_000,
+            ),
             (
                 "remote.challenge_ttl_ms",
                 r.challenge_ttl_ms,
@@ -1961,6 +2012,8 @@ listen = "127.0.0.1:8080"
 # max_streams_per_token = 4
 # A client must send its request head within this, or is disconnected.
 # header_read_timeout_ms = 10000
+# Then the whole request body within this (else 408 and disconnected).
+# body_read_timeout_ms = 30000
 # A kept-alive connection with no request in flight is closed after this.
 # idle_timeout_ms = 60000
 # Connections served at once, and kept beyond that for /healthz and /readyz.
@@ -2137,6 +2190,8 @@ cooldown_ms = 300000
 # handshake_ms = 10000
 # answer_timeout_ms = 5000
 # refusal_window_ms = 10000        # refused connections: one event per address and reason per window
+# max_connections = 512            # open at once (handshaking or online); more are closed at once
+# max_connections_per_address = 64 # open at once from one IP address (IPv6: one /64)
 
 # Events older than `days` are exported to gzip JSON Lines (one file per
 # UTC day, with MANIFEST.sha256 for `sha256sum -c`) and then deleted, by the
@@ -2479,6 +2534,31 @@ mod tests {
         assert!(e.to_string().contains("out of range"), "{e}");
         let e = parse(&format!("{ok}heartbeat_ms = 20000\n")).unwrap_err();
         assert_eq!(e.key(), Some("remote.silence_ms"), "{e}");
+        assert_eq!(c.remote.limits(), crate::limits::RemoteLimits::default());
+        let c = parse(&format!(
+            "{ok}max_connections = 100\nmax_connections_per_address = 5\nhandshake_ms = 2000\n"
+        ))
+        .unwrap();
+        let l = c.remote.limits();
+        assert_eq!(
+            (
+                l.max_connections,
+                l.max_connections_per_address,
+                l.handshake
+            ),
+            (100, 5, Duration::from_secs(2))
+        );
+        for key in ["max_connections", "max_connections_per_address"] {
+            let e = parse(&format!("{ok}{key} = 0\n")).unwrap_err();
+            assert_eq!(e.key(), Some(format!("remote.{key}").as_str()), "{e}");
+        }
+        let c = parse("").unwrap();
+        assert_eq!(
+            c.http.limits().body_read_timeout,
+            crate::limits::Limits::default().body_read_timeout
+        );
+        let e = parse("[http]\nbody_read_timeout_ms = 10\n").unwrap_err();
+        assert_eq!(e.key(), Some("http.body_read_timeout_ms"), "{e}");
         let e = parse(&format!("{ok}listen = \"nowhere\"\n")).unwrap_err();
         assert!(e.to_string().contains("remote"), "{e}");
         let e = parse("[remote]\nport = 1\n").unwrap_err();

@@ -14,6 +14,14 @@
 //!   the count in its detail (`count`) and sentence, written when the
 //!   window closes (or when a reader from that address comes online, or
 //!   at shutdown). `pivgate_remote_refused_total` counts every attempt.
+//! - **Caps.** At most `remote.max_connections` connections are open at
+//!   once, `remote.max_connections_per_address` from one address, in any
+//!   state; one more is closed as soon as it is accepted and refused like
+//!   the others (reason `connections` or `connections-per-address`), and
+//!   the TLS handshake and hello must be done within `remote.handshake_ms`
+//!   ([`crate::limits::RemoteLimits`]). A flood of idle or half-made
+//!   connections thus holds a bounded number of descriptors, and readers
+//!   online keep theirs.
 //! - **Peer text is escaped.** Whatever a peer chose (certificate names,
 //!   its agent string, the messages quoted in a protocol violation) is
 //!   stored with control and invisible formatting characters escaped and
@@ -45,7 +53,7 @@ use std::time::{Duration, Instant};
 use access::ReaderId;
 use pki::revocation_set::RevocationSet;
 use pki::validate::RevocationPolicy;
-use remote::hub::{HubConfig, HubEvent, Refusal, RemoteHub, RemoteTap};
+use remote::hub::{Cap, HubConfig, HubEvent, Refusal, RemoteHub, RemoteTap};
 use remote::tls::ReaderVerifier;
 use tokio::sync::{mpsc, watch};
 use tokio::task::{JoinHandle, JoinSet};
@@ -142,7 +150,10 @@ pub fn plan(
     hub.challenge_ttl = Duration::from_millis(config.challenge_ttl_ms);
     hub.heartbeat = Duration::from_millis(config.heartbeat_ms);
     hub.silence = Duration::from_millis(config.silence_ms);
-    hub.handshake = Duration::from_millis(config.handshake_ms);
+    let limits = config.limits();
+    hub.handshake = limits.handshake;
+    hub.max_connections = limits.max_connections;
+    hub.max_connections_per_address = limits.max_connections_per_address;
     hub.answer_timeout = Duration::from_millis(config.answer_timeout_ms);
     Ok(Some(RemotePlan {
         listen,
@@ -271,6 +282,8 @@ fn refusal_kind(r: &Refusal) -> &'static str {
         Refusal::NotEnrolled(_) => "not-enrolled",
         Refusal::Version { .. } => "version",
         Refusal::Handshake(_) => "handshake",
+        Refusal::TooMany(Cap::All(_)) => "connections",
+        Refusal::TooMany(Cap::Address(_)) => "connections-per-address",
     }
 }
 

@@ -3,7 +3,8 @@
 //! after the header timeout and never stop `/healthz`; with every
 //! connection place taken, health checks (on the reserve) and remote
 //! readers (their own port) still get in; a token's event streams are
-//! capped; shutdown finishes by its deadline with half-open requests held.
+//! capped; shutdown finishes by its deadline with half-open requests held;
+//! a request body that stalls or trickles is answered 408 and closed.
 //! Every wait is bounded only to stop a broken test.
 
 mod common;
@@ -244,4 +245,49 @@ fn an_idle_kept_alive_connection_is_closed_after_the_idle_timeout() {
     );
     // Nothing more is asked: the service closes the connection.
     until_closed(&mut c);
+}
+
+#[test]
+fn a_request_body_that_stalls_or_trickles_is_answered_408_and_closed() {
+    let site = common::site_with(&|c| {
+        c.http.body_read_timeout_ms = 500;
+        c.http.idle_timeout_ms = 3_600_000;
+    });
+    let addr = site.service().addr();
+    let unlock = |length: usize| {
+        format!(
+            "POST /api/v1/doors/1/unlock HTTP/1.1\r\nHost: pivgate\r\nAuthorization: Bearer {}\r\nContent-Type: application/json\r\nContent-Length: {length}\r\n\r\n{{\"reason\"",
+            site.operator
+        )
+    };
+    // The head and 9 bytes of a 100-byte body, then nothing.
+    let (mut c, head) = head_of(addr, &unlock(100));
+    assert!(head.starts_with("HTTP/1.1 408"), "{head}");
+    assert!(
+        head.to_ascii_lowercase().contains("connection: close"),
+        "{head}"
+    );
+    let body = until_closed(&mut c);
+    assert!(body.contains("body_read_timeout_ms"), "{body}");
+
+    // A body that keeps coming, a byte at a time, but never ends in time.
+    let mut c = half_sent(addr, &unlock(100_000));
+    let mut writer = c.try_clone().unwrap();
+    let trickle = std::thread::spawn(move || {
+        while writer.write_all(b" ").is_ok() {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    });
+    // Closed; the answer itself may be lost to the reset that bytes still
+    // arriving at a closed socket cause.
+    let answer = until_closed(&mut c);
+    assert!(
+        answer.is_empty() || answer.starts_with("HTTP/1.1 408"),
+        "{answer}"
+    );
+    trickle.join().unwrap();
+
+    // The service answers on.
+    let (_c, head) = head_of(addr, "GET /healthz HTTP/1.1\r\nHost: pivgate\r\n\r\n");
+    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
 }

@@ -20,13 +20,21 @@ use store::{EventId, EventLog, NewEvent, Store};
 /// Opens the stream at `query` (e.g. `?kind=tap`), resuming after `last`
 /// when given.
 fn open(s: &Site, query: &str, last: Option<EventId>) -> SseReader {
+    open_as(s, &s.viewer, query, last)
+}
+
+/// [`open`] with `token`.
+fn open_as(s: &Site, token: &str, query: &str, last: Option<EventId>) -> SseReader {
     let agent = ureq::AgentBuilder::new()
-        // A bound so a broken stream fails the test instead of hanging it.
+        // Bounds so a broken stream fails the test instead of hanging it:
+        // one read, and the whole stream (keep-alive comments would
+        // otherwise keep a stream that never ends going).
         .timeout_read(Duration::from_secs(60))
+        .timeout(Duration::from_secs(120))
         .build();
     let mut req = agent
         .get(&s.url(&format!("/api/v1/events/stream{query}")))
-        .set("Authorization", &format!("Bearer {}", s.viewer));
+        .set("Authorization", &format!("Bearer {token}"));
     if let Some(id) = last {
         req = req.set("Last-Event-ID", &id.to_string());
     }
@@ -169,7 +177,61 @@ fn the_stream_ends_when_the_service_stops() {
     // Shutdown does not wait for the client to go away.
     let service = s.service.take().unwrap();
     s.rt.block_on(service.shutdown()).unwrap();
-    assert!(stream.next().is_none());
+    // It may still say why, when the shutdown lets it.
+    if let Some(f) = stream.next() {
+        assert_eq!(f.event.as_deref(), Some("end"), "{f:?}");
+        assert_eq!(f.json()["reason"], "shutdown");
+        assert!(stream.next().is_none());
+    }
+}
+
+/// The events up to the stream's end, and the `end` event's data.
+fn until_end(stream: &mut SseReader) -> (Vec<Frame>, serde_json::Value) {
+    let mut before = Vec::new();
+    while let Some(f) = stream.next() {
+        if f.event.as_deref() == Some("end") {
+            let why = f.json();
+            assert!(stream.next().is_none(), "nothing comes after the end");
+            return (before, why);
+        }
+        before.push(f);
+    }
+    panic!("the stream ended without saying why after {before:?}");
+}
+
+#[test]
+fn the_stream_of_a_token_ends_when_the_token_expires() {
+    let s = site();
+    let store = s.service().loaded().store.clone();
+    let text = server::token::generate().unwrap();
+    let now = Timestamp::now();
+    let t = store::ApiToken {
+        expires_at: Some(now + access::jiff::SignedDuration::from_secs(3)),
+        ..store::ApiToken::new(
+            "brief",
+            store::Role::Viewer,
+            server::token::hash(&text),
+            now,
+        )
+    };
+    s.rt.block_on(store.create_token(&t)).unwrap();
+    let mut stream = open_as(&s, &text, "", None);
+    let id = s.tap();
+    assert_eq!(stream.ids(1), [id]);
+    // No event is needed to notice: the stream ends at the expiry.
+    let (before, why) = until_end(&mut stream);
+    assert!(before.is_empty(), "{before:?}");
+    assert_eq!(why["reason"], "token-expired", "{why}");
+    let message = why["message"].as_str().unwrap();
+    assert!(message.contains("`brief` expired"), "{message}");
+    // And it cannot be opened again.
+    let again = ureq::get(&s.url("/api/v1/events/stream"))
+        .set("Authorization", &format!("Bearer {text}"))
+        .call();
+    assert!(
+        matches!(again, Err(ureq::Error::Status(401, _))),
+        "{again:?}"
+    );
 }
 
 #[test]
@@ -187,12 +249,15 @@ fn the_stream_ends_when_its_token_is_deleted() {
         .call()
         .unwrap();
     assert_eq!(r.status(), 204);
-    // The deletion's own event may come first; then the stream ends.
-    let mut after = Vec::new();
-    while let Some(f) = stream.next() {
-        after.push(f.json()["code"].clone());
-    }
+    // The deletion's own event may come first; then the stream ends,
+    // saying why.
+    let (after, why) = until_end(&mut stream);
     assert!(after.len() <= 1, "{after:?}");
+    assert_eq!(why["reason"], "token-deleted", "{why}");
+    assert!(
+        why["message"].as_str().unwrap().contains("`watcher`"),
+        "{why}"
+    );
     // And it cannot be opened again.
     let again = ureq::get(&s.url("/api/v1/events/stream"))
         .set("Authorization", &format!("Bearer {}", s.viewer))

@@ -2,7 +2,9 @@
 //! flood of refused handshakes writes one event per address, reason and
 //! window (with the count), peer-chosen text is stored escaped and
 //! capped, and a reader with a valid certificate that floods card
-//! presences gets one tap in flight and is cut off with one event. Real
+//! presences gets one tap in flight and is cut off with one event; a flood
+//! of idle connections is held to the connection caps (those past them are
+//! closed on arrival and counted) while a reader online goes on tapping. Real
 //! TLS on loopback, the real service on SQLite; waits are on the event
 //! log's live feed.
 
@@ -40,6 +42,15 @@ fn issue(pki: &TestPki, dir: &Path, name: &str, role: DeviceRole) {
 /// and reader credentials for each of `others` (in `pki/<dir>`), none
 /// bound. Returns the site and the PKI directory.
 fn remote_site(window_ms: u64, others: &[(&'static str, String)]) -> (common::Site, PathBuf) {
+    remote_site_with(window_ms, others, &|_| {})
+}
+
+/// [`remote_site`] with `[remote]` edited by `edit`.
+fn remote_site_with(
+    window_ms: u64,
+    others: &[(&'static str, String)],
+    edit: &dyn Fn(&mut RemoteConfig),
+) -> (common::Site, PathBuf) {
     let pki_dir: Mutex<Option<PathBuf>> = Mutex::new(None);
     let site = common::site_with(&|c| {
         let dir = c.trust.as_ref().unwrap().anchors[0]
@@ -60,6 +71,7 @@ fn remote_site(window_ms: u64, others: &[(&'static str, String)]) -> (common::Si
             refusal_window_ms: window_ms,
             ..RemoteConfig::default()
         };
+        edit(&mut c.remote);
         c.seed
             .as_mut()
             .unwrap()
@@ -283,4 +295,122 @@ fn a_reader_flooding_card_presences_has_one_tap_in_flight_and_is_cut_off_with_on
         .filter(|e| code(e) == "remote-offline")
         .count();
     assert_eq!((taps, offlines), (1, 1), "{of_reader:?}");
+}
+
+/// A TCP connection to `addr` from the loopback address `from` (any
+/// 127.x.y.z is this host), sending nothing.
+async fn idle_from(from: [u8; 4], addr: std::net::SocketAddr) -> tokio::net::TcpStream {
+    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+    socket.bind(std::net::SocketAddr::from((from, 0))).unwrap();
+    socket.connect(addr).await.unwrap()
+}
+
+/// Whether the service closes `c` (end of stream or reset) before
+/// [`PATIENCE`] runs out.
+async fn closed(c: &mut tokio::net::TcpStream) -> bool {
+    use tokio::io::AsyncReadExt;
+    let mut buf = [0u8; 64];
+    matches!(
+        tokio::time::timeout(PATIENCE, c.read(&mut buf)).await,
+        Ok(Ok(0)) | Ok(Err(_))
+    )
+}
+
+/// The agent's next event of `what` (`connected`, or `tap`: whether it
+/// was granted, and the text).
+async fn agent_event(
+    events: &mut tokio::sync::mpsc::UnboundedReceiver<remote::agent::AgentEvent>,
+    what: &str,
+) -> Option<(bool, String)> {
+    use remote::agent::AgentEvent;
+    tokio::time::timeout(PATIENCE, async {
+        loop {
+            match events.recv().await.expect("agent stopped") {
+                AgentEvent::Connected { .. } if what == "connected" => return None,
+                AgentEvent::TapEnded { granted, text, .. } if what == "tap" => {
+                    return Some((granted, text))
+                }
+                AgentEvent::Refused { reason } => panic!("reader refused: {reason}"),
+                _ => {}
+            }
+        }
+    })
+    .await
+    .unwrap_or_else(|_| panic!("no {what}"))
+}
+
+#[test]
+fn a_flood_of_idle_connections_is_held_to_the_caps_and_a_reader_online_still_taps() {
+    use remote::agent::{self, AgentConfig, CardState, SharedCard};
+    let (site, dir) = remote_site_with(10_000, &[], &|r| {
+        r.max_connections = 8;
+        r.max_connections_per_address = 3;
+        // Idle connections are held by the caps alone, not cut by the
+        // handshake limit while the test runs.
+        r.handshake_ms = 600_000;
+    });
+    let s = site.service();
+    let addr = s.remote_addr().unwrap();
+    let l = s.loaded();
+    let image = site.card.card_image(Some(1)).unwrap();
+    let card: SharedCard = Arc::new(std::sync::Mutex::new(Box::new(host::InProcess::new(
+        card::Card::new(image),
+    ))));
+    let granted = site.rt.block_on(async {
+        // A reader comes online (one place taken).
+        let (presence, rx) = tokio::sync::watch::channel(CardState::default());
+        let (tx, mut events) = tokio::sync::mpsc::unbounded_channel();
+        let cfg = AgentConfig::new(
+            addr.to_string(),
+            client_tls(&dir, "reader"),
+            "door agent".into(),
+            "software card".into(),
+        );
+        let agent = tokio::spawn(agent::run(cfg, card, rx, tx));
+        agent_event(&mut events, "connected").await;
+        // Five idle connections from each of three addresses: three are
+        // held from the first (the per-address cap), three from the second,
+        // one from the third (the cap of 8 in all, the reader's included);
+        // every other is closed on arrival.
+        let mut held = Vec::new();
+        let mut shut = 0;
+        for (i, from) in [[127, 0, 0, 2], [127, 0, 0, 3], [127, 0, 0, 4]]
+            .into_iter()
+            .enumerate()
+        {
+            let keep = [3, 3, 1][i];
+            for n in 0..5 {
+                let mut c = idle_from(from, addr).await;
+                if n < keep {
+                    held.push(c);
+                } else {
+                    assert!(
+                        closed(&mut c).await,
+                        "connection {n} from {from:?} left open"
+                    );
+                    shut += 1;
+                }
+            }
+        }
+        assert_eq!(shut, 8);
+        // The reader online still taps, and is granted.
+        let _ = presence.send(CardState {
+            present: true,
+            card: 1,
+        });
+        let tap = agent_event(&mut events, "tap").await.unwrap();
+        agent.abort();
+        drop(held);
+        tap
+    });
+    assert!(granted.0, "refused: {}", granted.1);
+    // Each closed connection is counted with the cap that closed it (the
+    // tap came after them through the same queue, so they are counted).
+    let metrics = l.metrics.encode();
+    for line in [
+        "pivgate_remote_refused_total{reason=\"connections-per-address\"} 4",
+        "pivgate_remote_refused_total{reason=\"connections\"} 4",
+    ] {
+        assert!(metrics.contains(line), "{line} in {metrics}");
+    }
 }

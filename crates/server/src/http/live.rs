@@ -25,11 +25,20 @@
 //!   "error": sentence}`: events in that range may be missing (fetch them
 //!   from `/api/v1/events`).
 //! - A comment (`: keep-alive`) every 15 s keeps proxies from closing an
-//!   idle stream; streams end when the service shuts down.
+//!   idle stream.
+//! - **End.** A stream lives no longer than the token that opened it: it
+//!   ends when the token expires (a timer set at its `expires_at`, not a
+//!   check per event), when it is deleted (at once through the API; a
+//!   token deleted directly in the database within a minute), or when the
+//!   service shuts down. Its last event then says why: `event: end` with
+//!   `{"reason": "token-expired" | "token-deleted" | "shutdown",
+//!   "message": sentence}`; reconnecting with an expired or deleted token
+//!   is refused with 401.
 
 use std::sync::Arc;
 use std::time::Duration;
 
+use access::jiff::Timestamp;
 use access::{CardholderId, DoorId};
 use axum::extract::State;
 use axum::http::{HeaderMap, HeaderValue};
@@ -144,6 +153,58 @@ async fn token_revoked(
     }
 }
 
+/// Why a stream ended, told in its last event.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum End {
+    Expired { token: String, at: Timestamp },
+    Deleted { token: String },
+    Shutdown,
+}
+
+impl End {
+    fn code(&self) -> &'static str {
+        match self {
+            End::Expired { .. } => "token-expired",
+            End::Deleted { .. } => "token-deleted",
+            End::Shutdown => "shutdown",
+        }
+    }
+
+    fn event(&self) -> Result<SseEvent, axum::Error> {
+        let message = match self {
+            End::Expired { token, at } => {
+                format!("token `{token}` expired at {at}: open the stream again with a valid token")
+            }
+            End::Deleted { token } => {
+                format!("token `{token}` was deleted: open the stream again with another token")
+            }
+            End::Shutdown => "the service is shutting down".to_string(),
+        };
+        SseEvent::default()
+            .event("end")
+            .json_data(serde_json::json!({ "reason": self.code(), "message": message }))
+    }
+}
+
+/// Resolves when the token expiring at `at` expires; never without one.
+async fn expiry(at: Option<Timestamp>) {
+    let Some(at) = at else {
+        return std::future::pending().await;
+    };
+    // Asked again after each sleep: the timer caps long sleeps (about two
+    // years), and the wall clock may have been set meanwhile.
+    loop {
+        // A negative span (expired already) is not a duration.
+        let Ok(left) = Duration::try_from(at.duration_since(Timestamp::now())) else {
+            return;
+        };
+        if left.is_zero() {
+            return;
+        }
+        tokio::time::sleep(left).await;
+    }
+}
+
 /// `GET /api/v1/events/stream` (viewer).
 #[utoipa::path(get, path = "/api/v1/events/stream", tag = "events",
     security(("bearer" = [])),
@@ -156,7 +217,7 @@ async fn token_revoked(
         ("kind" = Option<schema::EventKind>, Query, description = "Only events of this kind"),
     ),
     responses(
-        (status = 200, description = "`text/event-stream`: one SSE event per committed event (`id:` the event id, `data:` the event as JSON); `event: lagged` with `{from, to, error}` when missed events could not be re-read", content_type = "text/event-stream", body = String),
+        (status = 200, description = "`text/event-stream`: one SSE event per committed event (`id:` the event id, `data:` the event as JSON); `event: lagged` with `{from, to, error}` when missed events could not be re-read; a last `event: end` with `{reason, message}` (reason `token-expired`, `token-deleted` or `shutdown`) when the stream ends", content_type = "text/event-stream", body = String),
         (status = 400, description = "A parameter cannot be parsed or is unknown; `field` names it", body = schema::ErrorBody),
         (status = 401, description = "No token, or an unknown one", body = schema::ErrorBody),
         (status = 422, description = "A negative event id; `field` names it", body = schema::ErrorBody),
@@ -192,15 +253,33 @@ pub async fn stream(
             }
         })?;
     let mut stopping = state.stopping();
+    let name = token.name.clone();
+    let expires_at = token.expires_at;
     let revoked = token_revoked(l.store.clone(), token, state.token_deletions());
-    let events = items.map(sse).take_until(async move {
-        tokio::select! {
-            _ = stopping.wait_for(|s| *s) => {}
-            _ = revoked => {}
-        }
-        // The place is given back when the stream ends.
-        drop(permit);
-    });
+    let (ended, why) = tokio::sync::oneshot::channel();
+    let events = items
+        .map(sse)
+        .take_until(async move {
+            let end = tokio::select! {
+                _ = stopping.wait_for(|s| *s) => End::Shutdown,
+                _ = revoked => End::Deleted { token: name },
+                _ = expiry(expires_at) => End::Expired {
+                    token: name,
+                    at: expires_at.unwrap_or_else(Timestamp::now),
+                },
+            };
+            if let End::Expired { token, .. } = &end {
+                tracing::info!(token = %token, "token expired: its event stream ends");
+            }
+            // The place is given back when the stream ends.
+            drop(permit);
+            let _ = ended.send(end);
+        })
+        // The last event says why the stream ended.
+        .chain(
+            futures_util::stream::once(why)
+                .filter_map(|end| async move { end.ok().map(|e| e.event()) }),
+        );
     let mut r = Sse::new(events)
         .keep_alive(KeepAlive::new().interval(KEEP_ALIVE).text("keep-alive"))
         .into_response();

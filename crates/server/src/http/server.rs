@@ -15,15 +15,20 @@
 //!   `header_read_timeout` closes the connection (hyper's timer); a
 //!   connection with no request in flight for `idle_timeout` is closed.
 //!   A request is in flight from its head until its response body ends
-//!   (an open event stream is never idle).
+//!   (an open event stream is never idle). Once the head is in, the
+//!   whole request body must arrive within `body_read_timeout`, however
+//!   slowly its bytes come: past it, reading the body fails, the request
+//!   is answered 408 and the connection closed (a stalled or trickled
+//!   body holds neither a connection nor a task for longer).
 //! - **Shutdown.** When `stop` turns true the listener is closed, every
 //!   connection is told to finish its request and close, and after
 //!   `shutdown_timeout` those still open are dropped: a half-sent
 //!   request never holds shutdown.
 
 use std::convert::Infallible;
+use std::future::Future;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
@@ -103,6 +108,81 @@ impl HttpBody for Tracked {
     fn size_hint(&self) -> http_body::SizeHint {
         self.body.size_hint()
     }
+}
+
+/// The body of a request that must be read in full by a deadline.
+///
+/// Past the deadline, the next read fails and `late` is set (the answer
+/// is then 408, whatever the handler made of the failed read). The timer
+/// is armed only when a read has to wait, so a request whose body is in
+/// already (or empty) costs none.
+struct Deadlined {
+    body: Incoming,
+    deadline: tokio::time::Instant,
+    /// The time allowed, for the error.
+    limit: Duration,
+    sleep: Option<Pin<Box<tokio::time::Sleep>>>,
+    late: Arc<AtomicBool>,
+}
+
+/// Reading a request body failed: it did not arrive in time.
+#[derive(Debug, thiserror::Error)]
+#[error("the request body did not arrive within {0:?}")]
+struct BodyTimeout(Duration);
+
+impl HttpBody for Deadlined {
+    type Data = Bytes;
+    type Error = Box<dyn std::error::Error + Send + Sync>;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<http_body::Frame<Bytes>, Self::Error>>> {
+        let this = self.get_mut();
+        if let Poll::Ready(f) = Pin::new(&mut this.body).poll_frame(cx) {
+            return Poll::Ready(f.map(|r| r.map_err(Into::into)));
+        }
+        let deadline = this.deadline;
+        let sleep = this
+            .sleep
+            .get_or_insert_with(|| Box::pin(tokio::time::sleep_until(deadline)));
+        match sleep.as_mut().poll(cx) {
+            Poll::Ready(()) => {
+                this.late.store(true, Ordering::Release);
+                Poll::Ready(Some(Err(BodyTimeout(this.limit).into())))
+            }
+            Poll::Pending => Poll::Pending,
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.body.is_end_stream()
+    }
+
+    fn size_hint(&self) -> http_body::SizeHint {
+        self.body.size_hint()
+    }
+}
+
+fn body_too_slow(limit: Duration) -> Response<Body> {
+    let body = serde_json::json!({
+        "error": format!(
+            "the request body did not arrive within {} ms of its head (`http.body_read_timeout_ms`)",
+            limit.as_millis()
+        )
+    });
+    let mut r = Response::new(Body::from(body.to_string()));
+    *r.status_mut() = StatusCode::REQUEST_TIMEOUT;
+    let h = r.headers_mut();
+    h.insert(
+        header::CONTENT_TYPE,
+        header::HeaderValue::from_static("application/json"),
+    );
+    h.insert(
+        header::CONNECTION,
+        header::HeaderValue::from_static("close"),
+    );
+    r
 }
 
 fn reserved_only() -> Response<Body> {
@@ -193,13 +273,30 @@ async fn connection<I>(
     let service = hyper::service::service_fn(move |req: Request<Incoming>| {
         let router = router.clone();
         let in_flight = act.begin();
+        let late = Arc::new(AtomicBool::new(false));
+        let deadline = tokio::time::Instant::now() + limits.body_read_timeout;
+        let too_late = late.clone();
         async move {
             let response = if reserved && !HEALTH.contains(&req.uri().path()) {
                 reserved_only()
             } else {
-                match router.oneshot(req.map(Body::new)).await {
+                let req = req.map(|body| {
+                    Body::new(Deadlined {
+                        body,
+                        deadline,
+                        limit: limits.body_read_timeout,
+                        sleep: None,
+                        late,
+                    })
+                });
+                let r = match router.oneshot(req).await {
                     Ok(r) => r,
                     Err(e) => match e {},
+                };
+                if too_late.load(Ordering::Acquire) {
+                    body_too_slow(limits.body_read_timeout)
+                } else {
+                    r
                 }
             };
             Ok::<_, Infallible>(response.map(|body| Tracked {
