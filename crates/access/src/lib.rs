@@ -24,6 +24,7 @@
 //! serde, where the chrono pair needs two crates and a generated database.
 
 pub mod decide;
+pub mod freshness;
 pub mod model;
 pub mod parse_error;
 pub mod schedule;
@@ -34,6 +35,7 @@ pub mod synthetic;
 pub use decide::{
     Decision, Identity, PassbackState, PassbackUpdate, Presence, Refusal, Request, Verdict,
 };
+pub use freshness::{Age, AsOf, Freshness, Offline, Stale, StalePolicy};
 pub use model::*;
 pub use schedule::{Days, TimeRange, Window, WindowSet};
 pub use scheduled::UnlockWindow;

@@ -76,6 +76,49 @@ pub struct Config {
     /// Written to an empty database on the first start.
     #[serde(default)]
     pub seed: Option<Seed>,
+    /// How old the site's revocation and access data may be before a door
+    /// applies its stale-data policy (see [`access::freshness`]).
+    #[serde(default, skip_serializing_if = "OfflineConfig::is_default")]
+    pub offline: OfflineConfig,
+}
+
+/// `[offline]`: the maximum age of the revocation data and of the access
+/// changes from the central for doors that set none of their own.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct OfflineConfig {
+    /// `"24h"`, `"90m"`, `"7d"`…; absent: a door without its own maximum
+    /// is never stale.
+    #[serde(default, with = "opt_span", skip_serializing_if = "Option::is_none")]
+    pub max_staleness: Option<Duration>,
+}
+
+impl OfflineConfig {
+    fn is_default(&self) -> bool {
+        *self == OfflineConfig::default()
+    }
+
+    /// The site's default maximum, in seconds.
+    pub fn default_max_staleness_s(&self) -> Option<u64> {
+        self.max_staleness.map(|d| d.as_secs())
+    }
+}
+
+/// An optional duration written as a number and a unit (`"24h"`).
+mod opt_span {
+    use serde::{Deserializer, Serializer};
+    use std::time::Duration;
+
+    pub fn serialize<S: Serializer>(d: &Option<Duration>, s: S) -> Result<S::Ok, S::Error> {
+        match d {
+            Some(d) => pki::discover::span::serialize(d, s),
+            None => s.serialize_none(),
+        }
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Duration>, D::Error> {
+        pki::discover::span::deserialize(d).map(Some)
+    }
 }
 
 /// `[retention]`: events older than `days` are exported to `export_dir`
@@ -917,6 +960,13 @@ pub struct SeedDoor {
     /// each window.
     #[serde(default)]
     pub first_card_unlock: bool,
+    /// The oldest data the door decides from (`"1h"`); absent: the
+    /// `[offline]` default.
+    #[serde(default, with = "opt_span", skip_serializing_if = "Option::is_none")]
+    pub max_staleness: Option<Duration>,
+    /// `decide` (default), `refuse` or `recent-only`, beyond the maximum.
+    #[serde(default)]
+    pub stale_policy: access::StalePolicy,
 }
 
 fn default_mechanism() -> Mechanism {
@@ -946,6 +996,7 @@ impl Default for Config {
             retention: None,
             export: ExportConfig::default(),
             seed: None,
+            offline: OfflineConfig::default(),
         }
     }
 }
@@ -1710,6 +1761,8 @@ impl Seed {
                 mode: Default::default(),
                 unlock_schedule: None,
                 first_card_unlock: false,
+                max_staleness_s: d.max_staleness.map(|m| m.as_secs()),
+                stale_policy: d.stale_policy,
             });
         }
         let mut readers = Vec::new();

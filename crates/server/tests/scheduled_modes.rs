@@ -119,6 +119,8 @@ fn site(first_card: bool, cluster: Option<TempCluster>) -> Site_ {
         mode: Default::default(),
         unlock_schedule: schedule,
         first_card_unlock: first_card && schedule.is_some(),
+        max_staleness_s: None,
+        stale_policy: Default::default(),
     };
     let reader = |id: i64| Reader {
         id: ReaderId(id),
