@@ -105,7 +105,8 @@ impl fmt::Display for Age {
     }
 }
 
-/// Seconds as the largest two units (`3 h 12 min`, `2 d 4 h`, `45 s`).
+/// Seconds as the largest unit and the rest in the next unit that shows
+/// it (`3 h 12 min`, `2 d 4 h`, `1 h 1 s`, `45 s`).
 struct Span(u64);
 
 impl fmt::Display for Span {
@@ -117,11 +118,11 @@ impl fmt::Display for Span {
         };
         let (n, u) = units[i];
         write!(f, "{} {u}", s / n)?;
-        if let Some(&(m, v)) = units.get(i + 1) {
-            let rest = (s % n) / m;
-            if rest > 0 {
-                write!(f, " {rest} {v}")?;
-            }
+        // The rest in the largest unit that shows it (`1 h 1 s`, never
+        // `1 h` for a little more than an hour).
+        let rest = s % n;
+        if let Some(&(m, v)) = units[i + 1..].iter().find(|(m, _)| rest >= *m) {
+            write!(f, " {} {v}", rest / m)?;
         }
         Ok(())
     }
