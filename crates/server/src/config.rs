@@ -2039,6 +2039,16 @@ min_refresh_secs = 60
 # found revoked or expired is suspended, with an event saying why.
 revalidate_hours = 24
 
+# [offline]
+# The oldest revocation data (the least recently confirmed CRL or OCSP
+# answer in force) and access changes from a central a door decides from
+# before its stale_policy applies: "decide" (default: keep deciding; an
+# event records the door turning stale and recovering), "refuse"
+# (`stale-data`) or "recent-only" (only each cardholder's newest credential;
+# `stale-superseded`). A door's own max_staleness overrides this; unset:
+# doors without their own are never stale.
+# max_staleness = "24h"
+
 [output]
 # How long a granted tap or a momentary unlock releases the lock.
 unlock_ms = 5000
@@ -2285,6 +2295,29 @@ mod tests {
         assert!(e.to_string().contains("pki-cak"), "{e}");
         let e = parse("data_dir = [\n").unwrap_err();
         assert!(matches!(e, ConfigError::Parse { line: 1 | 2, .. }), "{e}");
+    }
+
+    #[test]
+    fn offline_maximums_for_the_site_and_per_door() {
+        assert_eq!(parse("").unwrap().offline.default_max_staleness_s(), None);
+        let site = "[seed.site]\nname = \"s\"\ntime_zone = \"UTC\"\n";
+        let c = parse(&format!(
+            "[offline]\nmax_staleness = \"24h\"\n{site}[[seed.doors]]\nname = \"Vault\"\nmax_staleness = \"30m\"\nstale_policy = \"recent-only\"\n[[seed.doors]]\nname = \"Front\"\n"
+        ))
+        .unwrap();
+        assert_eq!(c.offline.default_max_staleness_s(), Some(86_400));
+        let e = c.seed.as_ref().unwrap().entities().unwrap();
+        assert_eq!(e.doors[0].max_staleness_s, Some(1_800));
+        assert_eq!(e.doors[0].stale_policy, access::StalePolicy::RecentOnly);
+        assert_eq!(e.doors[1].max_staleness_s, None);
+        assert_eq!(e.doors[1].stale_policy, access::StalePolicy::Decide);
+        let e = parse("[offline]\nmax_staleness = \"a day\"\n").unwrap_err();
+        assert!(e.to_string().contains("not a duration"), "{e}");
+        let e = parse(&format!(
+            "{site}[[seed.doors]]\nname = \"V\"\nstale_policy = \"panic\"\n"
+        ))
+        .unwrap_err();
+        assert!(e.to_string().contains("recent-only"), "{e}");
     }
 
     #[test]
