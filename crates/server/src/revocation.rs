@@ -1467,6 +1467,44 @@ mod tests {
     }
 
     #[test]
+    fn revocation_data_is_as_old_as_its_least_recently_confirmed_crl() {
+        use access::AsOf;
+        let pki = TestPki::generate(TestPkiOptions::default()).unwrap();
+        let now = pki_issue::now();
+        let issued = |age: i64, number: u64| {
+            pki_issue::CrlBuilder::new()
+                .update_times(now - age, Some(now + 86_400))
+                .crl_number(number)
+                .sign(pki.intermediate_der(), pki.intermediate_key())
+                .unwrap()
+        };
+        let (old, root) = (issued(7_200, 5), pki.root_crl_der().to_vec());
+        let root_this = Crl::from_der(root.clone()).unwrap().this_update.0;
+        let mut b = RevocationSet::builder();
+        b.add_der(old.clone()).unwrap();
+        b.add_der(root.clone()).unwrap();
+        let set = b.build();
+        let at = |s: i64| AsOf::At {
+            at: Timestamp::from_second(s).unwrap(),
+        };
+        // Files only: the oldest thisUpdate.
+        assert_eq!(revocation_as_of(false, &set, &[]), at(now - 7_200));
+        // Downloaded again a minute ago: confirmed then; the root's file
+        // is now the oldest.
+        let downloads = [(Arc::new(old.clone()), now - 60)];
+        assert_eq!(
+            revocation_as_of(false, &set, &downloads),
+            at(root_this.min(now - 60))
+        );
+        // Off: not applicable; nothing held: never confirmed.
+        assert_eq!(revocation_as_of(true, &set, &[]), AsOf::NotApplicable);
+        assert_eq!(
+            revocation_as_of(false, &RevocationSet::empty(), &[]),
+            AsOf::Never
+        );
+    }
+
+    #[test]
     fn a_newer_crl_replaces_an_older_one_of_the_same_issuer() {
         let mut pki = TestPki::generate(TestPkiOptions::default()).unwrap();
         let card = pki.issue_card(&CardOptions::default()).unwrap();
