@@ -151,8 +151,9 @@ fn each_policy_on_fresh_and_stale_data() {
     };
     let site_max = Some(DAY);
     // (door, credential, freshness, the site's default maximum, code, stale)
+    type Row = (i64, u8, Freshness, Option<u64>, &'static str, bool);
     #[rustfmt::skip]
-    let rows: &[(i64, u8, Freshness, Option<u64>, &str, bool)] = &[
+    let rows: &[Row] = &[
         // Fresh data: every policy grants, superseded or not.
         (1, 1, fresh, site_max, "granted", false),
         (2, 3, fresh, site_max, "granted", false),
