@@ -90,7 +90,7 @@ function doorCard(d, refresh, single) {
   return h('section.card.door', { dataset: { door: d.door }, 'aria-label': d.name },
     h('div.bar', title, badge(`mode ${d.mode}`, `mode-${d.mode}`), d.stale ? badge('stale data', 'refused') : null, h('span.muted', `${d.mechanism}${site ? ` · ${site.name}` : ''}`)),
     h('dl',
-      d.stale_policy ? [h('dt', 'Stale data'), h('dd.stale-policy', `${d.stale ? 'beyond' : 'within'} ${d.max_staleness_s == null ? 'no maximum' : `a maximum of ${fmtAge(d.max_staleness_s)}`}; policy ${d.stale_policy}`)] : null,
+      d.stale_policy ? [h('dt', 'Stale data'), h('dd.stale-policy', d.max_staleness_s == null ? h('span.muted', `no maximum age (policy ${d.stale_policy})`) : `${d.stale ? 'older than' : 'within'} its maximum of ${fmtAge(d.max_staleness_s)}; policy ${d.stale_policy}`)] : null,
       h('dt', 'Last tap'), h('dd.last-tap', lastTap(d.last_tap, d.door)),
       h('dt', 'Last command'), h('dd.last-command', lastCommand(d.door)),
       h('dt', 'Readers'), h('dd', d.readers.length ? h('ul.readers', d.readers.map(readerLine)) : h('span.muted', 'none bound'))),
