@@ -389,6 +389,62 @@ fn anti_passback_refuses_within_a_site_cut_off_from_its_central() {
     assert!(b.tap(&s, &b.alice_new, "sim:exit").granted());
     assert_eq!(b.tap(&s, &b.alice_new, "sim:exit").code(), "anti-passback");
 
+    // A door's maximum and policy are fields of the door: set through the
+    // API, the next tap at it applies them.
+    let store = &s.loaded().store;
+    let admin =
+        b.rt.block_on(server::token::create(store, "boss", Role::Admin))
+            .unwrap();
+    let entry = controller
+        .snapshot()
+        .doors()
+        .find(|d| d.name == "Entry")
+        .unwrap()
+        .id;
+    let path = format!("/api/v1/doors/{}", entry.0);
+    let mut door: serde_json::Value = serde_json::from_str(&b.get(&s, &admin, &path)).unwrap();
+    assert_eq!(door["stale_policy"], "decide");
+    assert_eq!(door["max_staleness_s"], serde_json::Value::Null);
+    door["stale_policy"] = "refuse".into();
+    door["max_staleness_s"] = 60.into();
+    let (url, auth) = (format!("{}{path}", s.url()), format!("Bearer {admin}"));
+    let answer: serde_json::Value = b.rt.block_on(async move {
+        tokio::task::spawn_blocking(move || {
+            let text = ureq::put(&url)
+                .set("Authorization", &auth)
+                .set("Content-Type", "application/json")
+                .send_string(&door.to_string())
+                .unwrap()
+                .into_string()
+                .unwrap();
+            serde_json::from_str(&text).unwrap()
+        })
+        .await
+        .unwrap()
+    });
+    assert_eq!(answer["stale_policy"], "refuse", "{answer}");
+    assert_eq!(answer["max_staleness_s"], 60, "{answer}");
+    let r = b.tap(&s, &b.alice_new, "sim:entry");
+    assert_eq!(r.code(), "stale-data", "{:?}", r.reason());
+    assert!(
+        r.reason()
+            .unwrap()
+            .contains("the access changes from the central are 2 d old (at most 1 min allowed)"),
+        "{:?}",
+        r.reason()
+    );
+    // The OpenAPI document describes the fields and the data ages.
+    let doc: serde_json::Value =
+        serde_json::from_str(&b.get(&s, &admin, "/api/v1/openapi.json")).unwrap();
+    let schemas = &doc["components"]["schemas"];
+    assert!(
+        schemas["Door"]["properties"]["stale_policy"].is_object(),
+        "{}",
+        schemas["Door"]
+    );
+    assert!(schemas["DataAges"]["properties"]["revocation"].is_object());
+    assert!(schemas["DoorStatusList"]["properties"]["data_age"].is_object());
+
     // A change applied from the central: current again; an older
     // confirmation does not turn the clock back.
     let now = Timestamp::now();
