@@ -165,6 +165,15 @@ pub enum Refusal {
         newer: CredentialId,
         stale: Stale,
     },
+    /// Another door of an interlock group (mantrap) is open or released
+    /// (see [`crate::interlock`]); checked by the controller at the moment
+    /// of opening, not by [`AccessSnapshot::decide`].
+    Interlock {
+        group: String,
+        /// The door that blocks the release.
+        door: String,
+        blocking: crate::interlock::Blocking,
+    },
 }
 
 impl Refusal {
@@ -191,11 +200,12 @@ impl Refusal {
             Refusal::AntiPassback { .. } => "anti-passback",
             Refusal::StaleData { .. } => "stale-data",
             Refusal::StaleSuperseded { .. } => "stale-superseded",
+            Refusal::Interlock { .. } => "interlock",
         }
     }
 
     /// Every code, in rule order (for documentation and metrics labels).
-    pub const CODES: [&'static str; 20] = [
+    pub const CODES: [&'static str; 21] = [
         "unknown-door",
         "no-identifier",
         "not-enrolled",
@@ -216,6 +226,7 @@ impl Refusal {
         "stale-data",
         "stale-superseded",
         "anti-passback",
+        "interlock",
     ];
 }
 
@@ -313,6 +324,15 @@ impl fmt::Display for Refusal {
             } => write!(
                 f,
                 "stale data: door `{door}` admits only the newest credential of each cardholder while {stale}; credential {newer} replaced this one, whose revocation may not have reached the site"
+            ),
+            Refusal::Interlock {
+                group,
+                door,
+                blocking,
+            } => write!(
+                f,
+                "interlock: door `{door}` is {} (interlock group `{group}`)",
+                blocking.as_str()
             ),
         }
     }

@@ -21,6 +21,10 @@
 //! is in at an instant and [`AccessSnapshot::unlock_window`] when its
 //! schedule next changes, so the service arms one timer per boundary.
 //!
+//! Doors may be held in interlock groups (mantraps): [`interlock::check`]
+//! is the rule the controller applies at the moment of opening, with what
+//! it knows of the other doors passed in.
+//!
 //! Time zones come from [`jiff`], with the IANA time-zone database compiled
 //! into the binary (`tzdb-bundle-always`, no system zoneinfo): a site's
 //! schedule means the same on every machine, and resolving a zone reads no
@@ -30,6 +34,7 @@
 
 pub mod decide;
 pub mod freshness;
+pub mod interlock;
 pub mod model;
 pub mod parse_error;
 pub mod schedule;
@@ -41,6 +46,7 @@ pub use decide::{
     Decision, Identity, PassbackState, PassbackUpdate, Presence, Refusal, Request, Verdict,
 };
 pub use freshness::{Age, AsOf, Freshness, Offline, Stale, StalePolicy};
+pub use interlock::{Blocking, DoorState, InterlockGroup};
 pub use model::*;
 pub use schedule::{Days, TimeRange, Window, WindowSet};
 pub use scheduled::UnlockWindow;

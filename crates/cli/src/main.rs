@@ -13,7 +13,8 @@ mod cmd;
 mod render;
 
 use cmd::{
-    auth, backup, card, demo, man, measure, pki, prune, read, reader, restore, serve, token,
+    auth, backup, card, demo, lockdown, man, measure, pki, prune, read, reader, restore, serve,
+    token,
 };
 
 /// PIV / PKI smart-card authentication for physical access control.
@@ -82,6 +83,11 @@ enum Command {
     /// API bearer tokens.
     #[command(subcommand)]
     Token(token::TokenCommand),
+    /// Lock a site down, lift it, or show it, through the running
+    /// service's API with a token (--token-file or PIVGATE_TOKEN; the
+    /// service at --url or PIVGATE_URL).
+    #[command(subcommand)]
+    Lockdown(lockdown::LockdownCommand),
     /// Back up the SQLite database while the service runs (consistent:
     /// taps go on); PostgreSQL is refused with the pg_dump recipe.
     Backup(backup::BackupArgs),
@@ -121,6 +127,7 @@ fn main() -> ExitCode {
         Command::Init(a) => serve::init(a),
         Command::Serve(a) => serve::serve(a),
         Command::Token(c) => token::token(c),
+        Command::Lockdown(c) => lockdown::run(c),
         Command::Enroll(a) => serve::enroll(a),
         Command::Reader(c) => reader::run(c),
         Command::Backup(a) => backup::run(a),

@@ -1114,6 +1114,130 @@ fn dashboard_over_the_demo_shows_every_page_populated() {
         b.press(Key::Escape, false).await;
         b.wait_focus("button[data-action=unlock][data-door='1']")
             .await;
+
+        // The demo left the lab door open past its time: its held-open
+        // alarm (raised by the service from the door's OSDP I/O module)
+        // is listed first and marked active; acknowledged with a note
+        // through the page, the API and the log name the admin token.
+        b.page("alarms").await;
+        let first = b
+            .wait_for("[data-page=alarms] ul.alarms > li.alarm:first-child")
+            .await;
+        assert_eq!(
+            first.attr("data-state").await.unwrap().as_deref(),
+            Some("active")
+        );
+        let cue = b
+            .client
+            .execute(
+                "const li = document.querySelector('li.alarm.alarm-active'); const s = getComputedStyle(li); return [s.boxShadow, li.querySelector('.badge').className, li.textContent];",
+                vec![],
+            )
+            .await
+            .unwrap();
+        assert!(
+            cue[0].as_str().unwrap().contains("inset")
+                && cue[1].as_str().unwrap().contains("refused")
+                && cue[2].as_str().unwrap().contains("door held open at Lab"),
+            "{cue}"
+        );
+        let id: i64 = first
+            .attr("data-alarm")
+            .await
+            .unwrap()
+            .unwrap()
+            .parse()
+            .unwrap();
+        b.check("demo-alarms-active").await;
+        let note = "propped open for a delivery; closed by the lab crew";
+        first
+            .find(Locator::Css("input[name=note]"))
+            .await
+            .unwrap()
+            .send_keys(note)
+            .await
+            .unwrap();
+        first
+            .find(Locator::Css("button[type=submit]"))
+            .await
+            .unwrap()
+            .click()
+            .await
+            .unwrap();
+        b.wait_for(&format!(
+            "[data-page=alarms] li.alarm[data-alarm='{id}'][data-state=acknowledged]"
+        ))
+        .await;
+        b.wait_true(
+            &format!(
+                "return [...document.querySelectorAll('table.alarm-history tbody tr')].some((r) => r.textContent.includes('acknowledged') && r.textContent.includes('demo-admin') && r.textContent.includes({}));",
+                json!(note)
+            ),
+            "the acknowledgement in the alarm history",
+        )
+        .await;
+        b.check("demo-alarms-acknowledged").await;
+        let api = url.trim_end_matches('/');
+        let alarms: serde_json::Value = serde_json::from_str(
+            &ureq::get(&format!("{api}/api/v1/alarms"))
+                .set("Authorization", &format!("Bearer {viewer}"))
+                .call()
+                .unwrap()
+                .into_string()
+                .unwrap(),
+        )
+        .unwrap();
+        let open = alarms["active"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|a| a["id"] == id)
+            .unwrap_or_else(|| panic!("alarm {id} not open: {alarms}"));
+        assert_eq!(open["state"], "acknowledged", "{alarms}");
+        assert_eq!(open["kind"], "door-held-open", "{alarms}");
+        let ack = alarms["history"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|e| e["data"]["alarm"] == id && e["data"]["state"] == "acknowledged")
+            .unwrap_or_else(|| panic!("no acknowledgement of {id}: {alarms}"));
+        assert_eq!(ack["actor"], "demo-admin", "{ack}");
+        assert_eq!(ack["data"]["note"], note, "{ack}");
+        assert_eq!(ack["kind"], "alarm", "{ack}");
+
+        // The site locked down with `pivgate lockdown`: the open Doors page
+        // shows each door driven locked by the lockdown beside its own
+        // mode, live, and drops it when the lockdown is lifted.
+        b.page("doors").await;
+        b.wait_for("[data-page=doors] section.door[data-door='1']")
+            .await;
+        assert!(b.text_content("[data-page=doors] .driven").await.is_empty());
+        let lockdown = |verb: &str| {
+            let o = Command::new(BIN)
+                .args(["lockdown", verb, "--site", "Demo site", "--url", api])
+                .env("PIVGATE_TOKEN", &admin)
+                .output()
+                .unwrap();
+            assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        };
+        lockdown("on");
+        let driven = b
+            .wait_for("[data-page=doors] section.door[data-door='1'] .driven[data-driven=locked][data-by=lockdown]")
+            .await;
+        let text = driven.text().await.unwrap();
+        assert!(text.contains("driven locked (site lockdown)"), "{text}");
+        let own = b
+            .text("[data-page=doors] section.door[data-door='1'] .badge.mode-normal")
+            .await;
+        assert_eq!(own, "mode normal");
+        b.check("demo-doors-lockdown").await;
+        lockdown("off");
+        b.wait_true(
+            "return document.querySelector('[data-page=doors] section.door[data-door=\"1\"]') !== null && document.querySelector('[data-page=doors] .driven') === null;",
+            "the driven mode gone once the lockdown is lifted",
+        )
+        .await;
+
         b.client.clone().close().await.unwrap();
         b.assert_accessible();
 

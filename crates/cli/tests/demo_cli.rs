@@ -116,6 +116,7 @@ fn check_scenarios(out: &str) {
     }
     assert!(out.contains("Against the reference door"), "{out}");
     assert!(out.contains("Recorded: 7 tap events"), "{out}");
+    check_alarms(out);
     // A tap through an OSDP reader at both baud rates, both paths, beside
     // the reference door's reader link.
     for want in [
@@ -129,6 +130,45 @@ fn check_scenarios(out: &str) {
     ] {
         assert!(out.contains(want), "{want:?} missing:\n{out}");
     }
+}
+
+/// The door-alarm section: the lab door forced open, acknowledged through
+/// the API with a note and cleared when it closed; then held open, still
+/// active. Each row: kind, door, raised, acknowledged, cleared, now.
+fn check_alarms(out: &str) {
+    assert!(
+        out.contains(
+            "Door alarms at `Lab` (its position switch on an OSDP I/O module, secure channel"
+        ),
+        "{out}"
+    );
+    let row = |kind: &str| -> Vec<String> {
+        out.lines()
+            .find_map(|l| l.strip_prefix(&format!("  {kind} ")))
+            .unwrap_or_else(|| panic!("no {kind} row:\n{out}"))
+            .split_whitespace()
+            .map(str::to_string)
+            .collect()
+    };
+    let is_time = |t: &str| {
+        t.len() == 12
+            && t.as_bytes()[2] == b':'
+            && t.as_bytes()[5] == b':'
+            && t.as_bytes()[8] == b'.'
+    };
+    let forced = row("door-forced");
+    assert_eq!(forced[0], "Lab", "{out}");
+    assert!(forced[1..4].iter().all(|t| is_time(t)), "{forced:?}");
+    assert_eq!(forced[4], "cleared", "{out}");
+    let held = row("door-held-open");
+    assert_eq!(held[0], "Lab", "{out}");
+    assert!(is_time(&held[1]), "{held:?}");
+    assert_eq!(&held[2..5], ["-", "-", "active"], "{out}");
+    assert!(
+        out.contains("  door-forced acknowledged by demo-admin: \"checked on camera: a contractor, door closed again\""),
+        "{out}"
+    );
+    assert!(out.contains(" 4 door and 4 alarm events "), "{out}");
 }
 
 /// The API base and token the demo printed.

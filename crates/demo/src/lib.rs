@@ -3,7 +3,9 @@
 //! granted, not enrolled, outside schedule, revoked after a CRL refresh,
 //! card + PIN at a high-security door, and a repeat tap on the fast path —
 //! each decision printed with its stage table and the door total beside the
-//! reference door; then the same card through an OSDP reader. With
+//! reference door; then door alarms at the lab (forced open, acknowledged
+//! with a note and cleared; held open), its position switch reported by an
+//! OSDP I/O module; then the same card through an OSDP reader. With
 //! `--profiles`, an RSA-2048 and a P-256 card under each timing profile,
 //! per-stage medians beside the reference door.
 //!
@@ -15,6 +17,7 @@
 //! (`server`), or hold anything the service needs — the demo site itself
 //! (`server::demo`) belongs to the service's test support.
 
+mod alarms;
 mod osdp;
 pub mod report;
 
@@ -369,6 +372,10 @@ pub fn run(args: &Options) -> Result<Outcome> {
         )
     );
 
+    eprintln!("  opening the lab door: forced, then held open");
+    let alarms = alarms::run(&demo.rt, &demo.service, &site, &token)?;
+    print!("{}", alarms::render(&alarms.rows));
+
     eprintln!("  tapping Ada Lovelace's card through an OSDP reader at 9600 and 115200 baud");
     let osdp = osdp::taps(&site.pki, &site.cards.ada, profile)?;
     print!("{}", osdp::render(&osdp, profile.name()));
@@ -383,9 +390,11 @@ pub fn run(args: &Options) -> Result<Outcome> {
     let count = |k| page.events.iter().filter(|e| e.event.kind == k).count();
     println!();
     println!(
-        "Recorded: {} tap events (each committed before its door was signalled) and {} admin events (enrollments) in the event log; GET {}/api/v1/events lists them.",
+        "Recorded: {} tap events (each committed before its door was signalled), {} admin events (enrollments), {} door and {} alarm events in the event log; GET {}/api/v1/events lists them.",
         count(EventKind::Tap),
         count(EventKind::Admin),
+        count(EventKind::Door),
+        count(EventKind::Alarm),
         demo.service.url()
     );
 
@@ -407,6 +416,10 @@ pub fn run(args: &Options) -> Result<Outcome> {
     let Demo { rt, service, .. } = demo;
     rt.block_on(service.shutdown())
         .context("stopping the door service")?;
+    alarms
+        .io
+        .shutdown()
+        .context("stopping the lab door's I/O module")?;
     if !wrong.is_empty() {
         return Ok(Err(wrong));
     }

@@ -495,6 +495,7 @@ enum PdCtl {
     Keypad(u8, Vec<u8>),
     Presence(u8, bool),
     LocalStatus(bool, bool),
+    Inputs(Vec<u8>),
     Shutdown,
 }
 
@@ -568,6 +569,11 @@ impl PdHandle {
     pub fn set_local_status(&self, tamper: bool, power: bool) {
         self.send(PdCtl::LocalStatus(tamper, power));
     }
+    /// Sets the inputs' state; a change is reported on the next poll
+    /// ([`PeripheralDevice::set_inputs`]).
+    pub fn set_inputs(&self, inputs: Vec<u8>) {
+        self.send(PdCtl::Inputs(inputs));
+    }
     /// The device's events.
     pub fn events(&self) -> &mpsc::Receiver<PdEvent> {
         &self.events
@@ -639,6 +645,7 @@ fn run_pd(
                 PdCtl::Keypad(r, k) => pd.keypad(r, &k),
                 PdCtl::Presence(r, p) => pd.card_presence(r, p),
                 PdCtl::LocalStatus(t, p) => pd.set_local_status(t, p),
+                PdCtl::Inputs(i) => pd.set_inputs(i),
                 PdCtl::Shutdown => return Ok(stats),
             }
         }

@@ -228,6 +228,40 @@ fn multidrop_connects_reads_cards_and_drives_outputs() {
 }
 
 #[test]
+fn input_changes_are_reported_once_and_istat_answers_the_current_state() {
+    let mut bus = Bus::new(
+        CpConfig::default(),
+        vec![PdSetup::plain(1)],
+        vec![PdConfig::reader(1, id(11))],
+    );
+    bus.pds[0].0.set_inputs(vec![1, 0]);
+    bus.run(Duration::from_millis(100));
+    let istat = |ev: &[CpEvent]| -> Vec<Vec<u8>> {
+        ev.iter()
+            .filter_map(|e| match e {
+                CpEvent::InputStatus { address: 1, inputs } => Some(inputs.clone()),
+                _ => None,
+            })
+            .collect()
+    };
+    // The first state, reported once however many polls follow.
+    assert_eq!(istat(&bus.take()), vec![vec![1, 0]]);
+    // The door opens: one unsolicited report of the change.
+    bus.pds[0].0.set_inputs(vec![0, 0]);
+    bus.run(Duration::from_millis(300));
+    assert_eq!(istat(&bus.take()), vec![vec![0, 0]]);
+    // Asked, the device answers with the state it was given.
+    let t = bus.cp.submit(1, Command::InputStatus).unwrap();
+    bus.run(Duration::from_millis(100));
+    assert!(bus.take().contains(&CpEvent::Completed {
+        address: 1,
+        command: 0x65,
+        ticket: t,
+        reply: Reply::InputStatus(vec![0, 0])
+    }));
+}
+
+#[test]
 fn offline_after_retries_then_reconnects() {
     let cfg = CpConfig::default();
     let mut bus = Bus::new(

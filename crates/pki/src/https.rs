@@ -90,10 +90,17 @@ pub fn client_config(roots: RootCertStore) -> Arc<ClientConfig> {
     Arc::new(config)
 }
 
+/// A [`ureq::TlsConnector`] that checks servers against the roots of
+/// `roots_file` (PEM), or the system's: for clients of pivgate's own
+/// `https://` API as for discovery.
+pub fn connector(roots_file: Option<std::path::PathBuf>) -> Arc<Connector> {
+    Arc::new(Connector::new(roots_file))
+}
+
 /// [`ureq::TlsConnector`] over `rustls`. The roots are read at the first `https://`
 /// request (a service that never meets one never reads the system store, and starts
 /// without that cost); when they cannot be read, every `https://` request fails with why.
-pub(crate) struct Connector {
+pub struct Connector {
     roots_file: Option<std::path::PathBuf>,
     config: std::sync::OnceLock<Result<Arc<ClientConfig>, HttpsRootsError>>,
 }

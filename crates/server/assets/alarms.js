@@ -1,5 +1,6 @@
-// Alarms: those not cleared (forced, held open, tamper, line faults) with
-// an acknowledgement form for operators, then the latest alarm events. The
+// Alarms: those not cleared (forced, held open, tamper, line faults),
+// unacknowledged ones first and marked, with an acknowledgement form for
+// operators, then the latest alarm events. The
 // page redraws when an alarm event arrives on the live stream.
 
 import { get, call } from './api.js';
@@ -43,8 +44,12 @@ export async function alarmsPage(root) {
       return;
     }
     history.update(list.history);
-    open.replaceChildren(list.active.length
-      ? h('ul.alarms', list.active.map((a) => h('li.alarm', { dataset: { alarm: a.id, state: a.state } },
+    // Those nobody acknowledged first (active, then returned), oldest
+    // first within each.
+    const rank = { active: 0, returned: 1, acknowledged: 2 };
+    const sorted = [...list.active].sort((x, y) => (rank[x.state] ?? 3) - (rank[y.state] ?? 3) || x.id - y.id);
+    open.replaceChildren(sorted.length
+      ? h('ul.alarms', sorted.map((a) => h(`li.alarm.alarm-${a.state}`, { dataset: { alarm: a.id, state: a.state } },
         h('p', badge(a.state, a.state === 'active' ? 'refused' : 'mode-unlocked'), ' ', h('strong', KINDS[a.kind] || a.kind),
           ` at ${doorName(a.door)}`, a.input ? ` (${a.input} input)` : '', h('span.muted', ` since ${fmtTime(a.raised, zoneOf(a.door))}`)),
         a.state === 'acknowledged' ? null : ackForm(a, draw))))

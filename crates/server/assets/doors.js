@@ -48,6 +48,18 @@ function readerLine(r) {
     r.since ? h('span.muted', ` since ${fmtTime(r.since)}`) : null);
 }
 
+const DRIVEN_BY = { lockdown: 'site lockdown', schedule: 'unlock schedule', 'first-card': 'first-card unlock' };
+
+// The mode the door is driven in when it is not its own mode, and why:
+// "driven locked (site lockdown)", "driven unlocked (unlock schedule until …)".
+function driven(d) {
+  if (!d.driven_mode || d.driven_mode === d.mode) return null;
+  const why = DRIVEN_BY[d.driven_by] || d.driven_by;
+  const until = d.driven_until ? ` until ${fmtTime(d.driven_until, zoneOf(d.door))}` : '';
+  return h('span.driven', { dataset: { driven: d.driven_mode, by: d.driven_by || '' } },
+    badge(`driven ${d.driven_mode}`, `mode-${d.driven_mode}`), why ? h('span.muted', ` (${why}${until})`) : null);
+}
+
 function lastTap(t, door) {
   if (!t) return h('span.muted', 'no tap yet');
   return h('span', { class: t.result === 'refused' ? 'refused-text' : null },
@@ -88,7 +100,7 @@ function doorCard(d, refresh, single) {
   const site = ctx.sites.get(d.site);
   const title = single ? h('h1', d.name) : h('h2', h('a', { href: `#/doors/${d.door}` }, d.name));
   return h('section.card.door', { dataset: { door: d.door }, 'aria-label': d.name },
-    h('div.bar', title, badge(`mode ${d.mode}`, `mode-${d.mode}`), d.stale ? badge('stale data', 'refused') : null, h('span.muted', `${d.mechanism}${site ? ` · ${site.name}` : ''}`)),
+    h('div.bar', title, badge(`mode ${d.mode}`, `mode-${d.mode}`), driven(d), d.stale ? badge('stale data', 'refused') : null, h('span.muted', `${d.mechanism}${site ? ` · ${site.name}` : ''}`)),
     h('dl',
       d.stale_policy ? [h('dt', 'Stale data'), h('dd.stale-policy', d.max_staleness_s == null ? h('span.muted', `no maximum age (policy ${d.stale_policy})`) : `${d.stale ? 'older than' : 'within'} its maximum of ${fmtAge(d.max_staleness_s)}; policy ${d.stale_policy}`)] : null,
       h('dt', 'Last tap'), h('dd.last-tap', lastTap(d.last_tap, d.door)),

@@ -73,6 +73,10 @@ pub struct Config {
     /// [`crate::export`]).
     #[serde(default, skip_serializing_if = "ExportConfig::is_empty")]
     pub export: ExportConfig,
+    /// Interlock groups (mantraps): doors of a group open one at a time
+    /// (see [`crate::interlock`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub interlocks: Vec<InterlockConfig>,
     /// Written to an empty database on the first start.
     #[serde(default)]
     pub seed: Option<Seed>,
@@ -906,6 +910,56 @@ fn default_webhook_timeout_ms() -> u64 {
     10_000
 }
 
+/// `[[interlocks]]`: doors (by name) of which only one may be open or
+/// released at a time, e.g. the two doors of a vestibule.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct InterlockConfig {
+    pub name: String,
+    /// Names of doors (at least two).
+    pub doors: Vec<String>,
+}
+
+impl Config {
+    /// Each group has a name of its own and at least two distinct doors.
+    /// Door names are resolved against the access data when a door
+    /// releases (doors are managed through the API): one that names no
+    /// door is reported at start-up and leaves the rest of its group in
+    /// force.
+    fn check_interlocks(&self) -> Result<(), (String, String)> {
+        for (i, g) in self.interlocks.iter().enumerate() {
+            let key = |k: &str| format!("interlocks[{i}].{k}");
+            if g.name.trim().is_empty() {
+                return Err((key("name"), "empty: name the interlock group".into()));
+            }
+            if self.interlocks[..i].iter().any(|o| o.name == g.name) {
+                return Err((
+                    key("name"),
+                    format!("`{}` names another interlock group too", g.name),
+                ));
+            }
+            for (j, d) in g.doors.iter().enumerate() {
+                if d.trim().is_empty() {
+                    return Err((key(&format!("doors[{j}]")), "empty: name a door".into()));
+                }
+                if g.doors[..j].contains(d) {
+                    return Err((
+                        key(&format!("doors[{j}]")),
+                        format!("door `{d}` is listed twice"),
+                    ));
+                }
+            }
+            if g.doors.len() < 2 {
+                return Err((
+                    key("doors"),
+                    "an interlock group needs at least two doors".into(),
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
 /// A site, its doors, reader bindings and schedules for an empty database.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -995,6 +1049,7 @@ impl Default for Config {
             remote: RemoteConfig::default(),
             retention: None,
             export: ExportConfig::default(),
+            interlocks: Vec::new(),
             seed: None,
             offline: OfflineConfig::default(),
         }
@@ -1299,6 +1354,8 @@ impl Config {
         self.check_remote()
             .map_err(|(key, problem)| invalid(key, problem))?;
         self.check_export()
+            .map_err(|(key, problem)| invalid(&key, problem))?;
+        self.check_interlocks()
             .map_err(|(key, problem)| invalid(&key, problem))?;
         if let Some(seed) = &self.seed {
             seed.entities()
@@ -2114,6 +2171,15 @@ cooldown_ms = 300000
 # contact = {{ input = 0 }}
 # request_to_exit = {{ input = 1 }}
 
+# Interlock groups (mantraps): doors, by name, that open one at a time. A
+# door of a group is not released (tap, request-to-exit) while another is
+# open (its position switch) or released (a pulse, or held unlocked); a door
+# with no position switch counts as closed unless released. A refused tap is
+# recorded with code `interlock`, naming the other door.
+# [[interlocks]]
+# name = "vestibule"
+# doors = ["Vestibule outer", "Vestibule inner"]
+
 # Remote readers (`pivgate reader connect` at the door) over TLS 1.3 with
 # client certificates. Bind each to a door with the connection "remote:CN",
 # CN being its certificate's subject common name (below in [seed.readers],
@@ -2563,6 +2629,51 @@ mod tests {
                 "{text}: {e}"
             );
         }
+    }
+
+    #[test]
+    fn interlock_groups_are_read_and_checked() {
+        let c = parse(
+            "[[interlocks]]\nname = \"vestibule\"\ndoors = [\"vestibule-outer\", \"vestibule-inner\"]\n",
+        )
+        .unwrap();
+        assert_eq!(c.interlocks[0].name, "vestibule");
+        assert_eq!(
+            c.interlocks[0].doors,
+            ["vestibule-outer", "vestibule-inner"]
+        );
+        for (text, key, what) in [
+            (
+                "name = \"\"\ndoors = [\"a\", \"b\"]",
+                "interlocks[0].name",
+                "empty",
+            ),
+            (
+                "name = \"v\"\ndoors = [\"a\"]",
+                "interlocks[0].doors",
+                "at least two",
+            ),
+            (
+                "name = \"v\"\ndoors = [\"a\", \"a\"]",
+                "interlocks[0].doors[1]",
+                "listed twice",
+            ),
+            (
+                "name = \"v\"\ndoors = [\"a\", \" \"]",
+                "interlocks[0].doors[1]",
+                "empty",
+            ),
+        ] {
+            let e = parse(&format!("[[interlocks]]\n{text}\n"))
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains(key) && e.contains(what), "{text}: {e}");
+        }
+        let twice = "[[interlocks]]\nname = \"v\"\ndoors = [\"a\", \"b\"]\n";
+        let e = parse(&format!("{twice}{twice}")).unwrap_err().to_string();
+        assert!(e.contains("interlocks[1].name"), "{e}");
+        // Unknown fields are refused like everywhere else.
+        assert!(parse("[[interlocks]]\nname = \"v\"\ndoors = [\"a\", \"b\"]\nmode = 1\n").is_err());
     }
 
     #[test]

@@ -8,7 +8,11 @@
 //! [`DemoSite`] creates the site in a directory (test PKI, cards, the
 //! configuration), starts the service on it with the publisher, API tokens
 //! and enrollments; running the taps and printing them is the command
-//! line's.
+//! line's. The lab's door position switch is wired to an OSDP I/O module
+//! (pivgate's own peripheral device, [`DemoSite::start_door_io`]) on a
+//! private pseudo-terminal the service serves as its OSDP port, with the
+//! secure channel: opening and closing the door there raises and clears
+//! the door's alarms through the service's own path.
 
 use std::net::{SocketAddr, TcpListener};
 use std::path::Path;
@@ -20,6 +24,11 @@ use host::Transport;
 use pki_issue::{CardCredentials, CardOptions, IssueError, KeyAlgorithm, TestPki, TestPkiOptions};
 use store::Role;
 
+use links::osdp::msg::{capability, Capability, PdId};
+use links::osdp::pd::{NoApp, PdConfig, PeripheralDevice};
+use links::osdp::sc::Key;
+use links::serial::{Link, PdHandle, Pty};
+
 use crate::config::Config;
 use crate::service::Service;
 
@@ -27,6 +36,25 @@ use crate::service::Service;
 pub const FRONT: &str = "sim:front";
 pub const LAB: &str = "sim:lab";
 pub const SERVER_ROOM: &str = "sim:server-room";
+
+/// The door whose position switch the demo's OSDP I/O module reports.
+pub const ALARM_DOOR: &str = "Lab";
+/// The I/O module's address on its bus.
+const DOOR_IO_ADDRESS: u8 = 1;
+/// The I/O module's line speed.
+const DOOR_IO_BAUD: u32 = 115_200;
+/// How long the lab's door may stay open after an allowed opening, and
+/// how long before that its reader warns: short, so the demo shows a
+/// held-open alarm in a second and a half.
+pub const HELD_OPEN_MS: u64 = 1500;
+pub const PREALARM_MS: u64 = 500;
+
+/// The lab door's I/O module: the line the service serves as an OSDP port
+/// and the secure channel key both ends hold.
+pub struct DoorIoLine {
+    line: Pty,
+    key: Key,
+}
 
 /// Why the demo's site or publisher could not be set up.
 #[derive(Debug, thiserror::Error)]
@@ -41,6 +69,10 @@ pub enum DemoError {
     NoCardAuthentication,
     #[error("revoking the card-authentication certificate")]
     Revoke(#[source] IssueError),
+    #[error("opening the pseudo-terminal of the lab door's I/O module")]
+    Line(#[source] std::io::Error),
+    #[error("starting the lab door's I/O module")]
+    DoorIo(#[source] std::io::Error),
     #[error("--listen {0}: the demo serves plain HTTP, so only a loopback address (127.0.0.1 or ::1) is accepted")]
     NotLoopback(SocketAddr),
     /// A step of setting up the site, named as the demo says it.
@@ -87,6 +119,7 @@ pub struct DemoSite {
     pub crl_base: String,
     pub publisher: Arc<CrlPublisher>,
     listener: Option<TcpListener>,
+    door_io: DoorIoLine,
 }
 
 /// The demo site's service, running, with an admin and a viewer token.
@@ -137,7 +170,12 @@ impl DemoSite {
         };
         let now = Timestamp::now().to_zoned(TimeZone::UTC);
         let lab_day = (now.weekday().to_monday_zero_offset() as usize + 3) % 7;
-        let (text, lab_schedule) = site_config(lab_day);
+        let line = Pty::open().map_err(DemoError::Line)?;
+        let key = Key(random_key());
+        let key_path = dir.join(DOOR_IO_KEY_FILE);
+        files::write_hex_key(&key_path, &key.0)
+            .map_err(step(format!("writing {}", key_path.display())))?;
+        let (text, lab_schedule) = site_config(lab_day, Some(&line.slave_path));
         let path = dir.join(crate::config::CONFIG_FILE);
         std::fs::write(&path, text).map_err(step(format!("writing {}", path.display())))?;
         let mut config = Config::load(&path).map_err(step("loading the demo configuration"))?;
@@ -164,7 +202,52 @@ impl DemoSite {
             crl_base,
             publisher,
             listener: Some(listener),
+            door_io: DoorIoLine { line, key },
         })
+    }
+
+    /// Starts the lab door's I/O module (pivgate's OSDP peripheral device)
+    /// on the far side of the service's OSDP port, the door shut: input 0,
+    /// the position switch (normally closed), reads 1. Change it with
+    /// [`PdHandle::set_inputs`]; each change reaches the service in answer
+    /// to its next poll.
+    pub fn start_door_io(&self) -> Result<PdHandle, DemoError> {
+        let mut pd = PeripheralDevice::new(PdConfig {
+            address: DOOR_IO_ADDRESS,
+            id: PdId {
+                serial: u32::from(DOOR_IO_ADDRESS),
+                ..PdId::default()
+            },
+            capabilities: vec![
+                Capability {
+                    function: capability::CONTACT_STATUS,
+                    compliance: 1,
+                    items: 1,
+                },
+                Capability {
+                    function: capability::CHECK_CHARACTER,
+                    compliance: 1,
+                    items: 0,
+                },
+                Capability {
+                    function: capability::COMMUNICATION_SECURITY,
+                    compliance: 1,
+                    items: 1,
+                },
+            ],
+            scbk: Some(self.door_io.key.clone()),
+            install_mode: false,
+            require_secure: true,
+        });
+        pd.set_inputs(vec![1]);
+        let port = self
+            .door_io
+            .line
+            .master
+            .try_clone()
+            .map_err(DemoError::DoorIo)?;
+        PdHandle::spawn(port, pd, Box::new(NoApp), Link::paced(DOOR_IO_BAUD))
+            .map_err(DemoError::DoorIo)
     }
 
     /// Serves the publisher and starts the service with an admin and a
@@ -221,12 +304,24 @@ impl DemoSite {
     }
 }
 
+/// Where the I/O module's secure channel key is kept, beside the
+/// configuration.
+const DOOR_IO_KEY_FILE: &str = "door-io.key";
+
+fn random_key() -> [u8; 16] {
+    let mut k = [0u8; 16];
+    // aws-lc's generator only fails without any OS entropy source.
+    aws_lc_rs::rand::fill(&mut k).expect("the system random generator is available");
+    k
+}
+
 /// The demo site's `pivgate.toml` and the name of the lab's schedule: the
 /// lab crew may use the lab on one day of the week only, `lab_day`
 /// (0 = Monday; the demo picks a day that is not today, so it always taps
 /// outside it); staff may use the front door and the server room at any
-/// time.
-pub fn site_config(lab_day: usize) -> (String, String) {
+/// time. With `door_io`, the serial device of the lab door's OSDP I/O
+/// module (its position switch on input 0).
+pub fn site_config(lab_day: usize, door_io: Option<&Path>) -> (String, String) {
     const DAYS: [(&str, &str); 7] = [
         ("mon", "Mondays"),
         ("tue", "Tuesdays"),
@@ -238,6 +333,29 @@ pub fn site_config(lab_day: usize) -> (String, String) {
     ];
     let (day, days) = DAYS[lab_day % 7];
     let lab_schedule = format!("{days} 08-18");
+    let osdp = door_io.map_or_else(String::new, |device| {
+        format!(
+            r#"
+# The lab door's position switch, on input 0 of an OSDP I/O module: opened
+# without a grant or an unlock it is a forced alarm; open longer than
+# held_open_ms after an allowed opening, a held-open alarm.
+[[osdp.ports]]
+device = "{}"
+baud = {DOOR_IO_BAUD}
+
+[[osdp.ports.io]]
+address = {DOOR_IO_ADDRESS}
+key_file = "{DOOR_IO_KEY_FILE}"
+door = "{ALARM_DOOR}"
+
+[osdp.ports.io.inputs]
+contact = {{ input = 0 }}
+held_open_ms = {HELD_OPEN_MS}
+prealarm_ms = {PREALARM_MS}
+"#,
+            device.display()
+        )
+    });
     let text = format!(
         r#"# The demo site, written by `pivgate demo`.
 data_dir = "data"
@@ -292,7 +410,7 @@ doors = ["Lab"]
 "{FRONT}" = "Front door"
 "{LAB}" = "Lab"
 "{SERVER_ROOM}" = "Server room"
-"#
+{osdp}"#
     );
     (text, lab_schedule)
 }
@@ -369,12 +487,18 @@ impl CrlPublisher {
 mod tests {
     #[test]
     fn the_site_is_a_valid_configuration_with_the_lab_day_named() {
-        let (text, schedule) = super::site_config(9);
+        let (text, schedule) = super::site_config(9, Some(std::path::Path::new("/dev/pts/99")));
         assert_eq!(schedule, "Wednesdays 08-18");
         assert!(text.contains("windows = [\"wed 08:00-18:00\"]"), "{text}");
         let dir = tempfile::tempdir().unwrap();
         let p = dir.path().join("pivgate.toml");
         std::fs::write(&p, &text).unwrap();
-        crate::config::Config::load(&p).unwrap();
+        let c = crate::config::Config::load(&p).unwrap();
+        let io = &c.osdp.ports[0].io[0];
+        assert_eq!((io.door.as_str(), io.inputs.held_open_ms), ("Lab", 1500));
+        assert_eq!(
+            io.key_file.as_deref(),
+            Some(dir.path().join("door-io.key").as_path())
+        );
     }
 }

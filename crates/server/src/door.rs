@@ -14,7 +14,9 @@
 //! step timed into the [`Transaction`]: the reader's door and its mechanism
 //! from the current snapshot (the PIN, at card + PIN doors, from the
 //! caller or from the door's [`Keypads`] entry) →
-//! `detect … verify` (the authenticator) → `decide` (the access decision) →
+//! `detect … verify` (the authenticator) → `decide` (the access decision,
+//! then, for a grant that would pulse the lock, the door's interlock
+//! groups: [`crate::interlock`]) →
 //! `signal` (the event appended and durably committed, then the lock
 //! released for a grant). An access event is committed before the door is
 //! signalled: a door never opens for a tap the log does not hold. The event
@@ -35,6 +37,7 @@ use host::Transport;
 use store::{EventId, EventLog, NewEvent, StoreError};
 
 use crate::health::TapHealth;
+use crate::interlock::Interlocks;
 use crate::keypad::Keypads;
 
 /// Why the lock output could not be driven.
@@ -282,6 +285,8 @@ pub struct Controller {
     freshness_changed: tokio::sync::watch::Sender<u64>,
     /// The doors last recorded stale ([`crate::offline`]).
     stale_doors: Arc<Mutex<crate::offline::StaleDoors>>,
+    /// Interlock groups, when configured: checked at the moment of opening.
+    interlocks: Option<Arc<Interlocks>>,
 }
 
 /// What the controller last drove each door to: its effective mode (the
@@ -345,6 +350,7 @@ impl Controller {
             default_max_staleness_s: None,
             freshness_changed: tokio::sync::watch::Sender::new(0),
             stale_doors: Default::default(),
+            interlocks: None,
         };
         // Doors whose mode (stored, locked down or scheduled) is other than
         // normal are put in it now.
@@ -368,6 +374,19 @@ impl Controller {
     /// recorded anywhere.
     pub fn with_passback(self, state: PassbackState) -> Self {
         *self.passback.lock().unwrap_or_else(|p| p.into_inner()) = state;
+        self
+    }
+
+    /// Holds the doors of `interlocks`' groups to one open or released at a
+    /// time (see [`crate::interlock`]).
+    pub fn with_interlocks(mut self, interlocks: Option<Arc<Interlocks>>) -> Self {
+        if let Some(i) = &interlocks {
+            let driven = self.driven.lock().unwrap_or_else(|p| p.into_inner());
+            for (door, mode) in &driven.modes {
+                i.set_unlocked(*door, *mode == DoorMode::Unlocked);
+            }
+        }
+        self.interlocks = interlocks;
         self
     }
 
@@ -521,7 +540,7 @@ impl Controller {
                 .copied()
                 .unwrap_or(DoorMode::Normal);
             if mode != previous {
-                drive_mode(&*self.output, door.id, mode);
+                self.drive_mode(door.id, mode);
                 driven.modes.insert(door.id, mode);
                 changes.push(ModeChange {
                     door: door.id,
@@ -657,7 +676,7 @@ impl Controller {
             if mode == previous {
                 return;
             }
-            drive_mode(&*self.output, door, mode);
+            self.drive_mode(door, mode);
             driven.modes.insert(door, mode);
             ModeChange {
                 door,
@@ -769,6 +788,8 @@ impl Controller {
         let snapshot = self.snapshot.load_full();
         let now = (self.clock)();
         let offline = self.offline();
+        // The release recorded for the door's interlock groups, if any.
+        let mut claim = None;
         // A door removed meanwhile stays shut; one locked meanwhile (or
         // locked down) too; one held unlocked by its schedule is not pulsed.
         let mode = {
@@ -806,7 +827,21 @@ impl Controller {
                 // the same card sees it) and undone if the event is lost.
                 let (decision, previous) = {
                     let mut pb = self.passback.lock().unwrap_or_else(|p| p.into_inner());
-                    let d = snapshot.decide_offline(&request, &pb, now, &offline);
+                    let mut d = snapshot.decide_offline(&request, &pb, now, &offline);
+                    // An interlock group's other doors, at the moment of
+                    // opening: a grant that would release the lock is
+                    // refused while one of them is open or released.
+                    if let (true, DoorMode::Normal, Some(i)) =
+                        (d.is_granted(), mode, &self.interlocks)
+                    {
+                        match i.claim(&snapshot, door_id, self.unlock, Instant::now()) {
+                            Ok(c) => claim = c,
+                            Err(r) => {
+                                d.verdict = access::Verdict::Refused(r);
+                                d.passback = None;
+                            }
+                        }
+                    }
                     let previous = d.passback.as_ref().map(|u| {
                         let before = pb.get(u.site, u.cardholder);
                         pb.apply(u);
@@ -861,6 +896,11 @@ impl Controller {
             committed,
             started,
         );
+        if let (Some(c), Some(i)) = (claim, &self.interlocks) {
+            if !result.opened {
+                i.withdraw(c);
+            }
+        }
         if let Some((by, keypads)) = pin_by {
             let wrong = matches!(result.code(), "wrong-pin" | "pin-blocked");
             if let Some(c) = keypads.outcome(&by, wrong) {
@@ -998,6 +1038,11 @@ impl Controller {
         } else if mode != DoorMode::Unlocked {
             self.output.momentary_unlock(door, self.unlock)?;
         }
+        if let Some(i) = &self.interlocks {
+            // Not refused (an operator's command), but it blocks the
+            // other doors of the door's groups like any release.
+            i.released(door, self.unlock, Instant::now());
+        }
         Ok(id)
     }
 }
@@ -1062,9 +1107,14 @@ pub enum CommandError {
     Output(#[from] OutputError),
 }
 
-fn drive_mode(output: &dyn DoorOutput, door: DoorId, mode: DoorMode) {
-    if let Err(e) = output.set_mode(door, mode) {
-        tracing::error!(error = %e, door = door.0, mode = mode.as_str(), "door output cannot take the mode");
+impl Controller {
+    fn drive_mode(&self, door: DoorId, mode: DoorMode) {
+        if let Some(i) = &self.interlocks {
+            i.set_unlocked(door, mode == DoorMode::Unlocked);
+        }
+        if let Err(e) = self.output.set_mode(door, mode) {
+            tracing::error!(error = %e, door = door.0, mode = mode.as_str(), "door output cannot take the mode");
+        }
     }
 }
 

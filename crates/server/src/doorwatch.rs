@@ -15,7 +15,8 @@
 //! polling loop.
 //!
 //! Events: kind `door` (`door-opened`, `door-closed` with `open_ms`,
-//! `request-to-exit`, `tamper`, `tamper-restored`) and kind `alarm` (code
+//! `request-to-exit`, `tamper`, `tamper-restored`, and `interlock` for an
+//! exit request whose release an interlock group refused) and kind `alarm` (code
 //! the alarm's kind: `door-forced`, `door-held-open`, `tamper`,
 //! `input-cut`, `input-shorted`; `data.state` `active`, `returned`,
 //! `acknowledged` or `cleared`, `data.alarm` the id of the raising event;
@@ -166,6 +167,39 @@ impl DoorWatch {
     pub fn unlocked(&self, door: DoorId, unlocked: bool) {
         let actions = self.lock().unlocked(door, unlocked, Instant::now());
         self.perform(actions);
+    }
+
+    /// A request-to-exit at `door` did not release the lock: `refusal` (an
+    /// interlock group's other door is open or released). Recorded as a
+    /// `door` event with the refusal's code.
+    pub fn exit_refused(&self, door: DoorId, refusal: &access::Refusal) {
+        let mut data = serde_json::json!({ "input": InputRole::RequestToExit.as_str() });
+        if let access::Refusal::Interlock {
+            group,
+            door: other,
+            blocking,
+        } = refusal
+        {
+            data["interlock"] = serde_json::json!({
+                "group": group,
+                "door": other,
+                "blocking": blocking,
+            });
+        }
+        let record = Record {
+            event: event(
+                EventKind::Door,
+                door,
+                refusal.code(),
+                format!("request to exit: lock not released: {refusal}"),
+                None,
+                data,
+            ),
+            raise: None,
+        };
+        if self.events.send(vec![record]).is_err() {
+            tracing::error!("door events not recorded: the recorder has stopped");
+        }
     }
 
     /// An operator (`by`, a token's name) acknowledges alarm `id`.
@@ -320,6 +354,11 @@ impl DoorWatch {
                     }
                 }
                 Action::Release { door, window } => {
+                    // What led to it is recorded first: a release refused
+                    // (an interlock) records its refusal after the request.
+                    if !batch.is_empty() && self.events.send(std::mem::take(&mut batch)).is_err() {
+                        tracing::error!("door events not recorded: the recorder has stopped");
+                    }
                     if let Some(s) = &signals {
                         s.release(door, window);
                     }

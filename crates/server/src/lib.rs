@@ -62,11 +62,16 @@
 //!   machine with time passed in; [`doorwatch`] runs it: inputs from the
 //!   OSDP readers (`osdp_ISTATR`), events to the log, relock on close,
 //!   a timer to the next deadline.
+//! - [`interlock`]: interlock groups (mantraps, `[[interlocks]]`): a door
+//!   of a group does not release while another is open or released,
+//!   checked at the moment of opening (refusal code `interlock`).
 //! - [`http`]: the axum API, one module per resource, with bearer-token
 //!   role extractors and one error type; it reads the service through
 //!   [`state`] and nothing outside it but [`service`] imports it; [`token`]: token
 //!   generation and hashing; [`tls`]: rustls when a certificate is
-//!   configured (without one the API listens on loopback only).
+//!   configured (without one the API listens on loopback only);
+//!   [`api_client`]: the API's client for the command line (`pivgate
+//!   lockdown`).
 //! - [`live`]: following the event log live (served as Server-Sent Events
 //!   by the API): every event as it is committed, resumable without gaps
 //!   or duplicates; a follower that falls behind catches up from the store
@@ -117,6 +122,7 @@
 
 pub mod admin;
 pub mod alarm;
+pub mod api_client;
 pub mod backup;
 pub mod config;
 pub mod demo;
@@ -128,6 +134,7 @@ pub mod export;
 pub mod health;
 pub mod http;
 pub mod init;
+pub mod interlock;
 pub mod keypad;
 pub mod limits;
 pub mod live;

@@ -69,6 +69,7 @@ use crate::alarm::{DoorSetup, InputRole, Line};
 use crate::config::{OsdpConfig, OsdpPort, OsdpReader};
 use crate::door::{DoorOutput, OutputError};
 use crate::doorwatch::{DoorSignals, DoorWatch};
+use crate::interlock::Interlocks;
 use crate::source::{reader_event, Binding, Bound, ReaderSource, Running, TapContext};
 
 /// The refusal code of card data from a reader without transparent mode.
@@ -274,6 +275,9 @@ pub struct OsdpOutput {
     watch: Option<Arc<DoorWatch>>,
     /// The access data the doors are driven from (which readers a door has).
     snapshot: ArcSwapOption<AccessSnapshot>,
+    /// Told of releases and relocks; checked before a request-to-exit
+    /// releases a lock.
+    interlocks: OnceLock<Arc<Interlocks>>,
 }
 
 impl OsdpOutput {
@@ -284,7 +288,23 @@ impl OsdpOutput {
             panels: OnceLock::new(),
             watch,
             snapshot: ArcSwapOption::empty(),
+            interlocks: OnceLock::new(),
         }
+    }
+
+    /// How long the lock of `door` is released by a pulse of `duration`:
+    /// the longest `unlock_ms` of its OSDP readers' lock outputs, if any
+    /// says more.
+    fn pulse(&self, door: DoorId, duration: Duration) -> Duration {
+        let (Some(routes), Some(snapshot)) = (self.routes.get(), self.snapshot.load_full()) else {
+            return duration;
+        };
+        snapshot
+            .readers()
+            .iter()
+            .filter(|r| r.door == door)
+            .filter_map(|r| routes.get(&r.connection)?.unlock)
+            .fold(duration, Duration::max)
     }
 
     /// Sends `control` to the lock output of every OSDP reader of `door`;
@@ -352,8 +372,14 @@ impl OsdpOutput {
         duration: Duration,
         r: Result<(), OutputError>,
     ) -> Result<(), OutputError> {
-        if let (Ok(()), Some(w)) = (&r, &self.watch) {
-            w.released(door, duration);
+        if r.is_ok() {
+            let pulse = self.pulse(door, duration);
+            if let Some(i) = self.interlocks.get() {
+                i.released(door, pulse, std::time::Instant::now());
+            }
+            if let Some(w) = &self.watch {
+                w.released(door, duration);
+            }
         }
         r
     }
@@ -378,6 +404,9 @@ impl DoorSignals for OsdpOutput {
                 self.fallback.set_mode(door, mode)
             }
         };
+        if let (Ok(()), Some(i)) = (&r, self.interlocks.get()) {
+            i.relocked(door);
+        }
         match r {
             Ok(()) => tracing::info!(door = door.0, "door closed: lock relocked"),
             Err(e) => {
@@ -387,8 +416,32 @@ impl DoorSignals for OsdpOutput {
     }
 
     fn release(&self, door: DoorId, window: Duration) {
+        // An interlock group's other doors, as for a tap.
+        let claim = match (self.interlocks.get(), self.snapshot.load_full()) {
+            (Some(i), Some(s)) => {
+                match i.claim(
+                    &s,
+                    door,
+                    self.pulse(door, window),
+                    std::time::Instant::now(),
+                ) {
+                    Ok(c) => c.map(|c| (i, c)),
+                    Err(refusal) => {
+                        tracing::info!(door = door.0, %refusal, "request to exit: lock not released");
+                        if let Some(w) = &self.watch {
+                            w.exit_refused(door, &refusal);
+                        }
+                        return;
+                    }
+                }
+            }
+            _ => None,
+        };
         if let Err(e) = self.momentary_unlock(door, window) {
             tracing::info!(door = door.0, error = %e, "request to exit: lock not released");
+            if let Some((i, c)) = claim {
+                i.withdraw(c);
+            }
         }
     }
 
@@ -628,6 +681,15 @@ impl OsdpSource {
         self.watch = watch;
         self.output = Some(o.clone());
         o
+    }
+
+    /// Holds the OSDP doors' request-to-exit releases to `interlocks`'
+    /// groups, and tells it of their releases and relocks (after
+    /// [`output`](Self::output)).
+    pub fn interlock(&self, interlocks: Arc<Interlocks>) {
+        if let Some(o) = &self.output {
+            let _ = o.interlocks.set(interlocks);
+        }
     }
 
     /// Whether any reader reports door inputs.

@@ -215,6 +215,17 @@ impl Service {
         config: Config,
         output: Option<Arc<dyn DoorOutput>>,
     ) -> Result<Service, ServeError> {
+        Self::start_with_clock(config, output, None).await
+    }
+
+    /// [`start`](Self::start) with the doors decided and their scheduled
+    /// modes driven at the times `clock` gives (tests cross schedule
+    /// boundaries by moving it); the system clock when `None`.
+    pub async fn start_with_clock(
+        config: Config,
+        output: Option<Arc<dyn DoorOutput>>,
+        clock: Option<crate::door::Clock>,
+    ) -> Result<Service, ServeError> {
         let started = Instant::now();
         let tls = match (&config.http.tls_cert, &config.http.tls_key) {
             (Some(c), Some(k)) => Some(crate::tls::server_config(c, k)?),
@@ -245,7 +256,7 @@ impl Service {
             }
             None => tokio::spawn(http::serve(listener, state.clone(), stopped)),
         };
-        match Self::load(&config, output, started, stop.subscribe()).await {
+        match Self::load(&config, output, clock, started, stop.subscribe()).await {
             Ok(Started {
                 loaded,
                 writer,
@@ -299,6 +310,7 @@ impl Service {
     async fn load(
         config: &Config,
         output: Option<Arc<dyn DoorOutput>>,
+        clock: Option<crate::door::Clock>,
         started: Instant,
         stop: watch::Receiver<bool>,
     ) -> Result<Started, ServeError> {
@@ -403,28 +415,37 @@ impl Service {
             )
         });
         let output = osdp.output(output, doors.clone());
+        let interlocks = crate::interlock::Interlocks::new(&config.interlocks, doors.clone());
+        if let Some(i) = &interlocks {
+            osdp.interlock(i.clone());
+            for (group, door) in i.unknown_doors(&snapshot) {
+                tracing::warn!(group, door, "interlock group names a door that does not exist; the group's other doors are held to it without this one");
+            }
+        }
         let credentials = snapshot.credentials().len();
         let signals = Arc::new(SignalTimes::new());
         let last_taps = Arc::new(LastTaps::new());
         let door_ids: Vec<access::DoorId> = snapshot.doors().map(|d| d.id).collect();
         last_taps.seed(&store, &door_ids).await?;
-        let controller = Arc::new(
-            Controller::new(
-                authenticator,
-                snapshot,
-                log,
-                output,
-                tokio::runtime::Handle::current(),
-                Duration::from_millis(config.output.unlock_ms),
-            )
-            .with_observer(Arc::new(Observers(vec![
-                Arc::new(metrics.tap_observer()),
-                signals.clone(),
-                last_taps.clone(),
-            ])))
-            .with_passback(passback)
-            .with_default_max_staleness(config.offline.default_max_staleness_s()),
-        );
+        let mut controller = Controller::new(
+            authenticator,
+            snapshot,
+            log,
+            output,
+            tokio::runtime::Handle::current(),
+            Duration::from_millis(config.output.unlock_ms),
+        )
+        .with_observer(Arc::new(Observers(vec![
+            Arc::new(metrics.tap_observer()),
+            signals.clone(),
+            last_taps.clone(),
+        ])))
+        .with_passback(passback)
+        .with_default_max_staleness(config.offline.default_max_staleness_s());
+        if let Some(clock) = clock {
+            controller = controller.with_clock(clock);
+        }
+        let controller = Arc::new(controller.with_interlocks(interlocks));
         let access = Arc::new(AccessData::new(store.clone(), controller.clone()));
         let revocation_work = Arc::new(
             Revocation::new(

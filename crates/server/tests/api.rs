@@ -1117,10 +1117,37 @@ fn door_schedules_and_site_lockdown_through_the_api() {
     assert_eq!(door["unlock_schedule"], 1);
     assert_eq!(door["first_card_unlock"], false);
     assert_eq!(api.output.mode(DoorId(2)), DoorMode::Unlocked);
+    // The door's status says why and until when it is driven unlocked.
+    let status_of = |id: i64| {
+        let (st, status) = api.call("GET", "/api/v1/doors/status", Some(&api.viewer), None);
+        assert_eq!(st, 200, "{status}");
+        status["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|d| d["door"] == id)
+            .unwrap()
+            .clone()
+    };
+    let d = status_of(2);
+    assert_eq!(
+        (&d["mode"], &d["driven_mode"], &d["driven_by"]),
+        (&json!("normal"), &json!("unlocked"), &json!("schedule")),
+        "{d}"
+    );
+    let until: access::jiff::Timestamp = d["driven_until"].as_str().unwrap().parse().unwrap();
+    assert!(until > access::jiff::Timestamp::now(), "{d}");
+    let d = status_of(1);
+    assert_eq!(
+        (&d["driven_by"], &d["driven_until"]),
+        (&json!(null), &json!(null)),
+        "{d}"
+    );
     // First-card unlock: normal until a tap is granted there.
     let door = api.replace("/api/v1/doors/2", |d| d["first_card_unlock"] = json!(true));
     assert_eq!(door["first_card_unlock"], true);
     assert_eq!(api.output.mode(DoorId(2)), DoorMode::Normal);
+    assert_eq!(status_of(2)["driven_by"], json!(null));
     // A schedule that does not exist is refused, naming the field.
     let (st, mut d) = api.admin("GET", "/api/v1/doors/2", None);
     assert_eq!(st, 200);
@@ -1154,6 +1181,8 @@ fn door_schedules_and_site_lockdown_through_the_api() {
     for d in status["items"].as_array().unwrap() {
         assert_eq!(d["mode"], "normal", "{d}");
         assert_eq!(d["driven_mode"], "locked", "{d}");
+        assert_eq!(d["driven_by"], "lockdown", "{d}");
+        assert_eq!(d["driven_until"], json!(null), "{d}");
     }
     let events = api.admin_events();
     let (_, actor, e) = events

@@ -76,7 +76,53 @@ struct Door {
     /// Contact closed (door shut), exit, tamper.
     inputs: [u8; 3],
     tapping: Option<Tapping>,
+    /// The second door of a vestibule ([`Setup::vestibule`]).
+    inner: Option<Inner>,
+    /// Commands libosdp received while the test waited for something else.
+    seen: Seen,
     _line: (Pty, Pty),
+}
+
+/// The commands a peer's lines held while the test waited for another
+/// line (kept for [`outputs_until`], oldest first).
+type Seen = std::cell::RefCell<std::collections::VecDeque<Value>>;
+
+/// The inner door of a vestibule, "Inner": a second libosdp reader at
+/// address 3 on the same bus, its lock relay on output 0 (10 s pulses, so
+/// an opening the test makes after a release is within it whatever the
+/// machine's load), its position switch on input 0 and request-to-exit
+/// on 1.
+struct Inner {
+    peer: Peer,
+    door: DoorId,
+    /// Contact closed (door shut), exit.
+    inputs: [u8; 2],
+    seen: Seen,
+    _line: Pty,
+}
+
+/// What [`Door::setup`] builds beside the door "Front".
+#[derive(Default)]
+struct Setup<'a> {
+    /// The `[osdp.ports.readers.door]` lines after the inputs.
+    door: &'a str,
+    /// A second reader, with a card, on the bus (pivgate's own peripheral
+    /// device at address 2), bound to the door the card is tapped at.
+    tapping: bool,
+    /// libosdp is an I/O module (`[[osdp.ports.io]]`) naming the door, not
+    /// one of its readers.
+    io: bool,
+    /// A second door ([`Inner`]) in an interlock group with Front; the
+    /// card is tapped at Inner.
+    vestibule: bool,
+    /// The site's time zone (UTC when empty).
+    zone: &'a str,
+    /// Lines of Front's `[[seed.doors]]` entry after its mechanism.
+    front: &'a str,
+    /// More `[[seed.schedules]]` entries.
+    schedules: &'a str,
+    /// The controller's clock (the system's when `None`).
+    clock: Option<server::door::Clock>,
 }
 
 impl Door {
@@ -89,19 +135,42 @@ impl Door {
     /// `io`: libosdp is an I/O module (`[[osdp.ports.io]]`) naming the
     /// door, not one of its readers.
     fn start_with(door: &str, tapping: bool, io: bool) -> Door {
+        Door::setup(Setup {
+            door,
+            tapping,
+            io,
+            ..Setup::default()
+        })
+    }
+
+    fn setup(setup: Setup<'_>) -> Door {
+        let Setup {
+            door,
+            tapping,
+            io,
+            vestibule,
+            zone,
+            front,
+            schedules,
+            clock,
+        } = setup;
+        let tapping = tapping || vestibule;
+        let zone = if zone.is_empty() { "UTC" } else { zone };
         let dir = tempfile::tempdir().unwrap();
         let pki = TestPki::init(&dir.path().join("pki"), TestPkiOptions::default()).unwrap();
         let near = Pty::open().unwrap();
         let far = Pty::open().unwrap();
         let second = tapping.then(|| Pty::open().unwrap());
+        let third = vestibule.then(|| Pty::open().unwrap());
         let mut to = vec![far.master.try_clone().unwrap()];
         to.extend(second.iter().map(|p| p.master.try_clone().unwrap()));
+        to.extend(third.iter().map(|p| p.master.try_clone().unwrap()));
         relay(near.master.try_clone().unwrap(), to);
         relay(
             far.master.try_clone().unwrap(),
             vec![near.master.try_clone().unwrap()],
         );
-        if let Some(p) = &second {
+        for p in second.iter().chain(&third) {
             relay(
                 p.master.try_clone().unwrap(),
                 vec![near.master.try_clone().unwrap()],
@@ -121,6 +190,27 @@ impl Door {
         };
         let card_reader = if tapping {
             "[[osdp.ports.readers]]\naddress = 2\nsecure = false\n"
+        } else {
+            ""
+        };
+        // The card is tapped at the door whose lock the test watches.
+        let (tapped_at, inner_reader, inner_door, inner_bound) = if vestibule {
+            (
+                "Inner",
+                "[[osdp.ports.readers]]\naddress = 3\nsecure = false\nlock_output = 0\nunlock_ms = 10000\n[osdp.ports.readers.door]\ncontact = { input = 0 }\nrequest_to_exit = { input = 1 }\nheld_open_ms = 5000\nprealarm_ms = 1000\n",
+                "[[seed.doors]]\nname = \"Inner\"\nmechanism = \"pki-cak\"\n",
+                format!("\"osdp:{device}#3\" = \"Inner\""),
+            )
+        } else {
+            ("Front", "", "", String::new())
+        };
+        let group_doors = if vestibule {
+            "\"Front\", \"Inner\""
+        } else {
+            "\"Front\""
+        };
+        let interlocks = if vestibule {
+            "[[interlocks]]\nname = \"vestibule\"\ndoors = [\"Front\", \"Inner\"]\n"
         } else {
             ""
         };
@@ -144,22 +234,28 @@ request_to_exit = {{ input = 1 }}
 tamper = {{ input = 2 }}
 {door}
 {card_reader}
+{inner_reader}
+{interlocks}
 [seed.site]
 name = "HQ"
-time_zone = "UTC"
+time_zone = "{zone}"
 [[seed.doors]]
 name = "Front"
 mechanism = "pki-cak"
+{front}
+{inner_door}
 [[seed.schedules]]
 name = "always"
 windows = ["mon-sun 00:00-24:00"]
+{schedules}
 [[seed.groups]]
 name = "staff"
 schedule = "always"
-doors = ["Front"]
+doors = [{group_doors}]
 [seed.readers]
 {bound}
-"osdp:{device}#2" = "Front"
+{inner_bound}
+"osdp:{device}#2" = "{tapped_at}"
 "#
             ),
         )
@@ -170,7 +266,9 @@ doors = ["Front"]
             .build()
             .unwrap();
         let c = Config::load(&dir.path().join("pivgate.toml")).unwrap();
-        let service = rt.block_on(Service::start(c, None)).unwrap();
+        let service = rt
+            .block_on(Service::start_with_clock(c, None, clock))
+            .unwrap();
         let mut events = service.loaded().controller.log().subscribe();
         let door = service
             .loaded()
@@ -235,8 +333,38 @@ doors = ["Front"]
                 _line: line,
             }
         });
+        let inner = third.map(|line| {
+            let door = service
+                .loaded()
+                .controller
+                .snapshot()
+                .doors()
+                .find(|d| d.name == "Inner")
+                .unwrap()
+                .id;
+            let peer = Peer::start(
+                "libosdp_pd.py",
+                &[
+                    "--device".into(),
+                    line.slave_path.display().to_string(),
+                    "--address".into(),
+                    "3".into(),
+                    "--inputs".into(),
+                    "2".into(),
+                ],
+                PATIENCE,
+            );
+            peer.expect("ready", |v| v["ready"] == true);
+            Inner {
+                peer,
+                door,
+                inputs: [1, 0],
+                seen: Seen::default(),
+                _line: line,
+            }
+        });
         // Every reader of the bus online.
-        let readers = 1 + usize::from(tapping.is_some());
+        let readers = 1 + usize::from(tapping.is_some()) + usize::from(inner.is_some());
         for _ in 0..readers {
             wait(&rt, &mut events, "online", |e| {
                 e.event.kind == EventKind::Reader && e.event.code.as_deref() == Some("osdp-online")
@@ -251,19 +379,57 @@ doors = ["Front"]
             door,
             inputs: [1, 0, 0],
             tapping,
+            inner,
+            seen: Seen::default(),
             _line: (near, far),
         };
+        // Each lock relay took the door's mode when its reader came online
+        // (locked: permanent off).
+        if !io {
+            assert_eq!(outputs_until(&d.peer, &d.seen, 1), [1]);
+        }
+        if d.inner.is_some() {
+            assert_eq!(d.inner_outputs_until(1), [1]);
+        }
         // The door is shut: its first report.
         d.report();
         d.door_event("door-closed");
+        if d.inner.is_some() {
+            d.set_inner(0, 1);
+            d.inner_event("door-closed");
+        }
         d
+    }
+
+    /// Sets one of the inner door's inputs and has libosdp report them.
+    fn set_inner(&mut self, input: usize, v: u8) {
+        let inner = self.inner.as_mut().unwrap();
+        inner.inputs[input] = v;
+        let bits = inner.inputs.to_vec();
+        inner.peer.send(serde_json::json!({ "inputs": bits }));
+        inputs_queued(&inner.peer, &inner.seen);
+    }
+
+    /// The inner door's next `door` event with `code`.
+    fn inner_event(&mut self, code: &str) -> Event {
+        let door = self.inner.as_ref().unwrap().door;
+        wait(&self.rt, &mut self.events, code, |e| {
+            e.event.kind == EventKind::Door
+                && e.event.door == Some(door)
+                && e.event.code.as_deref() == Some(code)
+        })
+    }
+
+    /// The inner door's lock commands, as [`outputs_until`].
+    fn inner_outputs_until(&self, last: i64) -> Vec<i64> {
+        let inner = self.inner.as_ref().unwrap();
+        outputs_until(&inner.peer, &inner.seen, last)
     }
 
     fn report(&mut self) {
         let bits = self.inputs.to_vec();
         self.peer.send(serde_json::json!({ "inputs": bits }));
-        self.peer
-            .expect("inputs queued", |v| v.get("inputs_sent").is_some());
+        inputs_queued(&self.peer, &self.seen);
     }
 
     fn set(&mut self, input: usize, v: u8) {
@@ -297,13 +463,27 @@ doors = ["Front"]
 
     /// The next command libosdp received that `pred` accepts.
     fn told(&self, what: &str, pred: impl Fn(&Value) -> bool) -> Value {
-        self.peer
-            .expect(what, |v| v.get("command").is_some_and(&pred))["command"]
-            .clone()
+        let accept = |v: &Value| v.get("command").is_some_and(&pred);
+        let kept = {
+            let mut seen = self.seen.borrow_mut();
+            std::iter::from_fn(|| seen.pop_front()).find(|v| accept(v))
+        };
+        kept.unwrap_or_else(|| self.peer.expect(what, accept))["command"].clone()
     }
 
     /// Alice's card at the second reader; waits for the granted tap.
     fn tap(&mut self) {
+        let tap = self.tap_event();
+        assert_eq!(
+            tap.event.result,
+            Some(store::EventResult::Granted),
+            "{:?}",
+            tap.event.reason
+        );
+    }
+
+    /// Alice's card at the second reader; the tap's event.
+    fn tap_event(&mut self) -> Event {
         let t = self.tapping.as_ref().unwrap();
         *t.card.lock().unwrap() = Some(CardBridge::new(
             Box::new(InProcess::new(Card::new(
@@ -317,15 +497,9 @@ doors = ["Front"]
             bits: 8,
             data: vec![0x5A],
         });
-        let tap = wait(&self.rt, &mut self.events, "tap", |e| {
+        wait(&self.rt, &mut self.events, "tap", |e| {
             e.event.kind == EventKind::Tap
-        });
-        assert_eq!(
-            tap.event.result,
-            Some(store::EventResult::Granted),
-            "{:?}",
-            tap.event.reason
-        );
+        })
     }
 
     fn unlock(&self) {
@@ -378,6 +552,41 @@ fn wait(
 /// An `osdp_OUT` with this control code (4 temporary on, 1 permanent off).
 fn output(code: i64) -> impl Fn(&Value) -> bool {
     move |c| c.get("output_no").is_some() && c["control_code"] == code
+}
+
+/// Waits for libosdp to have queued an input report, keeping the commands
+/// it received meanwhile in `seen`.
+fn inputs_queued(peer: &Peer, seen: &Seen) {
+    peer.expect("inputs queued", |v| {
+        if v.get("command").is_some() {
+            seen.borrow_mut().push_back(v.clone());
+        }
+        v.get("inputs_sent").is_some()
+    });
+}
+
+/// The control codes of the next `osdp_OUT` commands `peer` received (4
+/// temporary on, 2 permanent on, 1 permanent off), those kept in `seen`
+/// first, up to and including the first `last`: every lock command in
+/// between is in the list.
+fn outputs_until(peer: &Peer, seen: &Seen, last: i64) -> Vec<i64> {
+    let is_output = |v: &Value| {
+        v.get("command")
+            .is_some_and(|c| c.get("output_no").is_some())
+    };
+    let mut codes = Vec::new();
+    loop {
+        let kept = {
+            let mut seen = seen.borrow_mut();
+            std::iter::from_fn(|| seen.pop_front()).find(|v| is_output(v))
+        };
+        let v = kept.unwrap_or_else(|| peer.expect("osdp_OUT", is_output));
+        let c = v["command"]["control_code"].as_i64().unwrap();
+        codes.push(c);
+        if c == last {
+            return codes;
+        }
+    }
 }
 
 /// Every alarm event committed so far that `rx` has not read.
@@ -694,4 +903,147 @@ fn a_cut_contact_line_is_an_input_fault_until_restored() {
     d.alarm_event("input-shorted", "returned");
     // Closed before the fault and closed after: no opening was recorded.
     assert_eq!(d.watch().position(d.door).unwrap().open, Some(false));
+}
+
+#[test]
+fn an_open_vestibule_door_keeps_the_other_locked_until_it_closes() {
+    let mut d = Door::setup(Setup {
+        door: "held_open_ms = 5000\nprealarm_ms = 1000",
+        vestibule: true,
+        ..Setup::default()
+    });
+    let inner = d.inner.as_ref().unwrap().door;
+    // Front's contact opens (a forced opening: no grant).
+    d.set(0, 0);
+    d.door_event("door-opened");
+    // Alice at Inner: allowed by her group, refused by the interlock.
+    let refused = d.tap_event();
+    assert_eq!(refused.event.door, Some(inner));
+    assert_eq!(refused.event.result, Some(store::EventResult::Refused));
+    assert_eq!(refused.event.code.as_deref(), Some("interlock"));
+    assert_eq!(
+        refused.event.reason.as_deref(),
+        Some("interlock: door `Front` is open (interlock group `vestibule`)")
+    );
+    assert!(
+        refused.event.cardholder.is_some(),
+        "the card was recognised"
+    );
+    // Front closes: the same tap is granted.
+    d.set(0, 1);
+    d.door_event("door-closed");
+    d.tap();
+    // Inner opens and closes after its grant: relocked at once.
+    d.set_inner(0, 0);
+    d.inner_event("door-opened");
+    d.set_inner(0, 1);
+    d.inner_event("door-closed");
+    // Inner's libosdp reader saw one release (the grant, none for the
+    // refused tap), then the relock.
+    assert_eq!(d.inner_outputs_until(1), [4, 1]);
+    // Counted as a refused tap at Inner, like any refusal.
+    let metrics = d.service.as_ref().unwrap().loaded().metrics.encode();
+    let refused_line = metrics
+        .lines()
+        .find(|l| {
+            l.starts_with("pivgate_taps_total{")
+                && l.contains(&format!("door=\"{}\"", inner.0))
+                && l.contains("result=\"refused\"")
+        })
+        .unwrap_or_else(|| panic!("{metrics}"));
+    assert!(refused_line.ends_with(" 1"), "{refused_line}");
+}
+
+#[test]
+fn a_request_to_exit_in_the_vestibule_waits_for_the_other_door() {
+    let mut d = Door::setup(Setup {
+        door: "held_open_ms = 5000\nprealarm_ms = 1000",
+        vestibule: true,
+        ..Setup::default()
+    });
+    d.set(0, 0);
+    d.door_event("door-opened");
+    // Exit pressed at Inner while Front is open: recorded, not released.
+    d.set_inner(1, 1);
+    d.inner_event("request-to-exit");
+    let refused = d.inner_event("interlock");
+    assert_eq!(
+        refused.event.reason.as_deref(),
+        Some("request to exit: lock not released: interlock: door `Front` is open (interlock group `vestibule`)")
+    );
+    assert_eq!(refused.event.data.unwrap()["interlock"]["door"], "Front");
+    d.set_inner(1, 0);
+    d.set(0, 1);
+    d.door_event("door-closed");
+    // Front closed: the exit releases Inner's lock.
+    d.set_inner(1, 1);
+    d.inner_event("request-to-exit");
+    d.set_inner(1, 0);
+    d.set_inner(0, 0);
+    d.inner_event("door-opened");
+    d.set_inner(0, 1);
+    d.inner_event("door-closed");
+    assert_eq!(d.inner_outputs_until(1), [4, 1]);
+}
+
+/// Monday 2026-11-23, 07:59 in New York (EST, UTC-5); 08:00 and 18:00.
+const BEFORE_OPENING: &str = "2026-11-23T12:59:00Z";
+const OPENING: &str = "2026-11-23T13:00:00Z";
+const CLOSING: &str = "2026-11-23T23:00:00Z";
+
+#[test]
+fn first_card_unlock_holds_the_libosdp_door_from_the_first_tap_to_the_window_end() {
+    use access::DoorMode;
+    use server::door::ModeChange;
+    // The test's time: this instant plus the real time since it was set.
+    let now = Arc::new(Mutex::new((
+        BEFORE_OPENING.parse::<Timestamp>().unwrap(),
+        Instant::now(),
+    )));
+    let clock = now.clone();
+    let mut d = Door::setup(Setup {
+        door: "held_open_ms = 5000\nprealarm_ms = 1000",
+        tapping: true,
+        zone: "America/New_York",
+        front: "unlock_schedule = \"lobby hours\"\nfirst_card_unlock = true",
+        schedules:
+            "[[seed.schedules]]\nname = \"lobby hours\"\nwindows = [\"mon-fri 08:00-18:00\"]",
+        clock: Some(Arc::new(move || {
+            let (t, since) = *clock.lock().unwrap();
+            t + since.elapsed()
+        })),
+        ..Setup::default()
+    });
+    let at = |t: &str| *now.lock().unwrap() = (t.parse().unwrap(), Instant::now());
+    let controller = d.service.as_ref().unwrap().loaded().controller.clone();
+    let front = d.door;
+    // 07:59 New York: outside the window, a granted tap only pulses.
+    d.tap();
+    assert_eq!(outputs_until(&d.peer, &d.seen, 4), [4]);
+    assert_eq!(controller.door_mode(front), DoorMode::Normal);
+    // 08:00: the window opens, and the door waits for its first card.
+    at(OPENING);
+    assert!(d.rt.block_on(controller.apply_schedules()).is_empty());
+    assert_eq!(controller.door_mode(front), DoorMode::Normal);
+    // 09:00: the first granted tap of the window pulses the lock, then
+    // holds it unlocked (osdp_OUT permanent on): nothing came before.
+    at("2026-11-23T14:00:00Z");
+    d.tap();
+    assert_eq!(outputs_until(&d.peer, &d.seen, 2), [4, 2]);
+    assert_eq!(controller.door_mode(front), DoorMode::Unlocked);
+    // Held: the next tap is granted without a pulse.
+    d.tap();
+    // 18:00: the window ends and the lock is locked again (permanent off),
+    // the first lock command since the door was held unlocked.
+    at(CLOSING);
+    assert_eq!(
+        d.rt.block_on(controller.apply_schedules()),
+        [ModeChange {
+            door: front,
+            mode: DoorMode::Normal,
+            previous: DoorMode::Unlocked
+        }]
+    );
+    assert_eq!(outputs_until(&d.peer, &d.seen, 1), [1]);
+    assert_eq!(controller.door_mode(front), DoorMode::Normal);
 }

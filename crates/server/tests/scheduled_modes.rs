@@ -72,6 +72,22 @@ impl Site_ {
             .unwrap();
     }
 
+    /// The committed events of `kind` with `code`.
+    fn commands_of(&self, kind: EventKind, code: &str) -> Vec<store::Event> {
+        let page = self
+            .rt
+            .block_on(self.store.query_events(&EventQuery {
+                kind: Some(kind),
+                limit: 1000,
+                ..EventQuery::default()
+            }))
+            .unwrap();
+        page.events
+            .into_iter()
+            .filter(|e| e.event.code.as_deref() == Some(code))
+            .collect()
+    }
+
     /// The door-command events with `code`, waiting (with a deadline) for
     /// `count` of them: automatic changes are recorded off the tap path.
     fn commands(&self, code: &str, count: usize) -> Vec<store::Event> {
@@ -102,6 +118,15 @@ impl Site_ {
 /// 08:00-18:00" (only after the first granted tap when `first_card`), the
 /// back door (door 2) has no unlock schedule. Alice may use both at any time.
 fn site(first_card: bool, cluster: Option<TempCluster>) -> Site_ {
+    site_with(first_card, cluster, &[])
+}
+
+/// [`site`] with `interlocks` (doors named "door 1", "door 2").
+fn site_with(
+    first_card: bool,
+    cluster: Option<TempCluster>,
+    interlocks: &[server::config::InterlockConfig],
+) -> Site_ {
     let pki = TestPki::generate(TestPkiOptions::default()).unwrap();
     let alice = pki
         .issue_card(&CardOptions {
@@ -218,12 +243,15 @@ fn site(first_card: bool, cluster: Option<TempCluster>) -> Site_ {
             log,
             output.clone(),
             rt.handle().clone(),
-            Duration::from_millis(3000),
+            // Long enough, with interlocks, that a pulse is still on at
+            // the next tap whatever the machine's load.
+            Duration::from_millis(if interlocks.is_empty() { 3000 } else { 600_000 }),
         )
         .with_clock(Arc::new(move || {
             let (t, since) = *clock.lock().unwrap();
             t + since.elapsed()
-        })),
+        }))
+        .with_interlocks(server::interlock::Interlocks::new(interlocks, None)),
     );
     let access = AccessData::new(store.clone(), controller.clone());
     Site_ {
@@ -438,4 +466,57 @@ fn lockdown_on_postgresql() {
     let s = site(false, Some(cluster));
     assert_eq!(s.store.backend(), store::Backend::Postgres);
     lockdown_on(&s);
+}
+
+#[test]
+fn an_interlocked_door_waits_while_its_partner_is_held_unlocked_or_released() {
+    // Neither door has a position switch: each counts as closed unless
+    // released or held unlocked.
+    let s = site_with(
+        false,
+        None,
+        &[server::config::InterlockConfig {
+            name: "vestibule".into(),
+            doors: vec!["door 1".into(), "door 2".into()],
+        }],
+    );
+    // Before the lobby's window both doors are locked and closed.
+    let r = s.tap(BACK);
+    assert!(r.granted() && r.opened, "{} {:?}", r.code(), r.reason());
+    // Within the back door's pulse the lobby stays shut.
+    let r = s.tap(LOBBY);
+    assert!(!r.granted() && !r.opened);
+    assert_eq!(r.code(), "interlock");
+    assert_eq!(
+        r.reason().as_deref(),
+        Some("interlock: door `door 2` is released (interlock group `vestibule`)")
+    );
+    assert_eq!(
+        s.output.releases().len(),
+        1,
+        "only the back door was pulsed"
+    );
+    // The refusal is stored like any other, with the card recognised.
+    let refused = s.commands_of(EventKind::Tap, "interlock");
+    assert_eq!(refused.len(), 1);
+    assert_eq!(refused[0].event.door, Some(LOBBY));
+    assert_eq!(refused[0].event.result, Some(store::EventResult::Refused));
+    assert!(refused[0].event.cardholder.is_some());
+
+    // Inside the window the lobby is held unlocked: the back door waits.
+    s.at(OPENING);
+    s.apply();
+    let r = s.tap(BACK);
+    assert_eq!(r.code(), "interlock");
+    assert_eq!(
+        r.reason().as_deref(),
+        Some("interlock: door `door 1` is held unlocked (interlock group `vestibule`)")
+    );
+    // The lobby itself, held unlocked, is not pulsed and not refused.
+    assert!(s.tap(LOBBY).opened);
+    // The window ends: the lobby locks and the back door opens again.
+    s.at(CLOSING);
+    s.apply();
+    let r = s.tap(BACK);
+    assert!(r.granted() && r.opened, "{} {:?}", r.code(), r.reason());
 }

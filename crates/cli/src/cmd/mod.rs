@@ -6,6 +6,7 @@ pub mod auth;
 pub mod backup;
 pub mod card;
 pub mod demo;
+pub mod lockdown;
 pub mod man;
 pub mod measure;
 pub mod pki;

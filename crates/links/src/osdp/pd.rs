@@ -165,6 +165,10 @@ pub struct PeripheralDevice {
     reports: VecDeque<Reply>,
     local: (bool, bool),
     local_reported: (bool, bool),
+    /// The inputs set by the owner ([`Self::set_inputs`]) and the last
+    /// state the panel was told.
+    inputs: Option<Vec<u8>>,
+    inputs_reported: Option<Vec<u8>>,
     events: VecDeque<PdEvent>,
 }
 
@@ -181,6 +185,8 @@ impl PeripheralDevice {
             reports: VecDeque::new(),
             local: (false, false),
             local_reported: (false, false),
+            inputs: None,
+            inputs_reported: None,
             events: VecDeque::new(),
         }
     }
@@ -242,6 +248,15 @@ impl PeripheralDevice {
     /// Sets the tamper and power-failure state; a change is reported on the next poll.
     pub fn set_local_status(&mut self, tamper: bool, power: bool) {
         self.local = (tamper, power);
+    }
+
+    /// Sets the inputs' state (one byte per input: 0 inactive, 1 active),
+    /// as a door's position switch, exit button or tamper switch drive
+    /// them: `osdp_ISTAT` is answered with it from now on (instead of
+    /// [`PdApp::inputs`]), and a change is reported unsolicited
+    /// (`osdp_ISTATR`) on the next poll.
+    pub fn set_inputs(&mut self, inputs: Vec<u8>) {
+        self.inputs = Some(inputs);
     }
 
     /// Takes the next event.
@@ -377,6 +392,11 @@ impl PeripheralDevice {
                         false,
                     );
                 }
+                if self.inputs.is_some() && self.inputs != self.inputs_reported {
+                    self.inputs_reported.clone_from(&self.inputs);
+                    let inputs = self.inputs.clone().unwrap_or_default();
+                    return (Reply::InputStatus(inputs), None, false);
+                }
                 (Reply::Ack, None, false)
             }
             Command::Id => (Reply::Id(self.cfg.id), None, false),
@@ -396,7 +416,13 @@ impl PeripheralDevice {
                     false,
                 )
             }
-            Command::InputStatus => (Reply::InputStatus(app.inputs()), None, false),
+            Command::InputStatus => match &self.inputs {
+                Some(inputs) => {
+                    self.inputs_reported = Some(inputs.clone());
+                    (Reply::InputStatus(inputs.clone()), None, false)
+                }
+                None => (Reply::InputStatus(app.inputs()), None, false),
+            },
             Command::OutputStatus => (Reply::OutputStatus(app.outputs()), None, false),
             Command::Output(recs) => {
                 recs.iter().for_each(|r| app.output(r));

@@ -431,6 +431,14 @@ pub struct DoorStatus {
     /// The mode the door is driven in now: its own mode, `locked` while its
     /// site is locked down, or `unlocked` by its unlock schedule.
     pub driven_mode: String,
+    /// Why `driven_mode` is not the door's own mode: `lockdown` (its site
+    /// is locked down), `schedule` (inside a window of its unlock
+    /// schedule) or `first-card` (the same, opened by the window's first
+    /// granted tap); `null` when the door is driven in its own mode.
+    pub driven_by: Option<String>,
+    /// When the schedule's window ends (`schedule`, `first-card`).
+    #[schema(value_type = Option<String>, format = DateTime)]
+    pub driven_until: Option<Timestamp>,
     /// `pki-cak`, `pki-auth` or `chuid`.
     pub mechanism: String,
     /// The latest tap, granted or refused; `null` before the first.
@@ -544,12 +552,16 @@ pub async fn doors_status(
                 })
                 .collect();
             readers.sort_by_key(|r| r.reader);
+            let driven = l.controller.door_mode(d.id);
+            let (driven_by, driven_until) = driven_by(&snapshot, d, driven, now);
             DoorStatus {
                 door: d.id.0,
                 name: d.name.clone(),
                 site: d.site.0,
                 mode: d.mode.as_str().to_string(),
-                driven_mode: l.controller.door_mode(d.id).as_str().to_string(),
+                driven_mode: driven.as_str().to_string(),
+                driven_by: driven_by.map(str::to_string),
+                driven_until,
                 mechanism: d.mechanism.as_str().to_string(),
                 last_tap,
                 readers,
@@ -575,6 +587,34 @@ pub async fn doors_status(
             default_max_staleness_s: offline.default_max_staleness_s,
         },
     }))
+}
+
+/// Why `door` is driven in `driven` rather than its own mode, and until
+/// when: the site's lockdown, or its unlock schedule's window (ending at
+/// the window's next change).
+fn driven_by(
+    snapshot: &access::AccessSnapshot,
+    door: &access::Door,
+    driven: access::DoorMode,
+    now: Timestamp,
+) -> (Option<&'static str>, Option<Timestamp>) {
+    if driven == door.mode {
+        return (None, None);
+    }
+    if snapshot.site(door.site).is_some_and(|s| s.lockdown) {
+        return (Some("lockdown"), None);
+    }
+    match snapshot.unlock_window(door.id, now) {
+        Some(w) if w.open && driven == access::DoorMode::Unlocked => (
+            Some(if door.first_card_unlock {
+                "first-card"
+            } else {
+                "schedule"
+            }),
+            Some(w.next_change),
+        ),
+        _ => (None, None),
+    }
 }
 
 /// One stage of the taps of a window.

@@ -1,0 +1,61 @@
+//! What a section is given: the run's options, where to put scratch files,
+//! progress output, and a way to run a command that records it for the
+//! report.
+
+use std::path::PathBuf;
+use std::process::{Command, Output};
+
+use anyhow::{bail, Context, Result};
+use indicatif::ProgressBar;
+
+pub struct Ctx {
+    /// `--quick`: fewer samples and smaller N, the whole report in under 3
+    /// minutes on a 2-core machine.
+    pub quick: bool,
+    /// The report directory (`bench-report/`).
+    pub out_dir: PathBuf,
+    /// Scratch space for this run (bundles, databases, …), removed after.
+    pub work_dir: PathBuf,
+    /// The workspace root (for `cargo` commands and scripts).
+    pub root: PathBuf,
+    /// One line of progress for the running section.
+    pub progress: ProgressBar,
+}
+
+impl Ctx {
+    /// Shows what the section is doing now.
+    pub fn step(&self, what: impl Into<String>) {
+        self.progress.set_message(what.into());
+    }
+
+    /// Runs `cmd` to completion and returns its output; a failure is an
+    /// error naming the command and its stderr's tail.
+    pub fn run(&self, cmd: &mut Command) -> Result<Output> {
+        let shown = shell_words(cmd);
+        let out = cmd
+            .output()
+            .with_context(|| format!("could not start `{shown}`"))?;
+        if !out.status.success() {
+            let err = String::from_utf8_lossy(&out.stderr);
+            let tail: Vec<&str> = err.lines().rev().take(15).collect();
+            let tail: Vec<&str> = tail.into_iter().rev().collect();
+            bail!("`{shown}` failed ({}):\n{}", out.status, tail.join("\n"));
+        }
+        Ok(out)
+    }
+}
+
+/// A command as a person would type it.
+pub fn shell_words(cmd: &Command) -> String {
+    let mut s = cmd.get_program().to_string_lossy().into_owned();
+    for a in cmd.get_args() {
+        let a = a.to_string_lossy();
+        if a.is_empty() || a.contains(|c: char| c.is_whitespace() || "'\"$`\\".contains(c)) {
+            s.push_str(&format!(" '{}'", a.replace('\'', "'\\''")));
+        } else {
+            s.push(' ');
+            s.push_str(&a);
+        }
+    }
+    s
+}

@@ -1,0 +1,13 @@
+//! One module per story. Each `run` measures pivgate and its peers in the
+//! same run and returns a [`Section`](crate::model::Section).
+
+use crate::ctx::Ctx;
+use crate::model::Section;
+
+/// A section's entry point.
+pub type Run = fn(&Ctx) -> anyhow::Result<Section>;
+
+/// Every section, in report order: (id, run).
+pub fn all() -> Vec<(&'static str, Run)> {
+    vec![]
+}
