@@ -58,6 +58,44 @@ fn bench(c: &mut Criterion) {
             }
         })
     });
+    // The same taps told how old the site's data is, with a maximum for
+    // every door: current data, and stale data at `recent-only` doors.
+    let confirmed = |secs: i64| AsOf::At {
+        at: open - access::jiff::SignedDuration::from_secs(secs),
+    };
+    let current = Offline {
+        freshness: Freshness {
+            revocation: confirmed(600),
+            changes: confirmed(60),
+        },
+        default_max_staleness_s: Some(3_600),
+    };
+    g.bench_function("granted, data ages checked (current)", |b| {
+        b.iter(|| {
+            for r in &reqs {
+                black_box(snapshot.decide_offline(black_box(r), &state, open, &current));
+            }
+        })
+    });
+    let mut stale_entities = entities();
+    for d in &mut stale_entities.doors {
+        d.stale_policy = StalePolicy::RecentOnly;
+    }
+    let stale_snapshot = AccessSnapshot::build(stale_entities).unwrap();
+    let stale = Offline {
+        freshness: Freshness {
+            revocation: confirmed(7_200),
+            changes: confirmed(60),
+        },
+        ..current
+    };
+    g.bench_function("stale data, recent-only doors", |b| {
+        b.iter(|| {
+            for r in &reqs {
+                black_box(stale_snapshot.decide_offline(black_box(r), &state, open, &stale));
+            }
+        })
+    });
     let unknown: Vec<Request> = reqs
         .iter()
         .map(|r| {

@@ -7,6 +7,7 @@ use jiff::Timestamp;
 use serde::ser::SerializeStruct;
 use serde::{Deserialize, Serialize, Serializer};
 
+use crate::freshness::{Offline, Stale, StalePolicy};
 use crate::model::*;
 use crate::schedule::{self, Check};
 use crate::snapshot::AccessSnapshot;
@@ -151,6 +152,19 @@ pub enum Refusal {
         site: String,
         presence: Presence,
     },
+    /// The door's data is older than its maximum and its policy is
+    /// `refuse`.
+    StaleData {
+        door: String,
+        stale: Stale,
+    },
+    /// The door's data is older than its maximum, its policy is
+    /// `recent-only`, and a newer credential of the same cardholder exists.
+    StaleSuperseded {
+        door: String,
+        newer: CredentialId,
+        stale: Stale,
+    },
     /// Another door of an interlock group (mantrap) is open or released
     /// (see [`crate::interlock`]); checked by the controller at the moment
     /// of opening, not by [`AccessSnapshot::decide`].
@@ -184,12 +198,14 @@ impl Refusal {
             Refusal::OutsideSchedule { .. } => "outside-schedule",
             Refusal::Holiday { .. } => "holiday",
             Refusal::AntiPassback { .. } => "anti-passback",
+            Refusal::StaleData { .. } => "stale-data",
+            Refusal::StaleSuperseded { .. } => "stale-superseded",
             Refusal::Interlock { .. } => "interlock",
         }
     }
 
     /// Every code, in rule order (for documentation and metrics labels).
-    pub const CODES: [&'static str; 19] = [
+    pub const CODES: [&'static str; 21] = [
         "unknown-door",
         "no-identifier",
         "not-enrolled",
@@ -207,6 +223,8 @@ impl Refusal {
         "no-group-for-door",
         "outside-schedule",
         "holiday",
+        "stale-data",
+        "stale-superseded",
         "anti-passback",
         "interlock",
     ];
@@ -296,6 +314,17 @@ impl fmt::Display for Refusal {
                 f,
                 "anti-passback: not recorded inside site `{site}`; enter through an entry door first"
             ),
+            Refusal::StaleData { door, stale } => {
+                write!(f, "stale data: door `{door}` refuses while {stale}")
+            }
+            Refusal::StaleSuperseded {
+                door,
+                newer,
+                stale,
+            } => write!(
+                f,
+                "stale data: door `{door}` admits only the newest credential of each cardholder while {stale}; credential {newer} replaced this one, whose revocation may not have reached the site"
+            ),
             Refusal::Interlock {
                 group,
                 door,
@@ -344,6 +373,10 @@ pub struct Decision {
     /// once the door was actually signalled.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub passback: Option<PassbackUpdate>,
+    /// The door's data was older than its maximum when it was decided
+    /// (granted under `decide` or `recent-only`, or refused for it).
+    #[serde(skip)]
+    pub stale: Option<Stale>,
 }
 
 impl Decision {
@@ -383,6 +416,7 @@ impl Partial {
             cardholder: self.cardholder,
             verdict: Verdict::Refused(r),
             passback: None,
+            stale: None,
         }
     }
 }
@@ -476,12 +510,32 @@ impl AccessSnapshot {
     ///    where the door allows it);
     /// 7. an access group of the cardholder includes the door, and its
     ///    schedule is open now in the site's time zone (holidays applied);
-    /// 8. anti-passback, for doors marked in or out.
+    /// 8. the door's data is not older than its maximum, or its
+    ///    [`StalePolicy`] admits the tap anyway (see [`Self::decide_offline`]);
+    /// 9. anti-passback, for doors marked in or out.
     ///
     /// Identity comes before the door's state so that a revoked card is
     /// reported as revoked at any door. Never panics, allocates only to
-    /// describe a refusal.
+    /// describe a refusal. This is [`Self::decide_offline`] for a site whose
+    /// data is never stale ([`Offline::NONE`]).
     pub fn decide(&self, req: &Request, passback: &PassbackState, now: Timestamp) -> Decision {
+        self.decide_offline(req, passback, now, &Offline::NONE)
+    }
+
+    /// [`Self::decide`] at a site whose data is as old as `offline` says.
+    /// A door whose data is older than its maximum (its own
+    /// `max_staleness_s`, else `offline`'s default) applies its
+    /// [`StalePolicy`] to a tap every other rule would grant: `decide`
+    /// grants it, `refuse` refuses it (`stale-data`), `recent-only` refuses
+    /// a credential a newer credential of the same cardholder superseded
+    /// (`stale-superseded`). The decision's `stale` says the door was stale.
+    pub fn decide_offline(
+        &self,
+        req: &Request,
+        passback: &PassbackState,
+        now: Timestamp,
+        offline: &Offline,
+    ) -> Decision {
         let mut p = Partial {
             door: req.door,
             site: None,
@@ -631,6 +685,29 @@ impl AccessSnapshot {
             return p.refuse(Refusal::OutsideSchedule { schedules });
         };
 
+        let stale = offline.stale(door, now);
+        if let Some(st) = stale {
+            let refusal = match door.stale_policy {
+                StalePolicy::Decide => None,
+                StalePolicy::Refuse => Some(Refusal::StaleData {
+                    door: door.name.clone(),
+                    stale: st,
+                }),
+                StalePolicy::RecentOnly => {
+                    self.newer_than(ci).map(|newer| Refusal::StaleSuperseded {
+                        door: door.name.clone(),
+                        newer,
+                        stale: st,
+                    })
+                }
+            };
+            if let Some(r) = refusal {
+                let mut d = p.refuse(r);
+                d.stale = stale;
+                return d;
+            }
+        }
+
         let passback_update = match door.passback {
             Passback::None => None,
             Passback::In | Passback::Out => {
@@ -660,6 +737,7 @@ impl AccessSnapshot {
             cardholder: p.cardholder,
             verdict: Verdict::Granted { group, schedule },
             passback: passback_update,
+            stale,
         }
     }
 

@@ -10,6 +10,11 @@
 //! clock, a file, a database or a socket: the time is an argument, and the
 //! anti-passback state is passed in and the change to it handed back.
 //!
+//! A site decides offline, from what it holds: [`freshness`] says how old
+//! its revocation data and access changes are ([`Freshness`]), and
+//! [`AccessSnapshot::decide_offline`] applies each door's maximum age and
+//! [`StalePolicy`] (`decide`, `refuse`, `recent-only`) given that as input.
+//!
 //! A door may carry an unlock schedule (held unlocked inside its windows,
 //! optionally only after the first granted tap of a window) and a site may
 //! be locked down; [`AccessSnapshot::effective_mode`] says which mode a door
@@ -28,6 +33,7 @@
 //! serde, where the chrono pair needs two crates and a generated database.
 
 pub mod decide;
+pub mod freshness;
 pub mod interlock;
 pub mod model;
 pub mod parse_error;
@@ -39,6 +45,7 @@ pub mod synthetic;
 pub use decide::{
     Decision, Identity, PassbackState, PassbackUpdate, Presence, Refusal, Request, Verdict,
 };
+pub use freshness::{Age, AsOf, Freshness, Offline, Stale, StalePolicy};
 pub use interlock::{Blocking, DoorState, InterlockGroup};
 pub use model::*;
 pub use schedule::{Days, TimeRange, Window, WindowSet};

@@ -247,6 +247,14 @@ pub struct Door {
     /// the window ("first card unlock"), not at its start.
     #[serde(default)]
     pub first_card_unlock: bool,
+    /// The oldest revocation and access data (in seconds) the door decides
+    /// from before its `stale_policy` applies; `None`: the site's default
+    /// (see [`crate::freshness`]).
+    #[serde(default)]
+    pub max_staleness_s: Option<u64>,
+    /// What the door does while its data is older than its maximum.
+    #[serde(default)]
+    pub stale_policy: crate::freshness::StalePolicy,
 }
 
 /// A card reader bound to a door.

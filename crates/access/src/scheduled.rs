@@ -174,6 +174,8 @@ mod tests {
             mode: DoorMode::Normal,
             unlock_schedule: schedule,
             first_card_unlock: first_card,
+            max_staleness_s: None,
+            stale_policy: Default::default(),
         };
         AccessSnapshot::build(Entities {
             sites: vec![Site {

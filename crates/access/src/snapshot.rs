@@ -88,6 +88,9 @@ pub struct AccessSnapshot {
     credential_ix: HashMap<CredentialId, u32>,
     /// Per credential (same index): its cardholder's index.
     pub(crate) credential_holder: Vec<u32>,
+    /// Per cardholder (same index): their newest credential's index (the
+    /// latest `enrolled_at`, then the highest id), if they have one.
+    pub(crate) newest_credential: Vec<Option<u32>>,
     pub(crate) by_uuid: HashMap<CardUuid, u32>,
     pub(crate) by_fasc_n: HashMap<FascN, u32>,
     pub(crate) by_cert: HashMap<Sha256, u32>,
@@ -305,6 +308,21 @@ impl AccessSnapshot {
             holiday_ix.entry((h.site, h.date)).or_insert(i as u32);
         }
 
+        let mut newest_credential: Vec<Option<u32>> = vec![None; e.cardholders.len()];
+        for (i, c) in e.credentials.iter().enumerate() {
+            let slot = &mut newest_credential[credential_holder[i] as usize];
+            let newer = match *slot {
+                None => true,
+                Some(j) => {
+                    let o = &e.credentials[j as usize];
+                    (c.enrolled_at, c.id) > (o.enrolled_at, o.id)
+                }
+            };
+            if newer {
+                *slot = Some(i as u32);
+            }
+        }
+
         Ok(AccessSnapshot {
             sites,
             site_ix,
@@ -318,6 +336,7 @@ impl AccessSnapshot {
             credentials: e.credentials,
             credential_ix,
             credential_holder,
+            newest_credential,
             by_uuid,
             by_fasc_n,
             by_cert,
@@ -423,6 +442,20 @@ impl AccessSnapshot {
 
     pub fn cardholders(&self) -> &[Cardholder] {
         &self.cardholders
+    }
+
+    /// The newest credential of the cardholder of `id` (the latest
+    /// `enrolled_at`, then the highest id), when it is not `id` itself:
+    /// what superseded it.
+    pub fn superseded_by(&self, id: CredentialId) -> Option<CredentialId> {
+        let ci = *self.credential_ix.get(&id)?;
+        self.newer_than(ci)
+    }
+
+    pub(crate) fn newer_than(&self, ci: u32) -> Option<CredentialId> {
+        let hi = *self.credential_holder.get(ci as usize)?;
+        let newest = self.newest_credential.get(hi as usize).copied().flatten()?;
+        (newest != ci).then(|| self.credentials[newest as usize].id)
     }
 
     pub fn credentials(&self) -> &[Credential] {

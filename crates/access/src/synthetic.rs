@@ -52,6 +52,8 @@ pub fn site(credentials: usize, doors: i64) -> Entities {
             mode: DoorMode::Normal,
             unlock_schedule: None,
             first_card_unlock: false,
+            max_staleness_s: None,
+            stale_policy: Default::default(),
         });
     }
     let window = |w: &str| w.parse().expect("constant window");

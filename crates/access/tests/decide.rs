@@ -36,6 +36,8 @@ fn door(id: i64, name: &str, mechanism: Mechanism) -> Door {
         mode: DoorMode::Normal,
         unlock_schedule: None,
         first_card_unlock: false,
+        max_staleness_s: None,
+        stale_policy: Default::default(),
     }
 }
 

@@ -231,6 +231,17 @@ impl CrlFetcher {
         }
     }
 
+    /// The last good copy of every URL held, fresh or not.
+    pub fn held(&self) -> Vec<FetchedCrl> {
+        self.slots()
+            .values()
+            .filter_map(|s| match s {
+                Slot::Good(c) => Some(c.clone()),
+                Slot::Failed { last_good, .. } => last_good.clone(),
+            })
+            .collect()
+    }
+
     fn fresh(&self, c: &FetchedCrl, now: i64) -> bool {
         let until = c
             .next_update

@@ -2,13 +2,14 @@
 // door's latency over the last hour or day as a chart.
 
 import { get, call, ApiError } from './api.js';
-import { h, ctx, live, recent, can, fmtTime, zoneOf, holderName, roleButton, confirmAction, failure, badge, scroller, sameControl, STAGES } from './ui.js';
+import { h, ctx, live, recent, can, fmtTime, fmtAge, zoneOf, holderName, roleButton, confirmAction, failure, badge, section, scroller, sameControl, STAGES } from './ui.js';
 
 // The doors as `/api/v1/doors/status` gives them, or as close as the entity
 // routes allow when the service has no status route.
 async function status() {
   try {
-    return { items: (await get('/api/v1/doors/status')).items, full: true };
+    const s = await get('/api/v1/doors/status');
+    return { items: s.items, dataAge: s.data_age, full: true };
   } catch (e) {
     // Without the route, `status` is taken for a door id.
     if (!(e instanceof ApiError && (e.missing || (e.status === 400 && e.field === 'id')))) throw e;
@@ -23,6 +24,22 @@ async function status() {
     };
   });
   return { items, full: false };
+}
+
+// How old one kind of the site's data is, in words.
+function ageText(a, na) {
+  if (!a || a.state === 'not-applicable') return h('span.muted', na);
+  if (a.state === 'never') return h('span.refused-text', 'never confirmed');
+  return h('span', `${fmtAge(a.age_s)} old`, h('span.muted', ` (as of ${fmtTime(a.as_of)})`));
+}
+
+// The data the doors decide from: how old it is and the site's maximum.
+function dataAge(a) {
+  if (!a) return null;
+  return section('Data age', h('dl.facts.data-age',
+    h('dt', 'Revocation data'), h('dd', ageText(a.revocation, 'not applicable (revocation checking off)')),
+    h('dt', 'Access changes'), h('dd', ageText(a.changes, 'not applicable (no central)')),
+    h('dt', 'Maximum age'), h('dd', a.default_max_staleness_s == null ? h('span.muted', 'none set for the site') : fmtAge(a.default_max_staleness_s))));
 }
 
 function readerLine(r) {
@@ -83,8 +100,9 @@ function doorCard(d, refresh, single) {
   const site = ctx.sites.get(d.site);
   const title = single ? h('h1', d.name) : h('h2', h('a', { href: `#/doors/${d.door}` }, d.name));
   return h('section.card.door', { dataset: { door: d.door }, 'aria-label': d.name },
-    h('div.bar', title, badge(`mode ${d.mode}`, `mode-${d.mode}`), driven(d), h('span.muted', `${d.mechanism}${site ? ` · ${site.name}` : ''}`)),
+    h('div.bar', title, badge(`mode ${d.mode}`, `mode-${d.mode}`), driven(d), d.stale ? badge('stale data', 'refused') : null, h('span.muted', `${d.mechanism}${site ? ` · ${site.name}` : ''}`)),
     h('dl',
+      d.stale_policy ? [h('dt', 'Stale data'), h('dd.stale-policy', d.max_staleness_s == null ? h('span.muted', `no maximum age (policy ${d.stale_policy})`) : `${d.stale ? 'older than' : 'within'} its maximum of ${fmtAge(d.max_staleness_s)}; policy ${d.stale_policy}`)] : null,
       h('dt', 'Last tap'), h('dd.last-tap', lastTap(d.last_tap, d.door)),
       h('dt', 'Last command'), h('dd.last-command', lastCommand(d.door)),
       h('dt', 'Readers'), h('dd', d.readers.length ? h('ul.readers', d.readers.map(readerLine)) : h('span.muted', 'none bound'))),
@@ -187,12 +205,14 @@ export async function doorsPage(root, arg) {
   const single = only != null;
   const list = h('div.doors');
   const note = h('p.muted');
-  root.append(single ? h('div.bar', note, h('a', { href: '#/doors' }, '‹ all doors')) : h('div.bar', h('h1', 'Doors'), note), list);
+  const ages = h('div.data-ages');
+  root.append(single ? h('div.bar', note, h('a', { href: '#/doors' }, '‹ all doors')) : h('div.bar', h('h1', 'Doors'), note), ages, list);
   const refresh = async () => {
     try {
       const s = await status();
       const items = s.items.filter((d) => only == null || d.door === only);
       note.textContent = s.full ? '' : 'Reader connection state is not available from this service.';
+      if (!single) ages.replaceChildren(...[dataAge(s.dataAge)].filter(Boolean));
       const sel = list.contains(document.activeElement) ? sameControl(document.activeElement) : null;
       list.replaceChildren(...items.map((d) => doorCard(d, refresh, single)));
       const again = sel && list.querySelector(sel);

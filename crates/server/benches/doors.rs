@@ -68,6 +68,8 @@ fn entities(cards: &[CardCredentials], per_door: i64) -> Entities {
                 mode: Default::default(),
                 unlock_schedule: None,
                 first_card_unlock: false,
+                max_staleness_s: None,
+                stale_policy: Default::default(),
             })
             .collect(),
         readers: (1..=readers)

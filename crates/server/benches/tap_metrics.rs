@@ -56,6 +56,7 @@ fn tap(door: i64) -> TapResult {
                 schedule: ScheduleId(1),
             },
             passback: None,
+            stale: None,
         }),
         event: Ok(EventId(1)),
         opened: true,

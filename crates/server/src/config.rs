@@ -80,6 +80,49 @@ pub struct Config {
     /// Written to an empty database on the first start.
     #[serde(default)]
     pub seed: Option<Seed>,
+    /// How old the site's revocation and access data may be before a door
+    /// applies its stale-data policy (see [`access::freshness`]).
+    #[serde(default, skip_serializing_if = "OfflineConfig::is_default")]
+    pub offline: OfflineConfig,
+}
+
+/// `[offline]`: the maximum age of the revocation data and of the access
+/// changes from the central for doors that set none of their own.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct OfflineConfig {
+    /// `"24h"`, `"90m"`, `"7d"`…; absent: a door without its own maximum
+    /// is never stale.
+    #[serde(default, with = "opt_span", skip_serializing_if = "Option::is_none")]
+    pub max_staleness: Option<Duration>,
+}
+
+impl OfflineConfig {
+    fn is_default(&self) -> bool {
+        *self == OfflineConfig::default()
+    }
+
+    /// The site's default maximum, in seconds.
+    pub fn default_max_staleness_s(&self) -> Option<u64> {
+        self.max_staleness.map(|d| d.as_secs())
+    }
+}
+
+/// An optional duration written as a number and a unit (`"24h"`).
+mod opt_span {
+    use serde::{Deserializer, Serializer};
+    use std::time::Duration;
+
+    pub fn serialize<S: Serializer>(d: &Option<Duration>, s: S) -> Result<S::Ok, S::Error> {
+        match d {
+            Some(d) => pki::discover::span::serialize(d, s),
+            None => s.serialize_none(),
+        }
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Duration>, D::Error> {
+        pki::discover::span::deserialize(d).map(Some)
+    }
 }
 
 /// `[retention]`: events older than `days` are exported to `export_dir`
@@ -1004,6 +1047,13 @@ pub struct SeedDoor {
     /// each window.
     #[serde(default)]
     pub first_card_unlock: bool,
+    /// The oldest data the door decides from (`"1h"`); absent: the
+    /// `[offline]` default.
+    #[serde(default, with = "opt_span", skip_serializing_if = "Option::is_none")]
+    pub max_staleness: Option<Duration>,
+    /// `decide` (default), `refuse` or `recent-only`, beyond the maximum.
+    #[serde(default)]
+    pub stale_policy: access::StalePolicy,
 }
 
 fn default_mechanism() -> Mechanism {
@@ -1034,6 +1084,7 @@ impl Default for Config {
             export: ExportConfig::default(),
             interlocks: Vec::new(),
             seed: None,
+            offline: OfflineConfig::default(),
         }
     }
 }
@@ -1818,6 +1869,8 @@ impl Seed {
                 mode: Default::default(),
                 unlock_schedule: None,
                 first_card_unlock: false,
+                max_staleness_s: d.max_staleness.map(|m| m.as_secs()),
+                stale_policy: d.stale_policy,
             });
         }
         let mut readers = Vec::new();
@@ -2096,6 +2149,16 @@ min_refresh_secs = 60
 # found revoked or expired is suspended, with an event saying why.
 revalidate_hours = 24
 
+# [offline]
+# The oldest revocation data (the least recently confirmed CRL or OCSP
+# answer in force) and access changes from a central a door decides from
+# before its stale_policy applies: "decide" (default: keep deciding; an
+# event records the door turning stale and recovering), "refuse"
+# (`stale-data`) or "recent-only" (only each cardholder's newest credential;
+# `stale-superseded`). A door's own max_staleness overrides this; unset:
+# doors without their own are never stale.
+# max_staleness = "24h"
+
 [output]
 # How long a granted tap or a momentary unlock releases the lock.
 unlock_ms = 5000
@@ -2353,6 +2416,29 @@ mod tests {
         assert!(e.to_string().contains("pki-cak"), "{e}");
         let e = parse("data_dir = [\n").unwrap_err();
         assert!(matches!(e, ConfigError::Parse { line: 1 | 2, .. }), "{e}");
+    }
+
+    #[test]
+    fn offline_maximums_for_the_site_and_per_door() {
+        assert_eq!(parse("").unwrap().offline.default_max_staleness_s(), None);
+        let site = "[seed.site]\nname = \"s\"\ntime_zone = \"UTC\"\n";
+        let c = parse(&format!(
+            "[offline]\nmax_staleness = \"24h\"\n{site}[[seed.doors]]\nname = \"Vault\"\nmax_staleness = \"30m\"\nstale_policy = \"recent-only\"\n[[seed.doors]]\nname = \"Front\"\n"
+        ))
+        .unwrap();
+        assert_eq!(c.offline.default_max_staleness_s(), Some(86_400));
+        let e = c.seed.as_ref().unwrap().entities().unwrap();
+        assert_eq!(e.doors[0].max_staleness_s, Some(1_800));
+        assert_eq!(e.doors[0].stale_policy, access::StalePolicy::RecentOnly);
+        assert_eq!(e.doors[1].max_staleness_s, None);
+        assert_eq!(e.doors[1].stale_policy, access::StalePolicy::Decide);
+        let e = parse("[offline]\nmax_staleness = \"a day\"\n").unwrap_err();
+        assert!(e.to_string().contains("not a duration"), "{e}");
+        let e = parse(&format!(
+            "{site}[[seed.doors]]\nname = \"V\"\nstale_policy = \"panic\"\n"
+        ))
+        .unwrap_err();
+        assert!(e.to_string().contains("recent-only"), "{e}");
     }
 
     #[test]

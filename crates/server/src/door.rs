@@ -28,7 +28,8 @@ use std::time::{Duration, Instant};
 
 use access::jiff::Timestamp;
 use access::{
-    AccessSnapshot, Decision, DoorId, DoorMode, Identity, PassbackState, ReaderId, Request,
+    AccessSnapshot, AsOf, Decision, DoorId, DoorMode, Freshness, Identity, Offline, PassbackState,
+    ReaderId, Request,
 };
 use arc_swap::ArcSwap;
 use auth::{Authenticator, Outcome, PinSource, Stage, StageName, Transaction};
@@ -274,6 +275,16 @@ pub struct Controller {
     health: Arc<TapHealth>,
     /// The mode each door was last driven in and its first-card unlocks.
     driven: Mutex<Driven>,
+    /// How current the revocation data and the access changes are (see
+    /// [`access::freshness`]): read once per tap, written by the
+    /// revocation refresh and the change follower.
+    freshness: ArcSwap<Freshness>,
+    /// Seconds; the `[offline]` maximum of doors that set none.
+    default_max_staleness_s: Option<u64>,
+    /// Bumped at each change of `freshness`.
+    freshness_changed: tokio::sync::watch::Sender<u64>,
+    /// The doors last recorded stale ([`crate::offline`]).
+    stale_doors: Arc<Mutex<crate::offline::StaleDoors>>,
     /// Interlock groups, when configured: checked at the moment of opening.
     interlocks: Option<Arc<Interlocks>>,
 }
@@ -335,6 +346,10 @@ impl Controller {
             opening: Arc::new(tokio::sync::RwLock::new(())),
             health: Arc::new(TapHealth::new()),
             driven: Mutex::new(Driven::default()),
+            freshness: ArcSwap::from_pointee(Freshness::NOT_APPLICABLE),
+            default_max_staleness_s: None,
+            freshness_changed: tokio::sync::watch::Sender::new(0),
+            stale_doors: Default::default(),
             interlocks: None,
         };
         // Doors whose mode (stored, locked down or scheduled) is other than
@@ -390,6 +405,96 @@ impl Controller {
 
     pub fn authenticator(&self) -> &Arc<Authenticator> {
         &self.authenticator
+    }
+
+    /// Doors without a maximum age of their own use `secs` (`[offline]
+    /// max_staleness`); `None`: they are never stale.
+    pub fn with_default_max_staleness(mut self, secs: Option<u64>) -> Self {
+        self.default_max_staleness_s = secs;
+        self
+    }
+
+    /// The time taps are decided at.
+    pub fn now(&self) -> Timestamp {
+        (self.clock)()
+    }
+
+    /// How current the site's data is now.
+    pub fn freshness(&self) -> Freshness {
+        **self.freshness.load()
+    }
+
+    /// What a tap's decision is told about the data's age.
+    pub fn offline(&self) -> Offline {
+        Offline {
+            freshness: **self.freshness.load(),
+            default_max_staleness_s: self.default_max_staleness_s,
+        }
+    }
+
+    /// Whether `door` was last recorded stale (its data older than its
+    /// maximum; see [`crate::offline`]).
+    pub fn door_stale(&self, door: DoorId) -> bool {
+        self.stale_doors
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .is_stale(door)
+    }
+
+    /// Records the doors crossing their maximum age until `stop` turns
+    /// true ([`crate::offline::run`]).
+    pub async fn run_stale_watch(self: Arc<Self>, stop: tokio::sync::watch::Receiver<bool>) {
+        let doors = self.stale_doors.clone();
+        crate::offline::run(self, doors, stop).await
+    }
+
+    /// Changes at each change of [`Self::freshness`] (for the stale-door
+    /// watch).
+    pub fn freshness_changes(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.freshness_changed.subscribe()
+    }
+
+    fn update_freshness(&self, f: impl Fn(Freshness) -> Freshness) {
+        let before = self.freshness.rcu(|old| f(**old));
+        if *before != f(*before) {
+            self.freshness_changed
+                .send_modify(|n| *n = n.wrapping_add(1));
+        }
+    }
+
+    /// The revocation data in force is as of `as_of` (the revocation
+    /// refresh calls this after each swap and each successful download).
+    pub fn note_revocation_current(&self, as_of: AsOf) {
+        self.update_freshness(|f| Freshness {
+            revocation: as_of,
+            ..f
+        });
+    }
+
+    /// This site follows a central: from now on its access data has an
+    /// age, counted from `last` (the last change applied or confirmation
+    /// received, kept from an earlier run), or never confirmed. Until this
+    /// is called (a site without `[central]`), the change age is not
+    /// applicable.
+    pub fn follow_central(&self, last: Option<Timestamp>) {
+        let as_of = last.map_or(AsOf::Never, |at| AsOf::At { at });
+        self.update_freshness(|f| Freshness {
+            changes: as_of,
+            ..f
+        });
+    }
+
+    /// The central's changes up to `at` are applied: a change was applied,
+    /// or the central confirmed that none is pending. An earlier `at` than
+    /// the one held changes nothing.
+    pub fn note_changes_current(&self, at: Timestamp) {
+        self.update_freshness(|f| Freshness {
+            changes: match f.changes {
+                AsOf::At { at: held } if held >= at => f.changes,
+                _ => AsOf::At { at },
+            },
+            ..f
+        });
     }
 
     /// The current snapshot.
@@ -687,6 +792,7 @@ impl Controller {
         let _opening = self.opening.blocking_read();
         let snapshot = self.snapshot.load_full();
         let now = (self.clock)();
+        let offline = self.offline();
         // The release recorded for the door's interlock groups, if any.
         let mut claim = None;
         // A door removed meanwhile stays shut; one locked meanwhile (or
@@ -726,7 +832,7 @@ impl Controller {
                 // the same card sees it) and undone if the event is lost.
                 let (decision, previous) = {
                     let mut pb = self.passback.lock().unwrap_or_else(|p| p.into_inner());
-                    let mut d = snapshot.decide(&request, &pb, now);
+                    let mut d = snapshot.decide_offline(&request, &pb, now, &offline);
                     // An interlock group's other doors, at the moment of
                     // opening: a grant that would release the lock is
                     // refused while one of them is open or released.
@@ -749,12 +855,19 @@ impl Controller {
                     (d, previous)
                 };
                 push_stage(&mut transaction, StageName::Decide, started.elapsed());
-                let event = NewEvent::tap(
+                let mut event = NewEvent::tap(
                     now,
                     Some(reader),
                     &decision,
                     serde_json::to_value(&transaction).unwrap_or_default(),
                 );
+                // Decided on data older than the door's maximum: the event
+                // says which and how old.
+                if let (Some(stale), Some(serde_json::Value::Object(data))) =
+                    (&decision.stale, event.data.as_mut())
+                {
+                    data.insert("stale".into(), serde_json::json!(stale.to_string()));
+                }
                 (Some(decision), event, previous)
             }
         };

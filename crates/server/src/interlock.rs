@@ -263,6 +263,8 @@ mod tests {
             mode: Default::default(),
             unlock_schedule: None,
             first_card_unlock: false,
+            max_staleness_s: None,
+            stale_policy: Default::default(),
         };
         Arc::new(
             AccessSnapshot::build(Entities {

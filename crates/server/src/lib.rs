@@ -142,6 +142,7 @@ pub mod logging;
 pub mod metrics;
 pub mod notify;
 pub mod ocsp_disk;
+pub mod offline;
 pub mod osdp;
 pub mod peer_text;
 pub mod readers;

@@ -19,6 +19,8 @@
 //! | `pivgate_crl_age_seconds`, `pivgate_crl_next_update_seconds` | gauge | `issuer`, `kind` (`full`/`delta`), `number` |
 //! | `pivgate_validation_cache_hits_total`, `…_misses_total` | counter | `cache`: `certificate` (validated paths), `key` (fast-path keys) |
 //! | `pivgate_credentials` | gauge | |
+//! | `pivgate_data_age_seconds` | gauge | `data`: `revocation`, `changes` (absent when not applicable; `+Inf` when never confirmed; see [`access::freshness`]) |
+//! | `pivgate_doors_stale` | gauge | doors whose data is older than their maximum |
 //! | `pivgate_startup_seconds` | gauge | `phase`: `trust`, `database`, `ready` |
 //! | `pivgate_retention_last_run_timestamp_seconds`, `pivgate_retention_last_run_success` | gauge | (with `[retention]`) |
 //! | `pivgate_retention_events_pruned_total`, `…_days_exported_total`, `…_failures_total` | counter | (with `[retention]`) |
@@ -686,6 +688,7 @@ impl Collector for ServiceCollector {
             None,
             self.controller.snapshot().credentials().len() as i64,
         )?;
+        self.data_age(&mut enc)?;
 
         let t = &self.startup;
         let g = ConstGauge::new(0.0f64);
@@ -757,6 +760,43 @@ pub fn crl_rows(set: &pki::revocation_set::RevocationSet, now: i64) -> Vec<CrlRo
 }
 
 impl ServiceCollector {
+    /// How old the revocation data and the access changes are, and how
+    /// many doors are beyond their maximum.
+    fn data_age(&self, enc: &mut DescriptorEncoder) -> Result<(), std::fmt::Error> {
+        let now = self.controller.now();
+        let offline = self.controller.offline();
+        let g = ConstGauge::new(0.0f64);
+        let mut m = enc.encode_descriptor(
+            "data_age",
+            "Seconds since the site's revocation data (oldest CRL or OCSP answer in force, by its last confirmation) and access changes from the central were last known current; +Inf: never; absent: not applicable.",
+            Some(&Unit::Seconds),
+            g.metric_type(),
+        )?;
+        for (data, as_of) in [
+            ("revocation", offline.freshness.revocation),
+            ("changes", offline.freshness.changes),
+        ] {
+            let v = match as_of.age(now) {
+                access::Age::NotApplicable => continue,
+                access::Age::Never => f64::INFINITY,
+                access::Age::Secs(s) => s as f64,
+            };
+            ConstGauge::new(v).encode(m.encode_family(&[("data", data)])?)?;
+        }
+        let snapshot = self.controller.snapshot();
+        let stale = snapshot
+            .doors()
+            .filter(|d| offline.stale(d, now).is_some())
+            .count();
+        gauge(
+            enc,
+            "doors_stale",
+            "Doors whose revocation data or access changes are older than their maximum.",
+            None,
+            stale as i64,
+        )
+    }
+
     /// Age and time to nextUpdate of each CRL held, by issuer. Two CRLs with
     /// the same issuer, kind and number are exported once.
     fn crls(&self, enc: &mut DescriptorEncoder) -> Result<(), std::fmt::Error> {

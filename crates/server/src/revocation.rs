@@ -267,6 +267,46 @@ fn acceptable(
     Ok(())
 }
 
+/// How current the revocation data `set` is (see [`access::freshness`]):
+/// the oldest, over its CRLs, of the last successful download of each
+/// (`downloads`: DER and download time, by distribution point), or its
+/// thisUpdate for a CRL no download brought (a configured file); and over
+/// its OCSP answers, of their thisUpdate. Not applicable with revocation
+/// checking `off`; never confirmed when nothing is held.
+pub fn revocation_as_of(
+    off: bool,
+    set: &RevocationSet,
+    downloads: &[(Arc<Vec<u8>>, i64)],
+) -> access::AsOf {
+    use access::AsOf;
+    if off {
+        return AsOf::NotApplicable;
+    }
+    let mut oldest: Option<i64> = None;
+    let mut older = |t: i64| oldest = Some(oldest.map_or(t, |o| o.min(t)));
+    for crl in set.crls() {
+        let confirmed = downloads
+            .iter()
+            .filter(|(der, _)| der.as_slice() == crl.der())
+            .map(|(_, at)| *at)
+            .max();
+        older(
+            confirmed
+                .unwrap_or(crl.this_update.0)
+                .max(crl.this_update.0),
+        );
+    }
+    for answer in set.ocsp_responses() {
+        for single in &answer.responses {
+            older(single.this_update.0);
+        }
+    }
+    match oldest.and_then(|s| Timestamp::from_second(s).ok()) {
+        Some(at) => AsOf::At { at },
+        None => AsOf::Never,
+    }
+}
+
 /// What is known about one distribution point.
 #[derive(Debug, Clone, Serialize)]
 pub struct CrlStatus {
@@ -905,6 +945,9 @@ impl Revocation {
         );
         let mut merged = self.merged.lock().unwrap_or_else(|e| e.into_inner());
         if *merged == Some(key) {
+            // The same data, perhaps confirmed again by a download.
+            drop(merged);
+            self.note_freshness();
             return;
         }
         let trust = self.controller.authenticator().trust_store();
@@ -924,6 +967,28 @@ impl Revocation {
         self.controller.authenticator().set_crls(crls);
         *merged = Some(key);
         self.swapped.send_modify(|n| *n = n.wrapping_add(1));
+        drop(merged);
+        self.note_freshness();
+    }
+
+    /// Tells the controller how current the revocation data in force is
+    /// ([`revocation_as_of`]): after each swap, each refresh (a download
+    /// that brought the same CRL again confirms it) and at start-up.
+    pub fn note_freshness(&self) {
+        let set = self.controller.authenticator().crls();
+        let downloads: Vec<(Arc<Vec<u8>>, i64)> = self
+            .fetcher
+            .as_ref()
+            .map(|f| {
+                f.held()
+                    .into_iter()
+                    .map(|c| (c.der, c.fetched_at))
+                    .collect()
+            })
+            .unwrap_or_default();
+        let off = self.policy.mode == pki::validate::RevocationMode::Off;
+        self.controller
+            .note_revocation_current(revocation_as_of(off, &set, &downloads));
     }
 
     /// Validates every active credential whose certificate is stored
@@ -1399,6 +1464,44 @@ mod tests {
 
     fn parsed(der: &[u8]) -> Arc<Crl> {
         Arc::new(Crl::from_der(der.to_vec()).unwrap())
+    }
+
+    #[test]
+    fn revocation_data_is_as_old_as_its_least_recently_confirmed_crl() {
+        use access::AsOf;
+        let pki = TestPki::generate(TestPkiOptions::default()).unwrap();
+        let now = pki_issue::now();
+        let issued = |age: i64, number: u64| {
+            pki_issue::CrlBuilder::new()
+                .update_times(now - age, Some(now + 86_400))
+                .crl_number(number)
+                .sign(pki.intermediate_der(), pki.intermediate_key())
+                .unwrap()
+        };
+        let (old, root) = (issued(7_200, 5), pki.root_crl_der().to_vec());
+        let root_this = Crl::from_der(root.clone()).unwrap().this_update.0;
+        let mut b = RevocationSet::builder();
+        b.add_der(old.clone()).unwrap();
+        b.add_der(root.clone()).unwrap();
+        let set = b.build();
+        let at = |s: i64| AsOf::At {
+            at: Timestamp::from_second(s).unwrap(),
+        };
+        // Files only: the oldest thisUpdate.
+        assert_eq!(revocation_as_of(false, &set, &[]), at(now - 7_200));
+        // Downloaded again a minute ago: confirmed then; the root's file
+        // is now the oldest.
+        let downloads = [(Arc::new(old.clone()), now - 60)];
+        assert_eq!(
+            revocation_as_of(false, &set, &downloads),
+            at(root_this.min(now - 60))
+        );
+        // Off: not applicable; nothing held: never confirmed.
+        assert_eq!(revocation_as_of(true, &set, &[]), AsOf::NotApplicable);
+        assert_eq!(
+            revocation_as_of(false, &RevocationSet::empty(), &[]),
+            AsOf::Never
+        );
     }
 
     #[test]

@@ -178,6 +178,8 @@ pub struct Service {
     revocation: JoinHandle<()>,
     /// Drives the doors' scheduled modes at each window boundary.
     schedules: JoinHandle<()>,
+    /// Records doors crossing their maximum data age ([`crate::offline`]).
+    stale_watch: JoinHandle<()>,
     /// Retention's task, when `[retention]` is configured.
     retention: Option<JoinHandle<()>>,
     /// The export sinks ([`crate::export`]).
@@ -266,6 +268,8 @@ impl Service {
                 let revocation = tokio::spawn(loaded.revocation.clone().run(stop.subscribe()));
                 let schedules =
                     tokio::spawn(loaded.controller.clone().run_schedules(stop.subscribe()));
+                let stale_watch =
+                    tokio::spawn(loaded.controller.clone().run_stale_watch(stop.subscribe()));
                 let retention = loaded
                     .retention
                     .clone()
@@ -287,6 +291,7 @@ impl Service {
                     writer,
                     revocation,
                     schedules,
+                    stale_watch,
                     retention,
                     exports,
                     sources,
@@ -435,7 +440,8 @@ impl Service {
             signals.clone(),
             last_taps.clone(),
         ])))
-        .with_passback(passback);
+        .with_passback(passback)
+        .with_default_max_staleness(config.offline.default_max_staleness_s());
         if let Some(clock) = clock {
             controller = controller.with_clock(clock);
         }
@@ -459,6 +465,7 @@ impl Service {
         // before the first tap.
         revocation_work.restore_discovered().await?;
         revocation_work.load_ocsp().await?;
+        revocation_work.note_freshness();
         let keypads = Arc::new(Keypads::with_settings(config.keypad.settings()));
         let reader_status = Arc::new(ReaderStatus::new());
         let ctx = Arc::new(TapContext::new(
@@ -623,6 +630,7 @@ impl Service {
         }
         self.revocation.await?;
         self.schedules.await?;
+        self.stale_watch.await?;
         // Sinks stop at once; what they did not send goes at the next start.
         for sink in self.exports {
             sink.await?;

@@ -481,7 +481,23 @@ async fn stale_revocation_data_is_refused_or_accepted_by_policy() {
         .await
         .unwrap();
     let l = s.loaded();
+    // The issuer's current CRL was issued two hours ago: downloaded now,
+    // the revocation data is as of the download, not of its thisUpdate.
+    let now = pki_issue::now();
+    let two_hours = CrlBuilder::new()
+        .update_times(now - 7_200, Some(now + 86_400))
+        .crl_number(5)
+        .sign(pki.intermediate_der(), pki.intermediate_key())
+        .unwrap();
+    crl_server.set("/crl/intermediate.crl", two_hours);
     l.revocation.refresh_now().await.unwrap();
+    match l.controller.freshness().revocation {
+        access::AsOf::At { at } => {
+            let age = access::jiff::Timestamp::now().as_second() - at.as_second();
+            assert!((0..600).contains(&age), "{age}");
+        }
+        other => panic!("{other:?}"),
+    }
     let holder = prepare(&s, "Bob").await;
     let (status, body) = enroll(
         &s,

@@ -144,6 +144,8 @@ fn site_with(
         mode: Default::default(),
         unlock_schedule: schedule,
         first_card_unlock: first_card && schedule.is_some(),
+        max_staleness_s: None,
+        stale_policy: Default::default(),
     };
     let reader = |id: i64| Reader {
         id: ReaderId(id),

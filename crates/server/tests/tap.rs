@@ -96,6 +96,8 @@ fn site_on(cluster: Option<TempCluster>) -> Site_ {
         mode: Default::default(),
         unlock_schedule: None,
         first_card_unlock: false,
+        max_staleness_s: None,
+        stale_policy: Default::default(),
     };
     let e = Entities {
         sites: vec![Site {

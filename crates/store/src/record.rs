@@ -179,6 +179,8 @@ impl Record for Door {
         "mode",
         "unlock_schedule_id",
         "first_card_unlock",
+        "max_staleness_s",
+        "stale_policy",
     ];
     fn id(&self) -> i64 {
         self.id.0
@@ -222,6 +224,11 @@ impl Record for Door {
             .bind(self.mode.as_str())
             .bind(self.unlock_schedule.map(|s| s.0))
             .bind(self.first_card_unlock as i64)
+            .bind(
+                self.max_staleness_s
+                    .map(|s| i64::try_from(s).unwrap_or(i64::MAX)),
+            )
+            .bind(self.stale_policy.as_str())
     }
     fn from_row(r: &AnyRow) -> Result<Self, StoreError> {
         Ok(Door {
@@ -234,6 +241,10 @@ impl Record for Door {
             mode: parse_col("door", "mode", r.try_get::<&str, _>(6)?)?,
             unlock_schedule: r.try_get::<Option<i64>, _>(7)?.map(ScheduleId),
             first_card_unlock: r.try_get::<i64, _>(8)? != 0,
+            max_staleness_s: r
+                .try_get::<Option<i64>, _>(9)?
+                .map(|s| u64::try_from(s).unwrap_or(0)),
+            stale_policy: parse_col("door", "stale_policy", r.try_get::<&str, _>(10)?)?,
         })
     }
 }

@@ -447,6 +447,7 @@ mod tests {
                 schedules: vec!["weekdays 07-19".into()],
             }),
             passback: None,
+            stale: None,
         };
         let e = NewEvent::tap(t, Some(ReaderId(7)), &refused, serde_json::json!({"x": 1}));
         assert_eq!(e.kind, EventKind::Tap);

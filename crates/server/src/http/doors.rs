@@ -362,10 +362,61 @@ pub async fn keypad(
         Err(e) => Ok(refused(e)),
     }
 }
-/// Every door.
+/// Every door, and how current the data they decide from is.
 #[derive(Debug, Serialize, ToSchema)]
 pub struct DoorStatusList {
     pub items: Vec<DoorStatus>,
+    pub data_age: DataAges,
+}
+
+/// How old the site's data is (see `access::freshness`): the revocation
+/// data (as of the least recently confirmed CRL or OCSP answer in force:
+/// a CRL's last successful download, a configured CRL file's thisUpdate,
+/// an OCSP answer's thisUpdate) and the access changes from the central
+/// (as of the last change applied or confirmation that none is pending).
+#[derive(Debug, Serialize, ToSchema)]
+pub struct DataAges {
+    pub revocation: DataAge,
+    pub changes: DataAge,
+    /// The maximum (seconds) of doors that set none (`[offline]
+    /// max_staleness`); `null`: such doors are never stale.
+    pub default_max_staleness_s: Option<u64>,
+}
+
+/// How old one kind of data is.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct DataAge {
+    /// `confirmed` (current as of `as_of`), `never` (depended on but never
+    /// confirmed: beyond any maximum) or `not-applicable` (a site without a
+    /// central; revocation checking off): never stale.
+    pub state: String,
+    /// When it was last known current.
+    #[schema(value_type = Option<String>, format = DateTime)]
+    pub as_of: Option<Timestamp>,
+    /// Seconds since `as_of`.
+    pub age_s: Option<u64>,
+}
+
+impl DataAge {
+    pub(crate) fn of(as_of: access::AsOf, now: Timestamp) -> DataAge {
+        match as_of {
+            access::AsOf::NotApplicable => DataAge {
+                state: "not-applicable".into(),
+                as_of: None,
+                age_s: None,
+            },
+            access::AsOf::Never => DataAge {
+                state: "never".into(),
+                as_of: None,
+                age_s: None,
+            },
+            access::AsOf::At { at } => DataAge {
+                state: "confirmed".into(),
+                as_of: Some(at),
+                age_s: as_of.age(now).secs(),
+            },
+        }
+    }
 }
 
 /// A door, its latest tap and its readers.
@@ -396,6 +447,13 @@ pub struct DoorStatus {
     /// The door's position, when a reader reports its position switch
     /// (`[osdp.ports.readers.door]`); `null` otherwise.
     pub position: Option<DoorPositionState>,
+    /// Whether the data the door decides from is older than its maximum.
+    pub stale: bool,
+    /// The door's maximum age (seconds), its own or the site's; `null`:
+    /// none.
+    pub max_staleness_s: Option<u64>,
+    /// `decide`, `refuse` or `recent-only`.
+    pub stale_policy: String,
     /// The interlock groups (`[[interlocks]]`) the door is in, and whether
     /// another door of each keeps it from releasing now; empty when it is
     /// in none.
@@ -483,7 +541,8 @@ pub async fn doors_status(
 ) -> AppResult<Json<DoorStatusList>> {
     let l = loaded(&state)?;
     let snapshot = l.controller.snapshot();
-    let now = Timestamp::now();
+    let offline = l.controller.offline();
+    let now = l.controller.now();
     let instant = std::time::Instant::now();
     let mut items: Vec<DoorStatus> = snapshot
         .doors()
@@ -540,11 +599,21 @@ pub async fn doors_status(
                     }
                 }),
                 interlocks: interlock_states(l.controller.interlocks(), &snapshot, d.id, instant),
+                stale: offline.stale(d, now).is_some(),
+                max_staleness_s: offline.max_for(d),
+                stale_policy: d.stale_policy.as_str().to_string(),
             }
         })
         .collect();
     items.sort_by_key(|d| d.door);
-    Ok(Json(DoorStatusList { items }))
+    Ok(Json(DoorStatusList {
+        items,
+        data_age: DataAges {
+            revocation: DataAge::of(offline.freshness.revocation, now),
+            changes: DataAge::of(offline.freshness.changes, now),
+            default_max_staleness_s: offline.default_max_staleness_s,
+        },
+    }))
 }
 
 /// Why `door` is driven in `driven` rather than its own mode, and until

@@ -152,6 +152,8 @@ impl ApiEntity for access::Door {
             mode: b.mode,
             unlock_schedule: b.unlock_schedule.map(access::ScheduleId),
             first_card_unlock: b.first_card_unlock,
+            max_staleness_s: b.max_staleness_s,
+            stale_policy: b.stale_policy,
         })
     }
 }

@@ -77,6 +77,19 @@ pub enum DoorMode {
     Locked,
 }
 
+/// What a door does while the site's revocation data or access changes
+/// are older than its maximum: `decide` keeps deciding (an event records
+/// when it turns stale and when it recovers), `refuse` refuses every tap
+/// (`stale-data`), `recent-only` refuses a credential superseded by a
+/// newer one of the same cardholder (`stale-superseded`).
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "kebab-case")]
+pub enum StalePolicy {
+    Decide,
+    Refuse,
+    RecentOnly,
+}
+
 /// A door and the policy attached to it.
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
@@ -114,6 +127,14 @@ pub struct Door {
     /// window rather than at its start.
     #[serde(default)]
     pub first_card_unlock: bool,
+    /// The oldest revocation data and access changes (seconds) the door
+    /// decides from before `stale_policy` applies; `null`: the site's
+    /// `[offline] max_staleness`.
+    #[serde(default)]
+    pub max_staleness_s: Option<u64>,
+    #[serde(default)]
+    #[schema(value_type = StalePolicy)]
+    pub stale_policy: access::StalePolicy,
 }
 
 /// A card reader bound to a door.
