@@ -28,6 +28,7 @@ pub mod model;
 pub mod parse_error;
 pub mod schedule;
 pub mod scheduled;
+pub mod scope;
 pub mod snapshot;
 pub mod synthetic;
 
@@ -37,6 +38,7 @@ pub use decide::{
 pub use model::*;
 pub use schedule::{Days, TimeRange, Window, WindowSet};
 pub use scheduled::UnlockWindow;
+pub use scope::{site_part, Delta, Removals};
 pub use snapshot::{time_zone, AccessSnapshot, BuildError, Entities};
 
 /// Re-exported so callers name the same time types.
