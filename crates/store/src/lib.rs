@@ -40,6 +40,7 @@
 
 pub mod backup;
 mod columns;
+pub mod feed;
 mod group;
 mod record;
 mod sql;
@@ -50,6 +51,7 @@ mod types;
 pub use group::{
     CommitObserver, CommitStats, EventLog, Options, DEFAULT_LIVE_CAPACITY, DEFAULT_MAX_BATCH,
 };
+pub use feed::{ChangeLock, FeedRead, FeedRow};
 pub use record::{Record, RecordId};
 pub use sql::{Backend, ChangeFuture, Store, Tx};
 pub use types::*;
