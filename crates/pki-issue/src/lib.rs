@@ -60,6 +60,7 @@ pub use testpki::{
     random_uuid, CardCredentials, CardOptions, DeviceCredential, DeviceFiles, DeviceOptions,
     DeviceRole, PolicySet, SlotCredential, TestPki, TestPkiOptions, DEFAULT_PUBLICATION_URL,
     PIV_SLOTS, PUBLISH_DIR,
+    site_uri, SITE_URI_PREFIX,
 };
 pub use x509_cert::ext::pkix::{CrlReason, KeyUsages};
 

@@ -170,6 +170,9 @@ impl AccessData {
         mut edit: E,
     ) -> Result<(E::Output, Vec<EventId>), E::Error> {
         let _one_at_a_time = self.lock.lock().await;
+        // And one at a time across processes sharing a PostgreSQL database
+        // (central instances).
+        let _everywhere = self.store.change_lock().await?;
         if E::CHECKED {
             edit.check(self.store.load_entities().await?)?;
         }

@@ -76,6 +76,12 @@ pub struct Config {
     /// Written to an empty database on the first start.
     #[serde(default)]
     pub seed: Option<Seed>,
+    /// A central: serves its sites' links (see [`crate::sync`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sites: Option<crate::sync::settings::SitesConfig>,
+    /// A site: follows a central (see [`crate::sync`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub central: Option<crate::sync::settings::CentralConfig>,
 }
 
 /// `[retention]`: events older than `days` are exported to `export_dir`
@@ -946,6 +952,8 @@ impl Default for Config {
             retention: None,
             export: ExportConfig::default(),
             seed: None,
+            sites: None,
+            central: None,
         }
     }
 }
@@ -1085,6 +1093,7 @@ impl Config {
             fix(p);
         }
         self.remote.crls.iter_mut().for_each(fix);
+        crate::sync::settings::resolve_paths(self.sites.as_mut(), self.central.as_mut(), base);
         for s in &mut self.export.syslog {
             if let Some(p) = &mut s.ca_file {
                 fix(p);
@@ -1247,6 +1256,12 @@ impl Config {
         }
         self.check_remote()
             .map_err(|(key, problem)| invalid(key, problem))?;
+        crate::sync::settings::check(
+            self.sites.as_ref(),
+            self.central.as_ref(),
+            self.database_url.as_deref(),
+        )
+        .map_err(|(key, problem)| invalid(key, problem))?;
         self.check_export()
             .map_err(|(key, problem)| invalid(&key, problem))?;
         if let Some(seed) = &self.seed {
