@@ -154,7 +154,11 @@ fn kind_delta<T: Clone + PartialEq, I: Ord + Copy>(
         .filter(|x| before.get(&id(x)).is_none_or(|b| *b != *x))
         .cloned()
         .collect();
-    let gone = before.keys().copied().filter(|i| !after.contains(i)).collect();
+    let gone = before
+        .keys()
+        .copied()
+        .filter(|i| !after.contains(i))
+        .collect();
     (put, gone)
 }
 
@@ -515,7 +519,10 @@ mod tests {
         // Applied to `a`, the composition gives `c`: the reader once, as
         // last stored; the credential removed then stored again is stored.
         assert_eq!(composed.put.readers[0].name, "c");
-        assert_eq!(ids(&composed.put.credentials, |c| c.id), vec![CredentialId(2)]);
+        assert_eq!(
+            ids(&composed.put.credentials, |c| c.id),
+            vec![CredentialId(2)]
+        );
         assert!(composed.remove.credentials.is_empty());
     }
 }

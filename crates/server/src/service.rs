@@ -431,8 +431,8 @@ impl Service {
             .with_passback(passback),
         );
         let access = Arc::new(AccessData::new(store.clone(), controller.clone()));
-        let sync = crate::sync::run::Plan::new(config, &store, controller.log(), &access, &stop)
-            .await?;
+        let sync =
+            crate::sync::run::Plan::new(config, &store, controller.log(), &access, &stop).await?;
         let revocation_work = Arc::new(
             Revocation::new(
                 &config.data_dir,

@@ -126,7 +126,10 @@ impl World {
     fn start_central(&mut self) {
         let (cert, key, ca) = tls_files(self.dir.path());
         let mut c = self.base.clone();
-        c.data_dir = self.dir.path().join(format!("central{}", self.centrals.len()));
+        c.data_dir = self
+            .dir
+            .path()
+            .join(format!("central{}", self.centrals.len()));
         c.database_url = Some(self.cluster.url().to_string());
         c.sites = Some(SitesConfig {
             listen: "127.0.0.1:0".parse().unwrap(),
@@ -197,8 +200,12 @@ impl World {
             name: c.into(),
             connection: c.into(),
         };
-        self.ids.front_reader = self.change(EntityChange::Create(reader(front.id, "sim:front"))).id;
-        self.ids.lab_reader = self.change(EntityChange::Create(reader(lab_door.id, "sim:lab"))).id;
+        self.ids.front_reader = self
+            .change(EntityChange::Create(reader(front.id, "sim:front")))
+            .id;
+        self.ids.lab_reader = self
+            .change(EntityChange::Create(reader(lab_door.id, "sim:lab")))
+            .id;
         let group = |name: &str, door: DoorId| AccessGroup {
             id: access::GroupId(0),
             name: name.into(),
@@ -273,7 +280,9 @@ impl World {
                 store::FeedRead::Gone { .. } => panic!("pruned"),
             }
         });
-        self.wait(site, |s| s.applied.is_some_and(|a| a >= pos) && s.central.is_some())
+        self.wait(site, |s| {
+            s.applied.is_some_and(|a| a >= pos) && s.central.is_some()
+        })
     }
 
     fn wait(&self, site: usize, f: impl Fn(&FollowStatus) -> bool) -> FollowStatus {
@@ -331,7 +340,10 @@ fn a_fresh_site_bootstraps_holds_only_its_part_and_a_suspension_at_the_central_r
     );
     assert_eq!(e.doors.len(), 1);
     assert_eq!(
-        e.cardholders.iter().map(|c| c.name.as_str()).collect::<Vec<_>>(),
+        e.cardholders
+            .iter()
+            .map(|c| c.name.as_str())
+            .collect::<Vec<_>>(),
         ["Alice"]
     );
     assert!(!e.readers.iter().any(|r| r.id == w.ids.lab_reader));
@@ -396,11 +408,7 @@ fn a_site_certificate_reads_no_other_part_and_unknown_sites_are_refused_with_an_
         let link = c.link(0);
         let r = w
             .rt
-            .block_on(link.send(link.request(
-                axum::http::Method::GET,
-                path,
-                Default::default(),
-            )))
+            .block_on(link.send(link.request(axum::http::Method::GET, path, Default::default())))
             .unwrap();
         let body: serde_json::Value = serde_json::from_slice(r.body()).unwrap_or_default();
         (r.status().as_u16(), body)
@@ -421,9 +429,8 @@ fn a_site_certificate_reads_no_other_part_and_unknown_sites_are_refused_with_an_
     wrong.site = "lab".into();
     assert!(Connector::new(&wrong).is_err());
     // Each refusal is an event at the central.
-    let events = w
-        .rt
-        .block_on(w.central(0).loaded().store.query_events(&EventQuery {
+    let events =
+        w.rt.block_on(w.central(0).loaded().store.query_events(&EventQuery {
             kind: Some(EventKind::Admin),
             limit: 1000,
             ..EventQuery::default()

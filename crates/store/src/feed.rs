@@ -182,7 +182,11 @@ impl Tx {
     /// transaction does not matter to them. With `only_present`, an entity
     /// not stored yet is left out (a revocation applied ahead of the
     /// changes that bring the entity). Returns how many entities changed.
-    pub async fn apply_delta(&mut self, d: &Delta, only_present: bool) -> Result<usize, StoreError> {
+    pub async fn apply_delta(
+        &mut self,
+        d: &Delta,
+        only_present: bool,
+    ) -> Result<usize, StoreError> {
         if self.backend == Backend::Sqlite {
             (&mut *self.tx)
                 .execute("PRAGMA defer_foreign_keys = ON")
@@ -382,10 +386,11 @@ impl Store {
     /// remembers the highest position deleted; returns how many rows went.
     pub async fn prune_feed(&self, before: access::jiff::Timestamp) -> Result<u64, StoreError> {
         let mut tx = self.pool().begin().await?;
-        let max: Option<i64> = sqlx::query_scalar("SELECT MAX(pos) FROM sync_feed WHERE time_us < $1")
-            .bind(crate::columns::ts_to_db(before))
-            .fetch_one(&mut *tx)
-            .await?;
+        let max: Option<i64> =
+            sqlx::query_scalar("SELECT MAX(pos) FROM sync_feed WHERE time_us < $1")
+                .bind(crate::columns::ts_to_db(before))
+                .fetch_one(&mut *tx)
+                .await?;
         let Some(max) = max else {
             return Ok(0);
         };
@@ -394,10 +399,12 @@ impl Store {
             .execute(&mut *tx)
             .await?
             .rows_affected();
-        sqlx::query("UPDATE id_sequences SET next_id = $1 WHERE name = 'feed_pruned' AND next_id < $1")
-            .bind(max)
-            .execute(&mut *tx)
-            .await?;
+        sqlx::query(
+            "UPDATE id_sequences SET next_id = $1 WHERE name = 'feed_pruned' AND next_id < $1",
+        )
+        .bind(max)
+        .execute(&mut *tx)
+        .await?;
         tx.commit().await?;
         Ok(gone)
     }

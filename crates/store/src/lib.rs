@@ -48,10 +48,10 @@ mod sql;
 pub mod testing;
 mod types;
 
+pub use feed::{ChangeLock, FeedRead, FeedRow};
 pub use group::{
     CommitObserver, CommitStats, EventLog, Options, DEFAULT_LIVE_CAPACITY, DEFAULT_MAX_BATCH,
 };
-pub use feed::{ChangeLock, FeedRead, FeedRow};
 pub use record::{Record, RecordId};
 pub use sql::{Backend, ChangeFuture, Store, Tx};
 pub use types::*;

@@ -223,7 +223,11 @@ impl Store {
 
 /// Reserves `n` consecutive ids of sequence `name` inside `conn`'s
 /// transaction; returns the first.
-pub(crate) async fn next_ids(conn: &mut AnyConnection, name: &str, n: i64) -> Result<i64, StoreError> {
+pub(crate) async fn next_ids(
+    conn: &mut AnyConnection,
+    name: &str,
+    n: i64,
+) -> Result<i64, StoreError> {
     let row = sqlx::query(
         "UPDATE id_sequences SET next_id = next_id + $1 WHERE name = $2 RETURNING next_id",
     )
@@ -276,7 +280,11 @@ async fn import_in<R: Record>(conn: &mut AnyConnection, items: &[R]) -> Result<(
     bump_sequence(conn, R::SEQUENCE, max).await
 }
 
-pub(crate) async fn bump_sequence(conn: &mut AnyConnection, name: &str, max: i64) -> Result<(), StoreError> {
+pub(crate) async fn bump_sequence(
+    conn: &mut AnyConnection,
+    name: &str,
+    max: i64,
+) -> Result<(), StoreError> {
     sqlx::query("UPDATE id_sequences SET next_id = $1 WHERE name = $2 AND next_id <= $3")
         .bind(max + 1)
         .bind(name.to_string())
@@ -300,7 +308,10 @@ async fn get_in<I: RecordId>(conn: &mut AnyConnection, id: I) -> Result<I::Recor
         .ok_or_else(|| not_found::<I::Record>(id))
 }
 
-pub(crate) async fn version_in<R: Record>(conn: &mut AnyConnection, id: i64) -> Result<i64, StoreError> {
+pub(crate) async fn version_in<R: Record>(
+    conn: &mut AnyConnection,
+    id: i64,
+) -> Result<i64, StoreError> {
     let sql = format!("SELECT version FROM {} WHERE id = $1", R::TABLE);
     let row = sqlx::query(&sql)
         .bind(id)

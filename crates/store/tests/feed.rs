@@ -44,12 +44,7 @@ async fn site_with_doors(store: &Store, name: &str, doors: usize) -> (SiteId, Ve
 
 async fn rename(store: &Store, d: &Door, name: String) {
     let mut tx = store.begin().await.unwrap();
-    tx.update(&Door {
-        name,
-        ..d.clone()
-    })
-    .await
-    .unwrap();
+    tx.update(&Door { name, ..d.clone() }).await.unwrap();
     tx.commit().await.unwrap();
 }
 

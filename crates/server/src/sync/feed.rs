@@ -75,10 +75,12 @@ impl Central {
         heartbeat: Duration,
         stop: watch::Receiver<bool>,
     ) -> Result<Arc<Central>, SyncError> {
-        let wake = store.feed_notifications().ok_or_else(|| SyncError::Invalid {
-            key: "database_url",
-            problem: "a central needs PostgreSQL".into(),
-        })?;
+        let wake = store
+            .feed_notifications()
+            .ok_or_else(|| SyncError::Invalid {
+                key: "database_url",
+                problem: "a central needs PostgreSQL".into(),
+            })?;
         Ok(Arc::new(Central {
             store,
             log,
@@ -115,10 +117,7 @@ impl Central {
                     Ok(sites) => sites.into_iter().find(|s| s.name == *name).ok_or_else(|| {
                         refused(
                             "unknown-site",
-                            format!(
-                                "there is no site `{}`",
-                                crate::peer_text::escape(name, 64)
-                            ),
+                            format!("there is no site `{}`", crate::peer_text::escape(name, 64)),
                         )
                     }),
                     Err(e) => Err(refused("database", format!("the database failed: {e}"))),
@@ -319,7 +318,8 @@ async fn stopped(stop: &mut watch::Receiver<bool>) {
 /// until `stop`.
 pub async fn prune(store: Store, days: u32, mut stop: watch::Receiver<bool>) {
     loop {
-        let cutoff = Timestamp::now() - access::jiff::SignedDuration::from_hours(24 * i64::from(days));
+        let cutoff =
+            Timestamp::now() - access::jiff::SignedDuration::from_hours(24 * i64::from(days));
         match store.prune_feed(cutoff).await {
             Ok(0) => {}
             Ok(n) => tracing::info!(rows = n, "change feed pruned"),

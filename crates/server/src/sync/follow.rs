@@ -84,7 +84,10 @@ struct SnapshotBody {
 #[derive(Deserialize)]
 #[serde(untagged)]
 enum Line {
-    Change { pos: i64, delta: Delta },
+    Change {
+        pos: i64,
+        delta: Box<Delta>,
+    },
     Heartbeat {
         #[allow(dead_code)]
         heartbeat: i64,
@@ -113,7 +116,12 @@ impl Edit for Apply {
     type Error = ChangeError;
     const CHECKED: bool = false;
 
-    fn write(self, tx: &mut Tx, actor: String, now: Timestamp) -> ChangeFuture<'_, usize, ChangeError> {
+    fn write(
+        self,
+        tx: &mut Tx,
+        actor: String,
+        now: Timestamp,
+    ) -> ChangeFuture<'_, usize, ChangeError> {
         Box::pin(async move {
             if let Some(p) = self.pos {
                 if tx.applied_position().await?.is_some_and(|a| a >= p) {
@@ -139,7 +147,9 @@ impl Edit for Apply {
                         now,
                         &actor,
                         "sync.snapshot",
-                        format!("the central's snapshot at position {p} stored ({n} entities changed)"),
+                        format!(
+                            "the central's snapshot at position {p} stored ({n} entities changed)"
+                        ),
                         json!({ "pos": p, "changed": n }),
                     ));
                 }
@@ -230,7 +240,11 @@ impl Follower {
             None => self.snapshot(link).await?,
         };
         let resp = loop {
-            let req = link.request(Method::GET, &format!("/sync/v1/feed?after={pos}"), Bytes::new());
+            let req = link.request(
+                Method::GET,
+                &format!("/sync/v1/feed?after={pos}"),
+                Bytes::new(),
+            );
             let resp = link.stream(req).await?;
             match resp.status() {
                 StatusCode::OK => break resp,
@@ -239,7 +253,12 @@ impl Follower {
                     pos = self.snapshot(link).await?;
                 }
                 s => {
-                    let body = resp.into_body().collect().await.map(|b| b.to_bytes()).unwrap_or_default();
+                    let body = resp
+                        .into_body()
+                        .collect()
+                        .await
+                        .map(|b| b.to_bytes())
+                        .unwrap_or_default();
                     return Err(SyncError::Refused {
                         status: s.as_u16(),
                         body: String::from_utf8_lossy(&body).chars().take(512).collect(),
@@ -255,7 +274,12 @@ impl Follower {
         loop {
             let frame = tokio::time::timeout(self.silence, body.frame())
                 .await
-                .map_err(|_| SyncError::Link(format!("the central was silent for {} ms", self.silence.as_millis())))?;
+                .map_err(|_| {
+                    SyncError::Link(format!(
+                        "the central was silent for {} ms",
+                        self.silence.as_millis()
+                    ))
+                })?;
             let mut ended = take(frame, &mut buf)?;
             // Whatever else has arrived already: pending together.
             while !ended {
@@ -268,7 +292,7 @@ impl Follower {
             while let Some(nl) = buf.iter().position(|b| *b == b'\n') {
                 let line: Vec<u8> = buf.drain(..=nl).collect();
                 match serde_json::from_slice::<Line>(&line) {
-                    Ok(Line::Change { pos, delta }) => pending.push((pos, delta)),
+                    Ok(Line::Change { pos, delta }) => pending.push((pos, *delta)),
                     Ok(Line::Heartbeat { .. }) => {}
                     Err(e) => return Err(SyncError::Protocol(format!("a feed line: {e}"))),
                 }
@@ -338,7 +362,10 @@ impl Follower {
         if resp.status() != StatusCode::OK {
             return Err(SyncError::Refused {
                 status: resp.status().as_u16(),
-                body: String::from_utf8_lossy(resp.body()).chars().take(512).collect(),
+                body: String::from_utf8_lossy(resp.body())
+                    .chars()
+                    .take(512)
+                    .collect(),
             });
         }
         let snap: SnapshotBody = serde_json::from_slice(resp.body())

@@ -75,7 +75,8 @@ fn invalid(key: &'static str, problem: impl std::fmt::Display) -> SyncError {
 }
 
 fn key_file(key: &'static str, path: &std::path::Path) -> Result<(), SyncError> {
-    files::check_secret_file(path).map_err(|e| invalid(key, format!("{}: {}", path.display(), e.problem)))
+    files::check_secret_file(path)
+        .map_err(|e| invalid(key, format!("{}: {}", path.display(), e.problem)))
 }
 
 /// The central's TLS configuration for `[sites]`.
@@ -177,7 +178,9 @@ pub async fn serve(
                 }
             });
             let mut builder = http1::Builder::new();
-            builder.timer(TokioTimer::new()).header_read_timeout(handshake);
+            builder
+                .timer(TokioTimer::new())
+                .header_read_timeout(handshake);
             if let Err(e) = builder.serve_connection(TokioIo::new(tls), service).await {
                 tracing::debug!(%addr, error = %e, "site link ended");
             }
@@ -310,7 +313,9 @@ impl Link {
     ) -> Request<Full<Bytes>> {
         let mut r = Request::new(Full::new(body));
         *r.method_mut() = method;
-        *r.uri_mut() = path_and_query.parse().unwrap_or_else(|_| "/".parse().expect("a path"));
+        *r.uri_mut() = path_and_query
+            .parse()
+            .unwrap_or_else(|_| "/".parse().expect("a path"));
         if let Ok(h) = self.endpoint().authority.parse() {
             r.headers_mut().insert(header::HOST, h);
         }

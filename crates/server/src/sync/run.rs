@@ -31,7 +31,11 @@ pub struct Running {
 /// Reads the settings and binds the central's listener (nothing is
 /// started yet); for a site, makes its follower.
 pub struct Plan {
-    central: Option<(TcpListener, Arc<tokio_rustls::rustls::ServerConfig>, Arc<Central>)>,
+    central: Option<(
+        TcpListener,
+        Arc<tokio_rustls::rustls::ServerConfig>,
+        Arc<Central>,
+    )>,
     handshake: Duration,
     feed_days: u32,
     follower: Option<Arc<Follower>>,
@@ -55,10 +59,12 @@ impl Plan {
         };
         if let Some(s) = &config.sites {
             let tls = link::server_tls(s)?;
-            let listener = TcpListener::bind(s.listen).await.map_err(|e| SyncError::Invalid {
-                key: "sites.listen",
-                problem: format!("cannot listen on {}: {e}", s.listen),
-            })?;
+            let listener = TcpListener::bind(s.listen)
+                .await
+                .map_err(|e| SyncError::Invalid {
+                    key: "sites.listen",
+                    problem: format!("cannot listen on {}: {e}", s.listen),
+                })?;
             let central = Central::new(
                 store.clone(),
                 log.clone(),

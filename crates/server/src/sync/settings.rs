@@ -120,7 +120,10 @@ impl Endpoint {
         Ok(Endpoint {
             url: url.to_string(),
             authority: authority.to_string(),
-            host: host.trim_start_matches('[').trim_end_matches(']').to_string(),
+            host: host
+                .trim_start_matches('[')
+                .trim_end_matches(']')
+                .to_string(),
         })
     }
 }
@@ -176,8 +179,7 @@ pub fn check(
         if c.urls.is_empty() {
             return Err((
                 "central.urls",
-                "empty: name at least one central, e.g. [\"https://central.example:7444\"]"
-                    .into(),
+                "empty: name at least one central, e.g. [\"https://central.example:7444\"]".into(),
             ));
         }
         for u in &c.urls {
@@ -188,7 +190,12 @@ pub fn check(
         }
         for (key, v, lo, hi) in [
             ("central.silence_ms", c.silence_ms, 300, 3_600_000),
-            ("central.connect_timeout_ms", c.connect_timeout_ms, 100, 600_000),
+            (
+                "central.connect_timeout_ms",
+                c.connect_timeout_ms,
+                100,
+                600_000,
+            ),
             ("central.retry_min_ms", c.retry_min_ms, 10, 600_000),
             ("central.retry_max_ms", c.retry_max_ms, 10, 3_600_000),
         ] {
