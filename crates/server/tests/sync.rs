@@ -275,9 +275,12 @@ impl World {
         let pos = self.rt.block_on(async {
             let sites = store.list::<Site>().await.unwrap();
             let id = sites.iter().find(|s| s.name == name).unwrap().id;
-            match store.feed_after(id, 0, 100_000).await.unwrap() {
-                store::FeedRead::Rows(r) => r.last().map_or(0, |r| r.pos),
-                store::FeedRead::Gone { .. } => panic!("pruned"),
+            let mut from = 0;
+            loop {
+                match store.feed_after(id, from, 100_000).await.unwrap() {
+                    store::FeedRead::Rows(r) => break r.last().map_or(from, |r| r.pos),
+                    store::FeedRead::Gone { pruned } => from = pruned,
+                }
             }
         });
         self.wait(site, |s| {
@@ -365,6 +368,25 @@ fn a_fresh_site_bootstraps_holds_only_its_part_and_a_suspension_at_the_central_r
     let r = w.tap(hq, &w.alice, w.ids.front_reader);
     assert!(!r.granted());
     assert_eq!(r.code(), "cardholder-suspended", "{:?}", r.reason());
+
+    // Away longer than the feed keeps: while the site is stopped Alice is
+    // reinstated and the feed pruned; restarted, the site is sent back to
+    // a snapshot, and Alice is granted again.
+    let site = w.sites.pop().unwrap();
+    w.site_names.pop();
+    w.rt.block_on(site.shutdown()).unwrap();
+    w.change(EntityChange::Replace(alice));
+    let store = w.central(0).loaded().store.clone();
+    let pruned = w
+        .rt
+        .block_on(store.prune_feed(Timestamp::now() + access::jiff::SignedDuration::from_secs(1)))
+        .unwrap();
+    assert!(pruned > 0);
+    let hq = w.start_site("hq", &[w.sites_addr(0)]);
+    let s = w.caught_up(hq);
+    assert_eq!(s.snapshots, 1, "sent back to a snapshot");
+    let r = w.tap(hq, &w.alice, w.ids.front_reader);
+    assert!(r.granted(), "{:?}", r.reason());
 }
 
 #[test]

@@ -244,6 +244,74 @@ pub fn resolve_paths(
 mod tests {
     use super::*;
 
+    fn sites() -> SitesConfig {
+        SitesConfig {
+            listen: "127.0.0.1:7444".parse().unwrap(),
+            cert: "c.pem".into(),
+            key: "k.pem".into(),
+            site_ca: vec!["ca.pem".into()],
+            crls: vec![],
+            feed_days: default_feed_days(),
+            heartbeat_ms: default_heartbeat_ms(),
+            handshake_ms: default_handshake_ms(),
+        }
+    }
+
+    fn central() -> CentralConfig {
+        CentralConfig {
+            urls: vec!["https://central.example:7444".into()],
+            site: "hq".into(),
+            cert: "c.pem".into(),
+            key: "k.pem".into(),
+            ca: "ca.pem".into(),
+            silence_ms: default_silence_ms(),
+            connect_timeout_ms: default_handshake_ms(),
+            retry_min_ms: default_retry_min_ms(),
+            retry_max_ms: default_retry_max_ms(),
+        }
+    }
+
+    #[test]
+    fn a_central_needs_postgresql_and_a_site_sqlite() {
+        let pg = Some("postgres://x/y");
+        assert_eq!(check(Some(&sites()), None, pg), Ok(()));
+        assert_eq!(check(Some(&sites()), None, None).unwrap_err().0, "sites");
+        assert_eq!(check(None, Some(&central()), None), Ok(()));
+        assert_eq!(
+            check(None, Some(&central()), pg).unwrap_err().0,
+            "database_url"
+        );
+        assert_eq!(
+            check(Some(&sites()), Some(&central()), pg).unwrap_err().0,
+            "central"
+        );
+        let mut c = central();
+        c.urls.clear();
+        assert_eq!(check(None, Some(&c), None).unwrap_err().0, "central.urls");
+        c.urls = vec!["http://central:1".into()];
+        assert_eq!(check(None, Some(&c), None).unwrap_err().0, "central.urls");
+        let mut c = central();
+        c.retry_max_ms = c.retry_min_ms - 1;
+        assert_eq!(
+            check(None, Some(&c), None).unwrap_err().0,
+            "central.retry_max_ms"
+        );
+        let mut s = sites();
+        s.site_ca.clear();
+        assert_eq!(check(Some(&s), None, pg).unwrap_err().0, "sites.site_ca");
+    }
+
+    #[test]
+    fn the_tables_are_read_from_toml_with_their_defaults() {
+        let c: CentralConfig = toml::from_str(
+            "urls = [\"https://a:1\", \"https://b:1\"]\nsite = \"hq\"\ncert = \"s.pem\"\nkey = \"s.key.pem\"\nca = \"ca.pem\"",
+        )
+        .unwrap();
+        assert_eq!(c.urls.len(), 2);
+        assert_eq!(c.retry_max_ms, 30_000);
+        assert!(toml::from_str::<CentralConfig>("urls = []\nsite = \"x\"\nbogus = 1").is_err());
+    }
+
     #[test]
     fn endpoints_are_https_host_and_port() {
         let e = Endpoint::parse("https://central.example:7444/").unwrap();
