@@ -310,48 +310,33 @@ impl Follower {
     /// Applies the pending changes after `pos`, revocations first; returns
     /// the position reached.
     async fn apply(&self, pos: i64, pending: Vec<(i64, Delta)>) -> Result<i64, SyncError> {
-        let mut last = pos;
-        let mut fresh = Vec::new();
-        for (p, d) in pending {
-            if p <= last {
-                continue;
-            }
-            last = p;
-            fresh.push(d);
-        }
-        if fresh.is_empty() {
+        let Some(plan) = plan(pos, pending) else {
             return Ok(pos);
+        };
+        if let Some(revocations) = plan.revocations {
+            self.access
+                .change(
+                    ACTOR,
+                    Apply {
+                        what: What::Delta(revocations),
+                        pos: None,
+                        revocations_only: true,
+                    },
+                )
+                .await?;
         }
-        if fresh.len() > 1 {
-            let revocations = fresh
-                .iter()
-                .fold(Delta::default(), |acc, d| acc.then(d.revocations()));
-            if !revocations.is_empty() {
-                self.access
-                    .change(
-                        ACTOR,
-                        Apply {
-                            what: What::Delta(revocations),
-                            pos: None,
-                            revocations_only: true,
-                        },
-                    )
-                    .await?;
-            }
-        }
-        let all = fresh.into_iter().fold(Delta::default(), Delta::then);
         self.access
             .change(
                 ACTOR,
                 Apply {
-                    what: What::Delta(all),
-                    pos: Some(last),
+                    what: What::Delta(plan.all),
+                    pos: Some(plan.pos),
                     revocations_only: false,
                 },
             )
             .await?;
-        self.status.send_modify(|s| s.applied = Some(last));
-        Ok(last)
+        self.status.send_modify(|s| s.applied = Some(plan.pos));
+        Ok(plan.pos)
     }
 
     /// Takes and stores a snapshot; returns its position.
@@ -397,6 +382,44 @@ impl Follower {
     }
 }
 
+/// How pending changes are applied: the revocations among them first
+/// (when there are several), then all of them, in order, with the last
+/// position.
+#[derive(Debug, PartialEq, Eq)]
+struct Plan {
+    revocations: Option<Delta>,
+    all: Delta,
+    pos: i64,
+}
+
+/// The plan for the changes of `pending` after `pos` (those at or below it
+/// are applied already); `None` when none is left.
+fn plan(pos: i64, pending: Vec<(i64, Delta)>) -> Option<Plan> {
+    let mut last = pos;
+    let mut fresh = Vec::new();
+    for (p, d) in pending {
+        if p > last {
+            last = p;
+            fresh.push(d);
+        }
+    }
+    if fresh.is_empty() {
+        return None;
+    }
+    let revocations = (fresh.len() > 1)
+        .then(|| {
+            fresh
+                .iter()
+                .fold(Delta::default(), |acc, d| acc.then(d.revocations()))
+        })
+        .filter(|r| !r.is_empty());
+    Some(Plan {
+        revocations,
+        all: fresh.into_iter().fold(Delta::default(), Delta::then),
+        pos: last,
+    })
+}
+
 /// Adds a frame's data to `buf`; whether the body ended.
 fn take(
     frame: Option<Result<hyper::body::Frame<Bytes>, hyper::Error>>,
@@ -411,5 +434,91 @@ fn take(
             }
             Ok(false)
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use access::{CardholderId, CardholderStatus, ReaderId};
+
+    fn holder(id: i64, active: bool) -> access::Cardholder {
+        access::Cardholder {
+            id: CardholderId(id),
+            name: format!("h{id}"),
+            status: if active {
+                CardholderStatus::Active
+            } else {
+                CardholderStatus::Suspended {
+                    reason: "lost".into(),
+                }
+            },
+            valid_from: None,
+            valid_until: None,
+        }
+    }
+
+    fn reader(id: i64) -> access::Reader {
+        access::Reader {
+            id: ReaderId(id),
+            door: access::DoorId(1),
+            name: "r".into(),
+            connection: format!("sim:{id}"),
+        }
+    }
+
+    fn put_holder(h: access::Cardholder) -> Delta {
+        let mut d = Delta::default();
+        d.put.cardholders.push(h);
+        d
+    }
+
+    #[test]
+    fn pending_suspensions_go_first_and_applied_changes_are_skipped() {
+        let mut rename = Delta::default();
+        rename.put.readers.push(reader(4));
+        let pending = vec![
+            (3, put_holder(holder(9, true))),
+            (5, rename),
+            (6, put_holder(holder(1, false))),
+            (7, put_holder(holder(2, true))),
+        ];
+        let p = plan(3, pending).unwrap();
+        assert_eq!(p.pos, 7);
+        // Position 3 was applied already: its change is not repeated.
+        assert!(!p
+            .all
+            .put
+            .cardholders
+            .iter()
+            .any(|h| h.id == CardholderId(9)));
+        // The suspension alone goes ahead; everything goes after.
+        let r = p.revocations.unwrap();
+        assert_eq!(r.put.cardholders, vec![holder(1, false)]);
+        assert!(r.put.readers.is_empty());
+        assert_eq!(p.all.put.readers.len(), 1);
+        assert_eq!(p.all.put.cardholders.len(), 2);
+        // One change alone: one transaction.
+        let p = plan(0, vec![(1, put_holder(holder(1, false)))]).unwrap();
+        assert!(p.revocations.is_none());
+        assert!(plan(7, vec![(7, Delta::default())]).is_none());
+    }
+
+    #[test]
+    fn a_suspension_lifted_later_in_the_same_batch_ends_lifted() {
+        let p = plan(
+            0,
+            vec![
+                (1, put_holder(holder(1, false))),
+                (2, put_holder(holder(1, true))),
+            ],
+        )
+        .unwrap();
+        // Suspended first (as of position 1), then active as of 2.
+        assert_eq!(
+            p.revocations.unwrap().put.cardholders,
+            vec![holder(1, false)]
+        );
+        assert_eq!(p.all.put.cardholders, vec![holder(1, true)]);
     }
 }
