@@ -39,6 +39,7 @@ pub mod model;
 pub mod parse_error;
 pub mod schedule;
 pub mod scheduled;
+pub mod scope;
 pub mod snapshot;
 pub mod synthetic;
 
@@ -50,6 +51,7 @@ pub use interlock::{Blocking, DoorState, InterlockGroup};
 pub use model::*;
 pub use schedule::{Days, TimeRange, Window, WindowSet};
 pub use scheduled::UnlockWindow;
+pub use scope::{site_part, Delta, Removals};
 pub use snapshot::{time_zone, AccessSnapshot, BuildError, Entities};
 
 /// Re-exported so callers name the same time types.

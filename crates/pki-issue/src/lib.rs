@@ -57,9 +57,9 @@ pub use containers::CardContainers;
 pub use keys::{KeyAlgorithm, KeyPair};
 pub use security_object::security_object;
 pub use testpki::{
-    random_uuid, CardCredentials, CardOptions, DeviceCredential, DeviceFiles, DeviceOptions,
-    DeviceRole, PolicySet, SlotCredential, TestPki, TestPkiOptions, DEFAULT_PUBLICATION_URL,
-    PIV_SLOTS, PUBLISH_DIR,
+    random_uuid, site_uri, CardCredentials, CardOptions, DeviceCredential, DeviceFiles,
+    DeviceOptions, DeviceRole, PolicySet, SlotCredential, TestPki, TestPkiOptions,
+    DEFAULT_PUBLICATION_URL, PIV_SLOTS, PUBLISH_DIR, SITE_URI_PREFIX,
 };
 pub use x509_cert::ext::pkix::{CrlReason, KeyUsages};
 

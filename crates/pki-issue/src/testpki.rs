@@ -913,6 +913,16 @@ impl TestPki {
     /// reader, serverAuth for the server). Revoke it like a card
     /// certificate, with [`TestPki::revoke`].
     pub fn issue_device(&self, opts: &DeviceOptions) -> Result<DeviceCredential, IssueError> {
+        self.issue_device_with_uris(opts, &[])
+    }
+
+    /// [`TestPki::issue_device`] with subjectAltName URIs, e.g. a site's
+    /// identity `urn:pivgate:site:NAME` ([`site_uri`]).
+    pub fn issue_device_with_uris(
+        &self,
+        opts: &DeviceOptions,
+        uris: &[String],
+    ) -> Result<DeviceCredential, IssueError> {
         if opts.name.is_empty() {
             return Err(IssueError::Invalid("a device needs a name".into()));
         }
@@ -947,10 +957,22 @@ impl TestPki {
         for ip in &opts.ips {
             b = b.san_ip(*ip)?;
         }
+        for u in uris {
+            b = b.san_uri(u)?;
+        }
         let b = publication(b, &self.options, INTERMEDIATE);
         let cert = b.sign(&self.intermediate.cert, &self.intermediate.key)?;
         Ok(DeviceCredential { cert, key })
     }
+}
+
+/// How a site certificate names its site: the subjectAltName URI
+/// `urn:pivgate:site:NAME`.
+pub const SITE_URI_PREFIX: &str = "urn:pivgate:site:";
+
+/// The subjectAltName URI naming site `name`.
+pub fn site_uri(name: &str) -> String {
+    format!("{SITE_URI_PREFIX}{name}")
 }
 
 /// The files [`TestPki::write_device`] wrote.
@@ -984,9 +1006,33 @@ impl TestPki {
     /// letters, digits, `-`, `_` and `.` as `-`. A server certificate also
     /// names the host it is reached by: its name, when that is a host name
     /// (not an IP address), is added first to its DNS names.
-    pub fn write_device(
+    pub fn write_device(&self, opts: DeviceOptions, out: &Path) -> Result<DeviceFiles, IssueError> {
+        self.write_device_with_uris(opts, &[], out)
+    }
+
+    /// The certificate of site `site` of a central (clientAuth, its name
+    /// as the URI `urn:pivgate:site:SITE` and as the common name), written
+    /// like [`TestPki::write_device`].
+    pub fn write_site(&self, site: &str, out: &Path) -> Result<DeviceFiles, IssueError> {
+        if site.is_empty() || site.chars().any(|c| c.is_control() || c.is_whitespace()) {
+            return Err(IssueError::Invalid(format!(
+                "a site name has no spaces or control characters: {site:?}"
+            )));
+        }
+        let opts = DeviceOptions {
+            name: site.to_string(),
+            role: DeviceRole::Reader,
+            dns: Vec::new(),
+            ips: Vec::new(),
+            validity: None,
+        };
+        self.write_device_with_uris(opts, &[site_uri(site)], out)
+    }
+
+    fn write_device_with_uris(
         &self,
         mut opts: DeviceOptions,
+        uris: &[String],
         out: &Path,
     ) -> Result<DeviceFiles, IssueError> {
         let host = pki::cert::name_syntax::host_problem(&opts.name).is_none()
@@ -994,7 +1040,7 @@ impl TestPki {
         if opts.role == DeviceRole::Server && host && !opts.dns.contains(&opts.name) {
             opts.dns.insert(0, opts.name.clone());
         }
-        let cred = self.issue_device(&opts)?;
+        let cred = self.issue_device_with_uris(&opts, uris)?;
         let stem = device_stem(&opts.name);
         cred.save(out, &stem, &[self.intermediate_der()])?;
         let ca = out.join("ca.pem");

@@ -162,6 +162,12 @@ impl AccessData {
         &self.store
     }
 
+    /// The controller this change path swaps snapshots into (`None` for
+    /// tools with no service running).
+    pub fn controller(&self) -> Option<&Arc<Controller>> {
+        self.controller.as_ref()
+    }
+
     /// Checks, writes and records `edit` as made by `actor`, then puts it in
     /// force; returns its result and its events' ids.
     pub async fn change<E: Edit>(
@@ -170,6 +176,9 @@ impl AccessData {
         mut edit: E,
     ) -> Result<(E::Output, Vec<EventId>), E::Error> {
         let _one_at_a_time = self.lock.lock().await;
+        // And one at a time across processes sharing a PostgreSQL database
+        // (central instances).
+        let _everywhere = self.store.change_lock().await?;
         if E::CHECKED {
             edit.check(self.store.load_entities().await?)?;
         }

@@ -84,6 +84,12 @@ pub struct Config {
     /// applies its stale-data policy (see [`access::freshness`]).
     #[serde(default, skip_serializing_if = "OfflineConfig::is_default")]
     pub offline: OfflineConfig,
+    /// A central: serves its sites' links (see [`crate::sync`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sites: Option<crate::sync::settings::SitesConfig>,
+    /// A site: follows a central (see [`crate::sync`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub central: Option<crate::sync::settings::CentralConfig>,
 }
 
 /// `[offline]`: the maximum age of the revocation data and of the access
@@ -1085,6 +1091,8 @@ impl Default for Config {
             interlocks: Vec::new(),
             seed: None,
             offline: OfflineConfig::default(),
+            sites: None,
+            central: None,
         }
     }
 }
@@ -1224,6 +1232,7 @@ impl Config {
             fix(p);
         }
         self.remote.crls.iter_mut().for_each(fix);
+        crate::sync::settings::resolve_paths(self.sites.as_mut(), self.central.as_mut(), base);
         for s in &mut self.export.syslog {
             if let Some(p) = &mut s.ca_file {
                 fix(p);
@@ -1392,6 +1401,12 @@ impl Config {
         }
         self.check_remote()
             .map_err(|(key, problem)| invalid(key, problem))?;
+        crate::sync::settings::check(
+            self.sites.as_ref(),
+            self.central.as_ref(),
+            self.database_url.as_deref(),
+        )
+        .map_err(|(key, problem)| invalid(key, problem))?;
         self.check_export()
             .map_err(|(key, problem)| invalid(&key, problem))?;
         self.check_interlocks()

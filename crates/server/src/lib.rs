@@ -155,6 +155,7 @@ pub mod source;
 pub mod state;
 pub mod stats;
 pub mod status;
+pub mod sync;
 pub mod tls;
 pub mod token;
 pub mod trust;

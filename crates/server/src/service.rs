@@ -81,6 +81,8 @@ pub enum ServeError {
     Notify(#[from] crate::notify::NotifyError),
     #[error(transparent)]
     Export(#[from] crate::export::ExportError),
+    #[error(transparent)]
+    Sync(#[from] crate::sync::SyncError),
 }
 
 impl From<StoreError> for ServeError {
@@ -146,10 +148,14 @@ pub fn with_store<T, E: From<ServeError>>(
 /// `database_url` is set, else SQLite in the data directory), and writes
 /// the configuration's seed into it when it holds no site yet.
 pub async fn open_store(config: &Config) -> Result<Store, ServeError> {
-    let store = match &config.database_url {
+    let mut store = match &config.database_url {
         Some(url) => Store::connect(url).await?,
         None => Store::open_data_dir(&config.data_dir).await?,
     };
+    if config.sites.is_some() {
+        // A central: changes write the sites' change feed.
+        store = store.with_change_feed();
+    }
     if let Some(seed) = &config.seed {
         if store.list::<access::Site>().await?.is_empty() {
             let e = seed
@@ -189,6 +195,8 @@ pub struct Service {
     sql: Store,
     /// The event-log writer's own pool.
     writer_sql: Store,
+    /// The central's site links or the site's follower.
+    sync: crate::sync::run::Running,
 }
 
 /// What [`Service::load`] started, besides the HTTP listener.
@@ -200,6 +208,7 @@ struct Started {
     sources: Sources,
     sql: Store,
     writer_sql: Store,
+    sync: crate::sync::run::Running,
 }
 
 impl std::fmt::Debug for Service {
@@ -264,6 +273,7 @@ impl Service {
                 sources,
                 sql,
                 writer_sql,
+                sync,
             }) => {
                 let revocation = tokio::spawn(loaded.revocation.clone().run(stop.subscribe()));
                 let schedules =
@@ -297,6 +307,7 @@ impl Service {
                     sources,
                     sql,
                     writer_sql,
+                    sync,
                 })
             }
             Err(e) => {
@@ -447,6 +458,8 @@ impl Service {
         }
         let controller = Arc::new(controller.with_interlocks(interlocks));
         let access = Arc::new(AccessData::new(store.clone(), controller.clone()));
+        let sync =
+            crate::sync::run::Plan::new(config, &store, controller.log(), &access, &stop).await?;
         let revocation_work = Arc::new(
             Revocation::new(
                 &config.data_dir,
@@ -528,6 +541,7 @@ impl Service {
         metrics.register_export(exports.status());
         // Last: nothing that could still fail leaves a sink running.
         let exports = exports.start(&store, controller.log(), &stop);
+        let sync = sync.start(&stop);
         Ok(Started {
             loaded: Loaded {
                 store,
@@ -549,7 +563,14 @@ impl Service {
             sources,
             sql,
             writer_sql,
+            sync,
         })
+    }
+
+    /// The central's site links or the site's follower
+    /// ([`crate::sync`]).
+    pub fn sync(&self) -> &crate::sync::run::Running {
+        &self.sync
     }
 
     /// The address the API listens on.
@@ -635,6 +656,7 @@ impl Service {
         for sink in self.exports {
             sink.await?;
         }
+        self.sync.stopped().await;
         // Each source finishes its tap (committing its event) and stops.
         let mut sources = self.sources;
         tokio::task::spawn_blocking(move || sources.stop()).await?;

@@ -40,6 +40,7 @@
 
 pub mod backup;
 mod columns;
+pub mod feed;
 mod group;
 mod record;
 mod sql;
@@ -47,6 +48,7 @@ mod sql;
 pub mod testing;
 mod types;
 
+pub use feed::{ChangeLock, FeedRead, FeedRow};
 pub use group::{
     CommitObserver, CommitStats, EventLog, Options, DEFAULT_LIVE_CAPACITY, DEFAULT_MAX_BATCH,
 };

@@ -46,6 +46,9 @@ pub struct Store {
     pool: AnyPool,
     backend: Backend,
     url: Arc<str>,
+    /// Whether transactions that change entities write the sites' change
+    /// feed ([`crate::feed`]): on a central.
+    pub(crate) feed: bool,
 }
 
 impl fmt::Debug for Store {
@@ -121,6 +124,7 @@ impl Store {
             pool,
             backend,
             url: url.into(),
+            feed: false,
         })
     }
 
@@ -180,6 +184,7 @@ impl Store {
             pool,
             backend: self.backend,
             url: self.url.clone(),
+            feed: self.feed,
         })
     }
 
@@ -200,6 +205,11 @@ impl Store {
         Ok(opts.connect(url).await?)
     }
 
+    /// The URL it was opened with.
+    pub(crate) fn url(&self) -> &str {
+        &self.url
+    }
+
     /// The connection pool, for what the methods do not cover.
     pub fn pool(&self) -> &AnyPool {
         &self.pool
@@ -213,7 +223,11 @@ impl Store {
 
 /// Reserves `n` consecutive ids of sequence `name` inside `conn`'s
 /// transaction; returns the first.
-async fn next_ids(conn: &mut AnyConnection, name: &str, n: i64) -> Result<i64, StoreError> {
+pub(crate) async fn next_ids(
+    conn: &mut AnyConnection,
+    name: &str,
+    n: i64,
+) -> Result<i64, StoreError> {
     let row = sqlx::query(
         "UPDATE id_sequences SET next_id = next_id + $1 WHERE name = $2 RETURNING next_id",
     )
@@ -243,7 +257,7 @@ fn insert_sql<R: Record>() -> String {
 }
 
 /// Inserts `r` under id `id` with what goes with it.
-async fn insert_with_id<R: Record>(
+pub(crate) async fn insert_with_id<R: Record>(
     conn: &mut AnyConnection,
     r: &R,
     id: i64,
@@ -266,7 +280,11 @@ async fn import_in<R: Record>(conn: &mut AnyConnection, items: &[R]) -> Result<(
     bump_sequence(conn, R::SEQUENCE, max).await
 }
 
-async fn bump_sequence(conn: &mut AnyConnection, name: &str, max: i64) -> Result<(), StoreError> {
+pub(crate) async fn bump_sequence(
+    conn: &mut AnyConnection,
+    name: &str,
+    max: i64,
+) -> Result<(), StoreError> {
     sqlx::query("UPDATE id_sequences SET next_id = $1 WHERE name = $2 AND next_id <= $3")
         .bind(max + 1)
         .bind(name.to_string())
@@ -290,7 +308,10 @@ async fn get_in<I: RecordId>(conn: &mut AnyConnection, id: I) -> Result<I::Recor
         .ok_or_else(|| not_found::<I::Record>(id))
 }
 
-async fn version_in<R: Record>(conn: &mut AnyConnection, id: i64) -> Result<i64, StoreError> {
+pub(crate) async fn version_in<R: Record>(
+    conn: &mut AnyConnection,
+    id: i64,
+) -> Result<i64, StoreError> {
     let sql = format!("SELECT version FROM {} WHERE id = $1", R::TABLE);
     let row = sqlx::query(&sql)
         .bind(id)
@@ -315,7 +336,7 @@ fn stale_unless<R: Record>(id: i64, expected: Option<i64>, current: i64) -> Resu
 }
 
 /// Every entity, in one read transaction (one snapshot of every table).
-async fn entities_in(conn: &mut AnyConnection) -> Result<Entities, StoreError> {
+pub(crate) async fn entities_in(conn: &mut AnyConnection) -> Result<Entities, StoreError> {
     Ok(Entities {
         sites: Record::read(conn, None).await?,
         doors: Record::read(conn, None).await?,
@@ -332,7 +353,14 @@ async fn entities_in(conn: &mut AnyConnection) -> Result<Entities, StoreError> {
 /// or not at all (dropping a `Tx` without [`commit`](Tx::commit) rolls it
 /// back).
 pub struct Tx {
-    tx: sqlx::Transaction<'static, Any>,
+    pub(crate) tx: sqlx::Transaction<'static, Any>,
+    pub(crate) backend: Backend,
+    /// Whether this transaction writes the change feed when it changes
+    /// entities.
+    pub(crate) feed: bool,
+    /// Every entity as it was before this transaction's first entity
+    /// write (read only when `feed`): what the sites' deltas start from.
+    pub(crate) before: Option<Entities>,
 }
 
 impl fmt::Debug for Tx {
@@ -346,6 +374,7 @@ impl Tx {
     /// is ignored) and returns it as stored.
     pub async fn create<R: Record>(&mut self, mut r: R) -> Result<R, StoreError> {
         r.validate()?;
+        self.touch().await?;
         let id = next_ids(&mut self.tx, R::SEQUENCE, 1).await?;
         r.set_id(id);
         insert_with_id(&mut self.tx, &r, id).await?;
@@ -376,6 +405,7 @@ impl Tx {
         expected: Option<i64>,
     ) -> Result<i64, StoreError> {
         r.validate()?;
+        self.touch().await?;
         let current = version_in::<R>(&mut self.tx, r.id()).await?;
         stale_unless::<R>(r.id(), expected, current)?;
         let sets: Vec<String> = R::COLUMNS
@@ -423,6 +453,7 @@ impl Tx {
     /// [`StoreError::NotFound`].
     pub async fn delete<I: RecordId>(&mut self, id: I) -> Result<(), StoreError> {
         type R<I> = <I as RecordId>::Record;
+        self.touch().await?;
         let sql = format!("DELETE FROM {} WHERE id = $1", R::<I>::TABLE);
         let done = sqlx::query(&sql)
             .bind(id.raw())
@@ -631,7 +662,8 @@ impl Tx {
     }
 
     /// Makes everything done in the transaction durable.
-    pub async fn commit(self) -> Result<(), StoreError> {
+    pub async fn commit(mut self) -> Result<(), StoreError> {
+        self.write_feed().await?;
         Ok(self.tx.commit().await?)
     }
 }
@@ -657,6 +689,9 @@ impl Store {
     pub async fn begin(&self) -> Result<Tx, StoreError> {
         Ok(Tx {
             tx: self.pool.begin().await?,
+            backend: self.backend,
+            feed: self.feed,
+            before: None,
         })
     }
 

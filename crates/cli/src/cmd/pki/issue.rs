@@ -135,8 +135,12 @@ pub struct IssueDeviceArgs {
     pki: PathBuf,
     /// The device's name: its certificate's subject common name (the name a
     /// service binds a reader to, or the service's host name).
-    #[arg(long)]
-    name: String,
+    #[arg(long, required_unless_present = "site")]
+    name: Option<String>,
+    /// A site's certificate for its link to the central (clientAuth): the
+    /// site's name as the URI `urn:pivgate:site:SITE` and the common name.
+    #[arg(long, value_name = "SITE", conflicts_with_all = ["name", "server"])]
+    site: Option<String>,
     /// Where to write NAME.pem (certificate and issuing CA), NAME.key.pem
     /// and ca.pem (the root, for the other end's --ca).
     #[arg(long, value_name = "DIR")]
@@ -156,8 +160,21 @@ pub struct IssueDeviceArgs {
 pub fn issue_device(a: IssueDeviceArgs) -> anyhow::Result<ExitCode> {
     let pki = TestPki::load(&a.pki)
         .with_context(|| format!("loading the test PKI in {}", a.pki.display()))?;
+    if let Some(site) = &a.site {
+        let files = pki.write_site(site, &a.out)?;
+        println!(
+            "issued site certificate {:?} ({}): {}, {}, CA {}",
+            site,
+            pki_issue::site_uri(site),
+            files.cert.display(),
+            files.key.display(),
+            files.ca.display()
+        );
+        return Ok(ExitCode::SUCCESS);
+    }
+    let name = a.name.unwrap_or_default();
     let opts = DeviceOptions {
-        name: a.name.clone(),
+        name: name.clone(),
         role: if a.server {
             DeviceRole::Server
         } else {
@@ -171,7 +188,7 @@ pub fn issue_device(a: IssueDeviceArgs) -> anyhow::Result<ExitCode> {
     println!(
         "issued {} certificate {:?}: {}, {}, CA {}",
         if a.server { "server" } else { "reader" },
-        a.name,
+        name,
         files.cert.display(),
         files.key.display(),
         files.ca.display()

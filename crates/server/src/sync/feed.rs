@@ -1,0 +1,333 @@
+//! The central's side of the feed: what a site fetches over its link.
+//!
+//! * `GET /sync/v1/snapshot` → `{"pos": P, "part": Entities}`: the site's
+//!   part ([`access::site_part`]) of every entity as of position `P`, read
+//!   in one database snapshot. A new site starts from it.
+//! * `GET /sync/v1/feed?after=P` → `200`, NDJSON, one line per change of
+//!   the site's part after `P`, in position order, for as long as the link
+//!   lasts: `{"pos": P, "revocation": bool, "delta": Delta}`; on a quiet
+//!   feed `{"heartbeat": HEAD}` every `sites.heartbeat_ms`. New changes are
+//!   read when PostgreSQL notifies a commit (`LISTEN`, sent by whichever
+//!   central instance committed): no polling, and any instance serves any
+//!   site. `410` with code `feed-pruned` when changes after `P` were
+//!   pruned: the site takes a snapshot again.
+//!
+//! The site is the one its certificate names (`urn:pivgate:site:NAME`),
+//! resolved to the site entity of that name. A certificate naming no site
+//! or a site that does not exist, or a request for another site's part
+//! (`?site=OTHER`), is refused (`403`) with a `sync.refused` admin event.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use access::jiff::Timestamp;
+use access::{site_part, Site};
+use axum::body::{Body, Bytes};
+use axum::extract::{Extension, Query, State};
+use axum::http::{header, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use serde::Deserialize;
+use serde_json::json;
+use store::{EventLog, FeedRead, NewEvent, Store};
+use tokio::sync::{mpsc, watch};
+
+use super::link::Peer;
+use super::SyncError;
+
+/// Rows read from the database at a time.
+const BATCH: u32 = 256;
+
+/// What the central's site routes share.
+#[derive(Debug)]
+pub struct Central {
+    store: Store,
+    log: EventLog,
+    /// Goes up at each feed commit of any central instance.
+    wake: watch::Receiver<u64>,
+    heartbeat: Duration,
+    stop: watch::Receiver<bool>,
+}
+
+/// Why a site's request is refused: a stable code and the sentence.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Refused {
+    pub code: &'static str,
+    pub reason: String,
+}
+
+impl IntoResponse for Refused {
+    fn into_response(self) -> Response {
+        (
+            StatusCode::FORBIDDEN,
+            axum::Json(json!({ "code": self.code, "reason": self.reason })),
+        )
+            .into_response()
+    }
+}
+
+impl Central {
+    /// The central's site routes over `store` (PostgreSQL), recording
+    /// refusals in `log`; streams end at `stop`.
+    pub fn new(
+        store: Store,
+        log: EventLog,
+        heartbeat: Duration,
+        stop: watch::Receiver<bool>,
+    ) -> Result<Arc<Central>, SyncError> {
+        let wake = store
+            .feed_notifications()
+            .ok_or_else(|| SyncError::Invalid {
+                key: "database_url",
+                problem: "a central needs PostgreSQL".into(),
+            })?;
+        Ok(Arc::new(Central {
+            store,
+            log,
+            wake,
+            heartbeat,
+            stop,
+        }))
+    }
+
+    pub fn store(&self) -> &Store {
+        &self.store
+    }
+
+    /// The site entity `peer`'s certificate names, if it exists and is the
+    /// one `asked` for (when a request names one); else refused, with a
+    /// `sync.refused` event.
+    pub async fn site_of(&self, peer: &Peer, asked: Option<&str>) -> Result<Site, Refused> {
+        let refused = |code: &'static str, reason: String| Refused { code, reason };
+        let outcome = match &peer.site {
+            None => Err(refused(
+                "no-site-in-certificate",
+                "the certificate names no site (urn:pivgate:site:NAME)".into(),
+            )),
+            Some(name) => match asked {
+                Some(other) if other != name => Err(refused(
+                    "other-site",
+                    format!(
+                        "the certificate of site `{}` cannot read site `{}`",
+                        crate::peer_text::escape(name, 64),
+                        crate::peer_text::escape(other, 64)
+                    ),
+                )),
+                _ => match self.store.list::<Site>().await {
+                    Ok(sites) => sites.into_iter().find(|s| s.name == *name).ok_or_else(|| {
+                        refused(
+                            "unknown-site",
+                            format!("there is no site `{}`", crate::peer_text::escape(name, 64)),
+                        )
+                    }),
+                    Err(e) => Err(refused("database", format!("the database failed: {e}"))),
+                },
+            },
+        };
+        if let Err(r) = &outcome {
+            let sentence = format!("site link from {} refused: {}", peer.addr, r.reason);
+            tracing::warn!(peer = %peer.addr, code = r.code, "{sentence}");
+            let event = NewEvent::admin(
+                Timestamp::now(),
+                "site-link",
+                "sync.refused",
+                sentence,
+                json!({
+                    "code": r.code,
+                    "peer": peer.addr.to_string(),
+                    "site": peer.site.as_deref().map(|s| crate::peer_text::escape(s, 64)),
+                    "asked": asked.map(|s| crate::peer_text::escape(s, 64)),
+                    "subject": peer.subject.as_deref().map(|s| crate::peer_text::escape(s, 128)),
+                }),
+            );
+            if let Err(e) = self.log.append(event).await {
+                tracing::error!(error = %e, "the sync.refused event could not be recorded");
+            }
+        }
+        outcome
+    }
+}
+
+/// `/sync/v1/snapshot` and `/sync/v1/feed`.
+pub fn router(central: Arc<Central>) -> axum::Router {
+    axum::Router::new()
+        .route("/sync/v1/snapshot", get(snapshot))
+        .route("/sync/v1/feed", get(feed))
+        .with_state(central)
+}
+
+#[derive(Debug, Deserialize)]
+struct SiteQuery {
+    site: Option<String>,
+}
+
+#[derive(Debug, Deserialize)]
+struct FeedQuery {
+    after: i64,
+    site: Option<String>,
+}
+
+fn unavailable(e: impl std::fmt::Display) -> Response {
+    (
+        StatusCode::SERVICE_UNAVAILABLE,
+        axum::Json(json!({ "code": "database", "reason": e.to_string() })),
+    )
+        .into_response()
+}
+
+async fn snapshot(
+    State(c): State<Arc<Central>>,
+    Extension(peer): Extension<Peer>,
+    Query(q): Query<SiteQuery>,
+) -> Response {
+    let site = match c.site_of(&peer, q.site.as_deref()).await {
+        Ok(s) => s,
+        Err(r) => return r.into_response(),
+    };
+    match c.store.feed_snapshot().await {
+        Ok((pos, all)) => {
+            axum::Json(json!({ "pos": pos, "part": site_part(&all, site.id) })).into_response()
+        }
+        Err(e) => unavailable(e),
+    }
+}
+
+async fn feed(
+    State(c): State<Arc<Central>>,
+    Extension(peer): Extension<Peer>,
+    Query(q): Query<FeedQuery>,
+) -> Response {
+    let site = match c.site_of(&peer, q.site.as_deref()).await {
+        Ok(s) => s,
+        Err(r) => return r.into_response(),
+    };
+    // The first read decides the answer's status.
+    let mut wake = c.wake.clone();
+    wake.borrow_and_update();
+    let first = match c.store.feed_after(site.id, q.after, BATCH).await {
+        Ok(FeedRead::Rows(r)) => r,
+        Ok(FeedRead::Gone { pruned }) => {
+            return (
+                StatusCode::GONE,
+                axum::Json(json!({
+                    "code": "feed-pruned",
+                    "reason": format!("changes after {} were pruned (through {pruned}): take a snapshot", q.after),
+                    "pruned": pruned,
+                })),
+            )
+                .into_response()
+        }
+        Err(e) => return unavailable(e),
+    };
+    tracing::info!(site = %site.name, after = q.after, peer = %peer.addr, "site follows the feed");
+    let (tx, rx) = mpsc::channel::<Bytes>(64);
+    tokio::spawn(follow(c.clone(), site, q.after, first, wake, tx));
+    let body = futures_util::stream::unfold(rx, |mut rx| async move {
+        rx.recv()
+            .await
+            .map(|b| (Ok::<_, std::convert::Infallible>(b), rx))
+    });
+    Response::builder()
+        .header(header::CONTENT_TYPE, "application/x-ndjson")
+        .header(header::CACHE_CONTROL, "no-store")
+        .body(Body::from_stream(body))
+        .unwrap_or_else(|_| StatusCode::INTERNAL_SERVER_ERROR.into_response())
+}
+
+/// One feed line.
+fn line(row: &store::FeedRow) -> Bytes {
+    Bytes::from(format!(
+        "{{\"pos\":{},\"revocation\":{},\"delta\":{}}}\n",
+        row.pos, row.revocation, row.body
+    ))
+}
+
+/// Sends the site's rows after `after` as they commit, until the site goes
+/// away, the feed is pruned under it, or the central stops.
+async fn follow(
+    c: Arc<Central>,
+    site: Site,
+    mut last: i64,
+    mut rows: Vec<store::FeedRow>,
+    mut wake: watch::Receiver<u64>,
+    tx: mpsc::Sender<Bytes>,
+) {
+    let mut stop = c.stop.clone();
+    let mut beat = tokio::time::interval(c.heartbeat);
+    beat.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    beat.tick().await;
+    loop {
+        // Everything committed up to now (the wake-up is marked seen
+        // before each read: a commit after it wakes the next wait).
+        loop {
+            if rows.is_empty() {
+                break;
+            }
+            for r in &rows {
+                if tx.send(line(r)).await.is_err() {
+                    return;
+                }
+                last = r.pos;
+            }
+            wake.borrow_and_update();
+            rows = match c.store.feed_after(site.id, last, BATCH).await {
+                Ok(FeedRead::Rows(r)) => r,
+                // Pruned under a site this far behind: it reconnects and
+                // is told to take a snapshot.
+                Ok(FeedRead::Gone { .. }) => return,
+                Err(e) => {
+                    tracing::warn!(site = %site.name, error = %e, "reading the feed failed; the site reconnects");
+                    return;
+                }
+            };
+        }
+        tokio::select! {
+            changed = wake.changed() => {
+                if changed.is_err() {
+                    return;
+                }
+            }
+            _ = beat.tick() => {
+                let beat = Bytes::from(format!("{{\"heartbeat\":{last}}}\n"));
+                if tx.send(beat).await.is_err() {
+                    return;
+                }
+                continue;
+            }
+            _ = tx.closed() => return,
+            _ = stopped(&mut stop) => return,
+        }
+        wake.borrow_and_update();
+        rows = match c.store.feed_after(site.id, last, BATCH).await {
+            Ok(FeedRead::Rows(r)) => r,
+            Ok(FeedRead::Gone { .. }) => return,
+            Err(e) => {
+                tracing::warn!(site = %site.name, error = %e, "reading the feed failed; the site reconnects");
+                return;
+            }
+        };
+    }
+}
+
+/// Resolves at `stop` (holding no guard of it).
+async fn stopped(stop: &mut watch::Receiver<bool>) {
+    let _ = stop.wait_for(|s| *s).await;
+}
+
+/// Prunes the feed of changes older than `days`, at start and hourly,
+/// until `stop`.
+pub async fn prune(store: Store, days: u32, mut stop: watch::Receiver<bool>) {
+    loop {
+        let cutoff =
+            Timestamp::now() - access::jiff::SignedDuration::from_hours(24 * i64::from(days));
+        match store.prune_feed(cutoff).await {
+            Ok(0) => {}
+            Ok(n) => tracing::info!(rows = n, "change feed pruned"),
+            Err(e) => tracing::warn!(error = %e, "pruning the change feed failed"),
+        }
+        tokio::select! {
+            _ = stop.wait_for(|s| *s) => return,
+            _ = tokio::time::sleep(Duration::from_secs(3600)) => {}
+        }
+    }
+}

@@ -1,0 +1,546 @@
+//! The site's follower: keeps the site's part of the data as the central
+//! has it.
+//!
+//! It connects to the first of `central.urls` that answers, with the
+//! site's certificate. Without a position (a new site) it takes a snapshot
+//! (`/sync/v1/snapshot`) and stores it, with its position, in one
+//! transaction; then it reads the feed after its position
+//! (`/sync/v1/feed?after=P`) for as long as the link lasts. A central that
+//! answers `410` (the site was away longer than the feed keeps) sends it
+//! back to a snapshot.
+//!
+//! Changes are applied through the site's change path
+//! ([`crate::admin::AccessData::change`]): the snapshot taps decide on is
+//! swapped after each, and the position goes into the same SQLite
+//! transaction as the change, so a restart resumes exactly after the last
+//! change applied. A change already applied (its position at or below the
+//! stored one) is skipped. When several changes are pending (read but not
+//! yet applied), their revocations and suspensions
+//! ([`access::Delta::revocations`]) are applied first, in a transaction of
+//! their own, then all of them in order. A snapshot likewise takes access
+//! away first, then stores the rest.
+//!
+//! A failure (the central goes away, a silent link, a refusal) drops the
+//! link; the follower tries the next central, waiting `retry_min_ms`
+//! after each round through the list, doubling up to `retry_max_ms`.
+//! Taps never wait on it: they decide on the snapshot in force.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use access::jiff::Timestamp;
+use access::{Delta, Entities};
+use axum::body::Bytes;
+use axum::http::{Method, StatusCode};
+use futures_util::FutureExt;
+use http_body_util::BodyExt;
+use serde::Deserialize;
+use serde_json::json;
+use store::{ChangeFuture, NewEvent, Store, Tx};
+use tokio::sync::watch;
+
+use super::link::{Connector, Link};
+use super::settings::CentralConfig;
+use super::SyncError;
+use crate::admin::{AccessData, ChangeError, Edit};
+
+/// The actor of changes the central sends.
+pub const ACTOR: &str = "central";
+
+/// Where the follower is, for status and tests.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct FollowStatus {
+    /// The last position applied.
+    pub applied: Option<i64>,
+    /// The central followed now (index into `central.urls`), if connected.
+    pub central: Option<usize>,
+    /// Snapshots taken since start.
+    pub snapshots: u64,
+    /// Why the last link ended.
+    pub last_error: Option<String>,
+}
+
+/// A site's follower (see the module's documentation).
+#[derive(Debug)]
+pub struct Follower {
+    site: String,
+    connector: Arc<Connector>,
+    store: Store,
+    access: Arc<AccessData>,
+    silence: Duration,
+    retry_min: Duration,
+    retry_max: Duration,
+    status: watch::Sender<FollowStatus>,
+    link: watch::Sender<Option<Arc<Link>>>,
+}
+
+#[derive(Deserialize)]
+struct SnapshotBody {
+    pos: i64,
+    part: Entities,
+}
+
+/// One line of the feed.
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum Line {
+    Change {
+        pos: i64,
+        delta: Box<Delta>,
+    },
+    Heartbeat {
+        #[allow(dead_code)]
+        heartbeat: i64,
+    },
+}
+
+/// What the central sends, stored through the change path.
+struct Apply {
+    what: What,
+    /// The position reached, stored in the same transaction; none for
+    /// revocations applied ahead.
+    pos: Option<i64>,
+    /// Only what takes access away, to entities already stored.
+    revocations_only: bool,
+}
+
+enum What {
+    Delta(Delta),
+    /// A snapshot: the whole part.
+    Replace(Entities),
+}
+
+impl Edit for Apply {
+    /// How many entities changed.
+    type Output = usize;
+    type Error = ChangeError;
+    const CHECKED: bool = false;
+
+    fn write(
+        self,
+        tx: &mut Tx,
+        actor: String,
+        now: Timestamp,
+    ) -> ChangeFuture<'_, usize, ChangeError> {
+        Box::pin(async move {
+            if let Some(p) = self.pos {
+                if tx.applied_position().await?.is_some_and(|a| a >= p) {
+                    return Ok((0, Vec::new()));
+                }
+            }
+            let snapshot = matches!(self.what, What::Replace(_));
+            let delta = match self.what {
+                What::Delta(d) => d,
+                What::Replace(part) => Delta::between(&tx.load_entities().await?, &part),
+            };
+            let delta = if self.revocations_only {
+                delta.revocations()
+            } else {
+                delta
+            };
+            let n = tx.apply_delta(&delta, self.revocations_only).await?;
+            let mut events = Vec::new();
+            if let Some(p) = self.pos {
+                tx.set_applied_position(p).await?;
+                if snapshot {
+                    events.push(NewEvent::admin(
+                        now,
+                        &actor,
+                        "sync.snapshot",
+                        format!(
+                            "the central's snapshot at position {p} stored ({n} entities changed)"
+                        ),
+                        json!({ "pos": p, "changed": n }),
+                    ));
+                }
+            }
+            Ok((n, events))
+        })
+    }
+}
+
+impl Follower {
+    /// The follower of `[central]` for the site whose data is `store`,
+    /// changed through `access`.
+    pub fn new(
+        cfg: &CentralConfig,
+        store: Store,
+        access: Arc<AccessData>,
+    ) -> Result<Arc<Follower>, SyncError> {
+        let connector = Arc::new(Connector::new(cfg)?);
+        Ok(Arc::new(Follower {
+            site: cfg.site.clone(),
+            connector,
+            store,
+            access,
+            silence: Duration::from_millis(cfg.silence_ms),
+            retry_min: Duration::from_millis(cfg.retry_min_ms),
+            retry_max: Duration::from_millis(cfg.retry_max_ms),
+            status: watch::channel(FollowStatus::default()).0,
+            link: watch::channel(None).0,
+        }))
+    }
+
+    /// Where the follower is; changes as it goes.
+    pub fn status(&self) -> watch::Receiver<FollowStatus> {
+        self.status.subscribe()
+    }
+
+    /// The link to the central followed now (`None` while not connected):
+    /// for other requests to the central ([`Link::send`]).
+    pub fn link(&self) -> watch::Receiver<Option<Arc<Link>>> {
+        self.link.subscribe()
+    }
+
+    /// Follows the centrals until `stop`.
+    pub async fn run(self: Arc<Self>, mut stop: watch::Receiver<bool>) {
+        // Until the central confirms this site is current, its access
+        // data's age is unknown ("never confirmed"), not "not applicable".
+        if let Some(c) = self.access.controller() {
+            c.follow_central(None);
+        }
+        if let Ok(p) = self.store.applied_position().await {
+            self.status.send_modify(|s| s.applied = p);
+        }
+        let n = self.connector.endpoints().len();
+        let mut i = 0;
+        let mut wait = self.retry_min;
+        loop {
+            let link = Arc::new(self.connector.link(i));
+            let before = self.status.borrow().applied;
+            let ended = tokio::select! {
+                r = self.session(&link) => r,
+                _ = stop.wait_for(|s| *s) => return,
+            };
+            self.link.send_replace(None);
+            let progressed = self.status.borrow().applied != before;
+            let e = match ended {
+                Ok(never) => match never {},
+                Err(e) => e,
+            };
+            tracing::warn!(central = %link.endpoint().url, code = e.code(), error = %e, "link to the central ended");
+            self.status.send_modify(|s| {
+                s.central = None;
+                s.last_error = Some(e.to_string());
+            });
+            if progressed {
+                wait = self.retry_min;
+            }
+            i = (i + 1) % n;
+            // A pause after each round through the list.
+            if i == 0 || n == 1 {
+                tokio::select! {
+                    _ = tokio::time::sleep(wait) => {}
+                    _ = stop.wait_for(|s| *s) => return,
+                }
+                wait = (wait * 2).min(self.retry_max);
+            }
+        }
+    }
+
+    /// One link: snapshot if needed, then the feed until it fails.
+    async fn session(&self, link: &Arc<Link>) -> Result<std::convert::Infallible, SyncError> {
+        let mut pos = match self.store.applied_position().await? {
+            Some(p) => p,
+            None => self.snapshot(link).await?,
+        };
+        let resp = loop {
+            let req = link.request(
+                Method::GET,
+                &format!("/sync/v1/feed?after={pos}"),
+                Bytes::new(),
+            );
+            let resp = link.stream(req).await?;
+            match resp.status() {
+                StatusCode::OK => break resp,
+                StatusCode::GONE => {
+                    tracing::info!(after = pos, "the central pruned the changes after this site's position; taking a snapshot");
+                    pos = self.snapshot(link).await?;
+                }
+                s => {
+                    let body = resp
+                        .into_body()
+                        .collect()
+                        .await
+                        .map(|b| b.to_bytes())
+                        .unwrap_or_default();
+                    return Err(SyncError::Refused {
+                        status: s.as_u16(),
+                        body: String::from_utf8_lossy(&body).chars().take(512).collect(),
+                    });
+                }
+            }
+        };
+        self.link.send_replace(Some(link.clone()));
+        self.status.send_modify(|s| s.central = Some(link.index()));
+        tracing::info!(central = %link.endpoint().url, after = pos, "following the central");
+        let mut body = resp.into_body();
+        let mut buf: Vec<u8> = Vec::new();
+        loop {
+            let frame = tokio::time::timeout(self.silence, body.frame())
+                .await
+                .map_err(|_| {
+                    SyncError::Link(format!(
+                        "the central was silent for {} ms",
+                        self.silence.as_millis()
+                    ))
+                })?;
+            let mut ended = take(frame, &mut buf)?;
+            // Whatever else has arrived already: pending together.
+            while !ended {
+                match body.frame().now_or_never() {
+                    None => break,
+                    Some(f) => ended = take(f, &mut buf)?,
+                }
+            }
+            let mut pending = Vec::new();
+            // The highest position the central said it has nothing after.
+            let mut quiet_at = None;
+            while let Some(nl) = buf.iter().position(|b| *b == b'\n') {
+                let line: Vec<u8> = buf.drain(..=nl).collect();
+                match serde_json::from_slice::<Line>(&line) {
+                    Ok(Line::Change { pos, delta }) => pending.push((pos, *delta)),
+                    Ok(Line::Heartbeat { heartbeat }) => quiet_at = Some(heartbeat),
+                    Err(e) => return Err(SyncError::Protocol(format!("a feed line: {e}"))),
+                }
+            }
+            if buf.len() > 64 << 20 {
+                return Err(SyncError::Protocol("a feed line longer than 64 MiB".into()));
+            }
+            let applied = !pending.is_empty();
+            pos = self.apply(pos, pending).await?;
+            // The site's access data is current as of now when a change
+            // was just applied or the central confirmed nothing is pending
+            // beyond what is applied (what stale-data door policies age).
+            if applied || quiet_at.is_some_and(|q| q <= pos) {
+                self.changes_current();
+            }
+            if ended {
+                return Err(SyncError::Link("the central closed the feed".into()));
+            }
+        }
+    }
+
+    /// Tells the controller the central's changes are applied as of now.
+    fn changes_current(&self) {
+        if let Some(c) = self.access.controller() {
+            c.note_changes_current(c.now());
+        }
+    }
+
+    /// Applies the pending changes after `pos`, revocations first; returns
+    /// the position reached.
+    async fn apply(&self, pos: i64, pending: Vec<(i64, Delta)>) -> Result<i64, SyncError> {
+        let Some(plan) = plan(pos, pending) else {
+            return Ok(pos);
+        };
+        if let Some(revocations) = plan.revocations {
+            self.access
+                .change(
+                    ACTOR,
+                    Apply {
+                        what: What::Delta(revocations),
+                        pos: None,
+                        revocations_only: true,
+                    },
+                )
+                .await?;
+        }
+        self.access
+            .change(
+                ACTOR,
+                Apply {
+                    what: What::Delta(plan.all),
+                    pos: Some(plan.pos),
+                    revocations_only: false,
+                },
+            )
+            .await?;
+        self.status.send_modify(|s| s.applied = Some(plan.pos));
+        Ok(plan.pos)
+    }
+
+    /// Takes and stores a snapshot; returns its position.
+    async fn snapshot(&self, link: &Link) -> Result<i64, SyncError> {
+        let resp = link
+            .send(link.request(Method::GET, "/sync/v1/snapshot", Bytes::new()))
+            .await?;
+        if resp.status() != StatusCode::OK {
+            return Err(SyncError::Refused {
+                status: resp.status().as_u16(),
+                body: String::from_utf8_lossy(resp.body())
+                    .chars()
+                    .take(512)
+                    .collect(),
+            });
+        }
+        let snap: SnapshotBody = serde_json::from_slice(resp.body())
+            .map_err(|e| SyncError::Protocol(format!("the snapshot: {e}")))?;
+        if !snap.part.sites.iter().any(|s| s.name == self.site) {
+            return Err(SyncError::Protocol(format!(
+                "the snapshot is not site `{}`'s part",
+                self.site
+            )));
+        }
+        for revocations_only in [true, false] {
+            self.access
+                .change(
+                    ACTOR,
+                    Apply {
+                        what: What::Replace(snap.part.clone()),
+                        pos: (!revocations_only).then_some(snap.pos),
+                        revocations_only,
+                    },
+                )
+                .await?;
+        }
+        self.status.send_modify(|s| {
+            s.applied = Some(snap.pos);
+            s.snapshots += 1;
+        });
+        self.changes_current();
+        tracing::info!(pos = snap.pos, "stored the central's snapshot");
+        Ok(snap.pos)
+    }
+}
+
+/// How pending changes are applied: the revocations among them first
+/// (when there are several), then all of them, in order, with the last
+/// position.
+#[derive(Debug, PartialEq, Eq)]
+struct Plan {
+    revocations: Option<Delta>,
+    all: Delta,
+    pos: i64,
+}
+
+/// The plan for the changes of `pending` after `pos` (those at or below it
+/// are applied already); `None` when none is left.
+fn plan(pos: i64, pending: Vec<(i64, Delta)>) -> Option<Plan> {
+    let mut last = pos;
+    let mut fresh = Vec::new();
+    for (p, d) in pending {
+        if p > last {
+            last = p;
+            fresh.push(d);
+        }
+    }
+    if fresh.is_empty() {
+        return None;
+    }
+    let revocations = (fresh.len() > 1)
+        .then(|| {
+            fresh
+                .iter()
+                .fold(Delta::default(), |acc, d| acc.then(d.revocations()))
+        })
+        .filter(|r| !r.is_empty());
+    Some(Plan {
+        revocations,
+        all: fresh.into_iter().fold(Delta::default(), Delta::then),
+        pos: last,
+    })
+}
+
+/// Adds a frame's data to `buf`; whether the body ended.
+fn take(
+    frame: Option<Result<hyper::body::Frame<Bytes>, hyper::Error>>,
+    buf: &mut Vec<u8>,
+) -> Result<bool, SyncError> {
+    match frame {
+        None => Ok(true),
+        Some(Err(e)) => Err(SyncError::Link(format!("reading the feed: {e}"))),
+        Some(Ok(f)) => {
+            if let Ok(data) = f.into_data() {
+                buf.extend_from_slice(&data);
+            }
+            Ok(false)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use access::{CardholderId, CardholderStatus, ReaderId};
+
+    fn holder(id: i64, active: bool) -> access::Cardholder {
+        access::Cardholder {
+            id: CardholderId(id),
+            name: format!("h{id}"),
+            status: if active {
+                CardholderStatus::Active
+            } else {
+                CardholderStatus::Suspended {
+                    reason: "lost".into(),
+                }
+            },
+            valid_from: None,
+            valid_until: None,
+        }
+    }
+
+    fn reader(id: i64) -> access::Reader {
+        access::Reader {
+            id: ReaderId(id),
+            door: access::DoorId(1),
+            name: "r".into(),
+            connection: format!("sim:{id}"),
+        }
+    }
+
+    fn put_holder(h: access::Cardholder) -> Delta {
+        let mut d = Delta::default();
+        d.put.cardholders.push(h);
+        d
+    }
+
+    #[test]
+    fn pending_suspensions_go_first_and_applied_changes_are_skipped() {
+        let mut rename = Delta::default();
+        rename.put.readers.push(reader(4));
+        let pending = vec![
+            (3, put_holder(holder(9, true))),
+            (5, rename),
+            (6, put_holder(holder(1, false))),
+            (7, put_holder(holder(2, true))),
+        ];
+        let p = plan(3, pending).unwrap();
+        assert_eq!(p.pos, 7);
+        // Position 3 was applied already: its change is not repeated.
+        assert!(!p
+            .all
+            .put
+            .cardholders
+            .iter()
+            .any(|h| h.id == CardholderId(9)));
+        // The suspension alone goes ahead; everything goes after.
+        let r = p.revocations.unwrap();
+        assert_eq!(r.put.cardholders, vec![holder(1, false)]);
+        assert!(r.put.readers.is_empty());
+        assert_eq!(p.all.put.readers.len(), 1);
+        assert_eq!(p.all.put.cardholders.len(), 2);
+        // One change alone: one transaction.
+        let p = plan(0, vec![(1, put_holder(holder(1, false)))]).unwrap();
+        assert!(p.revocations.is_none());
+        assert!(plan(7, vec![(7, Delta::default())]).is_none());
+    }
+
+    #[test]
+    fn a_suspension_lifted_later_in_the_same_batch_ends_lifted() {
+        let p = plan(
+            0,
+            vec![
+                (1, put_holder(holder(1, false))),
+                (2, put_holder(holder(1, true))),
+            ],
+        )
+        .unwrap();
+        // Suspended first (as of position 1), then active as of 2.
+        assert_eq!(
+            p.revocations.unwrap().put.cardholders,
+            vec![holder(1, false)]
+        );
+        assert_eq!(p.all.put.cardholders, vec![holder(1, true)]);
+    }
+}

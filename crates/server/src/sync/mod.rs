@@ -1,0 +1,83 @@
+//! Many sites: a central and the sites that follow it.
+//!
+//! A **central** is `pivgate serve` on PostgreSQL with `[sites]`; any
+//! number of central instances share the one database and hold nothing
+//! else. A **site** is `pivgate serve` on its embedded SQLite with
+//! `[central]`: its readers, decisions and event log are those of a single
+//! site; its access data is the part the central sends it.
+//!
+//! Down, changes flow through the change feed ([`store::feed`]): each
+//! transaction that changes a site's part writes that site's delta under a
+//! commit-ordered position. A site follows the feed over one mutual-TLS
+//! link ([`link`]), applying each delta and its position in one SQLite
+//! transaction through its change path ([`follow`]); the central serves the
+//! feed and the snapshots new sites start from ([`feed`]), each site only
+//! its own part, named by the certificate it presented.
+//!
+//! **Adding to the link.** On the central, [`central_router`] is the one
+//! place routes under `/sync/v1/` are added: every request it routes
+//! carries a [`link::Peer`] extension, the site name its verified
+//! certificate holds (resolve it to a site entity with
+//! [`feed::Central::site_of`], which refuses unknown sites with an event).
+//! On a site, [`link::Link`] sends a request to the central the site
+//! follows ([`link::Link::send`]), authenticated by the site's certificate;
+//! the follower publishes the link it holds through
+//! [`follow::Follower::link`].
+//!
+//! | module | what |
+//! |---|---|
+//! | [`settings`] | `[sites]` and `[central]` |
+//! | [`link`] | the central's mutual-TLS listener, the site's connector |
+//! | [`feed`] | the central's `/sync/v1/feed` and `/sync/v1/snapshot` |
+//! | [`follow`] | the site's follower |
+
+pub mod feed;
+pub mod follow;
+pub mod link;
+pub mod run;
+pub mod settings;
+
+use std::sync::Arc;
+
+/// Why the link between a site and a central failed.
+#[derive(Debug, thiserror::Error)]
+pub enum SyncError {
+    /// A setting cannot be used (a file, a key); names the key.
+    #[error("`{key}`: {problem}")]
+    Invalid { key: &'static str, problem: String },
+    /// Connecting, TLS, or HTTP failed.
+    #[error("{0}")]
+    Link(String),
+    /// The central answered with an error.
+    #[error("the central answered {status}: {body}")]
+    Refused { status: u16, body: String },
+    /// The central sent something this site cannot read.
+    #[error("the central sent what cannot be read: {0}")]
+    Protocol(String),
+    /// The site's database failed.
+    #[error("database: {0}")]
+    Store(#[from] store::StoreError),
+    /// The site's change path refused what the central sent.
+    #[error("applying the central's change failed: {0}")]
+    Apply(#[from] crate::admin::ChangeError),
+}
+
+impl SyncError {
+    /// A stable code, for logs and metrics.
+    pub fn code(&self) -> &'static str {
+        match self {
+            SyncError::Invalid { .. } => "invalid-setting",
+            SyncError::Link(_) => "link-failed",
+            SyncError::Refused { .. } => "refused",
+            SyncError::Protocol(_) => "protocol",
+            SyncError::Store(_) => "database",
+            SyncError::Apply(_) => "apply-failed",
+        }
+    }
+}
+
+/// The central's routes for its sites: the feed and snapshots, and
+/// whatever else sites send or fetch (add routes here).
+pub fn central_router(central: Arc<feed::Central>) -> axum::Router {
+    feed::router(central)
+}

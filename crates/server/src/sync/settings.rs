@@ -1,0 +1,333 @@
+//! `[sites]` (a central) and `[central]` (a site) in `pivgate.toml`.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+/// `[sites]`: this instance is a central, serving its sites' links. Only
+/// with a `postgres://` `database_url` (every central instance shares it).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SitesConfig {
+    /// Address and port sites connect to (mutual TLS always).
+    pub listen: SocketAddr,
+    /// The central's certificate (PEM, serverAuth, issuing CAs may follow),
+    /// e.g. from `pivgate pki issue-device --server`.
+    pub cert: PathBuf,
+    /// Its private key (PEM), mode 0600 or stricter.
+    pub key: PathBuf,
+    /// CA certificate(s) site certificates chain to (files or directories).
+    pub site_ca: Vec<PathBuf>,
+    /// CRLs revoking site certificates (a site certificate they do not
+    /// cover is accepted; one they revoke is refused).
+    #[serde(default)]
+    pub crls: Vec<PathBuf>,
+    /// How long the change feed keeps a change: a site away longer
+    /// bootstraps from a snapshot.
+    #[serde(default = "default_feed_days")]
+    pub feed_days: u32,
+    /// A line is sent on an idle feed this often, so a site notices a dead
+    /// link.
+    #[serde(default = "default_heartbeat_ms")]
+    pub heartbeat_ms: u64,
+    /// The TLS handshake must finish within this.
+    #[serde(default = "default_handshake_ms")]
+    pub handshake_ms: u64,
+}
+
+/// `[central]`: this instance is a site following a central. Only with
+/// the embedded SQLite database (no `database_url`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CentralConfig {
+    /// The central instances, tried in order: `https://HOST:PORT`.
+    pub urls: Vec<String>,
+    /// This site's name: the site entity at the central, and the name in
+    /// its certificate (`pivgate pki issue-device --site NAME`).
+    pub site: String,
+    /// The site's certificate (PEM, clientAuth, with
+    /// `urn:pivgate:site:NAME`).
+    pub cert: PathBuf,
+    /// Its private key (PEM), mode 0600 or stricter.
+    pub key: PathBuf,
+    /// The CA certificate(s) the central's certificate chains to.
+    pub ca: PathBuf,
+    /// A link silent this long (no change, no heartbeat) is dropped and
+    /// made again; longer than the central's `sites.heartbeat_ms`.
+    #[serde(default = "default_silence_ms")]
+    pub silence_ms: u64,
+    /// Connecting (TCP and TLS) must finish within this.
+    #[serde(default = "default_handshake_ms")]
+    pub connect_timeout_ms: u64,
+    /// The first wait before trying the next central after a failure;
+    /// doubled after each failure up to `retry_max_ms`.
+    #[serde(default = "default_retry_min_ms")]
+    pub retry_min_ms: u64,
+    #[serde(default = "default_retry_max_ms")]
+    pub retry_max_ms: u64,
+}
+
+fn default_feed_days() -> u32 {
+    30
+}
+fn default_heartbeat_ms() -> u64 {
+    15_000
+}
+fn default_silence_ms() -> u64 {
+    45_000
+}
+fn default_handshake_ms() -> u64 {
+    10_000
+}
+fn default_retry_min_ms() -> u64 {
+    250
+}
+fn default_retry_max_ms() -> u64 {
+    30_000
+}
+
+/// A central's address from `central.urls`: `https://HOST:PORT`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Endpoint {
+    /// As written.
+    pub url: String,
+    /// `HOST:PORT`, to connect to.
+    pub authority: String,
+    /// HOST, the name the central's certificate must carry.
+    pub host: String,
+}
+
+impl Endpoint {
+    pub fn parse(url: &str) -> Result<Endpoint, String> {
+        let rest = url
+            .strip_prefix("https://")
+            .ok_or_else(|| format!("`{url}` is not an https:// URL"))?;
+        let authority = rest.trim_end_matches('/');
+        if authority.is_empty() || authority.contains('/') || authority.contains('@') {
+            return Err(format!(
+                "`{url}` must be https://HOST:PORT, with no path or user"
+            ));
+        }
+        let (host, port) = authority
+            .rsplit_once(':')
+            .filter(|(h, _)| !h.is_empty())
+            .ok_or_else(|| format!("`{url}` has no port (https://HOST:PORT)"))?;
+        port.parse::<u16>()
+            .ok()
+            .filter(|p| *p != 0)
+            .ok_or_else(|| format!("`{url}`: `{port}` is not a port"))?;
+        Ok(Endpoint {
+            url: url.to_string(),
+            authority: authority.to_string(),
+            host: host
+                .trim_start_matches('[')
+                .trim_end_matches(']')
+                .to_string(),
+        })
+    }
+}
+
+/// Checks `[sites]` and `[central]` against the database; the problem
+/// names the key.
+pub fn check(
+    sites: Option<&SitesConfig>,
+    central: Option<&CentralConfig>,
+    database_url: Option<&str>,
+) -> Result<(), (&'static str, String)> {
+    if sites.is_some() && central.is_some() {
+        return Err((
+            "central",
+            "a central (`[sites]`) follows no other central: set `[sites]` on the central instances and `[central]` on the sites".into(),
+        ));
+    }
+    if let Some(s) = sites {
+        if database_url.is_none() {
+            return Err((
+                "sites",
+                "a central keeps its data in PostgreSQL, shared by every central instance: set `database_url = \"postgres://…\"`".into(),
+            ));
+        }
+        if s.site_ca.is_empty() {
+            return Err((
+                "sites.site_ca",
+                "empty: name the CA certificate(s) site certificates are issued by".into(),
+            ));
+        }
+        if !(1..=3650).contains(&s.feed_days) {
+            return Err((
+                "sites.feed_days",
+                format!("{} is out of range (1 to 3650)", s.feed_days),
+            ));
+        }
+        for (key, v, lo, hi) in [
+            ("sites.heartbeat_ms", s.heartbeat_ms, 100, 600_000),
+            ("sites.handshake_ms", s.handshake_ms, 100, 600_000),
+        ] {
+            if !(lo..=hi).contains(&v) {
+                return Err((key, format!("{v} is out of range ({lo} to {hi})")));
+            }
+        }
+    }
+    if let Some(c) = central {
+        if database_url.is_some() {
+            return Err((
+                "database_url",
+                "a site keeps its part of the data in its embedded SQLite database: leave `database_url` out with `[central]`".into(),
+            ));
+        }
+        if c.urls.is_empty() {
+            return Err((
+                "central.urls",
+                "empty: name at least one central, e.g. [\"https://central.example:7444\"]".into(),
+            ));
+        }
+        for u in &c.urls {
+            Endpoint::parse(u).map_err(|p| ("central.urls", p))?;
+        }
+        if c.site.trim().is_empty() {
+            return Err(("central.site", "empty: name this site".into()));
+        }
+        for (key, v, lo, hi) in [
+            ("central.silence_ms", c.silence_ms, 300, 3_600_000),
+            (
+                "central.connect_timeout_ms",
+                c.connect_timeout_ms,
+                100,
+                600_000,
+            ),
+            ("central.retry_min_ms", c.retry_min_ms, 10, 600_000),
+            ("central.retry_max_ms", c.retry_max_ms, 10, 3_600_000),
+        ] {
+            if !(lo..=hi).contains(&v) {
+                return Err((key, format!("{v} is out of range ({lo} to {hi})")));
+            }
+        }
+        if c.retry_max_ms < c.retry_min_ms {
+            return Err((
+                "central.retry_max_ms",
+                format!(
+                    "{} is below `central.retry_min_ms` ({})",
+                    c.retry_max_ms, c.retry_min_ms
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Makes the paths of both tables relative to `base`.
+pub fn resolve_paths(
+    sites: Option<&mut SitesConfig>,
+    central: Option<&mut CentralConfig>,
+    base: &Path,
+) {
+    let fix = |p: &mut PathBuf| {
+        if p.is_relative() {
+            *p = base.join(&*p);
+        }
+    };
+    if let Some(s) = sites {
+        fix(&mut s.cert);
+        fix(&mut s.key);
+        s.site_ca.iter_mut().for_each(fix);
+        s.crls.iter_mut().for_each(fix);
+    }
+    if let Some(c) = central {
+        fix(&mut c.cert);
+        fix(&mut c.key);
+        fix(&mut c.ca);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sites() -> SitesConfig {
+        SitesConfig {
+            listen: "127.0.0.1:7444".parse().unwrap(),
+            cert: "c.pem".into(),
+            key: "k.pem".into(),
+            site_ca: vec!["ca.pem".into()],
+            crls: vec![],
+            feed_days: default_feed_days(),
+            heartbeat_ms: default_heartbeat_ms(),
+            handshake_ms: default_handshake_ms(),
+        }
+    }
+
+    fn central() -> CentralConfig {
+        CentralConfig {
+            urls: vec!["https://central.example:7444".into()],
+            site: "hq".into(),
+            cert: "c.pem".into(),
+            key: "k.pem".into(),
+            ca: "ca.pem".into(),
+            silence_ms: default_silence_ms(),
+            connect_timeout_ms: default_handshake_ms(),
+            retry_min_ms: default_retry_min_ms(),
+            retry_max_ms: default_retry_max_ms(),
+        }
+    }
+
+    #[test]
+    fn a_central_needs_postgresql_and_a_site_sqlite() {
+        let pg = Some("postgres://x/y");
+        assert_eq!(check(Some(&sites()), None, pg), Ok(()));
+        assert_eq!(check(Some(&sites()), None, None).unwrap_err().0, "sites");
+        assert_eq!(check(None, Some(&central()), None), Ok(()));
+        assert_eq!(
+            check(None, Some(&central()), pg).unwrap_err().0,
+            "database_url"
+        );
+        assert_eq!(
+            check(Some(&sites()), Some(&central()), pg).unwrap_err().0,
+            "central"
+        );
+        let mut c = central();
+        c.urls.clear();
+        assert_eq!(check(None, Some(&c), None).unwrap_err().0, "central.urls");
+        c.urls = vec!["http://central:1".into()];
+        assert_eq!(check(None, Some(&c), None).unwrap_err().0, "central.urls");
+        let mut c = central();
+        c.retry_max_ms = c.retry_min_ms - 1;
+        assert_eq!(
+            check(None, Some(&c), None).unwrap_err().0,
+            "central.retry_max_ms"
+        );
+        let mut s = sites();
+        s.site_ca.clear();
+        assert_eq!(check(Some(&s), None, pg).unwrap_err().0, "sites.site_ca");
+    }
+
+    #[test]
+    fn the_tables_are_read_from_toml_with_their_defaults() {
+        let c: CentralConfig = toml::from_str(
+            "urls = [\"https://a:1\", \"https://b:1\"]\nsite = \"hq\"\ncert = \"s.pem\"\nkey = \"s.key.pem\"\nca = \"ca.pem\"",
+        )
+        .unwrap();
+        assert_eq!(c.urls.len(), 2);
+        assert_eq!(c.retry_max_ms, 30_000);
+        assert!(toml::from_str::<CentralConfig>("urls = []\nsite = \"x\"\nbogus = 1").is_err());
+    }
+
+    #[test]
+    fn endpoints_are_https_host_and_port() {
+        let e = Endpoint::parse("https://central.example:7444/").unwrap();
+        assert_eq!(e.authority, "central.example:7444");
+        assert_eq!(e.host, "central.example");
+        let e = Endpoint::parse("https://[::1]:7444").unwrap();
+        assert_eq!(e.host, "::1");
+        for bad in [
+            "http://c:1",
+            "https://c",
+            "https://c:0",
+            "https://c:1/x",
+            "https://:1",
+            "https://u@c:1",
+        ] {
+            assert!(Endpoint::parse(bad).is_err(), "{bad}");
+        }
+    }
+}

@@ -1,0 +1,511 @@
+//! A central on a real PostgreSQL (a temporary cluster; with CI=true a
+//! machine without PostgreSQL fails these tests) and sites on SQLite, each
+//! a `Service` in this process, linked over mutual TLS on loopback with
+//! certificates from a test PKI.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use access::jiff::Timestamp;
+use access::{
+    AccessGroup, Cardholder, CardholderStatus, Door, DoorId, Mechanism, Reader, ReaderId, Schedule,
+    Site, SiteId,
+};
+use card::Card;
+use host::InProcess;
+use pki_issue::{CardCredentials, CardOptions, DeviceOptions, DeviceRole, TestPki, TestPkiOptions};
+use server::admin::{AccessData, EntityChange};
+use server::config::{init_template, Config};
+use server::door::TapResult;
+use server::service::Service;
+use server::sync::follow::FollowStatus;
+use server::sync::link::Connector;
+use server::sync::settings::{CentralConfig, SitesConfig};
+use store::testing::{postgres_or_skip, TempCluster};
+use store::{EventKind, EventQuery};
+
+const WAIT: Duration = Duration::from_secs(60);
+
+struct World {
+    rt: tokio::runtime::Runtime,
+    dir: tempfile::TempDir,
+    base: Config,
+    _pki: TestPki,
+    alice: CardCredentials,
+    bob: CardCredentials,
+    centrals: Vec<Option<Service>>,
+    sites: Vec<Service>,
+    site_names: Vec<String>,
+    /// Entities made at the central.
+    ids: Ids,
+    /// Dropped last.
+    cluster: TempCluster,
+}
+
+struct Ids {
+    front_reader: ReaderId,
+    lab_reader: ReaderId,
+    lab_group: Option<AccessGroup>,
+    alice: Option<Cardholder>,
+}
+
+fn tls_files(dir: &Path) -> (PathBuf, PathBuf, PathBuf) {
+    (
+        dir.join("central/central.pem"),
+        dir.join("central/central.key.pem"),
+        dir.join("central/ca.pem"),
+    )
+}
+
+impl World {
+    /// The PKI, the cluster and `centrals` central instances on it, with
+    /// sites `hq` (front door: Alice) and `lab` (lab door: Bob).
+    fn new(test: &str, centrals: usize) -> Option<World> {
+        let cluster = postgres_or_skip(test)?;
+        let dir = tempfile::tempdir().unwrap();
+        let pki = TestPki::init(&dir.path().join("pki"), TestPkiOptions::default()).unwrap();
+        let card = |name: &str| {
+            pki.issue_card(&CardOptions {
+                cardholder: name.into(),
+                ..CardOptions::default()
+            })
+            .unwrap()
+        };
+        let (alice, bob) = (card("Alice"), card("Bob"));
+        pki.write_device(
+            DeviceOptions {
+                name: "central".into(),
+                role: DeviceRole::Server,
+                dns: vec![],
+                ips: vec!["127.0.0.1".parse().unwrap()],
+                validity: None,
+            },
+            &dir.path().join("central"),
+        )
+        .unwrap();
+        for s in ["hq", "lab", "nowhere"] {
+            pki.write_site(s, &dir.path().join(s)).unwrap();
+        }
+        let text = init_template("sim:front", "UTC").replace("127.0.0.1:8080", "127.0.0.1:0");
+        let path = dir.path().join("pivgate.toml");
+        std::fs::write(&path, text).unwrap();
+        let mut base = Config::load(&path).unwrap();
+        base.seed = None;
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .unwrap();
+        let mut w = World {
+            rt,
+            dir,
+            base,
+            _pki: pki,
+            alice,
+            bob,
+            centrals: Vec::new(),
+            sites: Vec::new(),
+            site_names: Vec::new(),
+            ids: Ids {
+                front_reader: ReaderId(0),
+                lab_reader: ReaderId(0),
+                lab_group: None,
+                alice: None,
+            },
+            cluster,
+        };
+        for _ in 0..centrals {
+            w.start_central();
+        }
+        w.populate();
+        Some(w)
+    }
+
+    fn start_central(&mut self) {
+        let (cert, key, ca) = tls_files(self.dir.path());
+        let mut c = self.base.clone();
+        c.data_dir = self
+            .dir
+            .path()
+            .join(format!("central{}", self.centrals.len()));
+        c.database_url = Some(self.cluster.url().to_string());
+        c.sites = Some(SitesConfig {
+            listen: "127.0.0.1:0".parse().unwrap(),
+            cert,
+            key,
+            site_ca: vec![ca],
+            crls: vec![],
+            feed_days: 30,
+            heartbeat_ms: 500,
+            handshake_ms: 5000,
+        });
+        let s = self.rt.block_on(Service::start(c, None)).unwrap();
+        self.centrals.push(Some(s));
+    }
+
+    fn central(&self, i: usize) -> &Service {
+        self.centrals[i].as_ref().unwrap()
+    }
+
+    fn sites_addr(&self, i: usize) -> SocketAddr {
+        self.central(i).sync().sites_addr.unwrap()
+    }
+
+    fn access(&self, i: usize) -> &Arc<AccessData> {
+        &self.central(i).loaded().access
+    }
+
+    fn change<R: store::Record>(&self, c: EntityChange<R>) -> R {
+        self.rt
+            .block_on(self.access(0).change("admin", c))
+            .unwrap()
+            .0
+    }
+
+    /// Sites, doors, readers, groups at the central; Alice enrolled in
+    /// `staff` (hq), Bob in `lab` (lab).
+    fn populate(&mut self) {
+        let site = |name: &str| Site {
+            id: SiteId(0),
+            name: name.into(),
+            time_zone: "UTC".into(),
+            lockdown: false,
+        };
+        let hq = self.change(EntityChange::Create(site("hq")));
+        let lab = self.change(EntityChange::Create(site("lab")));
+        let always = self.change(EntityChange::Create(Schedule {
+            id: access::ScheduleId(0),
+            name: "always".into(),
+            windows: vec!["mon-sun 00:00-24:00".parse().unwrap()],
+            holiday_windows: vec![],
+        }));
+        let door = |site: SiteId, name: &str| Door {
+            id: DoorId(0),
+            site,
+            name: name.into(),
+            mechanism: Mechanism::PkiCak,
+            allow_low_assurance: false,
+            passback: Default::default(),
+            mode: Default::default(),
+            unlock_schedule: None,
+            first_card_unlock: false,
+            max_staleness_s: None,
+            stale_policy: Default::default(),
+        };
+        let front = self.change(EntityChange::Create(door(hq.id, "front")));
+        let lab_door = self.change(EntityChange::Create(door(lab.id, "lab")));
+        let reader = |door: DoorId, c: &str| Reader {
+            id: ReaderId(0),
+            door,
+            name: c.into(),
+            connection: c.into(),
+        };
+        self.ids.front_reader = self
+            .change(EntityChange::Create(reader(front.id, "sim:front")))
+            .id;
+        self.ids.lab_reader = self
+            .change(EntityChange::Create(reader(lab_door.id, "sim:lab")))
+            .id;
+        let group = |name: &str, door: DoorId| AccessGroup {
+            id: access::GroupId(0),
+            name: name.into(),
+            schedule: always.id,
+            doors: vec![door],
+            cardholders: vec![],
+        };
+        self.change(EntityChange::Create(group("staff", front.id)));
+        self.change(EntityChange::Create(group("lab", lab_door.id)));
+        let store = self.central(0).loaded().store.clone();
+        let trust = self.base.trust.as_ref().unwrap().load().unwrap();
+        let authn = server::enroll::enrollment_authenticator(trust);
+        for (card, name, group) in [(&self.alice, "Alice", "staff"), (&self.bob, "Bob", "lab")] {
+            let mut t = InProcess::new(Card::new(card.card_image(Some(5)).unwrap()));
+            let v = server::enroll::validate_card(&authn, &mut t).unwrap();
+            self.rt
+                .block_on(server::enroll::register(
+                    &store,
+                    &v,
+                    name,
+                    Some(group),
+                    "test",
+                    Timestamp::now(),
+                ))
+                .unwrap();
+        }
+        let all = self.rt.block_on(store.load_entities()).unwrap();
+        self.ids.lab_group = all.groups.iter().find(|g| g.name == "lab").cloned();
+        self.ids.alice = all.cardholders.iter().find(|c| c.name == "Alice").cloned();
+    }
+
+    fn central_config(&self, site: &str, urls: &[SocketAddr]) -> CentralConfig {
+        let d = self.dir.path();
+        CentralConfig {
+            urls: urls.iter().map(|a| format!("https://{a}")).collect(),
+            site: site.into(),
+            cert: d.join(format!("{site}/{site}.pem")),
+            key: d.join(format!("{site}/{site}.key.pem")),
+            ca: d.join("central/ca.pem"),
+            silence_ms: 5000,
+            connect_timeout_ms: 5000,
+            retry_min_ms: 20,
+            retry_max_ms: 200,
+        }
+    }
+
+    /// Starts site `name` on its own SQLite, following `urls`.
+    fn start_site(&mut self, name: &str, urls: &[SocketAddr]) -> usize {
+        let mut c = self.base.clone();
+        c.data_dir = self.dir.path().join(format!("site-{name}"));
+        c.central = Some(self.central_config(name, urls));
+        let s = self.rt.block_on(Service::start(c, None)).unwrap();
+        self.sites.push(s);
+        self.site_names.push(name.to_string());
+        self.sites.len() - 1
+    }
+
+    fn status(&self, site: usize) -> tokio::sync::watch::Receiver<FollowStatus> {
+        self.sites[site].sync().follower.as_ref().unwrap().status()
+    }
+
+    /// Waits until `site` (named `name`) has applied the central's last
+    /// change of its part, and follows a central.
+    fn caught_up(&self, site: usize) -> FollowStatus {
+        let name = self.site_names[site].clone();
+        let store = self.central(0).loaded().store.clone();
+        let pos = self.rt.block_on(async {
+            let sites = store.list::<Site>().await.unwrap();
+            let id = sites.iter().find(|s| s.name == name).unwrap().id;
+            let mut from = 0;
+            loop {
+                match store.feed_after(id, from, 100_000).await.unwrap() {
+                    store::FeedRead::Rows(r) => break r.last().map_or(from, |r| r.pos),
+                    store::FeedRead::Gone { pruned } => from = pruned,
+                }
+            }
+        });
+        self.wait(site, |s| {
+            s.applied.is_some_and(|a| a >= pos) && s.central.is_some()
+        })
+    }
+
+    fn wait(&self, site: usize, f: impl Fn(&FollowStatus) -> bool) -> FollowStatus {
+        let mut rx = self.status(site);
+        self.rt.block_on(async {
+            tokio::time::timeout(WAIT, rx.wait_for(|s| f(s)))
+                .await
+                .expect("the site did not get there in time")
+                .unwrap()
+                .clone()
+        })
+    }
+
+    fn tap(&self, site: usize, card: &CardCredentials, reader: ReaderId) -> TapResult {
+        let mut t = InProcess::new(Card::new(card.card_image(Some(5)).unwrap()));
+        self.sites[site]
+            .loaded()
+            .controller
+            .tap(&mut t, reader, None, None)
+            .unwrap()
+    }
+
+    fn site_entities(&self, site: usize) -> access::Entities {
+        self.rt
+            .block_on(self.sites[site].loaded().store.load_entities())
+            .unwrap()
+    }
+}
+
+impl Drop for World {
+    fn drop(&mut self) {
+        for s in self.sites.drain(..) {
+            self.rt.block_on(s.shutdown()).unwrap();
+        }
+        for s in self.centrals.iter_mut().filter_map(Option::take) {
+            self.rt.block_on(s.shutdown()).unwrap();
+        }
+    }
+}
+
+#[test]
+fn a_fresh_site_bootstraps_holds_only_its_part_and_a_suspension_at_the_central_refuses_its_next_tap(
+) {
+    let Some(mut w) = World::new("sync_suspension", 1) else {
+        return;
+    };
+    let hq = w.start_site("hq", &[w.sites_addr(0)]);
+    let s = w.caught_up(hq);
+    assert_eq!(s.snapshots, 1, "a new site starts from a snapshot");
+    // Its part only: hq's door and reader, Alice; not the lab, not Bob.
+    let e = w.site_entities(hq);
+    assert_eq!(
+        e.sites.iter().map(|s| s.name.as_str()).collect::<Vec<_>>(),
+        ["hq"]
+    );
+    assert_eq!(e.doors.len(), 1);
+    assert_eq!(
+        e.cardholders
+            .iter()
+            .map(|c| c.name.as_str())
+            .collect::<Vec<_>>(),
+        ["Alice"]
+    );
+    assert!(!e.readers.iter().any(|r| r.id == w.ids.lab_reader));
+    let r = w.tap(hq, &w.alice, w.ids.front_reader);
+    assert!(r.granted(), "{:?}", r.reason());
+    let r = w.tap(hq, &w.bob, w.ids.front_reader);
+    assert!(!r.granted());
+
+    // Alice is suspended at the central: the site's next tap is refused.
+    let alice = w.ids.alice.clone().unwrap();
+    w.change(EntityChange::Replace(Cardholder {
+        status: CardholderStatus::Suspended {
+            reason: "card reported lost".into(),
+        },
+        ..alice.clone()
+    }));
+    let after = w.caught_up(hq);
+    assert_eq!(after.snapshots, 1, "followed, not bootstrapped again");
+    let r = w.tap(hq, &w.alice, w.ids.front_reader);
+    assert!(!r.granted());
+    assert_eq!(r.code(), "cardholder-suspended", "{:?}", r.reason());
+
+    // Away longer than the feed keeps: while the site is stopped Alice is
+    // reinstated and the feed pruned; restarted, the site is sent back to
+    // a snapshot, and Alice is granted again.
+    let site = w.sites.pop().unwrap();
+    w.site_names.pop();
+    w.rt.block_on(site.shutdown()).unwrap();
+    w.change(EntityChange::Replace(alice));
+    let store = w.central(0).loaded().store.clone();
+    let pruned = w
+        .rt
+        .block_on(store.prune_feed(Timestamp::now() + access::jiff::SignedDuration::from_secs(1)))
+        .unwrap();
+    assert!(pruned > 0);
+    let hq = w.start_site("hq", &[w.sites_addr(0)]);
+    let s = w.caught_up(hq);
+    assert_eq!(s.snapshots, 1, "sent back to a snapshot");
+    let r = w.tap(hq, &w.alice, w.ids.front_reader);
+    assert!(r.granted(), "{:?}", r.reason());
+}
+
+#[test]
+fn a_cardholder_given_access_to_a_second_site_appears_there() {
+    let Some(mut w) = World::new("sync_second_site", 1) else {
+        return;
+    };
+    let addr = w.sites_addr(0);
+    let hq = w.start_site("hq", &[addr]);
+    let lab = w.start_site("lab", &[addr]);
+    w.caught_up(hq);
+    w.caught_up(lab);
+    let e = w.site_entities(lab);
+    assert!(!e.cardholders.iter().any(|c| c.name == "Alice"));
+    let r = w.tap(lab, &w.alice, w.ids.lab_reader);
+    assert!(!r.granted());
+    // Alice joins the lab group.
+    let alice = w.ids.alice.clone().unwrap();
+    let mut g = w.ids.lab_group.clone().unwrap();
+    g.cardholders.push(alice.id);
+    w.change(EntityChange::Replace(g));
+    w.caught_up(lab);
+    let e = w.site_entities(lab);
+    assert!(e.cardholders.iter().any(|c| c.id == alice.id));
+    assert!(e.credentials.iter().any(|c| c.cardholder == alice.id));
+    let r = w.tap(lab, &w.alice, w.ids.lab_reader);
+    assert!(r.granted(), "{:?}", r.reason());
+    // hq still holds no lab door.
+    w.caught_up(hq);
+    assert_eq!(w.site_entities(hq).doors.len(), 1);
+}
+
+#[test]
+fn a_site_certificate_reads_no_other_part_and_unknown_sites_are_refused_with_an_event() {
+    let Some(w) = World::new("sync_refusals", 1) else {
+        return;
+    };
+    let addr = w.sites_addr(0);
+    let get = |site: &str, path: &str| {
+        let c = Arc::new(Connector::new(&w.central_config(site, &[addr])).unwrap());
+        let link = c.link(0);
+        let r = w
+            .rt
+            .block_on(link.send(link.request(axum::http::Method::GET, path, Default::default())))
+            .unwrap();
+        let body: serde_json::Value = serde_json::from_slice(r.body()).unwrap_or_default();
+        (r.status().as_u16(), body)
+    };
+    let (status, body) = get("hq", "/sync/v1/snapshot?site=lab");
+    assert_eq!((status, body["code"].as_str()), (403, Some("other-site")));
+    let (status, body) = get("hq", "/sync/v1/feed?after=0&site=lab");
+    assert_eq!((status, body["code"].as_str()), (403, Some("other-site")));
+    let (status, body) = get("nowhere", "/sync/v1/snapshot");
+    assert_eq!((status, body["code"].as_str()), (403, Some("unknown-site")));
+    // Its own part: hq's snapshot names hq only.
+    let (status, body) = get("hq", "/sync/v1/snapshot");
+    assert_eq!(status, 200);
+    assert_eq!(body["part"]["sites"].as_array().unwrap().len(), 1);
+    assert_eq!(body["part"]["sites"][0]["name"], "hq");
+    // A certificate naming another site for itself cannot be configured.
+    let mut wrong = w.central_config("hq", &[addr]);
+    wrong.site = "lab".into();
+    assert!(Connector::new(&wrong).is_err());
+    // Each refusal is an event at the central.
+    let events =
+        w.rt.block_on(w.central(0).loaded().store.query_events(&EventQuery {
+            kind: Some(EventKind::Admin),
+            limit: 1000,
+            ..EventQuery::default()
+        }))
+        .unwrap();
+    let refused: Vec<&str> = events
+        .events
+        .iter()
+        .filter(|e| e.event.code.as_deref() == Some("sync.refused"))
+        .map(|e| e.event.data.as_ref().unwrap()["code"].as_str().unwrap())
+        .collect();
+    assert_eq!(refused, ["other-site", "other-site", "unknown-site"]);
+}
+
+#[test]
+fn a_site_moves_to_the_other_central_and_continues_from_its_position() {
+    let Some(mut w) = World::new("sync_failover", 2) else {
+        return;
+    };
+    let urls = [w.sites_addr(0), w.sites_addr(1)];
+    let hq = w.start_site("hq", &urls);
+    let s = w.caught_up(hq);
+    assert_eq!(s.central, Some(0));
+    let before = s.applied.unwrap();
+    // The first central goes away: the site follows the second one.
+    let first = w.centrals[0].take().unwrap();
+    w.rt.block_on(first.shutdown()).unwrap();
+    w.centrals.swap(0, 1);
+    let s = w.wait(hq, |s| s.central == Some(1));
+    assert_eq!(s.applied, Some(before));
+    // A change made through the remaining central reaches the site from
+    // where it was, without a new snapshot.
+    let alice = w.ids.alice.clone().unwrap();
+    w.change(EntityChange::Replace(Cardholder {
+        status: CardholderStatus::Suspended {
+            reason: "left".into(),
+        },
+        ..alice
+    }));
+    let s = w.caught_up(hq);
+    assert!(s.applied.unwrap() > before);
+    assert_eq!(s.snapshots, 1);
+    let r = w.tap(hq, &w.alice, w.ids.front_reader);
+    assert_eq!(r.code(), "cardholder-suspended");
+    // Restarted, the site resumes from its stored position.
+    let site = w.sites.pop().unwrap();
+    w.site_names.pop();
+    let applied = s.applied;
+    w.rt.block_on(site.shutdown()).unwrap();
+    let hq = w.start_site("hq", &[w.sites_addr(0)]);
+    let s = w.wait(hq, |s| s.central.is_some());
+    assert_eq!(s.applied, applied);
+    assert_eq!(s.snapshots, 0);
+}

@@ -1,0 +1,277 @@
+//! The sites' change feed on a real PostgreSQL (a temporary cluster; with
+//! CI=true a machine without PostgreSQL fails these tests): positions
+//! become visible in commit order, so a follower asking for "after the
+//! last position I saw" never skips a transaction that commits late.
+
+use std::time::{Duration, Instant};
+
+use access::jiff::Timestamp;
+use access::*;
+use store::testing::postgres_or_skip;
+use store::*;
+
+fn door(site: SiteId, name: &str) -> Door {
+    Door {
+        id: DoorId(0),
+        site,
+        name: name.into(),
+        mechanism: Mechanism::PkiCak,
+        allow_low_assurance: false,
+        passback: Passback::None,
+        mode: DoorMode::Normal,
+        unlock_schedule: None,
+        first_card_unlock: false,
+    }
+}
+
+/// A site with `doors` doors; returns it and the doors.
+async fn site_with_doors(store: &Store, name: &str, doors: usize) -> (SiteId, Vec<Door>) {
+    let site = store
+        .create(Site {
+            id: SiteId(0),
+            name: name.into(),
+            time_zone: "UTC".into(),
+            lockdown: false,
+        })
+        .await
+        .unwrap();
+    let mut out = Vec::new();
+    for i in 0..doors {
+        out.push(store.create(door(site.id, &format!("d{i}"))).await.unwrap());
+    }
+    (site.id, out)
+}
+
+async fn rename(store: &Store, d: &Door, name: String) {
+    let mut tx = store.begin().await.unwrap();
+    tx.update(&Door { name, ..d.clone() }).await.unwrap();
+    tx.commit().await.unwrap();
+}
+
+fn rows(r: FeedRead) -> Vec<FeedRow> {
+    match r {
+        FeedRead::Rows(r) => r,
+        FeedRead::Gone { pruned } => panic!("feed pruned through {pruned}"),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn concurrent_writers_never_make_a_follower_skip_a_position() {
+    let Some(pg) = postgres_or_skip("concurrent_writers_never_make_a_follower_skip_a_position")
+    else {
+        return;
+    };
+    let store = Store::connect(pg.url()).await.unwrap().with_change_feed();
+    const WRITERS: usize = 6;
+    const CHANGES: usize = 25;
+    let (site, doors) = site_with_doors(&store, "hq", WRITERS).await;
+    let start = store.feed_position().await.unwrap();
+    let mut writers = Vec::new();
+    for (w, d) in doors.into_iter().enumerate() {
+        // Each writer its own pool: transactions really run side by side.
+        let s = store.dedicated(1).await.unwrap();
+        writers.push(tokio::spawn(async move {
+            for i in 0..CHANGES {
+                rename(&s, &d, format!("w{w}-{i}")).await;
+            }
+        }));
+    }
+    // Tails the feed while the writers run: every read must continue
+    // exactly after the last position seen (each change changes the site's
+    // part, so every position has a row for it).
+    let total = (WRITERS * CHANGES) as i64;
+    let deadline = Instant::now() + Duration::from_secs(120);
+    let mut last = start;
+    let mut reads = 0;
+    while last < start + total {
+        assert!(Instant::now() < deadline, "the follower stopped at {last}");
+        for r in rows(store.feed_after(site, last, 7).await.unwrap()) {
+            assert_eq!(
+                r.pos,
+                last + 1,
+                "a follower at {last} was handed {} first",
+                r.pos
+            );
+            last = r.pos;
+        }
+        reads += 1;
+        tokio::task::yield_now().await;
+    }
+    for w in writers {
+        w.await.unwrap();
+    }
+    assert_eq!(last, start + total);
+    assert!(rows(store.feed_after(site, last, 100).await.unwrap()).is_empty());
+    assert!(reads > 1);
+    store.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_later_position_waits_for_the_earlier_one_to_commit() {
+    let Some(pg) = postgres_or_skip("a_later_position_waits_for_the_earlier_one_to_commit") else {
+        return;
+    };
+    let store = Store::connect(pg.url()).await.unwrap().with_change_feed();
+    let (site, doors) = site_with_doors(&store, "hq", 2).await;
+    let base = store.feed_position().await.unwrap();
+    // T1 allocates its position and stays open.
+    let mut t1 = store.begin().await.unwrap();
+    t1.update(&Door {
+        name: "first".into(),
+        ..doors[0].clone()
+    })
+    .await
+    .unwrap();
+    let p1 = t1.write_feed().await.unwrap().expect("a position");
+    assert_eq!(p1, base + 1);
+    // T2 changes another door and commits, on connections of its own.
+    let other = store.dedicated(2).await.unwrap();
+    let d1 = doors[1].clone();
+    let t2 = tokio::spawn(async move { rename(&other, &d1, "second".into()).await });
+    // Until T2 is either done or waiting for T1 (a lock not granted).
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let waiting: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM pg_locks WHERE NOT granted")
+            .fetch_one(store.pool())
+            .await
+            .unwrap();
+        if waiting > 0 || t2.is_finished() {
+            break;
+        }
+        assert!(Instant::now() < deadline, "T2 neither waits nor finishes");
+        tokio::task::yield_now().await;
+    }
+    // Nothing after `base` is visible: not T1 (open), and not T2, whose
+    // position would come after T1's.
+    assert!(rows(store.feed_after(site, base, 10).await.unwrap()).is_empty());
+    t1.commit().await.unwrap();
+    t2.await.unwrap();
+    let seen: Vec<i64> = rows(store.feed_after(site, base, 10).await.unwrap())
+        .iter()
+        .map(|r| r.pos)
+        .collect();
+    assert_eq!(seen, vec![base + 1, base + 2]);
+    store.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deltas_go_to_the_sites_concerned_snapshots_carry_their_position_and_pruning_sends_sites_back_to_them(
+) {
+    let Some(pg) = postgres_or_skip("feed_scoping_snapshot_prune") else {
+        return;
+    };
+    let store = Store::connect(pg.url()).await.unwrap().with_change_feed();
+    let (hq, hq_doors) = site_with_doors(&store, "hq", 1).await;
+    let (lab, _) = site_with_doors(&store, "lab", 1).await;
+    let (pos, all) = store.feed_snapshot().await.unwrap();
+    assert_eq!(pos, store.feed_position().await.unwrap());
+    assert_eq!(all.sites.len(), 2);
+    // A change at hq is for hq only, and takes nothing away.
+    rename(&store, &hq_doors[0], "lobby".into()).await;
+    let hq_rows = rows(store.feed_after(hq, pos, 10).await.unwrap());
+    assert_eq!(hq_rows.len(), 1);
+    assert!(!hq_rows[0].revocation);
+    let d: Delta = serde_json::from_str(&hq_rows[0].body).unwrap();
+    assert_eq!(d.put.doors[0].name, "lobby");
+    assert!(rows(store.feed_after(lab, pos, 10).await.unwrap()).is_empty());
+    // Token changes and events touch no part: no position.
+    let before = store.feed_position().await.unwrap();
+    store
+        .append_events(&[NewEvent::admin(
+            Timestamp::now(),
+            "t",
+            "x.y",
+            "s".into(),
+            serde_json::json!({}),
+        )])
+        .await
+        .unwrap();
+    assert_eq!(store.feed_position().await.unwrap(), before);
+    // Pruned: a follower before the prune is sent to a snapshot; one
+    // after it is not.
+    let gone = store
+        .prune_feed(Timestamp::now() + access::jiff::SignedDuration::from_secs(1))
+        .await
+        .unwrap();
+    assert!(gone >= 1);
+    assert!(matches!(
+        store.feed_after(hq, pos, 10).await.unwrap(),
+        FeedRead::Gone { .. }
+    ));
+    let now = store.feed_position().await.unwrap();
+    assert!(rows(store.feed_after(hq, now, 10).await.unwrap()).is_empty());
+    store.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_site_stores_the_central_part_and_its_position_together() {
+    let dir = tempfile::tempdir().unwrap();
+    let site_db = Store::open_data_dir(&dir.path().join("data"))
+        .await
+        .unwrap();
+    assert_eq!(site_db.applied_position().await.unwrap(), None);
+    // The central's part, with the central's ids.
+    let part = Entities {
+        sites: vec![Site {
+            id: SiteId(7),
+            name: "hq".into(),
+            time_zone: "UTC".into(),
+            lockdown: false,
+        }],
+        doors: vec![Door {
+            id: DoorId(12),
+            ..door(SiteId(7), "front")
+        }],
+        schedules: vec![Schedule {
+            id: ScheduleId(3),
+            name: "always".into(),
+            windows: vec!["mon-sun 00:00-24:00".parse().unwrap()],
+            holiday_windows: Default::default(),
+        }],
+        cardholders: vec![Cardholder {
+            id: CardholderId(40),
+            name: "ada".into(),
+            status: CardholderStatus::Active,
+            valid_from: None,
+            valid_until: None,
+        }],
+        groups: vec![AccessGroup {
+            id: GroupId(5),
+            name: "staff".into(),
+            schedule: ScheduleId(3),
+            doors: vec![DoorId(12)],
+            cardholders: vec![CardholderId(40)],
+        }],
+        ..Entities::default()
+    };
+    let mut tx = site_db.begin().await.unwrap();
+    tx.replace_all(&part).await.unwrap();
+    tx.set_applied_position(10).await.unwrap();
+    tx.commit().await.unwrap();
+    assert_eq!(site_db.load_entities().await.unwrap(), part);
+    assert_eq!(site_db.applied_position().await.unwrap(), Some(10));
+    // A delta that removes the cardholder (referenced by the group, which
+    // is stored again without them) applies in one transaction.
+    let mut next = part.clone();
+    next.cardholders.clear();
+    next.groups[0].cardholders.clear();
+    let d = Delta::between(&part, &next);
+    let mut tx = site_db.begin().await.unwrap();
+    tx.apply_delta(&d, false).await.unwrap();
+    tx.set_applied_position(11).await.unwrap();
+    tx.commit().await.unwrap();
+    assert_eq!(site_db.load_entities().await.unwrap(), next);
+    // Applied again (a repeat after a reconnection): the same result.
+    let mut tx = site_db.begin().await.unwrap();
+    tx.apply_delta(&d, false).await.unwrap();
+    tx.commit().await.unwrap();
+    assert_eq!(site_db.load_entities().await.unwrap(), next);
+    // A failed transaction leaves the position where it was.
+    let mut tx = site_db.begin().await.unwrap();
+    tx.set_applied_position(12).await.unwrap();
+    drop(tx);
+    assert_eq!(site_db.applied_position().await.unwrap(), Some(11));
+    // Later creations on the site do not reuse the central's ids.
+    let d2 = site_db.create(door(SiteId(7), "back")).await.unwrap();
+    assert!(d2.id.0 > 12);
+}
