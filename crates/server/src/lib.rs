@@ -146,6 +146,7 @@ pub mod service;
 pub mod source;
 pub mod state;
 pub mod stats;
+pub mod sync;
 pub mod status;
 pub mod tls;
 pub mod token;
