@@ -253,7 +253,8 @@ pub async fn export_and_prune_while(
         else {
             break;
         };
-        report.exported += exported.events - exported.carried;
+        let written = exported.events - exported.carried;
+        report.exported += written;
         let (d, e) = (dir.to_path_buf(), exported.clone());
         blocking(move || write_manifest(&d, &[e])).await?;
         report.days.push(exported);
@@ -262,9 +263,10 @@ pub async fn export_and_prune_while(
             None => store.prune_events(end, last, PRUNE_BATCH).await?,
         };
         report.deleted += deleted;
-        if deleted == 0 {
-            // The day's events are held (a site keeps what the central has
-            // not acknowledged): the run stops here, a later one goes on.
+        if deleted < written {
+            // Some of the day's events are held (a site keeps what the
+            // central has not acknowledged): the run stops here, a later
+            // one goes on.
             break;
         }
     }
