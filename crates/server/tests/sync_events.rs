@@ -15,7 +15,7 @@ use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
 use hyper_util::rt::TokioIo;
 use server::sync::ingest::{self, IngestState, SiteIdentity};
-use server::sync::upload::{UploadOptions, UploadProgress, Uploader, Uplink, UplinkError};
+use server::sync::upload::{Uplink, UplinkError, UploadOptions, UploadProgress, Uploader};
 use server::sync::wire::{self, Refusal, UploadAck, UploadBatch};
 use store::{
     EventKind, EventLog, EventQuery, EventResult, IngestPolicy, NewEvent, SiteEvent, Store,
@@ -389,9 +389,9 @@ fn every_tap_reaches_the_central_once_through_connections_cut_mid_upload() {
     let store = site.service().loaded().store.clone();
     let log = site.service().loaded().controller.log().clone();
     let central = site.rt.block_on(Store::connect(pg.url())).unwrap();
-    let (addr, _server) = site
-        .rt
-        .block_on(start_central(&central, IngestPolicy::default(), "plant"));
+    let (addr, _server) =
+        site.rt
+            .block_on(start_central(&central, IngestPolicy::default(), "plant"));
     // Of every three connections: one cut inside the request, one whose
     // answer is lost after the central committed, one that gets through.
     let proxy = Proxy::start(addr, |n| match n % 3 {
@@ -400,9 +400,9 @@ fn every_tap_reaches_the_central_once_through_connections_cut_mid_upload() {
         _ => Fault::Pass,
     })
     .unwrap();
-    let (mut progress, _stop, _task) = site.rt.block_on(async {
-        spawn_uploader(&store, &log, HttpUplink::to(proxy.addr()), fast())
-    });
+    let (mut progress, _stop, _task) = site
+        .rt
+        .block_on(async { spawn_uploader(&store, &log, HttpUplink::to(proxy.addr()), fast()) });
     // Taps at the door while the uploads fail and succeed.
     for i in 0..24 {
         let card = if i % 4 == 3 {
@@ -424,9 +424,11 @@ fn every_tap_reaches_the_central_once_through_connections_cut_mid_upload() {
         .id
         .0;
     assert!(last >= 24, "{last}");
-    let p = site.rt.block_on(wait_for(&mut progress, "every tap acknowledged", |p| {
-        p.acked >= last
-    }));
+    let p = site
+        .rt
+        .block_on(wait_for(&mut progress, "every tap acknowledged", |p| {
+            p.acked >= last
+        }));
     assert!(p.failures >= 5, "{p:?}");
     assert!(proxy.cuts() >= 5, "{}", proxy.cuts());
     site.rt
@@ -473,15 +475,27 @@ async fn a_restarted_site_resumes_from_the_acknowledgement_and_a_central_can_be_
     // (stored there, the answer never back).
     record(&log, 24, 6).await;
     let proxy = Proxy::start(addr2, |_| Fault::DropResponse).unwrap();
-    let (mut progress, _stop, task) =
-        spawn_uploader(&site, &log, HttpUplink::to(proxy.addr()), UploadOptions {
+    let (mut progress, _stop, task) = spawn_uploader(
+        &site,
+        &log,
+        HttpUplink::to(proxy.addr()),
+        UploadOptions {
             max_batch: 100,
             ..fast()
-        });
+        },
+    );
     wait_for(&mut progress, "a lost answer", |p| p.failures >= 1).await;
     task.abort();
     let _ = task.await;
-    assert_eq!(central.site_upload_state("depot").await.unwrap().unwrap().acked, 30);
+    assert_eq!(
+        central
+            .site_upload_state("depot")
+            .await
+            .unwrap()
+            .unwrap()
+            .acked,
+        30
+    );
     drop(log);
     site.close().await;
 
@@ -494,10 +508,15 @@ async fn a_restarted_site_resumes_from_the_acknowledgement_and_a_central_can_be_
         inner: HttpUplink::to(addr2),
         firsts: firsts.clone(),
     };
-    let (mut progress, _stop, _task) = spawn_uploader(&site, &log, recording, UploadOptions {
-        max_batch: 100,
-        ..fast()
-    });
+    let (mut progress, _stop, _task) = spawn_uploader(
+        &site,
+        &log,
+        recording,
+        UploadOptions {
+            max_batch: 100,
+            ..fast()
+        },
+    );
     wait_for(&mut progress, "all after the restart", |p| p.acked >= 35).await;
     assert_eq!(firsts.lock().unwrap().first(), Some(&25));
     assert_eq!(central_counts(&central, "depot").await, (35, 0));
@@ -531,10 +550,15 @@ async fn late_events_are_marked_and_a_skewed_site_clock_raises_an_event() {
     .unwrap();
 
     // The site's clock is ten minutes fast.
-    let (mut progress, stop, task) = spawn_uploader(&site, &log, HttpUplink::to(addr), UploadOptions {
-        clock: ten_minutes_fast,
-        ..fast()
-    });
+    let (mut progress, stop, task) = spawn_uploader(
+        &site,
+        &log,
+        HttpUplink::to(addr),
+        UploadOptions {
+            clock: ten_minutes_fast,
+            ..fast()
+        },
+    );
     let p = wait_for(&mut progress, "first batch", |p| p.acked >= 3).await;
     assert!(p.skewed, "{p:?}");
     let skew = p.skew.unwrap();
@@ -571,7 +595,10 @@ async fn late_events_are_marked_and_a_skewed_site_clock_raises_an_event() {
     let raised = skew_events("site.clock-skew").await;
     assert_eq!(raised.len(), 1);
     let reason = raised[0].event.reason.clone().unwrap();
-    assert!(reason.contains("harbour") && reason.contains("ahead of"), "{reason}");
+    assert!(
+        reason.contains("harbour") && reason.contains("ahead of"),
+        "{reason}"
+    );
 
     // Still skewed: no second event. Then the clock is set right.
     record(&log, 4, 2).await;

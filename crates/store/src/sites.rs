@@ -162,9 +162,11 @@ impl Store {
     /// Makes this database an uploading site's (from now on no event above
     /// the cursor is pruned) and returns its cursor: 0 when new.
     pub async fn start_upload_cursor(&self) -> Result<UploadCursor, StoreError> {
-        sqlx::query("INSERT INTO upload_cursor (id, acked) VALUES (1, 0) ON CONFLICT (id) DO NOTHING")
-            .execute(self.pool())
-            .await?;
+        sqlx::query(
+            "INSERT INTO upload_cursor (id, acked) VALUES (1, 0) ON CONFLICT (id) DO NOTHING",
+        )
+        .execute(self.pool())
+        .await?;
         match self.upload_cursor().await? {
             Some(c) => Ok(c),
             None => Err(StoreError::NotFound {
@@ -256,11 +258,12 @@ impl Store {
         .execute(&mut *tx.tx)
         .await?;
         // Locks the site's row until commit: one upload of a site at a time.
-        let row =
-            sqlx::query("UPDATE site_uploads SET acked = acked WHERE site = $1 RETURNING acked, skewed")
-                .bind(site.clone())
-                .fetch_one(&mut *tx.tx)
-                .await?;
+        let row = sqlx::query(
+            "UPDATE site_uploads SET acked = acked WHERE site = $1 RETURNING acked, skewed",
+        )
+        .bind(site.clone())
+        .fetch_one(&mut *tx.tx)
+        .await?;
         let before: i64 = row.try_get(0)?;
         let was_skewed = row.try_get::<i64, _>(1)? != 0;
         let base = before.max(batch.floor);

@@ -219,7 +219,11 @@ impl Store {
 
 /// Reserves `n` consecutive ids of sequence `name` inside `conn`'s
 /// transaction; returns the first.
-pub(crate) async fn next_ids(conn: &mut AnyConnection, name: &str, n: i64) -> Result<i64, StoreError> {
+pub(crate) async fn next_ids(
+    conn: &mut AnyConnection,
+    name: &str,
+    n: i64,
+) -> Result<i64, StoreError> {
     let row = sqlx::query(
         "UPDATE id_sequences SET next_id = next_id + $1 WHERE name = $2 RETURNING next_id",
     )

@@ -78,9 +78,15 @@ pub struct IngestState {
 /// Why a batch was refused. Nothing of a refused batch is stored.
 #[derive(Debug, thiserror::Error)]
 pub enum IngestError {
-    #[error("this central speaks version {}, the batch is version {found}", wire::VERSION)]
+    #[error(
+        "this central speaks version {}, the batch is version {found}",
+        wire::VERSION
+    )]
     Version { found: u32 },
-    #[error("a batch carries at most {} events, this one {found}", wire::MAX_EVENTS)]
+    #[error(
+        "a batch carries at most {} events, this one {found}",
+        wire::MAX_EVENTS
+    )]
     TooLarge { found: usize },
     #[error("sequence {seq} is not a site sequence (they start at 1)")]
     Sequence { seq: i64 },

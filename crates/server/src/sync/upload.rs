@@ -30,7 +30,10 @@ use super::wire::{self, UploadAck, UploadBatch};
 pub trait Uplink: Send + Sync {
     /// Sends `batch`; resolves with the central's acknowledgement, or why
     /// none came (the batch may still have been stored: it is sent again).
-    fn send(&self, batch: &UploadBatch) -> impl Future<Output = Result<UploadAck, UplinkError>> + Send;
+    fn send(
+        &self,
+        batch: &UploadBatch,
+    ) -> impl Future<Output = Result<UploadAck, UplinkError>> + Send;
 }
 
 /// Why a batch got no acknowledgement.

@@ -100,10 +100,12 @@ mod tests {
              "cardholder":null,"credential":null,"result":"refused","code":"not-enrolled",
              "reason":"the card is not enrolled","actor":null,"data":{"stages":[]}}]}"#;
         let b: UploadBatch = serde_json::from_str(text).unwrap();
-        assert_eq!((b.v, b.floor, b.events.len(), b.events[0].seq), (1, 3, 1, 4));
+        assert_eq!(
+            (b.v, b.floor, b.events.len(), b.events[0].seq),
+            (1, 3, 1, 4)
+        );
         assert_eq!(b.events[0].event.code.as_deref(), Some("not-enrolled"));
-        let again: UploadBatch =
-            serde_json::from_str(&serde_json::to_string(&b).unwrap()).unwrap();
+        let again: UploadBatch = serde_json::from_str(&serde_json::to_string(&b).unwrap()).unwrap();
         assert_eq!(again, b);
     }
 }
