@@ -11,12 +11,11 @@ use std::time::Duration;
 use access::jiff::{SignedDuration, Timestamp};
 use access::{CardholderId, DoorId, ReaderId};
 use axum::Extension;
-use bytes::Bytes;
-use http_body_util::{BodyExt, Full};
-use hyper_util::rt::TokioIo;
 use server::sync::ingest::{self, IngestState, SiteIdentity};
-use server::sync::upload::{Uplink, UplinkError, UploadOptions, UploadProgress, Uploader};
-use server::sync::wire::{self, Refusal, UploadAck, UploadBatch};
+use server::sync::upload::{
+    post_batch, Uplink, UplinkError, UploadOptions, UploadProgress, Uploader,
+};
+use server::sync::wire::{self, UploadAck, UploadBatch};
 use store::{
     EventKind, EventLog, EventQuery, EventResult, IngestPolicy, NewEvent, SiteEvent, Store,
 };
@@ -45,57 +44,22 @@ impl HttpUplink {
     }
 }
 
-fn unreachable(e: impl std::fmt::Display) -> UplinkError {
-    UplinkError::Unreachable(e.to_string())
-}
-
 impl Uplink for HttpUplink {
     fn send(
         &self,
         batch: &UploadBatch,
     ) -> impl std::future::Future<Output = Result<UploadAck, UplinkError>> + Send {
         let addr = *self.target.lock().unwrap();
-        let body = serde_json::to_vec(batch);
         async move {
-            let body = body.map_err(|e| UplinkError::BadAnswer(e.to_string()))?;
             let exchange = async {
                 let stream = tokio::net::TcpStream::connect(addr)
                     .await
-                    .map_err(unreachable)?;
-                let (mut sender, conn) =
-                    hyper::client::conn::http1::handshake(TokioIo::new(stream))
-                        .await
-                        .map_err(unreachable)?;
-                tokio::spawn(conn);
-                let req = hyper::Request::post(wire::EVENTS_PATH)
-                    .header("host", "central")
-                    .header("content-type", "application/json")
-                    .body(Full::new(Bytes::from(body)))
-                    .map_err(|e| UplinkError::BadAnswer(e.to_string()))?;
-                let resp = sender.send_request(req).await.map_err(unreachable)?;
-                let status = resp.status();
-                let bytes = resp
-                    .into_body()
-                    .collect()
-                    .await
-                    .map_err(unreachable)?
-                    .to_bytes();
-                if status.is_success() {
-                    serde_json::from_slice::<UploadAck>(&bytes)
-                        .map_err(|e| UplinkError::BadAnswer(e.to_string()))
-                } else {
-                    let r: Refusal = serde_json::from_slice(&bytes)
-                        .map_err(|e| UplinkError::BadAnswer(e.to_string()))?;
-                    Err(UplinkError::Refused {
-                        status: status.as_u16(),
-                        code: r.code,
-                        reason: r.reason,
-                    })
-                }
+                    .map_err(|e| UplinkError::Unreachable(e.to_string()))?;
+                post_batch(stream, "central", batch).await
             };
             tokio::time::timeout(Duration::from_secs(30), exchange)
                 .await
-                .map_err(unreachable)?
+                .map_err(|e| UplinkError::Unreachable(e.to_string()))?
         }
     }
 }

@@ -65,6 +65,61 @@ impl UplinkError {
     }
 }
 
+/// The largest answer [`post_batch`] reads.
+const MAX_ANSWER: usize = 64 * 1024;
+
+/// Sends `batch` as `POST /sync/v1/events` (HTTP/1.1, JSON) over `stream`,
+/// a connection the link made (TCP, TLS), and reads the answer: the
+/// acknowledgement, or the central's refusal. `host` is the request's
+/// `Host`. For [`Uplink`] implementations.
+pub async fn post_batch<S>(
+    stream: S,
+    host: &str,
+    batch: &UploadBatch,
+) -> Result<UploadAck, UplinkError>
+where
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+{
+    use http_body_util::{BodyExt, Full, Limited};
+    let lost = |e: &dyn std::fmt::Display| UplinkError::Unreachable(e.to_string());
+    let body = serde_json::to_vec(batch).map_err(|e| UplinkError::BadAnswer(e.to_string()))?;
+    let (mut sender, conn) =
+        hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(stream))
+            .await
+            .map_err(|e| lost(&e))?;
+    let conn = tokio::spawn(conn);
+    let answer = async {
+        let req = hyper::Request::post(wire::EVENTS_PATH)
+            .header(hyper::header::HOST, host)
+            .header(hyper::header::CONTENT_TYPE, "application/json")
+            .body(Full::new(bytes::Bytes::from(body)))
+            .map_err(|e| UplinkError::BadAnswer(e.to_string()))?;
+        let resp = sender.send_request(req).await.map_err(|e| lost(&e))?;
+        let status = resp.status();
+        let bytes = Limited::new(resp.into_body(), MAX_ANSWER)
+            .collect()
+            .await
+            .map_err(|e| lost(&*e))?
+            .to_bytes();
+        if status.is_success() {
+            serde_json::from_slice::<UploadAck>(&bytes)
+                .map_err(|e| UplinkError::BadAnswer(e.to_string()))
+        } else {
+            match serde_json::from_slice::<wire::Refusal>(&bytes) {
+                Ok(r) => Err(UplinkError::Refused {
+                    status: status.as_u16(),
+                    code: r.code,
+                    reason: r.reason,
+                }),
+                Err(_) => Err(UplinkError::BadAnswer(format!("HTTP {status}"))),
+            }
+        }
+    }
+    .await;
+    conn.abort();
+    answer
+}
+
 /// How the uploader batches and backs off.
 #[derive(Debug, Clone, Copy)]
 pub struct UploadOptions {
