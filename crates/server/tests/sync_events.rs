@@ -630,3 +630,28 @@ async fn retention_at_a_site_keeps_what_the_central_has_not_acknowledged() {
         .events
         .is_empty());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_site_whose_database_was_replaced_stops_instead_of_losing_its_events() {
+    let central_dir = tempfile::tempdir().unwrap();
+    let central = Store::open_data_dir(central_dir.path()).await.unwrap();
+    let (addr, _server) = start_central(&central, IngestPolicy::default(), "annex").await;
+    let dir = tempfile::tempdir().unwrap();
+    let (site, log) = open_site(dir.path()).await;
+    record(&log, 0, 10).await;
+    let (mut progress, stop, task) = spawn_uploader(&site, &log, HttpUplink::to(addr), fast());
+    wait_for(&mut progress, "first database", |p| p.acked >= 10).await;
+    stop.send(true).unwrap();
+    task.await.unwrap();
+
+    // The same site with a new, empty database: its events 1..3 are not
+    // the central's 1..3.
+    let fresh = tempfile::tempdir().unwrap();
+    let (site, log) = open_site(fresh.path()).await;
+    record(&log, 0, 3).await;
+    let (mut progress, _stop, _task) = spawn_uploader(&site, &log, HttpUplink::to(addr), fast());
+    let p = wait_for(&mut progress, "refused to go on", |p| p.failures >= 1).await;
+    assert_eq!(p.last_error.as_ref().map(|e| e.0), Some("central-ahead"));
+    assert_eq!(site.upload_cursor().await.unwrap().unwrap().acked, 0);
+    assert_eq!(central_counts(&central, "annex").await, (10, 0));
+}

@@ -173,6 +173,12 @@ enum RoundError {
     Store(#[from] StoreError),
     #[error("the central acknowledged nothing new (it holds up to {acked}, {sent} events sent)")]
     NoProgress { acked: i64, sent: usize },
+    /// The central holds sequences of this site that the site never
+    /// handed out: its database was replaced or restored from an older
+    /// backup, and its new events would be taken for ones already stored.
+    /// Nothing is recorded; an operator must look.
+    #[error("the central acknowledges this site's events up to {acked}, beyond its last event {last}: was the site's database replaced or restored? Its new events would be taken for old ones; not going on")]
+    CentralAhead { acked: i64, last: i64 },
 }
 
 impl RoundError {
@@ -181,6 +187,7 @@ impl RoundError {
             RoundError::Uplink(e) => e.code(),
             RoundError::Store(_) => "site-database",
             RoundError::NoProgress { .. } => "central-no-progress",
+            RoundError::CentralAhead { .. } => "central-ahead",
         }
     }
 }
@@ -279,6 +286,8 @@ impl<U: Uplink> Uploader<U> {
             return Ok(Round::Idle);
         }
         let sent = found.events.len();
+        // Everything the site holds above `after` is in this batch.
+        let whole = sent < max as usize;
         let batch = UploadBatch {
             v: wire::VERSION,
             floor: found.floor,
@@ -301,6 +310,13 @@ impl<U: Uplink> Uploader<U> {
                 wire::VERSION
             ))
             .into());
+        }
+        let last = batch.events.last().map_or(*after, |e| e.seq);
+        if whole && ack.acked > last {
+            return Err(RoundError::CentralAhead {
+                acked: ack.acked,
+                last,
+            });
         }
         let skew = SignedDuration::from_micros(ack.skew_us);
         self.store

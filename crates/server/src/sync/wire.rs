@@ -76,7 +76,11 @@ impl UploadAck {
             stored: ack.stored,
             duplicates: ack.duplicates,
             late: ack.late,
-            skew_us: i64::try_from(ack.skew.as_micros()).unwrap_or(i64::MAX),
+            skew_us: i64::try_from(ack.skew.as_micros()).unwrap_or(if ack.skew.is_negative() {
+                i64::MIN
+            } else {
+                i64::MAX
+            }),
             skewed: ack.skewed,
         }
     }
