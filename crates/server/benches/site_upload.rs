@@ -23,7 +23,7 @@ use access::jiff::Timestamp;
 use access::{CardholderId, DoorId, ReaderId};
 use axum::Extension;
 use server::sync::ingest::{self, IngestState, SiteIdentity};
-use server::sync::upload::{post_batch, UploadOptions, Uploader, Uplink, UplinkError};
+use server::sync::upload::{post_batch, Uplink, UplinkError, UploadOptions, Uploader};
 use server::sync::wire::{UploadAck, UploadBatch};
 use store::testing::{in_ci, TempCluster};
 use store::{EventKind, EventLog, EventResult, IngestPolicy, NewEvent, Store};
