@@ -99,6 +99,12 @@
 //!   service (`[retention]`) a background task at a time of day or an
 //!   interval, its deletions on the event log's writer between taps'
 //!   commits.
+//! - [`sync`]: many sites, one central. Events go up exactly once: the
+//!   site's [`sync::upload::Uploader`] (woken by commits, batches, backs
+//!   off) sends what follows the central's acknowledgement over a
+//!   [`sync::upload::Uplink`]; the central's [`sync::ingest::post_events`]
+//!   stores it `ON CONFLICT DO NOTHING` and acknowledges the highest
+//!   gap-free sequence ([`sync::wire`]).
 //! - [`notify`]: the systemd notification protocol (`READY=1`, `STATUS=`,
 //!   `STOPPING=1`, `WATCHDOG=1`) over `NOTIFY_SOCKET`; [`health`]: the taps
 //!   in progress; [`watchdog`]: `WATCHDOG=1` only while no tap is stuck

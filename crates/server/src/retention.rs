@@ -29,6 +29,11 @@
 //! next start the anti-passback state is rebuilt from the events kept, so a
 //! cardholder whose last granted tap at an in/out door is older than the
 //! period starts with no recorded presence.
+//!
+//! At a site that uploads its events to a central, an event the central
+//! has not acknowledged is never deleted, however old (the store refuses):
+//! it is exported, kept, and exported again with its day by a later run,
+//! once acknowledged.
 
 use std::collections::BTreeMap;
 use std::io::Write;
@@ -248,14 +253,22 @@ pub async fn export_and_prune_while(
         else {
             break;
         };
-        report.exported += exported.events - exported.carried;
+        let written = exported.events - exported.carried;
+        report.exported += written;
         let (d, e) = (dir.to_path_buf(), exported.clone());
         blocking(move || write_manifest(&d, &[e])).await?;
         report.days.push(exported);
-        report.deleted += match writer {
+        let deleted = match writer {
             Some(log) => prune_on_writer(log, end, last).await?,
             None => store.prune_events(end, last, PRUNE_BATCH).await?,
         };
+        report.deleted += deleted;
+        if deleted < written {
+            // Some of the day's events are held (a site keeps what the
+            // central has not acknowledged): the run stops here, a later
+            // one goes on.
+            break;
+        }
     }
     Ok(report)
 }

@@ -509,3 +509,83 @@ fn a_site_moves_to_the_other_central_and_continues_from_its_position() {
     assert_eq!(s.applied, applied);
     assert_eq!(s.snapshots, 0);
 }
+
+impl World {
+    /// Every event id in `site`'s own log, ascending.
+    fn site_event_ids(&self, site: usize) -> Vec<i64> {
+        let store = self.sites[site].loaded().store.clone();
+        self.rt.block_on(async {
+            let mut ids = Vec::new();
+            let mut cursor = None;
+            loop {
+                let page = store
+                    .query_events(&EventQuery {
+                        cursor,
+                        direction: store::Direction::Forward,
+                        limit: 1000,
+                        ..EventQuery::default()
+                    })
+                    .await
+                    .unwrap();
+                ids.extend(page.events.iter().map(|e| e.id.0));
+                match page.next {
+                    Some(n) if !page.events.is_empty() => cursor = Some(n),
+                    _ => break,
+                }
+            }
+            ids
+        })
+    }
+
+    /// Waits until the central acknowledged `site`'s events up to `seq`.
+    fn uploaded(&self, site: usize, seq: i64) {
+        let mut rx = self.sites[site].sync().upload.clone().unwrap();
+        self.rt.block_on(async {
+            tokio::time::timeout(WAIT, rx.wait_for(|p| p.acked >= seq))
+                .await
+                .expect("the site's events did not reach the central in time")
+                .unwrap();
+        });
+    }
+}
+
+#[test]
+fn taps_at_a_site_reach_the_central_once_over_the_link_across_a_central_going_away() {
+    let Some(mut w) = World::new("sync_upload", 2) else {
+        return;
+    };
+    let urls = [w.sites_addr(0), w.sites_addr(1)];
+    let hq = w.start_site("hq", &urls);
+    w.caught_up(hq);
+    for _ in 0..3 {
+        w.tap(hq, &w.alice, w.ids.front_reader);
+    }
+    let ids = w.site_event_ids(hq);
+    w.uploaded(hq, *ids.last().unwrap());
+    // The first central goes away; taps go on at the site and reach the
+    // other central over the link the follower moves to.
+    let first = w.centrals[0].take().unwrap();
+    w.rt.block_on(first.shutdown()).unwrap();
+    w.centrals.swap(0, 1);
+    w.tap(hq, &w.bob, w.ids.front_reader);
+    w.tap(hq, &w.alice, w.ids.front_reader);
+    let ids = w.site_event_ids(hq);
+    let last = *ids.last().unwrap();
+    w.uploaded(hq, last);
+    let held =
+        w.rt.block_on(w.central(0).loaded().store.site_events("hq", 1, last))
+            .unwrap();
+    let seqs: Vec<i64> = held.iter().map(|e| e.seq).collect();
+    assert_eq!(seqs, ids, "every site event at the central exactly once");
+    let taps = held
+        .iter()
+        .filter(|e| e.event.event.kind == EventKind::Tap)
+        .count();
+    assert_eq!(taps, 5);
+    // The central knows the site by its certificate, not by the batch.
+    let state =
+        w.rt.block_on(w.central(0).loaded().store.site_upload_state("hq"))
+            .unwrap()
+            .unwrap();
+    assert_eq!(state.acked, last);
+}

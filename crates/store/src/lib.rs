@@ -33,6 +33,12 @@
 //! are partial indexes on taps; an export ([`Store::send_events`]) is one
 //! statement read as a stream. Migration 7 describes each index.
 //!
+//! [`Store::events_after_site_seq`] and [`Store::ingest_site_events`]
+//! carry a site's events up to the central exactly once: the site's
+//! sequence is its event id, the central inserts `ON CONFLICT DO NOTHING`
+//! on (site, sequence) and acknowledges the highest gap-free sequence
+//! (module `sites`).
+//!
 //! [`backup`]: online backups of the SQLite database (`VACUUM INTO`) and
 //! their restore; PostgreSQL is refused with the `pg_dump` recipe.
 //!
@@ -43,6 +49,7 @@ mod columns;
 pub mod feed;
 mod group;
 mod record;
+mod sites;
 mod sql;
 #[cfg(feature = "testing")]
 pub mod testing;
@@ -53,5 +60,9 @@ pub use group::{
     CommitObserver, CommitStats, EventLog, Options, DEFAULT_LIVE_CAPACITY, DEFAULT_MAX_BATCH,
 };
 pub use record::{Record, RecordId};
+pub use sites::{
+    Ack, Ingest, IngestPolicy, SiteBatch, SiteEvent, SiteUploadState, StoredSiteEvent,
+    UploadCursor, SITE_ACTOR,
+};
 pub use sql::{Backend, ChangeFuture, Store, Tx};
 pub use types::*;

@@ -60,8 +60,12 @@ impl fmt::Debug for Store {
 }
 
 /// One batch of a prune: the lowest ids first.
+/// At a site that uploads its events (`upload_cursor` has its row), none
+/// above the central's last acknowledgement is deleted, however old.
 const PRUNE_BATCH: &str = "DELETE FROM events WHERE id IN \
-     (SELECT id FROM events WHERE time_us < $1 AND id <= $2 ORDER BY id LIMIT $3)";
+     (SELECT id FROM events WHERE time_us < $1 AND id <= $2 \
+      AND id <= COALESCE((SELECT acked FROM upload_cursor WHERE id = 1), id) \
+      ORDER BY id LIMIT $3)";
 
 /// SQLite settings for every connection: WAL journal, a commit is durable
 /// when it returns (`synchronous=FULL`), foreign keys enforced, and writers
@@ -131,6 +135,8 @@ impl Store {
     /// Deletes the events at or below `up_to` (an id) that happened before
     /// `before`, at most `batch` a transaction, so that taps' commits wait
     /// for one short transaction at most. Returns how many were deleted.
+    /// At a site that uploads its events, none above the central's last
+    /// acknowledgement is deleted ([`Store::upload_cursor`]).
     pub async fn prune_events(
         &self,
         before: access::jiff::Timestamp,
@@ -505,7 +511,9 @@ impl Tx {
     /// that happened before `before`, the lowest ids first; how many. Run
     /// on the event log's writer ([`crate::EventLog::change`]), each batch
     /// is one transaction between two group commits, so a tap's commit
-    /// waits for one batch at most and never for a database lock.
+    /// waits for one batch at most and never for a database lock. At a
+    /// site that uploads its events, none above the central's last
+    /// acknowledgement is deleted.
     pub async fn prune_events(
         &mut self,
         before: access::jiff::Timestamp,
@@ -1111,7 +1119,7 @@ impl Store {
         })
     }
 
-    fn event_from_row(r: &AnyRow) -> Result<Event, StoreError> {
+    pub(crate) fn event_from_row(r: &AnyRow) -> Result<Event, StoreError> {
         let mut e = Self::event_without_data(r)?;
         let data: Option<String> = r.try_get(11)?;
         e.event.data = data
@@ -1145,8 +1153,8 @@ impl Store {
 
 /// Rows per multi-row INSERT: 12 parameters each stays far below both
 /// engines' limits on bound parameters.
-const EVENT_ROWS_PER_INSERT: usize = 256;
-const EVENT_COLUMNS: &str = "id, time_us, kind, door_id, reader_id, cardholder_id, \
+pub(crate) const EVENT_ROWS_PER_INSERT: usize = 256;
+pub(crate) const EVENT_COLUMNS: &str = "id, time_us, kind, door_id, reader_id, cardholder_id, \
      credential_id, result, code, reason, actor, data";
 
 enum Param {

@@ -13,6 +13,7 @@
 //! Test support only: a dev-dependency, never linked into the binary.
 
 pub mod libosdp;
+pub mod proxy;
 
 use std::io::Read;
 use std::path::Path;

@@ -30,12 +30,22 @@
 //! | [`link`] | the central's mutual-TLS listener, the site's connector |
 //! | [`feed`] | the central's `/sync/v1/feed` and `/sync/v1/snapshot` |
 //! | [`follow`] | the site's follower |
+//! | [`upload`] | the site's uploader: its events up, exactly once |
+//! | [`ingest`] | the central's `/sync/v1/events` |
+//! | [`wire`] | what the uploader and the ingest exchange |
+//!
+//! Up, each site event is keyed by (site, the event's id at the site): the
+//! central inserts it `ON CONFLICT DO NOTHING` and acknowledges the highest
+//! gap-free sequence; the site re-sends from there after any failure.
 
 pub mod feed;
 pub mod follow;
+pub mod ingest;
 pub mod link;
 pub mod run;
 pub mod settings;
+pub mod upload;
+pub mod wire;
 
 use std::sync::Arc;
 
@@ -79,5 +89,31 @@ impl SyncError {
 /// The central's routes for its sites: the feed and snapshots, and
 /// whatever else sites send or fetch (add routes here).
 pub fn central_router(central: Arc<feed::Central>) -> axum::Router {
-    feed::router(central)
+    let ingest_state = ingest::IngestState {
+        store: central.store().clone(),
+        policy: ingest::IngestConfig::default().policy(),
+    };
+    let guard = central.clone();
+    // A site uploads its own events only: the site its certificate names,
+    // resolved (and refused with an event when unknown) as for the feed.
+    let up = ingest::router(ingest_state).layer(axum::middleware::from_fn(
+        move |mut req: axum::extract::Request, next: axum::middleware::Next| {
+            let central = guard.clone();
+            async move {
+                use axum::response::IntoResponse;
+                let Some(peer) = req.extensions().get::<link::Peer>().cloned() else {
+                    return axum::http::StatusCode::FORBIDDEN.into_response();
+                };
+                match central.site_of(&peer, None).await {
+                    Ok(site) => {
+                        req.extensions_mut()
+                            .insert(ingest::SiteIdentity::new(&site.name));
+                        next.run(req).await
+                    }
+                    Err(refused) => refused.into_response(),
+                }
+            }
+        },
+    ));
+    feed::router(central).merge(up)
 }

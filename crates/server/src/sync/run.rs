@@ -24,6 +24,8 @@ pub struct Running {
     pub sites_addr: Option<SocketAddr>,
     /// The follower (a site).
     pub follower: Option<Arc<Follower>>,
+    /// What the site's uploader has sent (a site).
+    pub upload: Option<watch::Receiver<super::upload::UploadProgress>>,
     /// The central's site routes (a central).
     pub central: Option<Arc<Central>>,
 }
@@ -40,6 +42,7 @@ pub struct Plan {
     feed_days: u32,
     follower: Option<Arc<Follower>>,
     store: Store,
+    log: EventLog,
 }
 
 impl Plan {
@@ -56,6 +59,7 @@ impl Plan {
             feed_days: 30,
             follower: None,
             store: store.clone(),
+            log: log.clone(),
         };
         if let Some(s) = &config.sites {
             let tls = link::server_tls(s)?;
@@ -103,6 +107,15 @@ impl Plan {
         }
         if let Some(f) = self.follower {
             r.tasks.push(tokio::spawn(f.clone().run(stop.clone())));
+            // The site's events go up over the link the follower holds.
+            let uploader = super::upload::Uploader::new(
+                self.store.clone(),
+                self.log.clone(),
+                super::upload::LinkUplink::new(&f),
+                super::upload::UploadOptions::default(),
+            );
+            r.upload = Some(uploader.progress());
+            r.tasks.push(tokio::spawn(uploader.run(stop.clone())));
             r.follower = Some(f);
         }
         r

@@ -1,0 +1,504 @@
+//! Events up from each site to the central, exactly once.
+//!
+//! **At a site** an event's sequence is its [`EventId`](crate::EventId): handed out inside
+//! the transaction that inserts the event, so on SQLite (one writer at a
+//! time; a rolled-back transaction gives its ids back) the ids are dense
+//! and in commit order, and the group commit needs no second statement.
+//! [`Store::events_after_site_seq`] reads what follows the central's last
+//! acknowledgement, with the *floor* below which the site holds nothing
+//! more to send. The acknowledgement is kept in `upload_cursor`
+//! ([`Store::set_upload_cursor`]); once that row exists
+//! ([`Store::start_upload_cursor`]) no event above it is ever pruned.
+//!
+//! **At the central** [`Store::ingest_site_events`] inserts a batch
+//! `ON CONFLICT (site, site_seq) DO NOTHING` and answers with the highest
+//! sequence up to which it holds every event of the site: the site sends
+//! again from there, whatever was lost on the way (the batch, the answer,
+//! either process). A per-site row in `site_uploads` holds that
+//! acknowledgement (so it survives the central's own retention) and, locked
+//! for the transaction, serialises two uploads of one site reaching two
+//! central instances. Each event keeps the site's time (`time_us`) and the
+//! central's (`received_at_us`), and is marked late when the gap is longer
+//! than [`IngestPolicy::late_after`]; a site clock off by more than
+//! [`IngestPolicy::max_skew`] raises a `site.clock-skew` event (and
+//! `site.clock-ok` once it is back within).
+
+use access::jiff::{SignedDuration, Timestamp};
+use serde::{Deserialize, Serialize};
+use sqlx::Row;
+
+use crate::columns::{invalid, text_to_db, ts_from_db, ts_to_db};
+use crate::sql::{next_ids, EVENT_COLUMNS, EVENT_ROWS_PER_INSERT};
+use crate::types::{Event, NewEvent, StoreError};
+use crate::Store;
+
+/// The actor of the events the central raises about a site's upload.
+pub const SITE_ACTOR: &str = "sync";
+
+/// One event as a site uploads it: its sequence at the site and the event.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SiteEvent {
+    pub seq: i64,
+    #[serde(flatten)]
+    pub event: NewEvent,
+}
+
+/// What follows a site's cursor ([`Store::events_after_site_seq`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct SiteBatch {
+    /// Every sequence at or below this is either acknowledged or will never
+    /// be sent (pruned before the site first uploaded): the central may
+    /// acknowledge up to it even where it holds nothing.
+    pub floor: i64,
+    /// The events, by sequence (their id).
+    pub events: Vec<Event>,
+}
+
+/// The central's rules for what it receives.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct IngestPolicy {
+    /// An event received longer than this after its site time is marked
+    /// late.
+    pub late_after: SignedDuration,
+    /// A site clock further than this from the central's raises an event.
+    pub max_skew: SignedDuration,
+}
+
+impl Default for IngestPolicy {
+    fn default() -> Self {
+        IngestPolicy {
+            late_after: SignedDuration::from_mins(5),
+            max_skew: SignedDuration::from_secs(30),
+        }
+    }
+}
+
+/// A batch as the central ingests it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Ingest<'a> {
+    /// The authenticated site.
+    pub site: &'a str,
+    /// [`SiteBatch::floor`] as the site sent it.
+    pub floor: i64,
+    /// The site's clock when it sent the batch.
+    pub sent_at: Timestamp,
+    /// The central's clock when it received it.
+    pub received_at: Timestamp,
+}
+
+/// The central's answer to a batch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Ack {
+    /// Every event of the site up to this sequence is stored.
+    pub acked: i64,
+    /// Events of the batch stored now.
+    pub stored: u64,
+    /// Events of the batch already stored before.
+    pub duplicates: u64,
+    /// Events of the batch stored now and marked late.
+    pub late: u64,
+    /// The site's clock minus the central's, as this batch showed it.
+    pub skew: SignedDuration,
+    /// Whether that is beyond the central's [`IngestPolicy::max_skew`].
+    pub skewed: bool,
+}
+
+/// The central's state for one site ([`Store::site_upload_state`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SiteUploadState {
+    pub site: String,
+    pub acked: i64,
+    pub skew: Option<SignedDuration>,
+    pub skewed: bool,
+    pub last_batch: Option<Timestamp>,
+}
+
+/// A site's record of the central's last acknowledgement.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct UploadCursor {
+    pub acked: i64,
+    pub skew: Option<SignedDuration>,
+    pub acked_at: Option<Timestamp>,
+}
+
+/// An event a site uploaded, as the central holds it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StoredSiteEvent {
+    pub seq: i64,
+    /// The event under the central's own id; its time is the site's.
+    pub event: Event,
+    pub received_at: Timestamp,
+    pub late: bool,
+}
+
+const SITE_COLUMNS: usize = 16;
+
+fn micros(d: SignedDuration) -> i64 {
+    i64::try_from(d.as_micros()).unwrap_or(if d.is_negative() { i64::MIN } else { i64::MAX })
+}
+
+impl Store {
+    /// The central's last acknowledgement as this site recorded it, or
+    /// `None` when the site has never uploaded.
+    pub async fn upload_cursor(&self) -> Result<Option<UploadCursor>, StoreError> {
+        let row = sqlx::query("SELECT acked, skew_us, acked_at_us FROM upload_cursor WHERE id = 1")
+            .fetch_optional(self.pool())
+            .await?;
+        row.map(|r| {
+            Ok(UploadCursor {
+                acked: r.try_get(0)?,
+                skew: r
+                    .try_get::<Option<i64>, _>(1)?
+                    .map(SignedDuration::from_micros),
+                acked_at: r
+                    .try_get::<Option<i64>, _>(2)?
+                    .map(|v| ts_from_db("upload cursor", "acked_at_us", v))
+                    .transpose()?,
+            })
+        })
+        .transpose()
+    }
+
+    /// Makes this database an uploading site's (from now on no event above
+    /// the cursor is pruned) and returns its cursor: 0 when new.
+    pub async fn start_upload_cursor(&self) -> Result<UploadCursor, StoreError> {
+        sqlx::query(
+            "INSERT INTO upload_cursor (id, acked) VALUES (1, 0) ON CONFLICT (id) DO NOTHING",
+        )
+        .execute(self.pool())
+        .await?;
+        match self.upload_cursor().await? {
+            Some(c) => Ok(c),
+            None => Err(StoreError::NotFound {
+                kind: "upload cursor",
+                id: "1".into(),
+            }),
+        }
+    }
+
+    /// Records the central's acknowledgement `acked` (as it is: a central
+    /// restored from an older backup may answer lower, and the events it
+    /// lacks must then be kept to be sent again) and the skew it saw.
+    pub async fn set_upload_cursor(
+        &self,
+        acked: i64,
+        skew: SignedDuration,
+        at: Timestamp,
+    ) -> Result<(), StoreError> {
+        sqlx::query(
+            "INSERT INTO upload_cursor (id, acked, skew_us, acked_at_us) VALUES (1, $1, $2, $3) \
+             ON CONFLICT (id) DO UPDATE SET acked = excluded.acked, skew_us = excluded.skew_us, \
+             acked_at_us = excluded.acked_at_us",
+        )
+        .bind(acked)
+        .bind(micros(skew))
+        .bind(ts_to_db(at))
+        .execute(self.pool())
+        .await?;
+        Ok(())
+    }
+
+    /// At a site: at most `limit` events with a sequence above `after`, by
+    /// sequence, and the floor below which nothing is left to send, read
+    /// in one transaction.
+    pub async fn events_after_site_seq(
+        &self,
+        after: i64,
+        limit: u32,
+    ) -> Result<SiteBatch, StoreError> {
+        let mut tx = self.begin().await?;
+        let rows = sqlx::query(&format!(
+            "SELECT {EVENT_COLUMNS} FROM events WHERE id > $1 ORDER BY id LIMIT $2"
+        ))
+        .bind(after)
+        .bind(i64::from(limit.max(1)))
+        .fetch_all(&mut *tx.tx)
+        .await?;
+        let lowest: Option<i64> = sqlx::query_scalar("SELECT MIN(id) FROM events")
+            .fetch_one(&mut *tx.tx)
+            .await?;
+        let floor = match lowest {
+            Some(id) => id - 1,
+            // Nothing held: every id handed out so far is gone.
+            None => {
+                let next: i64 =
+                    sqlx::query_scalar("SELECT next_id FROM id_sequences WHERE name = 'event'")
+                        .fetch_one(&mut *tx.tx)
+                        .await?;
+                next - 1
+            }
+        };
+        tx.commit().await?;
+        let events = rows
+            .iter()
+            .map(Store::event_from_row)
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(SiteBatch { floor, events })
+    }
+
+    /// At the central: stores the events of `batch` not stored yet, marks
+    /// those received later than `policy.late_after` after their site time,
+    /// raises an event when the site's clock moves beyond (or back within)
+    /// `policy.max_skew`, and acknowledges the highest sequence up to which
+    /// every event of the site is held (never lower than before, nor than
+    /// the batch's floor). One transaction.
+    pub async fn ingest_site_events(
+        &self,
+        batch: Ingest<'_>,
+        events: &[SiteEvent],
+        policy: &IngestPolicy,
+    ) -> Result<Ack, StoreError> {
+        let site = batch.site.to_string();
+        let mut tx = self.begin().await?;
+        sqlx::query(
+            "INSERT INTO site_uploads (site, acked, skewed) VALUES ($1, 0, 0) \
+             ON CONFLICT (site) DO NOTHING",
+        )
+        .bind(site.clone())
+        .execute(&mut *tx.tx)
+        .await?;
+        // Locks the site's row until commit: one upload of a site at a time.
+        let row = sqlx::query(
+            "UPDATE site_uploads SET acked = acked WHERE site = $1 RETURNING acked, skewed",
+        )
+        .bind(site.clone())
+        .fetch_one(&mut *tx.tx)
+        .await?;
+        let before: i64 = row.try_get(0)?;
+        let was_skewed = row.try_get::<i64, _>(1)? != 0;
+        let base = before.max(batch.floor);
+
+        let mut fresh: Vec<&SiteEvent> = events.iter().filter(|e| e.seq > base).collect();
+        fresh.sort_by_key(|e| e.seq);
+        fresh.dedup_by_key(|e| e.seq);
+        let received_us = ts_to_db(batch.received_at);
+        let late_us = micros(policy.late_after);
+        let mut stored = 0u64;
+        let mut late = 0u64;
+        if !fresh.is_empty() {
+            let mut id = next_ids(&mut tx.tx, "event", fresh.len() as i64).await?;
+            for chunk in fresh.chunks(EVENT_ROWS_PER_INSERT) {
+                let mut sql = format!(
+                    "INSERT INTO events ({EVENT_COLUMNS}, site, site_seq, received_at_us, late) VALUES "
+                );
+                for row in 0..chunk.len() {
+                    if row > 0 {
+                        sql.push_str(", ");
+                    }
+                    sql.push('(');
+                    for col in 0..SITE_COLUMNS {
+                        if col > 0 {
+                            sql.push_str(", ");
+                        }
+                        sql.push_str(&format!("${}", row * SITE_COLUMNS + col + 1));
+                    }
+                    sql.push(')');
+                }
+                sql.push_str(
+                    " ON CONFLICT (site, site_seq) WHERE site IS NOT NULL DO NOTHING RETURNING site_seq",
+                );
+                let mut q = sqlx::query(&sql);
+                let mut late_here = Vec::with_capacity(chunk.len());
+                for s in chunk {
+                    let e = &s.event;
+                    let data = e
+                        .data
+                        .as_ref()
+                        .map(serde_json::to_string)
+                        .transpose()
+                        .map_err(|err| invalid("event", "data", err))?;
+                    let is_late = received_us.saturating_sub(ts_to_db(e.time)) > late_us;
+                    late_here.push((s.seq, is_late));
+                    q = q
+                        .bind(id)
+                        .bind(ts_to_db(e.time))
+                        .bind(e.kind.as_str())
+                        .bind(e.door.map(|v| v.0))
+                        .bind(e.reader.map(|v| v.0))
+                        .bind(e.cardholder.map(|v| v.0))
+                        .bind(e.credential.map(|v| v.0))
+                        .bind(e.result.map(|r| r.as_str()))
+                        .bind(e.code.as_deref().map(|t| text_to_db(t).into_owned()))
+                        .bind(e.reason.as_deref().map(|t| text_to_db(t).into_owned()))
+                        .bind(e.actor.as_deref().map(|t| text_to_db(t).into_owned()))
+                        .bind(data)
+                        .bind(site.clone())
+                        .bind(s.seq)
+                        .bind(received_us)
+                        .bind(i64::from(is_late));
+                    id += 1;
+                }
+                // Only the rows inserted now come back.
+                let inserted: Vec<i64> = q
+                    .fetch_all(&mut *tx.tx)
+                    .await?
+                    .iter()
+                    .map(|r| r.try_get(0))
+                    .collect::<Result<_, _>>()?;
+                stored += inserted.len() as u64;
+                late += late_here
+                    .iter()
+                    .filter(|(seq, l)| *l && inserted.contains(seq))
+                    .count() as u64;
+            }
+        }
+
+        // The gap-free prefix: from what was acknowledged, as long as the
+        // next sequence is held.
+        let mut acked = base;
+        const STEP: i64 = 1024;
+        loop {
+            let seqs: Vec<i64> = sqlx::query_scalar(
+                "SELECT site_seq FROM events WHERE site = $1 AND site_seq > $2 \
+                 ORDER BY site_seq LIMIT $3",
+            )
+            .bind(site.clone())
+            .bind(acked)
+            .bind(STEP)
+            .fetch_all(&mut *tx.tx)
+            .await?;
+            let n = seqs.len() as i64;
+            let mut contiguous = true;
+            for s in seqs {
+                if s == acked + 1 {
+                    acked = s;
+                } else {
+                    contiguous = false;
+                    break;
+                }
+            }
+            if !contiguous || n < STEP {
+                break;
+            }
+        }
+
+        let skew = batch.sent_at.duration_since(batch.received_at);
+        let skewed = skew.abs() > policy.max_skew;
+        if skewed != was_skewed {
+            tx.append_events(&[skew_event(&site, skew, policy, skewed, batch.received_at)])
+                .await?;
+        }
+        sqlx::query(
+            "UPDATE site_uploads SET acked = $1, skew_us = $2, skewed = $3, last_batch_us = $4 \
+             WHERE site = $5",
+        )
+        .bind(acked)
+        .bind(micros(skew))
+        .bind(i64::from(skewed))
+        .bind(received_us)
+        .bind(site)
+        .execute(&mut *tx.tx)
+        .await?;
+        tx.commit().await?;
+        Ok(Ack {
+            acked,
+            stored,
+            duplicates: events.len() as u64 - stored,
+            late,
+            skew,
+            skewed,
+        })
+    }
+
+    /// At the central: what it holds for `site`, or `None` before its first
+    /// batch.
+    pub async fn site_upload_state(
+        &self,
+        site: &str,
+    ) -> Result<Option<SiteUploadState>, StoreError> {
+        let row = sqlx::query(
+            "SELECT acked, skew_us, skewed, last_batch_us FROM site_uploads WHERE site = $1",
+        )
+        .bind(site.to_string())
+        .fetch_optional(self.pool())
+        .await?;
+        row.map(|r| {
+            Ok(SiteUploadState {
+                site: site.to_string(),
+                acked: r.try_get(0)?,
+                skew: r
+                    .try_get::<Option<i64>, _>(1)?
+                    .map(SignedDuration::from_micros),
+                skewed: r.try_get::<i64, _>(2)? != 0,
+                last_batch: r
+                    .try_get::<Option<i64>, _>(3)?
+                    .map(|v| ts_from_db("site upload", "last_batch_us", v))
+                    .transpose()?,
+            })
+        })
+        .transpose()
+    }
+
+    /// At the central: the events `site` uploaded with a sequence in
+    /// `[from, to]`, by sequence.
+    pub async fn site_events(
+        &self,
+        site: &str,
+        from: i64,
+        to: i64,
+    ) -> Result<Vec<StoredSiteEvent>, StoreError> {
+        let rows = sqlx::query(&format!(
+            "SELECT {EVENT_COLUMNS}, site_seq, received_at_us, late FROM events \
+             WHERE site = $1 AND site_seq >= $2 AND site_seq <= $3 ORDER BY site_seq"
+        ))
+        .bind(site.to_string())
+        .bind(from)
+        .bind(to)
+        .fetch_all(self.pool())
+        .await?;
+        rows.iter()
+            .map(|r| {
+                Ok(StoredSiteEvent {
+                    event: Store::event_from_row(r)?,
+                    seq: r.try_get(12)?,
+                    received_at: ts_from_db("event", "received_at_us", r.try_get(13)?)?,
+                    late: r.try_get::<i64, _>(14)? != 0,
+                })
+            })
+            .collect()
+    }
+}
+
+/// The event the central raises when a site's clock moves beyond the
+/// allowed skew (`skewed`), or back within it.
+fn skew_event(
+    site: &str,
+    skew: SignedDuration,
+    policy: &IngestPolicy,
+    skewed: bool,
+    at: Timestamp,
+) -> NewEvent {
+    let secs = skew.as_secs_f64();
+    let how = if secs >= 0.0 { "ahead of" } else { "behind" };
+    let data = serde_json::json!({
+        "site": site,
+        "skew_us": micros(skew),
+        "max_skew_us": micros(policy.max_skew),
+    });
+    if skewed {
+        NewEvent::admin(
+            at,
+            SITE_ACTOR,
+            "site.clock-skew",
+            format!(
+                "site {site}'s clock is {:.1} s {how} the central's (more than the {:.1} s allowed): \
+                 its events' times are its own; set its clock right (NTP)",
+                secs.abs(),
+                policy.max_skew.as_secs_f64()
+            ),
+            data,
+        )
+    } else {
+        NewEvent::admin(
+            at,
+            SITE_ACTOR,
+            "site.clock-ok",
+            format!(
+                "site {site}'s clock is back within {:.1} s of the central's ({:.1} s {how})",
+                policy.max_skew.as_secs_f64(),
+                secs.abs()
+            ),
+            data,
+        )
+    }
+}
