@@ -658,7 +658,10 @@ impl Controller {
 
     /// After a granted tap that opened `door` at `now`: a first-card-unlock
     /// door inside its unlock window, not unlocked yet, is unlocked until
-    /// the window ends.
+    /// the window ends. A window that has ended by the time the tap gets
+    /// here (its event committed, its door signalled) unlocks nothing: the
+    /// boundary may already have been applied, and nothing would relock
+    /// the door before the next one.
     fn first_card(&self, snapshot: &AccessSnapshot, door: DoorId, now: Timestamp) {
         if !snapshot.door(door).is_some_and(|d| d.first_card_unlock) {
             return;
@@ -666,30 +669,39 @@ impl Controller {
         let Some(window) = snapshot.unlock_window(door, now).filter(|w| w.open) else {
             return;
         };
-        let change = {
+        let (change, current) = {
             let mut driven = self.driven.lock().unwrap_or_else(|p| p.into_inner());
+            // Read under the lock: a boundary applied before it was taken
+            // (`drive_all` reads its time first) is in the past here.
+            let current = (self.clock)().max(now);
+            if current >= window.next_change {
+                return;
+            }
             if driven
                 .first_card
                 .get(&door)
-                .is_some_and(|&until| now < until)
+                .is_some_and(|&until| current < until)
             {
                 return;
             }
             driven.first_card.insert(door, window.next_change);
-            let mode = Self::effective(snapshot, &driven, door, now);
+            let mode = Self::effective(snapshot, &driven, door, current);
             let previous = driven.modes.get(&door).copied().unwrap_or(DoorMode::Normal);
             if mode == previous {
                 return;
             }
             self.drive_mode(door, mode);
             driven.modes.insert(door, mode);
-            ModeChange {
-                door,
-                mode,
-                previous,
-            }
+            (
+                ModeChange {
+                    door,
+                    mode,
+                    previous,
+                },
+                current,
+            )
         };
-        self.record_mode_change(snapshot, now, &change, "first-card");
+        self.record_mode_change(snapshot, current, &change, "first-card");
     }
 
     /// The mode `door` was last driven in.

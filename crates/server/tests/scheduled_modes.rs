@@ -18,7 +18,9 @@ use card::Card;
 use host::InProcess;
 use pki_issue::{CardCredentials, CardOptions, TestPki, TestPkiOptions};
 use server::admin::{AccessData, SetLockdown};
-use server::door::{CommandError, Controller, ModeChange, SimulatedOutput, TapResult};
+use server::door::{
+    CommandError, Controller, DoorOutput, ModeChange, OutputError, SimulatedOutput, TapResult,
+};
 use store::testing::{postgres_or_skip, TempCluster};
 use store::{EventKind, EventLog, EventQuery, Store};
 
@@ -30,6 +32,28 @@ const BEFORE_OPENING: &str = "2026-11-23T12:59:00Z";
 const OPENING: &str = "2026-11-23T13:00:00Z";
 const CLOSING: &str = "2026-11-23T23:00:00Z";
 
+/// A [`SimulatedOutput`] that runs a step of the test's at the next
+/// release: in the middle of a granted tap, its event committed and its
+/// door being signalled.
+struct Hooked {
+    inner: Arc<SimulatedOutput>,
+    at_release: Mutex<Option<Box<dyn FnOnce() + Send>>>,
+}
+
+impl DoorOutput for Hooked {
+    fn momentary_unlock(&self, door: DoorId, duration: Duration) -> Result<(), OutputError> {
+        let step = self.at_release.lock().unwrap().take();
+        if let Some(step) = step {
+            step();
+        }
+        self.inner.momentary_unlock(door, duration)
+    }
+
+    fn set_mode(&self, door: DoorId, mode: DoorMode) -> Result<(), OutputError> {
+        self.inner.set_mode(door, mode)
+    }
+}
+
 struct Site_ {
     rt: tokio::runtime::Runtime,
     _dir: tempfile::TempDir,
@@ -37,6 +61,8 @@ struct Site_ {
     controller: Arc<Controller>,
     access: AccessData,
     output: Arc<SimulatedOutput>,
+    /// The same output, with a step of the test's run at the next release.
+    hooked: Arc<Hooked>,
     /// The test's time: this instant plus the real time since `at` set it.
     now: Arc<Mutex<(Timestamp, Instant)>>,
     alice: CardCredentials,
@@ -231,6 +257,10 @@ fn site_with(
         Settings::default(),
     ));
     let output = Arc::new(SimulatedOutput::new());
+    let hooked = Arc::new(Hooked {
+        inner: output.clone(),
+        at_release: Mutex::new(None),
+    });
     let now = Arc::new(Mutex::new((
         BEFORE_OPENING.parse().unwrap(),
         Instant::now(),
@@ -241,7 +271,7 @@ fn site_with(
             authn,
             snapshot,
             log,
-            output.clone(),
+            hooked.clone(),
             rt.handle().clone(),
             // Long enough, with interlocks, that a pulse is still on at
             // the next tap whatever the machine's load.
@@ -261,6 +291,7 @@ fn site_with(
         controller,
         access,
         output,
+        hooked,
         now,
         alice,
         _cluster: cluster,
@@ -386,6 +417,41 @@ fn first_card_unlock_waits_for_the_first_granted_tap_in_the_window() {
     assert!(s.apply().is_empty());
     assert_eq!(s.output.mode(LOBBY), DoorMode::Normal);
     assert!(s.tap(LOBBY).opened);
+    assert_eq!(s.output.mode(LOBBY), DoorMode::Unlocked);
+}
+
+/// The window ends while its first granted tap is still signalling the door
+/// (decided before the boundary, finished after the boundary was applied):
+/// the door is not unlocked after its window, when nothing would relock it
+/// before the next day's opening.
+#[test]
+fn a_first_tap_finishing_after_its_window_ended_leaves_the_door_locked() {
+    let s = site(true, None);
+    // 17:00 New York: inside the window, no tap yet.
+    s.at("2026-11-23T22:00:00Z");
+    assert!(s.apply().is_empty());
+    let now = s.now.clone();
+    let controller = s.controller.clone();
+    let rt = s.rt.handle().clone();
+    *s.hooked.at_release.lock().unwrap() = Some(Box::new(move || {
+        // 18:00 and its boundary applied (the service's timer): nothing
+        // to change, the door never was unlocked.
+        *now.lock().unwrap() = (CLOSING.parse().unwrap(), Instant::now());
+        assert!(rt.block_on(controller.apply_schedules()).is_empty());
+    }));
+    let r = s.tap(LOBBY);
+    assert!(r.granted() && r.opened);
+    assert!(s.hooked.at_release.lock().unwrap().is_none());
+    assert!(r.time < CLOSING.parse().unwrap(), "decided in the window");
+    assert_eq!(s.output.releases().len(), 1);
+    assert_eq!(s.controller.door_mode(LOBBY), DoorMode::Normal);
+    assert_eq!(s.output.mode(LOBBY), DoorMode::Normal);
+    assert!(s.apply().is_empty());
+    // The next day's window still unlocks at its first granted tap.
+    s.at("2026-11-24T14:00:00Z");
+    assert!(s.apply().is_empty());
+    assert!(s.tap(LOBBY).opened);
+    assert_eq!(s.controller.door_mode(LOBBY), DoorMode::Unlocked);
     assert_eq!(s.output.mode(LOBBY), DoorMode::Unlocked);
 }
 
