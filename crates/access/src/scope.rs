@@ -329,6 +329,8 @@ mod tests {
             mode: DoorMode::Normal,
             unlock_schedule: unlock,
             first_card_unlock: false,
+            max_staleness_s: None,
+            stale_policy: Default::default(),
         };
         let holder = |id, name: &str| Cardholder {
             id: CardholderId(id),

@@ -21,6 +21,8 @@ fn door(site: SiteId, name: &str) -> Door {
         mode: DoorMode::Normal,
         unlock_schedule: None,
         first_card_unlock: false,
+        max_staleness_s: None,
+        stale_policy: Default::default(),
     }
 }
 
