@@ -4,6 +4,8 @@
 //! hold the process), checked with `fstat` to be a regular file before a byte is read (so a
 //! device such as `/dev/zero` is refused), and read up to a cap suited to its kind, so a huge
 //! or endless file costs at most that much memory and is never copied more than once.
+//! [`open_bounded`] makes the same checks for a file read in pieces ([`read_at_most`]), as
+//! the trust-bundle loader streams a bundle through a fixed window.
 //! [`directory_files`] lists a directory of such files without opening anything that is not a
 //! regular file, symbolic links included.
 
@@ -135,6 +137,16 @@ fn open(path: &Path) -> std::io::Result<File> {
 /// Reads a whole regular file of `kind`, refusing anything else (a FIFO, a device, a
 /// directory) and anything larger than [`InputKind::limit`], in bounded time and memory.
 pub fn read_bounded(path: &Path, kind: InputKind) -> Result<Vec<u8>, InputError> {
+    let (file, len) = open_bounded(path, kind)?;
+    let mut data = Vec::with_capacity(len as usize);
+    read_at_most(&file, path, kind, &mut data, kind.limit() + 1)?;
+    Ok(data)
+}
+
+/// Opens a regular file of `kind` for reading in pieces, with the checks of
+/// [`read_bounded`] made before a byte is read; returns the file and its size. Read it with
+/// [`read_at_most`], which keeps the cap while the file grows.
+pub fn open_bounded(path: &Path, kind: InputKind) -> Result<(File, u64), InputError> {
     let file = open(path).map_err(io_error(path))?;
     let meta = file.metadata().map_err(io_error(path))?;
     if !meta.is_file() {
@@ -144,25 +156,53 @@ pub fn read_bounded(path: &Path, kind: InputKind) -> Result<Vec<u8>, InputError>
             kind: kind.noun(),
         });
     }
-    let limit = kind.limit();
-    let too_large = || InputError::TooLarge {
+    if meta.len() > kind.limit() {
+        return Err(too_large(path, kind));
+    }
+    Ok((file, meta.len()))
+}
+
+/// Appends up to `max` more bytes of `file` (opened by [`open_bounded`]) to `buf` and returns
+/// how many it read: fewer than `max` only at the end of the file. An error when the file's
+/// current position passes the cap of `kind` (the file grew after it was opened).
+pub fn read_at_most(
+    mut file: &File,
+    path: &Path,
+    kind: InputKind,
+    buf: &mut Vec<u8>,
+    max: u64,
+) -> Result<usize, InputError> {
+    use std::io::Seek;
+    let n = file.take(max).read_to_end(buf).map_err(io_error(path))?;
+    let position = file.stream_position().map_err(io_error(path))?;
+    if position > kind.limit() {
+        return Err(too_large(path, kind));
+    }
+    Ok(n)
+}
+
+/// The line (from 1) holding byte `offset` of the file at `path`, for messages about a file
+/// already read in pieces; `None` when it cannot be read again.
+pub fn line_at(path: &Path, offset: u64) -> Option<u64> {
+    let mut file = open(path).ok()?.take(offset);
+    let mut buf = vec![0u8; 64 << 10];
+    let mut lines = 1;
+    loop {
+        match file.read(&mut buf) {
+            Ok(0) => return Some(lines),
+            Ok(n) => lines += memchr::memchr_iter(b'\n', &buf[..n]).count() as u64,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(_) => return None,
+        }
+    }
+}
+
+fn too_large(path: &Path, kind: InputKind) -> InputError {
+    InputError::TooLarge {
         path: path.to_owned(),
-        limit,
+        limit: kind.limit(),
         kind: kind.noun(),
-    };
-    if meta.len() > limit {
-        return Err(too_large());
     }
-    // The size may change while reading: read at most one byte past the cap to notice.
-    let mut data = Vec::with_capacity(meta.len() as usize);
-    (&file)
-        .take(limit + 1)
-        .read_to_end(&mut data)
-        .map_err(io_error(path))?;
-    if data.len() as u64 > limit {
-        return Err(too_large());
-    }
-    Ok(data)
 }
 
 /// Whether `path` names a directory (following symbolic links).

@@ -254,8 +254,7 @@ impl TrustStoreBuilder {
     fn add_from_path(&mut self, path: &Path, anchor: bool) -> Result<usize, StoreError> {
         const KIND: InputKind = InputKind::CertificateBundle;
         if !input::is_directory(path)? {
-            let data = input::read_bounded(path, KIND)?;
-            return self.add_bytes(&data, &path.display().to_string(), anchor);
+            return self.add_file(path, anchor);
         }
         let mut total = 0;
         for f in input::directory_files(path, KIND)? {
@@ -288,7 +287,7 @@ impl TrustStoreBuilder {
             reason,
         };
         let certs = der_certificates(data).map_err(bad)?;
-        if certs.is_empty() && memchr::memmem::find(data, b"-----BEGIN X509 CRL-----").is_some() {
+        if certs.is_empty() && memchr::memmem::find(data, CRL_BEGIN).is_some() {
             return Err(bad("holds a CRL, not certificates".into()));
         }
         let n = certs.len();
@@ -296,6 +295,134 @@ impl TrustStoreBuilder {
             .push((self.certs.len(), Some(Arc::from(origin))));
         self.certs.extend(certs.into_iter().map(|c| (c, anchor)));
         Ok(n)
+    }
+
+    /// Reads one file of certificates. PEM is streamed through a window of
+    /// [`STREAM_WINDOW`] bytes, cut at block boundaries and decoded window by window, so a
+    /// bundle of 100,000 certificates never sits in memory whole beside the certificates
+    /// decoded from it (faulting in a second copy of a 100 MB file made loading grow faster
+    /// than the number of certificates). A DER or PKCS#7 file is one structure and is read
+    /// whole, as before. On an error nothing of the file is kept.
+    fn add_file(&mut self, path: &Path, anchor: bool) -> Result<usize, StoreError> {
+        self.add_file_through(path, anchor, STREAM_WINDOW)
+    }
+
+    /// [`Self::add_file`] through a window of `window` bytes.
+    fn add_file_through(
+        &mut self,
+        path: &Path,
+        anchor: bool,
+        window_size: usize,
+    ) -> Result<usize, StoreError> {
+        const KIND: InputKind = InputKind::CertificateBundle;
+        let origin = path.display().to_string();
+        let (file, len) = input::open_bounded(path, KIND)?;
+        let mut window: Vec<u8> = Vec::with_capacity((len as usize).min(window_size));
+        let at_end = (input::read_at_most(&file, path, KIND, &mut window, window_size as u64)?
+            as u64)
+            < window_size as u64;
+        if window.first() == Some(&tag::SEQUENCE) {
+            if !at_end {
+                input::read_at_most(&file, path, KIND, &mut window, KIND.limit())?;
+            }
+            return self.add_bytes(&window, &origin, anchor);
+        }
+        let (first_cert, first_origin) = (self.certs.len(), self.origins.len());
+        self.origins
+            .push((first_cert, Some(Arc::from(origin.as_str()))));
+        let streamed = self.stream_pem(&file, path, anchor, (&mut window, window_size), at_end);
+        let fail = |b: &mut Self| {
+            b.certs.truncate(first_cert);
+            b.origins.truncate(first_origin);
+        };
+        let bad = |reason: String| StoreError::BadFile {
+            origin: origin.clone(),
+            reason,
+        };
+        match streamed {
+            Ok(Streamed { pem: false, .. }) => {
+                fail(self);
+                Err(bad("not a PEM, DER certificate or PKCS#7 file".into()))
+            }
+            Ok(Streamed { crl: true, .. }) if self.certs.len() == first_cert => {
+                fail(self);
+                Err(bad("holds a CRL, not certificates".into()))
+            }
+            Ok(_) => {
+                if self.certs.len() == first_cert {
+                    self.origins.truncate(first_origin);
+                }
+                Ok(self.certs.len() - first_cert)
+            }
+            Err(StreamError::Input(e)) => {
+                fail(self);
+                Err(e.into())
+            }
+            Err(StreamError::Pem { offset, e }) => {
+                let certs = self.certs.len() - first_cert + e.certs_before;
+                fail(self);
+                let line = input::line_at(path, offset);
+                Err(bad(e.describe(line, certs)))
+            }
+        }
+    }
+
+    /// The PEM blocks of `file`, whose first bytes are in `window`, added window by window.
+    fn stream_pem(
+        &mut self,
+        file: &std::fs::File,
+        path: &Path,
+        anchor: bool,
+        (window, mut capacity): (&mut Vec<u8>, usize),
+        mut at_end: bool,
+    ) -> Result<Streamed, StreamError> {
+        const KIND: InputKind = InputKind::CertificateBundle;
+        let first_cert = self.certs.len();
+        let begin = memchr::memmem::FinderRev::new(PEM_BEGIN);
+        let mut out = Streamed::default();
+        // File offset of window[0], and how far the window may grow for one block.
+        let mut offset = 0u64;
+        capacity = capacity.max(PEM_BEGIN.len());
+        loop {
+            // Decode up to the last BEGIN line (its block may go on past the window); at
+            // the end of the file, everything.
+            let cut = if at_end {
+                window.len()
+            } else {
+                match begin.rfind(window.as_slice()) {
+                    Some(0) => 0,
+                    Some(p) => p,
+                    // No block starts here: keep only what could begin a BEGIN line.
+                    None => window.len().saturating_sub(PEM_BEGIN.len() - 1),
+                }
+            };
+            if cut == 0 && !at_end {
+                // One block larger than the window: let the window grow for it. The file's
+                // cap bounds it.
+                capacity = capacity.saturating_mul(2);
+            } else {
+                let part = &window[..cut];
+                if self.certs.len() == first_cert {
+                    // Only a file without certificates needs saying what it holds instead.
+                    out.pem |= memchr::memmem::find(part, PEM_BEGIN).is_some();
+                    out.crl |= memchr::memmem::find(part, CRL_BEGIN).is_some();
+                }
+                let certs = certificates_from_pem(part).map_err(|e| StreamError::Pem {
+                    offset: offset + e.at as u64,
+                    e,
+                })?;
+                self.certs.extend(certs.into_iter().map(|c| (c, anchor)));
+                window.drain(..cut);
+                offset += cut as u64;
+            }
+            if at_end {
+                return Ok(out);
+            }
+            let want = capacity.saturating_sub(window.len()).max(1) as u64;
+            let got =
+                input::read_at_most(file, path, KIND, window, want).map_err(StreamError::Input)?;
+            at_end = (got as u64) < want;
+        }
     }
 
     /// Like [`Self::build`], but a certificate whose encoding cannot be read is an error naming
@@ -460,6 +587,71 @@ fn looks_like_certificates(data: &[u8]) -> bool {
     data.first() == Some(&tag::SEQUENCE) || memchr::memmem::find(data, b"-----BEGIN ").is_some()
 }
 
+const PEM_BEGIN: &[u8] = b"-----BEGIN ";
+
+/// How much of a PEM bundle is read at a time (a block larger than this grows the window
+/// for itself, up to the file's cap).
+const STREAM_WINDOW: usize = 4 << 20;
+
+const CRL_BEGIN: &[u8] = b"-----BEGIN X509 CRL-----";
+
+/// What streaming a file found besides certificates, looked at only while it had none.
+#[derive(Default)]
+struct Streamed {
+    /// A BEGIN line: the file is PEM.
+    pem: bool,
+    /// A CRL block.
+    crl: bool,
+}
+
+enum StreamError {
+    Input(InputError),
+    /// A PEM block that could not be decoded, starting at byte `offset` of the file.
+    Pem {
+        offset: u64,
+        e: PemScanError,
+    },
+}
+
+/// A PEM block that could not be decoded.
+#[derive(Debug)]
+struct PemScanError {
+    /// Byte offset of the block's BEGIN line in the text scanned.
+    at: usize,
+    /// Certificates decoded from the same text before it.
+    certs_before: usize,
+    reason: String,
+}
+
+impl PemScanError {
+    /// The reason with where the block is: its line (when known) and which certificate of
+    /// the file it would have been.
+    fn describe(&self, line: Option<u64>, certs_before: usize) -> String {
+        match line {
+            Some(line) => format!(
+                "{} (the PEM block at line {line}, after {certs_before} certificate(s))",
+                self.reason
+            ),
+            None => format!(
+                "{} (the PEM block after {certs_before} certificate(s))",
+                self.reason
+            ),
+        }
+    }
+
+    fn at_line_of(self, data: &[u8]) -> String {
+        let line = memchr::memchr_iter(b'\n', &data[..self.at.min(data.len())]).count() as u64 + 1;
+        let certs = self.certs_before;
+        self.describe(Some(line), certs)
+    }
+
+    fn shifted(mut self, at: usize, certs_before: usize) -> Self {
+        self.at += at;
+        self.certs_before += certs_before;
+        self
+    }
+}
+
 fn hash_of(state: &RandomState, bytes: &[u8]) -> u64 {
     let mut h = state.build_hasher();
     h.write(bytes);
@@ -525,9 +717,8 @@ pub fn certificates_from_bytes(data: &[u8]) -> Result<Vec<Vec<u8>>, String> {
 
 /// Like [`certificates_from_bytes`], each certificate decoded straight into its shared buffer.
 fn der_certificates(data: &[u8]) -> Result<Vec<Arc<[u8]>>, String> {
-    const BEGIN: &[u8] = b"-----BEGIN ";
-    if memchr::memmem::find(data, BEGIN).is_some() {
-        return certificates_from_pem(data);
+    if memchr::memmem::find(data, PEM_BEGIN).is_some() {
+        return certificates_from_pem(data).map_err(|e| e.at_line_of(data));
     }
     match data.first() {
         Some(&tag::SEQUENCE) => certificates_from_der(data).map_err(|e| e.to_string()),
@@ -576,7 +767,7 @@ fn pkcs7_certificates(content_info: &[u8]) -> Result<Vec<Arc<[u8]>>, DerError> {
     Ok(out)
 }
 
-fn certificates_from_pem(data: &[u8]) -> Result<Vec<Arc<[u8]>>, String> {
+fn certificates_from_pem(data: &[u8]) -> Result<Vec<Arc<[u8]>>, PemScanError> {
     // Large bundles are split at block boundaries and decoded on several threads.
     const MIN_SPLIT: usize = 1 << 20;
     if data.len() < 2 * MIN_SPLIT {
@@ -593,7 +784,7 @@ fn certificates_from_pem(data: &[u8]) -> Result<Vec<Arc<[u8]>>, String> {
         if guess <= prev {
             continue;
         }
-        if let Some(off) = memchr::memmem::find(&data[guess..], b"-----BEGIN ") {
+        if let Some(off) = memchr::memmem::find(&data[guess..], PEM_BEGIN) {
             if guess + off > prev {
                 bounds.push(guess + off);
             }
@@ -602,15 +793,18 @@ fn certificates_from_pem(data: &[u8]) -> Result<Vec<Arc<[u8]>>, String> {
     bounds.push(data.len());
     bounds.dedup();
     let slices: Vec<&[u8]> = bounds.windows(2).map(|w| &data[w[0]..w[1]]).collect();
-    let results: Vec<Result<Vec<Arc<[u8]>>, String>> = parallel_chunks(slices);
+    let results = parallel_chunks(slices);
     let mut out = Vec::new();
-    for r in results {
-        out.extend(r?);
+    for (r, start) in results.into_iter().zip(bounds) {
+        match r {
+            Ok(certs) => out.extend(certs),
+            Err(e) => return Err(e.shifted(start, out.len())),
+        }
     }
     Ok(out)
 }
 
-fn parallel_chunks(slices: Vec<&[u8]>) -> Vec<Result<Vec<Arc<[u8]>>, String>> {
+fn parallel_chunks(slices: Vec<&[u8]>) -> Vec<Result<Vec<Arc<[u8]>>, PemScanError>> {
     std::thread::scope(|scope| {
         let handles: Vec<_> = slices
             .into_iter()
@@ -626,39 +820,57 @@ fn parallel_chunks(slices: Vec<&[u8]>) -> Vec<Result<Vec<Arc<[u8]>>, String>> {
     })
 }
 
-fn certificates_from_pem_serial(data: &[u8]) -> Result<Vec<Arc<[u8]>>, String> {
+fn certificates_from_pem_serial(data: &[u8]) -> Result<Vec<Arc<[u8]>>, PemScanError> {
     // Decoded into one reused buffer, then copied once into the certificate's own allocation.
     let mut scratch: Vec<u8> = Vec::new();
-    let begin = memchr::memmem::Finder::new(b"-----BEGIN ");
+    let begin = memchr::memmem::Finder::new(PEM_BEGIN);
     let end_line = memchr::memmem::Finder::new(b"-----END ");
     let dashes = memchr::memmem::Finder::new(b"-----");
     let mut out = Vec::new();
     let mut rest = data;
     while let Some(start) = begin.find(rest) {
+        let at = data.len() - rest.len() + start;
+        let fail = |out: &Vec<Arc<[u8]>>, reason: String| PemScanError {
+            at,
+            certs_before: out.len(),
+            reason,
+        };
         let after = &rest[start + 11..];
-        let label_end = dashes.find(after).ok_or("unterminated PEM header")?;
+        let Some(label_end) = dashes.find(after) else {
+            return Err(fail(&out, "unterminated PEM header".into()));
+        };
         let label = &after[..label_end];
         let body_start = &after[label_end + 5..];
-        let end = end_line
-            .find(body_start)
-            .ok_or("PEM block without END line")?;
+        let Some(end) = end_line.find(body_start) else {
+            return Err(fail(&out, "PEM block without END line".into()));
+        };
         let body = &body_start[..end];
         let tail = &body_start[end + 9..];
-        let tail_end = dashes.find(tail).ok_or("unterminated PEM END line")?;
+        let Some(tail_end) = dashes.find(tail) else {
+            return Err(fail(&out, "unterminated PEM END line".into()));
+        };
         rest = &tail[tail_end + 5..];
         match label {
             b"CERTIFICATE" | b"X509 CERTIFICATE" => {
-                base64_decode_into(body, &mut scratch)
-                    .ok_or("invalid base64 in a PEM CERTIFICATE block")?;
+                if base64_decode_into(body, &mut scratch).is_none() {
+                    return Err(fail(
+                        &out,
+                        "invalid base64 in a PEM CERTIFICATE block".into(),
+                    ));
+                }
                 if scratch.is_empty() {
-                    return Err("an empty PEM CERTIFICATE block".into());
+                    return Err(fail(&out, "an empty PEM CERTIFICATE block".into()));
                 }
                 out.push(Arc::from(&scratch[..]));
             }
             b"PKCS7" | b"CMS" => {
-                let der =
-                    base64_decode_lenient(body).ok_or("invalid base64 in a PEM PKCS7 block")?;
-                out.extend(certificates_from_der(&der).map_err(|e| format!("PKCS#7 block: {e}"))?);
+                let Some(der) = base64_decode_lenient(body) else {
+                    return Err(fail(&out, "invalid base64 in a PEM PKCS7 block".into()));
+                };
+                match certificates_from_der(&der) {
+                    Ok(certs) => out.extend(certs),
+                    Err(e) => return Err(fail(&out, format!("PKCS#7 block: {e}"))),
+                }
             }
             _ => {}
         }
@@ -1017,6 +1229,96 @@ mod tests {
         assert_eq!(old.len(), 1);
         assert_eq!(new.len(), 2);
         assert_ne!(old.id(), new.id());
+    }
+
+    #[test]
+    fn streaming_a_bundle_through_any_window_gives_the_same_certificates() {
+        let certs: Vec<Vec<u8>> = (0..5)
+            .map(|i| ca(&format!("CN=Stream {i},O=pivgate,C=US")))
+            .collect();
+        // Text around the blocks, CRLF line ends, a block of another label and a PKCS#7
+        // block larger than the small windows.
+        let mut text = String::from("# a bundle\n");
+        text.push_str(&pem(&certs[0]));
+        text.push_str("explanatory text -----\r\n");
+        text.push_str(&pem(&certs[1]).replace('\n', "\r\n"));
+        text.push_str(&pki_issue::pem_encode("PRIVATE KEY", &[1, 2, 3]));
+        text.push_str(&pki_issue::pem_encode(
+            "PKCS7",
+            &p7c(&[&certs[2], &certs[3]]),
+        ));
+        text.push_str(&pem(&certs[4]));
+        text.push_str("trailing text\n");
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("bundle.pem");
+        std::fs::write(&path, &text).unwrap();
+        let expected = certificates_from_bytes(text.as_bytes()).unwrap();
+        assert_eq!(expected, certs);
+        for window in [1, 11, 16, 64, 100, 333, 1000, 4096, STREAM_WINDOW] {
+            let mut b = TrustStore::builder();
+            assert_eq!(
+                b.add_file_through(&path, true, window).unwrap(),
+                certs.len(),
+                "window {window}"
+            );
+            let got: Vec<Vec<u8>> = b.certs.iter().map(|c| c.0.to_vec()).collect();
+            assert_eq!(got, certs, "window {window}");
+        }
+        // A file of only other blocks holds no certificates; a CRL alone is said to be one.
+        std::fs::write(&path, pki_issue::pem_encode("PRIVATE KEY", &[1])).unwrap();
+        assert_eq!(
+            TrustStore::builder()
+                .add_file_through(&path, true, 16)
+                .unwrap(),
+            0
+        );
+        let crl = pki_issue::pem_encode("X509 CRL", b"\x30\x03\x02\x01\x00");
+        std::fs::write(&path, &crl).unwrap();
+        let e = TrustStore::builder().add_file_through(&path, true, 16);
+        assert!(e.unwrap_err().to_string().contains("holds a CRL"));
+        std::fs::write(&path, "just text, long enough to need several windows").unwrap();
+        let e = TrustStore::builder().add_file_through(&path, true, 16);
+        assert!(e.unwrap_err().to_string().contains("not a PEM"));
+    }
+
+    #[test]
+    fn a_damaged_block_in_a_streamed_bundle_is_named_by_line_and_nothing_is_kept() {
+        let good = pem(&ca("CN=Fine,O=pivgate,C=US"));
+        let lines = good.lines().count();
+        // The first 'M' is the DER's SEQUENCE in the first base64 line.
+        let damaged = good.replacen('M', "!", 1);
+        let text = format!("{}{damaged}{}", good.repeat(40), good.repeat(3));
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("bundle.pem");
+        std::fs::write(&path, &text).unwrap();
+        let line = format!("line {}", 40 * lines + 1);
+        for window in [200, 5000, STREAM_WINDOW] {
+            let mut b = TrustStore::builder();
+            b.add_anchor_der(ca("CN=Kept,O=pivgate,C=US"));
+            let e = b
+                .add_file_through(&path, true, window)
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains("bundle.pem: invalid base64"), "{e}");
+            assert!(e.contains(&line), "window {window}: {e}");
+            assert!(e.contains("after 40 certificate(s)"), "{e}");
+            assert_eq!((b.certs.len(), b.origins.len()), (1, 1));
+        }
+        // The same words for the same text in memory.
+        let e = certificates_from_bytes(text.as_bytes()).unwrap_err();
+        assert!(
+            e.contains(&line) && e.contains("after 40 certificate(s)"),
+            "{e}"
+        );
+        // A bundle cut short in its last block.
+        let text = good.repeat(44);
+        std::fs::write(&path, &text[..text.len() - 40]).unwrap();
+        let e = TrustStore::builder()
+            .add_file_through(&path, true, 300)
+            .unwrap_err()
+            .to_string();
+        let line = format!("line {}", 43 * lines + 1);
+        assert!(e.contains("without END line") && e.contains(&line), "{e}");
     }
 
     #[test]

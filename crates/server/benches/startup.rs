@@ -11,68 +11,12 @@
 #[path = "../../pki/benches/common/peers.rs"]
 mod peers;
 
-use std::path::Path;
-
-use pki_issue::{pem_encode, CertificateBuilder, KeyAlgorithm, KeyPair};
-use server::config::Config;
-use server::service::Service;
-use store::Store;
+use server::startup_site::{anchor_bundle, best_start, seed_site};
 
 const N: usize = 10_000;
 /// The reference material's Qt 6 start-up: 72 system CAs in 750 ms.
 const QT6_MS: f64 = 750.0;
 const QT6_CAS: f64 = 72.0;
-
-fn write_bundle(path: &Path, n: usize) {
-    let key = KeyPair::generate(KeyAlgorithm::P256).unwrap();
-    let mut pem = String::new();
-    for i in 0..n {
-        let der = CertificateBuilder::new(
-            &format!("CN=Startup CA {i},O=pivgate test,C=US"),
-            key.spki_der(),
-        )
-        .unwrap()
-        .ca(None)
-        .self_signed(&key)
-        .unwrap();
-        pem.push_str(&pem_encode("CERTIFICATE", &der));
-    }
-    std::fs::write(path, pem).unwrap();
-}
-
-async fn ready_in(dir: &Path, anchors: usize) -> server::service::StartupTimes {
-    let mut text = "data_dir = \"data\"\n[http]\nlisten = \"127.0.0.1:0\"\n".to_string();
-    if anchors > 0 {
-        text.push_str(&format!(
-            "[trust]\nanchors = [\"bundle-{anchors}.pem\"]\n[trust.revocation]\nmode = \"off\"\n"
-        ));
-    }
-    let path = dir.join("pivgate.toml");
-    std::fs::write(&path, text).unwrap();
-    let config = Config::load(&path).unwrap();
-    let s = Service::start(config, None).await.unwrap();
-    let t = s.loaded().times;
-    s.shutdown().await.unwrap();
-    t
-}
-
-async fn best_of_three(
-    dir: &Path,
-    anchors: usize,
-    credentials: usize,
-) -> server::service::StartupTimes {
-    // Warm the page cache and the process once; then measure.
-    ready_in(dir, anchors).await;
-    let mut best = None::<server::service::StartupTimes>;
-    for _ in 0..3 {
-        let t = ready_in(dir, anchors).await;
-        assert_eq!((t.anchors, t.credentials), (anchors, credentials));
-        if best.is_none_or(|b| t.ready_us < b.ready_us) {
-            best = Some(t);
-        }
-    }
-    best.expect("three runs")
-}
 
 fn main() {
     let full = std::env::args().any(|a| a == "--bench");
@@ -80,7 +24,7 @@ fn main() {
     let sizes: &[usize] = if full { &[0, N, 10 * N] } else { &[0, 100] };
     let dir = tempfile::tempdir().unwrap();
     for &n in sizes.iter().filter(|n| **n > 0) {
-        write_bundle(&dir.path().join(format!("bundle-{n}.pem")), n);
+        anchor_bundle(dir.path(), n).unwrap();
     }
     let go = if full {
         match peers::build_go_peer() {
@@ -99,18 +43,14 @@ fn main() {
         .build()
         .unwrap();
     rt.block_on(async {
-        let store = Store::open_data_dir(&dir.path().join("data"))
-            .await
-            .unwrap();
-        store
-            .import_entities(&access::synthetic::site(credentials, 1))
-            .await
-            .unwrap();
-        store.close().await;
+        seed_site(dir.path(), credentials).await.unwrap();
         println!("start to ready, {credentials} credentials, best of 3 (trust and database overlapped)");
         let mut at_n = None;
         for &n in sizes {
-            let t = best_of_three(dir.path(), n, credentials).await;
+            let bundle = (n > 0).then(|| dir.path().join(format!("bundle-{n}.pem")));
+            let t = best_start(dir.path(), bundle.as_deref(), (n, credentials), 3)
+                .await
+                .unwrap();
             let ready = t.ready_us as f64 / 1e3;
             let qt = QT6_MS * n as f64 / QT6_CAS;
             let mut line = format!(

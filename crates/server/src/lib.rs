@@ -115,6 +115,8 @@
 //!   token`, `enroll`, `prune`), whose reports the modules say for people
 //!   ([`init::Initialised::next_steps`], [`enroll::Enrolled::text`],
 //!   [`token::list_text`], [`retention::RetentionReport::text`]).
+//!   [`startup_site`] makes a site of N anchors and N credentials to time
+//!   that start (the startup bench, `pivgate-bench`).
 //! - [`limits`]: every limit the API puts on its clients (timeouts,
 //!   connection cap and reserve, event streams, shutdown deadline), set in
 //!   `[http]` and enforced by [`http::server`].
@@ -158,6 +160,7 @@ pub mod retention;
 pub mod revocation;
 pub mod service;
 pub mod source;
+pub mod startup_site;
 pub mod state;
 pub mod stats;
 pub mod status;

@@ -3,6 +3,7 @@
 
 pub mod pcsc;
 pub mod tls;
+pub mod trust;
 
 use crate::ctx::Ctx;
 use crate::model::Section;
@@ -12,5 +13,10 @@ pub type Run = fn(&Ctx) -> anyhow::Result<Section>;
 
 /// Every section, in report order: (id, run).
 pub fn all() -> Vec<(&'static str, Run)> {
-    vec![("pcsc", pcsc::run), ("tls-teardown", tls::run)]
+    vec![
+        ("pcsc", pcsc::run),
+        ("tls-teardown", tls::run),
+        ("startup", trust::startup),
+        ("trust-load", trust::load),
+    ]
 }
