@@ -97,23 +97,23 @@ impl Scale {
     }
 }
 
-fn open(s: &mut String, c: &Chart, height: f64) {
+fn open(s: &mut String, c: &Chart, width: f64, height: f64) {
     let _ = write!(
         s,
-        r#"<svg xmlns="http://www.w3.org/2000/svg" class="chart" role="img" width="{WIDTH}" height="{height}" viewBox="0 0 {WIDTH} {height}" font-family="sans-serif" font-size="12"><title>{}</title>"#,
+        r#"<svg xmlns="http://www.w3.org/2000/svg" class="chart" role="img" width="{width}" height="{height}" viewBox="0 0 {width} {height}" font-family="sans-serif" font-size="12"><title>{}</title>"#,
         escape(&c.title)
     );
     let _ = write!(
         s,
         r#"<text x="{}" y="20" text-anchor="middle" font-size="14" font-weight="bold">{}</text>"#,
-        WIDTH / 2.0,
+        width / 2.0,
         escape(&c.title)
     );
 }
 
 fn empty(c: &Chart, why: &str) -> String {
     let mut s = String::new();
-    open(&mut s, c, 80.0);
+    open(&mut s, c, WIDTH, 80.0);
     let _ = write!(
         s,
         r#"<text x="{}" y="50" text-anchor="middle">{}</text></svg>"#,
@@ -124,12 +124,12 @@ fn empty(c: &Chart, why: &str) -> String {
 }
 
 /// Legend entries in rows below the axes; returns the rows' SVG.
-fn legend(entries: &[(String, &str)], y0: f64) -> String {
+fn legend(entries: &[(String, &str)], y0: f64, width: f64) -> String {
     let mut s = String::new();
     let (mut x, mut y) = (LEFT, y0);
     for (label, colour) in entries {
         let w = 26.0 + 6.6 * label.chars().count() as f64;
-        if x + w > WIDTH - RIGHT && x > LEFT {
+        if x + w > width - RIGHT && x > LEFT {
             x = LEFT;
             y += LEGEND_ROW;
         }
@@ -146,12 +146,12 @@ fn legend(entries: &[(String, &str)], y0: f64) -> String {
     s
 }
 
-fn legend_rows(entries: &[(String, &str)]) -> usize {
+fn legend_rows(entries: &[(String, &str)], width: f64) -> usize {
     let mut rows = usize::from(!entries.is_empty());
     let mut x = LEFT;
     for (label, _) in entries {
         let w = 26.0 + 6.6 * label.chars().count() as f64;
-        if x + w > WIDTH - RIGHT && x > LEFT {
+        if x + w > width - RIGHT && x > LEFT {
             x = LEFT;
             rows += 1;
         }
@@ -285,9 +285,9 @@ fn xy(c: &Chart, log_x: bool, log_y: bool) -> String {
         .enumerate()
         .map(|(i, sr)| (series_label(sr, log_x && log_y), PALETTE[i % PALETTE.len()]))
         .collect();
-    let height = TOP + PLOT_HEIGHT + AXIS_SPACE + LEGEND_ROW * legend_rows(&entries) as f64 + 8.0;
+    let height = TOP + PLOT_HEIGHT + AXIS_SPACE + LEGEND_ROW * legend_rows(&entries, WIDTH) as f64 + 8.0;
     let mut s = String::new();
-    open(&mut s, c, height);
+    open(&mut s, c, WIDTH, height);
     y_axis(&mut s, &sy, &y_ticks, &c.y_label);
     x_axis(&mut s, &sx, &x_ticks, TOP + PLOT_HEIGHT, &c.x_label);
     if let Some(g) = c.goal.filter(|g| g.is_finite() && (!log_y || *g > 0.0)) {
@@ -318,7 +318,7 @@ fn xy(c: &Chart, log_x: bool, log_y: bool) -> String {
             );
         }
     }
-    s.push_str(&legend(&entries, TOP + PLOT_HEIGHT + AXIS_SPACE + 12.0));
+    s.push_str(&legend(&entries, TOP + PLOT_HEIGHT + AXIS_SPACE + 12.0, WIDTH));
     s.push_str("</svg>");
     s
 }
@@ -360,9 +360,9 @@ fn histogram(c: &Chart) -> String {
         .enumerate()
         .map(|(i, sr)| (sr.name.clone(), PALETTE[i % PALETTE.len()]))
         .collect();
-    let height = TOP + PLOT_HEIGHT + AXIS_SPACE + LEGEND_ROW * legend_rows(&entries) as f64 + 8.0;
+    let height = TOP + PLOT_HEIGHT + AXIS_SPACE + LEGEND_ROW * legend_rows(&entries, WIDTH) as f64 + 8.0;
     let mut s = String::new();
-    open(&mut s, c, height);
+    open(&mut s, c, WIDTH, height);
     y_axis(&mut s, &sy, &y_ticks, &c.y_label);
     for (i, sr) in c.series.iter().enumerate() {
         let colour = PALETTE[i % PALETTE.len()];
@@ -399,7 +399,7 @@ fn histogram(c: &Chart) -> String {
             TOP + PLOT_HEIGHT
         );
     }
-    s.push_str(&legend(&entries, TOP + PLOT_HEIGHT + AXIS_SPACE + 12.0));
+    s.push_str(&legend(&entries, TOP + PLOT_HEIGHT + AXIS_SPACE + 12.0, WIDTH));
     s.push_str("</svg>");
     s
 }
@@ -435,10 +435,11 @@ fn bars(c: &Chart, stacked: bool) -> String {
         .map(|b| b.label.chars().count())
         .max()
         .unwrap_or(0)
-        .clamp(4, 42) as f64
-        * 6.6
+        .clamp(4, 80) as f64
+        * 6.8
         + 12.0;
     let left = label_w.max(LEFT);
+    let width = (left + 560.0).max(WIDTH);
     let max = c
         .bars
         .iter()
@@ -453,16 +454,16 @@ fn bars(c: &Chart, stacked: bool) -> String {
     } else {
         vec![]
     };
-    let height = TOP + plot_h + AXIS_SPACE + LEGEND_ROW * legend_rows(&entries) as f64 + 8.0;
+    let height = TOP + plot_h + AXIS_SPACE + LEGEND_ROW * legend_rows(&entries, width) as f64 + 8.0;
     let sx = Scale::new(
         0.0,
         *ticks.last().unwrap_or(&1.0),
         left,
-        WIDTH - RIGHT - 48.0,
+        width - RIGHT - 48.0,
         false,
     );
     let mut s = String::new();
-    open(&mut s, c, height);
+    open(&mut s, c, width, height);
     let bottom = TOP + plot_h;
     for &t in &ticks {
         let x = sx.at(t);
@@ -476,8 +477,8 @@ fn bars(c: &Chart, stacked: bool) -> String {
     let _ = write!(
         s,
         r##"<line x1="{left}" y1="{bottom}" x2="{}" y2="{bottom}" stroke="#333"/><line x1="{left}" y1="{TOP}" x2="{left}" y2="{bottom}" stroke="#333"/><text x="{}" y="{}" text-anchor="middle">{}</text>"##,
-        WIDTH - RIGHT - 48.0,
-        left + (WIDTH - RIGHT - 48.0 - left) / 2.0,
+        width - RIGHT - 48.0,
+        left + (width - RIGHT - 48.0 - left) / 2.0,
         bottom + 36.0,
         escape(&c.x_label)
     );
@@ -527,7 +528,7 @@ fn bars(c: &Chart, stacked: bool) -> String {
             escape(&fmt_num(g))
         );
     }
-    s.push_str(&legend(&entries, bottom + AXIS_SPACE + 12.0));
+    s.push_str(&legend(&entries, bottom + AXIS_SPACE + 12.0, width));
     s.push_str("</svg>");
     s
 }

@@ -1,6 +1,8 @@
 //! One module per story. Each `run` measures pivgate and its peers in the
 //! same run and returns a [`Section`](crate::model::Section).
 
+pub mod door;
+
 use crate::ctx::Ctx;
 use crate::model::Section;
 
@@ -9,5 +11,5 @@ pub type Run = fn(&Ctx) -> anyhow::Result<Section>;
 
 /// Every section, in report order: (id, run).
 pub fn all() -> Vec<(&'static str, Run)> {
-    vec![]
+    vec![("door", door::run)]
 }
