@@ -16,3 +16,11 @@ cargo build --locked --manifest-path fuzz/Cargo.toml --bins
 echo "== cargo test" >&2
 # Interop tests share the single vpcd reader; test binaries run one at a time.
 cargo test --workspace --locked -- --test-threads=2
+echo "== benchmark report (smoke)" >&2
+# Every section of ./scripts/bench.sh at a token size (benches run their own
+# smoke pass): the report is written and no section fails; nothing timed is
+# judged.
+# Built with the workspace's features, as `cargo test --workspace` built
+# everything the sections run.
+cargo build --locked --workspace --bin pivgate-bench
+"${CARGO_TARGET_DIR:-target}/debug/pivgate-bench" --smoke --out target/bench-smoke

@@ -98,7 +98,9 @@ fn run() -> Result<ExitCode> {
     };
     let started = Instant::now();
     let mut report = Report {
-        started: jiff::Timestamp::now().round(jiff::Unit::Second)?.to_string(),
+        started: jiff::Timestamp::now()
+            .round(jiff::Unit::Second)?
+            .to_string(),
         mode: mode.into(),
         command: std::env::args()
             .map(|a| {
@@ -121,7 +123,9 @@ fn run() -> Result<ExitCode> {
         report.machine.cores,
         report
             .load_before
-            .map_or("unknown".into(), |[a, b, c]| format!("{a:.2} {b:.2} {c:.2}"))
+            .map_or("unknown".into(), |[a, b, c]| format!(
+                "{a:.2} {b:.2} {c:.2}"
+            ))
     );
     report.sections = run_sections(&selected, &opts);
     report.load_after = load_average();

@@ -86,7 +86,11 @@ impl Machine {
             .lines()
             .find_map(|l| {
                 let rest = l.strip_prefix("MemTotal:")?;
-                rest.trim().trim_end_matches("kB").trim().parse::<f64>().ok()
+                rest.trim()
+                    .trim_end_matches("kB")
+                    .trim()
+                    .parse::<f64>()
+                    .ok()
             })
             .map_or(0.0, |kib| kib / (1024.0 * 1024.0));
         let os = read("/etc/os-release")

@@ -2,6 +2,7 @@
 //! no script, no external asset), `summary.md` (the figure tables) and
 //! `data.json` (everything, for other tools).
 
+pub mod check;
 pub mod svg;
 
 use std::fmt::Write as _;

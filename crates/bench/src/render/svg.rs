@@ -285,7 +285,8 @@ fn xy(c: &Chart, log_x: bool, log_y: bool) -> String {
         .enumerate()
         .map(|(i, sr)| (series_label(sr, log_x && log_y), PALETTE[i % PALETTE.len()]))
         .collect();
-    let height = TOP + PLOT_HEIGHT + AXIS_SPACE + LEGEND_ROW * legend_rows(&entries, WIDTH) as f64 + 8.0;
+    let height =
+        TOP + PLOT_HEIGHT + AXIS_SPACE + LEGEND_ROW * legend_rows(&entries, WIDTH) as f64 + 8.0;
     let mut s = String::new();
     open(&mut s, c, WIDTH, height);
     y_axis(&mut s, &sy, &y_ticks, &c.y_label);
@@ -318,7 +319,11 @@ fn xy(c: &Chart, log_x: bool, log_y: bool) -> String {
             );
         }
     }
-    s.push_str(&legend(&entries, TOP + PLOT_HEIGHT + AXIS_SPACE + 12.0, WIDTH));
+    s.push_str(&legend(
+        &entries,
+        TOP + PLOT_HEIGHT + AXIS_SPACE + 12.0,
+        WIDTH,
+    ));
     s.push_str("</svg>");
     s
 }
@@ -360,7 +365,8 @@ fn histogram(c: &Chart) -> String {
         .enumerate()
         .map(|(i, sr)| (sr.name.clone(), PALETTE[i % PALETTE.len()]))
         .collect();
-    let height = TOP + PLOT_HEIGHT + AXIS_SPACE + LEGEND_ROW * legend_rows(&entries, WIDTH) as f64 + 8.0;
+    let height =
+        TOP + PLOT_HEIGHT + AXIS_SPACE + LEGEND_ROW * legend_rows(&entries, WIDTH) as f64 + 8.0;
     let mut s = String::new();
     open(&mut s, c, WIDTH, height);
     y_axis(&mut s, &sy, &y_ticks, &c.y_label);
@@ -399,7 +405,11 @@ fn histogram(c: &Chart) -> String {
             TOP + PLOT_HEIGHT
         );
     }
-    s.push_str(&legend(&entries, TOP + PLOT_HEIGHT + AXIS_SPACE + 12.0, WIDTH));
+    s.push_str(&legend(
+        &entries,
+        TOP + PLOT_HEIGHT + AXIS_SPACE + 12.0,
+        WIDTH,
+    ));
     s.push_str("</svg>");
     s
 }

@@ -221,7 +221,13 @@ fn in_process(
     })?;
     Ok(vec![
         summarise(name, Via::InProcess, "full read", &t.full, None)?,
-        summarise(name, Via::InProcess, repeat_label(&t.repeat), &t.repeat, None)?,
+        summarise(
+            name,
+            Via::InProcess,
+            repeat_label(&t.repeat),
+            &t.repeat,
+            None,
+        )?,
     ])
 }
 
@@ -357,9 +363,7 @@ impl RemoteRig {
             "bench".into(),
             "card".into(),
         );
-        let agent_task = self
-            .rt
-            .spawn(agent::run(acfg, card, presence_rx, ev_tx));
+        let agent_task = self.rt.spawn(agent::run(acfg, card, presence_rx, ev_tx));
         let ready = |ev_rx: &mut mpsc::UnboundedReceiver<AgentEvent>| -> Result<()> {
             self.rt.block_on(async {
                 let wait = async {
@@ -510,11 +514,11 @@ fn section(
     rows: &[Measured],
 ) -> Section {
     let command = if ctx.smoke {
-        "cargo run -p bench -- --smoke --only door".to_string()
+        "pivgate-bench --smoke --only door".to_string()
     } else if ctx.quick {
-        "cargo run --release -p bench -- --quick --only door".to_string()
+        "./scripts/bench.sh --quick --only door".to_string()
     } else {
-        "cargo run --release -p bench -- --only door".to_string()
+        "./scripts/bench.sh --only door".to_string()
     };
     let profiles: Vec<String> = cards
         .iter()
@@ -603,9 +607,7 @@ fn section(
         "Link: for OSDP the line time of the tap's bytes at the baud rate (both directions, polls included); for the remote reader the wall time beyond the card and the module, from the card's arrival at the agent's reader to the decision (10 ms added each way by a delaying TCP proxy on loopback).".into(),
     ];
     if ctx.smoke {
-        notes.push(
-            "Smoke pass: instant cards, no 9600 baud line, figures not meaningful.".into(),
-        );
+        notes.push("Smoke pass: instant cards, no 9600 baud line, figures not meaningful.".into());
     }
     // Where the RSA-2048 card alone keeps the door above the goal.
     let fixed = REFERENCE_DOOR[0].1 + REFERENCE_DOOR[5].1;

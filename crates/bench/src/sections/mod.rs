@@ -2,6 +2,10 @@
 //! same run and returns a [`Section`](crate::model::Section).
 
 pub mod door;
+pub mod log_size;
+pub mod path_building;
+pub mod service_load;
+pub mod spawned;
 
 use crate::ctx::Ctx;
 use crate::model::Section;
@@ -11,5 +15,10 @@ pub type Run = fn(&Ctx) -> anyhow::Result<Section>;
 
 /// Every section, in report order: (id, run).
 pub fn all() -> Vec<(&'static str, Run)> {
-    vec![("door", door::run)]
+    vec![
+        ("door", door::run),
+        ("path-building", path_building::run),
+        ("service-load", service_load::run),
+        ("log-size", log_size::run),
+    ]
 }
