@@ -20,7 +20,6 @@ echo "== benchmark report (smoke)" >&2
 # Every section of ./scripts/bench.sh at a token size (benches run their own
 # smoke pass): the report is written and no section fails; nothing timed is
 # judged.
-# Built with the workspace's features, as `cargo test --workspace` built
-# everything the sections run.
-cargo build --locked --workspace --bin pivgate-bench
+# The binary `cargo test --workspace` built for the report's integration
+# test, with the same features as the benches the sections run (no rebuild).
 "${CARGO_TARGET_DIR:-target}/debug/pivgate-bench" --smoke --out target/bench-smoke
