@@ -168,7 +168,7 @@ fn main() {
     rt.block_on(async {
         let mut rows = Vec::new();
         let mut loads = Vec::new();
-        let mut pg_status = serde_json::Value::Null;
+        let pg_status: serde_json::Value;
 
         let dir = tempfile::tempdir().unwrap();
         let sqlite = Store::open_data_dir(dir.path()).await.unwrap();
