@@ -16,3 +16,10 @@ cargo build --locked --manifest-path fuzz/Cargo.toml --bins
 echo "== cargo test" >&2
 # Interop tests share the single vpcd reader; test binaries run one at a time.
 cargo test --workspace --locked -- --test-threads=2
+echo "== benchmark report (smoke)" >&2
+# Every section of ./scripts/bench.sh at a token size (benches run their own
+# smoke pass): the report is written and no section fails; nothing timed is
+# judged.
+# The binary `cargo test --workspace` built for the report's integration
+# test, with the same features as the benches the sections run (no rebuild).
+"${CARGO_TARGET_DIR:-target}/debug/pivgate-bench" --smoke --out target/bench-smoke

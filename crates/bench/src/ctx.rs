@@ -12,6 +12,10 @@ pub struct Ctx {
     /// `--quick`: fewer samples and smaller N, the whole report in under 3
     /// minutes on a 2-core machine.
     pub quick: bool,
+    /// `--smoke`: a token size for every section, to check the report's
+    /// plumbing in CI (implies `quick`); benches run their own smoke pass
+    /// (`cargo test --bench …`, the test profile) instead of `cargo bench`.
+    pub smoke: bool,
     /// The report directory (`bench-report/`).
     pub out_dir: PathBuf,
     /// Scratch space for this run (bundles, databases, …), removed after.
@@ -25,7 +29,12 @@ pub struct Ctx {
 impl Ctx {
     /// Shows what the section is doing now.
     pub fn step(&self, what: impl Into<String>) {
-        self.progress.set_message(what.into());
+        let what = what.into();
+        if self.progress.is_hidden() {
+            // No terminal: one line per step instead of a redrawn bar.
+            eprintln!("      {what}");
+        }
+        self.progress.set_message(what);
     }
 
     /// Runs `cmd` to completion and returns its output; a failure is an
@@ -42,6 +51,47 @@ impl Ctx {
             bail!("`{shown}` failed ({}):\n{}", out.status, tail.join("\n"));
         }
         Ok(out)
+    }
+}
+
+impl Ctx {
+    /// `cargo bench --workspace --bench BENCH -- ARGS` run from the
+    /// workspace root (in smoke mode `cargo test`, which runs the bench's
+    /// own short smoke pass in the test profile). `--workspace` resolves
+    /// features as `./scripts/bench.sh` and `./scripts/test.sh` build them,
+    /// so the benches they built are reused, not rebuilt. The command is
+    /// shown in the progress line; `extra` arguments (e.g. `--json FILE`)
+    /// are passed but belong to the harness, not to the reproducing command.
+    pub fn cargo_bench(
+        &self,
+        bench: &str,
+        args: &[&str],
+        extra: &[&std::ffi::OsStr],
+    ) -> Result<Output> {
+        let mut cmd = Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()));
+        cmd.current_dir(&self.root)
+            .arg(if self.smoke { "test" } else { "bench" })
+            .args(["--locked", "--workspace", "--bench", bench, "--"])
+            .args(args)
+            .args(extra);
+        self.step(format!("running `{}`", self.bench_command(bench, args)));
+        self.run(&mut cmd)
+    }
+
+    /// The command that reproduces a figure of [`Ctx::cargo_bench`] alone.
+    pub fn bench_command(&self, bench: &str, args: &[&str]) -> String {
+        let mut s = format!(
+            "cargo {} --workspace --bench {bench}",
+            if self.smoke { "test" } else { "bench" }
+        );
+        if !args.is_empty() {
+            s.push_str(" --");
+            for a in args {
+                s.push(' ');
+                s.push_str(a);
+            }
+        }
+        s
     }
 }
 

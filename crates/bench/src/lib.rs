@@ -8,4 +8,6 @@
 
 pub mod ctx;
 pub mod model;
+pub mod render;
+pub mod report;
 pub mod sections;

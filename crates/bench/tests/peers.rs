@@ -10,6 +10,7 @@ use bench::sections::{pcsc, tls};
 fn ctx(dir: &tempfile::TempDir) -> Ctx {
     Ctx {
         quick: true,
+        smoke: false,
         out_dir: dir.path().join("report"),
         work_dir: dir.path().join("work"),
         root: std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../.."),

@@ -10,6 +10,9 @@
 //! the peers load their pool once: every certificate on the way parsed, every signature
 //! verified), warm (the same end entity again: signatures known), and as a validation-cache
 //! hit.
+//!
+//! `cargo bench -p pki --bench path_mesh` (`-- --quick`: 3 cold runs per depth instead of 15;
+//! `-- --json FILE` also writes the table as JSON, for `pivgate-bench`).
 
 use pki::cache::{fingerprint, CacheConfig, Scope, ValidationCache};
 use pki::revocation_set::RevocationSet;
@@ -81,6 +84,36 @@ fn write_peer_files(mesh: &Mesh, dir: &Path) {
 
 /// Cold runs per depth, each on a newly generated mesh.
 const COLD_RUNS: usize = 15;
+const QUICK_COLD_RUNS: usize = 3;
+
+/// `--json FILE`: where to write the results as JSON.
+fn json_path() -> Option<std::path::PathBuf> {
+    let args: Vec<String> = std::env::args().collect();
+    args.iter()
+        .position(|a| a == "--json")
+        .and_then(|i| args.get(i + 1))
+        .map(Into::into)
+}
+
+fn write_json(value: &serde_json::Value) {
+    if let Some(path) = json_path() {
+        std::fs::write(&path, serde_json::to_string_pretty(value).expect("JSON"))
+            .unwrap_or_else(|e| panic!("writing {}: {e}", path.display()));
+    }
+}
+
+fn peer_json(r: &PeerResult) -> serde_json::Value {
+    match r {
+        PeerResult::Measured { median, count, .. } => serde_json::json!({
+            "median_us": median.as_secs_f64() * 1e6,
+            "chain": count,
+        }),
+        PeerResult::TimedOut(limit) => serde_json::json!({
+            "timed_out_after_s": limit.as_secs_f64(),
+        }),
+        PeerResult::Unavailable(why) => serde_json::json!({ "unavailable": why }),
+    }
+}
 
 fn main() {
     let mesh = Mesh::generate(&MeshOptions::default()).expect("mesh");
@@ -111,8 +144,18 @@ fn main() {
             "path_mesh: smoke pass ok ({} CAs; run with `cargo bench` to measure)",
             mesh.cas().len()
         );
+        write_json(&serde_json::json!({
+            "smoke": true,
+            "cas": mesh.cas().len(),
+            "crls": mesh.crls().len(),
+            "depths": picks.iter().map(|(_, d)| d).collect::<Vec<_>>(),
+            "rows": [],
+        }));
         return;
     }
+    let quick = std::env::args().any(|a| a == "--quick");
+    let cold_runs = if quick { QUICK_COLD_RUNS } else { COLD_RUNS };
+    let mut rows = Vec::new();
 
     let dir = peers::data_root().join("path-mesh");
     let _ = std::fs::remove_dir_all(&dir);
@@ -137,7 +180,7 @@ fn main() {
         // Cold: a mesh of its own for every run (signature verdicts are remembered
         // process-wide), loaded untimed, so every certificate on the way is parsed and every
         // signature verified, as the peers do.
-        let mut times: Vec<Duration> = (0..COLD_RUNS)
+        let mut times: Vec<Duration> = (0..cold_runs)
             .map(|_| {
                 let m = Mesh::generate(&MeshOptions::default()).expect("mesh");
                 let l = m
@@ -223,7 +266,23 @@ fn main() {
             cell(&openssl),
             cell(&go)
         );
+        rows.push(serde_json::json!({
+            "depth": depth,
+            "leaf": leaf.label,
+            "cold_us": cold.as_secs_f64() * 1e6,
+            "warm_us": loaded.as_secs_f64() * 1e6,
+            "cache_hit_us": hit.as_secs_f64() * 1e6,
+            "openssl": peer_json(&openssl),
+            "go": peer_json(&go),
+        }));
     }
+    write_json(&serde_json::json!({
+        "smoke": false,
+        "cas": mesh.cas().len(),
+        "crls": mesh.crls().len(),
+        "cold_runs": cold_runs,
+        "rows": rows,
+    }));
     println!(
         "cold: first validation on a newly generated mesh (every signature new; loading not timed);\n\
          warm: the same end entity again (signatures known); ratios: peer time / pivgate cold;\n\

@@ -19,6 +19,10 @@
 //! calibration figure measured in the same run: how many P-256 ECDSA
 //! sign + verify pairs one core does per second. A slower machine lowers
 //! both; a slower program raises the CPU per decision.
+//!
+//! `-- --quick`: 1 s per run; `-- --json FILE` also writes the figures as
+//! JSON (for `pivgate-bench`). The full run measures 1, 2 and 4 readers per
+//! door (8, 16 and 32 taps in flight).
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Barrier};
@@ -271,6 +275,30 @@ fn percentile(sorted: &[u64], p: f64) -> f64 {
     sorted[i] as f64 / 1000.0
 }
 
+/// `--json FILE`: where to write the figures as JSON.
+fn json_path() -> Option<std::path::PathBuf> {
+    let args: Vec<String> = std::env::args().collect();
+    args.iter()
+        .position(|a| a == "--json")
+        .and_then(|i| args.get(i + 1))
+        .map(Into::into)
+}
+
+/// One run as JSON.
+fn json_run(backend: &str, per_door: i64, r: &Run) -> serde_json::Value {
+    serde_json::json!({
+        "backend": backend,
+        "in_flight": DOORS * per_door,
+        "decisions": r.decisions,
+        "seconds": r.elapsed.as_secs_f64(),
+        "decisions_per_s": r.decisions as f64 / r.elapsed.as_secs_f64(),
+        "p50_ms": percentile(&r.latencies_us, 0.50),
+        "p99_ms": percentile(&r.latencies_us, 0.99),
+        "events_per_commit": r.events as f64 / r.commits.max(1) as f64,
+        "cpu_us_per_decision": r.cpu.as_secs_f64() * 1e6 / r.decisions.max(1) as f64,
+    })
+}
+
 fn report(backend: &str, per_door: i64, r: &Run, full: bool) -> f64 {
     let rate = r.decisions as f64 / r.elapsed.as_secs_f64();
     println!(
@@ -299,10 +327,11 @@ fn report(backend: &str, per_door: i64, r: &Run, full: bool) -> f64 {
 
 fn main() {
     let full = std::env::args().any(|a| a == "--bench");
-    let duration = if full {
-        Duration::from_secs(4)
-    } else {
-        Duration::from_millis(200)
+    let quick = std::env::args().any(|a| a == "--quick");
+    let duration = match (full, quick) {
+        (true, false) => Duration::from_secs(4),
+        (true, true) => Duration::from_secs(1),
+        (false, _) => Duration::from_millis(200),
     };
     let pki = TestPki::generate(TestPkiOptions::default()).expect("test PKI");
     let cards: Vec<CardCredentials> = (0..DOORS * 4)
@@ -318,16 +347,20 @@ fn main() {
         "8 doors, PKI-CAK, P-256 in-process cards, repeat taps (fast path), {} s per run",
         duration.as_secs_f64()
     );
-    let calibration_period = if full {
-        Duration::from_secs(1)
-    } else {
-        Duration::from_millis(50)
+    let calibration_period = match (full, quick) {
+        (true, false) => Duration::from_secs(1),
+        (true, true) => Duration::from_millis(500),
+        (false, _) => Duration::from_millis(50),
     };
-    println!(
-        "calibration: {:.0} P-256 ECDSA sign + verify pairs/s on one core (same run)",
-        calibration(calibration_period)
-    );
-    let per_doors: &[i64] = if full { &[1, 4] } else { &[4] };
+    let pairs = calibration(calibration_period);
+    println!("calibration: {pairs:.0} P-256 ECDSA sign + verify pairs/s on one core (same run)");
+    let per_doors: &[i64] = match (full, quick) {
+        (true, false) => &[1, 2, 4],
+        (true, true) => &[1, 4],
+        (false, _) => &[4],
+    };
+    let mut runs = Vec::new();
+    let mut postgresql = serde_json::Value::Null;
     for &per_door in per_doors {
         let dir = tempfile::tempdir().expect("temp dir");
         let rt = tokio::runtime::Runtime::new().expect("runtime");
@@ -337,6 +370,7 @@ fn main() {
         let r = run(&pki, &cards, sql.clone(), per_door, duration);
         rt.block_on(sql.close());
         report("SQLite", per_door, &r, full);
+        runs.push(json_run("SQLite", per_door, &r));
     }
     match TempCluster::start(true) {
         Ok(cluster) => {
@@ -363,9 +397,25 @@ fn main() {
                     .and_then(|v| v.split_whitespace().next())
                     .unwrap_or(version);
                 report(&format!("PG {version}"), per_door, &r, full);
+                runs.push(json_run("PostgreSQL", per_door, &r));
+                postgresql = serde_json::json!({ "version": version });
             }
         }
-        Err(e) if !in_ci() => println!("PostgreSQL: not measured ({e})"),
+        Err(e) if !in_ci() => {
+            println!("PostgreSQL: not measured ({e})");
+            postgresql = serde_json::json!({ "not_measured": e.to_string() });
+        }
         Err(e) => panic!("PostgreSQL is required in CI: {e}"),
+    }
+    if let Some(path) = json_path() {
+        let value = serde_json::json!({
+            "doors": DOORS,
+            "goal_per_s": GOAL_PER_SEC,
+            "calibration_pairs_per_s": pairs,
+            "postgresql": postgresql,
+            "runs": runs,
+        });
+        std::fs::write(&path, serde_json::to_string_pretty(&value).expect("JSON"))
+            .unwrap_or_else(|e| panic!("writing {}: {e}", path.display()));
     }
 }

@@ -18,7 +18,9 @@
 //! `PIVGATE_BENCH_LOG_BACKENDS=sqlite` (or `postgresql`) one backend; with
 //! `PIVGATE_BENCH_LOG_10M=1` also 10,000,000 (about 14 GB on SQLite: it
 //! refuses to start with less than 40 GB free in the temporary directory).
-//! `cargo test --benches` runs a small smoke pass.
+//! `cargo test --benches` runs a small smoke pass. `-- --quick` runs 0,
+//! 10,000 and 50,000 events with three reads per endpoint; `-- --json FILE`
+//! also writes the figures as JSON (for `pivgate-bench`).
 
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -158,10 +160,20 @@ fn get(url: &str, token: &str) -> (Duration, ureq::Response) {
     (t.elapsed(), r)
 }
 
-fn measure(rt: &tokio::runtime::Runtime, config_path: &Path, full: bool, rows: u64) -> Measured {
+fn measure(
+    rt: &tokio::runtime::Runtime,
+    config_path: &Path,
+    full: bool,
+    quick: bool,
+    rows: u64,
+) -> Measured {
     start(rt, config_path);
     // The smoke pass (`cargo test --benches`) measures once.
-    let repeats = if full { 7 } else { 1 };
+    let repeats = match (full, quick) {
+        (true, false) => 7,
+        (true, true) => 3,
+        (false, _) => 1,
+    };
     let mut starts = Vec::new();
     for _ in 0..repeats.min(3) {
         let s = start(rt, config_path);
@@ -205,7 +217,7 @@ fn measure(rt: &tokio::runtime::Runtime, config_path: &Path, full: bool, rows: u
             .collect();
         endpoints.push((p, median(times)));
     }
-    let csv = (full || rows <= 10_000).then(|| {
+    let csv = ((full && !quick) || rows <= 10_000).then(|| {
         let t = Instant::now();
         let (_, r) = get(&format!("{}/api/v1/events.csv", s.url()), &token);
         let mut lines = 0u64;
@@ -274,7 +286,14 @@ fn free_bytes(dir: &Path) -> Option<u64> {
 
 /// Runs every size on a database of its own (emptied first), the log
 /// filled oldest first as a service would have.
-fn run_backend(backend: &str, database_url: Option<&str>, sizes: &[u64], full: bool) {
+fn run_backend(
+    backend: &str,
+    database_url: Option<&str>,
+    sizes: &[u64],
+    full: bool,
+    quick: bool,
+    json: &mut Vec<serde_json::Value>,
+) {
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -322,21 +341,40 @@ fn run_backend(backend: &str, database_url: Option<&str>, sizes: &[u64], full: b
             }
             store.close().await;
         });
+        let fill = t.elapsed();
         if n > 0 {
             println!(
                 "{backend:<10} filled {n} events in {:.1} s",
-                t.elapsed().as_secs_f64()
+                fill.as_secs_f64()
             );
         }
-        let m = measure(&rt, &config_path, full, n);
+        let m = measure(&rt, &config_path, full, quick, n);
         report(backend, n, &m, full);
+        json.push(serde_json::json!({
+            "backend": backend,
+            "events": n,
+            "fill_s": fill.as_secs_f64(),
+            "ready_ms": ms(m.ready),
+            "endpoints": m.endpoints.iter().map(|(p, t)| serde_json::json!({
+                "path": p,
+                "ms": ms(*t),
+            })).collect::<Vec<_>>(),
+            "csv": m.csv.map(|(t, rows, bytes)| serde_json::json!({
+                "ms": ms(t),
+                "rows": rows,
+                "bytes": bytes,
+            })),
+        }));
     }
 }
 
 fn main() {
     let full = std::env::args().any(|a| a == "--bench");
+    let quick = std::env::args().any(|a| a == "--quick");
     let mut sizes: Vec<u64> = if !full {
         vec![0, 2_000]
+    } else if quick {
+        vec![0, 10_000, 50_000]
     } else if let Ok(list) = std::env::var("PIVGATE_BENCH_LOG_SIZES") {
         list.split(',')
             .map(|n| {
@@ -365,15 +403,50 @@ fn main() {
     );
     // `PIVGATE_BENCH_LOG_BACKENDS=sqlite` (or `postgresql`): one only.
     let only = std::env::var("PIVGATE_BENCH_LOG_BACKENDS").unwrap_or_default();
+    let mut runs = Vec::new();
+    let mut postgresql = serde_json::Value::Null;
     if only != "postgresql" {
-        run_backend("SQLite", None, &sizes, full);
+        run_backend("SQLite", None, &sizes, full, quick, &mut runs);
     }
-    if only == "sqlite" {
-        return;
+    if only != "sqlite" {
+        match TempCluster::start(true) {
+            Ok(cluster) => {
+                postgresql = serde_json::json!({ "version": cluster.version() });
+                run_backend(
+                    "PostgreSQL",
+                    Some(cluster.url()),
+                    &sizes,
+                    full,
+                    quick,
+                    &mut runs,
+                );
+            }
+            Err(e) if !in_ci() => {
+                println!("PostgreSQL: not measured ({e})");
+                postgresql = serde_json::json!({ "not_measured": e.to_string() });
+            }
+            Err(e) => panic!("PostgreSQL is required in CI: {e}"),
+        }
     }
-    match TempCluster::start(true) {
-        Ok(cluster) => run_backend("PostgreSQL", Some(cluster.url()), &sizes, full),
-        Err(e) if !in_ci() => println!("PostgreSQL: not measured ({e})"),
-        Err(e) => panic!("PostgreSQL is required in CI: {e}"),
+    if let Some(path) = json_path() {
+        let value = serde_json::json!({
+            "ready_goal_ms": READY_GOAL_MS,
+            "endpoint_goal_ms": ENDPOINT_GOAL_MS,
+            "credentials": CREDENTIALS,
+            "doors": DOORS,
+            "postgresql": postgresql,
+            "runs": runs,
+        });
+        std::fs::write(&path, serde_json::to_string_pretty(&value).expect("JSON"))
+            .unwrap_or_else(|e| panic!("writing {}: {e}", path.display()));
     }
+}
+
+/// `--json FILE`: where to write the figures as JSON.
+fn json_path() -> Option<std::path::PathBuf> {
+    let args: Vec<String> = std::env::args().collect();
+    args.iter()
+        .position(|a| a == "--json")
+        .and_then(|i| args.get(i + 1))
+        .map(Into::into)
 }

@@ -3,7 +3,9 @@
 //! `synchronous=FULL`) and PostgreSQL (a temporary cluster with `fsync=on`)
 //! side by side.
 //!
-//! `cargo bench -p store --bench commit` (`-- --quick` for fewer events).
+//! `cargo bench -p store --bench commit` (`-- --quick` for fewer events;
+//! `-- --json FILE` also writes the commit figures as JSON, for
+//! `pivgate-bench`).
 //! Latency is from submitting an event to its durable acknowledgement.
 
 use std::time::{Duration, Instant};
@@ -147,6 +149,15 @@ async fn run(name: &str, store: Store, quick: bool, rows: &mut Vec<Row>, loads: 
     writer.await.unwrap();
 }
 
+/// `--json FILE`: where to write the commit figures as JSON.
+fn json_path() -> Option<std::path::PathBuf> {
+    let args: Vec<String> = std::env::args().collect();
+    args.iter()
+        .position(|a| a == "--json")
+        .and_then(|i| args.get(i + 1))
+        .map(Into::into)
+}
+
 fn main() {
     let quick = std::env::args().any(|a| a == "--quick");
     let rt = tokio::runtime::Builder::new_multi_thread()
@@ -157,6 +168,7 @@ fn main() {
     rt.block_on(async {
         let mut rows = Vec::new();
         let mut loads = Vec::new();
+        let pg_status: serde_json::Value;
 
         let dir = tempfile::tempdir().unwrap();
         let sqlite = Store::open_data_dir(dir.path()).await.unwrap();
@@ -181,11 +193,15 @@ fn main() {
                         .and_then(|v| v.split('-').next())
                         .unwrap_or("")
                 );
+                pg_status = serde_json::json!({ "version": name });
                 run(&name, store.clone(), quick, &mut rows, &mut loads).await;
                 store.close().await;
             }
             Err(e) if in_ci() => panic!("PostgreSQL is required in CI: {e}"),
-            Err(e) => eprintln!("PostgreSQL skipped: {e}"),
+            Err(e) => {
+                eprintln!("PostgreSQL skipped: {e}");
+                pg_status = serde_json::json!({ "not_measured": e.to_string() });
+            }
         }
 
         println!("\nLoad 10,000 credentials into an AccessSnapshot (ms, of 5 runs; import = seeding them in one transaction)\n");
@@ -193,6 +209,22 @@ fn main() {
         println!("|---|---|---|---|---|---|");
         for l in &loads {
             println!("{l}");
+        }
+        if let Some(path) = json_path() {
+            let value = serde_json::json!({
+                "postgresql": pg_status,
+                "rows": rows.iter().map(|r| serde_json::json!({
+                    "backend": r.backend,
+                    "submitters": r.concurrency,
+                    "events": r.events,
+                    "events_per_s": r.per_s,
+                    "p50_ms": r.p50_ms,
+                    "p99_ms": r.p99_ms,
+                    "events_per_commit": r.avg_batch,
+                })).collect::<Vec<_>>(),
+            });
+            std::fs::write(&path, serde_json::to_string_pretty(&value).unwrap())
+                .unwrap_or_else(|e| panic!("writing {}: {e}", path.display()));
         }
         println!("\nEvent append through group commit (latency = submit to durable acknowledgement)\n");
         println!("| backend | concurrent submitters | events | events/s | p50 ms | p99 ms | events per commit |");

@@ -47,6 +47,8 @@ pub fn requirements() -> &'static [&'static str] {
 
 const FULL_SIZES: &[usize] = &[100, 1_000, 10_000, 100_000];
 const QUICK_SIZES: &[usize] = &[100, 1_000, 10_000];
+/// `--smoke`: the report's plumbing only (the figures at [`AT`] need it).
+const SMOKE_SIZES: &[usize] = &[100, 10_000];
 /// The size every figure compares at.
 const AT: usize = 10_000;
 /// A first run longer than this is the only run of that size.
@@ -397,8 +399,20 @@ fn curve(
     baseline_bundle: &Path,
     notes: &mut Vec<String>,
 ) -> Result<Curve> {
-    let runs = if ctx.quick { 3 } else { 5 };
-    let limit = Duration::from_secs(if ctx.quick { 8 } else { 60 });
+    let runs = if ctx.smoke {
+        1
+    } else if ctx.quick {
+        3
+    } else {
+        5
+    };
+    let limit = Duration::from_secs(if ctx.smoke {
+        3
+    } else if ctx.quick {
+        8
+    } else {
+        60
+    });
     ctx.step(format!("{}: baseline", tool.name));
     let baseline = measure(tool, baseline_bundle, 1, runs, limit)?.time();
     let mut c = Curve {
@@ -448,7 +462,13 @@ fn curve(
 
 /// Section `trust-load`.
 pub fn load(ctx: &Ctx) -> Result<Section> {
-    let sizes = if ctx.quick { QUICK_SIZES } else { FULL_SIZES };
+    let sizes = if ctx.smoke {
+        SMOKE_SIZES
+    } else if ctx.quick {
+        QUICK_SIZES
+    } else {
+        FULL_SIZES
+    };
     let mut notes = vec![format!(
         "Whole-process wall time (fork, exec, load, exit) of each program on one PEM bundle of N distinct self-signed P-256 CA certificates, median of {} runs after a warm-up. Load time = that median minus the same program's median on a bundle of one certificate (its empty-run baseline: start-up, interpreter, library initialisation); a size whose time is within that baseline shows 0 and is left off the chart.",
         if ctx.quick { 3 } else { 5 }
@@ -578,12 +598,20 @@ pub fn load(ctx: &Ctx) -> Result<Section> {
 
 /// Section `startup`.
 pub fn startup(ctx: &Ctx) -> Result<Section> {
-    let sizes: &[usize] = if ctx.quick {
+    let sizes: &[usize] = if ctx.smoke {
+        &[0, 100]
+    } else if ctx.quick {
         &[0, 100, 1_000, 10_000]
     } else {
         &[0, 100, 1_000, 10_000, 100_000]
     };
-    let runs = if ctx.quick { 2 } else { 3 };
+    let runs = if ctx.smoke {
+        1
+    } else if ctx.quick {
+        2
+    } else {
+        3
+    };
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()

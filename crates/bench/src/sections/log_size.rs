@@ -1,0 +1,139 @@
+//! `log-size`: start to ready and the dashboard's reads against the number
+//! of events in the log, on SQLite and PostgreSQL (`cargo bench -p server
+//! --bench log_size`): the log is filled at one busy door's pace, and what
+//! the dashboard asks (doors, latency windows, filtered event pages,
+//! metrics) must not grow with history.
+
+use anyhow::Result;
+
+use super::spawned::{list, num, postgresql, run_bench, text};
+use crate::ctx::Ctx;
+use crate::model::{Chart, ChartKind, Figure, Peer, Section, Series};
+
+fn push(series: &mut Vec<Series>, name: &str, point: (f64, f64)) {
+    match series.iter_mut().find(|s| s.name == name) {
+        Some(s) => s.points.push(point),
+        None => series.push(Series {
+            name: name.to_string(),
+            points: vec![point],
+            exponent: None,
+        }),
+    }
+}
+
+pub fn run(ctx: &Ctx) -> Result<Section> {
+    ctx.step("filling event logs and timing the service (server log_size bench)");
+    let out = run_bench(ctx, "log_size", &[])?;
+    let j = &out.json;
+    let ready_goal = num(j, "ready_goal_ms")?;
+    let endpoint_goal = num(j, "endpoint_goal_ms")?;
+    let (pg_version, pg_missing) = postgresql(j);
+    let mut notes: Vec<String> = pg_missing.into_iter().collect();
+    let mut peers = Vec::new();
+    if let Some(v) = pg_version {
+        peers.push(Peer {
+            name: "PostgreSQL (temporary cluster, fsync=on)".into(),
+            version: v,
+        });
+    }
+    let mut figures = Vec::new();
+    let mut ready = Vec::new();
+    let mut worst = Vec::new();
+    let mut per_endpoint = Vec::new();
+    let mut largest = 0.0f64;
+    for r in list(j, "runs") {
+        let backend = text(r, "backend")?;
+        let events = num(r, "events")?;
+        largest = largest.max(events);
+        let ready_ms = num(r, "ready_ms")?;
+        push(&mut ready, backend, (events, ready_ms));
+        figures.push(Figure {
+            name: format!("start to ready, {backend}, {events:.0} events"),
+            value: ready_ms,
+            unit: "ms".into(),
+            peer: None,
+            lower_is_better: true,
+            goal: Some(ready_goal),
+            command: out.command.clone(),
+        });
+        let mut slowest: Option<(String, f64)> = None;
+        for e in list(r, "endpoints") {
+            let path = text(e, "path")?;
+            let ms = num(e, "ms")?;
+            if backend == "SQLite" {
+                push(&mut per_endpoint, path, (events, ms));
+            }
+            if slowest.as_ref().is_none_or(|(_, w)| ms > *w) {
+                slowest = Some((path.to_string(), ms));
+            }
+        }
+        if let Some((path, ms)) = slowest {
+            push(&mut worst, backend, (events, ms));
+            figures.push(Figure {
+                name: format!("slowest dashboard read, {backend}, {events:.0} events: GET {path}"),
+                value: ms,
+                unit: "ms".into(),
+                peer: None,
+                lower_is_better: true,
+                goal: Some(endpoint_goal),
+                command: out.command.clone(),
+            });
+        }
+    }
+    // Sizes in the events' own words: what was filled.
+    let sizes: Vec<String> = {
+        let mut v: Vec<f64> = list(j, "runs")
+            .iter()
+            .filter_map(|r| r["events"].as_f64())
+            .collect();
+        v.sort_by(f64::total_cmp);
+        v.dedup();
+        v.iter().map(|n| format!("{n:.0}")).collect()
+    };
+    notes.push(format!(
+        "Event logs of {} events ({} credentials, {} doors; about 1.4 KB an event, one every 31.5 s going back from now, so the last hour and day hold the same taps whatever the size). Start to ready is the median of three starts; each read the median of its repeats after a warm-up. The largest size here is {largest:.0} events: `cargo bench -p server --bench log_size` runs up to 1,000,000 (`PIVGATE_BENCH_LOG_10M=1`: 10,000,000).",
+        sizes.join(", "),
+        j["credentials"],
+        j["doors"],
+    ));
+    if ctx.smoke {
+        notes.push("Smoke pass: 0 and 2,000 events, one read each; figures not meaningful.".into());
+    }
+    Ok(Section {
+        id: "log-size".into(),
+        title: "Start-up and dashboard reads against the size of the event log".into(),
+        story: "A door service that keeps every event forever must not start slower or answer its dashboard slower as the log grows: start to ready and every dashboard read stay flat from an empty log to a year of a busy door.".into(),
+        peers,
+        figures,
+        charts: vec![
+            Chart {
+                title: format!("Start to ready by events in the log (goal {ready_goal:.0} ms)"),
+                kind: ChartKind::Lines,
+                x_label: "events in the log".into(),
+                y_label: "ms".into(),
+                series: ready,
+                bars: vec![],
+                goal: Some(ready_goal),
+            },
+            Chart {
+                title: format!("Slowest dashboard read by events in the log (goal {endpoint_goal:.0} ms)"),
+                kind: ChartKind::Lines,
+                x_label: "events in the log".into(),
+                y_label: "ms".into(),
+                series: worst,
+                bars: vec![],
+                goal: Some(endpoint_goal),
+            },
+            Chart {
+                title: "Each dashboard read on SQLite by events in the log".into(),
+                kind: ChartKind::Lines,
+                x_label: "events in the log".into(),
+                y_label: "ms".into(),
+                series: per_endpoint,
+                bars: vec![],
+                goal: Some(endpoint_goal),
+            },
+        ],
+        notes,
+    })
+}
