@@ -1,8 +1,11 @@
 //! The change feed from a central to its sites (migration 9).
 //!
-//! **Central.** A [`Store`] made with [`Store::with_change_feed`] reads
-//! every entity before a transaction's first entity write; when the
-//! transaction commits ([`Tx::commit`]) it reads them again and, for each
+//! **Central.** A [`Store`] made with [`Store::with_change_feed`] keeps,
+//! in a transaction, each entity as it was before its first write (and the
+//! groups a door or cardholder deletion changes); when the transaction
+//! commits ([`Tx::commit`]) it reads those entities and what decides their
+//! place in the sites' parts (every entity when a site is created or
+//! deleted), puts the kept ones back to get the state before and, for each
 //! site whose part ([`access::site_part`]) changed, writes the delta
 //! ([`access::Delta`]) as one `sync_feed` row, all under one *position*
 //! allocated last, just before the commit: a transactional outbox. The
@@ -217,7 +220,16 @@ async fn reach(conn: &mut AnyConnection, t: &Touched) -> Result<Entities, StoreE
     );
     let schedules: Vec<Schedule> = read_ids(conn, &cs).await?;
     let mut gs = cg;
-    gs.extend(linked(conn, "access_group_members", "cardholder_id", "group_id", &holders).await?);
+    gs.extend(
+        linked(
+            conn,
+            "access_group_members",
+            "cardholder_id",
+            "group_id",
+            &holders,
+        )
+        .await?,
+    );
     gs.extend(linked(conn, "access_groups", "schedule_id", "id", &cs).await?);
     let groups: Vec<AccessGroup> = read_ids(conn, &gs).await?;
     let mut ds = td;
@@ -271,7 +283,8 @@ impl Tx {
             _ => None,
         };
         if let Some((table, key)) = link {
-            let groups = linked(&mut self.tx, table, key, "group_id", &BTreeSet::from([id])).await?;
+            let groups =
+                linked(&mut self.tx, table, key, "group_id", &BTreeSet::from([id])).await?;
             for g in groups {
                 self.touch::<AccessGroup>(g, false).await?;
             }
@@ -295,8 +308,8 @@ impl Tx {
         };
         let touched_sites = t.ids::<Site>();
         let now_sites: Vec<Site> = read_ids(&mut self.tx, &touched_sites).await?;
-        let sites_same = now_sites.len() == touched_sites.len()
-            && t.before.sites.len() == touched_sites.len();
+        let sites_same =
+            now_sites.len() == touched_sites.len() && t.before.sites.len() == touched_sites.len();
         let after = if sites_same {
             reach(&mut self.tx, &t).await?
         } else {

@@ -364,8 +364,14 @@ async fn the_feed_written_from_the_touched_entities_equals_the_whole_parts_delta
     let at = store.feed_position().await.unwrap();
     let before = store.load_entities().await.unwrap();
     let mut tx = store.begin().await.unwrap();
-    let s1 = tx.create(schedule("always", "mon-sun 00:00-24:00")).await.unwrap();
-    let s2 = tx.create(schedule("nights", "mon-fri 18:00-24:00")).await.unwrap();
+    let s1 = tx
+        .create(schedule("always", "mon-sun 00:00-24:00"))
+        .await
+        .unwrap();
+    let s2 = tx
+        .create(schedule("nights", "mon-fri 18:00-24:00"))
+        .await
+        .unwrap();
     let a = tx.create(site("a")).await.unwrap().id;
     let b = tx.create(site("b")).await.unwrap().id;
     let c = tx.create(site("c")).await.unwrap().id;
@@ -417,12 +423,19 @@ async fn the_feed_written_from_the_touched_entities_equals_the_whole_parts_delta
         }};
     }
     step!("cardholder renamed", |tx| {
-        tx.update(&Cardholder { name: "h1 renamed".into(), ..h1.clone() }).await.unwrap();
+        tx.update(&Cardholder {
+            name: "h1 renamed".into(),
+            ..h1.clone()
+        })
+        .await
+        .unwrap();
     });
     step!("cardholder suspended", |tx| {
         let h = tx.get(h2.id).await.unwrap();
         tx.update(&Cardholder {
-            status: CardholderStatus::Suspended { reason: "lost".into() },
+            status: CardholderStatus::Suspended {
+                reason: "lost".into(),
+            },
             ..h
         })
         .await
@@ -439,7 +452,13 @@ async fn the_feed_written_from_the_touched_entities_equals_the_whole_parts_delta
         tx.update(&g).await.unwrap();
     });
     step!("door moved to another site with an unlock schedule", |tx| {
-        tx.update(&Door { site: c, unlock_schedule: Some(s2.id), ..a2.clone() }).await.unwrap();
+        tx.update(&Door {
+            site: c,
+            unlock_schedule: Some(s2.id),
+            ..a2.clone()
+        })
+        .await
+        .unwrap();
     });
     step!("door of two groups moved to another site", |tx| {
         let d = tx.get(b1.id).await.unwrap();
@@ -447,13 +466,21 @@ async fn the_feed_written_from_the_touched_entities_equals_the_whole_parts_delta
     });
     step!("schedule changed", |tx| {
         let s = tx.get(s2.id).await.unwrap();
-        tx.update(&Schedule { name: "evenings".into(), ..s }).await.unwrap();
+        tx.update(&Schedule {
+            name: "evenings".into(),
+            ..s
+        })
+        .await
+        .unwrap();
     });
     step!("credential added and another revoked", |tx| {
         tx.create(cred(h1.id, 4)).await.unwrap();
         let k = tx.get(k1.id).await.unwrap();
         tx.update(&Credential {
-            state: CredentialState::Revoked { reason: "compromised".into(), at: None },
+            state: CredentialState::Revoked {
+                reason: "compromised".into(),
+                at: None,
+            },
             ..k
         })
         .await
@@ -469,7 +496,12 @@ async fn the_feed_written_from_the_touched_entities_equals_the_whole_parts_delta
     step!("holidays created, changed and deleted", |tx| {
         tx.create(holiday(Some(c), "c only")).await.unwrap();
         let h = tx.get(hg.id).await.unwrap();
-        tx.update(&Holiday { name: "renamed".into(), ..h }).await.unwrap();
+        tx.update(&Holiday {
+            name: "renamed".into(),
+            ..h
+        })
+        .await
+        .unwrap();
         tx.delete(hb.id).await.unwrap();
     });
     step!("group deleted", |tx| {
@@ -483,22 +515,38 @@ async fn the_feed_written_from_the_touched_entities_equals_the_whole_parts_delta
     });
     step!("site locked down", |tx| {
         let s = tx.get(a).await.unwrap();
-        tx.update(&Site { lockdown: true, ..s }).await.unwrap();
-    });
-    step!("group created and its member renamed in one transaction", |tx| {
-        let s3 = tx.create(schedule("days", "mon-fri 08:00-18:00")).await.unwrap();
-        tx.create(AccessGroup {
-            id: GroupId(0),
-            name: "gc".into(),
-            schedule: s3.id,
-            doors: vec![c1.id, a1.id],
-            cardholders: vec![h3.id],
+        tx.update(&Site {
+            lockdown: true,
+            ..s
         })
         .await
         .unwrap();
-        let h = tx.get(h3.id).await.unwrap();
-        tx.update(&Cardholder { name: "h3 renamed".into(), ..h }).await.unwrap();
     });
+    step!(
+        "group created and its member renamed in one transaction",
+        |tx| {
+            let s3 = tx
+                .create(schedule("days", "mon-fri 08:00-18:00"))
+                .await
+                .unwrap();
+            tx.create(AccessGroup {
+                id: GroupId(0),
+                name: "gc".into(),
+                schedule: s3.id,
+                doors: vec![c1.id, a1.id],
+                cardholders: vec![h3.id],
+            })
+            .await
+            .unwrap();
+            let h = tx.get(h3.id).await.unwrap();
+            tx.update(&Cardholder {
+                name: "h3 renamed".into(),
+                ..h
+            })
+            .await
+            .unwrap();
+        }
+    );
     step!("site created with a door, then a door deleted", |tx| {
         let d = tx.create(site("d")).await.unwrap().id;
         tx.create(door(d, "d1")).await.unwrap();
@@ -506,7 +554,9 @@ async fn the_feed_written_from_the_touched_entities_equals_the_whole_parts_delta
     });
     // A change no site holds: no position.
     let mut tx = store.begin().await.unwrap();
-    tx.create(schedule("unused", "sat-sun 00:00-24:00")).await.unwrap();
+    tx.create(schedule("unused", "sat-sun 00:00-24:00"))
+        .await
+        .unwrap();
     tx.commit().await.unwrap();
     assert_eq!(store.feed_position().await.unwrap(), at);
     store.close().await;
