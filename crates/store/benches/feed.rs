@@ -97,7 +97,7 @@ fn main() {
         let (a, b) = stats(without);
         println!("| without the feed | {a:.2} | {b:.2} |");
         let (a, b) = stats(with);
-        println!("| with the feed (every entity read before and after, deltas of {SITES} sites) | {a:.2} | {b:.2} |");
+        println!("| with the feed (the touched entities and what reaches them read, deltas of {SITES} sites) | {a:.2} | {b:.2} |");
         let (a, b) = stats(reads);
         println!("| a site's feed read (up to 256 rows) | {a:.2} | {b:.2} |");
         plain.close().await;

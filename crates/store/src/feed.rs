@@ -1,8 +1,11 @@
 //! The change feed from a central to its sites (migration 9).
 //!
-//! **Central.** A [`Store`] made with [`Store::with_change_feed`] reads
-//! every entity before a transaction's first entity write; when the
-//! transaction commits ([`Tx::commit`]) it reads them again and, for each
+//! **Central.** A [`Store`] made with [`Store::with_change_feed`] keeps,
+//! in a transaction, each entity as it was before its first write (and the
+//! groups a door or cardholder deletion changes); when the transaction
+//! commits ([`Tx::commit`]) it reads those entities and what decides their
+//! place in the sites' parts (every entity when a site is created or
+//! deleted), puts the kept ones back to get the state before and, for each
 //! site whose part ([`access::site_part`]) changed, writes the delta
 //! ([`access::Delta`]) as one `sync_feed` row, all under one *position*
 //! allocated last, just before the commit: a transactional outbox. The
@@ -31,11 +34,14 @@
 //! [`Store::change_lock`] serialises changes across processes sharing one
 //! PostgreSQL database (several central instances).
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
-use access::{site_part, Delta, Entities, SiteId};
-use sqlx::{Executor, Row};
+use access::{
+    site_part, AccessGroup, Cardholder, Credential, Delta, Door, Entities, Holiday, Reader,
+    Schedule, Site, SiteId,
+};
+use sqlx::{AnyConnection, Executor, Row};
 
 use crate::record::{Record, RecordId};
 use crate::sql::{bump_sequence, entities_in, insert_with_id, next_ids, version_in};
@@ -78,14 +84,212 @@ pub struct ChangeLock {
     _tx: Option<sqlx::Transaction<'static, sqlx::Any>>,
 }
 
-impl Tx {
-    /// Before the first entity write of a feed-writing transaction: reads
-    /// every entity as it is now.
-    pub(crate) async fn touch(&mut self) -> Result<(), StoreError> {
-        if self.feed && self.before.is_none() {
-            self.before = Some(entities_in(&mut self.tx).await?);
+/// What a feed-writing transaction wrote: the ids it wrote (by table) and
+/// each entity as it was before its first write (absent when it did not
+/// exist). Every entity that changes goes through here, so the state
+/// before the transaction is the state at commit with these put back.
+#[derive(Debug, Default)]
+pub(crate) struct Touched {
+    ids: BTreeMap<&'static str, BTreeSet<i64>>,
+    before: Entities,
+}
+
+impl Touched {
+    fn ids<R: Record>(&self) -> BTreeSet<i64> {
+        self.ids.get(R::TABLE).cloned().unwrap_or_default()
+    }
+
+    /// Puts back in `e` (entities as they are now, ordered by id, holding
+    /// every touched entity that exists now) the touched entities of kind
+    /// `R` as they were before.
+    fn restore<R: Record>(&self, e: &mut Entities) {
+        let Some(ids) = self.ids.get(R::TABLE) else {
+            return;
+        };
+        let v = R::items_mut(e);
+        v.retain(|x| !ids.contains(&x.id()));
+        v.extend(R::items(&self.before).iter().cloned());
+        v.sort_by_key(|x| x.id());
+    }
+
+    /// `now` as it was before the transaction.
+    fn restored(&self, now: &Entities) -> Entities {
+        let mut e = now.clone();
+        self.restore::<Site>(&mut e);
+        self.restore::<Door>(&mut e);
+        self.restore::<Reader>(&mut e);
+        self.restore::<Cardholder>(&mut e);
+        self.restore::<Credential>(&mut e);
+        self.restore::<AccessGroup>(&mut e);
+        self.restore::<Schedule>(&mut e);
+        self.restore::<Holiday>(&mut e);
+        e
+    }
+}
+
+/// Above this many ids, a kind is read whole and filtered rather than one
+/// id at a time.
+const MANY: usize = 64;
+
+/// The entities of kind `R` with these ids that exist, ordered by id.
+async fn read_ids<R: Record>(
+    conn: &mut AnyConnection,
+    ids: &BTreeSet<i64>,
+) -> Result<Vec<R>, StoreError> {
+    if ids.len() > MANY {
+        let mut v = R::read(conn, None).await?;
+        v.retain(|x| ids.contains(&x.id()));
+        return Ok(v);
+    }
+    let mut v = Vec::new();
+    for id in ids {
+        v.extend(R::read(conn, Some(*id)).await?);
+    }
+    Ok(v)
+}
+
+/// The `val` column of the rows of `table` whose `key` column is one of
+/// `keys` (table and column names are the store's own constants).
+async fn linked(
+    conn: &mut AnyConnection,
+    table: &str,
+    key: &str,
+    val: &str,
+    keys: &BTreeSet<i64>,
+) -> Result<BTreeSet<i64>, StoreError> {
+    let mut out = BTreeSet::new();
+    if keys.len() > MANY {
+        let sql = format!("SELECT {key}, {val} FROM {table} WHERE {key} IS NOT NULL");
+        for r in sqlx::query(&sql).fetch_all(&mut *conn).await? {
+            if keys.contains(&r.try_get::<i64, _>(0)?) {
+                out.insert(r.try_get::<i64, _>(1)?);
+            }
         }
+        return Ok(out);
+    }
+    let sql = format!("SELECT {val} FROM {table} WHERE {key} = $1");
+    for k in keys {
+        for r in sqlx::query(&sql).bind(*k).fetch_all(&mut *conn).await? {
+            out.insert(r.try_get::<i64, _>(0)?);
+        }
+    }
+    Ok(out)
+}
+
+/// The entities whose place or form in some site's part the touched ones
+/// can change, with everything deciding that place and form (the sites;
+/// the doors of the groups read; every group naming a cardholder,
+/// credential holder or schedule read; the doors of readers read and the
+/// doors naming a schedule read), as they are now.
+async fn reach(conn: &mut AnyConnection, t: &Touched) -> Result<Entities, StoreError> {
+    let td = t.ids::<Door>();
+    let door_groups = linked(conn, "access_group_doors", "door_id", "group_id", &td).await?;
+    let mut cg = t.ids::<AccessGroup>();
+    cg.extend(door_groups);
+    let changed_groups: Vec<AccessGroup> = read_ids(conn, &cg).await?;
+    let mut cc = t.ids::<Cardholder>();
+    for g in changed_groups.iter().chain(&t.before.groups) {
+        cc.extend(g.cardholders.iter().map(|c| c.0));
+    }
+    let mut ck = t.ids::<Credential>();
+    ck.extend(linked(conn, "credentials", "cardholder_id", "id", &cc).await?);
+    let credentials: Vec<Credential> = read_ids(conn, &ck).await?;
+    let mut holders = cc.clone();
+    holders.extend(
+        credentials
+            .iter()
+            .chain(&t.before.credentials)
+            .map(|k| k.cardholder.0),
+    );
+    let mut cr = t.ids::<Reader>();
+    cr.extend(linked(conn, "readers", "door_id", "id", &td).await?);
+    let readers: Vec<Reader> = read_ids(conn, &cr).await?;
+    let changed_doors: Vec<Door> = read_ids(conn, &td).await?;
+    let mut cs = t.ids::<Schedule>();
+    cs.extend(
+        changed_groups
+            .iter()
+            .chain(&t.before.groups)
+            .map(|g| g.schedule.0),
+    );
+    cs.extend(
+        changed_doors
+            .iter()
+            .chain(&t.before.doors)
+            .filter_map(|d| d.unlock_schedule.map(|s| s.0)),
+    );
+    let schedules: Vec<Schedule> = read_ids(conn, &cs).await?;
+    let mut gs = cg;
+    gs.extend(
+        linked(
+            conn,
+            "access_group_members",
+            "cardholder_id",
+            "group_id",
+            &holders,
+        )
+        .await?,
+    );
+    gs.extend(linked(conn, "access_groups", "schedule_id", "id", &cs).await?);
+    let groups: Vec<AccessGroup> = read_ids(conn, &gs).await?;
+    let mut ds = td;
+    for g in groups.iter().chain(&t.before.groups) {
+        ds.extend(g.doors.iter().map(|d| d.0));
+    }
+    ds.extend(readers.iter().chain(&t.before.readers).map(|r| r.door.0));
+    ds.extend(linked(conn, "doors", "unlock_schedule_id", "id", &cs).await?);
+    Ok(Entities {
+        sites: Site::read(conn, None).await?,
+        doors: read_ids(conn, &ds).await?,
+        readers,
+        cardholders: read_ids(conn, &cc).await?,
+        credentials,
+        groups,
+        schedules,
+        holidays: read_ids(conn, &t.ids::<Holiday>()).await?,
+    })
+}
+
+impl Tx {
+    /// Before the first write of the entity `id` of kind `R` in a
+    /// feed-writing transaction: keeps it as it is now (`created`: it does
+    /// not exist yet).
+    pub(crate) async fn touch<R: Record>(
+        &mut self,
+        id: i64,
+        created: bool,
+    ) -> Result<(), StoreError> {
+        if !self.feed {
+            return Ok(());
+        }
+        let t = self.touched.get_or_insert_with(Touched::default);
+        if !t.ids.entry(R::TABLE).or_default().insert(id) || created {
+            return Ok(());
+        }
+        let now = R::read(&mut self.tx, Some(id)).await?;
+        R::items_mut(&mut t.before).extend(now);
         Ok(())
+    }
+
+    /// [`touch`](Self::touch) before deleting the entity `id`, with the
+    /// groups the deletion changes (their door and member lists lose it).
+    pub(crate) async fn touch_delete<R: Record>(&mut self, id: i64) -> Result<(), StoreError> {
+        if !self.feed {
+            return Ok(());
+        }
+        let link = match R::TABLE {
+            "doors" => Some(("access_group_doors", "door_id")),
+            "cardholders" => Some(("access_group_members", "cardholder_id")),
+            _ => None,
+        };
+        if let Some((table, key)) = link {
+            let groups =
+                linked(&mut self.tx, table, key, "group_id", &BTreeSet::from([id])).await?;
+            for g in groups {
+                self.touch::<AccessGroup>(g, false).await?;
+            }
+        }
+        self.touch::<R>(id, false).await
     }
 
     /// Writes the sites' deltas of this transaction under one new position
@@ -93,11 +297,25 @@ impl Tx {
     /// last before the commit itself.
     /// Public so that a test can hold a transaction between the
     /// allocation and the commit; calling it again does nothing.
+    ///
+    /// Reads only the touched entities and what decides their place in
+    /// the sites' parts ([`reach`]); a site created or deleted reads every
+    /// entity. Either way the deltas are those of the sites' whole parts
+    /// before and after.
     pub async fn write_feed(&mut self) -> Result<Option<i64>, StoreError> {
-        let Some(before) = self.before.take() else {
+        let Some(t) = self.touched.take() else {
             return Ok(None);
         };
-        let after = entities_in(&mut self.tx).await?;
+        let touched_sites = t.ids::<Site>();
+        let now_sites: Vec<Site> = read_ids(&mut self.tx, &touched_sites).await?;
+        let sites_same =
+            now_sites.len() == touched_sites.len() && t.before.sites.len() == touched_sites.len();
+        let after = if sites_same {
+            reach(&mut self.tx, &t).await?
+        } else {
+            entities_in(&mut self.tx).await?
+        };
+        let before = t.restored(&after);
         let sites: BTreeSet<SiteId> = before
             .sites
             .iter()
@@ -158,7 +376,7 @@ impl Tx {
         match version_in::<R>(&mut self.tx, r.id()).await {
             Ok(_) => self.update(r).await,
             Err(StoreError::NotFound { .. }) => {
-                self.touch().await?;
+                self.touch::<R>(r.id(), true).await?;
                 insert_with_id(&mut self.tx, r, r.id()).await?;
                 bump_sequence(&mut self.tx, R::SEQUENCE, r.id()).await
             }

@@ -364,9 +364,10 @@ pub struct Tx {
     /// Whether this transaction writes the change feed when it changes
     /// entities.
     pub(crate) feed: bool,
-    /// Every entity as it was before this transaction's first entity
-    /// write (read only when `feed`): what the sites' deltas start from.
-    pub(crate) before: Option<Entities>,
+    /// The entities this transaction wrote, each as it was before its
+    /// first write (kept only when `feed`): what the sites' deltas start
+    /// from.
+    pub(crate) touched: Option<crate::feed::Touched>,
 }
 
 impl fmt::Debug for Tx {
@@ -380,8 +381,8 @@ impl Tx {
     /// is ignored) and returns it as stored.
     pub async fn create<R: Record>(&mut self, mut r: R) -> Result<R, StoreError> {
         r.validate()?;
-        self.touch().await?;
         let id = next_ids(&mut self.tx, R::SEQUENCE, 1).await?;
+        self.touch::<R>(id, true).await?;
         r.set_id(id);
         insert_with_id(&mut self.tx, &r, id).await?;
         Ok(r)
@@ -411,7 +412,7 @@ impl Tx {
         expected: Option<i64>,
     ) -> Result<i64, StoreError> {
         r.validate()?;
-        self.touch().await?;
+        self.touch::<R>(r.id(), false).await?;
         let current = version_in::<R>(&mut self.tx, r.id()).await?;
         stale_unless::<R>(r.id(), expected, current)?;
         let sets: Vec<String> = R::COLUMNS
@@ -459,7 +460,7 @@ impl Tx {
     /// [`StoreError::NotFound`].
     pub async fn delete<I: RecordId>(&mut self, id: I) -> Result<(), StoreError> {
         type R<I> = <I as RecordId>::Record;
-        self.touch().await?;
+        self.touch_delete::<R<I>>(id.raw()).await?;
         let sql = format!("DELETE FROM {} WHERE id = $1", R::<I>::TABLE);
         let done = sqlx::query(&sql)
             .bind(id.raw())
@@ -699,7 +700,7 @@ impl Store {
             tx: self.pool.begin().await?,
             backend: self.backend,
             feed: self.feed,
-            before: None,
+            touched: None,
         })
     }
 

@@ -277,3 +277,287 @@ async fn a_site_stores_the_central_part_and_its_position_together() {
     let d2 = site_db.create(door(SiteId(7), "back")).await.unwrap();
     assert!(d2.id.0 > 12);
 }
+
+/// The feed's rows of the position after `at`, against the deltas of the
+/// sites' whole parts before and after the change (every entity read:
+/// the oracle); returns the position now.
+async fn check(store: &Store, before: &Entities, at: i64, what: &str) -> i64 {
+    let after = store.load_entities().await.unwrap();
+    let sites: std::collections::BTreeSet<SiteId> = before
+        .sites
+        .iter()
+        .chain(&after.sites)
+        .map(|s| s.id)
+        .collect();
+    let mut want = std::collections::BTreeMap::new();
+    for s in &sites {
+        let d = Delta::between(&site_part(before, *s), &site_part(&after, *s));
+        if !d.is_empty() {
+            let body = serde_json::to_string(&d).unwrap();
+            want.insert(*s, (body, !d.revocations().is_empty()));
+        }
+    }
+    let pos = store.feed_position().await.unwrap();
+    let mut got = std::collections::BTreeMap::new();
+    for s in &sites {
+        for r in rows(store.feed_after(*s, at, 10).await.unwrap()) {
+            assert_eq!(r.pos, pos, "{what}");
+            got.insert(*s, (r.body, r.revocation));
+        }
+    }
+    assert!(!want.is_empty(), "{what}: the change reaches no site");
+    assert_eq!(got, want, "{what}");
+    pos
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_feed_written_from_the_touched_entities_equals_the_whole_parts_deltas() {
+    let Some(pg) = postgres_or_skip("feed_incremental_equals_full") else {
+        return;
+    };
+    let store = Store::connect(pg.url()).await.unwrap().with_change_feed();
+    let site = |name: &str| Site {
+        id: SiteId(0),
+        name: name.into(),
+        time_zone: "UTC".into(),
+        lockdown: false,
+    };
+    let schedule = |name: &str, w: &str| Schedule {
+        id: ScheduleId(0),
+        name: name.into(),
+        windows: vec![w.parse().unwrap()],
+        holiday_windows: Default::default(),
+    };
+    let holder = |name: &str| Cardholder {
+        id: CardholderId(0),
+        name: name.into(),
+        status: CardholderStatus::Active,
+        valid_from: None,
+        valid_until: None,
+    };
+    let cred = |holder: CardholderId, n: u8| Credential {
+        id: CredentialId(0),
+        cardholder: holder,
+        card_uuid: Some(CardUuid([n; 16])),
+        fasc_n: None,
+        cert_sha256: None,
+        spki_sha256: None,
+        expires_at: None,
+        enrolled_at: Timestamp::UNIX_EPOCH,
+        enrolled_by: "t".into(),
+        state: CredentialState::Active,
+    };
+    let reader = |door: DoorId, name: &str| Reader {
+        id: ReaderId(0),
+        door,
+        name: name.into(),
+        connection: format!("pcsc:{name}"),
+    };
+    let holiday = |site: Option<SiteId>, name: &str| Holiday {
+        id: HolidayId(0),
+        site,
+        date: access::jiff::civil::date(2026, 12, 25),
+        name: name.into(),
+    };
+    // Everything created in one transaction (sites created: every entity
+    // read).
+    let at = store.feed_position().await.unwrap();
+    let before = store.load_entities().await.unwrap();
+    let mut tx = store.begin().await.unwrap();
+    let s1 = tx
+        .create(schedule("always", "mon-sun 00:00-24:00"))
+        .await
+        .unwrap();
+    let s2 = tx
+        .create(schedule("nights", "mon-fri 18:00-24:00"))
+        .await
+        .unwrap();
+    let a = tx.create(site("a")).await.unwrap().id;
+    let b = tx.create(site("b")).await.unwrap().id;
+    let c = tx.create(site("c")).await.unwrap().id;
+    let a1 = tx.create(door(a, "a1")).await.unwrap();
+    let a2 = tx.create(door(a, "a2")).await.unwrap();
+    let b1 = tx.create(door(b, "b1")).await.unwrap();
+    let c1 = tx.create(door(c, "c1")).await.unwrap();
+    tx.create(reader(a1.id, "ra1")).await.unwrap();
+    let rb1 = tx.create(reader(b1.id, "rb1")).await.unwrap();
+    let h1 = tx.create(holder("h1")).await.unwrap();
+    let h2 = tx.create(holder("h2")).await.unwrap();
+    let h3 = tx.create(holder("h3")).await.unwrap();
+    let k1 = tx.create(cred(h1.id, 1)).await.unwrap();
+    let k2 = tx.create(cred(h2.id, 2)).await.unwrap();
+    tx.create(cred(h3.id, 3)).await.unwrap();
+    let ga = tx
+        .create(AccessGroup {
+            id: GroupId(0),
+            name: "ga".into(),
+            schedule: s1.id,
+            doors: vec![a1.id],
+            cardholders: vec![h1.id, h2.id],
+        })
+        .await
+        .unwrap();
+    let gb = tx
+        .create(AccessGroup {
+            id: GroupId(0),
+            name: "gb".into(),
+            schedule: s2.id,
+            doors: vec![b1.id],
+            cardholders: vec![h2.id],
+        })
+        .await
+        .unwrap();
+    let hg = tx.create(holiday(None, "everywhere")).await.unwrap();
+    let hb = tx.create(holiday(Some(b), "b only")).await.unwrap();
+    tx.commit().await.unwrap();
+    let mut at = check(&store, &before, at, "created").await;
+
+    // One change per transaction, each checked against the oracle.
+    macro_rules! step {
+        ($what:expr, |$tx:ident| $body:block) => {{
+            let before = store.load_entities().await.unwrap();
+            let mut $tx = store.begin().await.unwrap();
+            $body
+            $tx.commit().await.unwrap();
+            at = check(&store, &before, at, $what).await;
+        }};
+    }
+    step!("cardholder renamed", |tx| {
+        tx.update(&Cardholder {
+            name: "h1 renamed".into(),
+            ..h1.clone()
+        })
+        .await
+        .unwrap();
+    });
+    step!("cardholder suspended", |tx| {
+        let h = tx.get(h2.id).await.unwrap();
+        tx.update(&Cardholder {
+            status: CardholderStatus::Suspended {
+                reason: "lost".into(),
+            },
+            ..h
+        })
+        .await
+        .unwrap();
+    });
+    step!("member added to a group of another site", |tx| {
+        let mut g = tx.get(gb.id).await.unwrap();
+        g.cardholders.push(h3.id);
+        tx.update(&g).await.unwrap();
+    });
+    step!("group given a door at a new site", |tx| {
+        let mut g = tx.get(ga.id).await.unwrap();
+        g.doors.push(b1.id);
+        tx.update(&g).await.unwrap();
+    });
+    step!("door moved to another site with an unlock schedule", |tx| {
+        tx.update(&Door {
+            site: c,
+            unlock_schedule: Some(s2.id),
+            ..a2.clone()
+        })
+        .await
+        .unwrap();
+    });
+    step!("door of two groups moved to another site", |tx| {
+        let d = tx.get(b1.id).await.unwrap();
+        tx.update(&Door { site: c, ..d }).await.unwrap();
+    });
+    step!("schedule changed", |tx| {
+        let s = tx.get(s2.id).await.unwrap();
+        tx.update(&Schedule {
+            name: "evenings".into(),
+            ..s
+        })
+        .await
+        .unwrap();
+    });
+    step!("credential added and another revoked", |tx| {
+        tx.create(cred(h1.id, 4)).await.unwrap();
+        let k = tx.get(k1.id).await.unwrap();
+        tx.update(&Credential {
+            state: CredentialState::Revoked {
+                reason: "compromised".into(),
+                at: None,
+            },
+            ..k
+        })
+        .await
+        .unwrap();
+    });
+    step!("credential deleted", |tx| {
+        tx.delete(k2.id).await.unwrap();
+    });
+    step!("reader moved to a door of another site", |tx| {
+        let r = tx.get(rb1.id).await.unwrap();
+        tx.update(&Reader { door: a1.id, ..r }).await.unwrap();
+    });
+    step!("holidays created, changed and deleted", |tx| {
+        tx.create(holiday(Some(c), "c only")).await.unwrap();
+        let h = tx.get(hg.id).await.unwrap();
+        tx.update(&Holiday {
+            name: "renamed".into(),
+            ..h
+        })
+        .await
+        .unwrap();
+        tx.delete(hb.id).await.unwrap();
+    });
+    step!("group deleted", |tx| {
+        tx.delete(gb.id).await.unwrap();
+    });
+    step!("door in a group deleted", |tx| {
+        tx.delete(b1.id).await.unwrap();
+    });
+    step!("cardholder in a group deleted", |tx| {
+        tx.delete(h2.id).await.unwrap();
+    });
+    step!("site locked down", |tx| {
+        let s = tx.get(a).await.unwrap();
+        tx.update(&Site {
+            lockdown: true,
+            ..s
+        })
+        .await
+        .unwrap();
+    });
+    step!(
+        "group created and its member renamed in one transaction",
+        |tx| {
+            let s3 = tx
+                .create(schedule("days", "mon-fri 08:00-18:00"))
+                .await
+                .unwrap();
+            tx.create(AccessGroup {
+                id: GroupId(0),
+                name: "gc".into(),
+                schedule: s3.id,
+                doors: vec![c1.id, a1.id],
+                cardholders: vec![h3.id],
+            })
+            .await
+            .unwrap();
+            let h = tx.get(h3.id).await.unwrap();
+            tx.update(&Cardholder {
+                name: "h3 renamed".into(),
+                ..h
+            })
+            .await
+            .unwrap();
+        }
+    );
+    step!("site created with a door, then a door deleted", |tx| {
+        let d = tx.create(site("d")).await.unwrap().id;
+        tx.create(door(d, "d1")).await.unwrap();
+        tx.delete(c1.id).await.unwrap();
+    });
+    // A change no site holds: no position.
+    let mut tx = store.begin().await.unwrap();
+    tx.create(schedule("unused", "sat-sun 00:00-24:00"))
+        .await
+        .unwrap();
+    tx.commit().await.unwrap();
+    assert_eq!(store.feed_position().await.unwrap(), at);
+    store.close().await;
+}
