@@ -1238,6 +1238,14 @@ fn dashboard_over_the_demo_shows_every_page_populated() {
         )
         .await;
 
+        // The demo left the lab door open: its card says so, from its
+        // position switch on the OSDP I/O module.
+        let pos = b
+            .wait_for("[data-page=doors] section.door[aria-label='Lab'] .door-position[data-open=true]")
+            .await;
+        let text = pos.text().await.unwrap();
+        assert!(text.starts_with("open"), "{text}");
+
         b.client.clone().close().await.unwrap();
         b.assert_accessible();
 

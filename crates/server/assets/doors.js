@@ -76,6 +76,23 @@ function lastCommand(door) {
     e.reason ? h('span.muted', ` (${e.reason})`) : null);
 }
 
+// The door's position switch: open or closed, its phase (a grant's
+// passage, forced, held open…) and when it last changed; redrawn live on
+// the door's input events.
+function position(p, door) {
+  if (!p) return h('span.muted', 'no position switch');
+  return h('span.door-position', { dataset: { open: String(p.open), state: p.state || '' } },
+    badge(p.open ? 'open' : 'closed', p.open ? 'refused' : 'granted'),
+    p.state ? h('span.muted', ` ${p.state}`) : null,
+    p.last_change ? ` · since ${fmtTime(p.last_change, zoneOf(door))}` : null);
+}
+
+// The door's interlock groups, and the door that keeps it shut now.
+function interlocks(list) {
+  return h('ul.interlocks', list.map((i) => h('li', { dataset: { group: i.group, blocked: String(i.blocked_by != null) } },
+    `${i.group}: `, i.blocked_by ? h('span.refused-text', `blocked, ${i.blocked_by.name} is ${i.blocked_by.because}`) : h('span.muted', 'free'))));
+}
+
 // `single`: the door's own page, where its name is the page's heading.
 function doorCard(d, refresh, single) {
   // Each control is named for its door: a screen reader says which.
@@ -103,6 +120,8 @@ function doorCard(d, refresh, single) {
     h('div.bar', title, badge(`mode ${d.mode}`, `mode-${d.mode}`), driven(d), d.stale ? badge('stale data', 'refused') : null, h('span.muted', `${d.mechanism}${site ? ` · ${site.name}` : ''}`)),
     h('dl',
       d.stale_policy ? [h('dt', 'Stale data'), h('dd.stale-policy', d.max_staleness_s == null ? h('span.muted', `no maximum age (policy ${d.stale_policy})`) : `${d.stale ? 'older than' : 'within'} its maximum of ${fmtAge(d.max_staleness_s)}; policy ${d.stale_policy}`)] : null,
+      h('dt', 'Door'), h('dd.position', position(d.position, d.door)),
+      d.interlocks && d.interlocks.length ? [h('dt', 'Interlock'), h('dd', interlocks(d.interlocks))] : null,
       h('dt', 'Last tap'), h('dd.last-tap', lastTap(d.last_tap, d.door)),
       h('dt', 'Last command'), h('dd.last-command', lastCommand(d.door)),
       h('dt', 'Readers'), h('dd', d.readers.length ? h('ul.readers', d.readers.map(readerLine)) : h('span.muted', 'none bound'))),
