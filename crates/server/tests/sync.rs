@@ -140,6 +140,8 @@ impl World {
             feed_days: 30,
             heartbeat_ms: 500,
             handshake_ms: 5000,
+            late_after_secs: 300,
+            max_skew_secs: 30,
         });
         let s = self.rt.block_on(Service::start(c, None)).unwrap();
         self.centrals.push(Some(s));

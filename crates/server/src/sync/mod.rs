@@ -88,10 +88,10 @@ impl SyncError {
 
 /// The central's routes for its sites: the feed and snapshots, and
 /// whatever else sites send or fetch (add routes here).
-pub fn central_router(central: Arc<feed::Central>) -> axum::Router {
+pub fn central_router(central: Arc<feed::Central>, up: ingest::IngestConfig) -> axum::Router {
     let ingest_state = ingest::IngestState {
         store: central.store().clone(),
-        policy: ingest::IngestConfig::default().policy(),
+        policy: up.policy(),
     };
     let guard = central.clone();
     // A site uploads its own events only: the site its certificate names,

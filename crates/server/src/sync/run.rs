@@ -40,6 +40,7 @@ pub struct Plan {
     )>,
     handshake: Duration,
     feed_days: u32,
+    ingest: super::ingest::IngestConfig,
     follower: Option<Arc<Follower>>,
     store: Store,
     log: EventLog,
@@ -57,6 +58,7 @@ impl Plan {
             central: None,
             handshake: Duration::from_secs(10),
             feed_days: 30,
+            ingest: super::ingest::IngestConfig::default(),
             follower: None,
             store: store.clone(),
             log: log.clone(),
@@ -77,6 +79,7 @@ impl Plan {
             )?;
             plan.handshake = Duration::from_millis(s.handshake_ms);
             plan.feed_days = s.feed_days;
+            plan.ingest = s.ingest();
             plan.central = Some((listener, tls, central));
         }
         if let Some(c) = &config.central {
@@ -95,7 +98,7 @@ impl Plan {
                 listener,
                 tls,
                 self.handshake,
-                central_router(central.clone()),
+                central_router(central.clone(), self.ingest),
                 stop.clone(),
             )));
             r.tasks.push(tokio::spawn(super::feed::prune(

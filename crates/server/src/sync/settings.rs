@@ -34,6 +34,31 @@ pub struct SitesConfig {
     /// The TLS handshake must finish within this.
     #[serde(default = "default_handshake_ms")]
     pub handshake_ms: u64,
+    /// A site event received more than this many seconds after its site
+    /// time is marked late (1 s to 7 days).
+    #[serde(default = "default_late_after_secs")]
+    pub late_after_secs: u32,
+    /// A site clock further than this many seconds from the central's
+    /// raises a `site.clock-skew` event (1 s to 1 h).
+    #[serde(default = "default_max_skew_secs")]
+    pub max_skew_secs: u32,
+}
+
+impl SitesConfig {
+    /// How the central treats the events sites upload.
+    pub fn ingest(&self) -> super::ingest::IngestConfig {
+        super::ingest::IngestConfig {
+            late_after_secs: self.late_after_secs,
+            max_skew_secs: self.max_skew_secs,
+        }
+    }
+}
+
+fn default_late_after_secs() -> u32 {
+    super::ingest::IngestConfig::default().late_after_secs
+}
+fn default_max_skew_secs() -> u32 {
+    super::ingest::IngestConfig::default().max_skew_secs
 }
 
 /// `[central]`: this instance is a site following a central. Only with
@@ -154,6 +179,21 @@ pub fn check(
                 "empty: name the CA certificate(s) site certificates are issued by".into(),
             ));
         }
+        if !(1..=7 * 86_400).contains(&s.late_after_secs) {
+            return Err((
+                "sites.late_after_secs",
+                format!(
+                    "{} is out of range: 1 to 604800 (7 days)",
+                    s.late_after_secs
+                ),
+            ));
+        }
+        if !(1..=3_600).contains(&s.max_skew_secs) {
+            return Err((
+                "sites.max_skew_secs",
+                format!("{} is out of range: 1 to 3600 (1 hour)", s.max_skew_secs),
+            ));
+        }
         if !(1..=3650).contains(&s.feed_days) {
             return Err((
                 "sites.feed_days",
@@ -254,6 +294,8 @@ mod tests {
             feed_days: default_feed_days(),
             heartbeat_ms: default_heartbeat_ms(),
             handshake_ms: default_handshake_ms(),
+            late_after_secs: default_late_after_secs(),
+            max_skew_secs: default_max_skew_secs(),
         }
     }
 
@@ -268,6 +310,25 @@ mod tests {
             connect_timeout_ms: default_handshake_ms(),
             retry_min_ms: default_retry_min_ms(),
             retry_max_ms: default_retry_max_ms(),
+        }
+    }
+
+    #[test]
+    fn the_late_and_skew_limits_are_in_range() {
+        let url = Some("postgres://localhost/pivgate");
+        assert!(check(Some(&sites()), None, url).is_ok());
+        for (late, skew, key) in [
+            (0, 30, "sites.late_after_secs"),
+            (7 * 86_400 + 1, 30, "sites.late_after_secs"),
+            (300, 0, "sites.max_skew_secs"),
+            (300, 3_601, "sites.max_skew_secs"),
+        ] {
+            let s = SitesConfig {
+                late_after_secs: late,
+                max_skew_secs: skew,
+                ..sites()
+            };
+            assert_eq!(check(Some(&s), None, url).unwrap_err().0, key);
         }
     }
 
