@@ -56,6 +56,7 @@ on_both!(last_taps);
 on_both!(door_taps);
 on_both!(changes_commit_with_their_events);
 on_both!(any_text_is_stored_losslessly);
+on_both!(a_time_window_holds_its_events_whatever_their_ids);
 
 fn site(name: &str, tz: &str) -> Site {
     Site {
@@ -1277,4 +1278,72 @@ async fn one_bad_event_does_not_sink_its_batch() {
     assert_eq!(page.events.len(), 49);
     drop(log);
     writer.await.unwrap();
+}
+
+/// `since` bounds the ids walked by the lowest id inside the window: ids
+/// out of time order (a clock set back, events uploaded late) stay in it,
+/// and an empty window is empty in both directions.
+async fn a_time_window_holds_its_events_whatever_their_ids(store: Store) {
+    let ids = store
+        .append_events(&[
+            tap("2026-11-23T12:00:00Z", 1, Some(1), true),
+            tap("2026-11-23T09:00:00Z", 1, Some(1), true),
+            tap("2026-11-23T12:30:00Z", 2, Some(2), true),
+            tap("2026-11-23T08:00:00Z", 2, None, false),
+        ])
+        .await
+        .unwrap();
+    let window = |since: &str, direction: Direction, door: Option<i64>| {
+        let store = store.clone();
+        let since = ts(since);
+        async move {
+            let mut got = Vec::new();
+            let mut cursor = None;
+            loop {
+                let page = store
+                    .query_events(&EventQuery {
+                        since: Some(since),
+                        door: door.map(DoorId),
+                        direction,
+                        cursor,
+                        limit: 1,
+                        ..EventQuery::default()
+                    })
+                    .await
+                    .unwrap();
+                got.extend(page.events.iter().map(|e| e.id));
+                match page.next {
+                    Some(n) => cursor = Some(n),
+                    None => break got,
+                }
+            }
+        }
+    };
+    let (a, b, c, d) = (ids[0], ids[1], ids[2], ids[3]);
+    assert_eq!(
+        window("2026-11-23T08:30:00Z", Direction::Forward, None).await,
+        [a, b, c]
+    );
+    assert_eq!(
+        window("2026-11-23T08:30:00Z", Direction::Backward, None).await,
+        [c, b, a]
+    );
+    assert_eq!(
+        window("2026-11-23T11:00:00Z", Direction::Backward, None).await,
+        [c, a]
+    );
+    assert_eq!(
+        window("2026-11-23T11:00:00Z", Direction::Forward, Some(2)).await,
+        [c]
+    );
+    assert_eq!(
+        window("2026-11-23T07:00:00Z", Direction::Backward, Some(2)).await,
+        [d, c]
+    );
+    assert!(window("2026-11-23T13:00:00Z", Direction::Backward, None)
+        .await
+        .is_empty());
+    assert!(window("2026-11-23T13:00:00Z", Direction::Forward, None)
+        .await
+        .is_empty());
 }
