@@ -101,19 +101,7 @@ where
             .await
             .map_err(|e| lost(&*e))?
             .to_bytes();
-        if status.is_success() {
-            serde_json::from_slice::<UploadAck>(&bytes)
-                .map_err(|e| UplinkError::BadAnswer(e.to_string()))
-        } else {
-            match serde_json::from_slice::<wire::Refusal>(&bytes) {
-                Ok(r) => Err(UplinkError::Refused {
-                    status: status.as_u16(),
-                    code: r.code,
-                    reason: r.reason,
-                }),
-                Err(_) => Err(UplinkError::BadAnswer(format!("HTTP {status}"))),
-            }
-        }
+        read_answer(status, &bytes)
     }
     .await;
     conn.abort();
@@ -157,19 +145,23 @@ impl Uplink for LinkUplink {
             .send(req)
             .await
             .map_err(|e| UplinkError::Unreachable(e.to_string()))?;
-        let status = resp.status();
-        if status.is_success() {
-            serde_json::from_slice::<UploadAck>(resp.body())
-                .map_err(|e| UplinkError::BadAnswer(e.to_string()))
-        } else {
-            match serde_json::from_slice::<wire::Refusal>(resp.body()) {
-                Ok(r) => Err(UplinkError::Refused {
-                    status: status.as_u16(),
-                    code: r.code,
-                    reason: r.reason,
-                }),
-                Err(_) => Err(UplinkError::BadAnswer(format!("HTTP {status}"))),
-            }
+        read_answer(resp.status(), resp.body())
+    }
+}
+
+/// The central's answer to a batch: its acknowledgement, or its refusal
+/// (`{"code", "reason"}`), or why neither could be read.
+fn read_answer(status: hyper::StatusCode, body: &[u8]) -> Result<UploadAck, UplinkError> {
+    if status.is_success() {
+        serde_json::from_slice::<UploadAck>(body).map_err(|e| UplinkError::BadAnswer(e.to_string()))
+    } else {
+        match serde_json::from_slice::<wire::Refusal>(body) {
+            Ok(r) => Err(UplinkError::Refused {
+                status: status.as_u16(),
+                code: r.code,
+                reason: r.reason,
+            }),
+            Err(_) => Err(UplinkError::BadAnswer(format!("HTTP {status}"))),
         }
     }
 }
