@@ -5,6 +5,8 @@
 //! and reads back every command the service sent it (`osdp_OUT`,
 //! `osdp_LED`, `osdp_BUZ`). Every wait is for an event with a deadline.
 
+mod common;
+
 use std::io::{Read, Write};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -559,19 +561,7 @@ fn wait(
     what: &str,
     pred: impl Fn(&Event) -> bool,
 ) -> Event {
-    rt.block_on(async {
-        tokio::time::timeout(PATIENCE, async {
-            loop {
-                match rx.recv().await {
-                    Ok(e) if pred(&e) => return (*e).clone(),
-                    Ok(_) | Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {}
-                    Err(e) => panic!("event feed ended: {e}"),
-                }
-            }
-        })
-        .await
-        .unwrap_or_else(|_| panic!("no {what} event"))
-    })
+    common::wait_event(rt, rx, PATIENCE, what, pred)
 }
 
 /// An `osdp_OUT` with this control code (4 temporary on, 1 permanent off).

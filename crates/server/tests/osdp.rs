@@ -4,6 +4,8 @@
 //! APDUs to a software PIV card. Everything waits on events (the event
 //! log's live feed, the reader's own callbacks), never on sleeps.
 
+mod common;
+
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 use std::sync::{mpsc, Arc, Mutex};
@@ -244,19 +246,7 @@ fn wait_event(
     what: &str,
     pred: impl Fn(&Event) -> bool,
 ) -> Event {
-    rt.block_on(async {
-        tokio::time::timeout(PATIENCE, async {
-            loop {
-                match rx.recv().await {
-                    Ok(e) if pred(&e) => return (*e).clone(),
-                    Ok(_) | Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {}
-                    Err(e) => panic!("event feed ended: {e}"),
-                }
-            }
-        })
-        .await
-        .unwrap_or_else(|_| panic!("no {what} event"))
-    })
+    common::wait_event(rt, rx, PATIENCE, what, pred)
 }
 
 fn reader_event(code: &'static str) -> impl Fn(&Event) -> bool {

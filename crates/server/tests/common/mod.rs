@@ -170,3 +170,27 @@ impl Drop for Site {
         }
     }
 }
+
+/// Waits up to `patience` for the next event on `rx` that `pred` accepts
+/// (a lagging receiver skips what it missed); panics naming `what`.
+pub fn wait_event(
+    rt: &tokio::runtime::Runtime,
+    rx: &mut tokio::sync::broadcast::Receiver<std::sync::Arc<store::Event>>,
+    patience: std::time::Duration,
+    what: &str,
+    pred: impl Fn(&store::Event) -> bool,
+) -> store::Event {
+    rt.block_on(async {
+        tokio::time::timeout(patience, async {
+            loop {
+                match rx.recv().await {
+                    Ok(e) if pred(&e) => return (*e).clone(),
+                    Ok(_) | Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {}
+                    Err(e) => panic!("event feed ended: {e}"),
+                }
+            }
+        })
+        .await
+        .unwrap_or_else(|_| panic!("no {what} event"))
+    })
+}
