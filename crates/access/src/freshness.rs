@@ -31,7 +31,7 @@ use serde::{Deserialize, Serialize};
 use crate::model::ParseError;
 
 /// The last moment a site knew some data to be current.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(tag = "state", rename_all = "kebab-case")]
 pub enum AsOf {
     /// The site does not depend on this data (no central; revocation
@@ -131,7 +131,7 @@ impl fmt::Display for Span {
 /// The two kinds of data a site decides from, as of when each was last
 /// known current. Held by the controller and updated by the revocation
 /// refresh and the change follower; read once per tap.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 pub struct Freshness {
     pub revocation: AsOf,
     pub changes: AsOf,

@@ -28,6 +28,8 @@
 //! | `pivgate_door_open_seconds` | histogram | how long each opening of a watched door lasted |
 //! | `pivgate_export_events_total`, `pivgate_export_failures_total` | counter | `sink` (e.g. `syslog[0]:rfc5424:host:6514`, `webhook[0]:https://host`) |
 //! | `pivgate_export_backlog_events` | gauge | `sink` |
+//! | `pivgate_site_link_up`, `pivgate_site_change_lag`, `pivgate_site_change_lag_seconds`, `pivgate_site_upload_backlog`, `pivgate_site_clock_skew_seconds` | gauge | `site` (a central only; see [`crate::sync::board`]) |
+//! | `pivgate_site_data_age_seconds` | gauge | `site`, `data`: `revocation`, `changes` (a central only) |
 //!
 //! Recording a tap costs one label lookup in a read-locked map (no
 //! allocation once the door's label set exists; every door's are created
@@ -404,6 +406,13 @@ impl Metrics {
             self.registry
                 .register_collector(Box::new(ExportCollector(status)));
         }
+    }
+
+    /// Adds the per-site metrics of a central ([`crate::sync::board`]),
+    /// from the site status the scrape reads first.
+    pub fn register_sites(&mut self, board: Arc<crate::sync::board::Board>) {
+        self.registry
+            .register_collector(Box::new(crate::sync::board::SitesCollector(board)));
     }
 
     /// The exposition text.

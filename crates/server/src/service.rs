@@ -539,6 +539,9 @@ impl Service {
             _ => None,
         };
         metrics.register_export(exports.status());
+        if let Some(board) = sync.board() {
+            metrics.register_sites(board);
+        }
         // Last: nothing that could still fail leaves a sink running.
         let exports = exports.start(&store, controller.log(), &stop);
         let sync = sync.start(&stop);
@@ -557,6 +560,7 @@ impl Service {
                 signals,
                 retention,
                 doors,
+                sites: sync.board.clone(),
             },
             writer,
             exports,

@@ -44,6 +44,8 @@ pub struct Loaded {
     pub retention: Option<Arc<crate::retention::Retention>>,
     /// Door positions and alarms, when a reader reports door inputs.
     pub doors: Option<Arc<crate::doorwatch::DoorWatch>>,
+    /// A central's view of its sites (`[sites]`).
+    pub sites: Option<Arc<crate::sync::board::Board>>,
 }
 
 /// State shared with the HTTP handlers.

@@ -591,3 +591,242 @@ fn taps_at_a_site_reach_the_central_once_over_the_link_across_a_central_going_aw
             .unwrap();
     assert_eq!(state.acked, last);
 }
+
+/// The central's view of its sites, read through its API with a viewer
+/// token.
+struct SitesApi {
+    base: String,
+    token: String,
+}
+
+impl SitesApi {
+    fn new(w: &World) -> SitesApi {
+        let store = w.central(0).loaded().store.clone();
+        let token =
+            w.rt.block_on(server::token::create(&store, "dash", store::Role::Viewer))
+                .unwrap();
+        SitesApi {
+            base: w.central(0).url(),
+            token,
+        }
+    }
+
+    fn get(&self, path: &str) -> String {
+        ureq::get(&format!("{}{path}", self.base))
+            .set("Authorization", &format!("Bearer {}", self.token))
+            .timeout(Duration::from_secs(20))
+            .call()
+            .unwrap()
+            .into_string()
+            .unwrap()
+    }
+
+    fn json(&self, path: &str) -> serde_json::Value {
+        serde_json::from_str(&self.get(path)).unwrap()
+    }
+
+    /// Site `name` in `GET /api/v1/sites/status`, once `f` holds of it:
+    /// read again after each link change or report central 0 records.
+    fn site_when(
+        &self,
+        w: &World,
+        name: &str,
+        f: impl Fn(&serde_json::Value) -> bool,
+    ) -> serde_json::Value {
+        let board = w.central(0).sync().board.clone().unwrap();
+        let mut changes = board.changes();
+        let deadline = tokio::time::Instant::now() + WAIT;
+        loop {
+            changes.borrow_and_update();
+            let all = self.json("/api/v1/sites/status");
+            let site = all["items"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|s| s["name"] == name)
+                .cloned()
+                .unwrap();
+            if f(&site) {
+                return site;
+            }
+            w.rt.block_on(async {
+                tokio::time::timeout_at(deadline, changes.changed())
+                    .await
+                    .unwrap_or_else(|_| panic!("site {name} never got there: {site:#}"))
+                    .unwrap()
+            });
+        }
+    }
+
+    /// The ids of `GET /api/v1/events?site=…` (every page).
+    fn event_ids(&self, site: &str) -> Vec<i64> {
+        let mut ids = Vec::new();
+        let mut cursor = String::new();
+        loop {
+            let page = self.json(&format!("/api/v1/events?site={site}&limit=1000{cursor}"));
+            ids.extend(
+                page["events"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|e| e["id"].as_i64().unwrap()),
+            );
+            match page["next"].as_i64() {
+                Some(n) => cursor = format!("&cursor={n}"),
+                None => return ids,
+            }
+        }
+    }
+}
+
+#[test]
+fn the_central_shows_each_sites_link_lag_backlog_and_ages_and_filters_events_by_site() {
+    let Some(mut w) = World::new("sync_status", 1) else {
+        return;
+    };
+    let api = SitesApi::new(&w);
+    let addr = w.sites_addr(0);
+    let hq = w.start_site("hq", &[addr]);
+    let lab = w.start_site("lab", &[addr]);
+    // The status names every site entity, linked yet or not.
+    let all = api.json("/api/v1/sites/status");
+    assert_eq!(all["central"], true);
+    let mut names: Vec<&str> = all["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["name"].as_str().unwrap())
+        .collect();
+    names.sort();
+    assert_eq!(names, ["hq", "lab"]);
+
+    // Caught up and uploaded: linked, nothing pending, nothing to upload.
+    w.caught_up(hq);
+    w.caught_up(lab);
+    w.tap(hq, &w.alice, w.ids.front_reader);
+    w.tap(hq, &w.bob, w.ids.front_reader);
+    w.tap(lab, &w.bob, w.ids.lab_reader);
+    let hq_last = *w.site_event_ids(hq).last().unwrap();
+    let lab_last = *w.site_event_ids(lab).last().unwrap();
+    w.uploaded(hq, hq_last);
+    w.uploaded(lab, lab_last);
+    let instance = w
+        .central(0)
+        .sync()
+        .board
+        .as_ref()
+        .unwrap()
+        .instance()
+        .to_string();
+    for (name, site, last) in [("hq", hq, hq_last), ("lab", lab, lab_last)] {
+        let applied = w.status(site).borrow().applied.unwrap();
+        let s = api.site_when(&w, name, |s| {
+            s["upload"]["last_seq"] == last && s["changes"]["applied"] == applied
+        });
+        assert_eq!(s["link"]["state"], "up", "{s:#}");
+        assert_eq!(s["link"]["up"], true);
+        assert_eq!(s["link"]["central"], instance.as_str());
+        assert_eq!(s["changes"]["pending"], 0, "{s:#}");
+        assert_eq!(s["changes"]["behind_s"], 0);
+        assert_eq!(s["upload"]["acked"], last);
+        assert_eq!(s["upload"]["backlog"], 0);
+        // Its change data confirmed by the central; the clock compared.
+        assert_eq!(s["data_age"]["changes"]["state"], "confirmed", "{s:#}");
+        assert_ne!(s["data_age"]["revocation"]["state"], "unknown");
+        assert!(s["clock_skew_s"].is_number());
+        assert!(s["reported_at"].is_string());
+    }
+
+    // Events filtered by site: exactly the events each site uploaded.
+    let store = w.central(0).loaded().store.clone();
+    for (name, last) in [("hq", hq_last), ("lab", lab_last)] {
+        let held: Vec<i64> =
+            w.rt.block_on(store.site_events(name, 1, last))
+                .unwrap()
+                .iter()
+                .map(|e| e.event.id.0)
+                .collect();
+        assert_eq!(held.len() as i64, last);
+        let mut listed = api.event_ids(name);
+        listed.sort();
+        let mut held = held;
+        held.sort();
+        assert_eq!(listed, held, "events?site={name}");
+    }
+    assert!(api.event_ids("nowhere").is_empty());
+
+    // Uploads held up at the central (its row of the site locked): the
+    // site's next taps show as backlog, then none once they are in.
+    let mut lock = w.rt.block_on(async {
+        use sqlx::Connection;
+        let mut c = sqlx::PgConnection::connect(w.cluster.url()).await.unwrap();
+        sqlx::query("BEGIN").execute(&mut c).await.unwrap();
+        sqlx::query("SELECT acked FROM site_uploads WHERE site = 'hq' FOR UPDATE")
+            .execute(&mut c)
+            .await
+            .unwrap();
+        c
+    });
+    w.tap(hq, &w.alice, w.ids.front_reader);
+    w.tap(hq, &w.alice, w.ids.front_reader);
+    let now_last = *w.site_event_ids(hq).last().unwrap();
+    assert!(now_last > hq_last);
+    let s = api.site_when(&w, "hq", |s| {
+        s["upload"]["last_seq"].as_i64().unwrap_or(0) >= now_last
+    });
+    let reported = s["upload"]["last_seq"].as_i64().unwrap();
+    assert_eq!(s["upload"]["acked"], hq_last, "{s:#}");
+    assert_eq!(s["upload"]["backlog"], reported - hq_last, "{s:#}");
+    let text = api.get("/metrics");
+    let metric = |name: &str| -> f64 {
+        text.lines()
+            .find_map(|l| l.strip_prefix(name))
+            .unwrap_or_else(|| panic!("no {name} in {text}"))
+            .trim()
+            .parse()
+            .unwrap()
+    };
+    assert!(metric("pivgate_site_upload_backlog{site=\"hq\"}") >= (now_last - hq_last) as f64);
+    assert_eq!(metric("pivgate_site_link_up{site=\"hq\"}"), 1.0);
+    assert_eq!(metric("pivgate_site_change_lag{site=\"lab\"}"), 0.0);
+    assert!(metric("pivgate_site_data_age_seconds{site=\"hq\",data=\"changes\"}") >= 0.0);
+    w.rt.block_on(async {
+        sqlx::query("ROLLBACK").execute(&mut lock).await.unwrap();
+    });
+    w.uploaded(hq, reported);
+    let s = api.site_when(&w, "hq", |s| {
+        s["upload"]["acked"].as_i64().unwrap_or(0) >= reported
+    });
+    assert_eq!(s["upload"]["backlog"], 0, "{s:#}");
+
+    // A site that goes away shows its link down; a change of its part made
+    // meanwhile shows as pending, until it is back and has applied it.
+    let lab_site = w.sites.remove(lab);
+    w.site_names.remove(lab);
+    let lab_applied = lab_site
+        .sync()
+        .follower
+        .as_ref()
+        .unwrap()
+        .status()
+        .borrow()
+        .applied;
+    w.rt.block_on(lab_site.shutdown()).unwrap();
+    let s = api.site_when(&w, "lab", |s| s["link"]["state"] == "down");
+    assert_eq!(s["link"]["up"], false);
+    let alice = w.ids.alice.clone().unwrap();
+    let mut g = w.ids.lab_group.clone().unwrap();
+    g.cardholders.push(alice.id);
+    w.change(EntityChange::Replace(g));
+    let s = api.site_when(&w, "lab", |s| s["changes"]["pending"] != 0);
+    assert_eq!(s["changes"]["pending"], 1, "{s:#}");
+    assert_eq!(s["changes"]["applied"], lab_applied.unwrap());
+    assert_eq!(s["link"]["state"], "down");
+    let lab = w.start_site("lab", &[addr]);
+    let applied = w.caught_up(lab).applied.unwrap();
+    let s = api.site_when(&w, "lab", |s| {
+        s["link"]["state"] == "up" && s["changes"]["applied"] == applied
+    });
+    assert_eq!(s["changes"]["pending"], 0, "{s:#}");
+    assert_eq!(s["link"]["followed_from"], lab_applied.unwrap());
+}

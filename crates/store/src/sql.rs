@@ -939,6 +939,11 @@ impl Store {
         if let Some(k) = q.kind {
             cond(&mut sql, "kind =", Param::Text(k.as_str().into()));
         }
+        // A range of `events_site` (site, id): bounded as the other
+        // filters, whatever the other sites' share of the log.
+        if let Some(site) = &q.site {
+            cond(&mut sql, "site =", Param::Text(site.clone()));
+        }
         // `since` also bounds the ids walked (the lowest id inside the
         // window, read from the time index): a page of a recent window
         // costs what the window holds, not what the log holds, and an

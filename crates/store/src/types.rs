@@ -343,6 +343,9 @@ pub struct EventQuery {
     pub cardholder: Option<CardholderId>,
     pub result: Option<EventResult>,
     pub kind: Option<EventKind>,
+    /// At a central: only the events uploaded by the site of this name.
+    #[serde(default)]
+    pub site: Option<String>,
     /// Events at or after this time.
     pub since: Option<Timestamp>,
     /// Events before this time.

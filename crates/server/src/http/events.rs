@@ -29,15 +29,25 @@ use crate::stats;
 pub const CSV_MAX_ROWS: u64 = 1_000_000;
 
 /// The filters of the event routes (`/api/v1/events` and its CSV export).
-pub const EVENT_FILTERS: [&str; 6] = ["door", "cardholder", "result", "kind", "since", "until"];
+pub const EVENT_FILTERS: [&str; 7] = [
+    "door",
+    "cardholder",
+    "result",
+    "kind",
+    "site",
+    "since",
+    "until",
+];
 
 /// The filters of the event routes; `None` matches anything.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct EventFilters {
     pub door: Option<DoorId>,
     pub cardholder: Option<CardholderId>,
     pub result: Option<EventResult>,
     pub kind: Option<EventKind>,
+    /// At a central: the site that uploaded the event (its name).
+    pub site: Option<String>,
     pub since: Option<Timestamp>,
     pub until: Option<Timestamp>,
 }
@@ -55,6 +65,7 @@ impl EventFilters {
                 .map(CardholderId),
             result: q.get("result", "an event result")?,
             kind: q.get("kind", "an event kind")?,
+            site: site_filter(q)?,
             since: q.get("since", "an RFC 3339 time")?,
             until: q.get("until", "an RFC 3339 time")?,
         })
@@ -67,10 +78,24 @@ impl EventFilters {
             cardholder: self.cardholder,
             result: self.result,
             kind: self.kind,
+            site: self.site,
             since: self.since,
             until: self.until,
             ..EventQuery::default()
         }
+    }
+}
+
+/// The `site` filter: a site name as sites are named (1 to 255
+/// characters).
+fn site_filter(q: &QueryParams) -> AppResult<Option<String>> {
+    match q.raw("site") {
+        None => Ok(None),
+        Some(s) if s.is_empty() || s.len() > 255 => Err(ApiError::unprocessable(
+            "site",
+            "query parameter `site`: a site name, 1 to 255 characters",
+        )),
+        Some(s) => Ok(Some(s.to_string())),
     }
 }
 
@@ -82,7 +107,7 @@ impl FromQuery for EventFilters {
 }
 
 /// The query of `GET /api/v1/events`: the filters and paging.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct EventsQuery {
     pub filters: EventFilters,
     /// The `next` of the previous page.
@@ -139,7 +164,8 @@ impl EventsQuery {
 }
 
 /// `GET /api/v1/events`: filters `door`, `cardholder`, `result`, `kind`,
-/// `since`, `until` (RFC 3339); paging `cursor` (the `next` of the previous
+/// `site` (a central: the site that uploaded the event), `since`, `until`
+/// (RFC 3339); paging `cursor` (the `next` of the previous
 /// page), `direction` (`forward` or `backward`), `limit` (1..=1000).
 #[utoipa::path(get, path = "/api/v1/events", tag = "events",
     security(("bearer" = [])),
@@ -148,6 +174,7 @@ impl EventsQuery {
         ("cardholder" = Option<i64>, Query, description = "Only events of this cardholder"),
         ("result" = Option<schema::EventResult>, Query, description = "Only taps with this result"),
         ("kind" = Option<schema::EventKind>, Query, description = "Only events of this kind"),
+        ("site" = Option<String>, Query, description = "At a central: only the events uploaded by the site of this name"),
         ("since" = Option<String>, Query, format = DateTime, description = "Events at or after this time (RFC 3339)"),
         ("until" = Option<String>, Query, format = DateTime, description = "Events before this time (RFC 3339)"),
         ("cursor" = Option<i64>, Query, description = "The `next` of the previous page"),
@@ -263,6 +290,7 @@ const CSV_CHUNK_ROWS: usize = 512;
         ("cardholder" = Option<i64>, Query, description = "Only events of this cardholder"),
         ("result" = Option<schema::EventResult>, Query, description = "Only taps with this result"),
         ("kind" = Option<schema::EventKind>, Query, description = "Only events of this kind"),
+        ("site" = Option<String>, Query, description = "At a central: only the events uploaded by the site of this name"),
         ("since" = Option<String>, Query, format = DateTime, description = "Events at or after this time (RFC 3339)"),
         ("until" = Option<String>, Query, format = DateTime, description = "Events before this time (RFC 3339)"),
     ),

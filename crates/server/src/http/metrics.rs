@@ -32,6 +32,12 @@ pub async fn scrape(
         .get(header::ACCEPT)
         .and_then(|v| v.to_str().ok())
         .unwrap_or("");
+    // A central's per-site series come from the sites' status read now.
+    if let Some(board) = &l.sites {
+        if let Err(e) = board.status().await {
+            tracing::warn!(error = %e, "reading the sites' status for the metrics failed");
+        }
+    }
     let text = l.metrics.encode();
     if accept.contains("text/plain") && !accept.contains("application/openmetrics-text") {
         return Ok((

@@ -9,7 +9,8 @@
 //!   tokens and `whoami`; [`metrics`]: `GET /metrics`; [`dashboard`]: the
 //!   browser dashboard's page, assets and PKI health; [`alarms`]: door
 //!   alarms and their acknowledgement; [`health`]:
-//!   `/healthz` and `/readyz`; [`openapi`] and [`schema`]: the OpenAPI
+//!   `/healthz` and `/readyz`; [`site_status`]: a central's view of its
+//!   sites; [`openapi`] and [`schema`]: the OpenAPI
 //!   document generated from the handlers' annotations.
 //! - [`server`]: the connections, under every limit the API puts on its
 //!   clients ([`crate::limits::Limits`], the `[http]` section).
@@ -71,6 +72,7 @@ pub mod openapi;
 pub mod people;
 pub mod schema;
 pub mod server;
+pub mod site_status;
 pub mod tokens;
 
 pub use error::{ApiError, AppResult};
@@ -135,6 +137,12 @@ fn define(r: &mut impl Routes) {
     r.add(Get, "/api/v1/events/stream", viewer, live::stream);
     r.add(Get, "/api/v1/events.csv", viewer, events::events_csv);
     r.add(Get, "/api/v1/doors/status", viewer, doors::doors_status);
+    r.add(
+        Get,
+        "/api/v1/sites/status",
+        viewer,
+        site_status::sites_status,
+    );
     r.add(
         Get,
         "/api/v1/doors/{id}/latency",

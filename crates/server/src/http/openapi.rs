@@ -52,6 +52,7 @@ impl Modify for BearerScheme {
         super::metrics::scrape,
         super::events::events_csv,
         super::doors::doors_status,
+        super::site_status::sites_status,
         super::doors::door_latency,
         super::dashboard::pki_health,
         super::people::cardholder_credentials,

@@ -33,15 +33,19 @@
 //! | [`upload`] | the site's uploader: its events up, exactly once |
 //! | [`ingest`] | the central's `/sync/v1/events` |
 //! | [`wire`] | what the uploader and the ingest exchange |
+//! | [`report`] | the site's reports of itself to the central |
+//! | [`board`] | the central's view of every site: link, lag, backlog, ages, skew |
 //!
 //! Up, each site event is keyed by (site, the event's id at the site): the
 //! central inserts it `ON CONFLICT DO NOTHING` and acknowledges the highest
 //! gap-free sequence; the site re-sends from there after any failure.
 
+pub mod board;
 pub mod feed;
 pub mod follow;
 pub mod ingest;
 pub mod link;
+pub mod report;
 pub mod run;
 pub mod settings;
 pub mod upload;
@@ -87,8 +91,13 @@ impl SyncError {
 }
 
 /// The central's routes for its sites: the feed and snapshots, and
-/// whatever else sites send or fetch (add routes here).
-pub fn central_router(central: Arc<feed::Central>, up: ingest::IngestConfig) -> axum::Router {
+/// whatever else sites send or fetch (add routes here). Each feed served
+/// and each site report is recorded on `board`.
+pub fn central_router(
+    central: Arc<feed::Central>,
+    up: ingest::IngestConfig,
+    board: Arc<board::Board>,
+) -> axum::Router {
     let ingest_state = ingest::IngestState {
         store: central.store().clone(),
         policy: up.policy(),
@@ -115,5 +124,11 @@ pub fn central_router(central: Arc<feed::Central>, up: ingest::IngestConfig) -> 
             }
         },
     ));
-    feed::router(central).merge(up)
+    let reports = board::router(central.clone(), board.clone());
+    let tracked = feed::router(central).layer(axum::middleware::from_fn(
+        move |req: axum::extract::Request, next: axum::middleware::Next| {
+            board::track_feed(board.clone(), req, next)
+        },
+    ));
+    tracked.merge(up).merge(reports)
 }

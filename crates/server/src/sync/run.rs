@@ -28,6 +28,10 @@ pub struct Running {
     pub upload: Option<watch::Receiver<super::upload::UploadProgress>>,
     /// The central's site routes (a central).
     pub central: Option<Arc<Central>>,
+    /// The central's view of its sites (a central).
+    pub board: Option<Arc<super::board::Board>>,
+    /// What the site's reporter has sent (a site).
+    pub reports: Option<watch::Receiver<super::report::ReportProgress>>,
 }
 
 /// Reads the settings and binds the central's listener (nothing is
@@ -44,6 +48,12 @@ pub struct Plan {
     follower: Option<Arc<Follower>>,
     store: Store,
     log: EventLog,
+    /// The central's view of its sites.
+    board: Option<Arc<super::board::Board>>,
+    /// A site's reports: at least this often, with the controller's data
+    /// freshness.
+    report_every: Duration,
+    access: Arc<AccessData>,
 }
 
 impl Plan {
@@ -62,6 +72,9 @@ impl Plan {
             follower: None,
             store: store.clone(),
             log: log.clone(),
+            board: None,
+            report_every: Duration::from_secs(15),
+            access: access.clone(),
         };
         if let Some(s) = &config.sites {
             let tls = link::server_tls(s)?;
@@ -80,12 +93,23 @@ impl Plan {
             plan.handshake = Duration::from_millis(s.handshake_ms);
             plan.feed_days = s.feed_days;
             plan.ingest = s.ingest();
+            plan.board = Some(super::board::Board::new(
+                store.clone(),
+                instance_name(listener.local_addr().ok()),
+            ));
             plan.central = Some((listener, tls, central));
         }
         if let Some(c) = &config.central {
             plan.follower = Some(Follower::new(c, store.clone(), access.clone())?);
+            plan.report_every = Duration::from_millis(c.silence_ms / 3);
         }
         Ok(plan)
+    }
+
+    /// The central's view of its sites (a central), for the API and the
+    /// metrics.
+    pub fn board(&self) -> Option<Arc<super::board::Board>> {
+        self.board.clone()
     }
 
     /// Starts what was planned; it runs until `stop`.
@@ -98,7 +122,13 @@ impl Plan {
                 listener,
                 tls,
                 self.handshake,
-                central_router(central.clone(), self.ingest),
+                central_router(
+                    central.clone(),
+                    self.ingest,
+                    self.board.clone().unwrap_or_else(|| {
+                        super::board::Board::new(self.store.clone(), instance_name(None))
+                    }),
+                ),
                 stop.clone(),
             )));
             r.tasks.push(tokio::spawn(super::feed::prune(
@@ -107,6 +137,7 @@ impl Plan {
                 stop.clone(),
             )));
             r.central = Some(central);
+            r.board = self.board.clone();
         }
         if let Some(f) = self.follower {
             r.tasks.push(tokio::spawn(f.clone().run(stop.clone())));
@@ -119,6 +150,16 @@ impl Plan {
             );
             r.upload = Some(uploader.progress());
             r.tasks.push(tokio::spawn(uploader.run(stop.clone())));
+            // And the site says how it is, over the same link.
+            let reporter = super::report::Reporter::new(
+                self.store.clone(),
+                self.log.clone(),
+                f.clone(),
+                self.access.controller().cloned(),
+                self.report_every,
+            );
+            r.reports = Some(reporter.progress());
+            r.tasks.push(tokio::spawn(reporter.run(stop.clone())));
             r.follower = Some(f);
         }
         r
@@ -133,5 +174,19 @@ impl Running {
                 tracing::error!(error = %e, "a sync task failed");
             }
         }
+    }
+}
+
+/// How this central instance is named in its sites' status: the machine's
+/// host name and the address sites connect to.
+fn instance_name(addr: Option<SocketAddr>) -> String {
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|h| h.trim().to_string())
+        .ok()
+        .filter(|h| !h.is_empty())
+        .unwrap_or_else(|| "central".into());
+    match addr {
+        Some(a) => format!("{host}/{a}"),
+        None => host,
     }
 }
