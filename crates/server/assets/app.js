@@ -10,6 +10,7 @@ import { accessPage } from './access.js';
 import { pkiPage } from './pki.js';
 import { eventsPage } from './events.js';
 import { alarmsPage } from './alarms.js';
+import { sitesPage } from './sites.js';
 
 const pages = {
   live: livePage,
@@ -20,6 +21,7 @@ const pages = {
   pki: pkiPage,
   events: eventsPage,
   alarms: alarmsPage,
+  sites: sitesPage,
 };
 
 let stream = null;

@@ -46,6 +46,8 @@ export async function eventsPage(root) {
     { name: 'cardholder', label: 'Cardholder', options: holders },
     { name: 'kind', label: 'Kind', options: [['', 'any'], ['tap', 'tap'], ['admin', 'change'], ['door-command', 'door command'], ['reader', 'reader'], ['door', 'door input'], ['alarm', 'alarm']] },
     { name: 'result', label: 'Result', options: [['', 'any'], ['granted', 'granted'], ['refused', 'refused']] },
+    // At a central, the site that uploaded the event.
+    ...(ctx.sites.size > 1 ? [{ name: 'site', label: 'Site', options: [['', 'any'], ...[...ctx.sites.values()].map((x) => [x.name, x.name])] }] : []),
     { name: 'since', label: 'Since (your clock)', type: 'datetime-local' },
     { name: 'until', label: 'Until (your clock)', type: 'datetime-local' },
   ], 'Apply', async (v) => {

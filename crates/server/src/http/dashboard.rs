@@ -62,6 +62,7 @@ const ASSETS: &[Asset] = assets!(
     "pki.js" => "text/javascript; charset=utf-8",
     "events.js" => "text/javascript; charset=utf-8",
     "alarms.js" => "text/javascript; charset=utf-8",
+    "sites.js" => "text/javascript; charset=utf-8",
     "style.css" => "text/css; charset=utf-8",
     "icon.svg" => "image/svg+xml",
 );

@@ -149,6 +149,8 @@ mod tests {
             "AlarmList",
             "AckBody",
             "TokenList",
+            "SitesStatus",
+            "SiteStatus",
         ] {
             assert!(schemas[name].is_object(), "no schema {name}");
         }
