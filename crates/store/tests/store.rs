@@ -57,6 +57,7 @@ on_both!(door_taps);
 on_both!(changes_commit_with_their_events);
 on_both!(any_text_is_stored_losslessly);
 on_both!(a_time_window_holds_its_events_whatever_their_ids);
+on_both!(site_links_follow_links_reports_and_pending_changes);
 
 fn site(name: &str, tz: &str) -> Site {
     Site {
@@ -1346,4 +1347,151 @@ async fn a_time_window_holds_its_events_whatever_their_ids(store: Store) {
     assert!(window("2026-11-23T13:00:00Z", Direction::Forward, None)
         .await
         .is_empty());
+}
+
+/// The central's record of its sites' links: up and down by link id,
+/// reports, the changes of a site's part after what it applied, and the
+/// events filtered by the site that uploaded them.
+async fn site_links_follow_links_reports_and_pending_changes(store: Store) {
+    let site = |name: &str| Site {
+        id: SiteId(0),
+        name: name.into(),
+        time_zone: "UTC".into(),
+        lockdown: false,
+    };
+    let hq = store.create(site("hq")).await.unwrap();
+    store.create(site("lab")).await.unwrap();
+    let rows = store.site_links().await.unwrap();
+    assert_eq!(
+        rows.iter().map(|r| r.name.as_str()).collect::<Vec<_>>(),
+        ["hq", "lab"]
+    );
+    assert!(rows.iter().all(|r| r.link.is_none() && r.acked.is_none()));
+
+    let t = |s: i64| Timestamp::from_second(1_800_000_000 + s).unwrap();
+    let up = |id: i64, at: i64, from: i64| LinkUp {
+        site: "hq",
+        link_id: id,
+        central: "c1",
+        peer: "127.0.0.1:9",
+        followed_from: from,
+        at: t(at),
+    };
+    store.site_link_up(&up(1, 0, 1)).await.unwrap();
+    // Three changes of hq's part; it follows from position 1.
+    for pos in 1..=3 {
+        sqlx::query("INSERT INTO sync_feed (site_id, pos, time_us, revocation, body) VALUES ($1, $2, $3, 0, '{}')")
+            .bind(hq.id.0)
+            .bind(pos)
+            .bind(t(pos).as_microsecond())
+            .execute(store.pool())
+            .await
+            .unwrap();
+    }
+    let hq_row = |rows: Vec<SiteLinkRow>| rows.into_iter().find(|r| r.name == "hq").unwrap();
+    let r = hq_row(store.site_links().await.unwrap());
+    let l = r.link.clone().unwrap();
+    assert!(l.up);
+    assert_eq!(
+        (l.since, l.followed_from, l.applied),
+        (Some(t(0)), Some(1), Some(1))
+    );
+    assert_eq!((r.pending, r.oldest_pending), (2, Some(t(2))));
+
+    // A report: applied 3, its clock 2 s ahead.
+    store
+        .record_site_report(&SiteReportRow {
+            site: "hq",
+            applied: Some(3),
+            last_seq: Some(9),
+            freshness: "{}",
+            every_ms: 1000,
+            sent_at: t(12),
+            received_at: t(10),
+        })
+        .await
+        .unwrap();
+    let r = hq_row(store.site_links().await.unwrap());
+    let l = r.link.clone().unwrap();
+    assert_eq!((r.pending, r.oldest_pending), (0, None));
+    assert_eq!(
+        (l.applied, l.last_seq, l.every_ms),
+        (Some(3), Some(9), Some(1000))
+    );
+    assert_eq!(
+        (l.reported, l.report_sent, l.skew_us),
+        (Some(t(10)), Some(t(12)), Some(2_000_000))
+    );
+    assert_eq!(l.freshness.as_deref(), Some("{}"));
+
+    // Down names its link: another id changes nothing.
+    assert!(!store.site_link_down("hq", 7, t(20)).await.unwrap());
+    assert!(hq_row(store.site_links().await.unwrap()).link.unwrap().up);
+    assert!(store.site_link_down("hq", 1, t(20)).await.unwrap());
+    let l = hq_row(store.site_links().await.unwrap()).link.unwrap();
+    assert!(!l.up);
+    assert_eq!(l.since, Some(t(20)));
+    // Linked again (link 2): the first link ending late leaves it up.
+    store.site_link_up(&up(2, 30, 3)).await.unwrap();
+    assert!(!store.site_link_down("hq", 1, t(31)).await.unwrap());
+    let l = hq_row(store.site_links().await.unwrap()).link.unwrap();
+    assert!(l.up);
+    assert_eq!(
+        (l.link_id, l.since, l.last_seq),
+        (Some(2), Some(t(30)), Some(9))
+    );
+
+    // Uploaded events: acknowledged, and listed by site.
+    let event = |n: i64| SiteEvent {
+        seq: n,
+        event: NewEvent::admin(
+            t(40 + n),
+            "x",
+            "test.event",
+            format!("event {n}"),
+            json!({}),
+        ),
+    };
+    for (name, seqs) in [("hq", 1..=3), ("lab", 1..=2)] {
+        let events: Vec<SiteEvent> = seqs.map(event).collect();
+        store
+            .ingest_site_events(
+                Ingest {
+                    site: name,
+                    floor: 0,
+                    sent_at: t(50),
+                    received_at: t(50),
+                },
+                &events,
+                &IngestPolicy::default(),
+            )
+            .await
+            .unwrap();
+    }
+    store
+        .append_events(&[NewEvent::admin(
+            t(60),
+            "x",
+            "own",
+            "the central's own".into(),
+            json!({}),
+        )])
+        .await
+        .unwrap();
+    let r = hq_row(store.site_links().await.unwrap());
+    assert_eq!(r.acked, Some(3));
+    assert_eq!(r.last_batch, Some(t(50)));
+    for (name, n) in [("hq", 3), ("lab", 2), ("nowhere", 0)] {
+        let page = store
+            .query_events(&EventQuery {
+                site: Some(name.into()),
+                limit: 1000,
+                ..EventQuery::default()
+            })
+            .await
+            .unwrap();
+        assert_eq!(page.events.len(), n, "{name}");
+    }
+    // 5 uploaded events and the central's own took ids 1 to 6.
+    assert_eq!(store.last_event_seq().await.unwrap(), 6);
 }
