@@ -487,6 +487,26 @@ fn a_site_moves_to_the_other_central_and_continues_from_its_position() {
     w.centrals.swap(0, 1);
     let s = w.wait(hq, |s| s.central == Some(1));
     assert_eq!(s.applied, Some(before));
+    // The remaining instance shows the site linked through itself, from
+    // the position it had reached.
+    let board = w.central(0).sync().board.clone().unwrap();
+    let mut changes = board.changes();
+    let linked = w.rt.block_on(async {
+        tokio::time::timeout(WAIT, async {
+            loop {
+                changes.borrow_and_update();
+                let all = board.status().await.unwrap();
+                let hq = all.items.iter().find(|s| s.name == "hq").unwrap().clone();
+                if hq.link.up && hq.link.central.as_deref() == Some(board.instance()) {
+                    return hq;
+                }
+                changes.changed().await.unwrap();
+            }
+        })
+        .await
+        .expect("the site's link through the second instance was not recorded")
+    });
+    assert_eq!(linked.link.followed_from, Some(before));
     // A change made through the remaining central reaches the site from
     // where it was, without a new snapshot.
     let alice = w.ids.alice.clone().unwrap();
