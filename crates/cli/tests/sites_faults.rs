@@ -142,12 +142,21 @@ async fn pump(
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let mut buf = vec![0u8; 16 * 1024];
     loop {
-        let n = tokio::select! {
-            r = from.read(&mut buf) => match r {
-                Ok(0) | Err(_) => return,
-                Ok(n) => n,
-            },
+        let read = tokio::select! {
+            r = from.read(&mut buf) => r,
             _ = path.wait_for(|p| *p == Path::Cut) => return,
+        };
+        let n = match read {
+            Ok(n) if n > 0 => n,
+            _ => {
+                // A close does not cross a partition either: the other end
+                // keeps waiting.
+                if dead.load(Ordering::SeqCst) || *path.borrow() == Path::Partitioned {
+                    dead.store(true, Ordering::SeqCst);
+                    let _ = path.wait_for(|p| *p == Path::Cut).await;
+                }
+                return;
+            }
         };
         if *path.borrow() == Path::Partitioned {
             dead.store(true, Ordering::SeqCst);
@@ -256,6 +265,15 @@ impl Drop for Serve {
     fn drop(&mut self) {
         self.kill9();
     }
+}
+
+/// How many lines of `log` contain `needle`.
+fn count_lines(log: &FsPath, needle: &str) -> usize {
+    std::fs::read_to_string(log)
+        .unwrap_or_default()
+        .lines()
+        .filter(|l| l.contains(needle))
+        .count()
 }
 
 /// The end of a log, for failure messages.
@@ -768,6 +786,15 @@ impl World {
             totals.lost += t.lost;
         }
         totals.taps_during = taps_during;
+        for site in &self.sites {
+            let silent = count_lines(&site.serve.log, "no answer for");
+            if silent > 0 {
+                eprintln!(
+                    "{fault}: site {} gave up on {silent} requests to a silent central",
+                    site.name
+                );
+            }
+        }
         totals
     }
 }
@@ -781,6 +808,22 @@ impl Drop for World {
             c.kill9();
         }
         self.rt.block_on(self.pg.close());
+        if std::thread::panicking() {
+            // The processes' logs outlive a failed test.
+            let keep = std::env::temp_dir().join(format!(
+                "pivgate-sites-faults-{}-{}",
+                std::process::id(),
+                self.sites[0].serve.base.rsplit(':').next().unwrap_or("0")
+            ));
+            let _ = std::fs::create_dir_all(&keep);
+            let logs = self.centrals.iter().map(|c| &c.log);
+            for log in logs.chain(self.sites.iter().map(|s| &s.serve.log)) {
+                if let Some(name) = log.file_name() {
+                    let _ = std::fs::copy(log, keep.join(name));
+                }
+            }
+            eprintln!("the processes' logs are in {}", keep.display());
+        }
     }
 }
 
@@ -1025,27 +1068,44 @@ fn a_site_partitioned_while_taps_go_on_catches_up_once() {
         return;
     };
     let east = 2;
+    let log = w.sites[east].serve.log.clone();
+    let (ended, failed) = ("link to the central ended", "site upload failed");
     let taps = w.tapping();
+    let before = (count_lines(&log, ended), count_lines(&log, failed));
     // Partitioned: nothing passes, nothing is closed; the site notices by
     // its own timeouts.
     for p in &w.sites[east].proxies {
         p.partition();
     }
-    let at_cut = site_last(&w.sites[east].api);
-    // Taps go on at the cut site (and everywhere) long enough for its
-    // follower and uploader to back off.
+    // Taps go on at the cut site (and everywhere) until its follower has
+    // given up on a link three times and its uploader has failed three
+    // times: both are backing off.
     let deadline = Instant::now() + WAIT;
-    while site_last(&w.sites[east].api) < at_cut + 40 {
-        assert!(Instant::now() < deadline, "no taps at the cut site");
-        std::thread::sleep(Duration::from_millis(50));
+    while count_lines(&log, ended) < before.0 + 3 || count_lines(&log, failed) < before.1 + 3 {
+        assert!(
+            Instant::now() < deadline,
+            "the partitioned site never noticed\n{}",
+            tail(&log)
+        );
+        std::thread::sleep(Duration::from_millis(100));
     }
+    let links_lost = count_lines(&log, ended) - before.0;
+    let uploads_failed = count_lines(&log, failed) - before.1;
     let held_while_cut = w.central_holds("east").0.len();
+    assert!(held_while_cut < site_last(&w.sites[east].api) as usize);
+    let restored = Instant::now();
     for p in &w.sites[east].proxies {
         p.restore();
     }
+    // Back: its backlog goes up, and taps made since follow it.
+    central_has(&w, "east", site_last(&w.sites[east].api) as usize + 10);
+    let back = restored.elapsed();
     let during = taps.stop(&w.rt);
-    let t = w.check_all("site cut off", during);
-    assert!(held_while_cut < site_last(&w.sites[east].api) as usize);
+    let t = w.check_all("site partitioned", during);
+    eprintln!(
+        "while partitioned, site east lost its link {links_lost} times and failed {uploads_failed} uploads; its backlog was up {} ms after the partition ended",
+        back.as_millis()
+    );
     table_line(
         "site east partitioned from both centrals, then back",
         &t,
