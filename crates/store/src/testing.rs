@@ -10,6 +10,10 @@
 //! `postgresql` package) through `runuser`, and the directory is handed to
 //! that user.
 //!
+//! [`TempCluster::stop`] and [`TempCluster::start_again`] take the server
+//! down and bring it back on the same data and URL, for tests of PostgreSQL
+//! going away under its clients.
+//!
 //! [`postgres_or_skip`] is what a test calls: outside CI a machine without
 //! PostgreSQL skips the test with a message; with `CI=true` it fails.
 
