@@ -250,6 +250,9 @@ impl Store {
     ) -> Result<Ack, StoreError> {
         let site = batch.site.to_string();
         let mut tx = self.begin().await?;
+        // The site's row is locked below: a central frozen mid-batch must
+        // not hold every other instance off this site's uploads.
+        crate::sql::limit_idle_holder(&mut tx.tx).await?;
         sqlx::query(
             "INSERT INTO site_uploads (site, acked, skewed) VALUES ($1, 0, 0) \
              ON CONFLICT (site) DO NOTHING",

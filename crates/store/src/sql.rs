@@ -227,13 +227,32 @@ impl Store {
     }
 }
 
+/// How long PostgreSQL lets a transaction that holds a shared row (an id
+/// sequence, a site's upload state) sit idle, its client silent, before it
+/// ends the session and releases the row. These transactions do database
+/// work only: a client silent this long is frozen or cut off from the
+/// server (its TCP connection still open), and every other central
+/// instance would wait on it for as long.
+pub(crate) const HOLDER_IDLE_LIMIT: &str = "SET LOCAL idle_in_transaction_session_timeout = '10s'";
+
+/// On PostgreSQL, bounds how long `conn`'s transaction may sit idle
+/// ([`HOLDER_IDLE_LIMIT`]); call before it locks a row others need.
+pub(crate) async fn limit_idle_holder(conn: &mut AnyConnection) -> Result<(), StoreError> {
+    if conn.backend_name() == "PostgreSQL" {
+        sqlx::query(HOLDER_IDLE_LIMIT).execute(&mut *conn).await?;
+    }
+    Ok(())
+}
+
 /// Reserves `n` consecutive ids of sequence `name` inside `conn`'s
-/// transaction; returns the first.
+/// transaction; returns the first. The row stays locked until the
+/// transaction ends, so the transaction's idle time is bounded first.
 pub(crate) async fn next_ids(
     conn: &mut AnyConnection,
     name: &str,
     n: i64,
 ) -> Result<i64, StoreError> {
+    limit_idle_holder(conn).await?;
     let row = sqlx::query(
         "UPDATE id_sequences SET next_id = next_id + $1 WHERE name = $2 RETURNING next_id",
     )

@@ -10,6 +10,10 @@
 //! `postgresql` package) through `runuser`, and the directory is handed to
 //! that user.
 //!
+//! [`TempCluster::stop`] and [`TempCluster::start_again`] take the server
+//! down and bring it back on the same data and URL, for tests of PostgreSQL
+//! going away under its clients.
+//!
 //! [`postgres_or_skip`] is what a test calls: outside CI a machine without
 //! PostgreSQL skips the test with a message; with `CI=true` it fails.
 
@@ -45,6 +49,8 @@ pub struct TempCluster {
     run_as: Option<String>,
     url: String,
     version: String,
+    /// The server options `pg_ctl start` passes (`-o`).
+    opts: String,
 }
 
 impl fmt::Debug for TempCluster {
@@ -146,13 +152,13 @@ impl TempCluster {
         }
         let data = dir.path().join("data");
         let socket_dir = dir.path().to_path_buf();
-        let log = dir.path().join("server.log");
         let mut cluster = TempCluster {
             dir: Some(dir),
             bin,
             run_as,
             url: String::new(),
             version: String::new(),
+            opts: String::new(),
         };
         let out = cluster.run("pg_ctl --version", "pg_ctl", &["--version"])?;
         cluster.version = String::from_utf8_lossy(&out.stdout).trim().to_string();
@@ -179,30 +185,8 @@ impl TempCluster {
         if !durable {
             opts.push_str(" -c fsync=off -c synchronous_commit=off -c full_page_writes=off");
         }
-        let started = cluster.run(
-            "pg_ctl start",
-            "pg_ctl",
-            &[
-                "-D",
-                &data.to_string_lossy(),
-                "-l",
-                &log.to_string_lossy(),
-                "-o",
-                &opts,
-                "-w",
-                "-t",
-                "60",
-                "start",
-            ],
-        );
-        if let Err(e) = started {
-            let server_log = std::fs::read_to_string(&log).unwrap_or_default();
-            return Err(ClusterError::Command {
-                step: "pg_ctl start",
-                status: e.to_string(),
-                output: server_log,
-            });
-        }
+        cluster.opts = opts;
+        cluster.pg_ctl_start()?;
         cluster.run(
             "createdb",
             "createdb",
@@ -223,6 +207,52 @@ impl TempCluster {
     /// `pg_ctl --version`, e.g. "pg_ctl (PostgreSQL) 15.8".
     pub fn version(&self) -> &str {
         &self.version
+    }
+
+    /// Stops the server the way an operator does (`pg_ctl stop -m fast`:
+    /// clients are disconnected, committed transactions kept), leaving its
+    /// data in place for [`TempCluster::start_again`]. For tests of the
+    /// database going away under its clients.
+    pub fn stop(&self) -> Result<(), ClusterError> {
+        let data = self.dir().join("data");
+        self.run(
+            "pg_ctl stop",
+            "pg_ctl",
+            &["-D", &data.to_string_lossy(), "-m", "fast", "-w", "stop"],
+        )
+        .map(|_| ())
+    }
+
+    /// Starts the server again on the same data, socket and URL, after
+    /// [`TempCluster::stop`].
+    pub fn start_again(&self) -> Result<(), ClusterError> {
+        self.pg_ctl_start()
+    }
+
+    fn pg_ctl_start(&self) -> Result<(), ClusterError> {
+        let data = self.dir().join("data");
+        let log = self.dir().join("server.log");
+        let started = self.run(
+            "pg_ctl start",
+            "pg_ctl",
+            &[
+                "-D",
+                &data.to_string_lossy(),
+                "-l",
+                &log.to_string_lossy(),
+                "-o",
+                &self.opts,
+                "-w",
+                "-t",
+                "60",
+                "start",
+            ],
+        );
+        started.map(|_| ()).map_err(|e| ClusterError::Command {
+            step: "pg_ctl start",
+            status: e.to_string(),
+            output: std::fs::read_to_string(&log).unwrap_or_default(),
+        })
     }
 
     fn dir(&self) -> &Path {

@@ -195,6 +195,9 @@ pub struct Connector {
     tls: Arc<tokio_rustls::rustls::ClientConfig>,
     endpoints: Vec<Endpoint>,
     timeout: Duration,
+    /// The longest wait for a central's answer, and between its parts
+    /// (`central.silence_ms`).
+    silence: Duration,
 }
 
 impl Connector {
@@ -236,6 +239,7 @@ impl Connector {
             tls,
             endpoints,
             timeout: Duration::from_millis(cfg.connect_timeout_ms),
+            silence: Duration::from_millis(cfg.silence_ms),
         })
     }
 
@@ -323,23 +327,30 @@ impl Link {
     }
 
     /// Sends `req` and reads the whole answer, over a kept-alive connection
-    /// (a new one when none is idle).
+    /// (a new one when none is idle). A central silent for
+    /// `central.silence_ms` (no answer, or a pause within it) fails the
+    /// request, and its connection is dropped: a central that stopped
+    /// answering without closing the connection (frozen, or its host gone)
+    /// does not hold the caller forever.
     pub async fn send(&self, req: Request<Full<Bytes>>) -> Result<Response<Bytes>, SyncError> {
         let mut sender = match self.idle.lock().await.take() {
             Some(s) if s.is_ready() => s,
             _ => self.connector.connect(self.index).await?,
         };
         let url = &self.endpoint().url;
-        let resp = sender
-            .send_request(req)
-            .await
+        let resp = self
+            .within(sender.send_request(req))
+            .await?
             .map_err(|e| SyncError::Link(format!("{url}: {e}")))?;
-        let (parts, body) = resp.into_parts();
-        let body = body
-            .collect()
-            .await
-            .map_err(|e| SyncError::Link(format!("{url}: {e}")))?
-            .to_bytes();
+        let (parts, mut body) = resp.into_parts();
+        let mut bytes = Vec::new();
+        while let Some(frame) = self.within(body.frame()).await? {
+            let frame = frame.map_err(|e| SyncError::Link(format!("{url}: {e}")))?;
+            if let Ok(data) = frame.into_data() {
+                bytes.extend_from_slice(&data);
+            }
+        }
+        let body = Bytes::from(bytes);
         if sender.ready().await.is_ok() {
             *self.idle.lock().await = Some(sender);
         }
@@ -348,11 +359,25 @@ impl Link {
 
     /// Sends `req` on a connection of its own and returns the answer to be
     /// read as it comes; the connection closes when the answer is dropped.
+    /// The answer's head must come within `central.silence_ms`; the caller
+    /// times the rest.
     pub async fn stream(&self, req: Request<Full<Bytes>>) -> Result<Response<Incoming>, SyncError> {
         let mut sender = self.connector.connect(self.index).await?;
-        sender
-            .send_request(req)
-            .await
+        self.within(sender.send_request(req))
+            .await?
             .map_err(|e| SyncError::Link(format!("{}: {e}", self.endpoint().url)))
+    }
+
+    /// `f`, unless the central is silent for `central.silence_ms` first.
+    async fn within<T>(&self, f: impl std::future::Future<Output = T>) -> Result<T, SyncError> {
+        tokio::time::timeout(self.connector.silence, f)
+            .await
+            .map_err(|_| {
+                SyncError::Link(format!(
+                    "{}: no answer for {} ms",
+                    self.endpoint().url,
+                    self.connector.silence.as_millis()
+                ))
+            })
     }
 }
