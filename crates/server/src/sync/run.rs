@@ -42,6 +42,7 @@ pub struct Plan {
     feed_days: u32,
     ingest: super::ingest::IngestConfig,
     follower: Option<Arc<Follower>>,
+    upload: super::upload::UploadOptions,
     store: Store,
     log: EventLog,
 }
@@ -60,6 +61,7 @@ impl Plan {
             feed_days: 30,
             ingest: super::ingest::IngestConfig::default(),
             follower: None,
+            upload: super::upload::UploadOptions::default(),
             store: store.clone(),
             log: log.clone(),
         };
@@ -84,8 +86,15 @@ impl Plan {
         }
         if let Some(c) = &config.central {
             plan.follower = Some(Follower::new(c, store.clone(), access.clone())?);
+            plan.upload.min_backoff = Duration::from_millis(c.upload_retry_min_ms);
+            plan.upload.max_backoff = Duration::from_millis(c.upload_retry_max_ms);
         }
         Ok(plan)
+    }
+
+    /// The site's follower, if this is a site.
+    pub fn follower(&self) -> Option<&Arc<Follower>> {
+        self.follower.as_ref()
     }
 
     /// Starts what was planned; it runs until `stop`.
@@ -115,7 +124,7 @@ impl Plan {
                 self.store.clone(),
                 self.log.clone(),
                 super::upload::LinkUplink::new(&f),
-                super::upload::UploadOptions::default(),
+                self.upload,
             );
             r.upload = Some(uploader.progress());
             r.tasks.push(tokio::spawn(uploader.run(stop.clone())));
