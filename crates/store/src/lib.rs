@@ -49,6 +49,7 @@ mod columns;
 pub mod feed;
 mod group;
 mod record;
+pub mod revdata;
 mod sites;
 mod sql;
 #[cfg(feature = "testing")]
@@ -60,6 +61,7 @@ pub use group::{
     CommitObserver, CommitStats, EventLog, Options, DEFAULT_LIVE_CAPACITY, DEFAULT_MAX_BATCH,
 };
 pub use record::{Record, RecordId};
+pub use revdata::RevocationData;
 pub use sites::{
     Ack, Ingest, IngestPolicy, SiteBatch, SiteEvent, SiteUploadState, StoredSiteEvent,
     UploadCursor, SITE_ACTOR,

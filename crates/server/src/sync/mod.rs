@@ -32,6 +32,7 @@
 //! | [`follow`] | the site's follower |
 //! | [`upload`] | the site's uploader: its events up, exactly once |
 //! | [`ingest`] | the central's `/sync/v1/events` |
+//! | [`refused`] | `sync.refused` events, limited per peer |
 //! | [`wire`] | what the uploader and the ingest exchange |
 //!
 //! Up, each site event is keyed by (site, the event's id at the site): the
@@ -42,6 +43,7 @@ pub mod feed;
 pub mod follow;
 pub mod ingest;
 pub mod link;
+pub mod refused;
 pub mod run;
 pub mod settings;
 pub mod upload;
