@@ -25,6 +25,13 @@
 //! before the first tap, so a restart needs no network. A file that cannot
 //! be read or parsed is skipped with a warning.
 //!
+//! **Many sites.** At a central (its store writes the change feed), each
+//! changed download is also recorded in the feed for every site
+//! ([`store::Store::record_revocation_data`]). At a site, the CRLs its
+//! central sent, held in its database, are merged in like downloads
+//! ([`Revocation::load_central`], at start-up and after the follower
+//! stores new ones), aged from the central's download.
+//!
 //! **OCSP.** With `[trust.ocsp]` (and `trust.revocation.source` = `ocsp`,
 //! `either` or `both`), the responders of the enrolled credentials'
 //! certificates and of the CA certificates on their paths are asked in the
