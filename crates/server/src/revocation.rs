@@ -1331,14 +1331,19 @@ impl Revocation {
             urls.insert(url);
         }
         let dir = self.cache_dir.clone();
+        let saved = changed.clone();
         let _ = tokio::task::spawn_blocking(move || {
-            for c in changed {
+            for c in saved {
                 if let Err(e) = save_crl(&dir, &c) {
                     tracing::warn!(url = c.url, error = %e, "cannot keep the CRL on disk");
                 }
             }
         })
         .await;
+        // Downloaded for an enrollment at a central: the sites get it too.
+        for c in &changed {
+            self.send_down(c).await;
+        }
         self.watch(urls, now);
     }
 
