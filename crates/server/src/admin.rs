@@ -59,7 +59,27 @@ pub enum ChangeError {
     /// The database failed; nothing was changed.
     #[error("{0}")]
     Store(StoreError),
+    /// At a site following a central, the access data is the central's:
+    /// changed there, never locally (it would be undone by the central's
+    /// next change, and the central would not know of it).
+    #[error(
+        "this site's access data is managed by its central ({central}): make the change there"
+    )]
+    ManagedByCentral { central: String },
 }
+
+impl ChangeError {
+    /// A stable code for the refusals that carry one.
+    pub fn code(&self) -> Option<&'static str> {
+        match self {
+            ChangeError::ManagedByCentral { .. } => Some(MANAGED_BY_CENTRAL),
+            _ => None,
+        }
+    }
+}
+
+/// The code of [`ChangeError::ManagedByCentral`].
+pub const MANAGED_BY_CENTRAL: &str = "managed-by-central";
 
 impl From<StoreError> for ChangeError {
     fn from(e: StoreError) -> Self {
@@ -98,6 +118,15 @@ pub trait Edit: Send + 'static {
     /// then read back and swapped in after the commit).
     const ACCESS: bool = true;
 
+    /// Whether the change edits data a central manages, and the error
+    /// refusing it at a site that follows `central` (see
+    /// [`AccessData::managed_by`]); `None` (the default): the change is the
+    /// site's own (tokens, re-validation results, the central's data as
+    /// the follower applies it).
+    fn managed_by_central(_central: &str) -> Option<Self::Error> {
+        None
+    }
+
     /// Refuses the change when it would not leave consistent data; may
     /// resolve what the write needs (ids found by name, …).
     fn check(&mut self, _entities: Entities) -> Result<(), Self::Error> {
@@ -126,6 +155,8 @@ pub struct AccessData {
     /// Held from the check to the swap: otherwise a snapshot read before
     /// another change could be swapped in after it and hide it.
     lock: tokio::sync::Mutex<()>,
+    /// At a site, the central whose data this is (see [`Self::managed_by`]).
+    central: std::sync::OnceLock<String>,
 }
 
 impl std::fmt::Debug for AccessData {
@@ -143,6 +174,7 @@ impl AccessData {
             log: Some(controller.log().clone()),
             controller: Some(controller),
             lock: tokio::sync::Mutex::new(()),
+            central: std::sync::OnceLock::new(),
         }
     }
 
@@ -155,6 +187,7 @@ impl AccessData {
             log: None,
             controller: None,
             lock: tokio::sync::Mutex::new(()),
+            central: std::sync::OnceLock::new(),
         }
     }
 
@@ -168,6 +201,20 @@ impl AccessData {
         self.controller.as_ref()
     }
 
+    /// Marks this change path as a site's, whose access data `central`
+    /// (its `central.urls`, for messages) manages: from then on every
+    /// change of that data ([`Edit::managed_by_central`]: entities, door
+    /// modes, lockdowns) is refused with that error; the follower's
+    /// changes, tokens and re-validation results go on. Set once.
+    pub fn follow_central(&self, central: &str) {
+        let _ = self.central.set(central.to_string());
+    }
+
+    /// The central whose data this is, at a site.
+    pub fn managed_by(&self) -> Option<&str> {
+        self.central.get().map(String::as_str)
+    }
+
     /// Checks, writes and records `edit` as made by `actor`, then puts it in
     /// force; returns its result and its events' ids.
     pub async fn change<E: Edit>(
@@ -175,6 +222,9 @@ impl AccessData {
         actor: &str,
         mut edit: E,
     ) -> Result<(E::Output, Vec<EventId>), E::Error> {
+        if let Some(refused) = self.managed_by().and_then(E::managed_by_central) {
+            return Err(refused);
+        }
         let _one_at_a_time = self.lock.lock().await;
         // And one at a time across processes sharing a PostgreSQL database
         // (central instances).
@@ -293,6 +343,12 @@ impl<R: Record> Edit for EntityChange<R> {
     /// As stored (the removed one for a delete).
     type Output = R;
     type Error = ChangeError;
+
+    fn managed_by_central(central: &str) -> Option<ChangeError> {
+        Some(ChangeError::ManagedByCentral {
+            central: central.to_string(),
+        })
+    }
 
     fn check(&mut self, mut entities: Entities) -> Result<(), ChangeError> {
         let items = R::items_mut(&mut entities);
@@ -428,6 +484,12 @@ impl Edit for SetMode {
     type Error = ChangeError;
     const CHECKED: bool = false;
 
+    fn managed_by_central(central: &str) -> Option<ChangeError> {
+        Some(ChangeError::ManagedByCentral {
+            central: central.to_string(),
+        })
+    }
+
     fn write(
         self,
         tx: &mut Tx,
@@ -472,6 +534,12 @@ impl Edit for SetLockdown {
     type Output = (access::Site, access::Site);
     type Error = ChangeError;
     const CHECKED: bool = false;
+
+    fn managed_by_central(central: &str) -> Option<ChangeError> {
+        Some(ChangeError::ManagedByCentral {
+            central: central.to_string(),
+        })
+    }
 
     fn write(
         self,

@@ -25,6 +25,13 @@
 //! before the first tap, so a restart needs no network. A file that cannot
 //! be read or parsed is skipped with a warning.
 //!
+//! **Many sites.** At a central (its store writes the change feed), each
+//! changed download is also recorded in the feed for every site
+//! ([`store::Store::record_revocation_data`]). At a site, the CRLs its
+//! central sent, held in its database, are merged in like downloads
+//! ([`Revocation::load_central`], at start-up and after the follower
+//! stores new ones), aged from the central's download.
+//!
 //! **OCSP.** With `[trust.ocsp]` (and `trust.revocation.source` = `ocsp`,
 //! `either` or `both`), the responders of the enrolled credentials'
 //! certificates and of the CA certificates on their paths are asked in the
@@ -381,8 +388,14 @@ pub struct Revocation {
     ocsp_next: Mutex<i64>,
     /// Bumped whenever the OCSP answers held change.
     ocsp_generation: std::sync::atomic::AtomicU64,
-    /// The fetcher's set (its id) and the OCSP generation last merged in.
-    merged: Mutex<Option<(Option<u64>, u64)>>,
+    /// The fetcher's set (its id), the OCSP generation and the central's
+    /// CRLs' generation last merged in.
+    merged: Mutex<Option<(Option<u64>, u64, u64)>>,
+    /// At a site, the CRLs its central downloaded and sent down the
+    /// change feed (as held in its database), parsed.
+    central: Mutex<Vec<(FetchedCrl, Arc<Crl>)>>,
+    /// Bumped whenever `central` changes.
+    central_generation: std::sync::atomic::AtomicU64,
     report: Mutex<RevalidationReport>,
     /// One refresh (or enrollment download) at a time, so a failure is
     /// recorded once.
@@ -453,6 +466,8 @@ impl Revocation {
             ocsp_next: Mutex::new(0),
             ocsp_generation: Default::default(),
             merged: Mutex::new(None),
+            central: Mutex::new(Vec::new()),
+            central_generation: Default::default(),
             report: Mutex::new(report),
             refreshing: tokio::sync::Mutex::new(()),
             revalidating: tokio::sync::Mutex::new(()),
@@ -866,11 +881,13 @@ impl Revocation {
             // thread, before the distribution point's state is locked.
             if let Ok(c) = &result {
                 if before.as_ref().is_none_or(|b| b.der != c.der) {
-                    let (dir, c) = (self.cache_dir.clone(), c.clone());
-                    let saved = tokio::task::spawn_blocking(move || save_crl(&dir, &c)).await;
+                    let (dir, saved_crl) = (self.cache_dir.clone(), c.clone());
+                    let saved =
+                        tokio::task::spawn_blocking(move || save_crl(&dir, &saved_crl)).await;
                     if let Ok(Err(e)) | Err(e) = saved.map_err(std::io::Error::other) {
                         tracing::warn!(url, dir = %self.cache_dir.display(), error = %e, "cannot keep the CRL on disk");
                     }
+                    self.send_down(c).await;
                 }
             }
             let at = (self.clock)();
@@ -933,14 +950,90 @@ impl Revocation {
         Ok(failed)
     }
 
-    /// Puts the configured CRLs, the fetcher's and the OCSP answers held
-    /// into the authenticator, when the fetcher's or the answers changed
-    /// since last time.
+    /// At a central (its store writes the change feed): records the CRL
+    /// just downloaded, changed, in the feed for every site (the first
+    /// instance to download a given CRL records it). A failure is logged:
+    /// the next changed download is recorded again.
+    async fn send_down(&self, c: &FetchedCrl) {
+        if !self.store.writes_change_feed() {
+            return;
+        }
+        let d = store::RevocationData::crl(&c.url, &c.der, c.fetched_at);
+        match self.store.record_revocation_data(&d).await {
+            Ok(Some(pos)) => {
+                tracing::info!(url = c.url, pos, "CRL sent down the change feed")
+            }
+            Ok(None) => {}
+            Err(e) => {
+                tracing::warn!(url = c.url, error = %e, "the CRL could not be sent down the change feed")
+            }
+        }
+    }
+
+    /// At a site: reads the CRLs its central sent (held in its database)
+    /// and swaps them in beside its own; their age is the central's
+    /// download time. What the service does at start-up and the follower
+    /// after storing new ones. Returns how many are held; a row that is
+    /// not a CRL is skipped with a warning.
+    pub async fn load_central(&self) -> Result<usize, StoreError> {
+        let rows = self.store.held_revocation_data().await?;
+        let mut held = Vec::new();
+        for d in rows {
+            if d.kind != store::revdata::KIND_CRL {
+                continue;
+            }
+            let parsed = d
+                .der_bytes()
+                .ok_or_else(|| "not hex".to_string())
+                .and_then(|der| {
+                    Crl::from_der(der.clone())
+                        .map(|c| (der, c))
+                        .map_err(|e| e.to_string())
+                });
+            match parsed {
+                Ok((der, crl)) => held.push((
+                    FetchedCrl {
+                        url: d.source,
+                        next_update: crl.next_update.map(|t| t.0),
+                        der: Arc::new(der),
+                        fetched_at: d.fetched_at,
+                    },
+                    Arc::new(crl),
+                )),
+                Err(why) => {
+                    tracing::warn!(url = d.source, "a CRL from the central skipped: {why}")
+                }
+            }
+        }
+        let n = held.len();
+        let changed = {
+            let mut central = self.central.lock().unwrap_or_else(|e| e.into_inner());
+            let same = central.len() == held.len()
+                && central
+                    .iter()
+                    .zip(&held)
+                    .all(|(a, b)| a.0.der == b.0.der && a.0.fetched_at == b.0.fetched_at);
+            *central = held;
+            !same
+        };
+        if changed {
+            self.central_generation
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            self.swap_in();
+        }
+        Ok(n)
+    }
+
+    /// Puts the configured CRLs, the fetcher's, the central's and the OCSP
+    /// answers held into the authenticator, when the fetcher's, the
+    /// central's or the answers changed since last time.
     fn swap_in(&self) {
         let set = self.fetcher.as_ref().map(|f| f.crl_set());
         let key = (
             set.as_ref().map(|s| s.id()),
             self.ocsp_generation
+                .load(std::sync::atomic::Ordering::Relaxed),
+            self.central_generation
                 .load(std::sync::atomic::Ordering::Relaxed),
         );
         let mut merged = self.merged.lock().unwrap_or_else(|e| e.into_inner());
@@ -951,11 +1044,15 @@ impl Revocation {
             return;
         }
         let trust = self.controller.authenticator().trust_store();
-        let mut crls = merge(
-            &self.base,
-            set.as_ref().map_or(&[][..], |s| s.crls()),
-            &trust,
+        let mut extra: Vec<Arc<Crl>> = set.as_ref().map_or(Vec::new(), |s| s.crls().to_vec());
+        extra.extend(
+            self.central
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .iter()
+                .map(|(_, c)| c.clone()),
         );
+        let mut crls = merge(&self.base, &extra, &trust);
         if let Some(client) = &self.ocsp {
             crls = crls.with_ocsp(&client.responses());
         }
@@ -976,7 +1073,7 @@ impl Revocation {
     /// that brought the same CRL again confirms it) and at start-up.
     pub fn note_freshness(&self) {
         let set = self.controller.authenticator().crls();
-        let downloads: Vec<(Arc<Vec<u8>>, i64)> = self
+        let mut downloads: Vec<(Arc<Vec<u8>>, i64)> = self
             .fetcher
             .as_ref()
             .map(|f| {
@@ -986,6 +1083,14 @@ impl Revocation {
                     .collect()
             })
             .unwrap_or_default();
+        // The central's downloads count as this site's.
+        downloads.extend(
+            self.central
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .iter()
+                .map(|(c, _)| (c.der.clone(), c.fetched_at)),
+        );
         let off = self.policy.mode == pki::validate::RevocationMode::Off;
         self.controller
             .note_revocation_current(revocation_as_of(off, &set, &downloads));
@@ -1226,14 +1331,19 @@ impl Revocation {
             urls.insert(url);
         }
         let dir = self.cache_dir.clone();
+        let saved = changed.clone();
         let _ = tokio::task::spawn_blocking(move || {
-            for c in changed {
+            for c in saved {
                 if let Err(e) = save_crl(&dir, &c) {
                     tracing::warn!(url = c.url, error = %e, "cannot keep the CRL on disk");
                 }
             }
         })
         .await;
+        // Downloaded for an enrollment at a central: the sites get it too.
+        for c in &changed {
+            self.send_down(c).await;
+        }
         self.watch(urls, now);
     }
 

@@ -458,6 +458,9 @@ impl Service {
         }
         let controller = Arc::new(controller.with_interlocks(interlocks));
         let access = Arc::new(AccessData::new(store.clone(), controller.clone()));
+        if let Some(c) = &config.central {
+            access.follow_central(&c.urls.join(", "));
+        }
         let sync =
             crate::sync::run::Plan::new(config, &store, controller.log(), &access, &stop).await?;
         let revocation_work = Arc::new(
@@ -478,6 +481,11 @@ impl Service {
         // before the first tap.
         revocation_work.restore_discovered().await?;
         revocation_work.load_ocsp().await?;
+        // At a site, the CRLs its central sent, and the ones it sends next.
+        if let Some(f) = sync.follower() {
+            revocation_work.load_central().await?;
+            f.set_revocation(revocation_work.clone());
+        }
         revocation_work.note_freshness();
         let keypads = Arc::new(Keypads::with_settings(config.keypad.settings()));
         let reader_status = Arc::new(ReaderStatus::new());

@@ -32,7 +32,9 @@ struct World {
     rt: tokio::runtime::Runtime,
     dir: tempfile::TempDir,
     base: Config,
-    _pki: TestPki,
+    pki: TestPki,
+    /// The centrals download CRLs (`[trust.fetch]`).
+    central_fetch: bool,
     alice: CardCredentials,
     bob: CardCredentials,
     centrals: Vec<Option<Service>>,
@@ -63,9 +65,27 @@ impl World {
     /// The PKI, the cluster and `centrals` central instances on it, with
     /// sites `hq` (front door: Alice) and `lab` (lab door: Bob).
     fn new(test: &str, centrals: usize) -> Option<World> {
+        World::with_crls(test, centrals, None, |_| {})
+    }
+
+    /// [`World::new`] with a PKI publishing its CRLs under `crl_base`
+    /// (`http://…`), downloaded by the centrals (not the sites);
+    /// `published` is given the PKI before the centrals start.
+    fn with_crls(
+        test: &str,
+        centrals: usize,
+        crl_base: Option<String>,
+        published: impl FnOnce(&TestPki),
+    ) -> Option<World> {
         let cluster = postgres_or_skip(test)?;
         let dir = tempfile::tempdir().unwrap();
-        let pki = TestPki::init(&dir.path().join("pki"), TestPkiOptions::default()).unwrap();
+        let central_fetch = crl_base.is_some();
+        let mut options = TestPkiOptions::default();
+        if crl_base.is_some() {
+            options.crl_base_url = crl_base;
+        }
+        let pki = TestPki::init(&dir.path().join("pki"), options).unwrap();
+        published(&pki);
         let card = |name: &str| {
             pki.issue_card(&CardOptions {
                 cardholder: name.into(),
@@ -102,7 +122,8 @@ impl World {
             rt,
             dir,
             base,
-            _pki: pki,
+            pki,
+            central_fetch,
             alice,
             bob,
             centrals: Vec::new(),
@@ -124,6 +145,11 @@ impl World {
     }
 
     fn start_central(&mut self) {
+        self.start_central_on("127.0.0.1:0".parse().unwrap());
+    }
+
+    /// A central instance whose site link listens on `listen`.
+    fn start_central_on(&mut self, listen: SocketAddr) {
         let (cert, key, ca) = tls_files(self.dir.path());
         let mut c = self.base.clone();
         c.data_dir = self
@@ -131,8 +157,11 @@ impl World {
             .path()
             .join(format!("central{}", self.centrals.len()));
         c.database_url = Some(self.cluster.url().to_string());
+        if self.central_fetch {
+            c.trust.as_mut().unwrap().fetch = Some(pki::fetch::FetchConfig::default());
+        }
         c.sites = Some(SitesConfig {
-            listen: "127.0.0.1:0".parse().unwrap(),
+            listen,
             cert,
             key,
             site_ca: vec![ca],
@@ -253,6 +282,8 @@ impl World {
             connect_timeout_ms: 5000,
             retry_min_ms: 20,
             retry_max_ms: 200,
+            upload_retry_min_ms: 200,
+            upload_retry_max_ms: 60_000,
         }
     }
 
@@ -468,7 +499,64 @@ fn a_site_certificate_reads_no_other_part_and_unknown_sites_are_refused_with_an_
         .filter(|e| e.event.code.as_deref() == Some("sync.refused"))
         .map(|e| e.event.data.as_ref().unwrap()["code"].as_str().unwrap())
         .collect();
-    assert_eq!(refused, ["other-site", "other-site", "unknown-site"]);
+    // The second refusal of hq's certificate within the minute is
+    // counted for a summary, not recorded on its own.
+    assert_eq!(refused, ["other-site", "unknown-site"]);
+}
+
+#[test]
+fn a_site_flooding_the_central_with_refused_requests_leaves_one_event_and_a_summary() {
+    let Some(w) = World::new("sync_refusal_flood", 1) else {
+        return;
+    };
+    let addr = w.sites_addr(0);
+    let central = w.central(0).sync().central.clone().unwrap();
+    central.refusals().set_window(Duration::from_secs(3));
+    let mut live = w.central(0).loaded().controller.log().subscribe();
+    let c = Arc::new(Connector::new(&w.central_config("hq", &[addr])).unwrap());
+    let link = c.link(0);
+    for _ in 0..25 {
+        let r =
+            w.rt.block_on(link.send(link.request(
+                axum::http::Method::GET,
+                "/sync/v1/snapshot?site=lab",
+                Default::default(),
+            )))
+            .unwrap();
+        assert_eq!(r.status().as_u16(), 403, "every request is still refused");
+    }
+    let refused = |e: &store::Event| e.event.code.as_deref() == Some("sync.refused");
+    // The first is recorded; then, at the window's end, one summary.
+    let summary = w.rt.block_on(async {
+        let mut seen = Vec::new();
+        tokio::time::timeout(WAIT, async {
+            loop {
+                let e = live.recv().await.unwrap();
+                if refused(&e) {
+                    seen.push(e.event.data.clone().unwrap());
+                    if seen.len() == 2 {
+                        break;
+                    }
+                }
+            }
+        })
+        .await
+        .expect("no summary of the refusals");
+        seen
+    });
+    assert_eq!(summary[0]["code"], "other-site");
+    assert_eq!(summary[1]["code"], "summary");
+    assert_eq!(summary[1]["suppressed"], 24);
+    assert_eq!(summary[1]["codes"]["other-site"], 24);
+    assert_eq!(summary[1]["site"], "hq");
+    let events =
+        w.rt.block_on(w.central(0).loaded().store.query_events(&EventQuery {
+            kind: Some(EventKind::Admin),
+            limit: 1000,
+            ..EventQuery::default()
+        }))
+        .unwrap();
+    assert_eq!(events.events.iter().filter(|e| refused(e)).count(), 2);
 }
 
 #[test]
@@ -849,4 +937,330 @@ fn the_central_shows_each_sites_link_lag_backlog_and_ages_and_filters_events_by_
     });
     assert_eq!(s["changes"]["pending"], 0, "{s:#}");
     assert_eq!(s["link"]["followed_from"], lab_applied.unwrap());
+}
+
+#[test]
+fn a_site_refuses_local_edits_of_the_centrals_data_and_keeps_its_own_actions() {
+    let Some(mut w) = World::new("sync_managed", 1) else {
+        return;
+    };
+    let hq = w.start_site("hq", &[w.sites_addr(0)]);
+    w.caught_up(hq);
+    let site = &w.sites[hq];
+    let store = site.loaded().store.clone();
+    let (admin, operator) = w.rt.block_on(async {
+        (
+            server::token::create(&store, "site-admin", store::Role::Admin)
+                .await
+                .unwrap(),
+            server::token::create(&store, "site-ops", store::Role::Operator)
+                .await
+                .unwrap(),
+        )
+    });
+    let e = w.site_entities(hq);
+    let door = e.doors[0].id.0;
+    let alice = w.ids.alice.as_ref().unwrap().id.0;
+    let call = |method: &str, path: &str, token: &str, body: &str| {
+        let r = ureq::request(method, &format!("{}{path}", site.url()))
+            .set("Authorization", &format!("Bearer {token}"))
+            .send_string(body);
+        let (status, r) = match r {
+            Ok(r) => (r.status(), r),
+            Err(ureq::Error::Status(s, r)) => (s, r),
+            Err(e) => panic!("{method} {path}: {e}"),
+        };
+        let body: serde_json::Value = serde_json::from_reader(r.into_reader()).unwrap_or_default();
+        (status, body)
+    };
+    let central = format!("https://{}", w.sites_addr(0));
+    // Entities, enrollment, door modes and lockdowns are the central's.
+    let refused = [
+        (
+            "POST",
+            "/api/v1/doors".to_string(),
+            format!(
+                r#"{{"site": {}, "name": "back", "mechanism": "pki-cak"}}"#,
+                e.sites[0].id.0
+            ),
+        ),
+        (
+            "DELETE",
+            format!("/api/v1/cardholders/{alice}"),
+            String::new(),
+        ),
+        (
+            "PATCH",
+            format!("/api/v1/doors/{door}"),
+            r#"{"name": "renamed"}"#.to_string(),
+        ),
+        (
+            "PUT",
+            format!("/api/v1/doors/{door}/mode"),
+            r#"{"mode": "unlocked"}"#.to_string(),
+        ),
+        (
+            "POST",
+            format!("/api/v1/sites/{}/lockdown", e.sites[0].id.0),
+            String::new(),
+        ),
+        (
+            "POST",
+            "/api/v1/credentials/enroll".to_string(),
+            r#"{"cardholder": 1, "certificate": "x"}"#.to_string(),
+        ),
+    ];
+    for (method, path, body) in &refused {
+        let (status, answer) = call(method, path, &admin, body);
+        assert_eq!(status, 409, "{method} {path}: {answer}");
+        assert_eq!(answer["code"], "managed-by-central", "{method} {path}");
+        assert_eq!(answer["central"], central.as_str());
+        assert!(
+            answer["error"].as_str().unwrap().contains(&central),
+            "{answer}"
+        );
+    }
+    // Nothing changed at the site.
+    assert_eq!(w.site_entities(hq), e);
+    // Without a token it is still 401 (the role is checked first).
+    let r = ureq::delete(&format!("{}/api/v1/cardholders/{alice}", site.url())).call();
+    assert!(matches!(r, Err(ureq::Error::Status(401, _))));
+    // Its own actions stay: a momentary unlock, its tokens.
+    let (status, answer) = call(
+        "POST",
+        &format!("/api/v1/doors/{door}/unlock"),
+        &operator,
+        r#"{"reason": "delivery"}"#,
+    );
+    assert_eq!(status, 200, "{answer}");
+    let (status, _) = call("DELETE", "/api/v1/tokens/site-ops", &admin, "");
+    assert_eq!(status, 204);
+    // The central's changes still reach it, and the central takes edits.
+    assert!(w.access(0).managed_by().is_none());
+    let alice = w.ids.alice.clone().unwrap();
+    w.change(EntityChange::Replace(Cardholder {
+        status: CardholderStatus::Suspended {
+            reason: "left".into(),
+        },
+        ..alice
+    }));
+    w.caught_up(hq);
+    let r = w.tap(hq, &w.alice, w.ids.front_reader);
+    assert_eq!(r.code(), "cardholder-suspended");
+}
+
+#[test]
+fn the_uploader_sends_its_backlog_as_soon_as_the_central_is_back_not_after_its_back_off() {
+    let Some(mut w) = World::new("sync_upload_wake", 1) else {
+        return;
+    };
+    let addr = w.sites_addr(0);
+    // A back-off far longer than the test waits: only the link coming
+    // back can make the uploader send in time.
+    let mut c = w.base.clone();
+    c.data_dir = w.dir.path().join("site-hq");
+    let mut central = w.central_config("hq", &[addr]);
+    central.upload_retry_min_ms = 600_000;
+    central.upload_retry_max_ms = 600_000;
+    c.central = Some(central);
+    w.sites
+        .push(w.rt.block_on(Service::start(c, None)).unwrap());
+    w.site_names.push("hq".into());
+    let hq = w.sites.len() - 1;
+    w.caught_up(hq);
+    w.tap(hq, &w.alice, w.ids.front_reader);
+    w.uploaded(hq, *w.site_event_ids(hq).last().unwrap());
+    // The central goes away; taps go on; the uploader fails and backs off.
+    let central = w.centrals[0].take().unwrap();
+    w.rt.block_on(central.shutdown()).unwrap();
+    w.wait(hq, |s| s.central.is_none());
+    let mut progress = w.sites[hq].sync().upload.clone().unwrap();
+    let failures = progress.borrow().failures;
+    for _ in 0..3 {
+        w.tap(hq, &w.alice, w.ids.front_reader);
+    }
+    w.rt.block_on(async {
+        tokio::time::timeout(WAIT, progress.wait_for(|p| p.failures > failures))
+            .await
+            .expect("the uploader did not try while the central was away")
+            .unwrap();
+    });
+    let last = *w.site_event_ids(hq).last().unwrap();
+    assert!(progress.borrow().acked < last);
+    // The central comes back on the same address: the follower reconnects
+    // and the backlog goes up well within the back-off.
+    w.start_central_on(addr);
+    w.centrals.swap(0, 1);
+    w.rt.block_on(async {
+        tokio::time::timeout(
+            Duration::from_secs(20),
+            progress.wait_for(|p| p.acked >= last),
+        )
+        .await
+        .expect("the backlog did not go up once the central was back")
+        .unwrap();
+    });
+    assert!(progress.borrow().woken >= 1, "{:?}", *progress.borrow());
+    let held =
+        w.rt.block_on(w.central(0).loaded().store.site_events("hq", 1, last))
+            .unwrap();
+    let seqs: Vec<i64> = held.iter().map(|e| e.seq).collect();
+    assert_eq!(seqs, w.site_event_ids(hq));
+}
+
+/// Path → body.
+type Files = Arc<std::sync::Mutex<Vec<(String, Vec<u8>)>>>;
+
+/// Serves the test PKI's CRLs over HTTP on loopback (for the centrals
+/// only), until dropped.
+struct CrlServer {
+    base: String,
+    files: Files,
+    addr: SocketAddr,
+    stop: Arc<std::sync::atomic::AtomicBool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl CrlServer {
+    fn start() -> CrlServer {
+        use std::io::{BufRead, BufReader, Write};
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        let files: Files = Arc::default();
+        let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let (f, st) = (files.clone(), stop.clone());
+        let thread = std::thread::spawn(move || {
+            for stream in listener.incoming() {
+                if st.load(std::sync::atomic::Ordering::SeqCst) {
+                    break;
+                }
+                let Ok(mut stream) = stream else { break };
+                let mut reader = BufReader::new(stream.try_clone().unwrap());
+                let mut line = String::new();
+                if reader.read_line(&mut line).is_err() {
+                    continue;
+                }
+                let path = line.split_whitespace().nth(1).unwrap_or("/").to_string();
+                loop {
+                    let mut h = String::new();
+                    if reader.read_line(&mut h).unwrap_or(0) == 0 || h == "\r\n" {
+                        break;
+                    }
+                }
+                let body = f
+                    .lock()
+                    .unwrap()
+                    .iter()
+                    .find(|(p, _)| *p == path)
+                    .map(|(_, b)| b.clone());
+                let _ = match body {
+                    Some(b) => write!(
+                        stream,
+                        "HTTP/1.1 200 OK\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+                        b.len()
+                    )
+                    .and_then(|_| stream.write_all(&b)),
+                    None => write!(
+                        stream,
+                        "HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+                    ),
+                };
+            }
+        });
+        CrlServer {
+            base: format!("http://{addr}/crl"),
+            files,
+            addr,
+            stop,
+            thread: Some(thread),
+        }
+    }
+
+    fn publish(&self, pki: &TestPki) {
+        *self.files.lock().unwrap() = vec![
+            ("/crl/root.crl".into(), pki.root_crl_der().to_vec()),
+            (
+                "/crl/intermediate.crl".into(),
+                pki.intermediate_crl_der().to_vec(),
+            ),
+        ];
+    }
+}
+
+impl Drop for CrlServer {
+    fn drop(&mut self) {
+        self.stop.store(true, std::sync::atomic::Ordering::SeqCst);
+        let _ = std::net::TcpStream::connect(self.addr);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+#[test]
+fn a_crl_the_central_downloaded_reaches_a_site_that_cannot_download_it_and_refuses_the_card() {
+    let crls = CrlServer::start();
+    let Some(mut w) = World::with_crls("sync_crl", 1, Some(crls.base.clone()), |pki| {
+        crls.publish(pki)
+    }) else {
+        return;
+    };
+    let hq = w.start_site("hq", &[w.sites_addr(0)]);
+    w.caught_up(hq);
+    // The site downloads nothing: its CRLs are its configured files and
+    // what the central sends.
+    assert!(!w.sites[hq].loaded().revocation.downloads());
+    let r = w.tap(hq, &w.alice, w.ids.front_reader);
+    assert!(r.granted(), "{:?}", r.reason());
+    let central = w.central(0).loaded().revocation.clone();
+    assert_eq!(
+        w.rt.block_on(central.refresh_now()).unwrap(),
+        0,
+        "{:?}",
+        central.crl_status()
+    );
+    w.caught_up(hq);
+    // The site's revocation data is as old as the central's downloads
+    // that brought it (as the feed carried them).
+    assert!(central.crl_status().iter().all(|c| c.fetched_at.is_some()));
+    let sent =
+        w.rt.block_on(w.central(0).loaded().store.revocation_data_upto(i64::MAX))
+            .unwrap();
+    assert_eq!(sent.len(), 2, "{sent:?}");
+    let oldest = sent.iter().map(|d| d.fetched_at).min().unwrap();
+    let freshness = w.sites[hq].loaded().controller.freshness();
+    assert_eq!(
+        freshness.revocation,
+        access::AsOf::At {
+            at: Timestamp::from_second(oldest).unwrap()
+        }
+    );
+    // The issuer revokes Alice's card; the central downloads the new CRL
+    // and the site, which never reaches the CRL server, refuses her.
+    let alice_cak = w.alice.slot(0x9E).unwrap().certificate.clone();
+    w.pki.revoke(&alice_cak, None).unwrap();
+    crls.publish(&w.pki);
+    assert_eq!(w.rt.block_on(central.refresh_now()).unwrap(), 0);
+    w.caught_up(hq);
+    let r = w.tap(hq, &w.alice, w.ids.front_reader);
+    assert_eq!(r.code(), "certificate-revoked", "{:?}", r.reason());
+    let after = w.sites[hq].loaded().controller.freshness();
+    match after.revocation {
+        access::AsOf::At { at } => assert!(at.as_second() >= oldest),
+        other => panic!("{other:?}"),
+    }
+    // Held in the site's database: still refused after a restart, before
+    // any link to the central.
+    let site = w.sites.pop().unwrap();
+    w.site_names.pop();
+    w.rt.block_on(site.shutdown()).unwrap();
+    drop(crls);
+    // (The central's revocation work holds its event log open.)
+    drop(central);
+    let first = w.centrals[0].take().unwrap();
+    w.rt.block_on(first.shutdown()).unwrap();
+    let addr = "127.0.0.1:9".parse().unwrap();
+    let hq = w.start_site("hq", &[addr]);
+    let r = w.tap(hq, &w.alice, w.ids.front_reader);
+    assert_eq!(r.code(), "certificate-revoked", "{:?}", r.reason());
 }

@@ -51,7 +51,7 @@ use crate::{Backend, Store, StoreError, Tx};
 pub const FEED_CHANNEL: &str = "pivgate_feed";
 
 /// Advisory lock key taken before a feed position is allocated.
-const FEED_LOCK: i64 = 0x7069_7667_6665_6564; // "pivgfeed"
+pub(crate) const FEED_LOCK: i64 = 0x7069_7667_6665_6564; // "pivgfeed"
 /// Advisory lock key of the change path ([`Store::change_lock`]).
 const CHANGE_LOCK: i64 = 0x7069_7667_6368_6e67; // "pivgchng"
 
@@ -62,8 +62,12 @@ pub struct FeedRow {
     pub pos: i64,
     /// Whether the delta takes access away.
     pub revocation: bool,
-    /// The delta ([`access::Delta`]) as JSON.
+    /// The delta ([`access::Delta`]) as JSON; with `data`, the
+    /// [`crate::RevocationData`] as JSON.
     pub body: String,
+    /// Revocation data the central downloaded (for every site), not a
+    /// delta.
+    pub data: bool,
 }
 
 /// What [`Store::feed_after`] found.
@@ -552,16 +556,36 @@ impl Store {
         if after < pruned {
             return Ok(FeedRead::Gone { pruned });
         }
-        let rows = rows
+        let mut rows: Vec<FeedRow> = rows
             .iter()
             .map(|r| {
                 Ok(FeedRow {
                     pos: r.try_get(0)?,
                     revocation: r.try_get::<i64, _>(1)? != 0,
                     body: r.try_get(2)?,
+                    data: false,
                 })
             })
             .collect::<Result<_, sqlx::Error>>()?;
+        // The revocation data after `after`, merged in position order.
+        let data = self.revocation_data_after(after, limit).await?;
+        if !data.is_empty() {
+            for d in data {
+                let body = serde_json::to_string(&d).map_err(|e| StoreError::Invalid {
+                    kind: "change feed",
+                    field: "body",
+                    problem: e.to_string(),
+                })?;
+                rows.push(FeedRow {
+                    pos: d.pos,
+                    revocation: true,
+                    body,
+                    data: true,
+                });
+            }
+            rows.sort_by_key(|r| r.pos);
+            rows.truncate(limit.max(1) as usize);
+        }
         Ok(FeedRead::Rows(rows))
     }
 
@@ -610,7 +634,8 @@ impl Store {
                 .fetch_one(&mut *tx)
                 .await?;
         let Some(max) = max else {
-            return Ok(0);
+            drop(tx);
+            return self.prune_revocation_data(before).await;
         };
         let gone = sqlx::query("DELETE FROM sync_feed WHERE pos <= $1")
             .bind(max)
@@ -624,7 +649,8 @@ impl Store {
         .execute(&mut *tx)
         .await?;
         tx.commit().await?;
-        Ok(gone)
+        let superseded = self.prune_revocation_data(before).await?;
+        Ok(gone + superseded)
     }
 
     /// The feed position this site has applied, if any.

@@ -49,6 +49,7 @@ mod columns;
 pub mod feed;
 mod group;
 mod record;
+pub mod revdata;
 mod site_links;
 mod sites;
 mod sql;
@@ -61,6 +62,7 @@ pub use group::{
     CommitObserver, CommitStats, EventLog, Options, DEFAULT_LIVE_CAPACITY, DEFAULT_MAX_BATCH,
 };
 pub use record::{Record, RecordId};
+pub use revdata::RevocationData;
 pub use site_links::{LinkRow, LinkUp, SiteLinkRow, SiteReportRow};
 pub use sites::{
     Ack, Ingest, IngestPolicy, SiteBatch, SiteEvent, SiteUploadState, StoredSiteEvent,

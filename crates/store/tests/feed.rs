@@ -561,3 +561,71 @@ async fn the_feed_written_from_the_touched_entities_equals_the_whole_parts_delta
     assert_eq!(store.feed_position().await.unwrap(), at);
     store.close().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn crls_take_positions_among_every_sites_changes_once_each_and_a_site_keeps_the_latest() {
+    let Some(pg) = postgres_or_skip("feed_revocation_data") else {
+        return;
+    };
+    let store = Store::connect(pg.url()).await.unwrap().with_change_feed();
+    let (hq, hq_doors) = site_with_doors(&store, "hq", 1).await;
+    let (lab, _) = site_with_doors(&store, "lab", 1).await;
+    let start = store.feed_position().await.unwrap();
+    let url = "http://crl.example/int.crl";
+    let v1 = RevocationData::crl(url, b"crl one", 100);
+    let p1 = store.record_revocation_data(&v1).await.unwrap().unwrap();
+    // The same CRL downloaded again (by another instance): no position.
+    assert_eq!(store.record_revocation_data(&v1).await.unwrap(), None);
+    rename(&store, &hq_doors[0], "lobby".into()).await;
+    let v2 = RevocationData::crl(url, b"crl two", 200);
+    let p2 = store.record_revocation_data(&v2).await.unwrap().unwrap();
+    assert!(p1 < p2);
+    // Every site gets the CRLs, in position order with its own changes.
+    let hq_rows = rows(store.feed_after(hq, start, 10).await.unwrap());
+    assert_eq!(
+        hq_rows
+            .iter()
+            .map(|r| (r.data, r.revocation))
+            .collect::<Vec<_>>(),
+        [(true, true), (false, false), (true, true)]
+    );
+    assert!(hq_rows.windows(2).all(|w| w[0].pos < w[1].pos));
+    let lab_rows = rows(store.feed_after(lab, start, 10).await.unwrap());
+    assert_eq!(lab_rows.len(), 2);
+    let d: RevocationData = serde_json::from_str(&lab_rows[1].body).unwrap();
+    assert_eq!((d.pos, d.fetched_at), (p2, 200));
+    assert_eq!(d.der_bytes().unwrap(), b"crl two");
+    // A limit cuts the merged rows, not each kind.
+    assert_eq!(rows(store.feed_after(hq, start, 2).await.unwrap()).len(), 2);
+    // A snapshot at a position holds the latest CRL at or below it.
+    assert_eq!(store.revocation_data_upto(p1).await.unwrap()[0].pos, p1);
+    assert_eq!(store.revocation_data_upto(p2).await.unwrap()[0].pos, p2);
+    // Pruning keeps the latest of each source.
+    store
+        .prune_feed(Timestamp::now() + access::jiff::SignedDuration::from_secs(1))
+        .await
+        .unwrap();
+    let left = store.revocation_data_upto(i64::MAX).await.unwrap();
+    assert_eq!(left.len(), 1);
+    assert_eq!(left[0].pos, p2);
+    store.close().await;
+
+    // A site keeps the latest of each source; an older one sent again
+    // (after a restart) changes nothing.
+    let dir = tempfile::tempdir().unwrap();
+    let site_db = Store::open_data_dir(&dir.path().join("data"))
+        .await
+        .unwrap();
+    let sent = |d: &RevocationData, pos: i64| RevocationData { pos, ..d.clone() };
+    for (d, kept) in [
+        (sent(&v1, p1), true),
+        (sent(&v2, p2), true),
+        (sent(&v1, p1), false),
+    ] {
+        let mut tx = site_db.begin().await.unwrap();
+        assert_eq!(tx.hold_revocation_data(&d).await.unwrap(), kept);
+        tx.commit().await.unwrap();
+    }
+    let held = site_db.held_revocation_data().await.unwrap();
+    assert_eq!(held, vec![sent(&v2, p2)]);
+}

@@ -42,6 +42,9 @@ pub enum ApiError {
         message: String,
         field: Option<String>,
     },
+    /// 409 with code `managed-by-central`: a site's access data is its
+    /// central's; the change is made there (`central` names it).
+    ManagedByCentral { central: String },
     /// 412: `If-Match` names a version that is no longer the stored one
     /// (someone else changed the entity: reload).
     PreconditionFailed { message: String },
@@ -127,7 +130,7 @@ impl ApiError {
             ApiError::Unauthorized { .. } => StatusCode::UNAUTHORIZED,
             ApiError::Forbidden { .. } => StatusCode::FORBIDDEN,
             ApiError::NotFound { .. } => StatusCode::NOT_FOUND,
-            ApiError::Conflict { .. } => StatusCode::CONFLICT,
+            ApiError::Conflict { .. } | ApiError::ManagedByCentral { .. } => StatusCode::CONFLICT,
             ApiError::PreconditionFailed { .. } => StatusCode::PRECONDITION_FAILED,
             ApiError::Unprocessable { .. } | ApiError::CertificateRefused { .. } => {
                 StatusCode::UNPROCESSABLE_ENTITY
@@ -153,6 +156,10 @@ impl ApiError {
             ApiError::CertificateRefused { code, reason } => {
                 format!("the certificate did not validate ({code}): {reason}")
             }
+            ApiError::ManagedByCentral { central } => crate::admin::ChangeError::ManagedByCentral {
+                central: central.clone(),
+            }
+            .to_string(),
             ApiError::Internal { reference } => format!(
                 "the service could not complete the request (logged as internal error {reference})"
             ),
@@ -182,6 +189,10 @@ impl IntoResponse for ApiError {
         if let ApiError::CertificateRefused { code, reason } = &self {
             body["code"] = json!(code);
             body["reason"] = json!(reason);
+        }
+        if let ApiError::ManagedByCentral { central } = &self {
+            body["code"] = json!(crate::admin::MANAGED_BY_CENTRAL);
+            body["central"] = json!(central);
         }
         let mut r = (status, Json(body)).into_response();
         if status == StatusCode::UNAUTHORIZED {
@@ -214,6 +225,7 @@ impl From<ChangeError> for ApiError {
             ChangeError::Inconsistent(b) => b.into(),
             ChangeError::Stale(message) => ApiError::PreconditionFailed { message },
             ChangeError::Store(e) => ApiError::internal(e),
+            ChangeError::ManagedByCentral { central } => ApiError::ManagedByCentral { central },
         }
     }
 }

@@ -207,6 +207,12 @@ pub async fn enroll(
     Admin(token): Admin,
     body: Bytes,
 ) -> Result<Response, ApiError> {
+    // A site's credentials are its central's: enrolled there.
+    if let Some(central) = loaded(&state)?.access.managed_by() {
+        return Err(ApiError::ManagedByCentral {
+            central: central.to_string(),
+        });
+    }
     let body: EnrollBody = json_body(&body)?;
     let cardholder = body.cardholder.map(access::CardholderId).ok_or_else(|| {
         ApiError::unprocessable(

@@ -2,10 +2,14 @@
 //!
 //! * `GET /sync/v1/snapshot` → `{"pos": P, "part": Entities}`: the site's
 //!   part ([`access::site_part`]) of every entity as of position `P`, read
-//!   in one database snapshot. A new site starts from it.
+//!   in one database snapshot (with `?data=true` also `revocation_data`,
+//!   the latest CRL of each distribution point at `P`). A new site starts
+//!   from it.
 //! * `GET /sync/v1/feed?after=P` → `200`, NDJSON, one line per change of
 //!   the site's part after `P`, in position order, for as long as the link
-//!   lasts: `{"pos": P, "revocation": bool, "delta": Delta}`; on a quiet
+//!   lasts: `{"pos": P, "revocation": bool, "delta": Delta}`, or with
+//!   `&data=true` also the CRLs the central downloaded,
+//!   `{"pos": P, "revocation": true, "data": RevocationData}`; on a quiet
 //!   feed `{"heartbeat": HEAD}` every `sites.heartbeat_ms`. New changes are
 //!   read when PostgreSQL notifies a commit (`LISTEN`, sent by whichever
 //!   central instance committed): no polling, and any instance serves any
@@ -15,7 +19,8 @@
 //! The site is the one its certificate names (`urn:pivgate:site:NAME`),
 //! resolved to the site entity of that name. A certificate naming no site
 //! or a site that does not exist, or a request for another site's part
-//! (`?site=OTHER`), is refused (`403`) with a `sync.refused` admin event.
+//! (`?site=OTHER`), is refused (`403`) with a `sync.refused` admin event
+//! (limited per peer: [`super::refused`]).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -42,7 +47,8 @@ const BATCH: u32 = 256;
 #[derive(Debug)]
 pub struct Central {
     store: Store,
-    log: EventLog,
+    /// `sync.refused` events, limited per peer.
+    refusals: super::refused::RefusalLog,
     /// Goes up at each feed commit of any central instance.
     wake: watch::Receiver<u64>,
     heartbeat: Duration,
@@ -83,7 +89,7 @@ impl Central {
             })?;
         Ok(Arc::new(Central {
             store,
-            log,
+            refusals: super::refused::RefusalLog::new(log, stop.clone()),
             wake,
             heartbeat,
             stop,
@@ -92,6 +98,11 @@ impl Central {
 
     pub fn store(&self) -> &Store {
         &self.store
+    }
+
+    /// The `sync.refused` events' limiter.
+    pub fn refusals(&self) -> &super::refused::RefusalLog {
+        &self.refusals
     }
 
     /// The site entity `peer`'s certificate names, if it exists and is the
@@ -140,9 +151,11 @@ impl Central {
                     "subject": peer.subject.as_deref().map(|s| crate::peer_text::escape(s, 128)),
                 }),
             );
-            if let Err(e) = self.log.append(event).await {
-                tracing::error!(error = %e, "the sync.refused event could not be recorded");
-            }
+            let key = super::refused::PeerKey {
+                ip: peer.addr.ip(),
+                site: peer.site.clone(),
+            };
+            self.refusals.refused(key, r.code, event).await;
         }
         outcome
     }
@@ -159,12 +172,19 @@ pub fn router(central: Arc<Central>) -> axum::Router {
 #[derive(Debug, Deserialize)]
 struct SiteQuery {
     site: Option<String>,
+    /// The site takes the central's revocation data too.
+    #[serde(default)]
+    data: bool,
 }
 
 #[derive(Debug, Deserialize)]
 struct FeedQuery {
     after: i64,
     site: Option<String>,
+    /// The site takes the central's revocation data lines too (a site
+    /// that does not ask, of an earlier release, is sent none).
+    #[serde(default)]
+    data: bool,
 }
 
 fn unavailable(e: impl std::fmt::Display) -> Response {
@@ -184,12 +204,18 @@ async fn snapshot(
         Ok(s) => s,
         Err(r) => return r.into_response(),
     };
-    match c.store.feed_snapshot().await {
-        Ok((pos, all)) => {
-            axum::Json(json!({ "pos": pos, "part": site_part(&all, site.id) })).into_response()
+    let (pos, all) = match c.store.feed_snapshot().await {
+        Ok(s) => s,
+        Err(e) => return unavailable(e),
+    };
+    let mut body = json!({ "pos": pos, "part": site_part(&all, site.id) });
+    if q.data {
+        match c.store.revocation_data_upto(pos).await {
+            Ok(d) => body["revocation_data"] = json!(d),
+            Err(e) => return unavailable(e),
         }
-        Err(e) => unavailable(e),
     }
+    axum::Json(body).into_response()
 }
 
 async fn feed(
@@ -221,7 +247,7 @@ async fn feed(
     };
     tracing::info!(site = %site.name, after = q.after, peer = %peer.addr, "site follows the feed");
     let (tx, rx) = mpsc::channel::<Bytes>(64);
-    tokio::spawn(follow(c.clone(), site, q.after, first, wake, tx));
+    tokio::spawn(follow(c.clone(), site, q.after, first, q.data, wake, tx));
     let body = futures_util::stream::unfold(rx, |mut rx| async move {
         rx.recv()
             .await
@@ -236,8 +262,9 @@ async fn feed(
 
 /// One feed line.
 fn line(row: &store::FeedRow) -> Bytes {
+    let field = if row.data { "data" } else { "delta" };
     Bytes::from(format!(
-        "{{\"pos\":{},\"revocation\":{},\"delta\":{}}}\n",
+        "{{\"pos\":{},\"revocation\":{},\"{field}\":{}}}\n",
         row.pos, row.revocation, row.body
     ))
 }
@@ -249,6 +276,7 @@ async fn follow(
     site: Site,
     mut last: i64,
     mut rows: Vec<store::FeedRow>,
+    data: bool,
     mut wake: watch::Receiver<u64>,
     tx: mpsc::Sender<Bytes>,
 ) {
@@ -264,7 +292,7 @@ async fn follow(
                 break;
             }
             for r in &rows {
-                if tx.send(line(r)).await.is_err() {
+                if (data || !r.data) && tx.send(line(r)).await.is_err() {
                     return;
                 }
                 last = r.pos;

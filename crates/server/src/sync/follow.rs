@@ -20,6 +20,14 @@
 //! their own, then all of them in order. A snapshot likewise takes access
 //! away first, then stores the rest.
 //!
+//! The CRLs the central downloaded come down the same feed (`data` lines,
+//! and the snapshot's `revocation_data`): they are stored (the latest of
+//! each distribution point, [`store::Tx::hold_revocation_data`]) in a
+//! transaction of their own ahead of the other pending changes, then put
+//! in force through the site's revocation work
+//! ([`crate::revocation::Revocation::load_central`]), aged from the
+//! central's download.
+//!
 //! A failure (the central goes away, a silent link, a refusal) drops the
 //! link; the follower tries the next central, waiting `retry_min_ms`
 //! after each round through the list, doubling up to `retry_max_ms`.
@@ -36,7 +44,7 @@ use futures_util::FutureExt;
 use http_body_util::BodyExt;
 use serde::Deserialize;
 use serde_json::json;
-use store::{ChangeFuture, NewEvent, Store, Tx};
+use store::{ChangeFuture, NewEvent, RevocationData, Store, Tx};
 use tokio::sync::watch;
 
 use super::link::{Connector, Link};
@@ -72,12 +80,17 @@ pub struct Follower {
     retry_max: Duration,
     status: watch::Sender<FollowStatus>,
     link: watch::Sender<Option<Arc<Link>>>,
+    /// Where the CRLs the central sends are put in force.
+    revocation: std::sync::OnceLock<Arc<crate::revocation::Revocation>>,
 }
 
 #[derive(Deserialize)]
 struct SnapshotBody {
     pos: i64,
     part: Entities,
+    /// The central's latest CRL of each distribution point.
+    #[serde(default)]
+    revocation_data: Vec<RevocationData>,
 }
 
 /// One line of the feed.
@@ -87,6 +100,11 @@ enum Line {
     Change {
         pos: i64,
         delta: Box<Delta>,
+    },
+    /// A CRL the central downloaded.
+    Data {
+        pos: i64,
+        data: Box<RevocationData>,
     },
     Heartbeat {
         #[allow(dead_code)]
@@ -102,6 +120,8 @@ struct Apply {
     pos: Option<i64>,
     /// Only what takes access away, to entities already stored.
     revocations_only: bool,
+    /// Revocation data the central downloaded, stored first.
+    data: Vec<RevocationData>,
 }
 
 enum What {
@@ -127,6 +147,9 @@ impl Edit for Apply {
                 if tx.applied_position().await?.is_some_and(|a| a >= p) {
                     return Ok((0, Vec::new()));
                 }
+            }
+            for d in &self.data {
+                tx.hold_revocation_data(d).await?;
             }
             let snapshot = matches!(self.what, What::Replace(_));
             let delta = match self.what {
@@ -178,7 +201,23 @@ impl Follower {
             retry_max: Duration::from_millis(cfg.retry_max_ms),
             status: watch::channel(FollowStatus::default()).0,
             link: watch::channel(None).0,
+            revocation: std::sync::OnceLock::new(),
         }))
+    }
+
+    /// Puts the CRLs the central sends in force through `r` (the site's
+    /// revocation work); set once, before [`Self::run`].
+    pub fn set_revocation(&self, r: Arc<crate::revocation::Revocation>) {
+        let _ = self.revocation.set(r);
+    }
+
+    /// Swaps in the CRLs just stored.
+    async fn revocation_data_stored(&self) {
+        if let Some(r) = self.revocation.get() {
+            if let Err(e) = r.load_central().await {
+                tracing::warn!(error = %e, "the central's CRLs could not be read back");
+            }
+        }
     }
 
     /// Where the follower is; changes as it goes.
@@ -247,7 +286,7 @@ impl Follower {
         let resp = loop {
             let req = link.request(
                 Method::GET,
-                &format!("/sync/v1/feed?after={pos}"),
+                &format!("/sync/v1/feed?after={pos}&data=true"),
                 Bytes::new(),
             );
             let resp = link.stream(req).await?;
@@ -294,12 +333,14 @@ impl Follower {
                 }
             }
             let mut pending = Vec::new();
+            let mut data = Vec::new();
             // The highest position the central said it has nothing after.
             let mut quiet_at = None;
             while let Some(nl) = buf.iter().position(|b| *b == b'\n') {
                 let line: Vec<u8> = buf.drain(..=nl).collect();
                 match serde_json::from_slice::<Line>(&line) {
                     Ok(Line::Change { pos, delta }) => pending.push((pos, *delta)),
+                    Ok(Line::Data { pos, data: d }) => data.push(RevocationData { pos, ..*d }),
                     Ok(Line::Heartbeat { heartbeat }) => quiet_at = Some(heartbeat),
                     Err(e) => return Err(SyncError::Protocol(format!("a feed line: {e}"))),
                 }
@@ -307,8 +348,8 @@ impl Follower {
             if buf.len() > 64 << 20 {
                 return Err(SyncError::Protocol("a feed line longer than 64 MiB".into()));
             }
-            let applied = !pending.is_empty();
-            pos = self.apply(pos, pending).await?;
+            let applied = !pending.is_empty() || !data.is_empty();
+            pos = self.apply(pos, pending, data).await?;
             // The site's access data is current as of now when a change
             // was just applied or the central confirmed nothing is pending
             // beyond what is applied (what stale-data door policies age).
@@ -328,12 +369,51 @@ impl Follower {
         }
     }
 
-    /// Applies the pending changes after `pos`, revocations first; returns
-    /// the position reached.
-    async fn apply(&self, pos: i64, pending: Vec<(i64, Delta)>) -> Result<i64, SyncError> {
+    /// Applies the pending changes after `pos`, revocations first (the
+    /// central's CRLs, then what takes access away); returns the position
+    /// reached.
+    async fn apply(
+        &self,
+        pos: i64,
+        pending: Vec<(i64, Delta)>,
+        data: Vec<RevocationData>,
+    ) -> Result<i64, SyncError> {
+        let data: Vec<RevocationData> = data.into_iter().filter(|d| d.pos > pos).collect();
+        let data_pos = data.iter().map(|d| d.pos).max();
+        if !data.is_empty() {
+            self.access
+                .change(
+                    ACTOR,
+                    Apply {
+                        what: What::Delta(Delta::default()),
+                        pos: None,
+                        revocations_only: true,
+                        data,
+                    },
+                )
+                .await?;
+            self.revocation_data_stored().await;
+        }
         let Some(plan) = plan(pos, pending) else {
+            if let Some(p) = data_pos {
+                // Only CRLs: their position.
+                self.access
+                    .change(
+                        ACTOR,
+                        Apply {
+                            what: What::Delta(Delta::default()),
+                            pos: Some(p),
+                            revocations_only: false,
+                            data: Vec::new(),
+                        },
+                    )
+                    .await?;
+                self.status.send_modify(|s| s.applied = Some(p));
+                return Ok(p);
+            }
             return Ok(pos);
         };
+        let top = data_pos.map_or(plan.pos, |p| p.max(plan.pos));
         if let Some(revocations) = plan.revocations {
             self.access
                 .change(
@@ -342,6 +422,7 @@ impl Follower {
                         what: What::Delta(revocations),
                         pos: None,
                         revocations_only: true,
+                        data: Vec::new(),
                     },
                 )
                 .await?;
@@ -351,19 +432,20 @@ impl Follower {
                 ACTOR,
                 Apply {
                     what: What::Delta(plan.all),
-                    pos: Some(plan.pos),
+                    pos: Some(top),
                     revocations_only: false,
+                    data: Vec::new(),
                 },
             )
             .await?;
-        self.status.send_modify(|s| s.applied = Some(plan.pos));
-        Ok(plan.pos)
+        self.status.send_modify(|s| s.applied = Some(top));
+        Ok(top)
     }
 
     /// Takes and stores a snapshot; returns its position.
     async fn snapshot(&self, link: &Link) -> Result<i64, SyncError> {
         let resp = link
-            .send(link.request(Method::GET, "/sync/v1/snapshot", Bytes::new()))
+            .send(link.request(Method::GET, "/sync/v1/snapshot?data=true", Bytes::new()))
             .await?;
         if resp.status() != StatusCode::OK {
             return Err(SyncError::Refused {
@@ -374,7 +456,7 @@ impl Follower {
                     .collect(),
             });
         }
-        let snap: SnapshotBody = serde_json::from_slice(resp.body())
+        let mut snap: SnapshotBody = serde_json::from_slice(resp.body())
             .map_err(|e| SyncError::Protocol(format!("the snapshot: {e}")))?;
         if !snap.part.sites.iter().any(|s| s.name == self.site) {
             return Err(SyncError::Protocol(format!(
@@ -382,6 +464,7 @@ impl Follower {
                 self.site
             )));
         }
+        let has_data = !snap.revocation_data.is_empty();
         for revocations_only in [true, false] {
             self.access
                 .change(
@@ -390,9 +473,17 @@ impl Follower {
                         what: What::Replace(snap.part.clone()),
                         pos: (!revocations_only).then_some(snap.pos),
                         revocations_only,
+                        data: if revocations_only {
+                            std::mem::take(&mut snap.revocation_data)
+                        } else {
+                            Vec::new()
+                        },
                     },
                 )
                 .await?;
+            if revocations_only && has_data {
+                self.revocation_data_stored().await;
+            }
         }
         self.status.send_modify(|s| {
             s.applied = Some(snap.pos);

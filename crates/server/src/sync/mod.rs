@@ -32,6 +32,7 @@
 //! | [`follow`] | the site's follower |
 //! | [`upload`] | the site's uploader: its events up, exactly once |
 //! | [`ingest`] | the central's `/sync/v1/events` |
+//! | [`refused`] | `sync.refused` events, limited per peer |
 //! | [`wire`] | what the uploader and the ingest exchange |
 //! | [`report`] | the site's reports of itself to the central |
 //! | [`board`] | the central's view of every site: link, lag, backlog, ages, skew |
@@ -45,6 +46,7 @@ pub mod feed;
 pub mod follow;
 pub mod ingest;
 pub mod link;
+pub mod refused;
 pub mod report;
 pub mod run;
 pub mod settings;

@@ -46,6 +46,7 @@ pub struct Plan {
     feed_days: u32,
     ingest: super::ingest::IngestConfig,
     follower: Option<Arc<Follower>>,
+    upload: super::upload::UploadOptions,
     store: Store,
     log: EventLog,
     /// The central's view of its sites.
@@ -70,6 +71,7 @@ impl Plan {
             feed_days: 30,
             ingest: super::ingest::IngestConfig::default(),
             follower: None,
+            upload: super::upload::UploadOptions::default(),
             store: store.clone(),
             log: log.clone(),
             board: None,
@@ -102,6 +104,8 @@ impl Plan {
         if let Some(c) = &config.central {
             plan.follower = Some(Follower::new(c, store.clone(), access.clone())?);
             plan.report_every = Duration::from_millis(c.silence_ms / 3);
+            plan.upload.min_backoff = Duration::from_millis(c.upload_retry_min_ms);
+            plan.upload.max_backoff = Duration::from_millis(c.upload_retry_max_ms);
         }
         Ok(plan)
     }
@@ -110,6 +114,11 @@ impl Plan {
     /// metrics.
     pub fn board(&self) -> Option<Arc<super::board::Board>> {
         self.board.clone()
+    }
+
+    /// The site's follower, if this is a site.
+    pub fn follower(&self) -> Option<&Arc<Follower>> {
+        self.follower.as_ref()
     }
 
     /// Starts what was planned; it runs until `stop`.
@@ -146,7 +155,7 @@ impl Plan {
                 self.store.clone(),
                 self.log.clone(),
                 super::upload::LinkUplink::new(&f),
-                super::upload::UploadOptions::default(),
+                self.upload,
             );
             r.upload = Some(uploader.progress());
             r.tasks.push(tokio::spawn(uploader.run(stop.clone())));

@@ -91,6 +91,13 @@ pub struct CentralConfig {
     pub retry_min_ms: u64,
     #[serde(default = "default_retry_max_ms")]
     pub retry_max_ms: u64,
+    /// The uploader's first wait after a failed upload, doubled after each
+    /// failure in a row up to `upload_retry_max_ms`. The link coming back
+    /// (the follower connecting again) ends the wait at once.
+    #[serde(default = "default_upload_retry_min_ms")]
+    pub upload_retry_min_ms: u64,
+    #[serde(default = "default_upload_retry_max_ms")]
+    pub upload_retry_max_ms: u64,
 }
 
 fn default_feed_days() -> u32 {
@@ -110,6 +117,12 @@ fn default_retry_min_ms() -> u64 {
 }
 fn default_retry_max_ms() -> u64 {
     30_000
+}
+fn default_upload_retry_min_ms() -> u64 {
+    200
+}
+fn default_upload_retry_max_ms() -> u64 {
+    60_000
 }
 
 /// A central's address from `central.urls`: `https://HOST:PORT`.
@@ -238,10 +251,31 @@ pub fn check(
             ),
             ("central.retry_min_ms", c.retry_min_ms, 10, 600_000),
             ("central.retry_max_ms", c.retry_max_ms, 10, 3_600_000),
+            (
+                "central.upload_retry_min_ms",
+                c.upload_retry_min_ms,
+                10,
+                3_600_000,
+            ),
+            (
+                "central.upload_retry_max_ms",
+                c.upload_retry_max_ms,
+                10,
+                3_600_000,
+            ),
         ] {
             if !(lo..=hi).contains(&v) {
                 return Err((key, format!("{v} is out of range ({lo} to {hi})")));
             }
+        }
+        if c.upload_retry_max_ms < c.upload_retry_min_ms {
+            return Err((
+                "central.upload_retry_max_ms",
+                format!(
+                    "{} is below `central.upload_retry_min_ms` ({})",
+                    c.upload_retry_max_ms, c.upload_retry_min_ms
+                ),
+            ));
         }
         if c.retry_max_ms < c.retry_min_ms {
             return Err((
@@ -310,6 +344,8 @@ mod tests {
             connect_timeout_ms: default_handshake_ms(),
             retry_min_ms: default_retry_min_ms(),
             retry_max_ms: default_retry_max_ms(),
+            upload_retry_min_ms: default_upload_retry_min_ms(),
+            upload_retry_max_ms: default_upload_retry_max_ms(),
         }
     }
 

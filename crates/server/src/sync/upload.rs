@@ -10,7 +10,9 @@
 //! dropped or what committed before it started is sent too), and sends it.
 //! Whatever fails (the connection, the central, this process), it sends
 //! again from the last acknowledgement, after a back-off that doubles up to
-//! [`UploadOptions::max_backoff`]; the central stores each event once. It
+//! [`UploadOptions::max_backoff`], or at once when the link to the central
+//! is made again ([`Uplink::reconnected`]: the follower reconnected); the
+//! central stores each event once. It
 //! waits for a commit, never on a timer, when everything is acknowledged.
 //!
 //! The acknowledgement also tells the site how far its clock is from the
@@ -34,6 +36,14 @@ pub trait Uplink: Send + Sync {
         &self,
         batch: &UploadBatch,
     ) -> impl Future<Output = Result<UploadAck, UplinkError>> + Send;
+
+    /// Resolves when the link to the central is made again after this
+    /// call (what was current at the call does not count): the uploader
+    /// then sends at once instead of waiting out its back-off. By default,
+    /// never.
+    fn reconnected(&self) -> impl Future<Output = ()> + Send {
+        std::future::pending()
+    }
 }
 
 /// Why a batch got no acknowledgement.
@@ -147,6 +157,24 @@ impl Uplink for LinkUplink {
             .map_err(|e| UplinkError::Unreachable(e.to_string()))?;
         read_answer(resp.status(), resp.body())
     }
+
+    /// When the follower publishes a link again (it published it once the
+    /// central answered the feed request: the central is back).
+    fn reconnected(&self) -> impl Future<Output = ()> + Send {
+        let mut link = self.link.clone();
+        link.borrow_and_update();
+        async move {
+            loop {
+                if link.changed().await.is_err() {
+                    // The follower is gone: no link will come.
+                    return std::future::pending().await;
+                }
+                if link.borrow_and_update().is_some() {
+                    return;
+                }
+            }
+        }
+    }
 }
 
 /// The central's answer to a batch: its acknowledgement, or its refusal
@@ -202,6 +230,8 @@ pub struct UploadProgress {
     pub sent: u64,
     /// Attempts that got no acknowledgement.
     pub failures: u64,
+    /// Back-offs cut short because the link to the central came back.
+    pub woken: u64,
     /// The site's clock minus the central's, at the last acknowledgement.
     pub skew: Option<SignedDuration>,
     /// Whether the central finds that skew too large.
@@ -297,6 +327,9 @@ impl<U: Uplink> Uploader<U> {
             }
             // Commits already seen are covered by the read below.
             drain(&mut live);
+            // Made before the round: a link made again while it fails
+            // ends the back-off below.
+            let reconnected = self.uplink.reconnected();
             let round = tokio::select! {
                 r = self.round(&mut after) => r,
                 _ = stopped(&mut stop) => return,
@@ -315,10 +348,17 @@ impl<U: Uplink> Uploader<U> {
                         p.failures += 1;
                         p.last_error = Some((e.code(), e.to_string()));
                     });
-                    if !self.pause(backoff, &mut stop).await {
-                        return;
+                    tokio::select! {
+                        _ = tokio::time::sleep(backoff) => {
+                            backoff = (backoff * 2).min(self.options.max_backoff);
+                        }
+                        _ = reconnected => {
+                            tracing::info!("the link to the central is back; uploading at once");
+                            self.progress.send_modify(|p| p.woken += 1);
+                            backoff = self.options.min_backoff;
+                        }
+                        _ = stopped(&mut stop) => return,
                     }
-                    backoff = (backoff * 2).min(self.options.max_backoff);
                 }
             }
         }
