@@ -955,7 +955,7 @@ fn run(z: Size, cluster: &TempCluster) -> serde_json::Value {
     for k in 0..AWAY_CHANGES {
         let who = home[k % home.len()];
         // Each in turn suspended, then reinstated.
-        let suspend = (k / home.len()) % 2 == 0;
+        let suspend = (k / home.len()).is_multiple_of(2);
         last = central_rt.block_on(set_suspended(&store, who, suspend));
     }
     let hour_ago = Timestamp::now() - SignedDuration::from_hours(1);
