@@ -9,7 +9,8 @@ use serde::{Deserialize, Serialize};
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct Section {
     /// Stable id (`pcsc`, `door`, `tls-teardown`, `startup`, `trust-load`,
-    /// `path-building`, `service-load`, `log-size`), also the `--only` name.
+    /// `path-building`, `service-load`, `log-size`, `sites`), also the
+    /// `--only` name.
     pub id: String,
     pub title: String,
     /// The story in one or two sentences: what once lost time, and where.

@@ -6,6 +6,7 @@ pub mod log_size;
 pub mod path_building;
 pub mod pcsc;
 pub mod service_load;
+pub mod sites;
 pub mod spawned;
 pub mod tls;
 pub mod trust;
@@ -27,5 +28,6 @@ pub fn all() -> Vec<(&'static str, Run)> {
         ("path-building", path_building::run),
         ("service-load", service_load::run),
         ("log-size", log_size::run),
+        ("sites", sites::run),
     ]
 }
