@@ -929,15 +929,12 @@ impl Store {
     fn events_sql(&self, q: &EventQuery, paged: bool) -> (String, Vec<Param>) {
         let mut sql = format!("SELECT {EVENT_COLUMNS} FROM events WHERE 1 = 1");
         let mut params = Vec::new();
-        // `{}` in a clause stands for its parameter; otherwise it follows.
+        // Each clause is followed by its parameter, whose name it returns.
         let mut cond = |sql: &mut String, clause: &str, p: Param| {
             params.push(p);
             let n = format!("${}", params.len());
-            if clause.contains("{}") {
-                sql.push_str(&format!(" AND {}", clause.replace("{}", &n)));
-            } else {
-                sql.push_str(&format!(" AND {clause} {n}"));
-            }
+            sql.push_str(&format!(" AND {clause} {n}"));
+            n
         };
         // The time index read for the window's id bounds: on SQLite named,
         // since its planner (with no statistics) would rather walk the
@@ -963,21 +960,40 @@ impl Store {
         if let Some(site) = &q.site {
             cond(&mut sql, "site =", Param::Text(site.clone()));
         }
-        // `since` also bounds the ids walked (the lowest id inside the
-        // window, read from the time index): a page of a recent window
-        // costs what the window holds, not what the log holds, and an
-        // empty window nothing (the id walk alone read the whole log to
-        // find no event in the last hour).
-        if let Some(t) = q.since {
-            cond(&mut sql, "time_us >=", Param::Int(ts_to_db(t)));
-            cond(
-                &mut sql,
-                &format!("id >= (SELECT MIN(id) FROM {by_time} WHERE time_us >= {{}})"),
-                Param::Int(ts_to_db(t)),
-            );
-        }
-        if let Some(t) = q.until {
-            cond(&mut sql, "time_us <", Param::Int(ts_to_db(t)));
+        // A window bounds the ids walked by the lowest id inside it (and,
+        // with both ends, the highest), read from the time index: a page of
+        // a window costs what the window holds, not what the log holds,
+        // and an empty window nothing (the id walk alone read the whole
+        // log to find no event in the last hour). Ids out of time order
+        // (a clock set back, events uploaded late) stay inside the bounds,
+        // which are those of the window's own events.
+        //
+        // `MIN(id + 0)`, not `MIN(id)`: PostgreSQL answers a bare `MIN(id)`
+        // by walking the primary key from the oldest event until one is in
+        // the window, which its statistics (that know nothing of ids
+        // following time) price as a few rows when the window holds many;
+        // on a log filled in time order that walk reads everything older
+        // than the window. An expression is read from the time index's
+        // range, as long as the window.
+        let since = q
+            .since
+            .map(|t| cond(&mut sql, "time_us >=", Param::Int(ts_to_db(t))));
+        let until = q
+            .until
+            .map(|t| cond(&mut sql, "time_us <", Param::Int(ts_to_db(t))));
+        if let Some(s) = &since {
+            let window = match &until {
+                Some(u) => format!("time_us >= {s} AND time_us < {u}"),
+                None => format!("time_us >= {s}"),
+            };
+            sql.push_str(&format!(
+                " AND id >= (SELECT MIN(id + 0) FROM {by_time} WHERE {window})"
+            ));
+            if until.is_some() {
+                sql.push_str(&format!(
+                    " AND id <= (SELECT MAX(id + 0) FROM {by_time} WHERE {window})"
+                ));
+            }
         }
         let backward = q.direction == Direction::Backward;
         if let (Some(c), true) = (q.cursor, paged) {
@@ -1139,15 +1155,12 @@ impl Store {
     {
         use futures_util::TryStreamExt;
         let limit = i64::try_from(limit).unwrap_or(i64::MAX);
-        let mut rows = sqlx::query(
-            "SELECT id, time_us, data FROM events WHERE door_id = $1 AND kind = 'tap' \
-             AND time_us >= $2 AND time_us < $3 ORDER BY time_us DESC, id DESC LIMIT $4",
-        )
-        .bind(door.0)
-        .bind(ts_to_db(since))
-        .bind(ts_to_db(until))
-        .bind(limit)
-        .fetch(&self.pool);
+        let mut rows = sqlx::query(DOOR_TAPS_SQL)
+            .bind(door.0)
+            .bind(ts_to_db(since))
+            .bind(ts_to_db(until))
+            .bind(limit)
+            .fetch(&self.pool);
         let mut n = 0;
         while let Some(r) = rows.try_next().await? {
             each(
@@ -1158,6 +1171,50 @@ impl Store {
             n += 1;
         }
         Ok(n)
+    }
+
+    /// The plan the database picks for the page [`Store::query_events`]
+    /// reads for `q` (`EXPLAIN QUERY PLAN` on SQLite, `EXPLAIN` on
+    /// PostgreSQL), one step a line: for tests and diagnosis of reads that
+    /// must stay bounded however long the log is.
+    pub async fn explain_events(&self, q: &EventQuery) -> Result<String, StoreError> {
+        let (mut sql, params) = self.events_sql(q, true);
+        sql.push_str(&format!(" LIMIT {}", q.effective_limit() + 1));
+        self.explain(&sql, params).await
+    }
+
+    /// The plan of [`Store::door_taps`]' statement for `door` in
+    /// `[since, until)` (see [`Store::explain_events`]).
+    pub async fn explain_door_taps(
+        &self,
+        door: DoorId,
+        since: access::jiff::Timestamp,
+        until: access::jiff::Timestamp,
+    ) -> Result<String, StoreError> {
+        let params = vec![
+            Param::Int(door.0),
+            Param::Int(ts_to_db(since)),
+            Param::Int(ts_to_db(until)),
+            Param::Int(50_000),
+        ];
+        self.explain(DOOR_TAPS_SQL, params).await
+    }
+
+    async fn explain(&self, sql: &str, params: Vec<Param>) -> Result<String, StoreError> {
+        let sql = match self.backend {
+            Backend::Sqlite => format!("EXPLAIN QUERY PLAN {sql}"),
+            Backend::Postgres => format!("EXPLAIN {sql}"),
+        };
+        let column = match self.backend {
+            Backend::Sqlite => 3,
+            Backend::Postgres => 0,
+        };
+        let mut plan = String::new();
+        for r in Self::bind_all(&sql, params).fetch_all(&self.pool).await? {
+            plan.push_str(r.try_get::<&str, _>(column)?);
+            plan.push('\n');
+        }
+        Ok(plan)
     }
 
     fn event_text_from_row(r: &AnyRow) -> Result<EventText, StoreError> {
@@ -1198,6 +1255,10 @@ impl Store {
         })
     }
 }
+
+/// A door's taps in a time window, newest first ([`Store::door_taps`]).
+const DOOR_TAPS_SQL: &str = "SELECT id, time_us, data FROM events WHERE door_id = $1 \
+    AND kind = 'tap' AND time_us >= $2 AND time_us < $3 ORDER BY time_us DESC, id DESC LIMIT $4";
 
 /// Rows per multi-row INSERT: 12 parameters each stays far below both
 /// engines' limits on bound parameters.

@@ -58,6 +58,7 @@ on_both!(changes_commit_with_their_events);
 on_both!(any_text_is_stored_losslessly);
 on_both!(a_time_window_holds_its_events_whatever_their_ids);
 on_both!(site_links_follow_links_reports_and_pending_changes);
+on_both!(dashboard_reads_use_bounded_plans);
 
 fn site(name: &str, tz: &str) -> Site {
     Site {
@@ -1347,6 +1348,258 @@ async fn a_time_window_holds_its_events_whatever_their_ids(store: Store) {
     assert!(window("2026-11-23T13:00:00Z", Direction::Forward, None)
         .await
         .is_empty());
+    // With both ends: the ids of the window's own events, in both directions.
+    let between = |since: &str, until: &str, direction: Direction| {
+        let store = store.clone();
+        let (since, until) = (ts(since), ts(until));
+        async move {
+            let page = store
+                .query_events(&EventQuery {
+                    since: Some(since),
+                    until: Some(until),
+                    direction,
+                    limit: 10,
+                    ..EventQuery::default()
+                })
+                .await
+                .unwrap();
+            page.events.iter().map(|e| e.id).collect::<Vec<_>>()
+        }
+    };
+    assert_eq!(
+        between(
+            "2026-11-23T08:30:00Z",
+            "2026-11-23T12:15:00Z",
+            Direction::Backward
+        )
+        .await,
+        [b, a]
+    );
+    assert_eq!(
+        between(
+            "2026-11-23T07:00:00Z",
+            "2026-11-23T09:30:00Z",
+            Direction::Forward
+        )
+        .await,
+        [b, d]
+    );
+    assert_eq!(
+        between(
+            "2026-11-23T08:30:00Z",
+            "2026-11-23T09:30:00Z",
+            Direction::Forward
+        )
+        .await,
+        [b]
+    );
+    assert!(between(
+        "2026-11-23T10:00:00Z",
+        "2026-11-23T11:00:00Z",
+        Direction::Forward
+    )
+    .await
+    .is_empty());
+}
+
+/// A log of `n` events over `n` half-minutes ending at `end`: taps at four
+/// doors (one in ten refused), one event in 200 an admin change.
+async fn fill_log(store: &Store, n: i64, end: Timestamp) {
+    let events: Vec<NewEvent> = (0..n)
+        .map(|i| {
+            let time = Timestamp::from_second(end.as_second() - (n - i) * 30).unwrap();
+            if i % 200 == 199 {
+                return NewEvent::admin(time, "admin", "door.update", "x".into(), json!({}));
+            }
+            NewEvent {
+                time,
+                ..tap(
+                    "2026-11-23T00:00:00Z",
+                    1 + i % 4,
+                    Some(1 + i % 50),
+                    i % 10 != 3,
+                )
+            }
+        })
+        .collect();
+    for chunk in events.chunks(1_000) {
+        store.append_events(chunk).await.unwrap();
+    }
+}
+
+/// The plans of the dashboard's reads of the event log: each one a range
+/// of an index bounded by its window, door, kind or cursor (never a walk
+/// of the whole table), on a log large enough for PostgreSQL's planner to
+/// tell (statistics gathered, as autovacuum would; SQLite has none, as in
+/// service). The plans as the engines print them; the shapes asserted are
+/// those that do not grow with the log.
+async fn dashboard_reads_use_bounded_plans(store: Store) {
+    let end = ts("2026-11-23T12:00:00Z");
+    fill_log(&store, 20_000, end).await;
+    if store.backend() == Backend::Postgres {
+        sqlx::query("ANALYZE events")
+            .execute(store.pool())
+            .await
+            .unwrap();
+    }
+    let ago = |s: i64| Timestamp::from_second(end.as_second() - s).unwrap();
+    let newest = store
+        .query_events(&EventQuery {
+            direction: Direction::Backward,
+            limit: 1,
+            ..EventQuery::default()
+        })
+        .await
+        .unwrap()
+        .events[0]
+        .id;
+    let backward = |q: EventQuery| EventQuery {
+        direction: Direction::Backward,
+        limit: 100,
+        ..q
+    };
+    let reads = [
+        ("newest", backward(EventQuery::default())),
+        (
+            "last hour",
+            backward(EventQuery {
+                since: Some(ago(3_600)),
+                ..EventQuery::default()
+            }),
+        ),
+        (
+            "door 3, last hour, forward",
+            EventQuery {
+                door: Some(DoorId(3)),
+                since: Some(ago(3_600)),
+                limit: 100,
+                ..EventQuery::default()
+            },
+        ),
+        (
+            "a day a week ago",
+            backward(EventQuery {
+                since: Some(ago(6 * 86_400)),
+                until: Some(ago(5 * 86_400)),
+                ..EventQuery::default()
+            }),
+        ),
+        (
+            "admin changes",
+            backward(EventQuery {
+                kind: Some(EventKind::Admin),
+                ..EventQuery::default()
+            }),
+        ),
+        (
+            "one cardholder",
+            backward(EventQuery {
+                cardholder: Some(CardholderId(7)),
+                ..EventQuery::default()
+            }),
+        ),
+        (
+            "catch-up after a cursor",
+            EventQuery {
+                cursor: Some(EventId(newest.0 - 500)),
+                limit: 1000,
+                ..EventQuery::default()
+            },
+        ),
+    ];
+    let mut plans = Vec::new();
+    for (name, q) in &reads {
+        plans.push((*name, store.explain_events(q).await.unwrap()));
+    }
+    plans.push((
+        "door taps",
+        store
+            .explain_door_taps(DoorId(1), ago(86_400), end)
+            .await
+            .unwrap(),
+    ));
+    let plan_of = |name: &str| &plans.iter().find(|(n, _)| *n == name).unwrap().1;
+    for (name, plan) in &plans {
+        match store.backend() {
+            Backend::Postgres => {
+                assert!(!plan.contains("Seq Scan"), "{name}: {plan}");
+                // The primary key walked from the oldest event for a
+                // window's lowest id (`MIN(id)` over a time range).
+                assert!(!plan.contains("(id IS NOT NULL)"), "{name}: {plan}");
+            }
+            Backend::Sqlite => {
+                // Every read a search of an index; only the newest page
+                // walks the ids (newest first, as far as its limit).
+                for line in plan.lines().filter(|l| l.starts_with("SCAN")) {
+                    assert_eq!(
+                        (*name, line),
+                        (
+                            "newest",
+                            "SCAN events USING INDEX sqlite_autoindex_events_1"
+                        ),
+                        "{plan}"
+                    );
+                }
+            }
+        }
+    }
+    // A window's lowest id is read from the time index's range.
+    for name in [
+        "last hour",
+        "door 3, last hour, forward",
+        "a day a week ago",
+    ] {
+        let plan = plan_of(name);
+        match store.backend() {
+            Backend::Sqlite => assert!(
+                plan.contains("SEARCH events USING INDEX events_time (time_us>?"),
+                "{name}: {plan}"
+            ),
+            Backend::Postgres => assert!(
+                plan.contains("Scan using events_time on events"),
+                "{name}: {plan}"
+            ),
+        }
+    }
+    // With both ends, the ids walked are the window's own span.
+    if store.backend() == Backend::Sqlite {
+        assert!(
+            plan_of("a day a week ago")
+                .contains("SEARCH events USING INDEX sqlite_autoindex_events_1 (id>? AND id<?)"),
+            "{plans:?}"
+        );
+    }
+    match store.backend() {
+        Backend::Sqlite => {
+            assert!(
+                plan_of("door 3, last hour, forward")
+                    .contains("SEARCH events USING INDEX events_door (door_id=? AND id>?)"),
+                "{plans:?}"
+            );
+            assert!(
+                plan_of("admin changes").contains("SEARCH events USING INDEX events_kind (kind=?)"),
+                "{plans:?}"
+            );
+            assert!(
+                plan_of("door taps").contains(
+                    "SEARCH events USING INDEX events_door_tap_times \
+                     (door_id=? AND time_us>? AND time_us<?)"
+                ),
+                "{plans:?}"
+            );
+        }
+        Backend::Postgres => {
+            assert!(
+                plan_of("admin changes").contains("Index Cond: (kind = 'admin'::text)"),
+                "{plans:?}"
+            );
+            assert!(
+                plan_of("door taps").contains("Index Cond: ((time_us >=")
+                    || plan_of("door taps").contains("Index Cond: ((door_id ="),
+                "{plans:?}"
+            );
+        }
+    }
 }
 
 /// The central's record of its sites' links: up and down by link id,
