@@ -46,6 +46,88 @@ pub struct Figure {
     pub goal: Option<f64>,
     /// The shell command that reproduces this figure alone.
     pub command: String,
+    /// How much this figure moves between repeats of the same measurement
+    /// in this run; `None` where the run made a single measurement.
+    /// `--compare` marks a change only when it exceeds this spread and the
+    /// other run's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub spread: Option<Spread>,
+}
+
+/// A figure's run-to-run spread, measured: the smallest and largest value
+/// the same statistic took over repeats within the run (rounds, runs of a
+/// process, blocks of samples).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Spread {
+    pub lo: f64,
+    pub hi: f64,
+    /// Over what, e.g. `min–max over 5 runs`.
+    pub over: String,
+}
+
+impl Spread {
+    /// The range of `values`, each the figure's statistic from one repeat;
+    /// `None` with fewer than two finite values (one repeat has no spread).
+    pub fn of_repeats(values: &[f64], over: impl Into<String>) -> Option<Spread> {
+        let finite: Vec<f64> = values.iter().copied().filter(|v| v.is_finite()).collect();
+        if finite.len() < 2 {
+            return None;
+        }
+        let lo = finite.iter().copied().fold(f64::INFINITY, f64::min);
+        let hi = finite.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+        Some(Spread {
+            lo,
+            hi,
+            over: over.into(),
+        })
+    }
+
+    /// Splits `samples` (in the order they were taken) into `blocks`
+    /// consecutive blocks, computes `stat` on each, and takes the range:
+    /// how much the statistic moves from one stretch of the run to the
+    /// next. `None` when a block would hold fewer than two samples.
+    pub fn over_blocks(
+        samples: &[f64],
+        blocks: usize,
+        stat: impl Fn(&mut [f64]) -> f64,
+        what: &str,
+    ) -> Option<Spread> {
+        if blocks < 2 || samples.len() < 2 * blocks {
+            return None;
+        }
+        let size = samples.len() / blocks;
+        let values: Vec<f64> = samples
+            .chunks(size)
+            .take(blocks)
+            .map(|c| stat(&mut c.to_vec()))
+            .collect();
+        Spread::of_repeats(
+            &values,
+            format!("min–max of the {what} over {blocks} blocks of {size} samples"),
+        )
+    }
+
+    /// `lo`–`hi` scaled (a figure reported in another unit than its
+    /// samples).
+    pub fn scaled(mut self, by: f64) -> Spread {
+        self.lo *= by;
+        self.hi *= by;
+        if self.lo > self.hi {
+            std::mem::swap(&mut self.lo, &mut self.hi);
+        }
+        self
+    }
+}
+
+/// The `p`-th percentile (0–100, nearest rank) of `v`, sorting it; NaN
+/// when empty.
+pub fn percentile(v: &mut [f64], p: f64) -> f64 {
+    if v.is_empty() {
+        return f64::NAN;
+    }
+    v.sort_by(|a, b| a.total_cmp(b));
+    let rank = ((p / 100.0) * (v.len() - 1) as f64).round() as usize;
+    v[rank.min(v.len() - 1)]
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
@@ -135,5 +217,20 @@ mod tests {
             .collect();
         assert!((fit_exponent(&pts).unwrap() - 1.5).abs() < 1e-9);
         assert_eq!(fit_exponent(&pts[..1]), None);
+    }
+
+    #[test]
+    fn spread_is_the_range_of_a_statistic_over_repeats() {
+        assert_eq!(Spread::of_repeats(&[5.0], "one"), None);
+        let s = Spread::of_repeats(&[5.0, f64::NAN, 3.0, 9.0], "three").unwrap();
+        assert_eq!((s.lo, s.hi), (3.0, 9.0));
+        // Medians of 1..=4, 5..=8, 9..=12 (nearest rank).
+        let samples: Vec<f64> = (1..=12).map(f64::from).collect();
+        let s = Spread::over_blocks(&samples, 3, |b| percentile(b, 50.0), "p50").unwrap();
+        assert_eq!((s.lo, s.hi), (3.0, 11.0));
+        assert!(s.over.contains("3 blocks of 4 samples"), "{}", s.over);
+        assert_eq!(Spread::over_blocks(&samples[..5], 3, |b| b[0], "x"), None);
+        let s = s.scaled(-1.0);
+        assert_eq!((s.lo, s.hi), (-11.0, -3.0));
     }
 }
