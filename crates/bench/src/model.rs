@@ -35,6 +35,7 @@ pub struct Peer {
 pub struct Figure {
     /// What was measured, e.g. `pivgate hub: close CPU per connection`.
     pub name: String,
+    #[serde(deserialize_with = "nan_if_null")]
     pub value: f64,
     /// `ms`, `µs`, `1/s`, `%`, `×`, …
     pub unit: String,
@@ -59,7 +60,9 @@ pub struct Figure {
 /// process, blocks of samples).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Spread {
+    #[serde(deserialize_with = "nan_if_null")]
     pub lo: f64,
+    #[serde(deserialize_with = "nan_if_null")]
     pub hi: f64,
     /// Over what, e.g. `min–max over 5 runs`.
     pub over: String,
@@ -133,8 +136,10 @@ pub fn percentile(v: &mut [f64], p: f64) -> f64 {
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct PeerFigure {
     pub name: String,
+    #[serde(deserialize_with = "nan_if_null")]
     pub value: f64,
     /// pivgate / peer (for times below 1 is faster; for rates above 1).
+    #[serde(deserialize_with = "nan_if_null")]
     pub ratio: f64,
 }
 
@@ -170,6 +175,7 @@ pub enum ChartKind {
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct Series {
     pub name: String,
+    #[serde(deserialize_with = "points_nan_if_null")]
     pub points: Vec<(f64, f64)>,
     /// Least-squares slope of log y on log x (for `LogLog`), see
     /// [`fit_exponent`].
@@ -180,7 +186,33 @@ pub struct Series {
 pub struct Bar {
     pub label: String,
     /// (stage name, value) in stacking order.
+    #[serde(deserialize_with = "segments_nan_if_null")]
     pub segments: Vec<(String, f64)>,
+}
+
+// JSON has no NaN: serde_json writes a NaN (a ratio to a zero, a figure
+// a peer could not give) as `null`. Reading a saved report back
+// (`--compare`, `--from`) takes `null` as NaN again instead of refusing
+// the whole file.
+
+fn nan_if_null<'de, D: serde::Deserializer<'de>>(d: D) -> Result<f64, D::Error> {
+    Ok(Option::<f64>::deserialize(d)?.unwrap_or(f64::NAN))
+}
+
+fn points_nan_if_null<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<(f64, f64)>, D::Error> {
+    let v = Vec::<(Option<f64>, Option<f64>)>::deserialize(d)?;
+    Ok(v.into_iter()
+        .map(|(x, y)| (x.unwrap_or(f64::NAN), y.unwrap_or(f64::NAN)))
+        .collect())
+}
+
+fn segments_nan_if_null<'de, D: serde::Deserializer<'de>>(
+    d: D,
+) -> Result<Vec<(String, f64)>, D::Error> {
+    let v = Vec::<(String, Option<f64>)>::deserialize(d)?;
+    Ok(v.into_iter()
+        .map(|(n, y)| (n, y.unwrap_or(f64::NAN)))
+        .collect())
 }
 
 /// The exponent k of y ≈ c·xᵏ fitted by least squares on the logarithms
@@ -217,6 +249,29 @@ mod tests {
             .collect();
         assert!((fit_exponent(&pts).unwrap() - 1.5).abs() < 1e-9);
         assert_eq!(fit_exponent(&pts[..1]), None);
+    }
+
+    #[test]
+    fn a_nan_written_as_null_reads_back_as_nan() {
+        let f = Figure {
+            name: "ratio to nothing".into(),
+            value: f64::NAN,
+            peer: Some(PeerFigure {
+                name: "p".into(),
+                value: 0.0,
+                ratio: f64::NAN,
+            }),
+            ..Figure::default()
+        };
+        let text = serde_json::to_string(&f).unwrap();
+        assert!(text.contains("\"value\":null"), "{text}");
+        let back: Figure = serde_json::from_str(&text).unwrap();
+        assert!(back.value.is_nan() && back.peer.unwrap().ratio.is_nan());
+        let s: Series =
+            serde_json::from_str(r#"{"name":"s","points":[[1.0,null]],"exponent":null}"#).unwrap();
+        assert!(s.points[0].1.is_nan());
+        let b: Bar = serde_json::from_str(r#"{"label":"b","segments":[["x",null]]}"#).unwrap();
+        assert!(b.segments[0].1.is_nan());
     }
 
     #[test]
