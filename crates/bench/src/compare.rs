@@ -223,10 +223,10 @@ pub fn compare(old: &Report, new: &Report, against: &str) -> Comparison {
     }
     for (when, r) in [("previous", old), ("this", new)] {
         if let Some([one, ..]) = r.load_before {
-            if one > new.machine.cores.max(1) as f64 {
+            if one > r.machine.cores.max(1) as f64 {
                 cautions.push(format!(
                     "the {when} run started with load average {one:.2} on {} cores: other work competed",
-                    new.machine.cores
+                    r.machine.cores
                 ));
             }
         }
