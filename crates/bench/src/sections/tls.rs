@@ -622,6 +622,12 @@ pub fn measure(ctx: &Ctx, sizes: Sizes) -> Result<Section> {
     );
     cfg.heartbeat = Duration::from_secs(600);
     cfg.silence = Duration::from_secs(1800);
+    // Every connection comes from 127.0.0.1, up to `connections` held at
+    // once: the hub's caps (a flood guard; s_server and nginx have none
+    // here) would refuse the held burst.
+    let held = sizes.connections + 16;
+    cfg.max_connections_per_address = cfg.max_connections_per_address.max(held);
+    cfg.max_connections = cfg.max_connections.max(held);
     let (hub, mut events) = hub_rt.block_on(RemoteHub::bind(([127, 0, 0, 1], 0).into(), cfg))?;
     let refusals = Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
     let drain = {
