@@ -10,7 +10,11 @@
 #   ./scripts/bench.sh --quick    # smaller sizes, fewer samples (under 3 minutes)
 #   ./scripts/bench.sh --only door --only log-size   # some sections (--list names them)
 #
-# Other arguments go to `pivgate-bench` (`--out DIR`, `--smoke`). Needs root
+#   ./scripts/bench.sh --quick --compare old/data.json   # each figure's change, beyond noise marked
+#   ./scripts/bench.sh --benchmarks-md BENCHMARKS.md      # and rewrite its generated tables
+#
+# Other arguments go to `pivgate-bench` (`--out DIR`, `--smoke`, `--compare
+# OLD.json`, `--benchmarks-md FILE`; `--help` lists them). Needs root
 # for the packages and for the sections that start pcscd.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -26,10 +30,25 @@ if ! command -v go >/dev/null 2>&1; then
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends golang-go >/dev/null
 fi
 
+# Python `cryptography` 39 or later (PyPI), the trust section's Python
+# peer: `load_pem_x509_certificates` is newer than Debian 12's package (38).
+# Its own virtual environment, as scripts/setup.sh does for libosdp, so
+# that the distribution's Python is left alone (PEP 668); the sections find
+# it at this path (or through PIVGATE_BENCH_PYTHON).
+BENCH_VENV="${PIVGATE_BENCH_VENV:-$HOME/.cache/pivgate/bench-venv}"
+if ! "$BENCH_VENV/bin/python" -c \
+  'from cryptography import x509; x509.load_pem_x509_certificates' >/dev/null 2>&1; then
+  echo "bench: installing cryptography>=39 into $BENCH_VENV" >&2
+  /usr/bin/python3 -m venv "$BENCH_VENV"
+  "$BENCH_VENV/bin/pip" install -q --disable-pip-version-check 'cryptography>=39'
+fi
+export PIVGATE_BENCH_PYTHON="$BENCH_VENV/bin/python"
+
 # Build first, so that the sections' times are measuring, not compiling:
-# the report itself and every bench it runs (release).
-echo "== building pivgate-bench and the benches (release)" >&2
-cargo build --release --locked --workspace --bin pivgate-bench
+# the report, the trust section's probe (run as a whole process per load),
+# and every bench the sections run (release).
+echo "== building pivgate-bench, pivgate-trust-probe and the benches (release)" >&2
+cargo build --release --locked --workspace --bin pivgate-bench --bin pivgate-trust-probe
 cargo bench --locked --workspace --no-run
 
 exec "${CARGO_TARGET_DIR:-target}/release/pivgate-bench" "$@"

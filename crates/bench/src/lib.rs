@@ -6,6 +6,7 @@
 //! command that reproduces each figure alone, and never asserts a time:
 //! figures are reported, not judged.
 
+pub mod compare;
 pub mod ctx;
 pub mod model;
 pub mod render;

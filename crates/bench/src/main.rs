@@ -34,6 +34,20 @@ struct Args {
     /// List the sections and exit.
     #[arg(long)]
     list: bool,
+    /// Compare every figure with a previous run's data.json: print each
+    /// change and mark those beyond both runs' measured spread; the
+    /// comparison is also written into the report.
+    #[arg(long, value_name = "OLD.json")]
+    compare: Option<PathBuf>,
+    /// Measure nothing: render the report (and --compare, --benchmarks-md)
+    /// from this data.json of an earlier run.
+    #[arg(long, value_name = "DATA.json", conflicts_with_all = ["quick", "smoke", "only"])]
+    from: Option<PathBuf>,
+    /// Rewrite the report-generated tables of this BENCHMARKS.md (between
+    /// `<!-- bench-report:begin -->` and `<!-- bench-report:end -->`),
+    /// leaving the text around them.
+    #[arg(long, value_name = "FILE")]
+    benchmarks_md: Option<PathBuf>,
 }
 
 fn main() -> ExitCode {
@@ -55,6 +69,15 @@ fn run() -> Result<ExitCode> {
         }
         return Ok(ExitCode::SUCCESS);
     }
+    // Read the previous run first: a bad file should not cost a whole run.
+    let old = match &args.compare {
+        Some(p) => Some(bench::compare::load(p)?),
+        None => None,
+    };
+    if let Some(from) = &args.from {
+        let report = bench::compare::load(from)?;
+        return finish(report, &args, old.as_ref(), &from.display().to_string());
+    }
     if let Some(unknown) = args
         .only
         .iter()
@@ -70,7 +93,7 @@ fn run() -> Result<ExitCode> {
         .into_iter()
         .filter(|(id, _)| args.only.is_empty() || args.only.iter().any(|o| o == id))
         .collect();
-    let root = match args.root {
+    let root = match args.root.clone() {
         Some(r) => r,
         None => PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../..")),
     };
@@ -130,12 +153,42 @@ fn run() -> Result<ExitCode> {
     report.sections = run_sections(&selected, &opts);
     report.load_after = load_average();
     report.elapsed_s = started.elapsed().as_secs_f64();
+    let source = args.out.join("data.json").display().to_string();
+    finish(report, &args, old.as_ref(), &source)
+}
+
+/// Writes the report (with the comparison when asked), prints the
+/// comparison, rewrites BENCHMARKS.md when asked; exit status 1 when a
+/// section failed.
+fn finish(mut report: Report, args: &Args, old: Option<&Report>, source: &str) -> Result<ExitCode> {
+    if let (Some(old), Some(path)) = (old, &args.compare) {
+        report.comparison = Some(bench::compare::compare(
+            old,
+            &report,
+            &path.display().to_string(),
+        ));
+    }
     bench::render::write_all(&report, &args.out)?;
     eprintln!(
         "pivgate-bench: report in {}/index.html and summary.md ({:.0} s)",
         args.out.display(),
         report.elapsed_s
     );
+    if let Some(c) = &report.comparison {
+        print!("{}", bench::compare::text(c));
+    }
+    if let Some(md) = &args.benchmarks_md {
+        let doc = match std::fs::read_to_string(md) {
+            Ok(doc) => doc,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
+            Err(e) => return Err(e).with_context(|| format!("reading {}", md.display())),
+        };
+        let block = bench::render::benchmarks::block(&report, source);
+        let doc = bench::render::benchmarks::update(&doc, &block)
+            .with_context(|| format!("updating {}", md.display()))?;
+        std::fs::write(md, doc).with_context(|| format!("writing {}", md.display()))?;
+        eprintln!("pivgate-bench: {} regenerated from {source}", md.display());
+    }
     if report.failures() > 0 {
         let failed: Vec<&str> = report
             .sections

@@ -30,6 +30,9 @@ pub struct Report {
     /// Wall time of the whole run, seconds.
     pub elapsed_s: f64,
     pub sections: Vec<SectionRun>,
+    /// This run against a previous one (`--compare OLD.json`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub comparison: Option<crate::compare::Comparison>,
 }
 
 /// A section's outcome.

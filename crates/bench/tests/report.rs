@@ -115,3 +115,60 @@ fn an_unknown_section_is_a_usage_error_naming_the_sections() {
     assert!(stderr.contains("door"), "{stderr}");
     assert!(!dir.path().join("report").exists());
 }
+
+#[test]
+fn from_a_saved_run_it_compares_and_regenerates_benchmarks_md_without_measuring() {
+    let data = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data");
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("report");
+    let md = dir.path().join("BENCHMARKS.md");
+    std::fs::write(
+        &md,
+        "# Benchmarks\n\nBefore.\n\n<!-- bench-report:begin -->\nold\n<!-- bench-report:end -->\n\nAfter.\n",
+    )
+    .unwrap();
+    let run = pivgate_bench()
+        .arg("--from")
+        .arg(data.join("every-chart.json"))
+        .arg("--compare")
+        .arg(data.join("compare-old.json"))
+        .arg("--benchmarks-md")
+        .arg(&md)
+        .arg("--out")
+        .arg(&out)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&run.stderr);
+    // The saved run has a failed section: the status says so, as after a run.
+    assert_eq!(run.status.code(), Some(1), "{stderr}");
+    assert!(!stderr.contains("running"), "measured something: {stderr}");
+    let stdout = String::from_utf8_lossy(&run.stdout);
+    let marked: Vec<&str> = stdout.lines().filter(|l| l.starts_with("!!")).collect();
+    assert_eq!(marked.len(), 2, "{stdout}");
+    assert!(marked[0].contains("WORSE") && marked[0].contains("door total: slower beyond noise"));
+    assert!(marked[1].contains("BETTER") && marked[1].contains("decisions per second"));
+    assert!(stdout.contains("previous run only"), "{stdout}");
+
+    let doc = read(dir.path(), "BENCHMARKS.md");
+    assert!(
+        doc.starts_with("# Benchmarks\n\nBefore.\n\n<!-- bench-report:begin -->"),
+        "{doc}"
+    );
+    assert!(
+        doc.ends_with("<!-- bench-report:end -->\n\nAfter.\n"),
+        "{doc}"
+    );
+    assert!(!doc.contains("\nold\n"), "{doc}");
+    assert!(doc.contains("| door total: slower beyond noise | 1200 ms [1150–1250] | reference door | 3678 ms | 0.326× | ≤ 1500 ms |"), "{doc}");
+    assert!(
+        doc.contains("#### `trust-load`\n\nFailed in this run: `go build` failed"),
+        "{doc}"
+    );
+
+    let data_json: serde_json::Value = serde_json::from_str(&read(&out, "data.json")).unwrap();
+    assert_eq!(
+        data_json["comparison"]["changes"].as_array().unwrap().len(),
+        8
+    );
+    assert!(read(&out, "summary.md").contains("## Against a previous run"));
+}

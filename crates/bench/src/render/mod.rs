@@ -2,6 +2,7 @@
 //! no script, no external asset), `summary.md` (the figure tables) and
 //! `data.json` (everything, for other tools).
 
+pub mod benchmarks;
 pub mod check;
 pub mod svg;
 
@@ -10,6 +11,7 @@ use std::path::Path;
 
 use anyhow::{Context, Result};
 
+use crate::compare::{Change, Comparison, Verdict};
 use crate::model::{Figure, Section};
 use crate::report::{Report, SectionRun};
 
@@ -79,6 +81,16 @@ fn with_unit(v: f64, unit: &str) -> String {
         fmt_value(v)
     } else {
         format!("{} {unit}", fmt_value(v))
+    }
+}
+
+/// A figure's value with its run-to-run spread when measured:
+/// `1234 ms [1200–1250]`.
+fn value_cell(f: &Figure) -> String {
+    let v = with_unit(f.value, &f.unit);
+    match &f.spread {
+        Some(sp) => format!("{v} [{}–{}]", fmt_value(sp.lo), fmt_value(sp.hi)),
+        None => v,
     }
 }
 
@@ -168,10 +180,111 @@ pub fn markdown(r: &Report) -> String {
     if r.failures() > 0 {
         let _ = writeln!(s, "- **{} section(s) failed**", r.failures());
     }
+    let _ = writeln!(
+        s,
+        "- a value in brackets is its run-to-run spread: the range the same statistic took over repeats in this run"
+    );
+    if let Some(c) = &r.comparison {
+        md_comparison(&mut s, c);
+    }
     for run in &r.sections {
         md_section(&mut s, run);
     }
     s
+}
+
+/// The changes against a previous run, marked ones first.
+fn comparison_rows(c: &Comparison) -> Vec<&Change> {
+    let rank = |v: Verdict| match v {
+        Verdict::Worse => 0,
+        Verdict::Better => 1,
+        Verdict::Noise => 2,
+        Verdict::NotJudged => 3,
+        Verdict::OldOnly => 4,
+        Verdict::NewOnly => 5,
+    };
+    let mut rows: Vec<&Change> = c.changes.iter().collect();
+    rows.sort_by_key(|ch| rank(ch.verdict));
+    rows
+}
+
+fn comparison_summary(c: &Comparison) -> String {
+    format!(
+        "{} better and {} worse beyond noise, {} within noise, {} not judged (no spread measured in a run), {} in the previous run only, {} in this run only. A change is marked when it exceeds the combined spread of both runs (their ranges do not overlap).",
+        c.count(Verdict::Better),
+        c.count(Verdict::Worse),
+        c.count(Verdict::Noise),
+        c.count(Verdict::NotJudged),
+        c.count(Verdict::OldOnly),
+        c.count(Verdict::NewOnly)
+    )
+}
+
+fn md_comparison(s: &mut String, c: &Comparison) {
+    let _ = writeln!(s, "\n## Against a previous run\n");
+    let _ = writeln!(s, "Against {}.\n", c.against.replace('\n', " "));
+    let _ = writeln!(s, "{}\n", comparison_summary(c));
+    for w in &c.cautions {
+        let _ = writeln!(s, "- caution: {}", w.replace('\n', " "));
+    }
+    if !c.cautions.is_empty() {
+        s.push('\n');
+    }
+    let _ = writeln!(
+        s,
+        "| figure | previous [spread] | this run [spread] | change | verdict |"
+    );
+    let _ = writeln!(s, "|---|---|---|---|---|");
+    for ch in comparison_rows(c) {
+        let [fig, old, new, pct, verdict] = crate::compare::cells(ch);
+        let _ = writeln!(
+            s,
+            "| {} | {} | {} | {} | {} |",
+            cell(&fig),
+            cell(&old),
+            cell(&new),
+            cell(&pct),
+            cell(&verdict)
+        );
+    }
+}
+
+fn html_comparison(s: &mut String, c: &Comparison) {
+    let _ = write!(
+        s,
+        "<section id=\"compare\"><h2>Against a previous run</h2><p>Against {}.</p><p>{}</p>",
+        escape(&c.against),
+        escape(&comparison_summary(c))
+    );
+    if !c.cautions.is_empty() {
+        s.push_str("<ul class=\"notes\">");
+        for w in &c.cautions {
+            let _ = write!(s, "<li>caution: {}</li>", escape(w));
+        }
+        s.push_str("</ul>");
+    }
+    s.push_str(
+        "<table><thead><tr><th>figure</th><th>previous [spread]</th><th>this run [spread]</th>\
+         <th>change</th><th>verdict</th></tr></thead><tbody>",
+    );
+    for ch in comparison_rows(c) {
+        let [_, old, new, pct, _] = crate::compare::cells(ch);
+        let class = match ch.verdict {
+            Verdict::Worse => " class=\"worse\"",
+            Verdict::Better => " class=\"better\"",
+            _ => "",
+        };
+        let _ = write!(
+            s,
+            "<tr{class}><td>{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td>{}</td></tr>",
+            escape(&format!("{}: {}", ch.section, ch.figure)),
+            escape(&old),
+            escape(&new),
+            escape(&pct),
+            escape(ch.verdict.label())
+        );
+    }
+    s.push_str("</tbody></table></section>");
 }
 
 fn md_section(s: &mut String, run: &SectionRun) {
@@ -211,7 +324,7 @@ fn md_section(s: &mut String, run: &SectionRun) {
                 s,
                 "| {} | {} | {} | {} | {} | {} | {} |",
                 cell(&f.name),
-                cell(&with_unit(f.value, &f.unit)),
+                cell(&value_cell(f)),
                 cell(&pn),
                 cell(&pv),
                 cell(&ratio),
@@ -231,7 +344,7 @@ table{border-collapse:collapse;margin:.5em 0;font-size:.9em}th,td{border:1px sol
 th{background:#f2f2f2}td.n{text-align:right;white-space:nowrap}code{font-size:.85em;word-break:break-all}\
 .failed{border-left:4px solid #C00;padding-left:.75em}.failed pre{white-space:pre-wrap;background:#fff4f4;padding:.5em}\
 .notes li{margin:.2em 0}svg.chart{display:block;margin:1em 0;max-width:100%;height:auto}\
-nav li{display:inline;margin-right:1em}dl{display:grid;grid-template-columns:max-content auto;gap:.2em 1em}dt{font-weight:bold}";
+nav li{display:inline;margin-right:1em}tr.worse td{background:#fde8e8}tr.better td{background:#e8f6e8}dl{display:grid;grid-template-columns:max-content auto;gap:.2em 1em}dt{font-weight:bold}";
 
 /// `index.html`: one page, inline CSS and SVG, nothing fetched.
 pub fn html(r: &Report) -> String {
@@ -286,6 +399,9 @@ pub fn html(r: &Report) -> String {
         );
     }
     s.push_str("</ul></nav>");
+    if let Some(c) = &r.comparison {
+        html_comparison(&mut s, c);
+    }
     for run in &r.sections {
         html_section(&mut s, run);
     }
@@ -378,7 +494,7 @@ fn html_figures(s: &mut String, sec: &Section) {
             s,
             "<tr><td>{}</td><td class=\"n\">{}</td><td>{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td><code>{}</code></td></tr>",
             escape(&f.name),
-            escape(&with_unit(f.value, &f.unit)),
+            escape(&value_cell(f)),
             escape(&pn),
             escape(&pv),
             escape(&ratio),

@@ -202,6 +202,11 @@ fn report() -> Report {
             lower_is_better: true,
             goal: Some(1500.0),
             command: "cargo bench -p x --bench y -- --quick".into(),
+            spread: Some(crate::model::Spread {
+                lo: 1200.0,
+                hi: 1250.0,
+                over: "min–max over 3 taps".into(),
+            }),
         }],
         charts: KINDS.iter().map(|k| sample(*k)).collect(),
         notes: vec!["the card <alone> keeps it above 1.5 s".into()],
@@ -222,6 +227,7 @@ fn report() -> Report {
         load_before: Some([0.5, 0.4, 0.3]),
         load_after: None,
         elapsed_s: 12.0,
+        comparison: None,
         sections: vec![
             SectionRun {
                 id: "door".into(),
@@ -263,9 +269,114 @@ fn the_summary_has_one_table_row_per_figure_with_pipes_escaped() {
     let md = markdown(&report());
     assert!(md.contains("| figure | value | peer | peer value | ratio | goal | command |"));
     assert!(md.contains(
-        "| tap \\| total | 1234 ms | reference door | 3678 ms | 0.336× | ≤ 1500 ms | `cargo bench -p x --bench y -- --quick` |"
+        "| tap \\| total | 1234 ms [1200–1250] | reference door | 3678 ms | 0.336× | ≤ 1500 ms | `cargo bench -p x --bench y -- --quick` |"
     ), "{md}");
     assert!(md.contains("**FAILED** after 0.5 s"));
     assert!(md.contains("- **1 section(s) failed**"));
     assert!(md.contains("Test CPU, 2 cores, 3.8 GiB, Linux 6.1.0"));
+}
+
+fn doc_with_markers() -> String {
+    format!(
+        "# pivgate benchmarks\n\nHand-written narrative before.\n\n{}\nstale table | 1 |\n{}\n\n## After\n\nHand-written narrative after.\n",
+        benchmarks::BEGIN,
+        benchmarks::END
+    )
+}
+
+#[test]
+fn benchmarks_md_gets_the_report_tables_between_its_markers_and_keeps_the_rest() {
+    let r = report();
+    let block = benchmarks::block(&r, "bench-report/data.json");
+    let doc = benchmarks::update(&doc_with_markers(), &block).unwrap();
+    assert!(doc.starts_with("# pivgate benchmarks\n\nHand-written narrative before.\n\n<!-- bench-report:begin -->\n"), "{doc}");
+    assert!(
+        doc.ends_with("<!-- bench-report:end -->\n\n## After\n\nHand-written narrative after.\n"),
+        "{doc}"
+    );
+    assert!(!doc.contains("stale table"), "{doc}");
+    // The table from the JSON, with the section's command above it.
+    assert!(doc.contains("#### `door` The door <transaction>"), "{doc}");
+    assert!(
+        doc.contains("Command: `cargo bench -p x --bench y -- --quick`"),
+        "{doc}"
+    );
+    assert!(
+        doc.contains("| tap \\| total | 1234 ms [1200–1250] | reference door | 3678 ms | 0.336× | ≤ 1500 ms |"),
+        "{doc}"
+    );
+    assert!(
+        doc.contains("#### `broken`\n\nFailed in this run: `cargo bench` failed:"),
+        "{doc}"
+    );
+    assert!(
+        doc.contains("before 0.50 0.40 0.30, after unknown"),
+        "{doc}"
+    );
+    // Regenerating from the same report changes nothing.
+    assert_eq!(benchmarks::update(&doc, &block).unwrap(), doc);
+}
+
+#[test]
+fn benchmarks_md_gives_each_row_its_command_when_a_section_has_several() {
+    let mut r = report();
+    let sec = r.sections[0].section.as_mut().unwrap();
+    let mut other = sec.figures[0].clone();
+    other.name = "second".into();
+    other.command = "cargo bench --bench other".into();
+    other.spread = None;
+    sec.figures.push(other);
+    let block = benchmarks::block(&r, "data.json");
+    assert!(block.contains("- `cargo bench --bench other`"), "{block}");
+    assert!(block.contains("| figure | value | peer | peer value | ratio | goal | command |"));
+    assert!(block.contains("| second | 1234 ms | reference door | 3678 ms | 0.336× | ≤ 1500 ms | `cargo bench --bench other` |"), "{block}");
+}
+
+#[test]
+fn benchmarks_md_without_markers_gets_them_and_broken_markers_are_refused() {
+    let block = benchmarks::block(&report(), "data.json");
+    let doc = benchmarks::update("# pivgate benchmarks\n\nText.\n", &block).unwrap();
+    assert!(doc.starts_with(
+        "# pivgate benchmarks\n\nText.\n\n## The latest report\n\n<!-- bench-report:begin -->"
+    ));
+    assert_eq!(benchmarks::update(&doc, &block).unwrap(), doc);
+    let (b, e) = (benchmarks::BEGIN, benchmarks::END);
+    assert_eq!(
+        benchmarks::update(&format!("{e}\n{b}\n"), &block),
+        Err(benchmarks::MarkerError::Order)
+    );
+    assert_eq!(
+        benchmarks::update(&format!("{b}\n{b}\n{e}\n"), &block),
+        Err(benchmarks::MarkerError::Count(b, 2))
+    );
+    assert_eq!(
+        benchmarks::update(&format!("{b}\n"), &block),
+        Err(benchmarks::MarkerError::Count(e, 0))
+    );
+}
+
+#[test]
+fn a_comparison_is_a_section_of_the_page_and_of_the_summary() {
+    let old = report();
+    let mut new = report();
+    {
+        let f = &mut new.sections[0].section.as_mut().unwrap().figures[0];
+        f.value = 2000.0;
+        f.spread = Some(crate::model::Spread {
+            lo: 1950.0,
+            hi: 2100.0,
+            over: "min–max over 3 taps".into(),
+        });
+    }
+    new.comparison = Some(crate::compare::compare(&old, &new, "old.json"));
+    let page = html(&new);
+    well_formed(&page, HTML_VOID).unwrap_or_else(|e| panic!("{e}"));
+    assert!(page.contains("<h2>Against a previous run</h2>"), "{page}");
+    assert!(page.contains("<tr class=\"worse\"><td>door: tap | total</td><td class=\"n\">1234 ms [1200–1250]</td><td class=\"n\">2000 ms [1950–2100]</td><td class=\"n\">+62.0 %</td><td>WORSE (beyond noise)</td></tr>"), "{page}");
+    let md = markdown(&new);
+    assert!(md.contains("## Against a previous run"), "{md}");
+    assert!(md.contains("| `door` tap \\| total | 1234 ms [1200–1250] | 2000 ms [1950–2100] | +62.0 % | **WORSE (beyond noise)** |"), "{md}");
+    // Without --compare, neither has it.
+    assert!(!html(&old).contains("Against a previous run"));
+    assert!(!markdown(&old).contains("Against a previous run"));
 }

@@ -38,7 +38,7 @@ use rustls_pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
 use tokio::sync::{mpsc, watch};
 
 use crate::ctx::Ctx;
-use crate::model::{Bar, Chart, ChartKind, Figure, PeerFigure, Section};
+use crate::model::{Bar, Chart, ChartKind, Figure, PeerFigure, Section, Spread};
 
 /// The door the project aims for (ms).
 const GOAL_MS: f64 = 1500.0;
@@ -79,6 +79,10 @@ struct Measured {
     card_ms: f64,
     link_ms: f64,
     module_ms: f64,
+    /// The fastest and slowest tap's wall time and module compute, with
+    /// two taps or more.
+    wall_range: Option<(f64, f64)>,
+    module_range: Option<(f64, f64)>,
 }
 
 impl Measured {
@@ -89,6 +93,30 @@ impl Measured {
     fn label(&self) -> String {
         format!("{} {}, {}", self.card, self.via.label(), self.path)
     }
+
+    /// The door total's spread: the reference stages plus the fastest and
+    /// the slowest tap.
+    fn total_spread(&self) -> Option<Spread> {
+        let fixed = REFERENCE_DOOR[0].1 + REFERENCE_DOOR[5].1;
+        self.wall_range.map(|(lo, hi)| Spread {
+            lo: fixed + lo,
+            hi: fixed + hi,
+            over: format!("the fastest and slowest of {} taps", self.taps),
+        })
+    }
+
+    fn module_spread(&self) -> Option<Spread> {
+        self.module_range.map(|(lo, hi)| Spread {
+            lo,
+            hi,
+            over: format!("the fastest and slowest of {} taps", self.taps),
+        })
+    }
+}
+
+/// The smallest and largest of `v`, with two values or more.
+fn range(v: &[f64]) -> Option<(f64, f64)> {
+    Spread::of_repeats(v, "").map(|s| (s.lo, s.hi))
 }
 
 fn median(mut v: Vec<f64>) -> f64 {
@@ -121,8 +149,11 @@ fn summarise(
             bad.outcome
         );
     }
-    let wall = median(set.iter().map(|(w, _)| *w).collect());
-    let module = median(set.iter().map(|(_, t)| ms_of(t.host_compute_us)).collect());
+    let walls: Vec<f64> = set.iter().map(|(w, _)| *w).collect();
+    let modules: Vec<f64> = set.iter().map(|(_, t)| ms_of(t.host_compute_us)).collect();
+    let (wall_range, module_range) = (range(&walls), range(&modules));
+    let wall = median(walls);
+    let module = median(modules);
     let (card_share, link) = match card_ms {
         Some(c) => (c, (wall - c - module).max(0.0)),
         None => {
@@ -142,6 +173,8 @@ fn summarise(
         card_ms: card_share,
         link_ms: link,
         module_ms: module,
+        wall_range,
+        module_range,
     })
 }
 
@@ -568,6 +601,7 @@ fn section(
             lower_is_better: true,
             goal: Some(GOAL_MS),
             command: command.clone(),
+            spread: m.total_spread(),
         });
     }
     for m in rows.iter().filter(|m| m.via == Via::InProcess) {
@@ -583,6 +617,7 @@ fn section(
             lower_is_better: true,
             goal: None,
             command: command.clone(),
+            spread: m.module_spread(),
         });
     }
     for m in rows.iter().filter(|m| m.via != Via::InProcess) {
@@ -598,6 +633,7 @@ fn section(
             lower_is_better: true,
             goal: None,
             command: command.clone(),
+            spread: None,
         });
     }
     let mut bars = vec![Bar {

@@ -64,6 +64,7 @@ pub fn run(ctx: &Ctx) -> Result<Section> {
             lower_is_better: true,
             goal: Some(ready_goal),
             command: out.command.clone(),
+            spread: None,
         });
         let mut slowest: Option<(String, f64)> = None;
         for e in list(r, "endpoints") {
@@ -91,6 +92,7 @@ pub fn run(ctx: &Ctx) -> Result<Section> {
                 lower_is_better: true,
                 goal: Some(endpoint_goal),
                 command: out.command.clone(),
+                spread: None,
             });
         }
     }

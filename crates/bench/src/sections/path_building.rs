@@ -77,6 +77,7 @@ pub fn run(ctx: &Ctx) -> Result<Section> {
             lower_is_better: true,
             goal: None,
             command: out.command.clone(),
+            spread: None,
         };
         figures.push(fig(
             format!("path building + validation, cold, {depth:.0}-certificate path"),

@@ -21,7 +21,7 @@ use host::vpcd::{VpcdReader, VPCD_READER};
 use host::Transport;
 
 use crate::ctx::{shell_words, Ctx};
-use crate::model::{Chart, ChartKind, Figure, Peer, PeerFigure, Section, Series};
+use crate::model::{Chart, ChartKind, Figure, Peer, PeerFigure, Section, Series, Spread};
 
 /// SELECT PIV with Le: the first APDU of every door transaction.
 const SELECT: [u8; 17] = [
@@ -113,36 +113,68 @@ impl VpcdLock {
 
 /// One client's cycle latencies in microseconds, sorted.
 #[derive(Debug, Clone)]
-pub struct Latencies(Vec<f64>);
+pub struct Latencies {
+    sorted: Vec<f64>,
+    /// In the order they were taken, for the spread over blocks.
+    taken: Vec<f64>,
+}
+
+/// Blocks of consecutive samples a statistic's spread is taken over.
+const SPREAD_BLOCKS: usize = 5;
+
+/// The nearest-rank percentile `p` (0–100) of sorted `v`.
+fn nearest_rank(v: &[f64], p: f64) -> f64 {
+    if v.is_empty() {
+        return f64::NAN;
+    }
+    let rank = ((p / 100.0) * v.len() as f64).ceil() as usize;
+    v[rank.clamp(1, v.len()) - 1]
+}
 
 impl Latencies {
-    pub fn new(mut us: Vec<f64>) -> Latencies {
-        us.sort_by(f64::total_cmp);
-        Latencies(us)
+    pub fn new(us: Vec<f64>) -> Latencies {
+        let mut sorted = us.clone();
+        sorted.sort_by(f64::total_cmp);
+        Latencies { sorted, taken: us }
     }
     pub fn len(&self) -> usize {
-        self.0.len()
+        self.sorted.len()
     }
     pub fn is_empty(&self) -> bool {
-        self.0.is_empty()
+        self.sorted.is_empty()
     }
     /// The nearest-rank percentile `p` (0–100).
     pub fn percentile(&self, p: f64) -> f64 {
-        if self.0.is_empty() {
-            return f64::NAN;
-        }
-        let rank = ((p / 100.0) * self.0.len() as f64).ceil() as usize;
-        self.0[rank.clamp(1, self.0.len()) - 1]
+        nearest_rank(&self.sorted, p)
     }
     pub fn max(&self) -> f64 {
-        self.0.last().copied().unwrap_or(f64::NAN)
+        self.sorted.last().copied().unwrap_or(f64::NAN)
     }
     pub fn mean(&self) -> f64 {
-        self.0.iter().sum::<f64>() / self.0.len() as f64
+        self.sorted.iter().sum::<f64>() / self.sorted.len() as f64
     }
     /// How many are at or above `us`.
     pub fn at_least(&self, us: f64) -> usize {
-        self.0.len() - self.0.partition_point(|v| *v < us)
+        self.sorted.len() - self.sorted.partition_point(|v| *v < us)
+    }
+    /// The range of percentile `p` (100: the max) over
+    /// [`SPREAD_BLOCKS`] blocks of consecutive samples, times `scale`.
+    pub fn spread(&self, p: f64, scale: f64) -> Option<Spread> {
+        let what = if p >= 100.0 {
+            "max".to_string()
+        } else {
+            format!("p{p:.0}")
+        };
+        Spread::over_blocks(
+            &self.taken,
+            SPREAD_BLOCKS,
+            |b| {
+                b.sort_by(f64::total_cmp);
+                nearest_rank(b, p)
+            },
+            &what,
+        )
+        .map(|s| s.scaled(scale))
     }
 }
 
@@ -170,7 +202,7 @@ pub fn log_buckets(lo: f64, hi: f64, per_decade: u32) -> Vec<f64> {
 /// bucket whose upper bound is at or above it.
 pub fn histogram(values: &Latencies, edges: &[f64]) -> Vec<(f64, f64)> {
     let mut counts = vec![0usize; edges.len()];
-    for v in &values.0 {
+    for v in &values.sorted {
         let i = edges.partition_point(|e| e < v).min(edges.len() - 1);
         counts[i] += 1;
     }
@@ -455,10 +487,10 @@ fn write_up(sizes: Sizes, m: Measured) -> Section {
         (PYSCARD, &m.pyscard, m.pyscard_cmd.as_str()),
     ];
     for (name, lat, cmd) in clients {
-        for (stat, v) in [
-            ("p50", lat.percentile(50.0)),
-            ("p99", lat.percentile(99.0)),
-            ("max", lat.max()),
+        for (stat, v, p) in [
+            ("p50", lat.percentile(50.0), 50.0),
+            ("p99", lat.percentile(99.0), 99.0),
+            ("max", lat.max(), 100.0),
         ] {
             let peer = if name == RAW { &m.pyscard } else { &m.raw };
             let peer_name = if name == RAW { PYSCARD } else { RAW };
@@ -484,6 +516,7 @@ fn write_up(sizes: Sizes, m: Measured) -> Section {
                 lower_is_better: true,
                 goal: None,
                 command: command.clone(),
+                spread: lat.spread(p, 1.0),
             });
             if name == PIVGATE {
                 let pv = match stat {
@@ -503,6 +536,7 @@ fn write_up(sizes: Sizes, m: Measured) -> Section {
                     lower_is_better: true,
                     goal: None,
                     command: command.clone(),
+                    spread: lat.spread(p, 1.0),
                 });
             }
         }
@@ -524,6 +558,7 @@ fn write_up(sizes: Sizes, m: Measured) -> Section {
             lower_is_better: true,
             goal: None,
             command: REPRODUCE.into(),
+            spread: end.spread(p, 1.0),
         });
     }
     let opensc_cmd = format!("{REPRODUCE}  # the peer alone: {}", m.opensc_many_cmd);
@@ -542,11 +577,12 @@ fn write_up(sizes: Sizes, m: Measured) -> Section {
         lower_is_better: true,
         goal: None,
         command: opensc_cmd,
+        spread: None,
     });
-    for (stat, v) in [
-        ("p50", m.opensc_process.percentile(50.0)),
-        ("p99", m.opensc_process.percentile(99.0)),
-        ("max", m.opensc_process.max()),
+    for (stat, v, p) in [
+        ("p50", m.opensc_process.percentile(50.0), 50.0),
+        ("p99", m.opensc_process.percentile(99.0), 99.0),
+        ("max", m.opensc_process.max(), 100.0),
     ] {
         s.figures.push(Figure {
             name: format!("opensc-tool: {stat} of a whole process sending one APDU"),
@@ -556,6 +592,7 @@ fn write_up(sizes: Sizes, m: Measured) -> Section {
             lower_is_better: true,
             goal: None,
             command: format!("{REPRODUCE}  # the peer alone: {}", m.opensc_cmd),
+            spread: m.opensc_process.spread(p, 1e-3),
         });
     }
 
@@ -590,7 +627,7 @@ fn write_up(sizes: Sizes, m: Measured) -> Section {
         bars: vec![],
         goal: None,
     });
-    let ms = Latencies::new(m.opensc_process.0.iter().map(|v| v / 1e3).collect());
+    let ms = Latencies::new(m.opensc_process.taken.iter().map(|v| v / 1e3).collect());
     let edges = log_buckets(ms.percentile(0.0).max(0.01), ms.max().max(0.02), 10);
     s.charts.push(Chart {
         title: format!(

@@ -52,6 +52,7 @@ pub fn run(ctx: &Ctx) -> Result<Section> {
         lower_is_better: false,
         goal: None,
         command: doors.command.clone(),
+        spread: None,
     });
     let runs = list(&doors.json, "runs");
     let mut rate = Vec::new();
@@ -81,6 +82,7 @@ pub fn run(ctx: &Ctx) -> Result<Section> {
             lower_is_better: false,
             goal: Some(GOAL_PER_SEC),
             command: doors.command.clone(),
+            spread: None,
         });
         for (what, key) in [("p50", "p50_ms"), ("p99", "p99_ms")] {
             figures.push(Figure {
@@ -91,6 +93,7 @@ pub fn run(ctx: &Ctx) -> Result<Section> {
                 lower_is_better: true,
                 goal: None,
                 command: doors.command.clone(),
+                spread: None,
             });
         }
         let cpu_us = num(r, "cpu_us_per_decision")?;
@@ -102,6 +105,7 @@ pub fn run(ctx: &Ctx) -> Result<Section> {
             lower_is_better: true,
             goal: None,
             command: doors.command.clone(),
+            spread: None,
         });
         push(&mut rate, backend, (in_flight, per_s));
         push(&mut cpu, backend, (in_flight, cpu_us));
@@ -130,6 +134,7 @@ pub fn run(ctx: &Ctx) -> Result<Section> {
             lower_is_better: true,
             goal: None,
             command: commit.command.clone(),
+            spread: None,
         });
         figures.push(Figure {
             name: format!("events per second through group commit, {short}, {n:.0} submitters"),
@@ -139,6 +144,7 @@ pub fn run(ctx: &Ctx) -> Result<Section> {
             lower_is_better: false,
             goal: None,
             command: commit.command.clone(),
+            spread: None,
         });
         push(&mut p50, &format!("{short} p50"), (n, a));
         push(&mut p99, &format!("{short} p99"), (n, b));

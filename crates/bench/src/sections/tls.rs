@@ -42,7 +42,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio_rustls::rustls::{ClientConfig, ServerConfig};
 
 use crate::ctx::{shell_words, Ctx};
-use crate::model::{Bar, Chart, ChartKind, Figure, Peer, PeerFigure, Section};
+use crate::model::{Bar, Chart, ChartKind, Figure, Peer, PeerFigure, Section, Spread};
 use crate::sections::pcsc::{dpkg_version, load_average};
 
 const REPRODUCE: &str = "cargo run --release -p bench -- --only tls-teardown";
@@ -622,6 +622,12 @@ pub fn measure(ctx: &Ctx, sizes: Sizes) -> Result<Section> {
     );
     cfg.heartbeat = Duration::from_secs(600);
     cfg.silence = Duration::from_secs(1800);
+    // Every connection comes from 127.0.0.1, up to `connections` held at
+    // once: the hub's caps (a flood guard; s_server and nginx have none
+    // here) would refuse the held burst.
+    let held = sizes.connections + 16;
+    cfg.max_connections_per_address = cfg.max_connections_per_address.max(held);
+    cfg.max_connections = cfg.max_connections.max(held);
     let (hub, mut events) = hub_rt.block_on(RemoteHub::bind(([127, 0, 0, 1], 0).into(), cfg))?;
     let refusals = Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
     let drain = {
@@ -756,9 +762,23 @@ pub fn measure(ctx: &Ctx, sizes: Sizes) -> Result<Section> {
     let _ = drain.join();
 
     let costs: Vec<Costs> = rounds.iter().map(|r| Costs::of(r)).collect();
+    // Each round on its own, for the figures' spread over rounds.
+    let per_round: Vec<Vec<Costs>> = rounds
+        .iter()
+        .map(|r| {
+            r.iter()
+                .map(|x| Costs::of(std::slice::from_ref(x)))
+                .collect()
+        })
+        .collect();
     let load = [load_before, load_average()];
     Ok(write_up(
-        sizes, &servers, &costs, refs_idle, refs_held, load,
+        sizes,
+        &servers,
+        (&costs, &per_round),
+        refs_idle,
+        refs_held,
+        load,
     ))
 }
 
@@ -785,7 +805,7 @@ type FigureSpec = (String, f64, &'static str, fn(&Costs) -> f64, Option<f64>);
 fn write_up(
     sizes: Sizes,
     servers: &[Server],
-    costs: &[Costs],
+    (costs, per_round): (&[Costs], &[Vec<Costs>]),
     refs_idle: usize,
     (held, refs_held): (usize, usize),
     load: [String; 2],
@@ -855,7 +875,7 @@ fn write_up(
             })
             .collect()
     };
-    for (_, srv, c) in &tls_servers {
+    for (i, srv, c) in &tls_servers {
         let command = if srv.command == REPRODUCE {
             REPRODUCE.to_string()
         } else {
@@ -916,7 +936,21 @@ fn write_up(
                 Some(GOAL_PERCENT),
             ));
         }
+        let over = format!("min–max over {} rounds", sizes.rounds);
+        let mine = per_round.get(*i).map(Vec::as_slice).unwrap_or_default();
+        let bare_rounds = per_round.get(1).map(Vec::as_slice).unwrap_or_default();
         for (name, value, unit, v, goal) in figures {
+            let spread = if name.contains("beyond a bare TCP") {
+                let each: Vec<f64> = mine
+                    .iter()
+                    .zip(bare_rounds)
+                    .map(|(c, b)| (c.close - b.close) / c.open * 100.0)
+                    .collect();
+                Spread::of_repeats(&each, over.clone())
+            } else {
+                let each: Vec<f64> = mine.iter().map(v).collect();
+                Spread::of_repeats(&each, over.clone())
+            };
             // The beyond-TCP share is compared by its absolute closes.
             let peers = if name.contains("beyond a bare TCP") {
                 vec![PeerFigure {
@@ -937,6 +971,7 @@ fn write_up(
                 lower_is_better: true,
                 goal,
                 command: command.clone(),
+                spread: spread.clone(),
             });
             // The hub against its second peer as a figure of its own.
             for p in peers {
@@ -948,6 +983,7 @@ fn write_up(
                     lower_is_better: true,
                     goal,
                     command: command.clone(),
+                    spread: spread.clone(),
                 });
             }
         }
@@ -960,6 +996,13 @@ fn write_up(
         lower_is_better: true,
         goal: None,
         command: REPRODUCE.into(),
+        spread: Spread::of_repeats(
+            &per_round
+                .get(1)
+                .map(|r| r.iter().map(|c| c.close).collect::<Vec<f64>>())
+                .unwrap_or_default(),
+            format!("min–max over {} rounds", sizes.rounds),
+        ),
     });
     s.charts.push(Chart {
         title: format!(

@@ -25,7 +25,9 @@ use anyhow::{bail, Context, Result};
 use server::metrics::StartupTimes;
 
 use crate::ctx::{shell_words, Ctx};
-use crate::model::{fit_exponent, Chart, ChartKind, Figure, Peer, PeerFigure, Section, Series};
+use crate::model::{
+    fit_exponent, Chart, ChartKind, Figure, Peer, PeerFigure, Section, Series, Spread,
+};
 
 /// The Debian packages the peers of these sections need: a C compiler and
 /// the OpenSSL and GnuTLS headers for the two small C programs, the
@@ -114,8 +116,14 @@ impl Tool {
 /// One size's result for one tool.
 #[derive(Clone, Copy, Debug)]
 enum Timing {
-    /// Median whole-process wall time of `runs` runs.
-    Median { time: Duration, runs: usize },
+    /// Median whole-process wall time of `runs` runs, and the fastest and
+    /// slowest of them.
+    Median {
+        time: Duration,
+        runs: usize,
+        lo: Duration,
+        hi: Duration,
+    },
     /// Killed at the limit: the limit is a lower bound.
     TimedOut(Duration),
 }
@@ -125,6 +133,19 @@ impl Timing {
         match self {
             Timing::Median { time, .. } => time,
             Timing::TimedOut(limit) => limit,
+        }
+    }
+
+    /// The load time's spread over the runs (each run less `baseline`):
+    /// `None` for a single run or a timeout.
+    fn spread(self, baseline: Duration) -> Option<Spread> {
+        match self {
+            Timing::Median { runs, lo, hi, .. } if runs > 1 => Some(Spread {
+                lo: ms(lo.saturating_sub(baseline)),
+                hi: ms(hi.saturating_sub(baseline)),
+                over: format!("min–max over {runs} runs, each less the baseline's median"),
+            }),
+            _ => None,
         }
     }
 }
@@ -185,6 +206,8 @@ fn measure(tool: &Tool, bundle: &Path, n: usize, runs: usize, limit: Duration) -
         return Ok(Timing::Median {
             time: first,
             runs: 1,
+            lo: first,
+            hi: first,
         });
     }
     let mut times = Vec::with_capacity(runs);
@@ -198,6 +221,8 @@ fn measure(tool: &Tool, bundle: &Path, n: usize, runs: usize, limit: Duration) -
     Ok(Timing::Median {
         time: times[times.len() / 2],
         runs: times.len(),
+        lo: times[0],
+        hi: times[times.len() - 1],
     })
 }
 
@@ -278,6 +303,7 @@ fn tools(ctx: &Ctx, notes: &mut Vec<String>) -> Vec<Tool> {
         Err(e) => notes.push(format!("GnuTLS: not measured ({e:#})")),
     }
     let script = peers.join("trust_load.py");
+    let python = bench_python();
     for (name, mode, pkg) in [
         ("Python ssl load_verify_locations", "ssl", "python3"),
         (
@@ -287,7 +313,7 @@ fn tools(ctx: &Ctx, notes: &mut Vec<String>) -> Vec<Tool> {
         ),
     ] {
         let version = ctx.run(
-            Command::new("python3")
+            Command::new(&python)
                 .arg(&script)
                 .arg("--version")
                 .arg(mode),
@@ -296,13 +322,16 @@ fn tools(ctx: &Ctx, notes: &mut Vec<String>) -> Vec<Tool> {
             Ok(v) => found.push(Tool {
                 name,
                 version: first_line(&v.stdout),
-                program: "python3".into(),
+                program: python.clone(),
                 before: vec![script.clone().into_os_string(), mode.into()],
                 twice: false,
                 expect: Expect::Count,
                 built: None,
             }),
-            Err(e) => notes.push(format!("{name}: not measured ({e:#}; install {pkg})")),
+            Err(e) => notes.push(format!(
+                "{name}: not measured ({e:#}; install {pkg}: ./scripts/bench.sh does, into {})",
+                BENCH_VENV
+            )),
         }
     }
     match go_tool(ctx) {
@@ -312,6 +341,26 @@ fn tools(ctx: &Ctx, notes: &mut Vec<String>) -> Vec<Tool> {
         )),
     }
     found
+}
+
+/// Where `scripts/bench.sh` installs `cryptography` (PyPI), under the home
+/// directory.
+const BENCH_VENV: &str = "~/.cache/pivgate/bench-venv";
+
+/// The Python of the Python peers: `PIVGATE_BENCH_PYTHON`, else the
+/// interpreter of the virtual environment `scripts/bench.sh` installs
+/// `cryptography` into when it is there, else `python3` on PATH.
+fn bench_python() -> OsString {
+    if let Some(p) = std::env::var_os("PIVGATE_BENCH_PYTHON") {
+        return p;
+    }
+    if let Some(home) = std::env::var_os("HOME") {
+        let venv = Path::new(&home).join(".cache/pivgate/bench-venv/bin/python");
+        if venv.exists() {
+            return venv.into_os_string();
+        }
+    }
+    "python3".into()
 }
 
 /// Go's `crypto/x509`, built from `peers/trust_load.go`.
@@ -448,7 +497,7 @@ fn curve(
                 ));
                 break;
             }
-            Timing::Median { runs: 1, time } if runs > 1 => notes.push(format!(
+            Timing::Median { runs: 1, time, .. } if runs > 1 => notes.push(format!(
                 "{} at {n}: one run ({:.1} s, over {} s)",
                 tool.name,
                 time.as_secs_f64(),
@@ -510,7 +559,7 @@ pub fn load(ctx: &Ctx) -> Result<Section> {
     let pivgate = curves.iter().find(|(t, _)| t.name == "pivgate");
     for &n in sizes {
         if let Some((tool, c)) = pivgate {
-            if let Some((load, _)) = c.at(n) {
+            if let Some((load, how)) = c.at(n) {
                 let b = &bundles.iter().find(|b| b.0 == n).context("bundle")?.1;
                 section.figures.push(Figure {
                     name: format!("pivgate: load {n} CA certificates"),
@@ -519,13 +568,23 @@ pub fn load(ctx: &Ctx) -> Result<Section> {
                     lower_is_better: true,
                     goal: (n == AT).then_some(30.0),
                     command: tool.reproduce(b, &baseline_bundle),
+                    spread: how.spread(c.baseline),
                     ..Figure::default()
                 });
             }
         }
     }
     if let Some((tool, c)) = pivgate {
-        if let (Some((small, _)), Some((big, _))) = (c.at(AT), c.at(10 * AT)) {
+        if let (Some((small, small_how)), Some((big, big_how))) = (c.at(AT), c.at(10 * AT)) {
+            // The ratio's range from the two loads' ranges.
+            let spread = match (small_how.spread(c.baseline), big_how.spread(c.baseline)) {
+                (Some(s), Some(b)) if s.lo > 0.0 => Some(Spread {
+                    lo: b.lo / s.hi,
+                    hi: b.hi / s.lo,
+                    over: "the slowest and fastest runs of each size against each other".into(),
+                }),
+                _ => None,
+            };
             section.figures.push(Figure {
                 name: format!("pivgate: load time of {} over {AT} certificates", 10 * AT),
                 value: big.as_secs_f64() / small.as_secs_f64().max(1e-9),
@@ -537,10 +596,11 @@ pub fn load(ctx: &Ctx) -> Result<Section> {
                     tool.reproduce(at_bundle, &baseline_bundle),
                     10 * AT
                 ),
+                spread,
                 ..Figure::default()
             });
         }
-        if let Some((ours, _)) = c.at(AT) {
+        if let Some((ours, ours_how)) = c.at(AT) {
             for (peer, pc) in curves.iter().filter(|(t, _)| t.name != "pivgate") {
                 let Some((theirs, how)) = pc.at(AT) else {
                     continue;
@@ -569,6 +629,7 @@ pub fn load(ctx: &Ctx) -> Result<Section> {
                     lower_is_better: true,
                     goal: None,
                     command: peer.reproduce(at_bundle, &baseline_bundle),
+                    spread: ours_how.spread(c.baseline),
                 });
             }
         }
@@ -694,6 +755,7 @@ pub fn startup(ctx: &Ctx) -> Result<Section> {
             lower_is_better: true,
             goal: (*n == AT).then_some(200.0),
             command: command.clone(),
+            spread: None,
         });
         if *n == AT {
             if let Some((g, _)) = go_at {
@@ -709,6 +771,7 @@ pub fn startup(ctx: &Ctx) -> Result<Section> {
                     lower_is_better: true,
                     goal: None,
                     command: command.clone(),
+                    spread: None,
                 });
             }
             notes.push(format!(
