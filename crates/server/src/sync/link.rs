@@ -195,6 +195,9 @@ pub struct Connector {
     tls: Arc<tokio_rustls::rustls::ClientConfig>,
     endpoints: Vec<Endpoint>,
     timeout: Duration,
+    /// The schema every request says the site is at
+    /// ([`super::version`]).
+    schema: i64,
 }
 
 impl Connector {
@@ -236,7 +239,16 @@ impl Connector {
             tls,
             endpoints,
             timeout: Duration::from_millis(cfg.connect_timeout_ms),
+            schema: super::version::current(),
         })
+    }
+
+    /// The same connector saying the site is at `schema` rather than this
+    /// release's: what a site of another release sends (to check a
+    /// rolling upgrade).
+    pub fn presenting_schema(mut self, schema: i64) -> Connector {
+        self.schema = schema;
+        self
     }
 
     pub fn endpoints(&self) -> &[Endpoint] {
@@ -319,6 +331,10 @@ impl Link {
         if let Ok(h) = self.endpoint().authority.parse() {
             r.headers_mut().insert(header::HOST, h);
         }
+        r.headers_mut().insert(
+            super::version::SCHEMA_HEADER,
+            header::HeaderValue::from(self.connector.schema),
+        );
         r
     }
 
