@@ -143,7 +143,7 @@ pub fn run_sites() -> Result<Result<(), Vec<String>>> {
         ms(took_up),
         SITES[1]
     );
-    expect(taps >= 1 + offline_taps, "the cut-off site's taps uploaded");
+    expect(taps > offline_taps, "the cut-off site's taps uploaded");
     println!();
 
     demo.shutdown()?;
