@@ -20,6 +20,9 @@
 mod alarms;
 mod osdp;
 pub mod report;
+mod sites;
+
+pub use sites::run_sites;
 
 use access::ReaderId;
 use anyhow::{bail, Context, Result};

@@ -134,6 +134,7 @@ pub mod api_client;
 pub mod backup;
 pub mod config;
 pub mod demo;
+pub mod demo_sites;
 pub mod discovery;
 pub mod door;
 pub mod doorwatch;

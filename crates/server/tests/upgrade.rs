@@ -520,3 +520,321 @@ fn make_pg_fixture() {
         .arg(pg_fixture())
         .args(["--dbname", pg.url()]));
 }
+
+/// The last release's SQLite database (schema 7; see `fixtures/README.md`).
+fn release_fixture() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/pivgate-schema7.db")
+}
+
+/// The same release's PostgreSQL database, as a plain-SQL `pg_dump`.
+fn release_pg_fixture() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/pivgate-schema7.pg.sql")
+}
+
+/// What the last release's fixtures hold beyond the test site: an admin
+/// token and a keypad token bound to the front door's reader with an
+/// expiry (schema 5), the server room held unlocked by the weekday schedule
+/// after a first card (schema 6, entity versions of schema 4 raised), the
+/// front door an anti-passback entry, a granted tap (schema 7's
+/// `last_grants`), a lockdown and a tap it refused, the lockdown lifted, a
+/// tap refused by anti-passback (Alice is inside), a stranger's refused tap
+/// and a momentary unlock.
+fn release_scenario(site: &common::Site) {
+    use access::jiff::{SignedDuration, Timestamp};
+    let loaded = site.service().loaded();
+    let admin = site
+        .rt
+        .block_on(server::token::create(
+            &loaded.store,
+            "root",
+            store::Role::Admin,
+        ))
+        .unwrap();
+    site.rt
+        .block_on(server::token::issue(
+            &loaded.access,
+            "root",
+            server::token::NewToken {
+                name: "keypad-front".into(),
+                role: store::Role::Keypad,
+                doors: vec![access::DoorId(1)],
+                reader: Some(common::FRONT),
+                expires_at: Some(Timestamp::now() + SignedDuration::from_hours(24 * 3650)),
+            },
+        ))
+        .unwrap();
+    let auth = format!("Bearer {admin}");
+    let schedules: serde_json::Value = serde_json::from_reader(
+        ureq::get(&site.url("/api/v1/schedules"))
+            .set("Authorization", &auth)
+            .call()
+            .unwrap()
+            .into_reader(),
+    )
+    .unwrap();
+    let weekdays = schedules
+        .as_array()
+        .or_else(|| schedules["items"].as_array())
+        .expect("a list of schedules")
+        .iter()
+        .find(|s| s["name"] == "weekdays 07-19")
+        .expect("the weekday schedule")["id"]
+        .clone();
+    let send = |method: &str, path: &str, body: serde_json::Value| {
+        ureq::request(method, &site.url(path))
+            .set("Authorization", &auth)
+            .set("Content-Type", "application/json")
+            .send_string(&body.to_string())
+            .unwrap();
+    };
+    send(
+        "PATCH",
+        "/api/v1/doors/2",
+        serde_json::json!({"unlock_schedule": weekdays, "first_card_unlock": true}),
+    );
+    send(
+        "PATCH",
+        "/api/v1/doors/1",
+        serde_json::json!({"passback": "in"}),
+    );
+    site.tap();
+    send(
+        "POST",
+        "/api/v1/sites/1/lockdown",
+        serde_json::json!({"reason": "drill"}),
+    );
+    assert!(!site.tap_card(&site.card).granted());
+    send(
+        "DELETE",
+        "/api/v1/sites/1/lockdown",
+        serde_json::json!({"reason": "drill over"}),
+    );
+    assert!(!site.tap_card(&site.card).granted());
+    assert!(!site.tap_card(&site.stranger).granted());
+    site.unlock();
+}
+
+/// Writes the last release's fixtures (run once, by that release: see
+/// `fixtures/README.md`): the test site and [`release_scenario`] on SQLite,
+/// copied with `VACUUM INTO`, and the same on PostgreSQL, dumped as plain
+/// SQL: `cargo test -p server --test upgrade make_release_fixtures -- --ignored`.
+#[test]
+#[ignore]
+fn make_release_fixtures() {
+    let mut site = common::site();
+    release_scenario(&site);
+    let data = site.config.data_dir.clone();
+    let service = site.service.take().unwrap();
+    site.rt.block_on(service.shutdown()).unwrap();
+    let out = release_fixture();
+    let _ = std::fs::remove_file(&out);
+    site.rt.block_on(async {
+        let s = Store::open_data_dir(&data).await.unwrap();
+        s.backup_to(&out).await.unwrap();
+        s.close().await;
+    });
+    drop(site);
+
+    let pg = TempCluster::start(false).unwrap();
+    let url = pg.url().to_string();
+    let mut site = common::site_with(&|c| c.database_url = Some(url.clone()));
+    release_scenario(&site);
+    let service = site.service.take().unwrap();
+    site.rt.block_on(service.shutdown()).unwrap();
+    drop(site);
+    run(pg_tool("pg_dump")
+        .args(["--no-owner", "--no-privileges", "--file"])
+        .arg(release_pg_fixture())
+        .args(["--dbname", pg.url()]));
+}
+
+/// The tables of schema 7 (the last release's), parents first.
+const RELEASE_TABLES: [&str; 14] = [
+    "id_sequences",
+    "sites",
+    "doors",
+    "readers",
+    "cardholders",
+    "credentials",
+    "schedules",
+    "access_groups",
+    "access_group_doors",
+    "access_group_members",
+    "holidays",
+    "api_tokens",
+    "events",
+    "last_grants",
+];
+
+/// Every row of the last release's tables as text, sorted (bytewise), with
+/// the columns read: all of them, or those of `columns` (the release's,
+/// so that the columns later schemas add do not count). `pool` is SQLite
+/// or PostgreSQL; `columns_of` lists a table's columns in order.
+async fn release_rows(
+    pool: &sqlx::AnyPool,
+    columns_of: &str,
+    columns: Option<&[Vec<String>]>,
+) -> (Vec<i64>, Vec<Vec<String>>, Vec<Vec<String>>) {
+    let versions = sqlx::query_scalar("SELECT version FROM _sqlx_migrations ORDER BY version")
+        .fetch_all(pool)
+        .await
+        .unwrap();
+    let (mut rows, mut read) = (Vec::new(), Vec::new());
+    for (i, t) in RELEASE_TABLES.iter().enumerate() {
+        let cols: Vec<String> = match columns {
+            Some(c) => c[i].clone(),
+            None => sqlx::query_scalar(&columns_of.replace("$TABLE", t))
+                .fetch_all(pool)
+                .await
+                .unwrap(),
+        };
+        let list = cols
+            .iter()
+            .map(|c| format!("COALESCE(CAST({c} AS TEXT), 'NULL')"))
+            .collect::<Vec<_>>()
+            .join(" || '|' || ");
+        let mut r: Vec<String> = sqlx::query_scalar(&format!("SELECT {list} FROM {t}"))
+            .fetch_all(pool)
+            .await
+            .unwrap();
+        r.sort();
+        rows.push(r);
+        read.push(cols);
+    }
+    (versions, rows, read)
+}
+
+const SQLITE_COLUMNS: &str = "SELECT name FROM pragma_table_info('$TABLE') ORDER BY cid";
+const PG_COLUMNS: &str = "SELECT column_name::text FROM information_schema.columns \
+     WHERE table_name = '$TABLE' ORDER BY ordinal_position";
+
+async fn any_pool(url: &str) -> sqlx::AnyPool {
+    sqlx::any::install_default_drivers();
+    sqlx::any::AnyPoolOptions::new()
+        .max_connections(1)
+        .connect(url)
+        .await
+        .unwrap()
+}
+
+/// The last release's database at `url` (`columns_of` its engine's column
+/// list) migrated by today's code: every row of every table it had is
+/// kept, and today's code reads what the release wrote.
+async fn check_release_upgrade(url: &str, columns_of: &str) {
+    let pool = any_pool(url).await;
+    let (versions, before, columns) = release_rows(&pool, columns_of, None).await;
+    pool.close().await;
+    assert_eq!(versions, [1, 2, 3, 4, 5, 6, 7], "the release's schema");
+    assert_eq!(before[12].len(), 13, "the release's events");
+    assert_eq!(before[13].len(), 1, "the release's anti-passback state");
+
+    let s = Store::connect(url).await.unwrap();
+    let snap = s.load_snapshot().await.unwrap();
+    let e = s.load_entities().await.unwrap();
+    assert_eq!(e.doors.len(), 2);
+    let room = e.doors.iter().find(|d| d.name == "Server room").unwrap();
+    assert!(room.unlock_schedule.is_some() && room.first_card_unlock);
+    // Doors the release wrote decide as they did: no offline limit.
+    assert!(e.doors.iter().all(|d| d.max_staleness_s.is_none()));
+    assert!(!e.sites[0].lockdown);
+    assert_eq!(snap.credentials().len(), 1);
+    let mut tokens: Vec<_> = s.list_tokens().await.unwrap();
+    tokens.sort_by(|a, b| a.name.cmp(&b.name));
+    let names: Vec<_> = tokens.iter().map(|t| t.name.as_str()).collect();
+    assert_eq!(names, ["keypad-front", "ops", "root", "watcher"]);
+    assert_eq!(tokens[0].doors, [access::DoorId(1)]);
+    assert!(tokens[0].reader.is_some() && tokens[0].expires_at.is_some());
+    let page = s
+        .query_events(&EventQuery {
+            direction: Direction::Forward,
+            ..EventQuery::default()
+        })
+        .await
+        .unwrap();
+    let taps: Vec<_> = page
+        .events
+        .iter()
+        .filter(|e| e.event.kind == store::EventKind::Tap)
+        .map(|e| e.event.code.clone().unwrap_or_default())
+        .collect();
+    assert_eq!(
+        taps,
+        ["granted", "site-lockdown", "anti-passback", "not-enrolled"]
+    );
+    // Alice's granted tap is the anti-passback state, as before: she is
+    // inside.
+    let doors: Vec<_> = snap.doors().map(|d| d.id).collect();
+    let last = s.last_granted_taps(&doors).await.unwrap();
+    let granted = page
+        .events
+        .iter()
+        .find(|e| e.event.code.as_deref() == Some("granted"))
+        .unwrap();
+    assert_eq!(last.len(), 1);
+    assert_eq!(last[0].event, granted.id);
+    // A new event continues after the release's ids.
+    let id = s
+        .append_events(&[store::NewEvent::admin(
+            access::jiff::Timestamp::now(),
+            "test",
+            "test.after-upgrade",
+            "written by this release".into(),
+            serde_json::Value::Null,
+        )])
+        .await
+        .unwrap()[0];
+    assert!(id.0 > 13, "{id:?}");
+    s.close().await;
+
+    let pool = any_pool(url).await;
+    let (versions, after, _) = release_rows(&pool, columns_of, Some(&columns)).await;
+    pool.close().await;
+    assert_eq!(*versions.last().unwrap(), Store::schema_version());
+    for (i, t) in RELEASE_TABLES.iter().enumerate() {
+        match *t {
+            // Counters go on; later schemas add their own.
+            "id_sequences" => {}
+            "events" => {
+                let kept: Vec<_> = after[i]
+                    .iter()
+                    .filter(|r| !r.contains("test.after-upgrade"))
+                    .cloned()
+                    .collect();
+                assert_eq!(kept, before[i], "events changed in the upgrade");
+                assert_eq!(after[i].len(), before[i].len() + 1);
+            }
+            _ => assert_eq!(after[i], before[i], "{t} changed in the upgrade"),
+        }
+    }
+}
+
+#[test]
+fn a_sqlite_database_from_the_last_release_opens_migrated_with_everything_kept() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    std::fs::create_dir_all(&data).unwrap();
+    let db = data.join("pivgate.db");
+    std::fs::copy(release_fixture(), &db).unwrap();
+    rt().block_on(check_release_upgrade(
+        &format!("sqlite://{}", db.display()),
+        SQLITE_COLUMNS,
+    ));
+    // And through the data directory, as `pivgate serve` opens it.
+    rt().block_on(async {
+        let s = Store::open_data_dir(&data).await.unwrap();
+        assert_eq!(s.load_entities().await.unwrap().doors.len(), 2);
+        s.close().await;
+    });
+}
+
+#[test]
+fn a_postgresql_database_from_the_last_release_opens_migrated_with_everything_kept() {
+    let Some(pg) = store::testing::postgres_or_skip("upgrade from the last release on PostgreSQL")
+    else {
+        return;
+    };
+    run(pg_tool("psql")
+        .args(["-X", "-q", "-v", "ON_ERROR_STOP=1", "-d", pg.url(), "-f"])
+        .arg(release_pg_fixture()));
+    rt().block_on(check_release_upgrade(pg.url(), PG_COLUMNS));
+}

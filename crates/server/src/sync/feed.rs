@@ -21,6 +21,10 @@
 //! or a site that does not exist, or a request for another site's part
 //! (`?site=OTHER`), is refused (`403`) with a `sync.refused` admin event
 //! (limited per peer: [`super::refused`]).
+//!
+//! Both are served in the form of the site's schema ([`super::version`]):
+//! a site a release behind gets its entities without the fields it does
+//! not know.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -38,6 +42,7 @@ use store::{EventLog, FeedRead, NewEvent, Store};
 use tokio::sync::{mpsc, watch};
 
 use super::link::Peer;
+use super::version::{SiteForm, VersionRefusal};
 use super::SyncError;
 
 /// Rows read from the database at a time.
@@ -136,6 +141,23 @@ impl Central {
             },
         };
         if let Err(r) = &outcome {
+            self.record_refusal(peer, r, asked).await;
+        }
+        outcome
+    }
+
+    /// Records that `peer`'s site speaks a schema this central does not
+    /// serve (a `sync.refused` event, code `sync-version`).
+    pub async fn version_refused(&self, peer: &Peer, why: &VersionRefusal) {
+        let r = Refused {
+            code: VersionRefusal::CODE,
+            reason: why.to_string(),
+        };
+        self.record_refusal(peer, &r, None).await;
+    }
+
+    async fn record_refusal(&self, peer: &Peer, r: &Refused, asked: Option<&str>) {
+        {
             let sentence = format!("site link from {} refused: {}", peer.addr, r.reason);
             tracing::warn!(peer = %peer.addr, code = r.code, "{sentence}");
             let event = NewEvent::admin(
@@ -157,7 +179,6 @@ impl Central {
             };
             self.refusals.refused(key, r.code, event).await;
         }
-        outcome
     }
 }
 
@@ -198,8 +219,10 @@ fn unavailable(e: impl std::fmt::Display) -> Response {
 async fn snapshot(
     State(c): State<Arc<Central>>,
     Extension(peer): Extension<Peer>,
+    form: Option<Extension<SiteForm>>,
     Query(q): Query<SiteQuery>,
 ) -> Response {
+    let form = form.map_or_else(SiteForm::current, |f| f.0);
     let site = match c.site_of(&peer, q.site.as_deref()).await {
         Ok(s) => s,
         Err(r) => return r.into_response(),
@@ -208,7 +231,9 @@ async fn snapshot(
         Ok(s) => s,
         Err(e) => return unavailable(e),
     };
-    let mut body = json!({ "pos": pos, "part": site_part(&all, site.id) });
+    let mut part = serde_json::to_value(site_part(&all, site.id)).unwrap_or_default();
+    form.shape_entities(&mut part);
+    let mut body = json!({ "pos": pos, "part": part });
     if q.data {
         match c.store.revocation_data_upto(pos).await {
             Ok(d) => body["revocation_data"] = json!(d),
@@ -221,8 +246,10 @@ async fn snapshot(
 async fn feed(
     State(c): State<Arc<Central>>,
     Extension(peer): Extension<Peer>,
+    form: Option<Extension<SiteForm>>,
     Query(q): Query<FeedQuery>,
 ) -> Response {
+    let form = form.map_or_else(SiteForm::current, |f| f.0);
     let site = match c.site_of(&peer, q.site.as_deref()).await {
         Ok(s) => s,
         Err(r) => return r.into_response(),
@@ -245,9 +272,9 @@ async fn feed(
         }
         Err(e) => return unavailable(e),
     };
-    tracing::info!(site = %site.name, after = q.after, peer = %peer.addr, "site follows the feed");
+    tracing::info!(site = %site.name, after = q.after, peer = %peer.addr, schema = form.schema, "site follows the feed");
     let (tx, rx) = mpsc::channel::<Bytes>(64);
-    tokio::spawn(follow(c.clone(), site, q.after, first, q.data, wake, tx));
+    tokio::spawn(follow(c.clone(), site, form, q.after, first, q.data, wake, tx));
     let body = futures_util::stream::unfold(rx, |mut rx| async move {
         rx.recv()
             .await
@@ -260,12 +287,19 @@ async fn feed(
         .unwrap_or_else(|_| StatusCode::INTERNAL_SERVER_ERROR.into_response())
 }
 
-/// One feed line.
-fn line(row: &store::FeedRow) -> Bytes {
-    let field = if row.data { "data" } else { "delta" };
+/// One feed line, in the site's form (revocation data as it is).
+fn line(row: &store::FeedRow, form: &SiteForm) -> Bytes {
+    if row.data {
+        return Bytes::from(format!(
+            "{{\"pos\":{},\"revocation\":{},\"data\":{}}}\n",
+            row.pos, row.revocation, row.body
+        ));
+    }
     Bytes::from(format!(
-        "{{\"pos\":{},\"revocation\":{},\"{field}\":{}}}\n",
-        row.pos, row.revocation, row.body
+        "{{\"pos\":{},\"revocation\":{},\"delta\":{}}}\n",
+        row.pos,
+        row.revocation,
+        form.delta_text(&row.body)
     ))
 }
 
@@ -274,6 +308,7 @@ fn line(row: &store::FeedRow) -> Bytes {
 async fn follow(
     c: Arc<Central>,
     site: Site,
+    form: SiteForm,
     mut last: i64,
     mut rows: Vec<store::FeedRow>,
     data: bool,
@@ -292,7 +327,7 @@ async fn follow(
                 break;
             }
             for r in &rows {
-                if (data || !r.data) && tx.send(line(r)).await.is_err() {
+                if (data || !r.data) && tx.send(line(r, &form)).await.is_err() {
                     return;
                 }
                 last = r.pos;

@@ -66,6 +66,10 @@ pub struct FollowStatus {
     pub snapshots: u64,
     /// Why the last link ended.
     pub last_error: Option<String>,
+    /// Set while the central refuses this site's release
+    /// ([`super::version`]): why, and which side must be upgraded. The
+    /// site keeps deciding on the data it holds.
+    pub must_upgrade: Option<String>,
 }
 
 /// A site's follower (see the module's documentation).
@@ -190,7 +194,17 @@ impl Follower {
         store: Store,
         access: Arc<AccessData>,
     ) -> Result<Arc<Follower>, SyncError> {
-        let connector = Arc::new(Connector::new(cfg)?);
+        Self::with_connector(cfg, store, access, Connector::new(cfg)?)
+    }
+
+    /// The same, reaching the centrals through `connector`.
+    pub fn with_connector(
+        cfg: &CentralConfig,
+        store: Store,
+        access: Arc<AccessData>,
+        connector: Connector,
+    ) -> Result<Arc<Follower>, SyncError> {
+        let connector = Arc::new(connector);
         Ok(Arc::new(Follower {
             site: cfg.site.clone(),
             connector,
@@ -265,6 +279,11 @@ impl Follower {
             if progressed {
                 wait = self.retry_min;
             }
+            if let SyncError::Version { reason, upgrade } = &e {
+                self.must_upgrade(reason, upgrade).await;
+                // Not until one side is upgraded: try again rarely.
+                wait = self.retry_max;
+            }
             i = (i + 1) % n;
             // A pause after each round through the list.
             if i == 0 || n == 1 {
@@ -303,15 +322,15 @@ impl Follower {
                         .await
                         .map(|b| b.to_bytes())
                         .unwrap_or_default();
-                    return Err(SyncError::Refused {
-                        status: s.as_u16(),
-                        body: String::from_utf8_lossy(&body).chars().take(512).collect(),
-                    });
+                    return Err(SyncError::refused(s.as_u16(), &body));
                 }
             }
         };
         self.link.send_replace(Some(link.clone()));
-        self.status.send_modify(|s| s.central = Some(link.index()));
+        self.status.send_modify(|s| {
+            s.central = Some(link.index());
+            s.must_upgrade = None;
+        });
         tracing::info!(central = %link.endpoint().url, after = pos, "following the central");
         let mut body = resp.into_body();
         let mut buf: Vec<u8> = Vec::new();
@@ -359,6 +378,34 @@ impl Follower {
             if ended {
                 return Err(SyncError::Link("the central closed the feed".into()));
             }
+        }
+    }
+
+    /// Shows that the central refuses this site's release, and records it
+    /// (a `sync.version` event) when that is news.
+    async fn must_upgrade(&self, reason: &str, upgrade: &str) {
+        let sentence = format!("the central refuses this site's release: {reason}");
+        let news = self.status.borrow().must_upgrade.as_deref() != Some(sentence.as_str());
+        if !news {
+            return;
+        }
+        tracing::error!(upgrade, "{sentence}; deciding on the data held until then");
+        self.status
+            .send_modify(|s| s.must_upgrade = Some(sentence.clone()));
+        let event = NewEvent::admin(
+            Timestamp::now(),
+            ACTOR,
+            "sync.version",
+            sentence,
+            json!({ "code": super::version::VersionRefusal::CODE, "upgrade": upgrade,
+                    "schema": super::version::current() }),
+        );
+        let recorded = match self.access.controller() {
+            Some(c) => c.log().append(event).await.map(|_| ()),
+            None => self.store.append_events(&[event]).await.map(|_| ()),
+        };
+        if let Err(e) = recorded {
+            tracing::error!(error = %e, "the sync.version event could not be recorded");
         }
     }
 
@@ -448,13 +495,7 @@ impl Follower {
             .send(link.request(Method::GET, "/sync/v1/snapshot?data=true", Bytes::new()))
             .await?;
         if resp.status() != StatusCode::OK {
-            return Err(SyncError::Refused {
-                status: resp.status().as_u16(),
-                body: String::from_utf8_lossy(resp.body())
-                    .chars()
-                    .take(512)
-                    .collect(),
-            });
+            return Err(SyncError::refused(resp.status().as_u16(), resp.body()));
         }
         let mut snap: SnapshotBody = serde_json::from_slice(resp.body())
             .map_err(|e| SyncError::Protocol(format!("the snapshot: {e}")))?;

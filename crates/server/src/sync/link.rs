@@ -198,6 +198,9 @@ pub struct Connector {
     /// The longest wait for a central's answer, and between its parts
     /// (`central.silence_ms`).
     silence: Duration,
+    /// The schema every request says the site is at
+    /// ([`super::version`]).
+    schema: i64,
 }
 
 impl Connector {
@@ -240,7 +243,16 @@ impl Connector {
             endpoints,
             timeout: Duration::from_millis(cfg.connect_timeout_ms),
             silence: Duration::from_millis(cfg.silence_ms),
+            schema: super::version::current(),
         })
+    }
+
+    /// The same connector saying the site is at `schema` rather than this
+    /// release's: what a site of another release sends (to check a
+    /// rolling upgrade).
+    pub fn presenting_schema(mut self, schema: i64) -> Connector {
+        self.schema = schema;
+        self
     }
 
     pub fn endpoints(&self) -> &[Endpoint] {
@@ -323,6 +335,10 @@ impl Link {
         if let Ok(h) = self.endpoint().authority.parse() {
             r.headers_mut().insert(header::HOST, h);
         }
+        r.headers_mut().insert(
+            super::version::SCHEMA_HEADER,
+            header::HeaderValue::from(self.connector.schema),
+        );
         r
     }
 

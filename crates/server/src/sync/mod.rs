@@ -36,6 +36,7 @@
 //! | [`wire`] | what the uploader and the ingest exchange |
 //! | [`report`] | the site's reports of itself to the central |
 //! | [`board`] | the central's view of every site: link, lag, backlog, ages, skew |
+//! | [`version`] | sites and centrals of different releases |
 //!
 //! Up, each site event is keyed by (site, the event's id at the site): the
 //! central inserts it `ON CONFLICT DO NOTHING` and acknowledges the highest
@@ -51,6 +52,7 @@ pub mod report;
 pub mod run;
 pub mod settings;
 pub mod upload;
+pub mod version;
 pub mod wire;
 
 use std::sync::Arc;
@@ -76,6 +78,10 @@ pub enum SyncError {
     /// The site's change path refused what the central sent.
     #[error("applying the central's change failed: {0}")]
     Apply(#[from] crate::admin::ChangeError),
+    /// The central does not serve a site of this release
+    /// ([`version`]); `upgrade` names the side to upgrade.
+    #[error("{reason}")]
+    Version { reason: String, upgrade: String },
 }
 
 impl SyncError {
@@ -88,6 +94,19 @@ impl SyncError {
             SyncError::Protocol(_) => "protocol",
             SyncError::Store(_) => "database",
             SyncError::Apply(_) => "apply-failed",
+            SyncError::Version { .. } => version::VersionRefusal::CODE,
+        }
+    }
+
+    /// The central's error answer `status` with `body`: a version refusal
+    /// when it is one, else [`SyncError::Refused`].
+    pub fn refused(status: u16, body: &[u8]) -> SyncError {
+        match version::refusal_in(status, body) {
+            Some((reason, upgrade)) => SyncError::Version { reason, upgrade },
+            None => SyncError::Refused {
+                status,
+                body: String::from_utf8_lossy(body).chars().take(512).collect(),
+            },
         }
     }
 }
@@ -127,10 +146,37 @@ pub fn central_router(
         },
     ));
     let reports = board::router(central.clone(), board.clone());
+    // Every request says the site's schema: served in its form, or
+    // refused with `sync-version` (and an event); every answer says ours.
+    let guard = central.clone();
     let tracked = feed::router(central).layer(axum::middleware::from_fn(
         move |req: axum::extract::Request, next: axum::middleware::Next| {
             board::track_feed(board.clone(), req, next)
         },
     ));
-    tracked.merge(up).merge(reports)
+    tracked
+        .merge(up)
+        .merge(reports)
+        .layer(axum::middleware::from_fn(
+            move |mut req: axum::extract::Request, next: axum::middleware::Next| {
+                let central = guard.clone();
+                async move {
+                    use axum::response::IntoResponse;
+                    let mut resp = match version::form_of(req.headers()) {
+                        Ok(form) => {
+                            req.extensions_mut().insert(form);
+                            next.run(req).await
+                        }
+                        Err(refused) => {
+                            if let Some(peer) = req.extensions().get::<link::Peer>() {
+                                central.version_refused(peer, &refused).await;
+                            }
+                            refused.into_response()
+                        }
+                    };
+                    version::stamp(resp.headers_mut());
+                    resp
+                }
+            },
+        ))
 }
