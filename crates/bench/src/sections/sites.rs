@@ -33,6 +33,7 @@ fn figure(
         lower_is_better: lower,
         goal,
         command: cmd.into(),
+        spread: None,
     }
 }
 
@@ -140,6 +141,7 @@ pub fn run(ctx: &Ctx) -> Result<Section> {
                 lower_is_better: true,
                 goal: (m != "up").then_some(up * 1.05),
                 command: cmd.into(),
+                spread: None,
             });
         }
         notes.push(format!(
