@@ -277,10 +277,9 @@ async fn feed(
     tokio::spawn(follow(
         c.clone(),
         site,
-        form,
+        (form, q.data),
         q.after,
         first,
-        q.data,
         wake,
         tx,
     ));
@@ -313,14 +312,14 @@ fn line(row: &store::FeedRow, form: &SiteForm) -> Bytes {
 }
 
 /// Sends the site's rows after `after` as they commit, until the site goes
-/// away, the feed is pruned under it, or the central stops.
+/// away, the feed is pruned under it, or the central stops. The rows go
+/// in the site's form; revocation data rows only if it asked for them.
 async fn follow(
     c: Arc<Central>,
     site: Site,
-    form: SiteForm,
+    (form, data): (SiteForm, bool),
     mut last: i64,
     mut rows: Vec<store::FeedRow>,
-    data: bool,
     mut wake: watch::Receiver<u64>,
     tx: mpsc::Sender<Bytes>,
 ) {
