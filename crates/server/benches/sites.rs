@@ -40,7 +40,8 @@
 //! 100,000 cardholders; `-- --quick` 100 × 20 and 20,000; `cargo test
 //! --bench sites` a smoke pass (5 × 2, 200). `-- --json FILE` also writes
 //! the figures as JSON (for `pivgate-bench`). `PIVGATE_BENCH_SITES=N`
-//! overrides the number of sites.
+//! overrides the number of sites. `-- --only ingest` plays the ingest
+//! alone (connect, then every site uploading; no fan-out, catch-up or taps).
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -92,6 +93,8 @@ struct Size {
     per_site: i64,
     /// Taps at the real site per link state.
     taps: usize,
+    /// The ingest alone (`--only ingest`).
+    only_ingest: bool,
 }
 
 fn sha256(bytes: &[u8]) -> access::Sha256 {
@@ -735,8 +738,8 @@ fn site_config(dir: &Path, name: &str, addr: SocketAddr) -> CentralConfig {
         connect_timeout_ms: 30_000,
         retry_min_ms: 100,
         retry_max_ms: 1_000,
-        upload_retry_min_ms: 200,
-        upload_retry_max_ms: 60_000,
+        upload_retry_min_ms: 100,
+        upload_retry_max_ms: 1_000,
     }
 }
 
@@ -945,6 +948,23 @@ fn run(z: Size, cluster: &TempCluster) -> serde_json::Value {
         "load": load_ingest,
     });
     eprintln!("sites: ingest {ingest}");
+    if z.only_ingest {
+        stop_tx.send_replace(true);
+        for f in followers {
+            f.abort();
+        }
+        drop(sites);
+        sites_rt.shutdown_timeout(Duration::from_secs(5));
+        central_rt.block_on(store.close());
+        central_rt.shutdown_timeout(Duration::from_secs(5));
+        return serde_json::json!({
+            "sites": z.sites,
+            "doors_per_site": z.doors,
+            "cardholders": z.cardholders,
+            "connect_s": connect_s,
+            "ingest": ingest,
+        });
+    }
 
     // Catch-up: the first site goes away for "an hour".
     let away = sites[0].clone();
@@ -1041,6 +1061,7 @@ fn main() {
             suspensions: 50,
             per_site: 1_024,
             taps: 2_000,
+            only_ingest: false,
         },
         (true, true) => Size {
             sites: 100,
@@ -1049,6 +1070,7 @@ fn main() {
             suspensions: 20,
             per_site: 1_024,
             taps: 1_000,
+            only_ingest: false,
         },
         _ => Size {
             sites: 5,
@@ -1057,8 +1079,18 @@ fn main() {
             suspensions: 3,
             per_site: 300,
             taps: 50,
+            only_ingest: false,
         },
     };
+    if let Some(i) = args.iter().position(|a| a == "--only") {
+        match args.get(i + 1).map(String::as_str) {
+            Some("ingest") => {
+                z.only_ingest = true;
+                z.suspensions = 0;
+            }
+            other => panic!("--only takes `ingest`, not {other:?}"),
+        }
+    }
     if let Some(n) = std::env::var("PIVGATE_BENCH_SITES")
         .ok()
         .and_then(|v| v.parse().ok())
@@ -1110,6 +1142,17 @@ fn main() {
             c["seconds"].as_f64().unwrap_or(f64::NAN),
             c["feed_s"].as_f64().unwrap_or(f64::NAN),
         );
+    }
+    if out.get("fanout").is_none() {
+        if let Some(i) = out.get("ingest") {
+            println!(
+                "ingest, every site uploading: {:.0} events/s (goal ≥ 10000); central CPU {:.1} µs/event; PostgreSQL CPU {:.0} s per million events; load {}",
+                i["events_per_s"].as_f64().unwrap_or(f64::NAN),
+                i["central_cpu_us_per_event"].as_f64().unwrap_or(f64::NAN),
+                i["postgres_cpu_s_per_million"].as_f64().unwrap_or(f64::NAN),
+                i["load"],
+            );
+        }
     }
     if let Some(t) = out.get("taps") {
         for m in ["up", "slow", "down"] {

@@ -655,3 +655,94 @@ async fn a_site_whose_database_was_replaced_stops_instead_of_losing_its_events()
     assert_eq!(site.upload_cursor().await.unwrap().unwrap().acked, 0);
     assert_eq!(central_counts(&central, "annex").await, (10, 0));
 }
+
+/// Many sites upload at once through one central's writer (their batches
+/// share transactions), each batch sent twice at the same moment and a
+/// refused batch among them: every event is stored once, each answer is
+/// its own site's.
+async fn check_many_sites_at_once(central: &Store) {
+    const SITES: usize = 40;
+    const BATCHES: i64 = 6;
+    const PER_BATCH: i64 = 10;
+    let group = ingest::IngestGroup::new(IngestState {
+        store: central.clone(),
+        policy: IngestPolicy::default(),
+    });
+    let batch = |from: i64, n: i64, now: Timestamp| UploadBatch {
+        v: wire::VERSION,
+        floor: 0,
+        sent_at: now,
+        events: (from..from + n)
+            .map(|seq| SiteEvent {
+                seq,
+                event: tap(now, seq),
+            })
+            .collect(),
+    };
+    let uploads: Vec<_> = (0..SITES)
+        .map(|k| {
+            let group = group.clone();
+            tokio::spawn(async move {
+                let site = SiteIdentity::new(&format!("crowd-{k:02}"));
+                for b in 0..BATCHES {
+                    let now = Timestamp::now();
+                    let sent = batch(b * PER_BATCH + 1, PER_BATCH, now);
+                    let (one, two) = tokio::join!(
+                        group.ingest(&site, sent.clone(), now),
+                        group.ingest(&site, sent, now)
+                    );
+                    let (one, two) = (one.unwrap(), two.unwrap());
+                    let acked = (b + 1) * PER_BATCH;
+                    assert_eq!((one.acked, two.acked), (acked, acked), "{site:?}");
+                    assert_eq!(one.stored + two.stored, PER_BATCH as u64, "{site:?}");
+                    assert_eq!(
+                        one.duplicates + two.duplicates,
+                        PER_BATCH as u64,
+                        "{site:?}"
+                    );
+                    if k % 8 == 0 {
+                        // A batch the central refuses, among the others.
+                        let mut bad = batch(acked + 1, 2, now);
+                        bad.events[1].seq = 0;
+                        match group.ingest(&site, bad, now).await {
+                            Err(e) => assert_eq!(e.code(), "bad-sequence"),
+                            Ok(a) => panic!("a sequence 0 accepted: {a:?}"),
+                        }
+                    }
+                }
+            })
+        })
+        .collect();
+    for u in uploads {
+        tokio::time::timeout(DEADLINE, u).await.unwrap().unwrap();
+    }
+    for k in 0..SITES {
+        let site = format!("crowd-{k:02}");
+        let all = BATCHES * PER_BATCH;
+        assert_eq!(central_counts(central, &site).await, (all, 0), "{site}");
+        let state = central.site_upload_state(&site).await.unwrap().unwrap();
+        assert_eq!(state.acked, all, "{site}");
+        let there = central.site_events(&site, 1, all).await.unwrap();
+        let seqs: Vec<i64> = there.iter().map(|e| e.seq).collect();
+        assert_eq!(seqs, (1..=all).collect::<Vec<_>>(), "{site}");
+        for e in &there {
+            assert_eq!(
+                e.event.event.data,
+                Some(serde_json::json!({ "n": e.seq, "stages": ["select", "verify"] })),
+                "{site}"
+            );
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn many_sites_uploading_at_once_share_transactions_and_store_each_event_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let central = Store::open_data_dir(dir.path()).await.unwrap();
+    check_many_sites_at_once(&central).await;
+    let Some(pg) = store::testing::postgres_or_skip("many_sites_at_once") else {
+        return;
+    };
+    let central = Store::connect(pg.url()).await.unwrap();
+    check_many_sites_at_once(&central).await;
+}

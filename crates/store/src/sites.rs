@@ -28,7 +28,7 @@ use serde::{Deserialize, Serialize};
 use sqlx::Row;
 
 use crate::columns::{invalid, text_to_db, ts_from_db, ts_to_db};
-use crate::sql::{next_ids, EVENT_COLUMNS, EVENT_ROWS_PER_INSERT};
+use crate::sql::{next_ids, EVENT_COLUMNS};
 use crate::types::{Event, NewEvent, StoreError};
 use crate::Store;
 
@@ -132,6 +132,9 @@ pub struct StoredSiteEvent {
 }
 
 const SITE_COLUMNS: usize = 16;
+/// Rows per multi-row insert of uploaded events (16 parameters each: well
+/// within SQLite's and PostgreSQL's limits on parameters per statement).
+const SITE_ROWS_PER_INSERT: usize = 1024;
 
 fn micros(d: SignedDuration) -> i64 {
     i64::try_from(d.as_micros()).unwrap_or(if d.is_negative() { i64::MIN } else { i64::MAX })
@@ -248,39 +251,80 @@ impl Store {
         events: &[SiteEvent],
         policy: &IngestPolicy,
     ) -> Result<Ack, StoreError> {
-        let site = batch.site.to_string();
-        let mut tx = self.begin().await?;
-        // The site's row is locked below: a central frozen mid-batch must
-        // not hold every other instance off this site's uploads.
-        crate::sql::limit_idle_holder(&mut tx.tx).await?;
-        sqlx::query(
-            "INSERT INTO site_uploads (site, acked, skewed) VALUES ($1, 0, 0) \
-             ON CONFLICT (site) DO NOTHING",
-        )
-        .bind(site.clone())
-        .execute(&mut *tx.tx)
-        .await?;
-        // Locks the site's row until commit: one upload of a site at a time.
-        let row = sqlx::query(
-            "UPDATE site_uploads SET acked = acked WHERE site = $1 RETURNING acked, skewed",
-        )
-        .bind(site.clone())
-        .fetch_one(&mut *tx.tx)
-        .await?;
-        let before: i64 = row.try_get(0)?;
-        let was_skewed = row.try_get::<i64, _>(1)? != 0;
-        let base = before.max(batch.floor);
+        let mut acks = self.ingest_site_batches(&[(batch, events)], policy).await?;
+        acks.pop()
+            .ok_or_else(|| invalid("site batch", "site", "no answer"))
+    }
 
-        let mut fresh: Vec<&SiteEvent> = events.iter().filter(|e| e.seq > base).collect();
-        fresh.sort_by_key(|e| e.seq);
-        fresh.dedup_by_key(|e| e.seq);
-        let received_us = ts_to_db(batch.received_at);
+    /// At the central: [`Store::ingest_site_events`] for several sites'
+    /// batches in one transaction (a group commit): the sites' rows locked
+    /// in name order, the event ids allocated once for all, the events
+    /// inserted in multi-row statements, one commit. Each batch gets its own
+    /// site's [`Ack`], in the order given. The sites must be distinct (two
+    /// batches of one site go in two calls); if any statement fails nothing
+    /// of any batch is stored.
+    pub async fn ingest_site_batches(
+        &self,
+        batches: &[(Ingest<'_>, &[SiteEvent])],
+        policy: &IngestPolicy,
+    ) -> Result<Vec<Ack>, StoreError> {
+        let mut order: Vec<usize> = (0..batches.len()).collect();
+        order.sort_by_key(|&i| batches[i].0.site);
+        if order
+            .windows(2)
+            .any(|w| batches[w[0]].0.site == batches[w[1]].0.site)
+        {
+            return Err(invalid(
+                "site batch",
+                "site",
+                "two batches of one site in one transaction",
+            ));
+        }
+        let mut tx = self.begin().await?;
+        // The sites' rows are locked below: a central frozen mid-batch must
+        // not hold every other instance off these sites' uploads.
+        crate::sql::limit_idle_holder(&mut tx.tx).await?;
+        // Per batch: the acknowledgement before, whether it was skewed.
+        let mut before = vec![(0i64, false); batches.len()];
+        for &b in &order {
+            let site = batches[b].0.site.to_string();
+            sqlx::query(
+                "INSERT INTO site_uploads (site, acked, skewed) VALUES ($1, 0, 0) \
+                 ON CONFLICT (site) DO NOTHING",
+            )
+            .bind(site.clone())
+            .execute(&mut *tx.tx)
+            .await?;
+            // Locks the site's row until commit: one upload of a site at a
+            // time.
+            let row = sqlx::query(
+                "UPDATE site_uploads SET acked = acked WHERE site = $1 RETURNING acked, skewed",
+            )
+            .bind(site)
+            .fetch_one(&mut *tx.tx)
+            .await?;
+            before[b] = (row.try_get(0)?, row.try_get::<i64, _>(1)? != 0);
+        }
+
         let late_us = micros(policy.late_after);
-        let mut stored = 0u64;
-        let mut late = 0u64;
+        // Every batch's new events: (batch, event, late).
+        let mut fresh: Vec<(usize, &SiteEvent, bool)> = Vec::new();
+        for (b, (batch, events)) in batches.iter().enumerate() {
+            let base = before[b].0.max(batch.floor);
+            let mut mine: Vec<&SiteEvent> = events.iter().filter(|e| e.seq > base).collect();
+            mine.sort_by_key(|e| e.seq);
+            mine.dedup_by_key(|e| e.seq);
+            let received_us = ts_to_db(batch.received_at);
+            fresh.extend(mine.into_iter().map(|e| {
+                let is_late = received_us.saturating_sub(ts_to_db(e.event.time)) > late_us;
+                (b, e, is_late)
+            }));
+        }
+        let mut stored = vec![0u64; batches.len()];
+        let mut late = vec![0u64; batches.len()];
         if !fresh.is_empty() {
             let mut id = next_ids(&mut tx.tx, "event", fresh.len() as i64).await?;
-            for chunk in fresh.chunks(EVENT_ROWS_PER_INSERT) {
+            for chunk in fresh.chunks(SITE_ROWS_PER_INSERT) {
                 let mut sql = format!(
                     "INSERT INTO events ({EVENT_COLUMNS}, site, site_seq, received_at_us, late) VALUES "
                 );
@@ -298,11 +342,11 @@ impl Store {
                     sql.push(')');
                 }
                 sql.push_str(
-                    " ON CONFLICT (site, site_seq) WHERE site IS NOT NULL DO NOTHING RETURNING site_seq",
+                    " ON CONFLICT (site, site_seq) WHERE site IS NOT NULL DO NOTHING \
+                     RETURNING site, site_seq",
                 );
                 let mut q = sqlx::query(&sql);
-                let mut late_here = Vec::with_capacity(chunk.len());
-                for s in chunk {
+                for &(b, s, is_late) in chunk {
                     let e = &s.event;
                     let data = e
                         .data
@@ -310,8 +354,6 @@ impl Store {
                         .map(serde_json::to_string)
                         .transpose()
                         .map_err(|err| invalid("event", "data", err))?;
-                    let is_late = received_us.saturating_sub(ts_to_db(e.time)) > late_us;
-                    late_here.push((s.seq, is_late));
                     q = q
                         .bind(id)
                         .bind(ts_to_db(e.time))
@@ -325,82 +367,89 @@ impl Store {
                         .bind(e.reason.as_deref().map(|t| text_to_db(t).into_owned()))
                         .bind(e.actor.as_deref().map(|t| text_to_db(t).into_owned()))
                         .bind(data)
-                        .bind(site.clone())
+                        .bind(batches[b].0.site.to_string())
                         .bind(s.seq)
-                        .bind(received_us)
+                        .bind(ts_to_db(batches[b].0.received_at))
                         .bind(i64::from(is_late));
                     id += 1;
                 }
                 // Only the rows inserted now come back.
-                let inserted: Vec<i64> = q
-                    .fetch_all(&mut *tx.tx)
-                    .await?
-                    .iter()
-                    .map(|r| r.try_get(0))
-                    .collect::<Result<_, _>>()?;
-                stored += inserted.len() as u64;
-                late += late_here
-                    .iter()
-                    .filter(|(seq, l)| *l && inserted.contains(seq))
-                    .count() as u64;
+                let mut inserted = std::collections::HashSet::new();
+                for r in q.fetch_all(&mut *tx.tx).await? {
+                    inserted.insert((r.try_get::<String, _>(0)?, r.try_get::<i64, _>(1)?));
+                }
+                for &(b, s, is_late) in chunk {
+                    if inserted.contains(&(batches[b].0.site.to_string(), s.seq)) {
+                        stored[b] += 1;
+                        if is_late {
+                            late[b] += 1;
+                        }
+                    }
+                }
             }
         }
 
-        // The gap-free prefix: from what was acknowledged, as long as the
-        // next sequence is held.
-        let mut acked = base;
-        const STEP: i64 = 1024;
-        loop {
-            let seqs: Vec<i64> = sqlx::query_scalar(
-                "SELECT site_seq FROM events WHERE site = $1 AND site_seq > $2 \
-                 ORDER BY site_seq LIMIT $3",
-            )
-            .bind(site.clone())
-            .bind(acked)
-            .bind(STEP)
-            .fetch_all(&mut *tx.tx)
-            .await?;
-            let n = seqs.len() as i64;
-            let mut contiguous = true;
-            for s in seqs {
-                if s == acked + 1 {
-                    acked = s;
-                } else {
-                    contiguous = false;
+        let mut acks = Vec::with_capacity(batches.len());
+        for (b, (batch, events)) in batches.iter().enumerate() {
+            let site = batch.site.to_string();
+            let (was, was_skewed) = before[b];
+            // The gap-free prefix: from what was acknowledged, as long as
+            // the next sequence is held.
+            let mut acked = was.max(batch.floor);
+            const STEP: i64 = 1024;
+            loop {
+                let seqs: Vec<i64> = sqlx::query_scalar(
+                    "SELECT site_seq FROM events WHERE site = $1 AND site_seq > $2 \
+                     ORDER BY site_seq LIMIT $3",
+                )
+                .bind(site.clone())
+                .bind(acked)
+                .bind(STEP)
+                .fetch_all(&mut *tx.tx)
+                .await?;
+                let n = seqs.len() as i64;
+                let mut contiguous = true;
+                for s in seqs {
+                    if s == acked + 1 {
+                        acked = s;
+                    } else {
+                        contiguous = false;
+                        break;
+                    }
+                }
+                if !contiguous || n < STEP {
                     break;
                 }
             }
-            if !contiguous || n < STEP {
-                break;
-            }
-        }
 
-        let skew = batch.sent_at.duration_since(batch.received_at);
-        let skewed = skew.abs() > policy.max_skew;
-        if skewed != was_skewed {
-            tx.append_events(&[skew_event(&site, skew, policy, skewed, batch.received_at)])
-                .await?;
+            let skew = batch.sent_at.duration_since(batch.received_at);
+            let skewed = skew.abs() > policy.max_skew;
+            if skewed != was_skewed {
+                tx.append_events(&[skew_event(&site, skew, policy, skewed, batch.received_at)])
+                    .await?;
+            }
+            sqlx::query(
+                "UPDATE site_uploads SET acked = $1, skew_us = $2, skewed = $3, last_batch_us = $4 \
+                 WHERE site = $5",
+            )
+            .bind(acked)
+            .bind(micros(skew))
+            .bind(i64::from(skewed))
+            .bind(ts_to_db(batch.received_at))
+            .bind(site)
+            .execute(&mut *tx.tx)
+            .await?;
+            acks.push(Ack {
+                acked,
+                stored: stored[b],
+                duplicates: events.len() as u64 - stored[b],
+                late: late[b],
+                skew,
+                skewed,
+            });
         }
-        sqlx::query(
-            "UPDATE site_uploads SET acked = $1, skew_us = $2, skewed = $3, last_batch_us = $4 \
-             WHERE site = $5",
-        )
-        .bind(acked)
-        .bind(micros(skew))
-        .bind(i64::from(skewed))
-        .bind(received_us)
-        .bind(site)
-        .execute(&mut *tx.tx)
-        .await?;
         tx.commit().await?;
-        Ok(Ack {
-            acked,
-            stored,
-            duplicates: events.len() as u64 - stored,
-            late,
-            skew,
-            skewed,
-        })
+        Ok(acks)
     }
 
     /// At the central: what it holds for `site`, or `None` before its first

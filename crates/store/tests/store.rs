@@ -59,6 +59,7 @@ on_both!(any_text_is_stored_losslessly);
 on_both!(a_time_window_holds_its_events_whatever_their_ids);
 on_both!(site_links_follow_links_reports_and_pending_changes);
 on_both!(dashboard_reads_use_bounded_plans);
+on_both!(sites_batches_share_a_transaction_with_their_own_acknowledgements);
 
 fn site(name: &str, tz: &str) -> Site {
     Site {
@@ -1747,4 +1748,85 @@ async fn site_links_follow_links_reports_and_pending_changes(store: Store) {
     }
     // 5 uploaded events and the central's own took ids 1 to 6.
     assert_eq!(store.last_event_seq().await.unwrap(), 6);
+}
+
+/// Several sites' batches in one transaction: each answer is its own
+/// site's (gap-free prefix, duplicates, floor); two batches of one site in
+/// one transaction are refused, nothing of them stored.
+async fn sites_batches_share_a_transaction_with_their_own_acknowledgements(store: Store) {
+    let t = |s: i64| Timestamp::from_second(1_800_000_000 + s).unwrap();
+    let events = |seqs: &[i64]| -> Vec<SiteEvent> {
+        seqs.iter()
+            .map(|&n| SiteEvent {
+                seq: n,
+                event: NewEvent::admin(
+                    t(n),
+                    "x",
+                    "test.event",
+                    format!("event {n}"),
+                    json!({ "n": n }),
+                ),
+            })
+            .collect()
+    };
+    let at = |site, floor| Ingest {
+        site,
+        floor,
+        sent_at: t(100),
+        received_at: t(100),
+    };
+    let policy = IngestPolicy::default();
+    let (a, b, c) = (events(&[1, 2, 3]), events(&[1, 3]), events(&[11, 12]));
+    let acks = store
+        .ingest_site_batches(
+            &[
+                (at("zulu", 0), &a[..]),
+                (at("alpha", 0), &b[..]),
+                (at("mid", 10), &c[..]),
+            ],
+            &policy,
+        )
+        .await
+        .unwrap();
+    let got: Vec<_> = acks
+        .iter()
+        .map(|a| (a.acked, a.stored, a.duplicates))
+        .collect();
+    assert_eq!(got, vec![(3, 3, 0), (1, 2, 0), (12, 2, 0)]);
+    // Again, with alpha's gap filled and a re-sent zulu.
+    let (a2, b2) = (events(&[2, 3, 4]), events(&[2]));
+    let acks = store
+        .ingest_site_batches(
+            &[(at("zulu", 0), &a2[..]), (at("alpha", 0), &b2[..])],
+            &policy,
+        )
+        .await
+        .unwrap();
+    let got: Vec<_> = acks
+        .iter()
+        .map(|a| (a.acked, a.stored, a.duplicates))
+        .collect();
+    assert_eq!(got, vec![(4, 1, 2), (3, 1, 0)]);
+    // Two batches of one site: refused, nothing stored.
+    let (x, y) = (events(&[5]), events(&[6]));
+    let err = store
+        .ingest_site_batches(&[(at("zulu", 0), &x[..]), (at("zulu", 0), &y[..])], &policy)
+        .await;
+    assert!(matches!(err, Err(StoreError::Invalid { .. })), "{err:?}");
+    assert_eq!(
+        store
+            .site_upload_state("zulu")
+            .await
+            .unwrap()
+            .unwrap()
+            .acked,
+        4
+    );
+    for (site, n) in [("zulu", 4), ("alpha", 3), ("mid", 2)] {
+        let held = store.site_events(site, 1, 100).await.unwrap();
+        assert_eq!(held.len(), n, "{site}");
+        for e in held {
+            assert_eq!(e.event.event.data, Some(json!({ "n": e.seq })), "{site}");
+        }
+    }
 }
