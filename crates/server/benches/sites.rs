@@ -92,6 +92,8 @@ struct Size {
     per_site: i64,
     /// Taps at the real site per link state.
     taps: usize,
+    /// Only the fan-out is measured (`-- --only fanout`).
+    fanout_only: bool,
 }
 
 fn sha256(bytes: &[u8]) -> access::Sha256 {
@@ -896,6 +898,23 @@ fn run(z: Size, cluster: &TempCluster) -> serde_json::Value {
         "load": load_fanout,
     });
     eprintln!("sites: fan-out {fanout}");
+    if z.fanout_only {
+        stop_tx.send_replace(true);
+        for f in followers {
+            f.abort();
+        }
+        drop(sites);
+        sites_rt.shutdown_timeout(Duration::from_secs(5));
+        central_rt.block_on(store.close());
+        central_rt.shutdown_timeout(Duration::from_secs(5));
+        return serde_json::json!({
+            "sites": z.sites,
+            "doors_per_site": z.doors,
+            "cardholders": z.cardholders,
+            "connect_s": connect_s,
+            "fanout": fanout,
+        });
+    }
 
     // Ingest: every site uploads at once.
     let size0 = central_rt.block_on(pg_scalar(&store, "SELECT pg_total_relation_size('events')"));
@@ -1038,6 +1057,7 @@ fn main() {
             suspensions: 50,
             per_site: 1_024,
             taps: 2_000,
+            fanout_only: false,
         },
         (true, true) => Size {
             sites: 100,
@@ -1046,6 +1066,7 @@ fn main() {
             suspensions: 20,
             per_site: 1_024,
             taps: 1_000,
+            fanout_only: false,
         },
         _ => Size {
             sites: 5,
@@ -1054,8 +1075,14 @@ fn main() {
             suspensions: 3,
             per_site: 300,
             taps: 50,
+            fanout_only: false,
         },
     };
+    z.fanout_only = args
+        .iter()
+        .position(|a| a == "--only")
+        .and_then(|i| args.get(i + 1))
+        .is_some_and(|w| w == "fanout");
     if let Some(n) = std::env::var("PIVGATE_BENCH_SITES")
         .ok()
         .and_then(|v| v.parse().ok())
