@@ -350,7 +350,8 @@ impl Tx {
     /// Reads only the touched entities and what decides their place in
     /// the sites' parts ([`reach`]); a site created or deleted reads every
     /// entity. Either way the deltas are those of the sites' whole parts
-    /// before and after.
+    /// before and after. Equal deltas are encoded once, and the rows go in
+    /// multi-row statements (`insert_feed_rows`).
     pub async fn write_feed(&mut self) -> Result<Option<i64>, StoreError> {
         let Some(t) = self.touched.take() else {
             return Ok(None);
