@@ -712,7 +712,8 @@ async fn start_central(url: &str, dir: &Path, stop: watch::Receiver<bool>) -> (S
         stop.clone(),
     )
     .expect("a central");
-    let router = server::sync::central_router(central, IngestConfig::default());
+    let board = server::sync::board::Board::new(store.clone(), "central".into());
+    let router = server::sync::central_router(central, IngestConfig::default(), board);
     let listener = tokio::net::TcpListener::bind(cfg.listen).await.unwrap();
     let addr = listener.local_addr().unwrap();
     tokio::spawn(link::serve(
@@ -736,6 +737,8 @@ fn site_config(dir: &Path, name: &str, addr: SocketAddr) -> CentralConfig {
         connect_timeout_ms: 30_000,
         retry_min_ms: 100,
         retry_max_ms: 1_000,
+        upload_retry_min_ms: 200,
+        upload_retry_max_ms: 60_000,
     }
 }
 
