@@ -275,9 +275,8 @@ async fn insert_feed_rows(
     bodies: &[(Delta, bool, String)],
 ) -> Result<(), StoreError> {
     use std::fmt::Write as _;
-    let mut sql = String::from(
-        "INSERT INTO sync_feed (site_id, pos, time_us, revocation, body) VALUES ",
-    );
+    let mut sql =
+        String::from("INSERT INTO sync_feed (site_id, pos, time_us, revocation, body) VALUES ");
     // Body index -> parameter number, in order of first use.
     let mut params: BTreeMap<usize, usize> = BTreeMap::new();
     let mut order: Vec<usize> = Vec::new();
