@@ -1123,6 +1123,8 @@ fn main() {
             f["per_site_p50_ms"].as_f64().unwrap_or(f64::NAN),
             f["per_site_p99_ms"].as_f64().unwrap_or(f64::NAN),
         );
+    }
+    if out.get("ingest").is_some() {
         let i = &out["ingest"];
         println!(
             "ingest, every site uploading: {:.0} events/s (goal ≥ 10000); central CPU {:.1} µs/event; PostgreSQL CPU {:.0} s and {:.0} MB of events per million events",
