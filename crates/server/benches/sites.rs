@@ -95,6 +95,8 @@ struct Size {
     taps: usize,
     /// The ingest alone (`--only ingest`).
     only_ingest: bool,
+    /// Only the fan-out is measured (`-- --only fanout`).
+    fanout_only: bool,
 }
 
 fn sha256(bytes: &[u8]) -> access::Sha256 {
@@ -902,6 +904,23 @@ fn run(z: Size, cluster: &TempCluster) -> serde_json::Value {
         "load": load_fanout,
     });
     eprintln!("sites: fan-out {fanout}");
+    if z.fanout_only {
+        stop_tx.send_replace(true);
+        for f in followers {
+            f.abort();
+        }
+        drop(sites);
+        sites_rt.shutdown_timeout(Duration::from_secs(5));
+        central_rt.block_on(store.close());
+        central_rt.shutdown_timeout(Duration::from_secs(5));
+        return serde_json::json!({
+            "sites": z.sites,
+            "doors_per_site": z.doors,
+            "cardholders": z.cardholders,
+            "connect_s": connect_s,
+            "fanout": fanout,
+        });
+    }
 
     // Ingest: every site uploads at once.
     let size0 = central_rt.block_on(pg_scalar(&store, "SELECT pg_total_relation_size('events')"));
@@ -1062,6 +1081,7 @@ fn main() {
             per_site: 1_024,
             taps: 2_000,
             only_ingest: false,
+            fanout_only: false,
         },
         (true, true) => Size {
             sites: 100,
@@ -1071,6 +1091,7 @@ fn main() {
             per_site: 1_024,
             taps: 1_000,
             only_ingest: false,
+            fanout_only: false,
         },
         _ => Size {
             sites: 5,
@@ -1080,6 +1101,7 @@ fn main() {
             per_site: 300,
             taps: 50,
             only_ingest: false,
+            fanout_only: false,
         },
     };
     if let Some(i) = args.iter().position(|a| a == "--only") {
@@ -1088,7 +1110,8 @@ fn main() {
                 z.only_ingest = true;
                 z.suspensions = 0;
             }
-            other => panic!("--only takes `ingest`, not {other:?}"),
+            Some("fanout") => z.fanout_only = true,
+            other => panic!("--only takes `ingest` or `fanout`, not {other:?}"),
         }
     }
     if let Some(n) = std::env::var("PIVGATE_BENCH_SITES")
@@ -1128,6 +1151,8 @@ fn main() {
             f["per_site_p50_ms"].as_f64().unwrap_or(f64::NAN),
             f["per_site_p99_ms"].as_f64().unwrap_or(f64::NAN),
         );
+    }
+    if out.get("ingest").is_some() {
         let i = &out["ingest"];
         println!(
             "ingest, every site uploading: {:.0} events/s (goal ≥ 10000); central CPU {:.1} µs/event; PostgreSQL CPU {:.0} s and {:.0} MB of events per million events",

@@ -254,6 +254,50 @@ async fn reach(conn: &mut AnyConnection, t: &Touched) -> Result<Entities, StoreE
     })
 }
 
+/// How many distinct deltas back a site's delta is compared with before
+/// it is encoded on its own (bounds the comparisons when every site's
+/// delta differs).
+const SHARED_LOOKBACK: usize = 8;
+
+/// Feed rows per `INSERT` statement (parameters: two, plus one per
+/// distinct body at most).
+const FEED_ROWS_PER_INSERT: usize = 256;
+
+/// Inserts the feed rows `rows` (site, index into `bodies`) at `pos` in one
+/// multi-row statement, each distinct body bound once. Site ids and
+/// revocation flags are integers written into the statement, which is
+/// therefore not kept prepared.
+async fn insert_feed_rows(
+    conn: &mut AnyConnection,
+    pos: i64,
+    now: i64,
+    rows: &[(SiteId, usize)],
+    bodies: &[(Delta, bool, String)],
+) -> Result<(), StoreError> {
+    use std::fmt::Write as _;
+    let mut sql =
+        String::from("INSERT INTO sync_feed (site_id, pos, time_us, revocation, body) VALUES ");
+    // Body index -> parameter number, in order of first use.
+    let mut params: BTreeMap<usize, usize> = BTreeMap::new();
+    let mut order: Vec<usize> = Vec::new();
+    for (n, (site, b)) in rows.iter().enumerate() {
+        let next = 3 + order.len();
+        let p = *params.entry(*b).or_insert_with(|| {
+            order.push(*b);
+            next
+        });
+        let sep = if n == 0 { "" } else { ", " };
+        let revocation = i64::from(bodies[*b].1);
+        let _ = write!(sql, "{sep}({}, $1, $2, {revocation}, ${p})", site.0);
+    }
+    let mut q = sqlx::query(&sql).persistent(false).bind(pos).bind(now);
+    for b in order {
+        q = q.bind(bodies[b].2.clone());
+    }
+    q.execute(conn).await?;
+    Ok(())
+}
+
 impl Tx {
     /// Before the first write of the entity `id` of kind `R` in a
     /// feed-writing transaction: keeps it as it is now (`created`: it does
@@ -305,7 +349,8 @@ impl Tx {
     /// Reads only the touched entities and what decides their place in
     /// the sites' parts ([`reach`]); a site created or deleted reads every
     /// entity. Either way the deltas are those of the sites' whole parts
-    /// before and after.
+    /// before and after. Equal deltas are encoded once, and the rows go in
+    /// multi-row statements (`insert_feed_rows`).
     pub async fn write_feed(&mut self) -> Result<Option<i64>, StoreError> {
         let Some(t) = self.touched.take() else {
             return Ok(None);
@@ -326,18 +371,30 @@ impl Tx {
             .chain(&after.sites)
             .map(|s| s.id)
             .collect();
-        let mut rows = Vec::new();
+        // Sites whose deltas are equal (a suspension's is the same at every
+        // site that had the cardholder) share one encoding.
+        let mut bodies: Vec<(Delta, bool, String)> = Vec::new();
+        let mut rows: Vec<(SiteId, usize)> = Vec::new();
         for site in sites {
             let d = Delta::between(&site_part(&before, site), &site_part(&after, site));
             if d.is_empty() {
                 continue;
             }
-            let body = serde_json::to_string(&d).map_err(|e| StoreError::Invalid {
-                kind: "change feed",
-                field: "body",
-                problem: e.to_string(),
-            })?;
-            rows.push((site, !d.revocations().is_empty(), body));
+            let seen = bodies.len().saturating_sub(SHARED_LOOKBACK);
+            let i = match bodies[seen..].iter().position(|(b, ..)| *b == d) {
+                Some(i) => seen + i,
+                None => {
+                    let body = serde_json::to_string(&d).map_err(|e| StoreError::Invalid {
+                        kind: "change feed",
+                        field: "body",
+                        problem: e.to_string(),
+                    })?;
+                    let revocation = !d.revocations().is_empty();
+                    bodies.push((d, revocation, body));
+                    bodies.len() - 1
+                }
+            };
+            rows.push((site, i));
         }
         if rows.is_empty() {
             return Ok(None);
@@ -352,18 +409,8 @@ impl Tx {
         }
         let pos = next_ids(&mut self.tx, "feed", 1).await?;
         let now = crate::columns::ts_to_db(access::jiff::Timestamp::now());
-        for (site, revocation, body) in rows {
-            sqlx::query(
-                "INSERT INTO sync_feed (site_id, pos, time_us, revocation, body) \
-                 VALUES ($1, $2, $3, $4, $5)",
-            )
-            .bind(site.0)
-            .bind(pos)
-            .bind(now)
-            .bind(i64::from(revocation))
-            .bind(body)
-            .execute(&mut *self.tx)
-            .await?;
+        for chunk in rows.chunks(FEED_ROWS_PER_INSERT) {
+            insert_feed_rows(&mut self.tx, pos, now, chunk, &bodies).await?;
         }
         if self.backend == Backend::Postgres {
             (&mut *self.tx)

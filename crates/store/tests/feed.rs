@@ -629,3 +629,87 @@ async fn crls_take_positions_among_every_sites_changes_once_each_and_a_site_keep
     let held = site_db.held_revocation_data().await.unwrap();
     assert_eq!(held, vec![sent(&v2, p2)]);
 }
+
+/// More sites than one feed `INSERT` carries, one door each, and a
+/// cardholder allowed at every door: the suspension's delta (the same at
+/// every site) reaches every site at one position, as the oracle has it;
+/// a change at one site reaches only that site.
+async fn a_change_at_every_site_reaches_each_of_them(store: &Store) {
+    const SITES: i64 = 300;
+    let mut e = Entities {
+        schedules: vec![Schedule {
+            id: ScheduleId(1),
+            name: "always".into(),
+            windows: vec!["mon-sun 00:00-24:00".parse().unwrap()],
+            holiday_windows: Default::default(),
+        }],
+        cardholders: vec![Cardholder {
+            id: CardholderId(1),
+            name: "roaming".into(),
+            status: CardholderStatus::Active,
+            valid_from: None,
+            valid_until: None,
+        }],
+        ..Default::default()
+    };
+    for i in 1..=SITES {
+        e.sites.push(Site {
+            id: SiteId(i),
+            name: format!("s{i}"),
+            time_zone: "UTC".into(),
+            lockdown: false,
+        });
+        e.doors.push(Door {
+            id: DoorId(i),
+            ..door(SiteId(i), "main")
+        });
+    }
+    e.groups.push(AccessGroup {
+        id: GroupId(1),
+        name: "everywhere".into(),
+        schedule: ScheduleId(1),
+        doors: e.doors.iter().map(|d| d.id).collect(),
+        cardholders: vec![CardholderId(1)],
+    });
+    store.import_entities(&e).await.unwrap();
+    let at = store.feed_position().await.unwrap();
+    let before = store.load_entities().await.unwrap();
+    let mut tx = store.begin().await.unwrap();
+    let mut c: Cardholder = store.get(CardholderId(1)).await.unwrap();
+    c.status = CardholderStatus::Suspended {
+        reason: "lost".into(),
+    };
+    tx.update(&c).await.unwrap();
+    tx.commit().await.unwrap();
+    let at = check(store, &before, at, "suspended everywhere").await;
+    for i in 1..=SITES {
+        let r = rows(store.feed_after(SiteId(i), at - 1, 10).await.unwrap());
+        assert_eq!(r.len(), 1, "site {i}");
+        assert!(r[0].revocation, "site {i}");
+    }
+    let before = store.load_entities().await.unwrap();
+    let d = before.doors[7].clone();
+    rename(store, &d, "renamed".into()).await;
+    check(store, &before, at, "one site's door renamed").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_change_at_every_site_reaches_each_of_them_on_postgresql() {
+    let Some(pg) = postgres_or_skip("feed_every_site") else {
+        return;
+    };
+    let store = Store::connect(pg.url()).await.unwrap().with_change_feed();
+    a_change_at_every_site_reaches_each_of_them(&store).await;
+    store.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_change_at_every_site_reaches_each_of_them_on_sqlite() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open_data_dir(&dir.path().join("data"))
+        .await
+        .unwrap()
+        .with_change_feed();
+    a_change_at_every_site_reaches_each_of_them(&store).await;
+    store.close().await;
+}
