@@ -327,6 +327,8 @@ impl SitesDemo {
                 connect_timeout_ms: 2000,
                 retry_min_ms: 50,
                 retry_max_ms: 500,
+                upload_retry_min_ms: 50,
+                upload_retry_max_ms: 500,
             });
             sites.push(
                 rt.block_on(Service::start(c, None))
