@@ -274,7 +274,16 @@ async fn feed(
     };
     tracing::info!(site = %site.name, after = q.after, peer = %peer.addr, schema = form.schema, "site follows the feed");
     let (tx, rx) = mpsc::channel::<Bytes>(64);
-    tokio::spawn(follow(c.clone(), site, form, q.after, first, q.data, wake, tx));
+    tokio::spawn(follow(
+        c.clone(),
+        site,
+        form,
+        q.after,
+        first,
+        q.data,
+        wake,
+        tx,
+    ));
     let body = futures_util::stream::unfold(rx, |mut rx| async move {
         rx.recv()
             .await
