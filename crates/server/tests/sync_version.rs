@@ -190,6 +190,8 @@ fn a_site_a_schema_behind_still_syncs_and_one_too_old_keeps_deciding_and_says_it
         connect_timeout_ms: 5000,
         retry_min_ms: 20,
         retry_max_ms: 200,
+        upload_retry_min_ms: 50,
+        upload_retry_max_ms: 200,
     };
     let follow = |schema: i64| {
         let f = Follower::with_connector(

@@ -314,6 +314,7 @@ fn line(row: &store::FeedRow, form: &SiteForm) -> Bytes {
 
 /// Sends the site's rows after `after` as they commit, until the site goes
 /// away, the feed is pruned under it, or the central stops.
+#[allow(clippy::too_many_arguments)] // the feed's state, handed over whole from the request
 async fn follow(
     c: Arc<Central>,
     site: Site,
