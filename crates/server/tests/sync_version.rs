@@ -231,10 +231,14 @@ fn a_site_a_schema_behind_still_syncs_and_one_too_old_keeps_deciding_and_says_it
             .unwrap()
     };
     let now = version::current();
+    // A site of the release before the doors' offline policy (migration
+    // 11): the schema just before the first field `ADDED` lists.
+    let behind = version::ADDED[0].0 - 1;
+    assert!(behind >= version::OLDEST_SITE && behind < now);
 
-    // One schema behind: served in its form. The door comes without the
+    // A release behind: served in its form. The door comes without the
     // offline policy that site could not enforce; Alice is granted.
-    let (f, stop, task) = follow(now - 1);
+    let (f, stop, task) = follow(behind);
     let pos = head();
     let st = wait(&f, &|s| s.applied >= Some(pos) && s.central.is_some());
     assert_eq!(st.must_upgrade, None);
@@ -286,8 +290,8 @@ fn a_site_a_schema_behind_still_syncs_and_one_too_old_keeps_deciding_and_says_it
         "{refused:?}"
     );
 
-    // Upgraded (to one behind again): it follows, the suspension arrives.
-    let (f, stop, task) = follow(now - 1);
+    // Upgraded (to a release behind again): it follows, the suspension arrives.
+    let (f, stop, task) = follow(behind);
     let pos = head();
     let st = wait(&f, &|s| s.applied >= Some(pos) && s.central.is_some());
     assert_eq!(st.must_upgrade, None);
