@@ -21,7 +21,7 @@ fuzz_target!(|data: &[u8]| {
     let filters = EventFilters::from_query(&q);
     let latency = LatencyQuery::from_query(&q);
     if let Ok(e) = &events {
-        let _ = e.query();
+        let _ = e.clone().query();
         // A query with paging parameters is a superset of the filters.
         if q.raw("cursor").is_none() && q.raw("direction").is_none() && q.raw("limit").is_none() {
             assert_eq!(filters.as_ref().ok(), Some(&e.filters));
