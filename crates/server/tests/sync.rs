@@ -1264,3 +1264,50 @@ fn a_crl_the_central_downloaded_reaches_a_site_that_cannot_download_it_and_refus
     let r = w.tap(hq, &w.alice, w.ids.front_reader);
     assert_eq!(r.code(), "certificate-revoked", "{:?}", r.reason());
 }
+
+#[test]
+fn a_site_back_from_away_counts_as_connected_only_once_it_applied_what_changed_meanwhile() {
+    let Some(mut w) = World::new("sync_back", 1) else {
+        return;
+    };
+    let hq = w.start_site("hq", &[w.sites_addr(0)]);
+    let s = w.caught_up(hq);
+    let before = s.applied.unwrap();
+    let r = w.tap(hq, &w.alice, w.ids.front_reader);
+    assert!(r.granted(), "{:?}", r.reason());
+    // The site is away; Alice is suspended at the central meanwhile.
+    let site = w.sites.pop().unwrap();
+    w.site_names.pop();
+    w.rt.block_on(site.shutdown()).unwrap();
+    let alice = w.ids.alice.clone().unwrap();
+    w.change(EntityChange::Replace(Cardholder {
+        status: CardholderStatus::Suspended {
+            reason: "left".into(),
+        },
+        ..alice
+    }));
+    // Back: the moment it shows a central (and its uploader and reporter
+    // get the link), the suspension is already applied.
+    let hq = w.start_site("hq", &[w.sites_addr(0)]);
+    let mut rx = w.status(hq);
+    let seen = w.rt.block_on(async {
+        tokio::time::timeout(WAIT, async {
+            loop {
+                let s = rx.borrow_and_update().clone();
+                if s.central.is_some() {
+                    return s;
+                }
+                rx.changed().await.unwrap();
+            }
+        })
+        .await
+        .expect("the site never reconnected")
+    });
+    assert!(
+        seen.applied.is_some_and(|a| a > before),
+        "connected at position {:?}, before the change made while away (after {before})",
+        seen.applied
+    );
+    let r = w.tap(hq, &w.alice, w.ids.front_reader);
+    assert_eq!(r.code(), "cardholder-suspended", "{:?}", r.reason());
+}

@@ -327,6 +327,9 @@ async fn follow(
     let mut beat = tokio::time::interval(c.heartbeat);
     beat.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     beat.tick().await;
+    // Once everything pending is sent, one heartbeat at once: the site
+    // learns it has caught up (it counts as connected from then on).
+    let mut told_caught_up = false;
     loop {
         // Everything committed up to now (the wake-up is marked seen
         // before each read: a commit after it wakes the next wait).
@@ -351,6 +354,14 @@ async fn follow(
                     return;
                 }
             };
+        }
+        if !told_caught_up {
+            told_caught_up = true;
+            let line = Bytes::from(format!("{{\"heartbeat\":{last}}}\n"));
+            if tx.send(line).await.is_err() {
+                return;
+            }
+            beat.reset();
         }
         tokio::select! {
             changed = wake.changed() => {

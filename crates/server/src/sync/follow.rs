@@ -28,6 +28,13 @@
 //! ([`crate::revocation::Revocation::load_central`]), aged from the
 //! central's download.
 //!
+//! The site counts as connected (its status names the central, and the
+//! uploader and reporter get the link) only once it has caught up: the
+//! central sends a heartbeat as soon as everything pending is sent, and
+//! the link is published after what came before it is applied. So a site
+//! coming back has put in force what changed while it was away (a
+//! revocation, a suspension) before it says it is back.
+//!
 //! A failure (the central goes away, a silent link, a refusal) drops the
 //! link; the follower tries the next central, waiting `retry_min_ms`
 //! after each round through the list, doubling up to `retry_max_ms`.
@@ -326,12 +333,13 @@ impl Follower {
                 }
             }
         };
-        self.link.send_replace(Some(link.clone()));
-        self.status.send_modify(|s| {
-            s.central = Some(link.index());
-            s.must_upgrade = None;
-        });
         tracing::info!(central = %link.endpoint().url, after = pos, "following the central");
+        // The link is published (the uploader and the reporter use it, and
+        // the site counts as connected) only once the central has said
+        // nothing is pending beyond what is applied: a site that is
+        // "back" has already applied what changed while it was away, so
+        // a revocation made meanwhile is in force before its first tap.
+        let mut published = false;
         let mut body = resp.into_body();
         let mut buf: Vec<u8> = Vec::new();
         loop {
@@ -372,8 +380,18 @@ impl Follower {
             // The site's access data is current as of now when a change
             // was just applied or the central confirmed nothing is pending
             // beyond what is applied (what stale-data door policies age).
-            if applied || quiet_at.is_some_and(|q| q <= pos) {
+            let caught_up = quiet_at.is_some_and(|q| q <= pos);
+            if applied || caught_up {
                 self.changes_current();
+            }
+            if caught_up && !published {
+                published = true;
+                self.link.send_replace(Some(link.clone()));
+                self.status.send_modify(|s| {
+                    s.central = Some(link.index());
+                    s.must_upgrade = None;
+                });
+                tracing::info!(central = %link.endpoint().url, pos, "caught up with the central");
             }
             if ended {
                 return Err(SyncError::Link("the central closed the feed".into()));
