@@ -19,6 +19,12 @@
 //! prints its line of the fault table (`--nocapture`); counts are
 //! asserted, never timings.
 //!
+//! A cut lasts until the site has noticed it (its link lost and its
+//! uploads failed three times each, a few seconds); with
+//! `PIVGATE_FAULT_CUT_SECS=N` the partition and the revocation cut last at
+//! least N seconds, taps going on throughout (e.g. `N=300` for the
+//! minutes-long cut the test suite is too short for).
+//!
 //! PostgreSQL comes from `store::testing`: without it the tests are skipped
 //! outside CI and fail in CI.
 
@@ -44,6 +50,28 @@ use util::{ok, s, BIN};
 /// measurement).
 const WAIT: Duration = Duration::from_secs(90);
 const SITES: [&str; 3] = ["north", "south", "east"];
+
+/// The least time a cut lasts (`PIVGATE_FAULT_CUT_SECS`, default none).
+fn cut_at_least() -> Duration {
+    std::env::var("PIVGATE_FAULT_CUT_SECS")
+        .ok()
+        .map(|v| {
+            v.parse::<u64>().unwrap_or_else(|_| {
+                panic!("PIVGATE_FAULT_CUT_SECS is a number of seconds, not {v:?}")
+            })
+        })
+        .map_or(Duration::ZERO, Duration::from_secs)
+}
+
+/// Holds a cut made at `since` until it has lasted `cut_at_least()`: the
+/// fault itself, not a wait for something to happen.
+fn hold_cut(since: Instant) {
+    let least = cut_at_least();
+    if let Some(left) = least.checked_sub(since.elapsed()) {
+        eprintln!("holding the cut {} s more", left.as_secs());
+        std::thread::sleep(left);
+    }
+}
 
 /// One world at a time: five PostgreSQL clusters and twenty-five
 /// processes at once would not fit two cores.
@@ -1074,6 +1102,7 @@ fn a_site_partitioned_while_taps_go_on_catches_up_once() {
     let before = (count_lines(&log, ended), count_lines(&log, failed));
     // Partitioned: nothing passes, nothing is closed; the site notices by
     // its own timeouts.
+    let cut = Instant::now();
     for p in &w.sites[east].proxies {
         p.partition();
     }
@@ -1089,6 +1118,8 @@ fn a_site_partitioned_while_taps_go_on_catches_up_once() {
         );
         std::thread::sleep(Duration::from_millis(100));
     }
+    hold_cut(cut);
+    let cut_lasted = cut.elapsed();
     let links_lost = count_lines(&log, ended) - before.0;
     let uploads_failed = count_lines(&log, failed) - before.1;
     let held_while_cut = w.central_holds("east").0.len();
@@ -1103,7 +1134,8 @@ fn a_site_partitioned_while_taps_go_on_catches_up_once() {
     let during = taps.stop(&w.rt);
     let t = w.check_all("site partitioned", during);
     eprintln!(
-        "while partitioned, site east lost its link {links_lost} times and failed {uploads_failed} uploads; its backlog was up {} ms after the partition ended",
+        "while partitioned for {} s, site east lost its link {links_lost} times and failed {uploads_failed} uploads; its backlog was up {} ms after the partition ended",
+        cut_lasted.as_secs(),
         back.as_millis()
     );
     table_line(
@@ -1145,6 +1177,7 @@ fn a_revocation_made_while_a_site_is_cut_off_refuses_its_first_tap_back() {
         return;
     };
     let north = 0;
+    let cut = Instant::now();
     for p in &w.sites[north].proxies {
         p.cut();
     }
@@ -1159,6 +1192,7 @@ fn a_revocation_made_while_a_site_is_cut_off_refuses_its_first_tap_back() {
     w.tap_until(1, &w.bob.clone(), "Bob refused at a linked site", |t| {
         matches!(t, Told::Refused(_))
     });
+    hold_cut(cut);
     let last = site_last(&w.sites[north].api);
     let restored = Instant::now();
     for p in &w.sites[north].proxies {

@@ -41,7 +41,12 @@
 //! --bench sites` a smoke pass (5 × 2, 200). `-- --json FILE` also writes
 //! the figures as JSON (for `pivgate-bench`). `PIVGATE_BENCH_SITES=N`
 //! overrides the number of sites. `-- --only ingest` plays the ingest
-//! alone (connect, then every site uploading; no fan-out, catch-up or taps).
+//! alone (connect, then every site uploading; no fan-out, catch-up or taps);
+//! `-- --only fanout` the fan-out alone; `-- --only taps` connects the
+//! sites and measures the real site's taps only (no suspension, no upload
+//! burst). The taps alternate the link's states in blocks (up, slow, down,
+//! then the next round in another order), so load drifting during the run
+//! weighs on every state alike.
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -556,6 +561,9 @@ async fn pipe(
 /// The slow link's delay each way.
 const SLOW: Duration = Duration::from_millis(200);
 
+/// Blocks of taps per link state, alternating with the other states.
+const TAP_ROUNDS: usize = 5;
+
 /// Taps at a real site (an in-process `Service` following the central
 /// through a proxy) with its link up, down and slow: p50/p99 of each.
 fn hq_taps(
@@ -613,38 +621,66 @@ fn hq_taps(
     for _ in 0..20 {
         tap();
     }
-    let mut out = serde_json::Map::new();
-    let mut base_p99 = None;
-    for (name, m) in [
+    // The states alternate in blocks (each round in another order), so a
+    // machine getting busier or quieter during the run weighs on all three
+    // alike.
+    let modes = [
         ("up", LinkMode::Up),
         ("slow", LinkMode::Slow(SLOW)),
         ("down", LinkMode::Down),
-    ] {
-        mode_tx.send_replace(m);
-        if m != LinkMode::Down {
-            // The link works again: a tap's event reaches the central.
-            let before = upload.borrow_and_update().acked;
-            tap();
-            rt.block_on(async {
-                tokio::time::timeout(WAIT, upload.wait_for(|p| p.acked > before))
-                    .await
-                    .expect("the site's events go up")
-                    .unwrap();
-            });
+    ];
+    let block = taps.div_ceil(TAP_ROUNDS).max(1);
+    let mut all: Vec<Vec<f64>> = vec![Vec::new(); modes.len()];
+    let mut rounds: Vec<Vec<f64>> = vec![Vec::new(); modes.len()];
+    let mut loads: Vec<Vec<f64>> = vec![Vec::new(); modes.len()];
+    for round in 0..TAP_ROUNDS {
+        for k in 0..modes.len() {
+            let i = (k + round) % modes.len();
+            let m = modes[i].1;
+            mode_tx.send_replace(m);
+            if m != LinkMode::Down {
+                // The link works again: a tap's event reaches the central.
+                let before = upload.borrow_and_update().acked;
+                tap();
+                rt.block_on(async {
+                    tokio::time::timeout(WAIT, upload.wait_for(|p| p.acked > before))
+                        .await
+                        .expect("the site's events go up")
+                        .unwrap();
+                });
+            }
+            let mut l: Vec<f64> = (0..block).map(|_| ms(tap())).collect();
+            all[i].extend_from_slice(&l);
+            l.sort_by(f64::total_cmp);
+            rounds[i].push(percentile(&l, 0.99));
+            if let Some(load) = load_average()
+                .split_whitespace()
+                .next()
+                .and_then(|v| v.parse().ok())
+            {
+                loads[i].push(load);
+            }
         }
-        let load = load_average();
-        let mut l: Vec<f64> = (0..taps).map(|_| ms(tap())).collect();
+    }
+    let mut out = serde_json::Map::new();
+    let mut base_p99 = None;
+    for (i, (name, _)) in modes.iter().enumerate() {
+        let l = &mut all[i];
         l.sort_by(f64::total_cmp);
-        let p99 = percentile(&l, 0.99);
+        let p99 = percentile(l, 0.99);
         let base = *base_p99.get_or_insert(p99);
+        let r = &rounds[i];
         out.insert(
-            name.into(),
+            (*name).into(),
             serde_json::json!({
-                "taps": taps,
-                "p50_ms": percentile(&l, 0.5),
+                "taps": l.len(),
+                "rounds": TAP_ROUNDS,
+                "p50_ms": percentile(l, 0.5),
                 "p99_ms": p99,
                 "p99_vs_up": p99 / base,
-                "load": load,
+                "p99_round_min_ms": r.iter().copied().fold(f64::INFINITY, f64::min),
+                "p99_round_max_ms": r.iter().copied().fold(f64::NEG_INFINITY, f64::max),
+                "load": loads[i].iter().sum::<f64>() / loads[i].len().max(1) as f64,
             }),
         );
     }
@@ -1111,7 +1147,13 @@ fn main() {
                 z.suspensions = 0;
             }
             Some("fanout") => z.fanout_only = true,
-            other => panic!("--only takes `ingest` or `fanout`, not {other:?}"),
+            Some("taps") => {
+                // The sites connect and follow; no suspension, no upload
+                // burst: only the real site's taps, link up, slow, down.
+                z.suspensions = 0;
+                z.per_site = 0;
+            }
+            other => panic!("--only takes `ingest`, `fanout` or `taps`, not {other:?}"),
         }
     }
     if let Some(n) = std::env::var("PIVGATE_BENCH_SITES")
@@ -1182,10 +1224,14 @@ fn main() {
     if let Some(t) = out.get("taps") {
         for m in ["up", "slow", "down"] {
             println!(
-                "tap at a real site, link {m}: p50 {:.2} ms, p99 {:.2} ms ({:.3} × up; goal within 5 %)",
+                "tap at a real site, link {m}: p50 {:.2} ms, p99 {:.2} ms ({:.3} × up; goal within 5 %); p99 of each of {} blocks {:.2}–{:.2} ms; load {:.2}",
                 t[m]["p50_ms"].as_f64().unwrap_or(f64::NAN),
                 t[m]["p99_ms"].as_f64().unwrap_or(f64::NAN),
                 t[m]["p99_vs_up"].as_f64().unwrap_or(f64::NAN),
+                t[m]["rounds"],
+                t[m]["p99_round_min_ms"].as_f64().unwrap_or(f64::NAN),
+                t[m]["p99_round_max_ms"].as_f64().unwrap_or(f64::NAN),
+                t[m]["load"].as_f64().unwrap_or(f64::NAN),
             );
         }
     }

@@ -11,7 +11,7 @@ use anyhow::Result;
 
 use super::spawned::{num, postgresql, run_bench};
 use crate::ctx::Ctx;
-use crate::model::{Figure, Peer, PeerFigure, Section};
+use crate::model::{Figure, Peer, PeerFigure, Section, Spread};
 
 const FANOUT_GOAL_MS: f64 = 1_000.0;
 const INGEST_GOAL_PER_S: f64 = 10_000.0;
@@ -141,7 +141,20 @@ pub fn run(ctx: &Ctx) -> Result<Section> {
                 lower_is_better: true,
                 goal: (m != "up").then_some(up * 1.05),
                 command: cmd.into(),
-                spread: None,
+                spread: match (
+                    t[m]["p99_round_min_ms"].as_f64(),
+                    t[m]["p99_round_max_ms"].as_f64(),
+                ) {
+                    (Some(lo), Some(hi)) if lo.is_finite() && hi.is_finite() => Some(Spread {
+                        lo,
+                        hi,
+                        over: format!(
+                            "p99 of each of {} blocks, the states alternating",
+                            t[m]["rounds"].as_u64().unwrap_or(0)
+                        ),
+                    }),
+                    _ => None,
+                },
             });
         }
         notes.push(format!(
