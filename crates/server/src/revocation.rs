@@ -672,8 +672,9 @@ impl Revocation {
     }
 
     /// At a central (its store writes the change feed): records each
-    /// answer `client` holds that this instance has not recorded yet in
-    /// the feed for every site, under the certificate it is about
+    /// answer `client` holds (good or revoked) that this instance has not
+    /// recorded yet in the feed for every site, under the certificate it
+    /// is about
     /// ([`ocsp_source`]; sites keep the latest of each). A failure is
     /// logged; what was not recorded is tried again after the next answer.
     async fn send_down_ocsp(&self, client: &OcspClient) {
@@ -686,8 +687,11 @@ impl Revocation {
                 .responses()
                 .into_iter()
                 .flat_map(|r| {
+                    // A responder that does not know a certificate says
+                    // nothing a site could use.
                     r.responses
                         .iter()
+                        .filter(|s| !matches!(s.status, pki::ocsp::CertStatus::Unknown))
                         .map(|s| (ocsp_source(&s.id), r.clone()))
                         .collect::<Vec<_>>()
                 })

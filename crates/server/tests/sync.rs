@@ -1427,6 +1427,40 @@ fn an_ocsp_answer_the_central_got_reaches_a_site_that_cannot_ask_and_refuses_the
     };
     assert_eq!(kinds(server::sync::version::current()), ["ocsp", "ocsp"]);
     assert!(kinds(13).is_empty());
+    // Were the central to deliver a forged answer (good, signed by a key
+    // that is not the issuer's), the site would not hold it: with no
+    // answer about Alice's card it cannot tell, and does not let her in.
+    let other = TestPki::generate(TestPkiOptions::default()).unwrap();
+    let (forger, _) = responder::responder_signed_by(
+        &files.path().join("forger"),
+        &w.pki,
+        &other,
+        &[&alice_cak],
+        &[],
+    );
+    let forged = forger.ask(&alice_cak);
+    drop(forger);
+    let about = pki::ocsp::OcspResponse::from_der(forged.clone()).unwrap();
+    assert!(matches!(
+        about.responses[0].status,
+        pki::ocsp::CertStatus::Good
+    ));
+    let source = server::revocation::ocsp_source(&about.responses[0].id);
+    let central_store = w.central(0).loaded().store.clone();
+    let forged = store::RevocationData::ocsp(&source, &forged, Timestamp::now().as_second());
+    w.rt.block_on(central_store.record_revocation_data(&forged))
+        .unwrap()
+        .unwrap();
+    w.caught_up(hq);
+    assert_eq!(site_revocation.central_ocsp_answers(), 1);
+    let r = w.tap(hq, &w.alice, w.ids.front_reader);
+    assert_eq!(r.code(), "revocation-unavailable", "{:?}", r.reason());
+    // The central's next answer, genuine, is held again.
+    w.rt.block_on(central.refresh_ocsp_now()).unwrap();
+    w.caught_up(hq);
+    assert_eq!(site_revocation.central_ocsp_answers(), 2);
+    let r = w.tap(hq, &w.alice, w.ids.front_reader);
+    assert_eq!(r.code(), "certificate-revoked", "{:?}", r.reason());
     // Held in the site's database: still refused after a restart, before
     // any link to the central.
     drop(site_revocation);

@@ -57,21 +57,25 @@ impl Responder {
     /// so one request (answered as the old file says) makes it read the new
     /// one before the next.
     pub fn set(&self, good: &[&[u8]], revoked: &[&[u8]]) {
-        use pki::ocsp::{encode_request, CertId, CertIdHash};
-        use std::io::{Read, Write};
         let next = self.index.with_extension("next");
         std::fs::write(&next, index(good, revoked)).unwrap();
         std::fs::rename(&next, &self.index).unwrap();
-        let cert = |der: &[u8]| pki::cert::Cert::from_der(der.to_vec()).unwrap();
-        let ica = cert(&self.ica);
-        let about = cert(
+        self.ask(
             good.iter()
                 .chain(revoked)
                 .next()
                 .copied()
                 .unwrap_or(&self.ica),
         );
-        let request = encode_request(&[CertId::new(&about, &ica, CertIdHash::Sha1)], None);
+    }
+
+    /// The responder's answer (DER) about `cert`, issued by the issuing CA.
+    pub fn ask(&self, cert: &[u8]) -> Vec<u8> {
+        use pki::ocsp::{encode_request, CertId, CertIdHash};
+        use std::io::{Read, Write};
+        let parse = |der: &[u8]| pki::cert::Cert::from_der(der.to_vec()).unwrap();
+        let id = CertId::new(&parse(cert), &parse(&self.ica), CertIdHash::Sha1);
+        let request = encode_request(&[id], None);
         let mut s = std::net::TcpStream::connect(("127.0.0.1", self.port)).unwrap();
         write!(
             s,
@@ -86,6 +90,8 @@ impl Responder {
             answer.starts_with(b"HTTP/1.0 200"),
             "the responder did not answer"
         );
+        let body = answer.windows(4).position(|w| w == b"\r\n\r\n").unwrap() + 4;
+        answer.split_off(body)
     }
 }
 
@@ -98,14 +104,32 @@ pub fn responder(
     good: &[&[u8]],
     revoked: &[&[u8]],
 ) -> (Responder, String) {
-    std::fs::write(
-        dir.join("ica.key"),
-        pem_encode("PRIVATE KEY", pki.intermediate_key().pkcs8_der()),
-    )
-    .unwrap();
+    responder_signed_by(dir, pki, pki, good, revoked)
+}
+
+/// [`responder`], its answers signed with the issuing CA's key of `signer`
+/// (another PKI's: answers the issuer never signed).
+pub fn responder_signed_by(
+    dir: &Path,
+    pki: &TestPki,
+    signer: &TestPki,
+    good: &[&[u8]],
+    revoked: &[&[u8]],
+) -> (Responder, String) {
+    std::fs::create_dir_all(dir).unwrap();
     std::fs::write(
         dir.join("ica.pem"),
         pem_encode("CERTIFICATE", pki.intermediate_der()),
+    )
+    .unwrap();
+    std::fs::write(
+        dir.join("signer.key"),
+        pem_encode("PRIVATE KEY", signer.intermediate_key().pkcs8_der()),
+    )
+    .unwrap();
+    std::fs::write(
+        dir.join("signer.pem"),
+        pem_encode("CERTIFICATE", signer.intermediate_der()),
     )
     .unwrap();
     let index_file = dir.join("index.txt");
@@ -116,9 +140,9 @@ pub fn responder(
         .arg(&index_file)
         .args(["-port", "0", "-ndays", "1"])
         .arg("-rsigner")
-        .arg(dir.join("ica.pem"))
+        .arg(dir.join("signer.pem"))
         .arg("-rkey")
-        .arg(dir.join("ica.key"))
+        .arg(dir.join("signer.key"))
         .arg("-CA")
         .arg(dir.join("ica.pem"))
         .stdout(Stdio::piped())
