@@ -242,7 +242,7 @@ impl Follower {
     async fn revocation_data_stored(&self, data: &[RevocationData]) {
         if let Some(r) = self.revocation.get() {
             if let Err(e) = r.central_data_stored(data).await {
-                tracing::warn!(error = %e, "the central's CRLs could not be read back");
+                tracing::warn!(error = %e, "the central's revocation data could not be put in force");
             }
         }
     }
