@@ -27,10 +27,17 @@
 //!
 //! **Many sites.** At a central (its store writes the change feed), each
 //! changed download is also recorded in the feed for every site
-//! ([`store::Store::record_revocation_data`]). At a site, the CRLs its
+//! ([`store::Store::record_revocation_data`]), and so is each new OCSP
+//! answer the central got (one per certificate). At a site, the CRLs its
 //! central sent, held in its database, are merged in like downloads
-//! ([`Revocation::load_central`], at start-up and after the follower
-//! stores new ones), aged from the central's download.
+//! ([`Revocation::load_central`], at start-up, and
+//! [`Revocation::central_data_stored`] after the follower stores new
+//! ones), aged from the central's download; the OCSP answers it sent ride
+//! beside the site's own. The central is trusted to deliver an answer, not
+//! for what it says: an answer is held only if the site's own trust store
+//! has the issuer of the certificate it is about, and that issuer or a
+//! responder it authorised signed it (as for the answers kept on disk);
+//! validation judges it again at each use.
 //!
 //! **OCSP.** With `[trust.ocsp]` (and `trust.revocation.source` = `ocsp`,
 //! `either` or `both`), the responders of the enrolled credentials'
@@ -70,6 +77,7 @@ use auth::Refusal;
 use pki::crl::Crl;
 use pki::fetch::{CrlFetcher, FetchConfig, FetchedCrl};
 use pki::ocsp::client::{OcspClient, OcspConfig};
+use pki::ocsp::{CertId, CertIdHash, OcspResponse};
 use pki::revocation_set::RevocationSet;
 use pki::store::TrustStore;
 use pki::validate::RevocationPolicy;
@@ -274,6 +282,68 @@ fn acceptable(
     Ok(())
 }
 
+/// An OCSP answer the central sent, as a site holds it.
+#[derive(Debug, Clone)]
+struct CentralAnswer {
+    /// Its DER, hex-encoded, as stored: tells a new answer from the same.
+    hex: String,
+    answer: Arc<OcspResponse>,
+}
+
+/// The name the change feed keeps the latest OCSP answer about the
+/// certificate `id` names under: `<hash>/<issuer key hash>/<serial>`, in
+/// hex (the issuer and serial number identify the certificate).
+pub fn ocsp_source(id: &CertId) -> String {
+    let hash = match id.hash {
+        CertIdHash::Sha1 => "sha1",
+        CertIdHash::Sha256 => "sha256",
+    };
+    format!(
+        "{hash}/{}/{}",
+        hex::encode(&id.key_hash),
+        hex::encode(&id.serial)
+    )
+}
+
+/// The OCSP answer `d` the central sent, if this site can hold it: it
+/// reads, it answers for the certificate it was sent for, that
+/// certificate's issuer is in `trust` (this site's own trust store), and
+/// the issuer or a responder it authorised signed it at `now` (as
+/// [`OcspClient::insert`] checks the answers kept on disk). The central is
+/// trusted to deliver it, not for what it says.
+fn verified_answer(
+    d: &store::RevocationData,
+    trust: &TrustStore,
+    now: pki::time::Time,
+) -> Result<Arc<OcspResponse>, String> {
+    let der = d.der_bytes().ok_or("its DER is not hex")?;
+    let answer = OcspResponse::from_der(der).map_err(|e| format!("not an OCSP answer: {e}"))?;
+    let single = answer
+        .responses
+        .iter()
+        .find(|s| ocsp_source(&s.id) == d.source)
+        .ok_or("it says nothing about the certificate it was sent for")?;
+    let mut issuers = trust
+        .entries()
+        .iter()
+        .filter_map(|e| e.cert().ok())
+        .filter(|c| single.id.issued_by(c))
+        .peekable();
+    if issuers.peek().is_none() {
+        return Err("the certificate's issuer is not in this site's trust store".into());
+    }
+    let mut why = String::new();
+    for issuer in issuers {
+        match pki::ocsp::authorize(&answer, issuer, now, &pki::sig::AlgorithmPolicy::default()) {
+            Ok(_) => return Ok(Arc::new(answer)),
+            Err(e) => why = e.to_string(),
+        }
+    }
+    Err(format!(
+        "not signed by the certificate's issuer or a responder it authorised: {why}"
+    ))
+}
+
 /// How current the revocation data `set` is (see [`access::freshness`]):
 /// the oldest, over its CRLs, of the last successful download of each
 /// (`downloads`: DER and download time, by distribution point), or its
@@ -394,8 +464,15 @@ pub struct Revocation {
     /// At a site, the CRLs its central downloaded and sent down the
     /// change feed (as held in its database), parsed.
     central: Mutex<Vec<(FetchedCrl, Arc<Crl>)>>,
-    /// Bumped whenever `central` changes.
+    /// At a site, the OCSP answers its central sent, held in its
+    /// database and verified against the site's trust store, by the
+    /// certificate they are about ([`ocsp_source`]).
+    central_ocsp: Mutex<HashMap<String, CentralAnswer>>,
+    /// Bumped whenever `central` or `central_ocsp` changes.
     central_generation: std::sync::atomic::AtomicU64,
+    /// At a central, the OCSP answer of each certificate last recorded in
+    /// the change feed by this instance (or read back from disk).
+    ocsp_sent: Mutex<HashMap<String, Arc<OcspResponse>>>,
     report: Mutex<RevalidationReport>,
     /// One refresh (or enrollment download) at a time, so a failure is
     /// recorded once.
@@ -467,7 +544,9 @@ impl Revocation {
             ocsp_generation: Default::default(),
             merged: Mutex::new(None),
             central: Mutex::new(Vec::new()),
+            central_ocsp: Mutex::new(HashMap::new()),
             central_generation: Default::default(),
+            ocsp_sent: Mutex::new(HashMap::new()),
             report: Mutex::new(report),
             refreshing: tokio::sync::Mutex::new(()),
             revalidating: tokio::sync::Mutex::new(()),
@@ -534,7 +613,9 @@ impl Revocation {
         };
         opts.revocation.mode = pki::validate::RevocationMode::Off;
         let dir = self.ocsp_dir.clone();
+        let loading = client.clone();
         let held = tokio::task::spawn_blocking(move || {
+            let client = loading;
             let mut pairs = Vec::new();
             let mut seen: std::collections::HashSet<Vec<u8>> = Default::default();
             for c in &certs {
@@ -557,7 +638,87 @@ impl Revocation {
                 .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             self.swap_in();
         }
+        if self.store.writes_change_feed() {
+            self.seed_ocsp_sent(&client).await?;
+            self.send_down_ocsp(&client).await;
+        }
         Ok(held)
+    }
+
+    /// At a central: marks as sent the answers `client` holds that are the
+    /// latest the change feed has for their certificate (one read; sent
+    /// by this or another instance before a restart).
+    async fn seed_ocsp_sent(&self, client: &OcspClient) -> Result<(), StoreError> {
+        let recorded: HashMap<String, String> = self
+            .store
+            .held_revocation_data_of(store::revdata::KIND_OCSP)
+            .await?
+            .into_iter()
+            .map(|d| (d.source, d.der))
+            .collect();
+        let mut sent = self.ocsp_sent.lock().unwrap_or_else(|e| e.into_inner());
+        for r in client.responses() {
+            for single in &r.responses {
+                let source = ocsp_source(&single.id);
+                if recorded
+                    .get(&source)
+                    .is_some_and(|der| *der == hex::encode(r.der()))
+                {
+                    sent.insert(source, r.clone());
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// At a central (its store writes the change feed): records each
+    /// answer `client` holds (good or revoked) that this instance has not
+    /// recorded yet in the feed for every site, under the certificate it
+    /// is about
+    /// ([`ocsp_source`]; sites keep the latest of each). A failure is
+    /// logged; what was not recorded is tried again after the next answer.
+    async fn send_down_ocsp(&self, client: &OcspClient) {
+        if !self.store.writes_change_feed() {
+            return;
+        }
+        let todo: Vec<(String, Arc<OcspResponse>)> = {
+            let sent = self.ocsp_sent.lock().unwrap_or_else(|e| e.into_inner());
+            client
+                .responses()
+                .into_iter()
+                .flat_map(|r| {
+                    // A responder that does not know a certificate says
+                    // nothing a site could use.
+                    r.responses
+                        .iter()
+                        .filter(|s| !matches!(s.status, pki::ocsp::CertStatus::Unknown))
+                        .map(|s| (ocsp_source(&s.id), r.clone()))
+                        .collect::<Vec<_>>()
+                })
+                .filter(|(source, r)| sent.get(source).is_none_or(|p| !Arc::ptr_eq(p, r)))
+                .collect()
+        };
+        let now = unix(Timestamp::now());
+        let mut recorded = 0usize;
+        for (source, r) in todo {
+            let d = store::RevocationData::ocsp(&source, r.der(), now);
+            match self.store.record_revocation_data(&d).await {
+                Ok(pos) => {
+                    recorded += usize::from(pos.is_some());
+                    self.ocsp_sent
+                        .lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .insert(source, r);
+                }
+                Err(e) => {
+                    tracing::warn!(certificate = source, error = %e, "the OCSP answer could not be sent down the change feed");
+                    break;
+                }
+            }
+        }
+        if recorded > 0 {
+            tracing::info!(recorded, "OCSP answers sent down the change feed");
+        }
     }
 
     /// Adds back to the trust store the intermediates discovered for the
@@ -717,6 +878,7 @@ impl Revocation {
                 .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             tracing::info!(changed, held = client.len(), "OCSP answers updated");
             self.save_ocsp(&client).await;
+            self.send_down_ocsp(&client).await;
         }
         self.swap_in();
         Ok(failed)
@@ -970,18 +1132,120 @@ impl Revocation {
         }
     }
 
-    /// At a site: reads the CRLs its central sent (held in its database)
-    /// and swaps them in beside its own; their age is the central's
-    /// download time. What the service does at start-up and the follower
-    /// after storing new ones. Returns how many are held; a row that is
-    /// not a CRL is skipped with a warning.
+    /// At a site: reads the CRLs and OCSP answers its central sent (held
+    /// in its database) and swaps them in beside its own; the CRLs' age is
+    /// the central's download time. What the service does at start-up.
+    /// Returns how many are held; a CRL that does not read, or an answer
+    /// this site cannot verify ([`verified_answer`]), is skipped with a
+    /// warning.
     pub async fn load_central(&self) -> Result<usize, StoreError> {
-        let rows = self.store.held_revocation_data().await?;
+        let crls = self.load_central_crls().await?;
+        let answers = self
+            .store
+            .held_revocation_data_of(store::revdata::KIND_OCSP)
+            .await?;
+        Ok(crls + self.hold_central_answers(answers, true).await)
+    }
+
+    /// At a site: puts in force `data`, just stored as the central sent it
+    /// (what the follower does after storing revocation data): the CRLs
+    /// held are read again, the answers taken as they are.
+    pub async fn central_data_stored(
+        &self,
+        data: &[store::RevocationData],
+    ) -> Result<(), StoreError> {
+        if data.iter().any(|d| d.kind == store::revdata::KIND_CRL) {
+            self.load_central_crls().await?;
+        }
+        let answers: Vec<store::RevocationData> = data
+            .iter()
+            .filter(|d| d.kind == store::revdata::KIND_OCSP)
+            .cloned()
+            .collect();
+        if !answers.is_empty() {
+            self.hold_central_answers(answers, false).await;
+        }
+        Ok(())
+    }
+
+    /// Holds the central's OCSP answers `rows` (each the latest about its
+    /// certificate) that verify, in place of those held about the same
+    /// certificates (with `all`, in place of every one held), and swaps
+    /// them in when that changed anything. Returns how many are held.
+    async fn hold_central_answers(&self, rows: Vec<store::RevocationData>, all: bool) -> usize {
+        let fresh: Vec<store::RevocationData> = {
+            let held = self.central_ocsp.lock().unwrap_or_else(|e| e.into_inner());
+            rows.iter()
+                .filter(|d| held.get(&d.source).is_none_or(|h| h.hex != d.der))
+                .cloned()
+                .collect()
+        };
+        let trust = self.controller.authenticator().trust_store();
+        let now = pki::time::Time(unix(Timestamp::now()));
+        let checked = tokio::task::spawn_blocking(move || {
+            fresh
+                .into_iter()
+                .map(|d| {
+                    let r = verified_answer(&d, &trust, now);
+                    (d, r)
+                })
+                .collect::<Vec<_>>()
+        })
+        .await
+        .unwrap_or_default();
+        let (changed, n) = {
+            let mut held = self.central_ocsp.lock().unwrap_or_else(|e| e.into_inner());
+            let mut changed = false;
+            if all {
+                let sources: std::collections::HashSet<&str> =
+                    rows.iter().map(|d| d.source.as_str()).collect();
+                let before = held.len();
+                held.retain(|k, _| sources.contains(k.as_str()));
+                changed |= held.len() != before;
+            }
+            for (d, r) in checked {
+                match r {
+                    Ok(answer) => {
+                        held.insert(d.source, CentralAnswer { hex: d.der, answer });
+                        changed = true;
+                    }
+                    Err(why) => {
+                        tracing::warn!(
+                            certificate = d.source,
+                            "an OCSP answer from the central is not held: {why}"
+                        );
+                        changed |= held.remove(&d.source).is_some();
+                    }
+                }
+            }
+            (changed, held.len())
+        };
+        if changed {
+            tracing::info!(held = n, "OCSP answers from the central updated");
+            self.central_generation
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            self.swap_in();
+        }
+        n
+    }
+
+    /// How many OCSP answers the central sent this site holds (verified).
+    pub fn central_ocsp_answers(&self) -> usize {
+        self.central_ocsp
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .len()
+    }
+
+    /// Reads the CRLs the central sent (held in the database) and swaps
+    /// them in when they changed; returns how many are held.
+    async fn load_central_crls(&self) -> Result<usize, StoreError> {
+        let rows = self
+            .store
+            .held_revocation_data_of(store::revdata::KIND_CRL)
+            .await?;
         let mut held = Vec::new();
         for d in rows {
-            if d.kind != store::revdata::KIND_CRL {
-                continue;
-            }
             let parsed = d
                 .der_bytes()
                 .ok_or_else(|| "not hex".to_string())
@@ -1055,6 +1319,16 @@ impl Revocation {
         let mut crls = merge(&self.base, &extra, &trust);
         if let Some(client) = &self.ocsp {
             crls = crls.with_ocsp(&client.responses());
+        }
+        let central: Vec<Arc<OcspResponse>> = self
+            .central_ocsp
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .values()
+            .map(|a| a.answer.clone())
+            .collect();
+        if !central.is_empty() {
+            crls = crls.with_ocsp(&central);
         }
         tracing::info!(
             crls = crls.len(),
@@ -1287,6 +1561,7 @@ impl Revocation {
                     .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                 if let Some(client) = self.ocsp.clone() {
                     self.save_ocsp(&client).await;
+                    self.send_down_ocsp(&client).await;
                 }
             }
         }

@@ -2,11 +2,11 @@
 //! PKI's issuing CA on loopback; the service asks it when a card is enrolled and in the
 //! background, and the doors decide from the answers held, also once the responder is gone.
 
-use std::io::{BufRead, BufReader};
-use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 
+mod responder;
 mod staff;
+use responder::responder;
 use staff::{cak, card, ensure_token, staff_member, tap};
 
 use access::CardholderId;
@@ -19,69 +19,6 @@ use store::Role;
 
 const READER: &str = "pivgate ocsp test reader";
 const TOKEN: &str = "ocsp-test-admin-token";
-
-struct Responder(Child);
-
-impl Drop for Responder {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-/// `openssl ocsp` for the issuing CA, signing with the CA's own key; returns its URL once
-/// it listens (it says so on its output).
-fn responder(dir: &Path, pki: &TestPki, good: &[u8], revoked: &[u8]) -> (Responder, String) {
-    std::fs::write(
-        dir.join("ica.key"),
-        pem_encode("PRIVATE KEY", pki.intermediate_key().pkcs8_der()),
-    )
-    .unwrap();
-    std::fs::write(
-        dir.join("ica.pem"),
-        pem_encode("CERTIFICATE", pki.intermediate_der()),
-    )
-    .unwrap();
-    let serial =
-        |der: &[u8]| hex::encode_upper(pki::cert::Cert::from_der(der.to_vec()).unwrap().serial());
-    std::fs::write(
-        dir.join("index.txt"),
-        format!(
-            "V\t491231235959Z\t\t{}\tunknown\t/CN=good\nR\t491231235959Z\t260101000000Z,keyCompromise\t{}\tunknown\t/CN=revoked\n",
-            serial(good),
-            serial(revoked)
-        ),
-    )
-    .unwrap();
-    let mut child = Command::new("openssl")
-        .arg("ocsp")
-        .arg("-index")
-        .arg(dir.join("index.txt"))
-        .args(["-port", "0", "-ndays", "1"])
-        .arg("-rsigner")
-        .arg(dir.join("ica.pem"))
-        .arg("-rkey")
-        .arg(dir.join("ica.key"))
-        .arg("-CA")
-        .arg(dir.join("ica.pem"))
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-    let port: u16 = loop {
-        let line = lines
-            .next()
-            .expect("openssl ocsp exited before listening")
-            .unwrap();
-        if let Some(rest) = line.strip_prefix("ACCEPT ") {
-            let addr = rest.split_whitespace().next().unwrap();
-            break addr.rsplit(':').next().unwrap().parse().unwrap();
-        }
-    };
-    std::thread::spawn(move || for _ in lines {});
-    (Responder(child), format!("http://127.0.0.1:{port}"))
-}
 
 async fn holder(s: &Service, name: &str) -> CardholderId {
     let h = staff_member(s, name).await;
@@ -121,7 +58,7 @@ async fn doors_decide_from_ocsp_answers_asked_in_the_background() {
     let pki = TestPki::init(&dir.path().join("pki"), TestPkiOptions::default()).unwrap();
     let alice = card(&pki, "Alice");
     let mallory = card(&pki, "Mallory");
-    let (responder, url) = responder(dir.path(), &pki, &cak(&alice), &cak(&mallory));
+    let (responder, url) = responder(dir.path(), &pki, &[&cak(&alice)], &[&cak(&mallory)]);
 
     // The issuing CA's CRL is not configured: the cards' status can only come from OCSP
     // (the root's CRL still covers the issuing CA, as `either` allows).
@@ -181,7 +118,7 @@ async fn ocsp_answers_survive_a_restart() {
     let pki = TestPki::init(&dir.path().join("pki"), TestPkiOptions::default()).unwrap();
     let alice = card(&pki, "Alice");
     let mallory = card(&pki, "Mallory");
-    let (responder, url) = responder(dir.path(), &pki, &cak(&alice), &cak(&mallory));
+    let (responder, url) = responder(dir.path(), &pki, &[&cak(&alice)], &[&cak(&mallory)]);
 
     let text = init_template(READER, "UTC").replace("127.0.0.1:8080", "127.0.0.1:0");
     let path = dir.path().join("pivgate.toml");

@@ -26,6 +26,8 @@ use server::sync::settings::{CentralConfig, SitesConfig};
 use store::testing::{postgres_or_skip, TempCluster};
 use store::{EventKind, EventQuery};
 
+mod responder;
+
 const WAIT: Duration = Duration::from_secs(60);
 
 struct World {
@@ -35,6 +37,9 @@ struct World {
     pki: TestPki,
     /// The centrals download CRLs (`[trust.fetch]`).
     central_fetch: bool,
+    /// The centrals ask this OCSP responder (the sites cannot reach it);
+    /// the issuing CA's status then comes from OCSP alone, at both.
+    ocsp: Option<String>,
     alice: CardCredentials,
     bob: CardCredentials,
     centrals: Vec<Option<Service>>,
@@ -77,6 +82,27 @@ impl World {
         crl_base: Option<String>,
         published: impl FnOnce(&TestPki),
     ) -> Option<World> {
+        World::build(test, centrals, crl_base, |pki| {
+            published(pki);
+            None
+        })
+    }
+
+    /// [`World::new`] with one central asking the OCSP responder whose URL
+    /// `responder` returns (given the PKI before the central starts), and
+    /// sites that cannot: the cards' status comes from OCSP alone (the
+    /// issuing CA's CRL is not configured; the root's still covers the
+    /// CA, as `either` allows).
+    fn with_ocsp(test: &str, responder: impl FnOnce(&TestPki) -> String) -> Option<World> {
+        World::build(test, 1, None, |pki| Some(responder(pki)))
+    }
+
+    fn build(
+        test: &str,
+        centrals: usize,
+        crl_base: Option<String>,
+        published: impl FnOnce(&TestPki) -> Option<String>,
+    ) -> Option<World> {
         let cluster = postgres_or_skip(test)?;
         let dir = tempfile::tempdir().unwrap();
         let central_fetch = crl_base.is_some();
@@ -85,7 +111,7 @@ impl World {
             options.crl_base_url = crl_base;
         }
         let pki = TestPki::init(&dir.path().join("pki"), options).unwrap();
-        published(&pki);
+        let ocsp = published(&pki);
         let card = |name: &str| {
             pki.issue_card(&CardOptions {
                 cardholder: name.into(),
@@ -124,6 +150,7 @@ impl World {
             base,
             pki,
             central_fetch,
+            ocsp,
             alice,
             bob,
             centrals: Vec::new(),
@@ -159,6 +186,9 @@ impl World {
         c.database_url = Some(self.cluster.url().to_string());
         if self.central_fetch {
             c.trust.as_mut().unwrap().fetch = Some(pki::fetch::FetchConfig::default());
+        }
+        if let Some(url) = &self.ocsp {
+            ocsp_only(&mut c, url);
         }
         c.sites = Some(SitesConfig {
             listen,
@@ -292,6 +322,10 @@ impl World {
         let mut c = self.base.clone();
         c.data_dir = self.dir.path().join(format!("site-{name}"));
         c.central = Some(self.central_config(name, urls));
+        if self.ocsp.is_some() {
+            // Nothing listens there: the site never gets an answer itself.
+            ocsp_only(&mut c, "http://127.0.0.1:9");
+        }
         let s = self.rt.block_on(Service::start(c, None)).unwrap();
         self.sites.push(s);
         self.site_names.push(name.to_string());
@@ -348,6 +382,18 @@ impl World {
             .block_on(self.sites[site].loaded().store.load_entities())
             .unwrap()
     }
+}
+
+/// `c` takes the issuing CA's certificates' status from OCSP only, asking
+/// `responder`.
+fn ocsp_only(c: &mut Config, responder: &str) {
+    let t = c.trust.as_mut().unwrap();
+    t.crls.retain(|p| p.ends_with("root.crl.pem"));
+    t.revocation.source = pki::trust::RevocationSourceConfig::Either;
+    t.ocsp = Some(pki::ocsp::client::OcspConfig {
+        responder_url: Some(responder.into()),
+        ..Default::default()
+    });
 }
 
 impl Drop for World {
@@ -1310,4 +1356,125 @@ fn a_site_back_from_away_counts_as_connected_only_once_it_applied_what_changed_m
     );
     let r = w.tap(hq, &w.alice, w.ids.front_reader);
     assert_eq!(r.code(), "cardholder-suspended", "{:?}", r.reason());
+}
+
+#[test]
+fn an_ocsp_answer_the_central_got_reaches_a_site_that_cannot_ask_and_refuses_the_card() {
+    if !responder::openssl() {
+        eprintln!("openssl not installed; skipping");
+        return;
+    }
+    let files = tempfile::tempdir().unwrap();
+    let mut started = None;
+    let Some(mut w) = World::with_ocsp("sync_ocsp", |pki| {
+        // Told about the cards once they are issued.
+        let (r, url) = responder::responder(files.path(), pki, &[pki.intermediate_der()], &[]);
+        started = Some(r);
+        url
+    }) else {
+        return;
+    };
+    let responder = started.unwrap();
+    let alice_cak = w.alice.slot(0x9E).unwrap().certificate.clone();
+    let bob_cak = w.bob.slot(0x9E).unwrap().certificate.clone();
+    responder.set(&[&alice_cak, &bob_cak], &[]);
+    let hq = w.start_site("hq", &[w.sites_addr(0)]);
+    w.caught_up(hq);
+    // No answer yet: the site cannot tell whether Alice's card is revoked.
+    let r = w.tap(hq, &w.alice, w.ids.front_reader);
+    assert_eq!(r.code(), "revocation-unavailable", "{:?}", r.reason());
+    // The central asks the responder (about the issuing CA too, which
+    // that responder cannot answer for: the root's CRL covers the CA);
+    // the answers go down the feed and the site lets Alice in on them.
+    let central = w.central(0).loaded().revocation.clone();
+    w.rt.block_on(central.refresh_ocsp_now()).unwrap();
+    assert_eq!(central.ocsp_answers(), 2);
+    w.caught_up(hq);
+    let site_revocation = w.sites[hq].loaded().revocation.clone();
+    assert_eq!(site_revocation.central_ocsp_answers(), 2);
+    let r = w.tap(hq, &w.alice, w.ids.front_reader);
+    assert!(r.granted(), "{:?}", r.reason());
+    // The responder now says Alice's card is revoked; the central asks
+    // again and the site, which never reaches the responder, refuses her.
+    responder.set(&[&bob_cak], &[&alice_cak]);
+    w.rt.block_on(central.refresh_ocsp_now()).unwrap();
+    w.caught_up(hq);
+    let r = w.tap(hq, &w.alice, w.ids.front_reader);
+    assert_eq!(r.code(), "certificate-revoked", "{:?}", r.reason());
+    assert_eq!(site_revocation.central_ocsp_answers(), 2);
+    // The snapshot carries the latest answer of each certificate, to a
+    // site that knows them; a site a release before them (schema 13) is
+    // sent its CRLs alone.
+    let kinds = |schema: i64| -> Vec<String> {
+        let cfg = w.central_config("hq", &[w.sites_addr(0)]);
+        let c = Arc::new(Connector::new(&cfg).unwrap().presenting_schema(schema));
+        let link = c.link(0);
+        let resp =
+            w.rt.block_on(link.send(link.request(
+                axum::http::Method::GET,
+                "/sync/v1/snapshot?data=true",
+                Default::default(),
+            )))
+            .unwrap();
+        assert_eq!(resp.status().as_u16(), 200);
+        let body: serde_json::Value = serde_json::from_slice(resp.body()).unwrap();
+        body["revocation_data"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|d| d["kind"].as_str().unwrap().to_string())
+            .collect()
+    };
+    assert_eq!(kinds(server::sync::version::current()), ["ocsp", "ocsp"]);
+    assert!(kinds(13).is_empty());
+    // Were the central to deliver a forged answer (good, signed by a key
+    // that is not the issuer's), the site would not hold it: with no
+    // answer about Alice's card it cannot tell, and does not let her in.
+    let other = TestPki::generate(TestPkiOptions::default()).unwrap();
+    let (forger, _) = responder::responder_signed_by(
+        &files.path().join("forger"),
+        &w.pki,
+        &other,
+        &[&alice_cak],
+        &[],
+    );
+    let forged = forger.ask(&alice_cak);
+    drop(forger);
+    let about = pki::ocsp::OcspResponse::from_der(forged.clone()).unwrap();
+    assert!(matches!(
+        about.responses[0].status,
+        pki::ocsp::CertStatus::Good
+    ));
+    let source = server::revocation::ocsp_source(&about.responses[0].id);
+    let central_store = w.central(0).loaded().store.clone();
+    let forged = store::RevocationData::ocsp(&source, &forged, Timestamp::now().as_second());
+    w.rt.block_on(central_store.record_revocation_data(&forged))
+        .unwrap()
+        .unwrap();
+    w.caught_up(hq);
+    assert_eq!(site_revocation.central_ocsp_answers(), 1);
+    let r = w.tap(hq, &w.alice, w.ids.front_reader);
+    assert_eq!(r.code(), "revocation-unavailable", "{:?}", r.reason());
+    // The central's next answer, genuine, is held again.
+    w.rt.block_on(central.refresh_ocsp_now()).unwrap();
+    w.caught_up(hq);
+    assert_eq!(site_revocation.central_ocsp_answers(), 2);
+    let r = w.tap(hq, &w.alice, w.ids.front_reader);
+    assert_eq!(r.code(), "certificate-revoked", "{:?}", r.reason());
+    // Held in the site's database: still refused after a restart, before
+    // any link to the central.
+    drop(site_revocation);
+    let site = w.sites.pop().unwrap();
+    w.site_names.pop();
+    w.rt.block_on(site.shutdown()).unwrap();
+    drop(responder);
+    // (The central's revocation work holds its event log open.)
+    drop(central);
+    let first = w.centrals[0].take().unwrap();
+    w.rt.block_on(first.shutdown()).unwrap();
+    let addr = "127.0.0.1:9".parse().unwrap();
+    let hq = w.start_site("hq", &[addr]);
+    assert_eq!(w.sites[hq].loaded().revocation.central_ocsp_answers(), 2);
+    let r = w.tap(hq, &w.alice, w.ids.front_reader);
+    assert_eq!(r.code(), "certificate-revoked", "{:?}", r.reason());
 }

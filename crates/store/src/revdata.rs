@@ -1,25 +1,32 @@
 //! Revocation data a central downloaded, sent down the change feed to
-//! every site (migration 13).
+//! every site (migrations 13 and 14): CRLs ([`KIND_CRL`], one per
+//! distribution point) and OCSP answers ([`KIND_OCSP`], one per
+//! certificate).
 //!
-//! **Central.** [`Store::record_revocation_data`] records a CRL one of its
-//! instances downloaded under a new feed position (allocated as for the
-//! entities' changes, under the same lock: ordered with them), unless the
-//! last one recorded for its distribution point is the same; it is for
+//! **Central.** [`Store::record_revocation_data`] records a CRL or an
+//! answer one of its instances got under a new feed position (allocated as
+//! for the entities' changes, under the same lock: ordered with them),
+//! unless the last one recorded for its source is the same; it is for
 //! every site, so [`Store::feed_after`] merges these rows with the site's
 //! own. [`Store::revocation_data_upto`] is what a snapshot at a position
-//! holds: the latest of each distribution point.
+//! holds: the latest of each source.
 //!
 //! **Site.** [`Tx::hold_revocation_data`] keeps the latest row of each
-//! distribution point, in the transaction that stores the position which
-//! brought it; [`Store::held_revocation_data`] reads them back.
+//! source, in the transaction that stores the position which brought it;
+//! [`Store::held_revocation_data`] reads them back.
 
 use serde::{Deserialize, Serialize};
 use sqlx::{Executor, Row};
 
 use crate::{Backend, Store, StoreError, Tx};
 
-/// The one kind of revocation data sent today.
+/// A CRL; its source is the distribution point's URL.
 pub const KIND_CRL: &str = "crl";
+
+/// An OCSP answer (the DER OCSPResponse); its source names the certificate
+/// it is about (see [`RevocationData::ocsp`]). Sent to sites at schema 14
+/// or later.
+pub const KIND_OCSP: &str = "ocsp";
 
 /// One piece of revocation data the central downloaded.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -27,9 +34,11 @@ pub struct RevocationData {
     /// Its feed position (0 until recorded).
     #[serde(default)]
     pub pos: i64,
-    /// [`KIND_CRL`].
+    /// [`KIND_CRL`] or [`KIND_OCSP`].
     pub kind: String,
-    /// Where it was downloaded from (the distribution point's URL).
+    /// What it is the latest of: for a CRL, where it was downloaded from
+    /// (the distribution point's URL); for an OCSP answer, the certificate
+    /// it is about.
     pub source: String,
     /// When the central downloaded it, in seconds since the epoch.
     pub fetched_at: i64,
@@ -44,6 +53,19 @@ impl RevocationData {
             pos: 0,
             kind: KIND_CRL.into(),
             source: url.into(),
+            fetched_at,
+            der: hex::encode(der),
+        }
+    }
+
+    /// An OCSP answer `der` about the certificate `source` names (for
+    /// instance its CertID's hash algorithm, issuer key hash and serial
+    /// number), got at `fetched_at` (seconds).
+    pub fn ocsp(source: &str, der: &[u8], fetched_at: i64) -> Self {
+        RevocationData {
+            pos: 0,
+            kind: KIND_OCSP.into(),
+            source: source.into(),
             fetched_at,
             der: hex::encode(der),
         }
@@ -150,7 +172,7 @@ impl Store {
     }
 
     /// What a site holds once it has applied position `upto`: the latest
-    /// row of each source at or below it.
+    /// row of each (kind, source) at or below it.
     pub async fn revocation_data_upto(&self, upto: i64) -> Result<Vec<RevocationData>, StoreError> {
         let rows = sqlx::query(LATEST)
             .bind(upto)
@@ -163,6 +185,23 @@ impl Store {
     /// each source).
     pub async fn held_revocation_data(&self) -> Result<Vec<RevocationData>, StoreError> {
         self.revocation_data_upto(i64::MAX).await
+    }
+
+    /// The same, of one kind only ([`KIND_CRL`] or [`KIND_OCSP`]): at a
+    /// central, the latest the feed has of each source of that kind.
+    pub async fn held_revocation_data_of(
+        &self,
+        kind: &str,
+    ) -> Result<Vec<RevocationData>, StoreError> {
+        let rows = sqlx::query(
+            "SELECT pos, kind, source, fetched_us, body FROM sync_revocation_data r \
+             WHERE kind = $1 AND NOT EXISTS (SELECT 1 FROM sync_revocation_data n \
+             WHERE n.kind = r.kind AND n.source = r.source AND n.pos > r.pos) ORDER BY pos",
+        )
+        .bind(kind)
+        .fetch_all(self.pool())
+        .await?;
+        Ok(rows.iter().map(read).collect::<Result<_, _>>()?)
     }
 
     /// Deletes the rows older than `before` that a newer row of the same

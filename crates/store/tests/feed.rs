@@ -600,14 +600,27 @@ async fn crls_take_positions_among_every_sites_changes_once_each_and_a_site_keep
     // A snapshot at a position holds the latest CRL at or below it.
     assert_eq!(store.revocation_data_upto(p1).await.unwrap()[0].pos, p1);
     assert_eq!(store.revocation_data_upto(p2).await.unwrap()[0].pos, p2);
+    // An OCSP answer is the latest of its certificate, whatever the CRLs
+    // of a source of the same name.
+    let a1 = RevocationData::ocsp(url, b"answer one", 300);
+    let p3 = store.record_revocation_data(&a1).await.unwrap().unwrap();
+    assert_eq!(store.record_revocation_data(&a1).await.unwrap(), None);
+    let latest = store.revocation_data_upto(p3).await.unwrap();
+    assert_eq!(
+        latest
+            .iter()
+            .map(|d| (d.kind.as_str(), d.pos))
+            .collect::<Vec<_>>(),
+        [("crl", p2), ("ocsp", p3)]
+    );
     // Pruning keeps the latest of each source.
     store
         .prune_feed(Timestamp::now() + access::jiff::SignedDuration::from_secs(1))
         .await
         .unwrap();
     let left = store.revocation_data_upto(i64::MAX).await.unwrap();
-    assert_eq!(left.len(), 1);
-    assert_eq!(left[0].pos, p2);
+    assert_eq!(left.len(), 2);
+    assert_eq!((left[0].pos, left[1].pos), (p2, p3));
     store.close().await;
 
     // A site keeps the latest of each source; an older one sent again
@@ -621,13 +634,18 @@ async fn crls_take_positions_among_every_sites_changes_once_each_and_a_site_keep
         (sent(&v1, p1), true),
         (sent(&v2, p2), true),
         (sent(&v1, p1), false),
+        (sent(&a1, p3), true),
     ] {
         let mut tx = site_db.begin().await.unwrap();
         assert_eq!(tx.hold_revocation_data(&d).await.unwrap(), kept);
         tx.commit().await.unwrap();
     }
     let held = site_db.held_revocation_data().await.unwrap();
-    assert_eq!(held, vec![sent(&v2, p2)]);
+    assert_eq!(held, vec![sent(&v2, p2), sent(&a1, p3)]);
+    assert_eq!(
+        site_db.held_revocation_data_of("ocsp").await.unwrap(),
+        vec![sent(&a1, p3)]
+    );
 }
 
 /// More sites than one feed `INSERT` carries, one door each, and a

@@ -111,6 +111,14 @@ impl CertId {
         }
     }
 
+    /// Whether `issuer` is the certificate this CertID names as the issuer: its subject name
+    /// and its public key hash to the CertID's (e.g. to find, among trusted certificates, the
+    /// one an answer about a certificate not at hand must be signed by or for).
+    pub fn issued_by(&self, issuer: &Cert) -> bool {
+        self.key_hash == self.hash.digest(&public_key_bits(issuer))
+            && self.name_hash == self.hash.digest(issuer.subject_der())
+    }
+
     fn write(&self, out: &mut Vec<u8>) {
         let mut alg = Vec::new();
         tlv(&mut alg, tag::OID, self.hash.oid());

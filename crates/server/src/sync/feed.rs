@@ -3,13 +3,14 @@
 //! * `GET /sync/v1/snapshot` → `{"pos": P, "part": Entities}`: the site's
 //!   part ([`access::site_part`]) of every entity as of position `P`, read
 //!   in one database snapshot (with `?data=true` also `revocation_data`,
-//!   the latest CRL of each distribution point at `P`). A new site starts
-//!   from it.
+//!   the latest CRL of each distribution point and OCSP answer of each
+//!   certificate at `P`). A new site starts from it.
 //! * `GET /sync/v1/feed?after=P` → `200`, NDJSON, one line per change of
 //!   the site's part after `P`, in position order, for as long as the link
 //!   lasts: `{"pos": P, "revocation": bool, "delta": Delta}`, or with
-//!   `&data=true` also the CRLs the central downloaded,
-//!   `{"pos": P, "revocation": true, "data": RevocationData}`; on a quiet
+//!   `&data=true` also the CRLs and OCSP answers the central got,
+//!   `{"pos": P, "revocation": true, "data": RevocationData}` (its `kind`
+//!   `crl` or `ocsp`, [`store::revdata`]); on a quiet
 //!   feed `{"heartbeat": HEAD}` every `sites.heartbeat_ms`. New changes are
 //!   read when PostgreSQL notifies a commit (`LISTEN`, sent by whichever
 //!   central instance committed): no polling, and any instance serves any
@@ -24,7 +25,8 @@
 //!
 //! Both are served in the form of the site's schema ([`super::version`]):
 //! a site a release behind gets its entities without the fields it does
-//! not know.
+//! not know, and no revocation data of a kind it does not know (a site
+//! before schema 14 gets its CRLs, not the OCSP answers).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -236,7 +238,10 @@ async fn snapshot(
     let mut body = json!({ "pos": pos, "part": part });
     if q.data {
         match c.store.revocation_data_upto(pos).await {
-            Ok(d) => body["revocation_data"] = json!(d),
+            Ok(mut d) => {
+                d.retain(|d| form.takes_data(&d.kind));
+                body["revocation_data"] = json!(d)
+            }
             Err(e) => return unavailable(e),
         }
     }
@@ -311,6 +316,13 @@ fn line(row: &store::FeedRow, form: &SiteForm) -> Bytes {
     ))
 }
 
+/// Whether `row` goes to a site of `form` that asked for revocation data
+/// (`data`) or not: every change; revocation data if asked for and of a
+/// kind the site's schema knows.
+fn sent(row: &store::FeedRow, form: &SiteForm, data: bool) -> bool {
+    !row.data || (data && form.takes_data_text(&row.body))
+}
+
 /// Sends the site's rows after `after` as they commit, until the site goes
 /// away, the feed is pruned under it, or the central stops. The rows go
 /// in the site's form; revocation data rows only if it asked for them.
@@ -338,7 +350,7 @@ async fn follow(
                 break;
             }
             for r in &rows {
-                if (data || !r.data) && tx.send(line(r, &form)).await.is_err() {
+                if sent(r, &form, data) && tx.send(line(r, &form)).await.is_err() {
                     return;
                 }
                 last = r.pos;
@@ -410,6 +422,39 @@ pub async fn prune(store: Store, days: u32, mut stop: watch::Receiver<bool>) {
         tokio::select! {
             _ = stop.wait_for(|s| *s) => return,
             _ = tokio::time::sleep(Duration::from_secs(3600)) => {}
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_site_gets_the_revocation_data_it_asked_for_and_knows() {
+        let row = |data: Option<store::RevocationData>| store::FeedRow {
+            pos: 1,
+            revocation: true,
+            body: data.map_or_else(|| "{}".into(), |d| serde_json::to_string(&d).unwrap()),
+            data: false,
+        };
+        let change = row(None);
+        let data = |d| store::FeedRow {
+            data: true,
+            ..row(Some(d))
+        };
+        let crl = data(store::RevocationData::crl("http://ca/ca.crl", b"c", 1));
+        let answer = data(store::RevocationData::ocsp("sha1/aa/01", b"a", 1));
+        let now = SiteForm::current();
+        let before = super::super::version::site_form(13, 14).unwrap();
+        for (form, asked, expect) in [
+            (&now, true, [true, true, true]),
+            (&now, false, [true, false, false]),
+            (&before, true, [true, true, false]),
+            (&before, false, [true, false, false]),
+        ] {
+            let got = [&change, &crl, &answer].map(|r| sent(r, form, asked));
+            assert_eq!(got, expect, "schema {} asked {asked}", form.schema);
         }
     }
 }

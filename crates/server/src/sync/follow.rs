@@ -20,13 +20,18 @@
 //! their own, then all of them in order. A snapshot likewise takes access
 //! away first, then stores the rest.
 //!
-//! The CRLs the central downloaded come down the same feed (`data` lines,
-//! and the snapshot's `revocation_data`): they are stored (the latest of
-//! each distribution point, [`store::Tx::hold_revocation_data`]) in a
-//! transaction of their own ahead of the other pending changes, then put
-//! in force through the site's revocation work
-//! ([`crate::revocation::Revocation::load_central`]), aged from the
-//! central's download.
+//! The CRLs the central downloaded and the OCSP answers it got come down
+//! the same feed (`data` lines, and the snapshot's `revocation_data`;
+//! `kind` `crl` or `ocsp`): they are stored (the latest of each
+//! distribution point and of each certificate,
+//! [`store::Tx::hold_revocation_data`]) in a transaction of their own
+//! ahead of the other pending changes, then put in force through the
+//! site's revocation work
+//! ([`crate::revocation::Revocation::central_data_stored`]; at start-up,
+//! [`crate::revocation::Revocation::load_central`]): the CRLs aged from
+//! the central's download, the OCSP answers only once verified against
+//! the site's own trust store (the central delivers them; the responder's
+//! signature vouches for what they say).
 //!
 //! The site counts as connected (its status names the central, and the
 //! uploader and reporter get the link) only once it has caught up: the
@@ -91,7 +96,7 @@ pub struct Follower {
     retry_max: Duration,
     status: watch::Sender<FollowStatus>,
     link: watch::Sender<Option<Arc<Link>>>,
-    /// Where the CRLs the central sends are put in force.
+    /// Where the CRLs and OCSP answers the central sends are put in force.
     revocation: std::sync::OnceLock<Arc<crate::revocation::Revocation>>,
 }
 
@@ -99,7 +104,8 @@ pub struct Follower {
 struct SnapshotBody {
     pos: i64,
     part: Entities,
-    /// The central's latest CRL of each distribution point.
+    /// The central's latest CRL of each distribution point and OCSP answer
+    /// of each certificate.
     #[serde(default)]
     revocation_data: Vec<RevocationData>,
 }
@@ -112,7 +118,7 @@ enum Line {
         pos: i64,
         delta: Box<Delta>,
     },
-    /// A CRL the central downloaded.
+    /// A CRL or an OCSP answer the central got.
     Data {
         pos: i64,
         data: Box<RevocationData>,
@@ -226,17 +232,17 @@ impl Follower {
         }))
     }
 
-    /// Puts the CRLs the central sends in force through `r` (the site's
-    /// revocation work); set once, before [`Self::run`].
+    /// Puts the CRLs and OCSP answers the central sends in force through
+    /// `r` (the site's revocation work); set once, before [`Self::run`].
     pub fn set_revocation(&self, r: Arc<crate::revocation::Revocation>) {
         let _ = self.revocation.set(r);
     }
 
-    /// Swaps in the CRLs just stored.
-    async fn revocation_data_stored(&self) {
+    /// Swaps in the revocation data `data` just stored.
+    async fn revocation_data_stored(&self, data: &[RevocationData]) {
         if let Some(r) = self.revocation.get() {
-            if let Err(e) = r.load_central().await {
-                tracing::warn!(error = %e, "the central's CRLs could not be read back");
+            if let Err(e) = r.central_data_stored(data).await {
+                tracing::warn!(error = %e, "the central's revocation data could not be put in force");
             }
         }
     }
@@ -435,8 +441,8 @@ impl Follower {
     }
 
     /// Applies the pending changes after `pos`, revocations first (the
-    /// central's CRLs, then what takes access away); returns the position
-    /// reached.
+    /// central's CRLs and OCSP answers, then what takes access away);
+    /// returns the position reached.
     async fn apply(
         &self,
         pos: i64,
@@ -453,15 +459,15 @@ impl Follower {
                         what: What::Delta(Delta::default()),
                         pos: None,
                         revocations_only: true,
-                        data,
+                        data: data.clone(),
                     },
                 )
                 .await?;
-            self.revocation_data_stored().await;
+            self.revocation_data_stored(&data).await;
         }
         let Some(plan) = plan(pos, pending) else {
             if let Some(p) = data_pos {
-                // Only CRLs: their position.
+                // Only revocation data: its position.
                 self.access
                     .change(
                         ACTOR,
@@ -523,7 +529,7 @@ impl Follower {
                 self.site
             )));
         }
-        let has_data = !snap.revocation_data.is_empty();
+        let data = snap.revocation_data.clone();
         for revocations_only in [true, false] {
             self.access
                 .change(
@@ -540,8 +546,8 @@ impl Follower {
                     },
                 )
                 .await?;
-            if revocations_only && has_data {
-                self.revocation_data_stored().await;
+            if revocations_only && !data.is_empty() {
+                self.revocation_data_stored(&data).await;
             }
         }
         self.status.send_modify(|s| {

@@ -11,7 +11,7 @@
 //! | the site's schema | the central |
 //! |---|---|
 //! | its own | serves the feed, snapshots and uploads as they are |
-//! | older, at least [`OLDEST_SITE`] | serves them in the site's form: each entity without the fields a later schema added ([`ADDED`]), which the site could neither store nor enforce |
+//! | older, at least [`OLDEST_SITE`] | serves them in the site's form: each entity without the fields a later schema added ([`ADDED`]), which the site could neither store nor enforce, and none of the kinds of revocation data a later schema added ([`DATA_ADDED`]) |
 //! | older than [`OLDEST_SITE`] | refuses, `426` with code `sync-version`: the site must be upgraded |
 //! | newer | refuses, `426` with code `sync-version`: the centrals must be upgraded first |
 //!
@@ -25,7 +25,8 @@
 //! `sync.refused` event with code `sync-version`.
 //!
 //! **When a migration changes what sites receive**, add a row to
-//! [`ADDED`] naming the entity kind and the fields it adds. Raise
+//! [`ADDED`] naming the entity kind and the fields it adds, or to
+//! [`DATA_ADDED`] naming the kind of revocation data it adds. Raise
 //! [`OLDEST_SITE`] only to the schema of the release before the one that
 //! raises it, so that every central serves the sites of the previous
 //! release.
@@ -50,6 +51,14 @@ pub const ADDED: &[(i64, &str, &[&str])] = &[
     (11, "doors", &["max_staleness_s", "stale_policy"]),
 ];
 
+/// Kinds of revocation data ([`store::RevocationData::kind`]) a schema
+/// added to what the feed and snapshots carry: (schema, kind). A site of
+/// an earlier schema is sent none of them.
+pub const DATA_ADDED: &[(i64, &str)] = &[
+    // Migration 14: the OCSP answers the central got.
+    (14, store::revdata::KIND_OCSP),
+];
+
 /// This release's schema.
 pub fn current() -> i64 {
     store::Store::schema_version()
@@ -62,6 +71,8 @@ pub struct SiteForm {
     pub schema: i64,
     /// (kind, field) pairs the site does not know.
     strip: Vec<(&'static str, &'static str)>,
+    /// Kinds of revocation data the site does not know.
+    skip_data: Vec<&'static str>,
 }
 
 impl SiteForm {
@@ -70,12 +81,33 @@ impl SiteForm {
         SiteForm {
             schema: current(),
             strip: Vec::new(),
+            skip_data: Vec::new(),
         }
     }
 
     /// Whether anything is left out for this site.
     pub fn is_current(&self) -> bool {
-        self.strip.is_empty()
+        self.strip.is_empty() && self.skip_data.is_empty()
+    }
+
+    /// Whether the site takes revocation data of `kind`.
+    pub fn takes_data(&self, kind: &str) -> bool {
+        !self.skip_data.contains(&kind)
+    }
+
+    /// Whether the site takes the revocation data `body` (a
+    /// [`store::RevocationData`] as JSON, as a feed row holds it). Read
+    /// only for a site that does not take every kind; a body that does not
+    /// read is not sent to it.
+    pub fn takes_data_text(&self, body: &str) -> bool {
+        if self.skip_data.is_empty() {
+            return true;
+        }
+        #[derive(serde::Deserialize)]
+        struct Kind {
+            kind: String,
+        }
+        serde_json::from_str::<Kind>(body).is_ok_and(|k| self.takes_data(&k.kind))
     }
 
     /// Takes out of `entities` (an [`access::Entities`] as JSON) what the
@@ -102,7 +134,7 @@ impl SiteForm {
 
     /// `delta` (JSON text) in the site's form.
     pub fn delta_text<'a>(&self, delta: &'a str) -> std::borrow::Cow<'a, str> {
-        if self.is_current() {
+        if self.strip.is_empty() {
             return delta.into();
         }
         match serde_json::from_str::<Value>(delta) {
@@ -179,9 +211,15 @@ pub fn site_form(site: i64, central: i64) -> Result<SiteForm, VersionRefusal> {
         .filter(|(since, _, _)| *since > site && *since <= central)
         .flat_map(|(_, kind, fields)| fields.iter().map(move |f| (*kind, *f)))
         .collect();
+    let skip_data = DATA_ADDED
+        .iter()
+        .filter(|(since, _)| *since > site && *since <= central)
+        .map(|(_, kind)| *kind)
+        .collect();
     Ok(SiteForm {
         schema: site,
         strip,
+        skip_data,
     })
 }
 
@@ -258,6 +296,24 @@ mod tests {
         let e = site_form(now + 1, now).unwrap_err();
         assert_eq!(e.upgrade(), "central");
         assert!(e.to_string().contains("upgrade the centrals first"), "{e}");
+    }
+
+    #[test]
+    fn a_site_before_the_ocsp_answers_is_sent_its_crls_alone() {
+        let crl = store::RevocationData::crl("http://ca.example/ca.crl", b"crl", 1);
+        let answer = store::RevocationData::ocsp("sha1/aa/01", b"answer", 2);
+        let text = |d: &store::RevocationData| serde_json::to_string(d).unwrap();
+        let older = site_form(13, 14).unwrap();
+        assert!(!older.is_current());
+        assert!(older.takes_data_text(&text(&crl)));
+        assert!(!older.takes_data_text(&text(&answer)));
+        assert!(!older.takes_data_text("not json"));
+        // Its entities are as they are: nothing else left out.
+        assert_eq!(older.delta_text(r#"{"put":{}}"#), r#"{"put":{}}"#);
+        let now = site_form(14, 14).unwrap();
+        assert!(now.is_current());
+        assert!(now.takes_data_text(&text(&answer)));
+        assert!(SiteForm::current().takes_data(store::revdata::KIND_OCSP));
     }
 
     #[test]

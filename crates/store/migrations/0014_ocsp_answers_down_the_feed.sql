@@ -1,0 +1,14 @@
+-- OCSP answers a central got, sent down the change feed beside its CRLs.
+--
+-- They are rows of `sync_revocation_data` (migration 13) of `kind` `ocsp`:
+-- `source` names the certificate the answer is about (its CertID's hash
+-- algorithm, issuer key hash and serial number: `sha1/<hex>/<hex>` or
+-- `sha256/<hex>/<hex>`), so a site keeps the latest answer of each
+-- certificate; `fetched_us` is when the central got it; `body` the DER
+-- OCSPResponse, hex-encoded. A central sends them only to sites at this
+-- schema or later: a site of an earlier release is sent its CRLs alone.
+--
+-- With an answer per enrolled certificate there are as many rows as
+-- certificates, each replaced at every refresh: pruning the superseded
+-- ones (by `time_us`) needs an index.
+CREATE INDEX sync_revocation_data_time ON sync_revocation_data (time_us);
