@@ -39,8 +39,9 @@
 //! `cargo bench -p server --bench sites` plays 500 sites × 20 doors and
 //! 100,000 cardholders; `-- --quick` 100 × 20 and 20,000; `cargo test
 //! --bench sites` a smoke pass (5 × 2, 200). `-- --json FILE` also writes
-//! the figures as JSON (for `pivgate-bench`). `PIVGATE_BENCH_SITES=N`
-//! overrides the number of sites. `-- --only ingest` plays the ingest
+//! the figures as JSON (for `pivgate-bench`; each percentile with its
+//! value in each of five blocks of consecutive samples, its spread).
+//! `PIVGATE_BENCH_SITES=N` overrides the number of sites. `-- --only ingest` plays the ingest
 //! alone (connect, then every site uploading; no fan-out, catch-up or taps).
 
 use std::collections::HashMap;
@@ -72,6 +73,9 @@ use server::sync::wire::{self, UploadAck, UploadBatch};
 use store::testing::{in_ci, TempCluster};
 use store::{EventKind, EventLog, EventResult, NewEvent, SiteEvent, Store};
 use tokio::sync::watch;
+
+#[path = "../../pki/benches/common/repeats.rs"]
+mod repeats;
 
 /// Cardholders allowed at every door (the ones suspended for fan-out).
 const ROAMING: i64 = 100;
@@ -633,7 +637,8 @@ fn hq_taps(
             });
         }
         let load = load_average();
-        let mut l: Vec<f64> = (0..taps).map(|_| ms(tap())).collect();
+        let taken: Vec<f64> = (0..taps).map(|_| ms(tap())).collect();
+        let mut l = taken.clone();
         l.sort_by(f64::total_cmp);
         let p99 = percentile(&l, 0.99);
         let base = *base_p99.get_or_insert(p99);
@@ -642,7 +647,9 @@ fn hq_taps(
             serde_json::json!({
                 "taps": taps,
                 "p50_ms": percentile(&l, 0.5),
+                "p50_ms_repeats": block_percentiles(&taken, "taps", 0.5),
                 "p99_ms": p99,
+                "p99_ms_repeats": block_percentiles(&taken, "taps", 0.99),
                 "p99_vs_up": p99 / base,
                 "load": load,
             }),
@@ -660,6 +667,16 @@ fn percentile(sorted: &[f64], p: f64) -> f64 {
     }
     let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
     sorted[i.min(sorted.len() - 1)]
+}
+
+/// Percentile `p` of each block of consecutive `samples` (in the order
+/// taken), as a figure's repeats.
+fn block_percentiles(samples: &[f64], what: &str, p: f64) -> serde_json::Value {
+    repeats::over_blocks(samples, what, |b| {
+        let mut b = b.to_vec();
+        b.sort_by(f64::total_cmp);
+        percentile(&b, p)
+    })
 }
 
 fn ms(d: Duration) -> f64 {
@@ -889,15 +906,29 @@ fn run(z: Size, cluster: &TempCluster) -> serde_json::Value {
         sites_rt.block_on(wait_applied(&sites, pos));
     }
     let fanout_cpu = threads_cpu("central") - cpu0;
+    // In the order taken (suspension by suspension), for the spread.
+    let repeats_of = |v: &[f64], what: &str| {
+        (
+            block_percentiles(v, what, 0.5),
+            block_percentiles(v, what, 0.99),
+        )
+    };
+    let (per_site_p50, per_site_p99) =
+        repeats_of(&per_site, "sites' times (suspension by suspension)");
+    let (every_p50, every_p99) = repeats_of(&every, "suspensions");
     per_site.sort_by(f64::total_cmp);
     every.sort_by(f64::total_cmp);
     commit.sort_by(f64::total_cmp);
     let fanout = serde_json::json!({
         "suspensions": z.suspensions,
         "per_site_p50_ms": percentile(&per_site, 0.5),
+        "per_site_p50_ms_repeats": per_site_p50,
         "per_site_p99_ms": percentile(&per_site, 0.99),
+        "per_site_p99_ms_repeats": per_site_p99,
         "every_site_p50_ms": percentile(&every, 0.5),
+        "every_site_p50_ms_repeats": every_p50,
         "every_site_p99_ms": percentile(&every, 0.99),
+        "every_site_p99_ms_repeats": every_p99,
         "every_site_max_ms": every.last().copied().unwrap_or(f64::NAN),
         "commit_p50_ms": percentile(&commit, 0.5),
         "central_cpu_ms_per_change": ms(fanout_cpu) / (2 * z.suspensions).max(1) as f64,
