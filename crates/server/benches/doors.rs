@@ -194,7 +194,8 @@ struct Run {
     commits: u64,
     events: u64,
     largest_batch: u64,
-    /// This process's CPU time over the measured window.
+    /// This process's CPU time over the measured window (the taps above
+    /// are those that ended in it).
     cpu: Duration,
     /// The window cut into [`repeats::BLOCKS`] equal stretches of time,
     /// each tap counted in the stretch it ended in.
@@ -272,7 +273,6 @@ fn run(
     start.wait();
     let before = controller.log().stats();
     let cpu_before = process_cpu();
-    let t = Instant::now();
     // The window's stretches: (end since t0, this process's CPU by then).
     let mut marks = vec![(t0.elapsed(), cpu_before)];
     for _ in 0..repeats::BLOCKS {
@@ -284,8 +284,13 @@ fn run(
         .into_iter()
         .flat_map(|h| h.join().expect("reader thread"))
         .collect();
-    let elapsed = t.elapsed();
-    let cpu = process_cpu().saturating_sub(cpu_before);
+    // The window: the taps that ended in it (not those still in flight
+    // when it closed), its length and this process's CPU over it, so that
+    // the run's figures are the stretches' put together.
+    let (first, last) = (marks[0], marks[marks.len() - 1]);
+    let window = first.0.as_micros() as u64..last.0.as_micros() as u64;
+    let elapsed = last.0 - first.0;
+    let cpu = last.1.saturating_sub(first.1);
     let stretches = marks
         .windows(2)
         .map(|w| {
@@ -304,7 +309,11 @@ fn run(
             }
         })
         .collect();
-    let mut latencies_us: Vec<u64> = taps.into_iter().map(|(_, l)| l).collect();
+    let mut latencies_us: Vec<u64> = taps
+        .into_iter()
+        .filter(|(end, _)| window.contains(end))
+        .map(|(_, l)| l)
+        .collect();
     let after = controller.log().stats();
     drop(controller);
     rt.block_on(writer).expect("writer");
