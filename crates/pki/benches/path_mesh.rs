@@ -12,7 +12,9 @@
 //! hit.
 //!
 //! `cargo bench -p pki --bench path_mesh` (`-- --quick`: 3 cold runs per depth instead of 15;
-//! `-- --json FILE` also writes the table as JSON, for `pivgate-bench`).
+//! `-- --json FILE` also writes the table as JSON, for `pivgate-bench`, with
+//! each median's repeats: the cold runs, and the medians of five blocks of
+//! the warm validations and of the cache hits).
 
 use pki::cache::{fingerprint, CacheConfig, Scope, ValidationCache};
 use pki::revocation_set::RevocationSet;
@@ -26,6 +28,8 @@ use std::time::{Duration, Instant};
 
 #[path = "common/peers.rs"]
 mod peers;
+#[path = "common/repeats.rs"]
+mod repeats;
 use peers::{fmt_duration, ratio, PeerResult};
 
 fn store(mesh: &Mesh, anchor: MeshAnchor) -> TrustStore {
@@ -55,18 +59,27 @@ fn opts(mesh: &Mesh, leaf: &MeshLeaf) -> ValidationOptions {
     o
 }
 
-/// Median of `runs` timed calls (after one untimed call).
-fn median(runs: usize, mut f: impl FnMut()) -> Duration {
+/// `runs` timed calls (after one untimed call), in the order they ran.
+fn timed(runs: usize, mut f: impl FnMut()) -> Vec<Duration> {
     f();
-    let mut t: Vec<Duration> = (0..runs)
+    (0..runs)
         .map(|_| {
             let t0 = Instant::now();
             f();
             t0.elapsed()
         })
-        .collect();
+        .collect()
+}
+
+/// The median of `t` (of an even number, the upper middle value).
+fn median(t: &[Duration]) -> Duration {
+    let mut t = t.to_vec();
     t.sort();
     t[t.len() / 2]
+}
+
+fn us(d: &Duration) -> f64 {
+    d.as_secs_f64() * 1e6
 }
 
 fn write_peer_files(mesh: &Mesh, dir: &Path) {
@@ -180,7 +193,7 @@ fn main() {
         // Cold: a mesh of its own for every run (signature verdicts are remembered
         // process-wide), loaded untimed, so every certificate on the way is parsed and every
         // signature verified, as the peers do.
-        let mut times: Vec<Duration> = (0..cold_runs)
+        let times: Vec<Duration> = (0..cold_runs)
             .map(|_| {
                 let m = Mesh::generate(&MeshOptions::default()).expect("mesh");
                 let l = m
@@ -196,12 +209,12 @@ fn main() {
                 t0.elapsed()
             })
             .collect();
-        times.sort();
-        let cold = times[times.len() / 2];
+        let cold = median(&times);
         let st = store(&mesh, leaf.anchor);
-        let loaded = median(201, || {
+        let warm_times = timed(201, || {
             validate(&st, &leaf.der, &[], &set, &o).expect("validates");
         });
+        let loaded = median(&warm_times);
         let cache: ValidationCache<Arc<()>> = ValidationCache::new(CacheConfig {
             capacity: 1024,
             ttl_secs: 3600,
@@ -218,9 +231,10 @@ fn main() {
             mesh.time() + 3600,
             mesh.time(),
         );
-        let hit = median(1001, || {
+        let hit_times = timed(1001, || {
             assert!(cache.get(&leaf.der, &scope, mesh.time()).is_some());
         });
+        let hit = median(&hit_times);
         let anchor = s(&dir
             .join("anchors")
             .join(format!("{}.pem", leaf.anchor.label())));
@@ -270,8 +284,15 @@ fn main() {
             "depth": depth,
             "leaf": leaf.label,
             "cold_us": cold.as_secs_f64() * 1e6,
+            // The median of the cold runs spreads as far as the runs do.
+            "cold_us_repeats": repeats::repeats(
+                times.iter().map(us),
+                format!("{} cold validations, each on a mesh of its own", times.len()),
+            ),
             "warm_us": loaded.as_secs_f64() * 1e6,
+            "warm_us_repeats": repeats::over_blocks(&warm_times, "validations (each block's median)", |b| us(&median(b))),
             "cache_hit_us": hit.as_secs_f64() * 1e6,
+            "cache_hit_us_repeats": repeats::over_blocks(&hit_times, "cache hits (each block's median)", |b| us(&median(b))),
             "openssl": peer_json(&openssl),
             "go": peer_json(&go),
         }));

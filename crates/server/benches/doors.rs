@@ -21,7 +21,9 @@
 //! both; a slower program raises the CPU per decision.
 //!
 //! `-- --quick`: 1 s per run; `-- --json FILE` also writes the figures as
-//! JSON (for `pivgate-bench`). The full run measures 1, 2 and 4 readers per
+//! JSON (for `pivgate-bench`), each with its value in each of five equal
+//! stretches of the run's window (a tap counted in the stretch it ended
+//! in, the CPU read at each stretch's end): the figure's spread. The full run measures 1, 2 and 4 readers per
 //! door (8, 16 and 32 taps in flight).
 
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -41,6 +43,9 @@ use pki_issue::{CardCredentials, CardOptions, TestPki, TestPkiOptions};
 use server::door::{Controller, SimulatedOutput};
 use store::testing::{in_ci, TempCluster};
 use store::{EventLog, Store};
+
+#[path = "../../pki/benches/common/repeats.rs"]
+mod repeats;
 
 const DOORS: i64 = 8;
 const GOAL_PER_SEC: f64 = 5_000.0;
@@ -143,8 +148,9 @@ fn process_cpu() -> Duration {
     Duration::from_millis((field(11) + field(12)) * 10)
 }
 
-/// P-256 ECDSA sign + verify pairs per second on one core, for `period`.
-fn calibration(period: Duration) -> f64 {
+/// P-256 ECDSA sign + verify pairs per second on one core, for `period`,
+/// and the same rate in each of [`repeats::BLOCKS`] equal stretches of it.
+fn calibration(period: Duration) -> (f64, Vec<f64>) {
     use aws_lc_rs::rand::SystemRandom;
     use aws_lc_rs::signature::{
         EcdsaKeyPair, KeyPair, UnparsedPublicKey, ECDSA_P256_SHA256_ASN1,
@@ -159,12 +165,26 @@ fn calibration(period: Duration) -> f64 {
     let message = [0x5a_u8; 32];
     let t = Instant::now();
     let mut pairs = 0u64;
-    while t.elapsed() < period {
-        let sig = key.sign(&rng, &message).expect("sign");
-        public.verify(&message, sig.as_ref()).expect("verify");
-        pairs += 1;
+    let mut stretches = Vec::with_capacity(repeats::BLOCKS);
+    for k in 1..=repeats::BLOCKS as u32 {
+        let (from, n) = (t.elapsed(), pairs);
+        while t.elapsed() < period * k / repeats::BLOCKS as u32 {
+            let sig = key.sign(&rng, &message).expect("sign");
+            public.verify(&message, sig.as_ref()).expect("verify");
+            pairs += 1;
+        }
+        stretches.push((pairs - n) as f64 / (t.elapsed() - from).as_secs_f64());
     }
-    pairs as f64 / t.elapsed().as_secs_f64()
+    (pairs as f64 / t.elapsed().as_secs_f64(), stretches)
+}
+
+/// One stretch of a run's window: its decisions per second, tap latency
+/// and CPU per decision, for the figures' spread.
+struct Stretch {
+    per_s: f64,
+    p50_ms: f64,
+    p99_ms: f64,
+    cpu_us: f64,
 }
 
 struct Run {
@@ -174,8 +194,12 @@ struct Run {
     commits: u64,
     events: u64,
     largest_batch: u64,
-    /// This process's CPU time over the measured window.
+    /// This process's CPU time over the measured window (the taps above
+    /// are those that ended in it).
     cpu: Duration,
+    /// The window cut into [`repeats::BLOCKS`] equal stretches of time,
+    /// each tap counted in the stretch it ended in.
+    stretches: Vec<Stretch>,
 }
 
 /// Taps every reader's card in a loop on its own thread for `duration`.
@@ -214,6 +238,8 @@ fn run(
     let readers = (DOORS * per_door) as usize;
     let stop = Arc::new(AtomicBool::new(false));
     let start = Arc::new(Barrier::new(readers + 1));
+    // Every tap's end, from here, places it in a stretch of the window.
+    let t0 = Instant::now();
     let threads: Vec<_> = (0..readers)
         .map(|i| {
             let image = cards[i].card_image(Some(7)).expect("card image");
@@ -227,13 +253,17 @@ fn run(
                     .expect("tap");
                 assert!(first.granted(), "{} {:?}", first.code(), first.reason());
                 start.wait();
+                // (end since t0, latency), in µs.
                 let mut latencies = Vec::with_capacity(65_536);
                 while !stop.load(Ordering::Relaxed) {
                     let t = Instant::now();
                     let r = controller
                         .tap(&mut transport, reader, None, None)
                         .expect("tap");
-                    latencies.push(t.elapsed().as_micros() as u64);
+                    latencies.push((
+                        t0.elapsed().as_micros() as u64,
+                        t.elapsed().as_micros() as u64,
+                    ));
                     assert!(r.granted(), "{} {:?}", r.code(), r.reason());
                 }
                 latencies
@@ -243,15 +273,47 @@ fn run(
     start.wait();
     let before = controller.log().stats();
     let cpu_before = process_cpu();
-    let t = Instant::now();
-    std::thread::sleep(duration);
+    // The window's stretches: (end since t0, this process's CPU by then).
+    let mut marks = vec![(t0.elapsed(), cpu_before)];
+    for _ in 0..repeats::BLOCKS {
+        std::thread::sleep(duration / repeats::BLOCKS as u32);
+        marks.push((t0.elapsed(), process_cpu()));
+    }
     stop.store(true, Ordering::Relaxed);
-    let mut latencies_us: Vec<u64> = threads
+    let taps: Vec<(u64, u64)> = threads
         .into_iter()
         .flat_map(|h| h.join().expect("reader thread"))
         .collect();
-    let elapsed = t.elapsed();
-    let cpu = process_cpu().saturating_sub(cpu_before);
+    // The window: the taps that ended in it (not those still in flight
+    // when it closed), its length and this process's CPU over it, so that
+    // the run's figures are the stretches' put together.
+    let (first, last) = (marks[0], marks[marks.len() - 1]);
+    let window = first.0.as_micros() as u64..last.0.as_micros() as u64;
+    let elapsed = last.0 - first.0;
+    let cpu = last.1.saturating_sub(first.1);
+    let stretches = marks
+        .windows(2)
+        .map(|w| {
+            let (from, to) = (w[0].0.as_micros() as u64, w[1].0.as_micros() as u64);
+            let mut l: Vec<u64> = taps
+                .iter()
+                .filter(|(end, _)| (from..to).contains(end))
+                .map(|(_, l)| *l)
+                .collect();
+            l.sort_unstable();
+            Stretch {
+                per_s: l.len() as f64 / (w[1].0 - w[0].0).as_secs_f64(),
+                p50_ms: percentile(&l, 0.50),
+                p99_ms: percentile(&l, 0.99),
+                cpu_us: w[1].1.saturating_sub(w[0].1).as_secs_f64() * 1e6 / l.len().max(1) as f64,
+            }
+        })
+        .collect();
+    let mut latencies_us: Vec<u64> = taps
+        .into_iter()
+        .filter(|(end, _)| window.contains(end))
+        .map(|(_, l)| l)
+        .collect();
     let after = controller.log().stats();
     drop(controller);
     rt.block_on(writer).expect("writer");
@@ -264,6 +326,7 @@ fn run(
         events: after.events - before.events,
         largest_batch: after.largest_batch,
         cpu,
+        stretches,
     }
 }
 
@@ -284,18 +347,29 @@ fn json_path() -> Option<std::path::PathBuf> {
         .map(Into::into)
 }
 
-/// One run as JSON.
+/// One run as JSON, each figure with its value in each stretch of the
+/// window (its spread).
 fn json_run(backend: &str, per_door: i64, r: &Run) -> serde_json::Value {
+    let over = format!(
+        "{} stretches of {:.2} s of the run",
+        r.stretches.len(),
+        r.elapsed.as_secs_f64() / r.stretches.len().max(1) as f64
+    );
+    let each = |f: fn(&Stretch) -> f64| repeats::repeats(r.stretches.iter().map(f), over.clone());
     serde_json::json!({
         "backend": backend,
         "in_flight": DOORS * per_door,
         "decisions": r.decisions,
         "seconds": r.elapsed.as_secs_f64(),
         "decisions_per_s": r.decisions as f64 / r.elapsed.as_secs_f64(),
+        "decisions_per_s_repeats": each(|s| s.per_s),
         "p50_ms": percentile(&r.latencies_us, 0.50),
+        "p50_ms_repeats": each(|s| s.p50_ms),
         "p99_ms": percentile(&r.latencies_us, 0.99),
+        "p99_ms_repeats": each(|s| s.p99_ms),
         "events_per_commit": r.events as f64 / r.commits.max(1) as f64,
         "cpu_us_per_decision": r.cpu.as_secs_f64() * 1e6 / r.decisions.max(1) as f64,
+        "cpu_us_per_decision_repeats": each(|s| s.cpu_us),
     })
 }
 
@@ -352,7 +426,7 @@ fn main() {
         (true, true) => Duration::from_millis(500),
         (false, _) => Duration::from_millis(50),
     };
-    let pairs = calibration(calibration_period);
+    let (pairs, pair_stretches) = calibration(calibration_period);
     println!("calibration: {pairs:.0} P-256 ECDSA sign + verify pairs/s on one core (same run)");
     let per_doors: &[i64] = match (full, quick) {
         (true, false) => &[1, 2, 4],
@@ -412,6 +486,10 @@ fn main() {
             "doors": DOORS,
             "goal_per_s": GOAL_PER_SEC,
             "calibration_pairs_per_s": pairs,
+            "calibration_pairs_per_s_repeats": repeats::repeats(
+                pair_stretches,
+                format!("{} stretches of the calibration loop", repeats::BLOCKS),
+            ),
             "postgresql": postgresql,
             "runs": runs,
         });

@@ -22,7 +22,8 @@
 //! size needing more than 2 KB an event of free space is not measured).
 //! `cargo test --benches` runs a small smoke pass. `-- --quick` runs 0,
 //! 10,000 and 50,000 events with three reads per endpoint; `-- --json FILE`
-//! also writes the figures as JSON (for `pivgate-bench`).
+//! also writes the figures as JSON (for `pivgate-bench`), each median with
+//! the times it is the median of (its spread).
 
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -33,6 +34,9 @@ use server::config::Config;
 use server::service::Service;
 use store::testing::{in_ci, TempCluster};
 use store::{EventKind, EventResult, NewEvent, Role, Store};
+
+#[path = "../../pki/benches/common/repeats.rs"]
+mod repeats;
 
 const DOORS: i64 = 4;
 const CREDENTIALS: usize = 1_000;
@@ -255,7 +259,10 @@ fn ms(d: Duration) -> f64 {
 
 struct Measured {
     ready: Duration,
-    endpoints: Vec<(String, Duration)>,
+    /// Each timed start, in order (the spread of `ready`).
+    starts: Vec<Duration>,
+    /// Each read's median and its timed repeats, in order.
+    endpoints: Vec<(String, Duration, Vec<Duration>)>,
     csv: Option<(Duration, u64, u64)>,
 }
 
@@ -357,7 +364,7 @@ fn measure(
                 t
             })
             .collect();
-        endpoints.push((p, median(times)));
+        endpoints.push((p, median(times.clone()), times));
     }
     let csv = ((full && !quick && rows <= 1_000_000) || rows <= 10_000).then(|| {
         let t = Instant::now();
@@ -381,7 +388,8 @@ fn measure(
     });
     rt.block_on(s.shutdown()).expect("shutdown");
     Measured {
-        ready: median(starts),
+        ready: median(starts.clone()),
+        starts,
         endpoints,
         csv,
     }
@@ -394,7 +402,7 @@ fn report(backend: &str, n: u64, m: &Measured, full: bool) {
         ms(m.ready),
         verdict(ms(m.ready) <= READY_GOAL_MS)
     );
-    for (p, t) in &m.endpoints {
+    for (p, t, _) in &m.endpoints {
         println!(
             "{backend:<10} {n:>10} events  {:>8.2} ms  GET {p}{}",
             ms(*t),
@@ -524,9 +532,17 @@ fn run_backend(
             "fill_s": fill.as_secs_f64(),
             "db_bytes": db_bytes,
             "ready_ms": ms(m.ready),
-            "endpoints": m.endpoints.iter().map(|(p, t)| serde_json::json!({
+            "ready_ms_repeats": repeats::repeats(
+                m.starts.iter().map(|t| ms(*t)),
+                format!("{} starts", m.starts.len()),
+            ),
+            "endpoints": m.endpoints.iter().map(|(p, t, runs)| serde_json::json!({
                 "path": p,
                 "ms": ms(*t),
+                "ms_repeats": repeats::repeats(
+                    runs.iter().map(|t| ms(*t)),
+                    format!("{} reads", runs.len()),
+                ),
             })).collect::<Vec<_>>(),
             "csv": m.csv.map(|(t, rows, bytes)| serde_json::json!({
                 "ms": ms(t),

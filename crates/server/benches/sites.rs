@@ -39,14 +39,15 @@
 //! `cargo bench -p server --bench sites` plays 500 sites × 20 doors and
 //! 100,000 cardholders; `-- --quick` 100 × 20 and 20,000; `cargo test
 //! --bench sites` a smoke pass (5 × 2, 200). `-- --json FILE` also writes
-//! the figures as JSON (for `pivgate-bench`). `PIVGATE_BENCH_SITES=N`
-//! overrides the number of sites. `-- --only ingest` plays the ingest
-//! alone (connect, then every site uploading; no fan-out, catch-up or taps);
-//! `-- --only fanout` the fan-out alone; `-- --only taps` connects the
-//! sites and measures the real site's taps only (no suspension, no upload
-//! burst). The taps alternate the link's states in blocks (up, slow, down,
-//! then the next round in another order), so load drifting during the run
-//! weighs on every state alike.
+//! the figures as JSON (for `pivgate-bench`; each percentile with its
+//! value in each of five blocks of consecutive samples, its spread).
+//! `PIVGATE_BENCH_SITES=N` overrides the number of sites. `-- --only ingest`
+//! plays the ingest alone (connect, then every site uploading; no fan-out,
+//! catch-up or taps); `-- --only fanout` the fan-out alone; `-- --only
+//! taps` connects the sites and measures the real site's taps only (no
+//! suspension, no upload burst). The taps alternate the link's states in
+//! blocks (up, slow, down, then the next round in another order), so load
+//! drifting during the run weighs on every state alike.
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -77,6 +78,9 @@ use server::sync::wire::{self, UploadAck, UploadBatch};
 use store::testing::{in_ci, TempCluster};
 use store::{EventKind, EventLog, EventResult, NewEvent, SiteEvent, Store};
 use tokio::sync::watch;
+
+#[path = "../../pki/benches/common/repeats.rs"]
+mod repeats;
 
 /// Cardholders allowed at every door (the ones suspended for fan-out).
 const ROAMING: i64 = 100;
@@ -631,7 +635,6 @@ fn hq_taps(
     ];
     let block = taps.div_ceil(TAP_ROUNDS).max(1);
     let mut all: Vec<Vec<f64>> = vec![Vec::new(); modes.len()];
-    let mut rounds: Vec<Vec<f64>> = vec![Vec::new(); modes.len()];
     let mut loads: Vec<Vec<f64>> = vec![Vec::new(); modes.len()];
     for round in 0..TAP_ROUNDS {
         for k in 0..modes.len() {
@@ -649,10 +652,7 @@ fn hq_taps(
                         .unwrap();
                 });
             }
-            let mut l: Vec<f64> = (0..block).map(|_| ms(tap())).collect();
-            all[i].extend_from_slice(&l);
-            l.sort_by(f64::total_cmp);
-            rounds[i].push(percentile(&l, 0.99));
+            all[i].extend((0..block).map(|_| ms(tap())));
             if let Some(load) = load_average()
                 .split_whitespace()
                 .next()
@@ -665,21 +665,23 @@ fn hq_taps(
     let mut out = serde_json::Map::new();
     let mut base_p99 = None;
     for (i, (name, _)) in modes.iter().enumerate() {
-        let l = &mut all[i];
+        // In the order taken: its five blocks are the five rounds.
+        let taken = &all[i];
+        let what = "taps, the link's states alternating";
+        let mut l = taken.clone();
         l.sort_by(f64::total_cmp);
-        let p99 = percentile(l, 0.99);
+        let p99 = percentile(&l, 0.99);
         let base = *base_p99.get_or_insert(p99);
-        let r = &rounds[i];
         out.insert(
             (*name).into(),
             serde_json::json!({
                 "taps": l.len(),
                 "rounds": TAP_ROUNDS,
-                "p50_ms": percentile(l, 0.5),
+                "p50_ms": percentile(&l, 0.5),
+                "p50_ms_repeats": block_percentiles(taken, what, 0.5),
                 "p99_ms": p99,
+                "p99_ms_repeats": block_percentiles(taken, what, 0.99),
                 "p99_vs_up": p99 / base,
-                "p99_round_min_ms": r.iter().copied().fold(f64::INFINITY, f64::min),
-                "p99_round_max_ms": r.iter().copied().fold(f64::NEG_INFINITY, f64::max),
                 "load": loads[i].iter().sum::<f64>() / loads[i].len().max(1) as f64,
             }),
         );
@@ -696,6 +698,16 @@ fn percentile(sorted: &[f64], p: f64) -> f64 {
     }
     let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
     sorted[i.min(sorted.len() - 1)]
+}
+
+/// Percentile `p` of each block of consecutive `samples` (in the order
+/// taken), as a figure's repeats.
+fn block_percentiles(samples: &[f64], what: &str, p: f64) -> serde_json::Value {
+    repeats::over_blocks(samples, what, |b| {
+        let mut b = b.to_vec();
+        b.sort_by(f64::total_cmp);
+        percentile(&b, p)
+    })
 }
 
 fn ms(d: Duration) -> f64 {
@@ -925,15 +937,29 @@ fn run(z: Size, cluster: &TempCluster) -> serde_json::Value {
         sites_rt.block_on(wait_applied(&sites, pos));
     }
     let fanout_cpu = threads_cpu("central") - cpu0;
+    // In the order taken (suspension by suspension), for the spread.
+    let repeats_of = |v: &[f64], what: &str| {
+        (
+            block_percentiles(v, what, 0.5),
+            block_percentiles(v, what, 0.99),
+        )
+    };
+    let (per_site_p50, per_site_p99) =
+        repeats_of(&per_site, "sites' times (suspension by suspension)");
+    let (every_p50, every_p99) = repeats_of(&every, "suspensions");
     per_site.sort_by(f64::total_cmp);
     every.sort_by(f64::total_cmp);
     commit.sort_by(f64::total_cmp);
     let fanout = serde_json::json!({
         "suspensions": z.suspensions,
         "per_site_p50_ms": percentile(&per_site, 0.5),
+        "per_site_p50_ms_repeats": per_site_p50,
         "per_site_p99_ms": percentile(&per_site, 0.99),
+        "per_site_p99_ms_repeats": per_site_p99,
         "every_site_p50_ms": percentile(&every, 0.5),
+        "every_site_p50_ms_repeats": every_p50,
         "every_site_p99_ms": percentile(&every, 0.99),
+        "every_site_p99_ms_repeats": every_p99,
         "every_site_max_ms": every.last().copied().unwrap_or(f64::NAN),
         "commit_p50_ms": percentile(&commit, 0.5),
         "central_cpu_ms_per_change": ms(fanout_cpu) / (2 * z.suspensions).max(1) as f64,
@@ -1224,13 +1250,11 @@ fn main() {
     if let Some(t) = out.get("taps") {
         for m in ["up", "slow", "down"] {
             println!(
-                "tap at a real site, link {m}: p50 {:.2} ms, p99 {:.2} ms ({:.3} × up; goal within 5 %); p99 of each of {} blocks {:.2}–{:.2} ms; load {:.2}",
+                "tap at a real site, link {m}: p50 {:.2} ms, p99 {:.2} ms ({:.3} × up; goal within 5 %); p99 of each block {}; load {:.2}",
                 t[m]["p50_ms"].as_f64().unwrap_or(f64::NAN),
                 t[m]["p99_ms"].as_f64().unwrap_or(f64::NAN),
                 t[m]["p99_vs_up"].as_f64().unwrap_or(f64::NAN),
-                t[m]["rounds"],
-                t[m]["p99_round_min_ms"].as_f64().unwrap_or(f64::NAN),
-                t[m]["p99_round_max_ms"].as_f64().unwrap_or(f64::NAN),
+                t[m]["p99_ms_repeats"]["values"],
                 t[m]["load"].as_f64().unwrap_or(f64::NAN),
             );
         }

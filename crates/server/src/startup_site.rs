@@ -114,17 +114,17 @@ pub async fn start_to_ready(
     Ok(times)
 }
 
-/// One warm-up start (page cache, process), then the fastest of `runs`
-/// starts of the site in `dir` with the `anchors` bundle; each must report
-/// `expected` = (anchors, credentials).
-pub async fn best_start(
+/// One warm-up start (page cache, process), then `runs` starts of the
+/// site in `dir` with the `anchors` bundle, in the order they ran; each
+/// must report `expected` = (anchors, credentials).
+pub async fn repeated_starts(
     dir: &Path,
     anchors: Option<&Path>,
     expected: (usize, usize),
     runs: usize,
-) -> Result<StartupTimes, StartupSiteError> {
-    let warm = start_to_ready(dir, anchors).await?;
-    let mut best = None::<StartupTimes>;
+) -> Result<Starts, StartupSiteError> {
+    start_to_ready(dir, anchors).await?;
+    let mut all = Vec::with_capacity(runs.max(1));
     for _ in 0..runs.max(1) {
         let t = start_to_ready(dir, anchors).await?;
         if (t.anchors, t.credentials) != expected {
@@ -135,9 +135,63 @@ pub async fn best_start(
                 got_credentials: t.credentials,
             });
         }
-        if best.is_none_or(|b| t.ready_us < b.ready_us) {
-            best = Some(t);
+        all.push(t);
+    }
+    Ok(Starts(all))
+}
+
+/// The start-up times of repeated starts of one site (at least one).
+#[derive(Debug, Clone)]
+pub struct Starts(Vec<StartupTimes>);
+
+impl Starts {
+    /// Each start's times, in the order they ran.
+    pub fn runs(&self) -> &[StartupTimes] {
+        &self.0
+    }
+
+    /// The median of one of the times over the starts (of an even number,
+    /// the upper of the two middle values: a time that was measured).
+    pub fn median(&self, time: impl Fn(&StartupTimes) -> u64) -> u64 {
+        let mut v: Vec<u64> = self.0.iter().map(time).collect();
+        v.sort_unstable();
+        v.get(v.len() / 2).copied().unwrap_or(0)
+    }
+
+    /// The smallest and largest value one of the times took.
+    pub fn range(&self, time: impl Fn(&StartupTimes) -> u64) -> (u64, u64) {
+        let v: Vec<u64> = self.0.iter().map(time).collect();
+        (
+            v.iter().copied().min().unwrap_or(0),
+            v.iter().copied().max().unwrap_or(0),
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn times(ready_us: u64, trust_us: u64) -> StartupTimes {
+        StartupTimes {
+            trust_us,
+            database_us: 0,
+            ready_us,
+            anchors: 0,
+            credentials: 0,
         }
     }
-    Ok(best.unwrap_or(warm))
+
+    #[test]
+    fn the_median_and_range_of_each_time_over_the_starts() {
+        let s = Starts(vec![times(90, 5), times(70, 9), times(300, 7)]);
+        assert_eq!(s.median(|t| t.ready_us), 90);
+        assert_eq!(s.range(|t| t.ready_us), (70, 300));
+        // Each time on its own: the median trust loading is not the median
+        // start's.
+        assert_eq!(s.median(|t| t.trust_us), 7);
+        assert_eq!(s.range(|t| t.trust_us), (5, 9));
+        let two = Starts(vec![times(10, 0), times(20, 0)]);
+        assert_eq!(two.median(|t| t.ready_us), 20);
+    }
 }

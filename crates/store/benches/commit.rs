@@ -5,7 +5,8 @@
 //!
 //! `cargo bench -p store --bench commit` (`-- --quick` for fewer events;
 //! `-- --json FILE` also writes the commit figures as JSON, for
-//! `pivgate-bench`).
+//! `pivgate-bench`, each figure with its value in each of five blocks of
+//! consecutive commits, in the order they became durable: its spread).
 //! Latency is from submitting an event to its durable acknowledgement.
 
 use std::time::{Duration, Instant};
@@ -15,6 +16,9 @@ use access::*;
 use serde_json::json;
 use store::testing::{in_ci, TempCluster};
 use store::*;
+
+#[path = "../../pki/benches/common/repeats.rs"]
+mod repeats;
 
 const CREDENTIALS: usize = 10_000;
 
@@ -67,6 +71,9 @@ struct Row {
     p50_ms: f64,
     p99_ms: f64,
     avg_batch: f64,
+    /// Events/s, p50 and p99 of each block of consecutive commits (in the
+    /// order they became durable): the figures' spread.
+    blocks: Vec<(f64, f64, f64)>,
 }
 
 fn pct(sorted: &[Duration], p: f64) -> f64 {
@@ -116,22 +123,38 @@ async fn run(name: &str, store: Store, quick: bool, rows: &mut Vec<Row>, loads: 
         for t in 0..concurrency {
             let log = log.clone();
             tasks.spawn(async move {
+                // (durable since the start, latency).
                 let mut lat = Vec::with_capacity(per_task);
                 for k in 0..per_task {
                     let e = tap(t * per_task + k);
                     let s = Instant::now();
                     log.append(e).await.unwrap();
-                    lat.push(s.elapsed());
+                    lat.push((start.elapsed(), s.elapsed()));
                 }
                 lat
             });
         }
-        let mut lat = Vec::new();
+        let mut done = Vec::new();
         while let Some(r) = tasks.join_next().await {
-            lat.extend(r.unwrap());
+            done.extend(r.unwrap());
         }
         let wall = start.elapsed();
         let after = log.stats();
+        done.sort();
+        // Each block from the previous block's last commit to its own.
+        let mut block_start = Duration::ZERO;
+        let blocks = repeats::blocks(&done)
+            .into_iter()
+            .map(|b| {
+                let end = b.last().map_or(block_start, |d| d.0);
+                let mut l: Vec<Duration> = b.iter().map(|d| d.1).collect();
+                l.sort();
+                let per_s = b.len() as f64 / (end - block_start).as_secs_f64().max(1e-9);
+                block_start = end;
+                (per_s, pct(&l, 0.5), pct(&l, 0.99))
+            })
+            .collect();
+        let mut lat: Vec<Duration> = done.into_iter().map(|d| d.1).collect();
         lat.sort();
         let n = lat.len();
         rows.push(Row {
@@ -143,6 +166,7 @@ async fn run(name: &str, store: Store, quick: bool, rows: &mut Vec<Row>, loads: 
             p99_ms: pct(&lat, 0.99),
             avg_batch: (after.events - before.events) as f64
                 / (after.commits - before.commits).max(1) as f64,
+            blocks,
         });
     }
     drop(log);
@@ -213,15 +237,28 @@ fn main() {
         if let Some(path) = json_path() {
             let value = serde_json::json!({
                 "postgresql": pg_status,
-                "rows": rows.iter().map(|r| serde_json::json!({
-                    "backend": r.backend,
-                    "submitters": r.concurrency,
-                    "events": r.events,
-                    "events_per_s": r.per_s,
-                    "p50_ms": r.p50_ms,
-                    "p99_ms": r.p99_ms,
-                    "events_per_commit": r.avg_batch,
-                })).collect::<Vec<_>>(),
+                "rows": rows.iter().map(|r| {
+                    let over = format!(
+                        "{} blocks of {} consecutive commits",
+                        r.blocks.len(),
+                        r.events / repeats::BLOCKS
+                    );
+                    let each = |f: fn(&(f64, f64, f64)) -> f64| {
+                        repeats::repeats(r.blocks.iter().map(f), over.clone())
+                    };
+                    serde_json::json!({
+                        "backend": r.backend,
+                        "submitters": r.concurrency,
+                        "events": r.events,
+                        "events_per_s": r.per_s,
+                        "events_per_s_repeats": each(|b| b.0),
+                        "p50_ms": r.p50_ms,
+                        "p50_ms_repeats": each(|b| b.1),
+                        "p99_ms": r.p99_ms,
+                        "p99_ms_repeats": each(|b| b.2),
+                        "events_per_commit": r.avg_batch,
+                    })
+                }).collect::<Vec<_>>(),
             });
             std::fs::write(&path, serde_json::to_string_pretty(&value).unwrap())
                 .unwrap_or_else(|e| panic!("writing {}: {e}", path.display()));

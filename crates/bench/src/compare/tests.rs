@@ -158,3 +158,56 @@ fn a_file_that_is_not_a_report_is_an_error_naming_it() {
         Err(CompareError::Read { .. })
     ));
 }
+
+/// A report holding one `startup` figure: the median of `starts` with
+/// their range as its spread, as the section reports it; written to
+/// data.json and read back as `--compare` reads a previous run.
+fn startup_run(starts: &[f64]) -> Report {
+    let mut sorted = starts.to_vec();
+    sorted.sort_by(f64::total_cmp);
+    let mut r = fixture("compare-old.json");
+    r.sections = vec![crate::report::SectionRun {
+        id: "startup".into(),
+        section: Some(crate::model::Section {
+            id: "startup".into(),
+            figures: vec![Figure {
+                name: "pivgate serve: start to ready, 10000 anchors + 10000 credentials".into(),
+                value: sorted[sorted.len() / 2],
+                unit: "ms".into(),
+                lower_is_better: true,
+                spread: Spread::of_repeats(starts, format!("min–max over {} starts", starts.len())),
+                ..Figure::default()
+            }],
+            ..crate::model::Section::default()
+        }),
+        ..crate::report::SectionRun::default()
+    }];
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("data.json");
+    std::fs::write(&path, serde_json::to_string(&r).unwrap()).unwrap();
+    load(&path).unwrap()
+}
+
+#[test]
+fn a_median_start_is_marked_only_beyond_the_range_of_both_runs_starts() {
+    let before = startup_run(&[82.0, 80.0, 95.0]);
+    let figure = "pivgate serve: start to ready, 10000 anchors + 10000 credentials";
+    // Slower, but one of the new starts is as fast as one of the old.
+    let c = compare(&before, &startup_run(&[90.0, 120.0, 88.0]), "old");
+    assert_eq!(verdict(&c, figure), Verdict::Noise);
+    // Every new start slower than every old one.
+    let c = compare(&before, &startup_run(&[130.0, 101.0, 160.0]), "old");
+    assert_eq!(verdict(&c, figure), Verdict::Worse);
+    let t = text(&c);
+    assert!(
+        t.lines()
+            .any(|l| l.starts_with("!!") && l.contains("82 ms [80–95] → 130 ms [101–160]")),
+        "{t}"
+    );
+    // Faster beyond both.
+    let c = compare(&before, &startup_run(&[60.0, 55.0, 70.0]), "old");
+    assert_eq!(verdict(&c, figure), Verdict::Better);
+    // One start in either run: a single measurement is not judged.
+    let c = compare(&before, &startup_run(&[300.0]), "old");
+    assert_eq!(verdict(&c, figure), Verdict::NotJudged);
+}

@@ -6,7 +6,7 @@
 
 use anyhow::Result;
 
-use super::spawned::{list, num, postgresql, run_bench, text};
+use super::spawned::{list, num, postgresql, repeats_spread, run_bench, text};
 use crate::ctx::Ctx;
 use crate::model::{Chart, ChartKind, Figure, Peer, Section, Series};
 
@@ -64,9 +64,10 @@ pub fn run(ctx: &Ctx) -> Result<Section> {
             lower_is_better: true,
             goal: Some(ready_goal),
             command: out.command.clone(),
-            spread: None,
+            // The median start's spread: the range of the starts.
+            spread: repeats_spread(r, "ready_ms"),
         });
-        let mut slowest: Option<(String, f64)> = None;
+        let mut slowest: Option<(&serde_json::Value, String, f64)> = None;
         for e in list(r, "endpoints") {
             let path = text(e, "path")?;
             let ms = num(e, "ms")?;
@@ -78,11 +79,11 @@ pub fn run(ctx: &Ctx) -> Result<Section> {
                 }
             };
             push(&mut per_endpoint[i].1, path, (events, ms));
-            if slowest.as_ref().is_none_or(|(_, w)| ms > *w) {
-                slowest = Some((path.to_string(), ms));
+            if slowest.as_ref().is_none_or(|(_, _, w)| ms > *w) {
+                slowest = Some((e, path.to_string(), ms));
             }
         }
-        if let Some((path, ms)) = slowest {
+        if let Some((e, path, ms)) = slowest {
             push(&mut worst, backend, (events, ms));
             figures.push(Figure {
                 name: format!("slowest dashboard read, {backend}, {events:.0} events: GET {path}"),
@@ -92,7 +93,8 @@ pub fn run(ctx: &Ctx) -> Result<Section> {
                 lower_is_better: true,
                 goal: Some(endpoint_goal),
                 command: out.command.clone(),
-                spread: None,
+                // That read's median over its repeats, and their range.
+                spread: repeats_spread(e, "ms"),
             });
         }
     }
@@ -112,7 +114,7 @@ pub fn run(ctx: &Ctx) -> Result<Section> {
         .collect::<Vec<_>>()
         .join(", ");
     notes.push(format!(
-        "Event logs of {} events ({} credentials, {} doors; about 1.4 KB of JSON an event, one every 31.5 s going back from now, so the last hour and day hold the same taps whatever the size; on disk with every index: {sizes_on_disk}). The log is filled by the database itself from one period of 15,000 generated events (ids and times its own), not through the service. Start to ready is the median of three starts; each read the median of its repeats after a warm-up, every read the dashboard's pages make (sign-in, doors, latency charts, alarms, the event list with each filter, a window of the past, the live view's catch-up page, a CSV export of a window). The largest size here is {largest:.0} events: `cargo bench -p server --bench log_size` runs up to 1,000,000; `PIVGATE_BENCH_LOG_SIZES=10000000 cargo bench -p server --bench log_size` measures 10,000,000 (about 16 GB on disk, one database at a time; see BENCHMARKS.md).",
+        "Event logs of {} events ({} credentials, {} doors; about 1.4 KB of JSON an event, one every 31.5 s going back from now, so the last hour and day hold the same taps whatever the size; on disk with every index: {sizes_on_disk}). The log is filled by the database itself from one period of 15,000 generated events (ids and times its own), not through the service. Start to ready is the median of three starts, each read the median of its repeats after a warm-up, and each figure's spread the range of those starts or reads; the reads are every read the dashboard's pages make (sign-in, doors, latency charts, alarms, the event list with each filter, a window of the past, the live view's catch-up page, a CSV export of a window). The largest size here is {largest:.0} events: `cargo bench -p server --bench log_size` runs up to 1,000,000; `PIVGATE_BENCH_LOG_SIZES=10000000 cargo bench -p server --bench log_size` measures 10,000,000 (about 16 GB on disk, one database at a time; see BENCHMARKS.md).",
         sizes.join(", "),
         j["credentials"],
         j["doors"],

@@ -8,9 +8,9 @@
 use anyhow::Result;
 use serde_json::Value;
 
-use super::spawned::{list, num, run_bench, tool_version};
+use super::spawned::{list, num, repeats_spread, run_bench, tool_version};
 use crate::ctx::Ctx;
-use crate::model::{Chart, ChartKind, Figure, Peer, PeerFigure, Section, Series};
+use crate::model::{Chart, ChartKind, Figure, Peer, PeerFigure, Section, Series, Spread};
 
 /// A peer's median (µs), or why there is none.
 fn peer_us(v: &Value) -> std::result::Result<f64, String> {
@@ -65,20 +65,21 @@ pub fn run(ctx: &Ctx) -> Result<Section> {
                 }
             }
         }
-        let fig = |name: String, value: f64, peer: Option<(&str, f64)>| Figure {
-            name,
-            value,
-            unit: "µs".into(),
-            peer: peer.map(|(n, v)| PeerFigure {
-                name: n.to_string(),
-                value: v,
-                ratio: value / v,
-            }),
-            lower_is_better: true,
-            goal: None,
-            command: out.command.clone(),
-            spread: None,
-        };
+        let fig =
+            |name: String, value: f64, peer: Option<(&str, f64)>, spread: Option<Spread>| Figure {
+                name,
+                value,
+                unit: "µs".into(),
+                peer: peer.map(|(n, v)| PeerFigure {
+                    name: n.to_string(),
+                    value: v,
+                    ratio: value / v,
+                }),
+                lower_is_better: true,
+                goal: None,
+                command: out.command.clone(),
+                spread,
+            };
         figures.push(fig(
             format!("path building + validation, cold, {depth:.0}-certificate path"),
             cold,
@@ -86,23 +87,27 @@ pub fn run(ctx: &Ctx) -> Result<Section> {
                 .as_ref()
                 .ok()
                 .map(|v| ("OpenSSL X509_verify_cert", *v)),
+            repeats_spread(r, "cold_us"),
         ));
         if let Ok(g) = &go {
             figures.push(fig(
                 format!("path building + validation, cold, {depth:.0}-certificate path (vs Go)"),
                 cold,
                 Some(("Go Certificate.Verify", *g)),
+                repeats_spread(r, "cold_us"),
             ));
         }
         figures.push(fig(
             format!("path building + validation, warm, {depth:.0}-certificate path"),
             warm,
             None,
+            repeats_spread(r, "warm_us"),
         ));
         figures.push(fig(
             format!("validation cache hit, {depth:.0}-certificate path"),
             hit,
             None,
+            repeats_spread(r, "cache_hit_us"),
         ));
     }
     if j["smoke"].as_bool() == Some(true) {
@@ -112,7 +117,7 @@ pub fn run(ctx: &Ctx) -> Result<Section> {
         ));
     } else {
         notes.push(format!(
-            "A mesh of {} CA certificates and {} CRLs. Cold: the median of {} first validations, each on a newly generated mesh loaded untimed (every certificate on the way parsed, every signature verified), as each peer loads its pool once and reports its own median per validation; warm: the same end entity again (signatures known). Ratios: pivgate / peer (below 1 is faster).",
+            "A mesh of {} CA certificates and {} CRLs. Cold: the median of {} first validations, each on a newly generated mesh loaded untimed (every certificate on the way parsed, every signature verified), as each peer loads its pool once and reports its own median per validation; warm: the same end entity again (signatures known), the median of 201 validations; a cache hit the median of 1,001. Spreads: cold, the range of its runs; warm and cache hit, the range of the medians of five blocks of consecutive validations. Ratios: pivgate / peer (below 1 is faster).",
             j["cas"], j["crls"], j["cold_runs"]
         ));
     }

@@ -8,7 +8,7 @@
 
 use anyhow::Result;
 
-use super::spawned::{list, num, postgresql, run_bench, text};
+use super::spawned::{list, num, postgresql, repeats_spread, run_bench, text};
 use crate::ctx::Ctx;
 use crate::model::{Chart, ChartKind, Figure, Peer, PeerFigure, Section, Series};
 
@@ -52,7 +52,8 @@ pub fn run(ctx: &Ctx) -> Result<Section> {
         lower_is_better: false,
         goal: None,
         command: doors.command.clone(),
-        spread: None,
+        // The rate in each stretch of the calibration loop.
+        spread: repeats_spread(&doors.json, "calibration_pairs_per_s"),
     });
     let runs = list(&doors.json, "runs");
     let mut rate = Vec::new();
@@ -82,7 +83,8 @@ pub fn run(ctx: &Ctx) -> Result<Section> {
             lower_is_better: false,
             goal: Some(GOAL_PER_SEC),
             command: doors.command.clone(),
-            spread: None,
+            // Each figure of a run: its value in each stretch of the run.
+            spread: repeats_spread(r, "decisions_per_s"),
         });
         for (what, key) in [("p50", "p50_ms"), ("p99", "p99_ms")] {
             figures.push(Figure {
@@ -93,7 +95,7 @@ pub fn run(ctx: &Ctx) -> Result<Section> {
                 lower_is_better: true,
                 goal: None,
                 command: doors.command.clone(),
-                spread: None,
+                spread: repeats_spread(r, key),
             });
         }
         let cpu_us = num(r, "cpu_us_per_decision")?;
@@ -105,7 +107,7 @@ pub fn run(ctx: &Ctx) -> Result<Section> {
             lower_is_better: true,
             goal: None,
             command: doors.command.clone(),
-            spread: None,
+            spread: repeats_spread(r, "cpu_us_per_decision"),
         });
         push(&mut rate, backend, (in_flight, per_s));
         push(&mut cpu, backend, (in_flight, cpu_us));
@@ -114,7 +116,7 @@ pub fn run(ctx: &Ctx) -> Result<Section> {
         notes.push("Smoke pass: 200 ms per run, one load; figures not meaningful.".into());
     }
     notes.push(format!(
-        "Throughput depends on the machine as much as on the program: a slower machine lowers both the decisions per second and the calibration ({calibration:.0} pairs/s here); a slower program raises the CPU per decision. Each tap is a repeat tap (fast path) of an in-process card whose own signing is in the CPU figure; PostgreSQL's server processes are not."
+        "Throughput depends on the machine as much as on the program: a slower machine lowers both the decisions per second and the calibration ({calibration:.0} pairs/s here); a slower program raises the CPU per decision. Each figure's spread is its value in each of five equal stretches of its run (the calibration's: of its loop); the commit figures', in each of five blocks of consecutive commits. Each tap is a repeat tap (fast path) of an in-process card whose own signing is in the CPU figure; PostgreSQL's server processes are not."
     ));
 
     let (_, commit_missing) = postgresql(&commit.json);
@@ -134,7 +136,8 @@ pub fn run(ctx: &Ctx) -> Result<Section> {
             lower_is_better: true,
             goal: None,
             command: commit.command.clone(),
-            spread: None,
+            // Each over blocks of consecutive commits.
+            spread: repeats_spread(r, "p50_ms"),
         });
         figures.push(Figure {
             name: format!("events per second through group commit, {short}, {n:.0} submitters"),
@@ -144,7 +147,7 @@ pub fn run(ctx: &Ctx) -> Result<Section> {
             lower_is_better: false,
             goal: None,
             command: commit.command.clone(),
-            spread: None,
+            spread: repeats_spread(r, "events_per_s"),
         });
         push(&mut p50, &format!("{short} p50"), (n, a));
         push(&mut p99, &format!("{short} p99"), (n, b));

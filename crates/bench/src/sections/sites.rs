@@ -9,7 +9,7 @@
 
 use anyhow::Result;
 
-use super::spawned::{num, postgresql, run_bench};
+use super::spawned::{num, postgresql, repeats_spread, run_bench};
 use crate::ctx::Ctx;
 use crate::model::{Figure, Peer, PeerFigure, Section, Spread};
 
@@ -24,6 +24,7 @@ fn figure(
     lower: bool,
     goal: Option<f64>,
     cmd: &str,
+    spread: Option<Spread>,
 ) -> Figure {
     Figure {
         name,
@@ -33,7 +34,7 @@ fn figure(
         lower_is_better: lower,
         goal,
         command: cmd.into(),
-        spread: None,
+        spread,
     }
 }
 
@@ -68,6 +69,8 @@ pub fn run(ctx: &Ctx) -> Result<Section> {
                 true,
                 Some(FANOUT_GOAL_MS),
                 cmd,
+                // Over blocks of consecutive suspensions.
+                repeats_spread(f, "every_site_p50_ms"),
             ),
             figure(
                 format!("fan-out: suspension at the central → in force at every site, p99, {at}"),
@@ -76,6 +79,7 @@ pub fn run(ctx: &Ctx) -> Result<Section> {
                 true,
                 Some(FANOUT_GOAL_MS),
                 cmd,
+                repeats_spread(f, "every_site_p99_ms"),
             ),
             figure(
                 format!("fan-out: suspension → in force at one site, p99 over sites, {at}"),
@@ -84,6 +88,7 @@ pub fn run(ctx: &Ctx) -> Result<Section> {
                 true,
                 None,
                 cmd,
+                repeats_spread(f, "per_site_p99_ms"),
             ),
             figure(
                 format!("ingest: events per second, every site uploading, {at}"),
@@ -92,6 +97,10 @@ pub fn run(ctx: &Ctx) -> Result<Section> {
                 false,
                 Some(INGEST_GOAL_PER_S),
                 cmd,
+                // One burst of every site uploading at once, measured once
+                // (its rate rises and falls as sites start and finish, so
+                // stretches of it are not repeats): no spread.
+                None,
             ),
             figure(
                 "ingest: central CPU per million events".into(),
@@ -100,6 +109,8 @@ pub fn run(ctx: &Ctx) -> Result<Section> {
                 true,
                 None,
                 cmd,
+                // The same burst's CPU, read once before and once after.
+                None,
             ),
             figure(
                 "ingest: PostgreSQL CPU per million events".into(),
@@ -108,6 +119,7 @@ pub fn run(ctx: &Ctx) -> Result<Section> {
                 true,
                 None,
                 cmd,
+                None,
             ),
             figure(
                 "PostgreSQL size of the events table per million events".into(),
@@ -116,6 +128,8 @@ pub fn run(ctx: &Ctx) -> Result<Section> {
                 true,
                 None,
                 cmd,
+                // A size, measured once: it does not vary between repeats.
+                None,
             ),
             figure(
                 "catch-up after an hour away (60 changes, 1,000 taps)".into(),
@@ -124,6 +138,8 @@ pub fn run(ctx: &Ctx) -> Result<Section> {
                 true,
                 Some(CATCHUP_GOAL_S),
                 cmd,
+                // One site's one return, measured once.
+                None,
             ),
         ]);
         let t = &j["taps"];
@@ -141,22 +157,11 @@ pub fn run(ctx: &Ctx) -> Result<Section> {
                 lower_is_better: true,
                 goal: (m != "up").then_some(up * 1.05),
                 command: cmd.into(),
-                spread: match (
-                    t[m]["p99_round_min_ms"].as_f64(),
-                    t[m]["p99_round_max_ms"].as_f64(),
-                ) {
-                    (Some(lo), Some(hi)) if lo.is_finite() && hi.is_finite() => Some(Spread {
-                        lo,
-                        hi,
-                        over: format!(
-                            "p99 of each of {} blocks, the states alternating",
-                            t[m]["rounds"].as_u64().unwrap_or(0)
-                        ),
-                    }),
-                    _ => None,
-                },
+                // Over blocks of consecutive taps.
+                spread: repeats_spread(&t[m], "p99_ms"),
             });
         }
+        notes.push("Spreads: each fan-out and tap percentile carries its value in each of five blocks of consecutive suspensions or taps; the ingest rate, the CPU and size per million events and the catch-up are single measurements, without a spread (`--compare` does not judge them).".into());
         notes.push(format!(
             "Load average during fan-out {}, ingest {}, catch-up {}: the machine is shared, and the simulated sites (TLS, JSON) run on the same cores as the central and PostgreSQL.",
             f["load"].as_str().unwrap_or("?"),

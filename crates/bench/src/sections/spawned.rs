@@ -8,6 +8,7 @@ use anyhow::{Context, Result};
 use serde_json::Value;
 
 use crate::ctx::Ctx;
+use crate::model::Spread;
 
 /// A bench's JSON and the command that reproduces its figures alone.
 pub struct BenchOutput {
@@ -54,6 +55,18 @@ pub fn list<'a>(v: &'a Value, key: &str) -> &'a [Value] {
     v.get(key)
         .and_then(Value::as_array)
         .map_or(&[], Vec::as_slice)
+}
+
+/// The spread a bench measured for the figure `v[key]`: the range of
+/// `v["{key}_repeats"]["values"]` (the same statistic over each repeat),
+/// over what `v["{key}_repeats"]["over"]` says the repeats are; `None`
+/// where the bench made a single measurement (no such entry, or fewer than
+/// two values). See `crates/pki/benches/common/repeats.rs`.
+pub fn repeats_spread(v: &Value, key: &str) -> Option<Spread> {
+    let r = v.get(format!("{key}_repeats"))?;
+    let values: Vec<f64> = list(r, "values").iter().filter_map(Value::as_f64).collect();
+    let over = r.get("over").and_then(Value::as_str).unwrap_or("repeats");
+    Spread::of_repeats(&values, format!("min–max over {over}"))
 }
 
 /// The PostgreSQL status a bench reports: its version, or why it was not
@@ -105,7 +118,28 @@ pub fn tool_version(program: &str, args: &[&str]) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::version_number;
+    use super::{repeats_spread, version_number};
+
+    #[test]
+    fn a_figure_s_spread_is_the_range_of_its_repeats() {
+        let v = serde_json::json!({
+            "ready_ms": 80.0,
+            "ready_ms_repeats": {"values": [80.0, 75.5, 120.0], "over": "3 starts"},
+            "one_ms": 5.0,
+            "one_ms_repeats": {"values": [5.0], "over": "1 start"},
+            "none_ms": 7.0,
+        });
+        let s = repeats_spread(&v, "ready_ms").unwrap();
+        assert_eq!((s.lo, s.hi), (75.5, 120.0));
+        assert_eq!(s.over, "min–max over 3 starts");
+        // A single measurement has no spread, and none is made up.
+        assert_eq!(repeats_spread(&v, "one_ms"), None);
+        assert_eq!(repeats_spread(&v, "none_ms"), None);
+        assert_eq!(
+            repeats_spread(&serde_json::json!({"x_repeats": null}), "x"),
+            None
+        );
+    }
 
     #[test]
     fn version_numbers_from_version_lines() {
