@@ -38,11 +38,54 @@ use crate::Store;
 pub const SITE_ACTOR: &str = "sync";
 
 /// One event as a site uploads it: its sequence at the site and the event.
+/// Read through [`SiteEventWire`]: the same fields, without the buffering
+/// a flattened field costs (the central reads every uploaded event).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(from = "SiteEventWire")]
 pub struct SiteEvent {
     pub seq: i64,
     #[serde(flatten)]
     pub event: NewEvent,
+}
+
+/// [`SiteEvent`] as it is read: the sequence beside [`NewEvent`]'s fields
+/// (unknown fields ignored, as the flattened form does).
+#[derive(Deserialize)]
+struct SiteEventWire {
+    seq: i64,
+    time: Timestamp,
+    kind: crate::types::EventKind,
+    door: Option<access::DoorId>,
+    reader: Option<access::ReaderId>,
+    cardholder: Option<access::CardholderId>,
+    credential: Option<access::CredentialId>,
+    result: Option<crate::types::EventResult>,
+    code: Option<String>,
+    reason: Option<String>,
+    actor: Option<String>,
+    data: Option<serde_json::Value>,
+}
+
+impl From<SiteEventWire> for SiteEvent {
+    fn from(w: SiteEventWire) -> Self {
+        SiteEvent {
+            seq: w.seq,
+            event: NewEvent {
+                time: w.time,
+                kind: w.kind,
+                door: w.door,
+                reader: w.reader,
+                cardholder: w.cardholder,
+                credential: w.credential,
+                result: w.result,
+                code: w.code,
+                reason: w.reason,
+                actor: w.actor,
+                data: w.data,
+                passback: false,
+            },
+        }
+    }
 }
 
 /// What follows a site's cursor ([`Store::events_after_site_seq`]).
@@ -665,5 +708,74 @@ async fn gap_free_after(
         if n < STEP {
             return Ok(acked);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The form read before: the event flattened beside the sequence.
+    #[derive(Deserialize)]
+    struct Flattened {
+        seq: i64,
+        #[serde(flatten)]
+        event: NewEvent,
+    }
+
+    #[test]
+    fn site_events_read_as_the_flattened_form_does() {
+        let time = Timestamp::from_second(1_800_000_000).unwrap();
+        let mut full = NewEvent::admin(
+            time,
+            "ops",
+            "door.update",
+            "door 3 renamed".into(),
+            serde_json::json!({"before": {"name": "a"}, "after": {"name": "b"}, "n": 1.5}),
+        );
+        full.door = Some(access::DoorId(3));
+        full.reader = Some(access::ReaderId(4));
+        full.cardholder = Some(access::CardholderId(5));
+        full.credential = Some(access::CredentialId(6));
+        full.result = Some(crate::types::EventResult::Refused);
+        let written = serde_json::to_string(&SiteEvent {
+            seq: 7,
+            event: full.clone(),
+        })
+        .unwrap();
+        let texts = [
+            written,
+            // Fields absent, null, or unknown to this release.
+            r#"{"seq": 9, "time": "2027-01-15T08:00:00Z", "kind": "tap", "door": null, "from_a_later_release": [1, {"x": 2}]}"#.to_string(),
+        ];
+        for text in texts {
+            let read: SiteEvent = serde_json::from_str(&text).unwrap();
+            let before: Flattened = serde_json::from_str(&text).unwrap();
+            assert_eq!(
+                (read.seq, &read.event),
+                (before.seq, &before.event),
+                "{text}"
+            );
+        }
+        let read: SiteEvent = serde_json::from_str(
+            &serde_json::to_string(&SiteEvent {
+                seq: 7,
+                event: full.clone(),
+            })
+            .unwrap(),
+        )
+        .unwrap();
+        assert_eq!(
+            read,
+            SiteEvent {
+                seq: 7,
+                event: full
+            }
+        );
+        // A sequence is required, as before.
+        assert!(serde_json::from_str::<SiteEvent>(
+            r#"{"time": "2027-01-15T08:00:00Z", "kind": "tap"}"#
+        )
+        .is_err());
     }
 }
