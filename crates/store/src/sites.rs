@@ -38,7 +38,7 @@ use crate::Store;
 pub const SITE_ACTOR: &str = "sync";
 
 /// One event as a site uploads it: its sequence at the site and the event.
-/// Read through [`SiteEventWire`]: the same fields, without the buffering
+/// Read through a private struct of the same fields, without the buffering
 /// a flattened field costs (the central reads every uploaded event).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(from = "SiteEventWire")]
