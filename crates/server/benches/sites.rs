@@ -988,6 +988,7 @@ fn run(z: Size, cluster: &TempCluster) -> serde_json::Value {
     let size0 = central_rt.block_on(pg_scalar(&store, "SELECT pg_total_relation_size('events')"));
     let rows0 = central_rt.block_on(pg_scalar(&store, "SELECT COUNT(*) FROM events"));
     let (cpu0, pg0) = (threads_cpu("central"), postgres_cpu(postmaster));
+    let sites_cpu0 = threads_cpu("sim-sites");
     let started = Instant::now();
     let now = Timestamp::now();
     let uploads: Vec<_> = sites
@@ -1009,6 +1010,8 @@ fn run(z: Size, cluster: &TempCluster) -> serde_json::Value {
         threads_cpu("central") - cpu0,
         postgres_cpu(postmaster) - pg0,
     );
+    // The simulated sites' own work (JSON, TLS) on the same cores.
+    let sites_cpu = threads_cpu("sim-sites") - sites_cpu0;
     let events = z.per_site * z.sites;
     let rows = central_rt.block_on(pg_scalar(&store, "SELECT COUNT(*) FROM events")) - rows0;
     assert_eq!(rows, events, "every event stored once");
@@ -1024,6 +1027,7 @@ fn run(z: Size, cluster: &TempCluster) -> serde_json::Value {
         "central_cpu_s_per_million": cpu.as_secs_f64() * 1e6 / events as f64,
         "postgres_cpu_s": pg.as_secs_f64(),
         "postgres_cpu_s_per_million": pg.as_secs_f64() * 1e6 / events as f64,
+        "sites_cpu_s": sites_cpu.as_secs_f64(),
         "events_bytes_per_million": per_million,
         "events_table_bytes": size,
         "load": load_ingest,

@@ -23,6 +23,8 @@
 //! [`IngestPolicy::max_skew`] raises a `site.clock-skew` event (and
 //! `site.clock-ok` once it is back within).
 
+use std::collections::HashMap;
+
 use access::jiff::{SignedDuration, Timestamp};
 use serde::{Deserialize, Serialize};
 use sqlx::Row;
@@ -36,11 +38,54 @@ use crate::Store;
 pub const SITE_ACTOR: &str = "sync";
 
 /// One event as a site uploads it: its sequence at the site and the event.
+/// Read through a private struct of the same fields, without the buffering
+/// a flattened field costs (the central reads every uploaded event).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(from = "SiteEventWire")]
 pub struct SiteEvent {
     pub seq: i64,
     #[serde(flatten)]
     pub event: NewEvent,
+}
+
+/// [`SiteEvent`] as it is read: the sequence beside [`NewEvent`]'s fields
+/// (unknown fields ignored, as the flattened form does).
+#[derive(Deserialize)]
+struct SiteEventWire {
+    seq: i64,
+    time: Timestamp,
+    kind: crate::types::EventKind,
+    door: Option<access::DoorId>,
+    reader: Option<access::ReaderId>,
+    cardholder: Option<access::CardholderId>,
+    credential: Option<access::CredentialId>,
+    result: Option<crate::types::EventResult>,
+    code: Option<String>,
+    reason: Option<String>,
+    actor: Option<String>,
+    data: Option<serde_json::Value>,
+}
+
+impl From<SiteEventWire> for SiteEvent {
+    fn from(w: SiteEventWire) -> Self {
+        SiteEvent {
+            seq: w.seq,
+            event: NewEvent {
+                time: w.time,
+                kind: w.kind,
+                door: w.door,
+                reader: w.reader,
+                cardholder: w.cardholder,
+                credential: w.credential,
+                result: w.result,
+                code: w.code,
+                reason: w.reason,
+                actor: w.actor,
+                data: w.data,
+                passback: false,
+            },
+        }
+    }
 }
 
 /// What follows a site's cursor ([`Store::events_after_site_seq`]).
@@ -135,6 +180,8 @@ const SITE_COLUMNS: usize = 16;
 /// Rows per multi-row insert of uploaded events (16 parameters each: well
 /// within SQLite's and PostgreSQL's limits on parameters per statement).
 const SITE_ROWS_PER_INSERT: usize = 1024;
+/// Sites per statement on the sites' rows (at most 5 parameters each).
+const SITES_PER_STATEMENT: usize = 1024;
 
 fn micros(d: SignedDuration) -> i64 {
     i64::try_from(d.as_micros()).unwrap_or(if d.is_negative() { i64::MIN } else { i64::MAX })
@@ -257,12 +304,15 @@ impl Store {
     }
 
     /// At the central: [`Store::ingest_site_events`] for several sites'
-    /// batches in one transaction (a group commit): the sites' rows locked
-    /// in name order, the event ids allocated once for all, the events
-    /// inserted in multi-row statements, one commit. Each batch gets its own
-    /// site's [`Ack`], in the order given. The sites must be distinct (two
-    /// batches of one site go in two calls); if any statement fails nothing
-    /// of any batch is stored.
+    /// batches in one transaction (a group commit), set-based: one
+    /// statement per kind for the whole group, whatever its number of
+    /// sites. The sites' rows are created and locked in name order by one
+    /// upsert, the event ids allocated once for all, the events inserted
+    /// in multi-row statements, every site's next held sequence past its
+    /// batch read by one query, and the sites' rows updated by one upsert;
+    /// one commit. Each batch gets its own site's [`Ack`], in the order
+    /// given. The sites must be distinct (two batches of one site go in two
+    /// calls); if any statement fails nothing of any batch is stored.
     pub async fn ingest_site_batches(
         &self,
         batches: &[(Ingest<'_>, &[SiteEvent])],
@@ -280,40 +330,71 @@ impl Store {
                 "two batches of one site in one transaction",
             ));
         }
+        if batches.is_empty() {
+            return Ok(Vec::new());
+        }
+        let index: HashMap<&str, usize> = batches
+            .iter()
+            .enumerate()
+            .map(|(b, (batch, _))| (batch.site, b))
+            .collect();
+        let batch_of = |site: &str| {
+            index
+                .get(site)
+                .copied()
+                .ok_or_else(|| invalid("site batch", "site", "a row of a site not in the group"))
+        };
         let mut tx = self.begin().await?;
         // The sites' rows are locked below: a central frozen mid-batch must
         // not hold every other instance off these sites' uploads.
         crate::sql::limit_idle_holder(&mut tx.tx).await?;
+
+        // Every site's row, created if new and locked until commit (one
+        // upload of a site at a time, across central instances), in name
+        // order so that two groups never wait on each other in a circle.
         // Per batch: the acknowledgement before, whether it was skewed.
-        let mut before = vec![(0i64, false); batches.len()];
-        for &b in &order {
-            let site = batches[b].0.site.to_string();
-            sqlx::query(
-                "INSERT INTO site_uploads (site, acked, skewed) VALUES ($1, 0, 0) \
-                 ON CONFLICT (site) DO NOTHING",
-            )
-            .bind(site.clone())
-            .execute(&mut *tx.tx)
-            .await?;
-            // Locks the site's row until commit: one upload of a site at a
-            // time.
-            let row = sqlx::query(
-                "UPDATE site_uploads SET acked = acked WHERE site = $1 RETURNING acked, skewed",
-            )
-            .bind(site)
-            .fetch_one(&mut *tx.tx)
-            .await?;
-            before[b] = (row.try_get(0)?, row.try_get::<i64, _>(1)? != 0);
+        let mut before: Vec<Option<(i64, bool)>> = vec![None; batches.len()];
+        for chunk in order.chunks(SITES_PER_STATEMENT) {
+            let sql = format!(
+                "INSERT INTO site_uploads (site, acked, skewed) VALUES {} \
+                 ON CONFLICT (site) DO UPDATE SET acked = site_uploads.acked \
+                 RETURNING site, acked, skewed",
+                placeholders(chunk.len(), 1, &["0", "0"])
+            );
+            let mut q = sqlx::query(&sql);
+            for &b in chunk {
+                q = q.bind(batches[b].0.site.to_string());
+            }
+            for r in q.fetch_all(&mut *tx.tx).await? {
+                let b = batch_of(&r.try_get::<String, _>(0)?)?;
+                before[b] = Some((r.try_get(1)?, r.try_get::<i64, _>(2)? != 0));
+            }
         }
+        let before = before
+            .into_iter()
+            .map(|b| b.ok_or_else(|| invalid("site batch", "site", "a site's row not returned")))
+            .collect::<Result<Vec<_>, _>>()?;
 
         let late_us = micros(policy.late_after);
         // Every batch's new events: (batch, event, late).
         let mut fresh: Vec<(usize, &SiteEvent, bool)> = Vec::new();
+        // Per batch: the highest sequence up to which, from what was
+        // acknowledged, the batch itself holds every event (all of them
+        // are held once the insert below is done: stored now, or before).
+        let mut held = vec![0i64; batches.len()];
         for (b, (batch, events)) in batches.iter().enumerate() {
             let base = before[b].0.max(batch.floor);
             let mut mine: Vec<&SiteEvent> = events.iter().filter(|e| e.seq > base).collect();
             mine.sort_by_key(|e| e.seq);
             mine.dedup_by_key(|e| e.seq);
+            let mut top = base;
+            for e in &mine {
+                if e.seq != top + 1 {
+                    break;
+                }
+                top = e.seq;
+            }
+            held[b] = top;
             let received_us = ts_to_db(batch.received_at);
             fresh.extend(mine.into_iter().map(|e| {
                 let is_late = received_us.saturating_sub(ts_to_db(e.event.time)) > late_us;
@@ -323,28 +404,16 @@ impl Store {
         let mut stored = vec![0u64; batches.len()];
         let mut late = vec![0u64; batches.len()];
         if !fresh.is_empty() {
-            let mut id = next_ids(&mut tx.tx, "event", fresh.len() as i64).await?;
+            let first = next_ids(&mut tx.tx, "event", fresh.len() as i64).await?;
+            let mut id = first;
+            let mut sql = String::new();
             for chunk in fresh.chunks(SITE_ROWS_PER_INSERT) {
-                let mut sql = format!(
-                    "INSERT INTO events ({EVENT_COLUMNS}, site, site_seq, received_at_us, late) VALUES "
-                );
-                for row in 0..chunk.len() {
-                    if row > 0 {
-                        sql.push_str(", ");
-                    }
-                    sql.push('(');
-                    for col in 0..SITE_COLUMNS {
-                        if col > 0 {
-                            sql.push_str(", ");
-                        }
-                        sql.push_str(&format!("${}", row * SITE_COLUMNS + col + 1));
-                    }
-                    sql.push(')');
-                }
-                sql.push_str(
-                    " ON CONFLICT (site, site_seq) WHERE site IS NOT NULL DO NOTHING \
-                     RETURNING site, site_seq",
-                );
+                sql.clear();
+                sql.push_str(&format!(
+                    "INSERT INTO events ({EVENT_COLUMNS}, site, site_seq, received_at_us, late) VALUES {} \
+                     ON CONFLICT (site, site_seq) WHERE site IS NOT NULL DO NOTHING RETURNING id",
+                    placeholders(chunk.len(), SITE_COLUMNS, &[])
+                ));
                 let mut q = sqlx::query(&sql);
                 for &(b, s, is_late) in chunk {
                     let e = &s.event;
@@ -373,74 +442,64 @@ impl Store {
                         .bind(i64::from(is_late));
                     id += 1;
                 }
-                // Only the rows inserted now come back.
-                let mut inserted = std::collections::HashSet::new();
+                // Only the rows inserted now come back, under the ids
+                // given above (in `fresh`'s order from `first`).
                 for r in q.fetch_all(&mut *tx.tx).await? {
-                    inserted.insert((r.try_get::<String, _>(0)?, r.try_get::<i64, _>(1)?));
-                }
-                for &(b, s, is_late) in chunk {
-                    if inserted.contains(&(batches[b].0.site.to_string(), s.seq)) {
-                        stored[b] += 1;
-                        if is_late {
-                            late[b] += 1;
-                        }
+                    let row = r.try_get::<i64, _>(0)?.checked_sub(first);
+                    let Some(&(b, _, is_late)) = row
+                        .and_then(|i| usize::try_from(i).ok())
+                        .and_then(|i| fresh.get(i))
+                    else {
+                        return Err(invalid("event", "id", "an id not given by this insert"));
+                    };
+                    stored[b] += 1;
+                    if is_late {
+                        late[b] += 1;
                     }
                 }
             }
         }
 
-        let mut acks = Vec::with_capacity(batches.len());
-        for (b, (batch, events)) in batches.iter().enumerate() {
-            let site = batch.site.to_string();
-            let (was, was_skewed) = before[b];
-            // The gap-free prefix: from what was acknowledged, as long as
-            // the next sequence is held.
-            let mut acked = was.max(batch.floor);
-            const STEP: i64 = 1024;
-            loop {
-                let seqs: Vec<i64> = sqlx::query_scalar(
-                    "SELECT site_seq FROM events WHERE site = $1 AND site_seq > $2 \
-                     ORDER BY site_seq LIMIT $3",
-                )
-                .bind(site.clone())
-                .bind(acked)
-                .bind(STEP)
-                .fetch_all(&mut *tx.tx)
-                .await?;
-                let n = seqs.len() as i64;
-                let mut contiguous = true;
-                for s in seqs {
-                    if s == acked + 1 {
-                        acked = s;
-                    } else {
-                        contiguous = false;
-                        break;
-                    }
-                }
-                if !contiguous || n < STEP {
-                    break;
+        // The gap-free prefix of each site: from `held`, as long as the next
+        // sequence is held. Past its batch a site usually holds nothing
+        // yet: one query tells, for every site at once, the next sequence
+        // held; only a site whose next one follows on is walked further.
+        let mut acked = held.clone();
+        for chunk in order.chunks(SITES_PER_STATEMENT) {
+            let sql = format!(
+                "WITH u (site, after) AS (VALUES {}) \
+                 SELECT u.site, (SELECT MIN(e.site_seq) FROM events e \
+                 WHERE e.site = u.site AND e.site_seq > u.after) FROM u",
+                placeholders(chunk.len(), 2, &[])
+            );
+            let mut q = sqlx::query(&sql);
+            for &b in chunk {
+                q = q.bind(batches[b].0.site.to_string()).bind(held[b]);
+            }
+            for r in q.fetch_all(&mut *tx.tx).await? {
+                let b = batch_of(&r.try_get::<String, _>(0)?)?;
+                if r.try_get::<Option<i64>, _>(1)? == Some(held[b] + 1) {
+                    acked[b] = gap_free_after(&mut tx.tx, batches[b].0.site, held[b]).await?;
                 }
             }
+        }
 
+        let mut acks = Vec::with_capacity(batches.len());
+        let mut skew_events = Vec::new();
+        for (b, (batch, events)) in batches.iter().enumerate() {
             let skew = batch.sent_at.duration_since(batch.received_at);
             let skewed = skew.abs() > policy.max_skew;
-            if skewed != was_skewed {
-                tx.append_events(&[skew_event(&site, skew, policy, skewed, batch.received_at)])
-                    .await?;
+            if skewed != before[b].1 {
+                skew_events.push(skew_event(
+                    batch.site,
+                    skew,
+                    policy,
+                    skewed,
+                    batch.received_at,
+                ));
             }
-            sqlx::query(
-                "UPDATE site_uploads SET acked = $1, skew_us = $2, skewed = $3, last_batch_us = $4 \
-                 WHERE site = $5",
-            )
-            .bind(acked)
-            .bind(micros(skew))
-            .bind(i64::from(skewed))
-            .bind(ts_to_db(batch.received_at))
-            .bind(site)
-            .execute(&mut *tx.tx)
-            .await?;
             acks.push(Ack {
-                acked,
+                acked: acked[b],
                 stored: stored[b],
                 duplicates: events.len() as u64 - stored[b],
                 late: late[b],
@@ -448,8 +507,46 @@ impl Store {
                 skewed,
             });
         }
+        if !skew_events.is_empty() {
+            tx.append_events(&skew_events).await?;
+        }
+        for chunk in order.chunks(SITES_PER_STATEMENT) {
+            let sql = format!(
+                "INSERT INTO site_uploads (site, acked, skew_us, skewed, last_batch_us) VALUES {} \
+                 ON CONFLICT (site) DO UPDATE SET acked = excluded.acked, \
+                 skew_us = excluded.skew_us, skewed = excluded.skewed, \
+                 last_batch_us = excluded.last_batch_us",
+                placeholders(chunk.len(), 5, &[])
+            );
+            let mut q = sqlx::query(&sql);
+            for &b in chunk {
+                let (batch, ack) = (&batches[b].0, &acks[b]);
+                q = q
+                    .bind(batch.site.to_string())
+                    .bind(ack.acked)
+                    .bind(micros(ack.skew))
+                    .bind(i64::from(ack.skewed))
+                    .bind(ts_to_db(batch.received_at));
+            }
+            q.execute(&mut *tx.tx).await?;
+        }
         tx.commit().await?;
         Ok(acks)
+    }
+
+    /// The site named `name`, or `None`: one indexed read (the central
+    /// resolves every site request's certificate name with it).
+    pub async fn site_named(&self, name: &str) -> Result<Option<access::Site>, StoreError> {
+        use crate::record::Record;
+        let row = sqlx::query(&format!(
+            "SELECT id, {} FROM {} WHERE name = $1",
+            access::Site::COLUMNS.join(", "),
+            access::Site::TABLE
+        ))
+        .bind(name.to_string())
+        .fetch_optional(self.pool())
+        .await?;
+        row.as_ref().map(access::Site::from_row).transpose()
     }
 
     /// At the central: what it holds for `site`, or `None` before its first
@@ -552,5 +649,133 @@ fn skew_event(
             ),
             data,
         )
+    }
+}
+
+/// `rows` rows of `params` parameters each (numbered from 1, row after
+/// row), each row followed by the `fixed` values: `($1, $2, 0), ($3, $4,
+/// 0)` for 2 rows of 2 parameters and one `0`.
+fn placeholders(rows: usize, params: usize, fixed: &[&str]) -> String {
+    use std::fmt::Write;
+    let mut s = String::with_capacity(rows * (params * 7 + fixed.len() * 4 + 4));
+    for row in 0..rows {
+        if row > 0 {
+            s.push_str(", ");
+        }
+        s.push('(');
+        for col in 0..params {
+            if col > 0 {
+                s.push_str(", ");
+            }
+            // Writing to a String cannot fail.
+            let _ = write!(s, "${}", row * params + col + 1);
+        }
+        for v in fixed {
+            s.push_str(", ");
+            s.push_str(v);
+        }
+        s.push(')');
+    }
+    s
+}
+
+/// The highest sequence up to which `site`'s events are held without a
+/// gap from `after` (which is held, or the floor), read in steps.
+async fn gap_free_after(
+    conn: &mut sqlx::AnyConnection,
+    site: &str,
+    after: i64,
+) -> Result<i64, StoreError> {
+    const STEP: i64 = 1024;
+    let mut acked = after;
+    loop {
+        let seqs: Vec<i64> = sqlx::query_scalar(
+            "SELECT site_seq FROM events WHERE site = $1 AND site_seq > $2 \
+             ORDER BY site_seq LIMIT $3",
+        )
+        .bind(site.to_string())
+        .bind(acked)
+        .bind(STEP)
+        .fetch_all(&mut *conn)
+        .await?;
+        let n = seqs.len() as i64;
+        for s in seqs {
+            if s != acked + 1 {
+                return Ok(acked);
+            }
+            acked = s;
+        }
+        if n < STEP {
+            return Ok(acked);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The form read before: the event flattened beside the sequence.
+    #[derive(Deserialize)]
+    struct Flattened {
+        seq: i64,
+        #[serde(flatten)]
+        event: NewEvent,
+    }
+
+    #[test]
+    fn site_events_read_as_the_flattened_form_does() {
+        let time = Timestamp::from_second(1_800_000_000).unwrap();
+        let mut full = NewEvent::admin(
+            time,
+            "ops",
+            "door.update",
+            "door 3 renamed".into(),
+            serde_json::json!({"before": {"name": "a"}, "after": {"name": "b"}, "n": 1.5}),
+        );
+        full.door = Some(access::DoorId(3));
+        full.reader = Some(access::ReaderId(4));
+        full.cardholder = Some(access::CardholderId(5));
+        full.credential = Some(access::CredentialId(6));
+        full.result = Some(crate::types::EventResult::Refused);
+        let written = serde_json::to_string(&SiteEvent {
+            seq: 7,
+            event: full.clone(),
+        })
+        .unwrap();
+        let texts = [
+            written,
+            // Fields absent, null, or unknown to this release.
+            r#"{"seq": 9, "time": "2027-01-15T08:00:00Z", "kind": "tap", "door": null, "from_a_later_release": [1, {"x": 2}]}"#.to_string(),
+        ];
+        for text in texts {
+            let read: SiteEvent = serde_json::from_str(&text).unwrap();
+            let before: Flattened = serde_json::from_str(&text).unwrap();
+            assert_eq!(
+                (read.seq, &read.event),
+                (before.seq, &before.event),
+                "{text}"
+            );
+        }
+        let read: SiteEvent = serde_json::from_str(
+            &serde_json::to_string(&SiteEvent {
+                seq: 7,
+                event: full.clone(),
+            })
+            .unwrap(),
+        )
+        .unwrap();
+        assert_eq!(
+            read,
+            SiteEvent {
+                seq: 7,
+                event: full
+            }
+        );
+        // A sequence is required, as before.
+        assert!(serde_json::from_str::<SiteEvent>(
+            r#"{"time": "2027-01-15T08:00:00Z", "kind": "tap"}"#
+        )
+        .is_err());
     }
 }

@@ -131,13 +131,12 @@ impl Central {
                         crate::peer_text::escape(other, 64)
                     ),
                 )),
-                _ => match self.store.list::<Site>().await {
-                    Ok(sites) => sites.into_iter().find(|s| s.name == *name).ok_or_else(|| {
-                        refused(
-                            "unknown-site",
-                            format!("there is no site `{}`", crate::peer_text::escape(name, 64)),
-                        )
-                    }),
+                _ => match self.store.site_named(name).await {
+                    Ok(Some(site)) => Ok(site),
+                    Ok(None) => Err(refused(
+                        "unknown-site",
+                        format!("there is no site `{}`", crate::peer_text::escape(name, 64)),
+                    )),
                     Err(e) => Err(refused("database", format!("the database failed: {e}"))),
                 },
             },
