@@ -305,6 +305,45 @@ pub fn ocsp_source(id: &CertId) -> String {
     )
 }
 
+/// The certificates of a trust store by the hash of their public key, for
+/// the CertID hash algorithms a batch of answers uses: built once per
+/// batch, so that finding each answer's issuer is a lookup (a scan of the
+/// whole store per answer would make holding N answers against M anchors
+/// cost N × M key hashes at start-up).
+struct IssuerIndex {
+    trust: Arc<TrustStore>,
+    by_key: HashMap<(pki::ocsp::CertIdHash, Vec<u8>), Vec<usize>>,
+}
+
+impl IssuerIndex {
+    fn new(
+        trust: Arc<TrustStore>,
+        hashes: &std::collections::HashSet<pki::ocsp::CertIdHash>,
+    ) -> Self {
+        let mut by_key: HashMap<(pki::ocsp::CertIdHash, Vec<u8>), Vec<usize>> = HashMap::new();
+        if !hashes.is_empty() {
+            for (i, e) in trust.entries().iter().enumerate() {
+                let Ok(c) = e.cert() else { continue };
+                for h in hashes {
+                    by_key.entry((*h, h.key_hash_of(c))).or_default().push(i);
+                }
+            }
+        }
+        IssuerIndex { trust, by_key }
+    }
+
+    /// The trusted certificates `id` names as the issuer.
+    fn issuers_of<'a>(&'a self, id: &'a CertId) -> impl Iterator<Item = &'a pki::cert::Cert> + 'a {
+        self.by_key
+            .get(&(id.hash, id.key_hash.clone()))
+            .into_iter()
+            .flatten()
+            .filter_map(|i| self.trust.entries()[*i].cert().ok())
+            .map(|c| &**c)
+            .filter(move |c| id.names_issuer(c))
+    }
+}
+
 /// The OCSP answer `d` the central sent, if this site can hold it: it
 /// reads, it answers for the certificate it was sent for, that
 /// certificate's issuer is in `trust` (this site's own trust store), and
@@ -313,27 +352,22 @@ pub fn ocsp_source(id: &CertId) -> String {
 /// trusted to deliver it, not for what it says.
 fn verified_answer(
     d: &store::RevocationData,
-    trust: &TrustStore,
+    answer: OcspResponse,
+    issuers: &IssuerIndex,
     now: pki::time::Time,
 ) -> Result<Arc<OcspResponse>, String> {
-    let der = d.der_bytes().ok_or("its DER is not hex")?;
-    let answer = OcspResponse::from_der(der).map_err(|e| format!("not an OCSP answer: {e}"))?;
-    let single = answer
+    let id = answer
         .responses
         .iter()
         .find(|s| ocsp_source(&s.id) == d.source)
+        .map(|s| s.id.clone())
         .ok_or("it says nothing about the certificate it was sent for")?;
-    let mut issuers = trust
-        .entries()
-        .iter()
-        .filter_map(|e| e.cert().ok())
-        .filter(|c| single.id.issued_by(c))
-        .peekable();
-    if issuers.peek().is_none() {
+    let mut found = issuers.issuers_of(&id).peekable();
+    if found.peek().is_none() {
         return Err("the certificate's issuer is not in this site's trust store".into());
     }
     let mut why = String::new();
-    for issuer in issuers {
+    for issuer in found {
         match pki::ocsp::authorize(&answer, issuer, now, &pki::sig::AlgorithmPolicy::default()) {
             Ok(_) => return Ok(Arc::new(answer)),
             Err(e) => why = e.to_string(),
@@ -342,6 +376,12 @@ fn verified_answer(
     Err(format!(
         "not signed by the certificate's issuer or a responder it authorised: {why}"
     ))
+}
+
+/// Reads the OCSP answer the central sent as `d`.
+fn read_answer(d: &store::RevocationData) -> Result<OcspResponse, String> {
+    let der = d.der_bytes().ok_or("its DER is not hex")?;
+    OcspResponse::from_der(der).map_err(|e| format!("not an OCSP answer: {e}"))
 }
 
 /// How current the revocation data `set` is (see [`access::freshness`]):
@@ -1183,10 +1223,22 @@ impl Revocation {
         let trust = self.controller.authenticator().trust_store();
         let now = pki::time::Time(unix(Timestamp::now()));
         let checked = tokio::task::spawn_blocking(move || {
-            fresh
+            let read: Vec<_> = fresh
                 .into_iter()
                 .map(|d| {
-                    let r = verified_answer(&d, &trust, now);
+                    let r = read_answer(&d);
+                    (d, r)
+                })
+                .collect();
+            let hashes = read
+                .iter()
+                .filter_map(|(_, r)| r.as_ref().ok())
+                .flat_map(|a| a.responses.iter().map(|s| s.id.hash))
+                .collect();
+            let issuers = IssuerIndex::new(trust, &hashes);
+            read.into_iter()
+                .map(|(d, r)| {
+                    let r = r.and_then(|a| verified_answer(&d, a, &issuers, now));
                     (d, r)
                 })
                 .collect::<Vec<_>>()

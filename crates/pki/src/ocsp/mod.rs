@@ -65,6 +65,13 @@ pub enum CertIdHash {
 }
 
 impl CertIdHash {
+    /// The hash of `issuer`'s public key (the subjectPublicKey bits) a
+    /// CertID of this algorithm carries: to index trusted certificates by
+    /// it, so that finding an answer's issuer is a lookup, not a scan.
+    pub fn key_hash_of(self, issuer: &Cert) -> Vec<u8> {
+        self.digest(&public_key_bits(issuer))
+    }
+
     fn digest(self, data: &[u8]) -> Vec<u8> {
         use aws_lc_rs::digest;
         let alg = match self {
@@ -115,8 +122,15 @@ impl CertId {
     /// and its public key hash to the CertID's (e.g. to find, among trusted certificates, the
     /// one an answer about a certificate not at hand must be signed by or for).
     pub fn issued_by(&self, issuer: &Cert) -> bool {
-        self.key_hash == self.hash.digest(&public_key_bits(issuer))
+        self.key_hash == self.hash.key_hash_of(issuer)
             && self.name_hash == self.hash.digest(issuer.subject_der())
+    }
+
+    /// Like [`CertId::issued_by`] for an `issuer` whose key hash (of this
+    /// CertID's algorithm, [`CertIdHash::key_hash_of`]) is known to match
+    /// already: its subject name hashes to the CertID's.
+    pub fn names_issuer(&self, issuer: &Cert) -> bool {
+        self.name_hash == self.hash.digest(issuer.subject_der())
     }
 
     fn write(&self, out: &mut Vec<u8>) {
