@@ -790,6 +790,13 @@ fn site_config(dir: &Path, name: &str, addr: SocketAddr) -> CentralConfig {
         retry_max_ms: 1_000,
         upload_retry_min_ms: 100,
         upload_retry_max_ms: 1_000,
+        // `PIVGATE_BENCH_LINGER_MS` sets the real site's linger (to set
+        // the taps with and without it side by side); the default is the
+        // service's.
+        upload_linger_ms: std::env::var("PIVGATE_BENCH_LINGER_MS")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(200),
     }
 }
 

@@ -329,6 +329,7 @@ impl SitesDemo {
                 retry_max_ms: 500,
                 upload_retry_min_ms: 50,
                 upload_retry_max_ms: 500,
+                upload_linger_ms: 50,
             });
             sites.push(
                 rt.block_on(Service::start(c, None))

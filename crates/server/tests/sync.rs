@@ -314,6 +314,7 @@ impl World {
             retry_max_ms: 200,
             upload_retry_min_ms: 200,
             upload_retry_max_ms: 60_000,
+            upload_linger_ms: 200,
         }
     }
 

@@ -746,3 +746,35 @@ async fn many_sites_uploading_at_once_share_transactions_and_store_each_event_on
     let central = Store::connect(pg.url()).await.unwrap();
     check_many_sites_at_once(&central).await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn events_committed_one_by_one_go_up_together_after_the_linger() {
+    let Some(pg) = store::testing::postgres_or_skip("upload_linger") else {
+        return;
+    };
+    let central = Store::connect(pg.url()).await.unwrap();
+    let (addr, _server) = start_central(&central, IngestPolicy::default(), "north").await;
+    let dir = tempfile::tempdir().unwrap();
+    let (site, log) = open_site(dir.path()).await;
+    record(&log, 0, 1).await;
+    let (mut progress, _stop, _task) = spawn_uploader(
+        &site,
+        &log,
+        HttpUplink::to(addr),
+        UploadOptions {
+            max_batch: 100,
+            linger: Duration::from_secs(5),
+            ..fast()
+        },
+    );
+    let p = wait_for(&mut progress, "the first event", |p| p.acked >= 1).await;
+    assert_eq!(p.batches, 1, "{p:?}");
+    // Ten commits, one event each, while the uploader lets events gather:
+    // they go up in one request, not ten.
+    for i in 1..=10 {
+        record(&log, i, 1).await;
+    }
+    let p = wait_for(&mut progress, "the ten events", |p| p.acked >= 11).await;
+    assert_eq!(p.batches, 2, "{p:?}");
+    assert_eq!(central_counts(&central, "north").await, (11, 0));
+}

@@ -192,6 +192,7 @@ fn a_site_a_schema_behind_still_syncs_and_one_too_old_keeps_deciding_and_says_it
         retry_max_ms: 200,
         upload_retry_min_ms: 20,
         upload_retry_max_ms: 200,
+        upload_linger_ms: 20,
     };
     let follow = |schema: i64| {
         let f = Follower::with_connector(

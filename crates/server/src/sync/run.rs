@@ -106,6 +106,7 @@ impl Plan {
             plan.report_every = Duration::from_millis(c.silence_ms / 3);
             plan.upload.min_backoff = Duration::from_millis(c.upload_retry_min_ms);
             plan.upload.max_backoff = Duration::from_millis(c.upload_retry_max_ms);
+            plan.upload.linger = Duration::from_millis(c.upload_linger_ms);
         }
         Ok(plan)
     }

@@ -98,6 +98,11 @@ pub struct CentralConfig {
     pub upload_retry_min_ms: u64,
     #[serde(default = "default_upload_retry_max_ms")]
     pub upload_retry_max_ms: u64,
+    /// How long new events gather before a batch that would not be full
+    /// goes up: the most an event waits to be sent (beyond the round
+    /// trip). 0 sends each commit at once (a request per tap).
+    #[serde(default = "default_upload_linger_ms")]
+    pub upload_linger_ms: u64,
 }
 
 fn default_feed_days() -> u32 {
@@ -123,6 +128,9 @@ fn default_upload_retry_min_ms() -> u64 {
 }
 fn default_upload_retry_max_ms() -> u64 {
     60_000
+}
+fn default_upload_linger_ms() -> u64 {
+    200
 }
 
 /// A central's address from `central.urls`: `https://HOST:PORT`.
@@ -263,6 +271,7 @@ pub fn check(
                 10,
                 3_600_000,
             ),
+            ("central.upload_linger_ms", c.upload_linger_ms, 0, 60_000),
         ] {
             if !(lo..=hi).contains(&v) {
                 return Err((key, format!("{v} is out of range ({lo} to {hi})")));
@@ -345,6 +354,7 @@ mod tests {
             retry_min_ms: default_retry_min_ms(),
             retry_max_ms: default_retry_max_ms(),
             upload_retry_min_ms: default_upload_retry_min_ms(),
+            upload_linger_ms: default_upload_linger_ms(),
             upload_retry_max_ms: default_upload_retry_max_ms(),
         }
     }

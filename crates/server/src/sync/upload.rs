@@ -13,7 +13,11 @@
 //! [`UploadOptions::max_backoff`], or at once when the link to the central
 //! is made again ([`Uplink::reconnected`]: the follower reconnected); the
 //! central stores each event once. It
-//! waits for a commit, never on a timer, when everything is acknowledged.
+//! waits for a commit, never on a timer, when everything is acknowledged;
+//! after a commit wakes it, it lets the events that follow gather for
+//! [`UploadOptions::linger`] (`central.upload_linger_ms`, 200 ms) before
+//! sending a batch that would not be full, so a busy site sends a request
+//! per linger, not one per tap.
 //!
 //! The acknowledgement also tells the site how far its clock is from the
 //! central's ([`UploadProgress::skew`]); a skew beyond what the central
@@ -203,6 +207,12 @@ pub struct UploadOptions {
     pub min_backoff: Duration,
     /// The longest wait after a failure.
     pub max_backoff: Duration,
+    /// How long the uploader lets events gather before it sends a batch
+    /// that would not be full: new events wait at most this long (plus
+    /// the round trip) to go up, and a busy site sends one request per
+    /// linger instead of one per tap, so uploading costs the taps next to
+    /// nothing whether the link is up, slow or down. Zero sends at once.
+    pub linger: Duration,
     /// The site's clock (for `sent_at`).
     pub clock: fn() -> Timestamp,
 }
@@ -213,6 +223,7 @@ impl Default for UploadOptions {
             max_batch: 256,
             min_backoff: Duration::from_millis(200),
             max_backoff: Duration::from_secs(60),
+            linger: Duration::from_millis(200),
             clock: Timestamp::now,
         }
     }
@@ -272,8 +283,9 @@ impl RoundError {
 enum Round {
     /// Nothing above the acknowledgement: wait for a commit.
     Idle,
-    /// A batch was acknowledged: look again at once.
-    Sent,
+    /// A batch was acknowledged: look again at once if it was full, after
+    /// the linger if not.
+    Sent { full: bool },
 }
 
 /// Sends the site's events to the central (see the module documentation).
@@ -335,10 +347,19 @@ impl<U: Uplink> Uploader<U> {
                 _ = stopped(&mut stop) => return,
             };
             match round {
-                Ok(Round::Sent) => backoff = self.options.min_backoff,
+                Ok(Round::Sent { full }) => {
+                    backoff = self.options.min_backoff;
+                    if !full && !self.pause(self.options.linger, &mut stop).await {
+                        return;
+                    }
+                }
                 Ok(Round::Idle) => {
                     backoff = self.options.min_backoff;
                     if !wait_for_commit(&mut live, &mut stop).await {
+                        return;
+                    }
+                    // Let the events that follow this one gather.
+                    if !self.pause(self.options.linger, &mut stop).await {
                         return;
                     }
                 }
@@ -424,7 +445,7 @@ impl<U: Uplink> Uploader<U> {
             p.last_error = None;
         });
         if progressed {
-            Ok(Round::Sent)
+            Ok(Round::Sent { full: !whole })
         } else {
             Err(RoundError::NoProgress {
                 acked: ack.acked,
@@ -435,6 +456,9 @@ impl<U: Uplink> Uploader<U> {
 
     /// Waits `d` or until stopped; false when stopped.
     async fn pause(&self, d: Duration, stop: &mut watch::Receiver<bool>) -> bool {
+        if d.is_zero() {
+            return !*stop.borrow();
+        }
         tokio::select! {
             _ = tokio::time::sleep(d) => true,
             _ = stopped(stop) => false,
