@@ -38,7 +38,9 @@
 //! central sends a heartbeat as soon as everything pending is sent, and
 //! the link is published after what came before it is applied. So a site
 //! coming back has put in force what changed while it was away (a
-//! revocation, a suspension) before it says it is back.
+//! revocation, a suspension) before it says it is back. (A central of the
+//! release before sends its first heartbeat only after `heartbeat_ms`:
+//! against it a site counts as connected that much later.)
 //!
 //! A failure (the central goes away, a silent link, a refusal) drops the
 //! link; the follower tries the next central, waiting `retry_min_ms`
@@ -367,7 +369,12 @@ impl Follower {
             }
             let mut pending = Vec::new();
             let mut data = Vec::new();
-            // The highest position the central said it has nothing after.
+            // Whether the central said it has sent everything (a
+            // heartbeat). The feed is one ordered stream, so every line
+            // before the heartbeat was read with it and is applied below;
+            // its position is not compared with the site's, because a
+            // central may leave out rows a site's release does not take
+            // (revocation data of a later kind) and still count them.
             let mut quiet_at = None;
             while let Some(nl) = buf.iter().position(|b| *b == b'\n') {
                 let line: Vec<u8> = buf.drain(..=nl).collect();
@@ -386,7 +393,7 @@ impl Follower {
             // The site's access data is current as of now when a change
             // was just applied or the central confirmed nothing is pending
             // beyond what is applied (what stale-data door policies age).
-            let caught_up = quiet_at.is_some_and(|q| q <= pos);
+            let caught_up = quiet_at.is_some();
             if applied || caught_up {
                 self.changes_current();
             }
