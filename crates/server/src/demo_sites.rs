@@ -375,28 +375,27 @@ impl SitesDemo {
     /// central holds now; returns the position.
     pub fn caught_up(&self, i: usize) -> Result<i64, SitesDemoError> {
         let pos = self.head(i)?;
-        let follower = self.sites[i]
-            .sync()
-            .follower
-            .as_ref()
-            .ok_or_else(|| SitesDemoError::Timeout("a site follower".into()))?;
-        let mut rx = follower.status();
-        self.rt
-            .block_on(async {
-                tokio::time::timeout(
-                    WAIT,
-                    rx.wait_for(|s| s.applied.is_some_and(|a| a >= pos) && s.central.is_some()),
-                )
-                .await
-            })
-            .map_err(|_| SitesDemoError::Timeout(format!("site {} catching up", SITES[i])))?
-            .map_err(step("following the site"))?;
+        self.wait_status(i, "catching up", |s| {
+            s.applied.is_some_and(|a| a >= pos) && s.central.is_some()
+        })?;
         Ok(pos)
     }
 
     /// Waits until site `i` has applied position `pos`, from `since`;
     /// how long that took.
     pub fn in_force(&self, i: usize, pos: i64, since: Instant) -> Result<Duration, SitesDemoError> {
+        self.wait_status(i, "the change", |s| s.applied.is_some_and(|a| a >= pos))?;
+        Ok(since.elapsed())
+    }
+
+    /// Waits until site `i`'s follower status satisfies `f` (`what` names
+    /// the wait in a timeout).
+    fn wait_status(
+        &self,
+        i: usize,
+        what: &str,
+        f: impl Fn(&crate::sync::follow::FollowStatus) -> bool,
+    ) -> Result<(), SitesDemoError> {
         let follower = self.sites[i]
             .sync()
             .follower
@@ -404,13 +403,10 @@ impl SitesDemo {
             .ok_or_else(|| SitesDemoError::Timeout("a site follower".into()))?;
         let mut rx = follower.status();
         self.rt
-            .block_on(async {
-                tokio::time::timeout(WAIT, rx.wait_for(|s| s.applied.is_some_and(|a| a >= pos)))
-                    .await
-            })
-            .map_err(|_| SitesDemoError::Timeout(format!("the change at site {}", SITES[i])))?
+            .block_on(async { tokio::time::timeout(WAIT, rx.wait_for(|s| f(s))).await })
+            .map_err(|_| SitesDemoError::Timeout(format!("{what} at site {}", SITES[i])))?
             .map_err(step("following the site"))?;
-        Ok(since.elapsed())
+        Ok(())
     }
 
     /// Suspends (or reinstates, `active`) `name` at the central; the
